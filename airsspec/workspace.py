@@ -1,0 +1,97 @@
+"""The workspace facade: open a workspace from ``airsspec.toml`` and reach its parts.
+
+A workspace is a folder (``.airsspec/`` by default) laid out as ARCHITECTURE.md describes:
+``contexts/agent/`` holds the frozen logs (the only source of truth); ``knowledge/``, ``state/``
+hold projections that can be deleted and rebuilt; ``sources/`` holds documents the user adds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from airsspec.settings import CONFIG_NAME, DEFAULT_TOML, Settings, find_config, load_settings
+from eventlog.log import EventLog
+
+SUBDIRS = ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources", "state")
+
+
+@dataclass
+class Workspace:
+    root: Path
+    settings: Settings
+    config_path: Path | None = None
+
+    @classmethod
+    def open(
+        cls,
+        root: Path | str | None = None,
+        config: Path | str | None = None,
+        *,
+        cwd: Path | None = None,
+    ) -> Workspace:
+        """Resolve the config (explicit, else the nearest ``airsspec.toml``) and the root
+        (explicit, else ``[workspace] path`` relative to the config file)."""
+        cwd = cwd or Path.cwd()
+        config_path = Path(config) if config is not None else find_config(cwd)
+        settings = load_settings(config_path)
+        if root is None:
+            base = config_path.parent if config_path is not None else cwd
+            root = base / settings.workspace.path
+        return cls(Path(root), settings, config_path)
+
+    @cached_property
+    def log(self) -> EventLog:
+        return EventLog(
+            self.log_dir,
+            durability=self.settings.log.durability,
+            batch_interval_ms=self.settings.log.batch_interval_ms,
+        )
+
+    def close(self) -> None:
+        if "log" in self.__dict__:
+            self.log.close()
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "contexts" / "agent"
+
+    @property
+    def library_dir(self) -> Path:
+        return self.root / "knowledge" / "library"
+
+    @property
+    def vectors_dir(self) -> Path:
+        return self.root / "knowledge" / "vectors"
+
+    @property
+    def sources_dir(self) -> Path:
+        return self.root / "sources"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "state"
+
+
+def init_workspace(directory: Path) -> tuple[Path, bool]:
+    """Create ``directory/airsspec.toml`` (if absent) and the workspace folders.
+
+    Returns the config path and whether it was written (an existing config is never replaced).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    config = directory / CONFIG_NAME
+    written = not config.exists()
+    if written:
+        config.write_text(DEFAULT_TOML, encoding="utf-8")
+    settings = load_settings(config)
+    root = directory / settings.workspace.path
+    for sub in SUBDIRS:
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    return config, written

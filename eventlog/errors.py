@@ -1,0 +1,52 @@
+"""Errors of the event log: one root, subclassed by what the caller can do about it.
+
+- ``InvalidEventError``: the input is wrong (fix the input; nothing was written).
+- ``InvalidSessionIdError``: the session id is not a safe, portable file name.
+- ``CorruptLogError``: a stored record is damaged in the middle of a log (never repaired
+  automatically; ``verify`` shows where).
+- ``LogWriteError``: the operating system refused a write (disk full, permissions); the log
+  was restored to exactly its previous bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class EventLogError(Exception):
+    """Root of every error raised by the event log."""
+
+
+class InvalidEventError(EventLogError, ValueError):
+    """An event given to ``append`` does not satisfy the schema.
+
+    ``index`` is the position of the event in the batch (0-based), ``field`` the dotted path of
+    the offending field when one can be named.
+    """
+
+    def __init__(self, message: str, *, index: int = 0, field: str | None = None) -> None:
+        self.index = index
+        self.field = field
+        self.message = message
+        where = f"field '{field}': " if field else ""
+        super().__init__(f"{where}{message}")
+
+
+class InvalidSessionIdError(EventLogError, ValueError):
+    """A session id that could escape the log folder or is not a portable file name."""
+
+
+class CorruptLogError(EventLogError):
+    """A stored record cannot be read: bad JSON, schema violation, or a broken sequence."""
+
+    def __init__(self, path: Path, *, seq: int | None, offset: int, reason: str) -> None:
+        self.path = path
+        self.seq = seq
+        self.offset = offset
+        self.reason = reason
+        at = f"seq {seq}, " if seq is not None else ""
+        super().__init__(f"{path}: {at}byte offset {offset}: {reason}")
+
+
+class LogWriteError(EventLogError, OSError):
+    """The OS refused to write; the log file was truncated back to its previous length."""

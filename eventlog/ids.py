@@ -1,0 +1,67 @@
+"""Event ids and timestamps.
+
+Ids are UUIDv7 strings (RFC 9562): 48 bits of Unix milliseconds, then random bits. Within one
+process they are strictly increasing (the random part is bumped when the clock has not moved or
+went back), so sorting ids sorts events by creation time. Timestamps are UTC RFC 3339 with
+microseconds and a ``Z`` suffix, so comparing the strings compares the times.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import threading
+import time
+from datetime import UTC, datetime
+
+_lock = threading.Lock()
+_random = random.Random()  # ids need uniqueness, not secrecy
+os.register_at_fork(after_in_child=_random.seed)  # a forked child must not repeat ids
+_last = 0
+_RAND_BITS = 74
+_RAND_MASK = (1 << _RAND_BITS) - 1
+
+_TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def new_event_id() -> str:
+    """Return a new, process-monotonic UUIDv7 string."""
+    global _last
+    millis = time.time_ns() // 1_000_000
+    rand = _random.getrandbits(_RAND_BITS)
+    with _lock:
+        candidate = (millis << _RAND_BITS) | rand
+        if candidate <= _last:
+            candidate = _last + 1
+        _last = candidate
+    millis, rand = candidate >> _RAND_BITS, candidate & _RAND_MASK
+    # Layout: 48 bits ms | 4 bits version (7) | 12 bits rand_a | 2 bits variant | 62 bits rand_b
+    value = (
+        (millis << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & (2**62 - 1))
+    )
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def format_ts(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def utc_now() -> str:
+    return format_ts(datetime.now(UTC))
+
+
+def parse_ts(text: str) -> datetime:
+    """Parse an RFC 3339 timestamp with an explicit offset; raise ValueError otherwise."""
+    if not _TS_RE.match(text):
+        raise ValueError(f"not an RFC 3339 timestamp with a UTC offset: {text!r}")
+    normalized = text.upper().replace(" ", "T").replace("Z", "+00:00")
+    # datetime accepts at most 6 fractional digits.
+    normalized = re.sub(r"(\.\d{6})\d+", r"\1", normalized)
+    return datetime.fromisoformat(normalized)
+
+
+def normalize_ts(text: str) -> str:
+    """Return ``text`` as UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
+    return format_ts(parse_ts(text))

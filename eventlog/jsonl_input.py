@@ -1,0 +1,66 @@
+"""Parse a JSONL stream of input events, validating every line before anything is appended.
+
+Errors name the source, the line number and the field, and all invalid lines are reported at once,
+so a user fixes a file in one pass. Blank lines are ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from eventlog.errors import InvalidEventError
+from eventlog.log import prepare_event
+
+
+@dataclass(frozen=True, slots=True)
+class LineError:
+    line: int
+    field: str | None
+    message: str
+
+
+class InvalidInputError(InvalidEventError):
+    """One or more lines of a JSONL input are not valid events."""
+
+    def __init__(self, source: str, errors: list[LineError]) -> None:
+        self.source = source
+        self.errors = errors
+        first = errors[0]
+        super().__init__(first.message, index=first.line - 1, field=first.field)
+
+    def lines(self) -> list[str]:
+        """``source:line: field 'f': message`` for every invalid line."""
+        out = []
+        for err in self.errors:
+            where = f" field '{err.field}':" if err.field else ""
+            out.append(f"{self.source}:{err.line}:{where} {err.message}")
+        return out
+
+
+def parse_event_lines(data: bytes, source: str) -> list[dict[str, Any]]:
+    """Parse and validate every line; return the events or raise ``InvalidInputError``."""
+    events: list[dict[str, Any]] = []
+    errors: list[LineError] = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            errors.append(LineError(number, None, f"invalid JSON: {exc}"))
+            continue
+        if not isinstance(value, dict):
+            errors.append(LineError(number, None, "an event must be a JSON object"))
+            continue
+        try:
+            prepare_event(value)
+        except InvalidEventError as exc:
+            errors.append(LineError(number, exc.field, exc.message))
+            continue
+        events.append(value)
+    if errors:
+        raise InvalidInputError(source, errors)
+    return events

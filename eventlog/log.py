@@ -1,0 +1,430 @@
+"""The frozen log: append (locked, hash-chained, durable) and read (validated, resumable).
+
+Invariants:
+- A session file only grows by whole records appended under an exclusive OS lock (``flock``)
+  on the file itself, so many processes may append to one session: no interleaved lines, and
+  ``seq`` is gap-free and duplicate-free.
+- ``append_many`` is atomic: every event is validated and encoded before the file is touched; a
+  failed write is truncated back to the previous length; a crash mid-batch leaves a tail that
+  recovery quarantines whole (see ``recovery``).
+- Durability: ``always`` fdatasyncs before ``append`` returns; ``batch`` returns once the bytes are
+  in the OS page cache and a background thread fdatasyncs every ``batch_interval_ms`` (group
+  commit: appends in one interval share one sync; ``flush()`` waits for it); ``off`` leaves syncing
+  to the OS. A process crash loses nothing acknowledged in any mode; a power loss loses nothing
+  under ``always``, at most one interval under ``batch``.
+- Readers never yield a partial record or a part of an unfinished batch.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from eventlog.canonical import NotCanonicalizableError, encode_record
+from eventlog.errors import CorruptLogError, InvalidEventError, LogWriteError
+from eventlog.ids import new_event_id, utc_now
+from eventlog.layout import list_sessions, quarantine_path, session_path, validate_session_id
+from eventlog.recovery import TailState, recover
+from eventlog.schema import (
+    SCHEMA_VERSION,
+    Event,
+    Record,
+    UnknownEventTypeError,
+    parse_record,
+    record_from_dict,
+    validate_event,
+)
+
+_READ_CHUNK = 1 << 22
+
+
+class Durability(StrEnum):
+    ALWAYS = "always"
+    BATCH = "batch"
+    OFF = "off"
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A record with where it is stored: ``offset`` of its line, ``end`` just after it, and the
+    exact stored bytes of the line (without the newline)."""
+
+    record: Record
+    offset: int
+    end: int
+    raw: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    session: str
+    records: int
+    first_ts: str | None
+    last_ts: str | None
+    bytes: int
+
+
+@dataclass(slots=True)
+class _Handle:
+    fd: int
+    ino: int
+    mutex: threading.Lock
+    tail: TailState | None = None
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _error_text(err: Any) -> str:
+    reason = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+    return f"field '{_field_path(err['loc'])}': {reason}"
+
+
+def _check_finite(value: Any, path: str = "") -> None:
+    """orjson writes NaN/inf as null; refuse them so nothing is silently rewritten."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidEventError("NaN and infinite numbers are not JSON", field=path or None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_finite(item, f"{path}.{i}" if path else str(i))
+
+
+def prepare_event(event: Event | dict[str, Any], index: int = 0) -> dict[str, Any]:
+    """Validate one input event and return its body fields (without the envelope).
+
+    Raises ``InvalidEventError`` naming the field.
+    """
+    try:
+        validated = validate_event(event)
+    except UnknownEventTypeError as exc:
+        raise InvalidEventError(str(exc), index=index, field="type") from exc
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = _field_path(errors[0]["loc"])
+        parts = [_error_text(err) for err in errors]
+        message = parts[0].split(": ", 1)[1] if len(parts) == 1 else "; ".join(parts)
+        raise InvalidEventError(
+            message, index=index, field=first if len(parts) == 1 else None
+        ) from exc
+    return validated.model_dump(mode="json", exclude_none=True)
+
+
+class EventLog:
+    """Append to and read from the session logs under ``log_dir``."""
+
+    def __init__(
+        self,
+        log_dir: Path | str,
+        *,
+        durability: Durability | str = Durability.ALWAYS,
+        batch_interval_ms: float = 5.0,
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.durability = Durability(durability)
+        self.batch_interval = batch_interval_ms / 1000.0
+        self._handles: dict[str, _Handle] = {}
+        self._handles_mutex = threading.Lock()
+        self._dirty: set[int] = set()
+        self._sync_mutex = threading.Lock()
+        self._closed = False
+        self._wake = threading.Event()
+        self._flusher: threading.Thread | None = None
+        if self.durability is Durability.BATCH:
+            self._flusher = threading.Thread(
+                target=self._flush_loop, daemon=True, name="eventlog-group-commit"
+            )
+            self._flusher.start()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        self._wake.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        with self._handles_mutex:
+            for handle in self._handles.values():
+                os.close(handle.fd)
+            self._handles.clear()
+
+    def flush(self) -> None:
+        """Make everything appended through this log durable now."""
+        with self._sync_mutex:
+            dirty, self._dirty = self._dirty, set()
+            for fd in dirty:
+                os.fdatasync(fd)
+
+    def _flush_loop(self) -> None:
+        while not self._closed:
+            self._wake.wait(self.batch_interval)
+            if self._dirty:
+                self.flush()
+
+    # ----------------------------------------------------------------- handles and locks
+
+    def _handle(self, session: str) -> _Handle:
+        path = session_path(self.log_dir, session)
+        with self._handles_mutex:
+            handle = self._handles.get(session)
+            if handle is not None:
+                try:
+                    if os.stat(path).st_ino == handle.ino:
+                        return handle
+                except FileNotFoundError:
+                    pass
+                os.close(handle.fd)  # the file was replaced or removed under us: reopen
+                del self._handles[session]
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            existed = path.exists()
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            if not existed and self.durability is not Durability.OFF:
+                dir_fd = os.open(self.log_dir, os.O_RDONLY)
+                try:
+                    os.fsync(dir_fd)
+                finally:
+                    os.close(dir_fd)
+            handle = _Handle(fd=fd, ino=os.fstat(fd).st_ino, mutex=threading.Lock())
+            self._handles[session] = handle
+            return handle
+
+    def _locked_tail(self, session: str, handle: _Handle) -> TailState:
+        """With the lock held: the current tail, recovering a torn one first."""
+        size = os.fstat(handle.fd).st_size
+        if handle.tail is None or handle.tail.size != size:
+            handle.tail, _ = recover(
+                handle.fd,
+                session_path(self.log_dir, session),
+                quarantine_path(self.log_dir, session),
+            )
+        return handle.tail
+
+    def recover(self, session: str) -> int:
+        """Quarantine a torn tail of ``session`` if it has one; return the bytes moved."""
+        handle = self._handle(session)
+        with handle.mutex:
+            fcntl.flock(handle.fd, fcntl.LOCK_EX)
+            try:
+                handle.tail, moved = recover(
+                    handle.fd,
+                    session_path(self.log_dir, session),
+                    quarantine_path(self.log_dir, session),
+                )
+                return moved
+            finally:
+                fcntl.flock(handle.fd, fcntl.LOCK_UN)
+
+    def head(self, session: str) -> TailState:
+        """The last record's seq and hash (seq 0 for an empty or missing session)."""
+        validate_session_id(session)
+        if not session_path(self.log_dir, session).exists():
+            return TailState(0, 0, None)
+        handle = self._handle(session)
+        with handle.mutex:
+            fcntl.flock(handle.fd, fcntl.LOCK_EX)
+            try:
+                return self._locked_tail(session, handle)
+            finally:
+                fcntl.flock(handle.fd, fcntl.LOCK_UN)
+
+    # ----------------------------------------------------------------- append
+
+    def append(self, session: str, event: Event | dict[str, Any]) -> Record:
+        """Append one event; return the stored record."""
+        return self.append_many(session, [event])[0]
+
+    def append_many(self, session: str, events: Iterable[Event | dict[str, Any]]) -> list[Record]:
+        """Append events atomically (all or none); return the stored records in order."""
+        if self._closed:
+            raise RuntimeError("EventLog is closed")
+        validate_session_id(session)
+        bodies = [prepare_event(event, i) for i, event in enumerate(events)]
+        if not bodies:
+            return []
+        handle = self._handle(session)
+        with handle.mutex:
+            fcntl.flock(handle.fd, fcntl.LOCK_EX)
+            try:
+                tail = self._locked_tail(session, handle)
+                stored, data, last_hash = self._encode(session, tail, bodies)
+                self._write(session, handle, tail.size, data)
+                handle.tail = TailState(tail.size + len(data), tail.seq + len(bodies), last_hash)
+            finally:
+                fcntl.flock(handle.fd, fcntl.LOCK_UN)
+        if self.durability is Durability.ALWAYS:
+            os.fdatasync(handle.fd)
+        elif self.durability is Durability.BATCH:
+            self._dirty.add(handle.fd)
+        return [record_from_dict(body) for body in stored]
+
+    def _encode(
+        self, session: str, tail: TailState, bodies: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], bytes, str | None]:
+        now = utc_now()
+        count = len(bodies)
+        prev = tail.hash
+        lines: list[bytes] = []
+        stored: list[dict[str, Any]] = []
+        for i, fields in enumerate(bodies):
+            body: dict[str, Any] = {
+                "v": SCHEMA_VERSION,
+                "id": fields.pop("id", None) or new_event_id(),
+                "session": session,
+                "seq": tail.seq + i + 1,
+                "ts": fields.pop("ts", None) or now,
+                "prev": prev,
+                **fields,
+            }
+            if count > 1:
+                body["batch"] = [i + 1, count]
+            try:
+                line, prev = encode_record(body)
+                if b"null" in line:  # orjson writes NaN/inf as null: refuse, never rewrite
+                    _check_finite(body)
+            except NotCanonicalizableError as exc:
+                raise InvalidEventError(str(exc), index=i) from exc
+            except InvalidEventError as exc:
+                raise InvalidEventError(exc.message, index=i, field=exc.field) from None
+            body["hash"] = prev
+            lines.append(line)
+            stored.append(body)
+        return stored, b"".join(lines), prev
+
+    def _write(self, session: str, handle: _Handle, size: int, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(handle.fd, view)
+                view = view[written:]
+        except OSError as exc:
+            os.ftruncate(handle.fd, size)  # leave the log exactly as it was
+            handle.tail = None
+            path = session_path(self.log_dir, session)
+            raise LogWriteError(
+                exc.errno, f"{path}: append failed, nothing written: {exc.strerror}"
+            ) from exc
+
+    # ----------------------------------------------------------------- read
+
+    def sessions(self) -> list[str]:
+        return list_sessions(self.log_dir)
+
+    def info(self, session: str) -> SessionInfo:
+        """Counts, first/last time and size of a session, from its first and last lines only."""
+        head = self.head(session)
+        first_ts = None
+        if head.seq:
+            with open(session_path(self.log_dir, session), "rb") as f:
+                first_ts = orjson.loads(f.readline()).get("ts")
+        return SessionInfo(session, head.seq, first_ts, head.ts, head.size)
+
+    def read(
+        self, session: str, *, from_seq: int = 1, offset: int = 0, offset_seq: int = 1
+    ) -> Iterator[Located]:
+        """Records of ``session`` with ``seq >= from_seq``, validated, with their byte offsets.
+
+        ``offset``/``offset_seq`` resume from a known position (the line at ``offset`` has seq
+        ``offset_seq``), so a projector does not rescan what it has already seen.
+        """
+        path = session_path(self.log_dir, session)
+        if not path.exists():
+            return
+        position, seq = offset, offset_seq
+        while True:
+            reader = _SessionReader(path, session, position, seq, from_seq)
+            yield from reader
+            if not reader.incomplete_tail:
+                return
+            # An unfinished line or batch: either a write in progress or a crash. Under the lock
+            # we can tell: recovery quarantines a real torn tail, then we read on from there.
+            try:
+                self.recover(session)
+            except PermissionError:
+                return  # read-only access: stop before the incomplete tail
+            if os.path.getsize(path) <= reader.position:
+                return
+            position, seq = reader.position, reader.seq
+
+
+class _SessionReader:
+    """One pass over a session file from a position; stops before any incomplete tail."""
+
+    def __init__(self, path: Path, session: str, offset: int, seq: int, from_seq: int) -> None:
+        self.path = path
+        self.session = session
+        self.position = offset  # end of the last record yielded (or skipped)
+        self.seq = seq  # seq expected at ``position``
+        self.from_seq = from_seq
+        self.incomplete_tail = False
+
+    def __iter__(self) -> Iterator[Located]:
+        pending: list[Located] = []  # parts of a batch not yet complete
+        with open(self.path, "rb") as f:
+            f.seek(self.position)
+            buf = b""
+            base = self.position
+            while chunk := f.read(_READ_CHUNK):
+                buf = buf + chunk if buf else chunk
+                start = 0
+                while (nl := buf.find(b"\n", start)) >= 0:
+                    offset, end = base + start, base + nl + 1
+                    expected = self.seq + len(pending)
+                    if expected < self.from_seq:
+                        self.seq, self.position = expected + 1, end
+                    else:
+                        raw = buf[start:nl]
+                        located = Located(self._parse(raw, offset, expected), offset, end, raw)
+                        part = located.record.batch
+                        if part is not None and part[0] < part[1]:
+                            pending.append(located)
+                        else:
+                            yield from pending
+                            yield located
+                            pending.clear()
+                            self.seq, self.position = expected + 1, end
+                    start = nl + 1
+                buf = buf[start:]
+                base += start
+            self.incomplete_tail = bool(buf) or bool(pending)
+
+    def _parse(self, line: bytes, offset: int, expected: int) -> Record:
+        try:
+            record = parse_record(line)
+        except (ValidationError, ValueError) as exc:
+            reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            if isinstance(exc, ValidationError):
+                reason = f"{_field_path(exc.errors()[0]['loc'])}: {reason}"
+            raise CorruptLogError(
+                self.path, seq=expected, offset=offset, reason=f"unreadable record ({reason})"
+            ) from exc
+        if record.seq != expected or record.session != self.session:
+            raise CorruptLogError(
+                self.path,
+                seq=expected,
+                offset=offset,
+                reason=f"expected session {self.session!r} seq {expected}, found "
+                f"session {record.session!r} seq {record.seq}",
+            )
+        return record

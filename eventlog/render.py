@@ -1,0 +1,45 @@
+"""Readable text of records: for ``replay``, and for anything that shows or indexes messages.
+
+``record_text`` is the content of a record as a person (or an embedder) would read it: actions as
+``tool(params)``, observations as their result, unknown types as their JSON minus the envelope.
+It is a pure function of the record.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from eventlog.schema import ActionRecord, ObservationRecord, Record
+
+ENVELOPE = frozenset({"v", "id", "session", "seq", "ts", "type", "prev", "hash", "meta", "batch"})
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def record_text(record: Record) -> str:
+    """The readable content of one record."""
+    if isinstance(record, ActionRecord):
+        return f"{record.tool}({_json(record.params)})"
+    if isinstance(record, ObservationRecord):
+        result = record.result if isinstance(record.result, str) else _json(record.result)
+        return f"ERROR: {result}" if record.is_error else result
+    content = getattr(record, "content", None)
+    if isinstance(content, str):
+        return content
+    fields = {k: v for k, v in record.model_dump().items() if k not in ENVELOPE}
+    return _json(fields)
+
+
+def format_record(record: Record) -> str:
+    """A replay block: a header line (seq, time, type) and the indented text."""
+    header = f"#{record.seq:<5} {record.ts}  {record.type}"
+    if isinstance(record, ObservationRecord) and record.action_id:
+        header += f"  (answers {record.action_id})"
+    if record.meta:
+        header += f"  meta={_json(record.meta)}"
+    body = "\n".join(f"    {line}" for line in record_text(record).splitlines() or [""])
+    return f"{header}\n{body}"

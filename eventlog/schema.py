@@ -1,0 +1,207 @@
+"""The event schema: what an agent appends (``*Event``) and what the log stores (``*Record``).
+
+A stored record is an envelope (``v``, ``id``, ``session``, ``seq``, ``ts``, ``type``, ``prev``,
+``hash``, optional ``meta`` and ``batch``) plus the fields of its type. Records are frozen. The
+record models allow extra fields, and ``UnknownRecord`` takes any ``type`` this version does not
+know, so a record written by a newer version is preserved on read, never dropped; its hash is
+always checked against the raw parsed JSON, never against a re-dump of the model.
+
+Input events are strict: an unknown field or type is an error, so a typo never reaches the log.
+
+``batch`` is ``[i, n]`` on every record of a multi-record ``append_many`` (1-based ``i``). It lets
+recovery recognise a batch cut short by a crash and quarantine all of it, keeping batches atomic.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from eventlog.ids import normalize_ts
+
+SCHEMA_VERSION = 1
+
+Meta = dict[str, Any]
+
+
+class _UserPayload(BaseModel):
+    content: str
+
+
+class _AssistantPayload(BaseModel):
+    content: str
+
+
+class _ThoughtPayload(BaseModel):
+    content: str
+
+
+class _ActionPayload(BaseModel):
+    tool: str = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class _ObservationPayload(BaseModel):
+    result: Any
+    action_id: str | None = None
+    is_error: bool = False
+
+
+# --------------------------------------------------------------------------- input events
+
+
+class Event(BaseModel):
+    """Base of what callers append. ``id`` and ``ts`` are assigned unless given."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: str
+    id: str | None = Field(default=None, min_length=1, max_length=200)
+    ts: str | None = None
+    meta: Meta | None = None
+
+    @field_validator("ts")
+    @classmethod
+    def _utc_rfc3339(cls, value: str | None) -> str | None:
+        return None if value is None else normalize_ts(value)
+
+
+class UserEvent(_UserPayload, Event):
+    type: Literal["user"] = "user"
+
+
+class AssistantEvent(_AssistantPayload, Event):
+    type: Literal["assistant"] = "assistant"
+
+
+class ThoughtEvent(_ThoughtPayload, Event):
+    type: Literal["thought"] = "thought"
+
+
+class ActionEvent(_ActionPayload, Event):
+    type: Literal["action"] = "action"
+
+
+class ObservationEvent(_ObservationPayload, Event):
+    type: Literal["observation"] = "observation"
+
+
+INPUT_TYPES: dict[str, type[Event]] = {
+    "user": UserEvent,
+    "assistant": AssistantEvent,
+    "thought": ThoughtEvent,
+    "action": ActionEvent,
+    "observation": ObservationEvent,
+}
+
+
+def register_event_type(event: type[Event], record: type[Record]) -> None:
+    """Add a type (used by the memory-management layers for their own events)."""
+    name = event.model_fields["type"].default
+    INPUT_TYPES[name] = event
+    RECORD_TYPES[name] = record
+    global _RECORD_ADAPTER
+    _RECORD_ADAPTER = _build_adapter()
+
+
+# --------------------------------------------------------------------------- stored records
+
+
+class Record(BaseModel):
+    """Envelope shared by every stored record."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    v: int
+    id: str
+    session: str
+    seq: int = Field(ge=1)
+    ts: str
+    type: str
+    prev: str | None
+    hash: str
+    meta: Meta | None = None
+    batch: tuple[int, int] | None = None
+
+
+class UserRecord(_UserPayload, Record):
+    type: Literal["user"]
+
+
+class AssistantRecord(_AssistantPayload, Record):
+    type: Literal["assistant"]
+
+
+class ThoughtRecord(_ThoughtPayload, Record):
+    type: Literal["thought"]
+
+
+class ActionRecord(_ActionPayload, Record):
+    type: Literal["action"]
+
+
+class ObservationRecord(_ObservationPayload, Record):
+    type: Literal["observation"]
+
+
+class UnknownRecord(Record):
+    """A record whose ``type`` this version does not know; every field is kept."""
+
+
+RECORD_TYPES: dict[str, type[Record]] = {
+    "user": UserRecord,
+    "assistant": AssistantRecord,
+    "thought": ThoughtRecord,
+    "action": ActionRecord,
+    "observation": ObservationRecord,
+}
+
+
+def _build_adapter() -> TypeAdapter[Any]:
+    members = tuple(RECORD_TYPES.values())
+    return TypeAdapter(Annotated[Union[members], Field(discriminator="type")])  # noqa: UP007
+
+
+_RECORD_ADAPTER = _build_adapter()
+
+
+def parse_record(line: bytes | str) -> Record:
+    """Validate one stored line (JSON) into its record model.
+
+    Raises ``ValidationError`` (or ``ValueError`` for bad JSON) when the line is not a record.
+    """
+    try:
+        return _RECORD_ADAPTER.validate_json(line)
+    except ValidationError as exc:
+        if any(err["type"] == "union_tag_invalid" for err in exc.errors()):
+            return UnknownRecord.model_validate_json(line)
+        raise
+
+
+def record_from_dict(data: dict[str, Any]) -> Record:
+    """Build a record model from an already-validated body (used right after writing)."""
+    cls = RECORD_TYPES.get(data["type"], UnknownRecord)
+    return cls.model_validate(data)
+
+
+def validate_event(data: Event | dict[str, Any]) -> Event:
+    """Validate one input event (a dict or an ``Event``); raise ``ValidationError``/``KeyError``."""
+    if isinstance(data, Event):
+        return data
+    kind = data.get("type") if isinstance(data, dict) else None
+    if not isinstance(kind, str) or kind not in INPUT_TYPES:
+        allowed = ", ".join(sorted(INPUT_TYPES))
+        raise UnknownEventTypeError(
+            f"unknown event type {kind!r}; allowed: {allowed}"
+            if kind is not None
+            else f"missing 'type'; allowed: {allowed}"
+        )
+    return INPUT_TYPES[kind].model_validate(data)
+
+
+class UnknownEventTypeError(ValueError):
+    """An input event names no type this version can append."""
+
+
+MESSAGE_TYPES_DEFAULT = ("user", "assistant", "thought", "action", "observation")

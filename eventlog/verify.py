@@ -1,0 +1,135 @@
+"""Verify sessions: schema, seq continuity, the prev/hash chain and canonical bytes.
+
+``verify`` is read-only with one exception every reader shares: a torn tail is first quarantined
+(see ``recovery``), since it was never acknowledged and is not a fault of the log. Everything else
+is reported, never repaired. Each session stops at its first problem, reported with session, seq,
+byte offset and what is wrong.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+from pydantic import ValidationError
+
+from eventlog.canonical import NotCanonicalizableError, expected_line
+from eventlog.errors import CorruptLogError
+from eventlog.layout import session_path
+from eventlog.log import EventLog
+from eventlog.schema import parse_record
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    session: str
+    seq: int
+    offset: int
+    message: str
+
+
+@dataclass(slots=True)
+class SessionReport:
+    session: str
+    records: int = 0
+    bytes: int = 0
+    quarantined_bytes: int = 0
+    problem: Problem | None = None
+    last_hash: str | None = None
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    sessions: list[SessionReport] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(s.problem is None for s in self.sessions)
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.sessions)
+
+
+# A check of a verified record against something outside the log's chain (for example that a
+# compaction event's range matches the records it covers). Returns a message when it fails.
+RecordCheck = Callable[[dict, EventLog], str | None]
+
+
+def verify_session(
+    log: EventLog, session: str, checks: Iterable[RecordCheck] = ()
+) -> SessionReport:
+    report = SessionReport(session)
+    path: Path = session_path(log.log_dir, session)
+    if not path.exists():
+        report.problem = Problem(session, 0, 0, "no such session")
+        return report
+    with contextlib.suppress(CorruptLogError):  # a corrupt last line is reported below
+        report.quarantined_bytes = log.recover(session)
+    checks = tuple(checks)
+    prev: str | None = None
+    offset = 0
+    seq = 0
+    with open(path, "rb") as f:
+        for seq, raw in enumerate(f, start=1):
+            try:
+                data = _check_line(raw, session, seq, prev)
+                for check in checks:
+                    if (message := check(data, log)) is not None:
+                        raise _Fault(message)
+            except _Fault as fault:
+                report.problem = Problem(session, seq, offset, str(fault))
+                return report
+            prev = data["hash"]
+            offset += len(raw)
+            report.records = seq
+    report.bytes = offset
+    report.last_hash = prev
+    return report
+
+
+class _Fault(Exception):
+    """What is wrong with one line."""
+
+
+def _check_line(raw: bytes, session: str, seq: int, prev: str | None) -> dict:
+    """Return the parsed record, or raise ``_Fault`` saying what is wrong with it."""
+    if not raw.endswith(b"\n"):
+        raise _Fault("incomplete final line (torn tail that could not be quarantined)")
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _Fault(f"not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise _Fault("not a JSON object")
+    try:
+        parse_record(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise _Fault(f"schema: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from exc
+    if data["session"] != session:
+        raise _Fault(f"record belongs to session {data['session']!r}")
+    if data["seq"] != seq:
+        raise _Fault(f"seq {data['seq']} where {seq} was expected (gap, duplicate or reorder)")
+    if data["prev"] != prev:
+        raise _Fault("prev does not match the hash of the previous record (chain broken)")
+    try:
+        line, digest = expected_line(data)
+    except NotCanonicalizableError as exc:
+        raise _Fault(f"cannot canonicalize: {exc}") from exc
+    if digest != data["hash"]:
+        raise _Fault("hash mismatch: the record's content was changed after it was written")
+    if line != raw:
+        raise _Fault("bytes differ from the record's canonical form (altered encoding)")
+    return data
+
+
+def verify(
+    log: EventLog, sessions: Iterable[str] | None = None, checks: Iterable[RecordCheck] = ()
+) -> VerifyReport:
+    names = list(sessions) if sessions is not None else log.sessions()
+    checks = tuple(checks)
+    return VerifyReport([verify_session(log, name, checks) for name in names])
