@@ -123,13 +123,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
     with _open(args) as ws:
         if args.session not in ws.log.sessions():
             raise UsageError(f"no session {args.session!r} in {ws.log_dir}")
-        for located in ws.log.read(args.session, from_seq=args.from_seq):
-            if past_end(located.record):
+        seq_of_id: dict[str, int] = {}
+        for located in ws.log.read(args.session):
+            record = located.record
+            seq_of_id[record.id] = record.seq
+            if record.seq < args.from_seq:
+                continue
+            if past_end(record):
                 break
             if args.json:
                 out.write(located.raw.decode("utf-8") + "\n")
             else:
-                out.write(format_record(located.record) + "\n")
+                out.write(format_record(record, seq_of_id) + "\n")
     return EXIT_OK
 
 

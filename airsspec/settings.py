@@ -100,11 +100,16 @@ def load_settings(config: Path | None, env: Mapping[str, str] | None = None) -> 
             data = tomllib.loads(config.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SettingsError(f"{config}: {exc}") from exc
+    settings = _validate(data, source)
     overrides = _env_overrides(env)
+    if not overrides:
+        return settings
     for section, values in overrides.items():
         data.setdefault(section, {}).update(values)
-    if overrides:
-        source += " + environment"
+    return _validate(data, "environment")
+
+
+def _validate(data: dict[str, Any], source: str) -> Settings:
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from pydantic import ValidationError
@@ -42,10 +42,13 @@ from eventlog.schema import (
     UnknownEventTypeError,
     parse_record,
     record_from_dict,
+    record_validator,
     validate_event,
 )
 
 _READ_CHUNK = 1 << 22
+# Optional fields that are left out of the stored record rather than stored as null.
+_OMIT_WHEN_NONE = ("id", "ts", "meta", "action_id")
 
 
 class Durability(StrEnum):
@@ -54,8 +57,7 @@ class Durability(StrEnum):
     OFF = "off"
 
 
-@dataclass(frozen=True, slots=True)
-class Located:
+class Located(NamedTuple):
     """A record with where it is stored: ``offset`` of its line, ``end`` just after it, and the
     exact stored bytes of the line (without the newline)."""
 
@@ -120,7 +122,11 @@ def prepare_event(event: Event | dict[str, Any], index: int = 0) -> dict[str, An
         raise InvalidEventError(
             message, index=index, field=first if len(parts) == 1 else None
         ) from exc
-    return validated.model_dump(mode="json", exclude_none=True)
+    body = validated.model_dump()
+    for key in _OMIT_WHEN_NONE:
+        if body.get(key, 0) is None:
+            del body[key]
+    return body
 
 
 class EventLog:
@@ -381,6 +387,8 @@ class _SessionReader:
 
     def __iter__(self) -> Iterator[Located]:
         pending: list[Located] = []  # parts of a batch not yet complete
+        validate = record_validator()
+        session = self.session
         with open(self.path, "rb") as f:
             f.seek(self.position)
             buf = b""
@@ -388,22 +396,31 @@ class _SessionReader:
             while chunk := f.read(_READ_CHUNK):
                 buf = buf + chunk if buf else chunk
                 start = 0
-                while (nl := buf.find(b"\n", start)) >= 0:
-                    offset, end = base + start, base + nl + 1
+                find = buf.find
+                while (nl := find(b"\n", start)) >= 0:
                     expected = self.seq + len(pending)
+                    end = base + nl + 1
                     if expected < self.from_seq:
                         self.seq, self.position = expected + 1, end
+                        start = nl + 1
+                        continue
+                    raw = buf[start:nl]
+                    try:  # the fast path inline; _parse explains any failure
+                        record = validate(raw)
+                    except ValueError:
+                        record = self._parse(raw, base + start, expected)
+                    if record.seq != expected or record.session != session:
+                        self._parse(raw, base + start, expected)
+                    located = Located(record, base + start, end, raw)
+                    part = record.batch
+                    if part is not None and part[0] < part[1]:
+                        pending.append(located)
                     else:
-                        raw = buf[start:nl]
-                        located = Located(self._parse(raw, offset, expected), offset, end, raw)
-                        part = located.record.batch
-                        if part is not None and part[0] < part[1]:
-                            pending.append(located)
-                        else:
+                        if pending:
                             yield from pending
-                            yield located
                             pending.clear()
-                            self.seq, self.position = expected + 1, end
+                        yield located
+                        self.seq, self.position = expected + 1, end
                     start = nl + 1
                 buf = buf[start:]
                 base += start

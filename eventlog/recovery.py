@@ -23,7 +23,7 @@ import orjson
 from eventlog.errors import CorruptLogError
 from eventlog.ids import utc_now
 
-_BLOCK = 1 << 16
+_FIRST_BLOCK = 4096  # most records are far shorter; grow geometrically for long ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +38,13 @@ class TailState:
 
 def _after_last_newline(fd: int, limit: int) -> int:
     """Offset just after the last ``\\n`` in bytes [0, limit), or 0 if there is none."""
-    pos = limit
+    pos, block = limit, _FIRST_BLOCK
     while pos > 0:
-        lo = max(0, pos - _BLOCK)
+        lo = max(0, pos - block)
         nl = os.pread(fd, pos - lo, lo).rfind(b"\n")
         if nl >= 0:
             return lo + nl + 1
-        pos = lo
+        pos, block = lo, block * 2
     return 0
 
 

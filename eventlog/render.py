@@ -34,11 +34,16 @@ def record_text(record: Record) -> str:
     return _json(fields)
 
 
-def format_record(record: Record) -> str:
-    """A replay block: a header line (seq, time, type) and the indented text."""
+def format_record(record: Record, seq_of_id: dict[str, int] | None = None) -> str:
+    """A replay block: a header line (seq, time, type) and the indented text.
+
+    ``seq_of_id`` maps event ids seen so far to their seq, so an observation can name the
+    action it answers by seq.
+    """
     header = f"#{record.seq:<5} {record.ts}  {record.type}"
     if isinstance(record, ObservationRecord) and record.action_id:
-        header += f"  (answers {record.action_id})"
+        target = (seq_of_id or {}).get(record.action_id)
+        header += f"  (answers #{target})" if target else f"  (answers {record.action_id})"
     if record.meta:
         header += f"  meta={_json(record.meta)}"
     body = "\n".join(f"    {line}" for line in record_text(record).splitlines() or [""])

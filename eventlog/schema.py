@@ -166,6 +166,12 @@ def _build_adapter() -> TypeAdapter[Any]:
 _RECORD_ADAPTER = _build_adapter()
 
 
+def record_validator() -> Any:
+    """The fast validator of known record types (``validate_json(line) -> Record``); raises
+    ``ValidationError`` for anything else, including unknown types (use ``parse_record``)."""
+    return _RECORD_ADAPTER.validate_json
+
+
 def parse_record(line: bytes | str) -> Record:
     """Validate one stored line (JSON) into its record model.
 

@@ -1,0 +1,7 @@
+"""``python -m airsspec`` runs the CLI."""
+
+import sys
+
+from airsspec.cli import main
+
+sys.exit(main())

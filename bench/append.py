@@ -1,0 +1,225 @@
+"""Append and read throughput of the log, next to SQLite and a bare write+fsync loop.
+
+Every figure is the median of several runs measured in this process, on the same disk, with the
+same ~300-byte records. Ratios compare against baselines measured in the same run.
+
+    python bench/append.py [--quick] [--read-records N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import median_rate, print_table, write_synthetic_log
+from eventlog.canonical import encode_record
+from eventlog.log import EventLog
+
+CONTENT = "Run the failing test again with -x and show me the first traceback line."  # ~300 B
+BATCH = 100
+
+
+def event(i: int) -> dict:
+    return {"type": "user", "content": CONTENT, "meta": {"i": i}}
+
+
+def sample_line(i: int) -> bytes:
+    body = {
+        "v": 1,
+        "id": f"{i:036d}",
+        "session": "s",
+        "seq": i + 1,
+        "ts": "2026-11-21T00:00:00.000000Z",
+        "type": "user",
+        "prev": "0" * 64,
+        "content": CONTENT,
+        "meta": {"i": i},
+    }
+    return encode_record(body)[0]
+
+
+# ----------------------------------------------------------------------------- our log
+
+
+def run_log(folder: Path, durability: str, n: int, batched: bool) -> int:
+    with EventLog(folder, durability=durability) as log:
+        if batched:
+            for start in range(0, n, BATCH):
+                log.append_many("s", [event(i) for i in range(start, min(n, start + BATCH))])
+        else:
+            for i in range(n):
+                log.append("s", event(i))
+    return n
+
+
+def _worker(folder: str, durability: str, n: int, batched: bool, barrier) -> None:
+    barrier.wait()
+    run_log(Path(folder), durability, n, batched)
+
+
+def run_log_two_procs(folder: Path, durability: str, n: int, batched: bool) -> tuple[int, float]:
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(3)
+    procs = [
+        ctx.Process(target=_worker, args=(str(folder), durability, n // 2, batched, barrier))
+        for _ in range(2)
+    ]
+    for p in procs:
+        p.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for p in procs:
+        p.join()
+    return n, time.perf_counter() - start
+
+
+# ----------------------------------------------------------------------------- baselines
+
+
+def run_sqlite(folder: Path, synchronous: str, n: int, batched: bool) -> int:
+    db = sqlite3.connect(folder / "bench.db", isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA synchronous={synchronous}")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS events (session TEXT, seq INTEGER, body BLOB, "
+        "PRIMARY KEY (session, seq))"
+    )
+    lines = [sample_line(i) for i in range(n)]
+    step = BATCH if batched else 1
+    for start in range(0, n, step):
+        db.execute("BEGIN")
+        db.executemany(
+            "INSERT INTO events VALUES ('s', ?, ?)",
+            [(start + k, lines[start + k]) for k in range(min(step, n - start))],
+        )
+        db.execute("COMMIT")
+    db.close()
+    return n
+
+
+def run_bare_fsync(folder: Path, n: int) -> int:
+    line = sample_line(0)
+    fd = os.open(folder / "bare.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    for _ in range(n):
+        os.write(fd, line)
+        os.fdatasync(fd)
+    os.close(fd)
+    return n
+
+
+# ----------------------------------------------------------------------------- read
+
+
+def read_all(folder: Path) -> int:
+    log = EventLog(folder, durability="off")
+    return sum(1 for name in log.sessions() for _ in log.read(name))
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def fresh(root: Path) -> Path:
+    folder = Path(tempfile.mkdtemp(dir=root))
+    return folder
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer records and repeats")
+    parser.add_argument("--read-records", type=int, default=1_000_000)
+    args = parser.parse_args()
+    repeats = 3 if args.quick else 5
+    n_sync = 1000 if args.quick else 3000
+    n_fast = 20_000 if args.quick else 100_000
+    root = Path(tempfile.mkdtemp(prefix="airsspec-bench-"))
+    try:
+
+        def rate(fn, *a):
+            return median_rate(lambda: fn(fresh(root), *a), repeats)
+
+        def rate2(durability: str, n: int, batched: bool) -> float:
+            results = []
+            for _ in range(repeats):
+                count, seconds = run_log_two_procs(fresh(root), durability, n, batched)
+                results.append(count / seconds)
+            return sorted(results)[len(results) // 2]
+
+        bare = rate(run_bare_fsync, n_sync)
+        sql_full = rate(run_sqlite, "FULL", n_sync, False)
+        sql_normal = rate(run_sqlite, "NORMAL", n_fast, False)
+        sql_full_b = rate(run_sqlite, "FULL", n_fast, True)
+        sql_normal_b = rate(run_sqlite, "NORMAL", n_fast, True)
+        rows = []
+        for mode, n in (("always", n_sync), ("batch", n_fast), ("off", n_fast)):
+            for batched in (False, True):
+                ours = rate(run_log, mode, n, batched)
+                two = rate2(mode, n, batched)
+                if mode == "always":
+                    base, base_name = (sql_full_b if batched else sql_full), "SQLite FULL"
+                else:
+                    base, base_name = (sql_normal_b if batched else sql_normal), "SQLite NORMAL"
+                shape = f"append_many x{BATCH}" if batched else "append x1"
+                rows.append(
+                    [
+                        mode,
+                        shape,
+                        ours,
+                        two,
+                        base_name,
+                        base,
+                        ours / base,
+                        ours / bare if mode == "always" and not batched else "-",
+                    ]
+                )
+        print_table(
+            f"Appends per second (~{len(sample_line(0))}-byte records, median of {repeats})",
+            [
+                "durability",
+                "call",
+                "1 process",
+                "2 processes",
+                "baseline",
+                "baseline/s",
+                "ratio vs baseline",
+                "ratio vs bare fsync",
+            ],
+            rows,
+        )
+        print_table(
+            "Baselines measured in the same run",
+            ["baseline", "records/s"],
+            [
+                ["bare write+fdatasync loop", bare],
+                ["SQLite WAL synchronous=FULL, 1 insert/txn", sql_full],
+                ["SQLite WAL synchronous=NORMAL, 1 insert/txn", sql_normal],
+                [f"SQLite WAL synchronous=FULL, {BATCH} inserts/txn", sql_full_b],
+                [f"SQLite WAL synchronous=NORMAL, {BATCH} inserts/txn", sql_normal_b],
+            ],
+        )
+
+        read_dir = fresh(root)
+        n_read = args.read_records // (10 if args.quick else 1)
+        t0 = time.perf_counter()
+        write_synthetic_log(read_dir, 100, n_read // 100, CONTENT)
+        build_s = time.perf_counter() - t0
+        read_rate = median_rate(lambda: read_all(read_dir), 3)
+        print_table(
+            "Read/replay with schema validation (median of 3 full passes)",
+            ["records", "sessions", "records/s", "target", "ratio", "generate (s)"],
+            [[n_read, 100, read_rate, 300_000, read_rate / 300_000, build_s]],
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

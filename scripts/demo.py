@@ -1,0 +1,96 @@
+"""The main job of ``make demo``: a new user's first tour, run on a copy of the example
+workspace (``.airsspec-example/``) so the checkout stays untouched.
+
+Each step prints the command as a user would type it, then its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / ".airsspec-example"
+
+
+def run(
+    cwd: Path, *args: str, stdin: str | None = None, expect: int = 0, max_lines: int | None = None
+) -> str:
+    shown = " ".join(a if " " not in a else repr(a) for a in args)
+    print(f"\n$ airsspec {shown}" + (f"  <<< {stdin.strip()!r}" if stdin else ""), flush=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "airsspec", *args],
+        cwd=cwd,
+        text=True,
+        input=stdin,
+        capture_output=True,
+        check=False,
+    )
+    output = (result.stdout + result.stderr).rstrip("\n")
+    lines = output.splitlines()
+    if max_lines is not None and len(lines) > max_lines:
+        lines = [*lines[:max_lines], f"... ({len(lines) - max_lines} more lines)"]
+    print("\n".join(lines), flush=True)
+    if result.returncode != expect:
+        sys.exit(f"demo step failed: exit {result.returncode}, expected {expect}")
+    return result.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workspace", default="build/demo", help="where to put the demo copy")
+    target = (REPO / parser.parse_args().workspace).resolve()
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+
+    print("== 1. A workspace, seeded with the example agent sessions ==")
+    run(target, "init", ".")
+    shutil.copytree(EXAMPLE / "contexts", target / ".airsspec" / "contexts", dirs_exist_ok=True)
+    run(target, "sessions")
+
+    print("\n== 2. The log is tamper-evident: verify the hash chain ==")
+    run(target, "verify")
+
+    print("\n== 3. Replay what the agent did (an error, its cause, and the fix) ==")
+    run(target, "replay", "bugfix-login-timeout", "--from", "6", "--until", "13")
+
+    print("\n== 4. Append new events; invalid input is refused and nothing is written ==")
+    run(
+        target,
+        "append",
+        "bugfix-login-timeout",
+        "-",
+        stdin='{"type": "user", "content": "Ship it.", "meta": {"kind": "approval"}}\n',
+    )
+    run(
+        target,
+        "append",
+        "bugfix-login-timeout",
+        "-",
+        expect=2,
+        stdin='{"type": "user", "content": "typo", "contnet": "x"}\n',
+    )
+    run(
+        target,
+        "append",
+        "../../etc",
+        "-",
+        expect=2,
+        stdin='{"type": "user", "content": "escape attempt"}\n',
+    )
+
+    print("\n== 5. Tampering is caught: change one byte in a copy and verify it ==")
+    tampered = target.parent / "demo-tampered"
+    shutil.rmtree(tampered, ignore_errors=True)
+    shutil.copytree(target, tampered)
+    log = tampered / ".airsspec/contexts/agent/spec-csv-export.jsonl"
+    log.write_bytes(log.read_bytes().replace(b"100,000 invoices", b"900,000 invoices", 1))
+    run(tampered, "verify", "spec-csv-export", expect=1)
+    print(f"\nDemo workspace: {target} (delete it at will; the example stays untouched)")
+
+
+if __name__ == "__main__":
+    main()

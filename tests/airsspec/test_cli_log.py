@@ -1,0 +1,126 @@
+"""The log commands as a user runs them: init, append, verify, replay, sessions; bad input
+exits 2 and changes no byte."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli, snapshot
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    result = run_cli("init", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return tmp_path
+
+
+EVENTS = b"""\
+{"type": "user", "content": "Add rate limiting to the API", "ts": "2026-01-01T10:00:00Z"}
+{"type": "thought", "content": "Check the middleware first", "ts": "2026-01-01T10:00:05Z"}
+
+{"type": "action", "tool": "read_file", "params": {"path": "api/middleware.py"}, \
+"ts": "2026-01-01T10:00:06Z"}
+{"type": "observation", "result": "def middleware(): ...", "ts": "2026-01-01T10:00:07Z"}
+"""
+
+
+def test_init_writes_commented_config_and_folders(project: Path) -> None:
+    config = (project / "airsspec.toml").read_text()
+    assert 'durability = "always"' in config and config.count("#") > 10
+    for sub in ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources", "state"):
+        assert (project / ".airsspec" / sub).is_dir()
+    again = run_cli("init", str(project), cwd=project)
+    assert again.returncode == 0 and b"kept existing" in again.stdout
+
+
+def test_append_replay_verify_sessions(project: Path) -> None:
+    result = run_cli("append", "spec-1", "-", cwd=project, stdin=EVENTS)
+    assert result.returncode == 0, result.stderr
+    assert b"appended 4 record(s) to spec-1 (seq 1-4)" in result.stdout
+
+    replay = run_cli("replay", "spec-1", cwd=project).stdout.decode()
+    assert "Add rate limiting" in replay and 'read_file({"path":"api/middleware.py"})' in replay
+
+    exact = run_cli("replay", "spec-1", "--json", cwd=project).stdout
+    assert exact == (project / ".airsspec/contexts/agent/spec-1.jsonl").read_bytes()
+
+    until_seq = run_cli("replay", "spec-1", "--json", "--from", "2", "--until", "3", cwd=project)
+    assert [json.loads(x)["seq"] for x in until_seq.stdout.splitlines()] == [2, 3]
+    until_time = run_cli(
+        "replay", "spec-1", "--json", "--until", "2026-01-01T10:00:05Z", cwd=project
+    )
+    assert [json.loads(x)["seq"] for x in until_time.stdout.splitlines()] == [1, 2]
+
+    verify = run_cli("verify", cwd=project)
+    assert verify.returncode == 0 and b"OK: 1 session(s), 4 record(s)" in verify.stdout
+
+    sessions = json.loads(run_cli("sessions", "--json", cwd=project).stdout)
+    assert sessions[0]["session"] == "spec-1" and sessions[0]["records"] == 4
+    assert sessions[0]["first_ts"] == "2026-01-01T10:00:00.000000Z"
+    assert sessions[0]["last_ts"] == "2026-01-01T10:00:07.000000Z"
+
+
+BAD_INPUTS = {
+    "invalid json": (b'{"type": "user", "content": "ok"}\n{"type": "user", "content": \n', ":7:"),
+    "unknown field": (b'{"type": "user", "content": "x", "colour": 1}\n', "'colour'"),
+    "unknown type": (b'{"type": "telepathy", "content": "x"}\n', "unknown event type"),
+    "missing field": (b'{"type": "action", "params": {}}\n', "'tool'"),
+    "bad time": (b'{"type": "user", "content": "x", "ts": "soon"}\n', "'ts'"),
+    "not an object": (b"[1, 2]\n", "JSON object"),
+    "NaN": (b'{"type": "user", "content": "x", "meta": {"v": NaN}}\n', "invalid JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_invalid_input_exits_2_and_changes_nothing(project: Path, case: str) -> None:
+    run_cli("append", "s", "-", cwd=project, stdin=EVENTS)
+    data, expected = BAD_INPUTS[case]
+    source = project / "events.jsonl"
+    source.write_bytes(EVENTS + data)
+    before = snapshot(project)
+    result = run_cli("append", "s", str(source), cwd=project)
+    assert result.returncode == 2
+    err = result.stderr.decode()
+    assert f"{source}:" in err and expected in err and "nothing appended" in err
+    assert snapshot(project) == before
+
+
+@pytest.mark.parametrize("session", ["../outside", "a/b", "..", "con"])
+def test_path_escaping_session_exits_2(project: Path, session: str) -> None:
+    before = snapshot(project.parent)
+    result = run_cli("append", session, "-", cwd=project, stdin=EVENTS)
+    assert result.returncode == 2 and b"invalid session id" in result.stderr
+    assert snapshot(project.parent) == before
+
+
+def test_verify_reports_tampering_with_location(project: Path) -> None:
+    run_cli("append", "s", "-", cwd=project, stdin=EVENTS)
+    path = project / ".airsspec/contexts/agent/s.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2].replace(b"middleware", b"middlewore")
+    path.write_bytes(b"".join(lines))
+    result = run_cli("verify", cwd=project)
+    assert result.returncode == 1
+    offset = len(lines[0]) + len(lines[1])
+    assert f"FAIL s: seq 3, byte offset {offset}: hash mismatch".encode() in result.stdout
+
+
+def test_bad_config_value_names_key_and_allowed_values(project: Path) -> None:
+    config = project / "airsspec.toml"
+    config.write_text(config.read_text().replace('durability = "always"', 'durability = "maybe"'))
+    result = run_cli("sessions", cwd=project)
+    assert result.returncode == 2
+    assert b"[log] durability" in result.stderr and b"'always', 'batch' or 'off'" in result.stderr
+    config.write_text(config.read_text().replace('durability = "maybe"', 'durability = "batch"'))
+    env_result = run_cli("sessions", cwd=project, env={"AIRSSPEC_MEMORY_CHUNK_SIZE": "zero"})
+    assert env_result.returncode == 2
+    assert b"environment: [memory] chunk_size" in env_result.stderr
+
+
+def test_environment_overrides_config(project: Path) -> None:
+    result = run_cli("sessions", cwd=project, env={"AIRSSPEC_LOG_DURABILITY": "sometimes"})
+    assert result.returncode == 2 and b"environment" in result.stderr

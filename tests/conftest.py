@@ -1,0 +1,49 @@
+"""Shared fixtures: a fresh log per test, and a way to run the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eventlog.log import EventLog
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture
+def log_dir(tmp_path: Path) -> Path:
+    return tmp_path / "ws" / "contexts" / "agent"
+
+
+@pytest.fixture
+def log(log_dir: Path):
+    with EventLog(log_dir, durability="off") as event_log:
+        yield event_log
+
+
+def run_cli(
+    *args: str, cwd: Path, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``python -m airsspec ARGS`` the way a user would."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "airsspec", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        env=full_env,
+        timeout=120,
+        check=False,
+    )
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file's bytes under ``folder``, to prove a failed command changed nothing."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }

@@ -1,0 +1,185 @@
+"""Append and read: round trip, chain, atomic batches, resumable reads, session ids."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventlog.errors import InvalidEventError, InvalidSessionIdError
+from eventlog.layout import validate_session_id
+from eventlog.log import EventLog
+from eventlog.schema import ActionEvent, ObservationRecord, UserEvent, UserRecord
+from eventlog.verify import verify
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+events = st.one_of(
+    st.builds(
+        lambda c, m: {"type": "user", "content": c, "meta": m},
+        st.text(),
+        st.none() | st.dictionaries(st.text(max_size=6), json_values, max_size=3),
+    ),
+    st.builds(lambda c: {"type": "thought", "content": c}, st.text(min_size=0, max_size=2000)),
+    st.builds(
+        lambda t, p: {"type": "action", "tool": t, "params": p},
+        st.text(min_size=1, max_size=20),
+        st.dictionaries(st.text(max_size=8), json_values),
+    ),
+    st.builds(
+        lambda r, e: {"type": "observation", "result": r, "is_error": e}, json_values, st.booleans()
+    ),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batches=st.lists(st.lists(events, min_size=1, max_size=5), min_size=1, max_size=6))
+def test_append_read_round_trip(tmp_path_factory: pytest.TempPathFactory, batches) -> None:
+    log_dir = tmp_path_factory.mktemp("rt")
+    with EventLog(log_dir, durability="off") as log:
+        stored = []
+        for batch in batches:
+            stored.extend(log.append_many("s", batch))
+        read = [loc.record for loc in log.read("s")]
+        assert read == stored
+        assert [r.seq for r in read] == list(range(1, len(read) + 1))
+        expected = [e for batch in batches for e in batch]
+        for event, record in zip(expected, read, strict=True):
+            for key, value in event.items():
+                if value is not None:
+                    assert getattr(record, key) == value
+        assert read[0].prev is None
+        assert all(b.prev == a.hash for a, b in itertools.pairwise(read))
+        assert verify(log).ok
+
+
+def test_large_unicode_payload_round_trips(log: EventLog) -> None:
+    content = ("日本語 emoji 🚀 \u2028 zero\x00width " * 200_000)[:5_000_000]
+    record = log.append("big", UserEvent(content=content, meta={"note": "ü" * 10_000}))
+    (read,) = [loc.record for loc in log.read("big")]
+    assert read == record and read.content == content
+    assert verify(log).ok
+
+
+def test_typed_events_and_links(log: EventLog) -> None:
+    action = log.append("s", ActionEvent(tool="bash", params={"cmd": "pytest -q"}))
+    obs = log.append(
+        "s", {"type": "observation", "result": "1 failed", "action_id": action.id, "is_error": True}
+    )
+    assert isinstance(obs, ObservationRecord) and obs.action_id == action.id and obs.is_error
+    assert obs.prev == action.hash and obs.seq == 2
+
+
+def test_ids_are_unique_and_time_ordered(log: EventLog) -> None:
+    records = log.append_many("s", [{"type": "user", "content": str(i)} for i in range(2000)])
+    ids = [r.id for r in records]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_given_ts_is_normalised_to_utc(log: EventLog) -> None:
+    record = log.append("s", {"type": "user", "content": "x", "ts": "2024-05-01T12:00:00+02:00"})
+    assert record.ts == "2024-05-01T10:00:00.000000Z"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"type": "user"},
+        {"type": "user", "content": "x", "colour": "red"},
+        {"type": "teleport", "content": "x"},
+        {"content": "x"},
+        {"type": "user", "content": "x", "ts": "last tuesday"},
+        {"type": "user", "content": "x", "meta": {"n": float("nan")}},
+        {"type": "user", "content": "x", "meta": {"n": 2**70}},
+        {"type": "action", "tool": "", "params": {}},
+    ],
+)
+def test_invalid_batch_appends_nothing(log: EventLog, log_dir: Path, bad: dict) -> None:
+    log.append("s", {"type": "user", "content": "before"})
+    before = (log_dir / "s.jsonl").read_bytes()
+    with pytest.raises(InvalidEventError) as info:
+        log.append_many("s", [{"type": "user", "content": "ok"}, bad])
+    assert info.value.index == 1
+    assert (log_dir / "s.jsonl").read_bytes() == before
+    assert log.append("s", {"type": "user", "content": "after"}).seq == 2
+
+
+def test_read_resumes_from_offset(log: EventLog) -> None:
+    log.append_many("s", [{"type": "user", "content": f"m{i}"} for i in range(50)])
+    full = list(log.read("s"))
+    mid = full[19]
+    resumed = list(log.read("s", offset=mid.end, offset_seq=mid.record.seq + 1))
+    assert [loc.record for loc in resumed] == [loc.record for loc in full[20:]]
+    assert [loc.record.seq for loc in log.read("s", from_seq=45)] == [45, 46, 47, 48, 49, 50]
+    raw = (log.log_dir / "s.jsonl").read_bytes()
+    assert all(raw[loc.offset : loc.end] == loc.raw + b"\n" for loc in full)
+
+
+def test_appends_from_two_log_instances_share_one_chain(log_dir: Path) -> None:
+    with EventLog(log_dir) as a, EventLog(log_dir) as b:
+        for i in range(20):
+            (a if i % 2 else b).append("s", {"type": "user", "content": str(i)})
+        assert verify(a).ok
+        assert [loc.record.content for loc in a.read("s")] == [str(i) for i in range(20)]
+
+
+@pytest.mark.parametrize(
+    "session",
+    [
+        "../escape",
+        "a/b",
+        "a\\b",
+        "",
+        ".hidden",
+        "-flag",
+        "con",
+        "NUL.txt",
+        "lpt1",
+        "trailing.",
+        "x" * 129,
+        "a\x00b",
+        "tab\tname",
+        "space name",
+        "é",
+    ],
+)
+def test_unsafe_session_ids_are_rejected(log: EventLog, session: str) -> None:
+    with pytest.raises(InvalidSessionIdError):
+        validate_session_id(session)
+    with pytest.raises(InvalidSessionIdError):
+        log.append(session, {"type": "user", "content": "x"})
+    assert not log.log_dir.exists() or not any(log.log_dir.parent.rglob("*.jsonl"))
+
+
+@pytest.mark.parametrize("session", ["s1", "spec-auth_login.v2", "A" * 128, "2026-11-21"])
+def test_portable_session_ids_are_accepted(session: str) -> None:
+    assert validate_session_id(session) == session
+
+
+def test_stored_line_is_canonical_json_with_hash_last(log: EventLog) -> None:
+    log.append("s", {"type": "user", "content": "é", "meta": {"b": 1, "a": 2}})
+    line = (log.log_dir / "s.jsonl").read_bytes()
+    assert line.endswith(b'"}\n') and b'"hash":' in line[-80:]
+    parsed = json.loads(line)
+    assert list(parsed)[:-1] == sorted(parsed)[: len(parsed) - 1] or list(parsed)[-1] == "hash"
+    assert "é".encode() in line  # UTF-8, not \\u escapes
+    assert isinstance(next(iter(log.read("s"))).record, UserRecord)
