@@ -69,10 +69,9 @@ def cmd_append(args: argparse.Namespace) -> int:
     if args.json:
         _print_json([r.model_dump() for r in records])
     else:
-        print(
-            f"appended {len(records)} record(s) to {args.session} "
-            f"(seq {records[0].seq}-{records[-1].seq})"
-        )
+        first, last = records[0].seq, records[-1].seq
+        span = f"seq {first}" if first == last else f"seq {first}-{last}"
+        print(f"appended {len(records)} record(s) to {args.session} ({span})")
     return EXIT_OK
 
 
