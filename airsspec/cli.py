@@ -16,12 +16,15 @@ from typing import Any
 import orjson
 
 from airsspec.settings import SettingsError
-from airsspec.workspace import Workspace, init_workspace
+from airsspec.workspace import TIERS, Workspace, init_workspace
 from eventlog.errors import CorruptLogError, EventLogError, InvalidSessionIdError, LogWriteError
 from eventlog.ids import normalize_ts
 from eventlog.jsonl_input import InvalidInputError, parse_event_lines
+from eventlog.layout import validate_session_id
 from eventlog.render import format_record
 from eventlog.verify import verify
+from projections.engine import Runner, RunReport, StopAt, stop_after
+from projections.status import tier_status
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -155,6 +158,156 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _progress_printer() -> Callable[[str, int, int], None] | None:
+    """Progress on stderr for long work, only when a person is watching."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(tier: str, done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        sys.stderr.write(f"\r{tier}: {done}/{total} sessions{end}")
+        sys.stderr.flush()
+
+    return show
+
+
+def _report_runs(reports: list[RunReport], as_json: bool, extra: dict[str, Any]) -> None:
+    if as_json:
+        _print_json(
+            {
+                **extra,
+                "tiers": [
+                    {
+                        "tier": r.projector,
+                        "applied": r.applied,
+                        "rebuilt": [
+                            {"session": o.session, "reason": o.rebuilt_because} for o in r.rebuilt
+                        ],
+                    }
+                    for r in reports
+                ],
+            }
+        )
+        return
+    for r in reports:
+        for o in r.rebuilt:
+            print(f"{r.projector}: rebuilt {o.session}: {o.rebuilt_because}")
+        print(f"{r.projector}: {r.applied} record(s) applied over {len(r.outcomes)} session(s)")
+    for key, value in extra.items():
+        print(f"{key}: {value}")
+
+
+def _tiers(choice: str, ws: Workspace) -> tuple[str, ...]:
+    return TIERS if choice == "all" else (choice,)
+
+
+def cmd_project(args: argparse.Namespace) -> int:
+    with _open(args) as ws:
+        reports = Runner(ws.log, ws.projectors(), _progress_printer()).catch_up()
+    _report_runs(reports, args.json, {})
+    return EXIT_OK
+
+
+def _as_of(value: str) -> StopAt:
+    if value.isdigit():
+        return stop_after(seq=int(value))
+    try:
+        return stop_after(ts=normalize_ts(value))
+    except ValueError as exc:
+        raise UsageError(f"--as-of: {exc}") from exc
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    with _open(args) as ws:
+        tiers = _tiers(args.tier, ws)
+        if args.as_of is None:
+            if args.out:
+                raise UsageError("--out goes with --as-of (a live rebuild writes in place)")
+            reports = Runner(ws.log, ws.projectors(tiers), _progress_printer()).rebuild()
+            _report_runs(reports, args.json, {})
+            return EXIT_OK
+        out = Path(args.out or f"airsspec-as-of-{args.as_of.replace(':', '')}").resolve()
+        live = ws.root.resolve()
+        if out == live or live in out.parents:
+            raise UsageError(f"--out {out} is inside the workspace; choose a folder outside it")
+        reports = Runner(ws.log, ws.projectors(tiers, root=out), _progress_printer()).rebuild(
+            _as_of(args.as_of)
+        )
+    _report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
+    return EXIT_OK
+
+
+def cmd_hot(args: argparse.Namespace) -> int:
+    with _open(args) as ws:
+        validate_session_id(args.session)
+        window = ws.load_hot(args.session)
+        if window is None:
+            raise UsageError(
+                f"no hot window for {args.session!r}: run 'airsspec project' first"
+                if args.session in ws.log.sessions()
+                else f"no session {args.session!r}"
+            )
+        if args.budget is not None:
+            text = ws.format_history(args.session, args.budget)
+            if args.json:
+                _print_json({"session": args.session, "budget": args.budget, "text": text})
+            else:
+                print(text)
+            return EXIT_OK
+    if args.json:
+        _print_json(asdict(window))
+        return EXIT_OK
+    print(
+        f"{window.session}: {len(window.entries)} message(s), {window.tokens} tokens, "
+        f"{window.messages_seen} seen, up to seq {window.checkpoint.seq}"
+    )
+    if window.summary:
+        print(
+            f"summary: {window.summary.get('link')} covers #{window.summary['from_seq']}-"
+            f"#{window.summary['to_seq']}"
+        )
+    for entry in window.entries:
+        text = entry.text.replace("\n", " ⏎ ")
+        text = text if len(text) <= 100 else text[:97] + "..."
+        print(f"#{entry.seq:<5} {entry.type:<12} {entry.tokens:>5} tok  {text}")
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with _open(args) as ws:
+        infos = [ws.log.info(name) for name in ws.log.sessions()]
+        tiers = [tier_status(ws.log, p) for p in ws.projectors()]
+    log_summary = {
+        "sessions": len(infos),
+        "records": sum(i.records for i in infos),
+        "bytes": sum(i.bytes for i in infos),
+    }
+    degraded = [f"{t.tier}: {d}" for t in tiers for d in t.degraded]
+    if args.json:
+        _print_json(
+            {
+                "workspace": str(ws.root),
+                "log": log_summary,
+                "tiers": [asdict(t) for t in tiers],
+                "degraded": degraded,
+            }
+        )
+        return EXIT_OK
+    print(f"workspace {ws.root}")
+    print(
+        f"log: {log_summary['sessions']} session(s), {log_summary['records']} record(s), "
+        f"{log_summary['bytes']:,} bytes"
+    )
+    for t in tiers:
+        behind = f", behind in {len(t.behind_sessions)} session(s)" if t.behind_sessions else ""
+        print(
+            f"{t.tier}: {t.items} item(s) in {t.sessions} session(s), {t.bytes:,} bytes, "
+            f"lag {t.lag_records} record(s){behind}"
+        )
+    print("degraded: " + ("; ".join(degraded) if degraded else "nothing"))
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -205,6 +358,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--until", metavar="SEQ|TIME", help="last seq, or an RFC 3339 time, to show")
 
     command("sessions", cmd_sessions, "list sessions with counts, first/last time and size")
+
+    command("project", cmd_project, "bring every tier up to the head of the log")
+
+    p = command(
+        "rebuild",
+        cmd_rebuild,
+        "delete tiers and replay the log from zero; with "
+        "--as-of, materialise them as they were at a point into another folder",
+    )
+    p.add_argument("--tier", choices=(*TIERS, "all"), default="all")
+    p.add_argument(
+        "--as-of",
+        metavar="SEQ|TIME",
+        help="stop each session at this seq, or at this RFC 3339 time",
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help="where --as-of writes (default: ./airsspec-as-of-POINT)"
+    )
+
+    p = command("hot", cmd_hot, "show a session's hot window (or, with --budget, the prompt text)")
+    p.add_argument("session")
+    p.add_argument(
+        "--budget",
+        type=int,
+        metavar="TOKENS",
+        help="print format_history: summary then newest messages within TOKENS",
+    )
+
+    command("status", cmd_status, "size, items and lag of every tier, and what is degraded")
     return parser
 
 

@@ -10,10 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from airsspec.settings import CONFIG_NAME, DEFAULT_TOML, Settings, find_config, load_settings
 from eventlog.log import EventLog
+from projections.hot import HotProjector, HotWindow, format_history, load_hot
+from projections.tokens import token_counter
 
+TIERS = ("hot",)
 SUBDIRS = ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources", "state")
 
 
@@ -78,6 +82,36 @@ class Workspace:
     @property
     def state_dir(self) -> Path:
         return self.root / "state"
+
+    def projectors(self, tiers: tuple[str, ...] = TIERS, root: Path | None = None) -> list:
+        """The projectors of ``tiers``, writing under ``root`` (default: this workspace)."""
+        base = root if root is not None else self.root
+        memory = self.settings.memory
+        made: dict[str, Any] = {
+            "hot": lambda: HotProjector(
+                base / "state" / "hot",
+                window_size=memory.hot_window_size,
+                message_types=memory.message_types,
+                encoding=memory.encoding,
+            ),
+        }
+        unknown = [t for t in tiers if t not in made]
+        if unknown:
+            raise ValueError(f"unknown tier(s) {', '.join(unknown)}; available: {', '.join(made)}")
+        return [made[t]() for t in tiers]
+
+    @property
+    def hot_dir(self) -> Path:
+        return self.state_dir / "hot"
+
+    def load_hot(self, session: str) -> HotWindow | None:
+        return load_hot(self.hot_dir, session)
+
+    def format_history(self, session: str, budget_tokens: int) -> str:
+        window = self.load_hot(session)
+        if window is None:
+            return ""
+        return format_history(window, budget_tokens, token_counter(self.settings.memory.encoding))
 
 
 def init_workspace(directory: Path) -> tuple[Path, bool]:

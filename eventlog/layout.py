@@ -8,6 +8,7 @@ not ending with a dot, and not a name Windows reserves (``CON``, ``NUL``, ``COM1
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -42,11 +43,14 @@ def quarantine_path(log_dir: Path, session: str) -> Path:
 
 def list_sessions(log_dir: Path) -> list[str]:
     """Sessions with a log file, sorted by id."""
-    if not log_dir.is_dir():
+    try:
+        entries = list(os.scandir(log_dir))
+    except FileNotFoundError:
         return []
     names = []
-    for path in log_dir.glob(f"*{LOG_SUFFIX}"):
-        name = path.name[: -len(LOG_SUFFIX)]
-        if _SESSION_RE.match(name) and path.is_file():
-            names.append(name)
+    for entry in entries:
+        if entry.name.endswith(LOG_SUFFIX) and entry.is_file():
+            name = entry.name[: -len(LOG_SUFFIX)]
+            if _SESSION_RE.match(name):
+                names.append(name)
     return sorted(names)

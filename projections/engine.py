@@ -1,0 +1,320 @@
+"""The projector contract and the runner that keeps projections at the head of the log.
+
+A projector folds a session's records, in order, into a state: ``apply(state, record) -> state``.
+Its output and its checkpoint (seq, hash and byte end of the last record folded) are saved
+together, atomically, so after a crash a projection is either before or after a save, and resumes
+exactly from its checkpoint. Invariants the runner upholds:
+
+- A checkpoint is trusted only if the log still holds a record with that seq and hash ending at
+  that byte; otherwise (log replaced, workspace copied, settings changed) the session's projection
+  is rebuilt from zero and the reason is reported.
+- Folding is deterministic and saved bytes depend only on the records folded, so incremental runs
+  over any split of the log, with restarts in between, equal one rebuild, byte for byte.
+- A catch-up with nothing new reads no record: a per-projector manifest (a cache of the
+  checkpoints and output file identities, written after them, kept beside the output folder) is
+  compared with the log files' ends and the output files.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+import orjson
+
+from eventlog.layout import LOG_SUFFIX, session_path
+from eventlog.log import EventLog, Located
+from eventlog.recovery import TailState, inspect_tail
+from eventlog.schema import Record
+from projections.files import atomic_write, remove_stale_temporaries
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Position after the last record folded: its seq, its hash, and the byte offset after it."""
+
+    seq: int
+    hash: str | None
+    end: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "hash": self.hash, "end": self.end}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Checkpoint:
+        return cls(int(data["seq"]), data["hash"], int(data["end"]))
+
+
+START = Checkpoint(0, None, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestEntry:
+    """What a catch-up left for a session: its checkpoint, the identity of its output file and
+    of the log file (size, mtime, inode) at that time. While both identities are unchanged,
+    nothing was appended, replaced or damaged, and the session is skipped without reading."""
+
+    checkpoint: Checkpoint
+    output: list[int] | None
+    log: list[int] | None
+
+
+def file_identity(path: str | Path) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+# Decides whether a record is past the point a projection should stop at (time travel).
+StopAt = Callable[[Record], bool]
+
+
+class Projector(ABC, Generic[S]):
+    """One tier's fold. Subclasses keep their state per session under ``out_dir``."""
+
+    name: ClassVar[str]
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+
+    @abstractmethod
+    def empty(self, session: str) -> S:
+        """The state before any record."""
+
+    @abstractmethod
+    def apply(self, state: S, record: Record) -> S:
+        """Fold one record into the state (pure: no I/O)."""
+
+    @abstractmethod
+    def load(self, session: str) -> tuple[S, Checkpoint] | None:
+        """The saved state and its checkpoint; None if absent, unreadable, or made under other
+        settings (see ``fingerprint``)."""
+
+    @abstractmethod
+    def save(self, session: str, state: S, checkpoint: Checkpoint) -> None:
+        """Persist state and checkpoint together, atomically."""
+
+    @abstractmethod
+    def drop(self, session: str) -> None:
+        """Delete the session's output."""
+
+    @abstractmethod
+    def sessions(self) -> list[str]:
+        """Sessions this projector has output for."""
+
+    def has_output(self, session: str) -> bool:
+        return session in self.sessions()
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Settings the output depends on; a saved state with another fingerprint is rebuilt."""
+        return {}
+
+    def item_count(self) -> int:
+        """Items in the projection (for ``status``)."""
+        return len(self.sessions())
+
+    # The manifest: a cache of checkpoints, so an idle catch-up does not open every state file.
+
+    @property
+    def manifest_path(self) -> Path:
+        """Beside the output folder, not in it: the folder holds only deterministic output."""
+        return self.out_dir.with_name(f"{self.out_dir.name}.manifest.json")
+
+    def output_signature(self, session: str) -> list[int] | None:
+        """Identity of the session's saved output (size, mtime), None if there is none; an
+        idle catch-up trusts the manifest only while this is unchanged."""
+        return None
+
+    def read_manifest(self) -> dict[str, ManifestEntry]:
+        """Cached entries per session; empty if missing, unreadable or written under other
+        settings."""
+        try:
+            data = orjson.loads(self.manifest_path.read_bytes())
+            if data["fingerprint"] != self.fingerprint():
+                return {}
+            return {
+                s: ManifestEntry(Checkpoint.from_json(e), e["output"], e["log"])
+                for s, e in data["sessions"].items()
+            }
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
+
+    def write_manifest(self, entries: dict[str, ManifestEntry]) -> None:
+        data = {
+            "fingerprint": self.fingerprint(),
+            "sessions": {
+                s: {**e.checkpoint.to_json(), "output": e.output, "log": e.log}
+                for s, e in entries.items()
+            },
+        }
+        atomic_write(self.manifest_path, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+
+
+@dataclass
+class SessionOutcome:
+    session: str
+    applied: int = 0
+    rebuilt_because: str | None = None
+
+
+@dataclass
+class RunReport:
+    projector: str
+    outcomes: list[SessionOutcome] = field(default_factory=list)
+
+    @property
+    def applied(self) -> int:
+        return sum(o.applied for o in self.outcomes)
+
+    @property
+    def rebuilt(self) -> list[SessionOutcome]:
+        return [o for o in self.outcomes if o.rebuilt_because]
+
+
+Progress = Callable[[str, int, int], None]  # (projector, sessions done, sessions total)
+
+
+def log_tail(log: EventLog, session: str) -> TailState:
+    """The log's current end (without taking the append lock; complete records only)."""
+    path = session_path(log.log_dir, session)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return inspect_tail(fd, path, os.fstat(fd).st_size)[1]
+    finally:
+        os.close(fd)
+
+
+def record_at(log: EventLog, session: str, checkpoint: Checkpoint) -> str | None:
+    """Why ``checkpoint`` does not match the log (None when it does)."""
+    path = session_path(log.log_dir, session)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return "the session's log is gone"
+    if checkpoint.end > size:
+        return f"checkpoint at byte {checkpoint.end} is past the end of the log ({size} bytes)"
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        tail = inspect_tail(fd, path, checkpoint.end)[1]
+    finally:
+        os.close(fd)
+    if (tail.seq, tail.hash) != (checkpoint.seq, checkpoint.hash):
+        return (
+            f"checkpoint (seq {checkpoint.seq}, hash {str(checkpoint.hash)[:12]}) does not "
+            f"match the log at byte {checkpoint.end} (seq {tail.seq}, hash "
+            f"{str(tail.hash)[:12]}): the log was replaced"
+        )
+    return None
+
+
+class Runner:
+    """Brings projectors up to the head of the log (or to a point in time)."""
+
+    def __init__(
+        self, log: EventLog, projectors: Iterable[Projector[Any]], progress: Progress | None = None
+    ) -> None:
+        self.log = log
+        self.projectors = list(projectors)
+        self.progress = progress
+
+    def catch_up(self, stop_at: StopAt | None = None) -> list[RunReport]:
+        return [self._run(p, stop_at) for p in self.projectors]
+
+    def rebuild(self, stop_at: StopAt | None = None) -> list[RunReport]:
+        for projector in self.projectors:
+            for session in projector.sessions():
+                projector.drop(session)
+            projector.manifest_path.unlink(missing_ok=True)
+        return self.catch_up(stop_at)
+
+    def _run(self, projector: Projector[Any], stop_at: StopAt | None) -> RunReport:
+        report = RunReport(projector.name)
+        sessions = self.log.sessions()
+        manifest = projector.read_manifest()
+        if set(manifest) != set(sessions):
+            for gone in set(projector.sessions()) - set(sessions):
+                projector.drop(gone)
+        entries: dict[str, ManifestEntry] = {}
+        cleaned = False
+        log_dir = str(self.log.log_dir)  # plain strings: this loop runs per session, per catch-up
+        for done, session in enumerate(sessions, start=1):
+            log_id = file_identity(os.path.join(log_dir, session + LOG_SUFFIX))
+            cached = manifest.get(session)
+            if (
+                stop_at is None
+                and cached is not None
+                and cached.log == log_id
+                and cached.output is not None
+                and cached.output == projector.output_signature(session)
+            ):
+                entries[session] = cached  # idle: nothing new, output as we wrote it
+                report.outcomes.append(SessionOutcome(session))
+            else:
+                if not cleaned:
+                    remove_stale_temporaries(projector.out_dir)
+                    cleaned = True
+                outcome, checkpoint = self._run_session(projector, session, stop_at)
+                report.outcomes.append(outcome)
+                if checkpoint is not None:
+                    entries[session] = ManifestEntry(
+                        checkpoint, projector.output_signature(session), log_id
+                    )
+            if self.progress:
+                self.progress(projector.name, done, len(sessions))
+        if entries != manifest:
+            projector.write_manifest(entries)
+        return report
+
+    def _run_session(
+        self, projector: Projector[Any], session: str, stop_at: StopAt | None
+    ) -> tuple[SessionOutcome, Checkpoint | None]:
+        outcome = SessionOutcome(session)
+        loaded = projector.load(session)
+        if loaded is None:
+            state, checkpoint = projector.empty(session), START
+            if projector.has_output(session):
+                outcome.rebuilt_because = "saved state unreadable or made under other settings"
+        else:
+            state, checkpoint = loaded
+            reason = record_at(self.log, session, checkpoint)
+            if reason is not None:
+                outcome.rebuilt_because = reason
+                state, checkpoint = projector.empty(session), START
+        last = None
+        batch: list[Located] = []  # with stop_at: a batch is seen whole or not at all
+        for located in self.log.read(session, offset=checkpoint.end, offset_seq=checkpoint.seq + 1):
+            if stop_at is not None:
+                if stop_at(located.record):
+                    break
+                part = located.record.batch
+                if part is not None and part[0] < part[1]:
+                    batch.append(located)
+                    continue
+            for item in (*batch, located):
+                state = projector.apply(state, item.record)
+            outcome.applied += len(batch) + 1
+            batch.clear()
+            last = located
+        if last is not None:
+            checkpoint = Checkpoint(last.record.seq, last.record.hash, last.end)
+            projector.save(session, state, checkpoint)
+        elif checkpoint is START and loaded is None:
+            projector.save(session, state, checkpoint)  # an empty projection is still an output
+        return outcome, checkpoint
+
+
+def stop_after(seq: int | None = None, ts: str | None = None) -> StopAt:
+    """Stop before the first record past ``seq`` or later than ``ts`` (normalised UTC)."""
+    if seq is not None:
+        return lambda record: record.seq > seq
+    if ts is not None:
+        return lambda record: record.ts > ts
+    raise ValueError("stop_after needs a seq or a time")

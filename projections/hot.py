@@ -1,0 +1,258 @@
+"""The hot tier: per session, the last ``hot_window_size`` messages, with their token counts.
+
+State (``state/hot/{session}.json``, canonical JSON, saved with its checkpoint): the window's
+entries (seq, id, ts, type, text, tokens, hash, meta: each points back to its record), the total
+tokens, the number of messages seen, and once the session has been compacted the link to the
+latest summary, whose covered records never re-enter the window.
+
+Invariants: the window never holds more than ``hot_window_size`` entries; ``tokens`` equals the sum
+of the entries' counts, which are computed once per record (lazily, only for records still in
+the window when the state is saved) and kept in the state; the file is a function of the records
+folded and the fingerprint (window size, message types, encoding), nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from eventlog.layout import validate_session_id
+from eventlog.render import record_text
+from eventlog.schema import Record
+from projections.engine import Checkpoint, Projector, file_identity
+from projections.files import atomic_write
+from projections.tokens import TokenCounter, token_counter
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class HotEntry:
+    seq: int
+    id: str
+    ts: str
+    type: str
+    text: str
+    tokens: int
+    hash: str
+    meta: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HotWindow:
+    """What ``load_hot`` returns: the window of one session as of its checkpoint."""
+
+    session: str
+    entries: tuple[HotEntry, ...]
+    tokens: int
+    messages_seen: int
+    summary: dict[str, Any] | None
+    checkpoint: Checkpoint
+
+
+@dataclass(slots=True)
+class HotState:
+    """The fold's state: window items are records until saved, then their entries (dicts)."""
+
+    session: str
+    window: deque[Record | dict[str, Any]]
+    messages_seen: int = 0
+    summary: dict[str, Any] | None = None
+    covered_until: int = 0  # seq up to which a summary covers the session
+
+
+# A hook for event types that change the window beyond appending (compaction events, later).
+SpecialFold = Callable[[HotState, Record], None]
+SPECIAL_FOLDS: dict[str, SpecialFold] = {}
+
+
+class HotProjector(Projector[HotState]):
+    name = "hot"
+
+    def __init__(
+        self, out_dir: Path, *, window_size: int, message_types: tuple[str, ...], encoding: str
+    ) -> None:
+        super().__init__(out_dir)
+        self.window_size = window_size
+        self.message_types = frozenset(message_types)
+        self.encoding = encoding
+        self._counter: TokenCounter | None = None
+        self._out = str(out_dir)
+
+    @property
+    def counter(self) -> TokenCounter:
+        if self._counter is None:
+            self._counter = token_counter(self.encoding)
+        return self._counter
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "window_size": self.window_size,
+            "message_types": sorted(self.message_types),
+            "encoding": self.encoding,
+        }
+
+    def path(self, session: str) -> Path:
+        return self.out_dir / f"{validate_session_id(session)}.json"
+
+    # --------------------------------------------------------------- fold
+
+    def empty(self, session: str) -> HotState:
+        return HotState(session, deque(maxlen=self.window_size))
+
+    def apply(self, state: HotState, record: Record) -> HotState:
+        special = SPECIAL_FOLDS.get(record.type)
+        if special is not None:
+            special(state, record)
+        elif record.type in self.message_types and record.seq > state.covered_until:
+            state.window.append(record)  # rendered and counted only if still here at save
+            state.messages_seen += 1
+        return state
+
+    def _entry(self, item: Record | dict[str, Any]) -> dict[str, Any]:
+        if isinstance(item, dict):
+            return item
+        text = record_text(item)
+        return {
+            "seq": item.seq,
+            "id": item.id,
+            "ts": item.ts,
+            "type": item.type,
+            "text": text,
+            "tokens": self.counter.count(text),
+            "hash": item.hash,
+            "meta": item.meta,
+        }
+
+    # --------------------------------------------------------------- persistence
+
+    def _serialise(self, state: HotState, checkpoint: Checkpoint) -> bytes:
+        entries = [self._entry(item) for item in state.window]
+        state.window = deque(entries, maxlen=self.window_size)
+        data = {
+            "session": state.session,
+            "checkpoint": checkpoint.to_json(),
+            "fingerprint": self.fingerprint(),
+            "entries": entries,
+            "tokens": sum(e["tokens"] for e in entries),
+            "messages_seen": state.messages_seen,
+            "summary": state.summary,
+            "covered_until": state.covered_until,
+        }
+        return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+
+    def save(self, session: str, state: HotState, checkpoint: Checkpoint) -> None:
+        atomic_write(self.path(session), self._serialise(state, checkpoint))
+
+    def load(self, session: str) -> tuple[HotState, Checkpoint] | None:
+        try:
+            data = orjson.loads(self.path(session).read_bytes())
+            if data["fingerprint"] != self.fingerprint():
+                return None
+            state = HotState(
+                session,
+                deque(data["entries"], maxlen=self.window_size),
+                data["messages_seen"],
+                data["summary"],
+                data["covered_until"],
+            )
+            return state, Checkpoint.from_json(data["checkpoint"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def drop(self, session: str) -> None:
+        self.path(session).unlink(missing_ok=True)
+
+    def has_output(self, session: str) -> bool:
+        return self.path(session).exists()
+
+    def output_signature(self, session: str) -> list[int] | None:
+        # ``session`` comes from the log's listing (already validated): skip Path overhead.
+        return file_identity(os.path.join(self._out, session + ".json"))
+
+    def sessions(self) -> list[str]:
+        if not self.out_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.out_dir.glob("*.json") if not p.name.startswith("."))
+
+    def item_count(self) -> int:
+        return sum(len(w.entries) for s in self.sessions() if (w := load_hot(self.out_dir, s)))
+
+
+# ------------------------------------------------------------------- reading the tier
+
+_cache: dict[Path, tuple[tuple[int, int, int], HotWindow]] = {}
+
+
+def load_hot(hot_dir: Path, session: str) -> HotWindow | None:
+    """The hot window of ``session`` as last projected (None if it has not been projected).
+
+    Parsed windows are cached by file identity (inode, mtime, size); a new projection replaces the
+    file (new inode), so a cached window is never stale.
+    """
+    path = hot_dir / f"{validate_session_id(session)}.json"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    key = (st.st_ino, st.st_mtime_ns, st.st_size)
+    hit = _cache.get(path)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    data = orjson.loads(path.read_bytes())
+    window = HotWindow(
+        session=data["session"],
+        entries=tuple(HotEntry(**e) for e in data["entries"]),
+        tokens=data["tokens"],
+        messages_seen=data["messages_seen"],
+        summary=data["summary"],
+        checkpoint=Checkpoint.from_json(data["checkpoint"]),
+    )
+    if len(_cache) > 4096:
+        _cache.clear()
+    _cache[path] = (key, window)
+    return window
+
+
+def render_entry(entry: HotEntry) -> str:
+    return f"[#{entry.seq} {entry.type}] {entry.text}"
+
+
+def format_history(window: HotWindow, budget_tokens: int, counter: TokenCounter) -> str:
+    """The text an agent puts in its prompt: the latest summary first, then the hot messages,
+    keeping the newest when the budget forces a cut. Never exceeds ``budget_tokens``."""
+    if budget_tokens <= 0:
+        return ""
+    parts: list[str] = []
+    if window.summary:
+        link = window.summary.get("link", "")
+        head = (
+            f"[summary of #{window.summary['from_seq']}-#{window.summary['to_seq']}"
+            f"{' ' + link if link else ''}]\n{window.summary.get('text', '')}"
+        )
+        parts.append(head)
+    blocks = [render_entry(e) for e in window.entries]
+    # Greedy from the newest message, estimating with per-block counts, then check exactly.
+    chosen: list[str] = []
+    used = counter.count(parts[0]) + 1 if parts else 0
+    for block in reversed(blocks):
+        cost = counter.count(block) + 1
+        if used + cost > budget_tokens:
+            break
+        chosen.append(block)
+        used += cost
+    chosen.reverse()
+    text = "\n".join(parts + chosen)
+    while chosen and counter.count(text) > budget_tokens:
+        chosen.pop(0)
+        text = "\n".join(parts + chosen)
+    if counter.count(text) > budget_tokens:  # even the summary alone does not fit: cut it
+        text = counter.truncate(text, budget_tokens)
+    return text

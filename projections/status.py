@@ -1,0 +1,55 @@
+"""Health of the projections: per tier its size, items, and lag behind the log.
+
+Lag is the number of records in the log that a tier has not folded yet. A session whose saved
+state cannot be read, or no longer matches the log, is listed as degraded (the next ``project``
+rebuilds it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from eventlog.log import EventLog
+from projections.engine import Projector, log_tail, record_at
+from projections.files import folder_size
+
+
+@dataclass
+class TierStatus:
+    tier: str
+    bytes: int
+    items: int
+    sessions: int
+    lag_records: int
+    behind_sessions: list[str] = field(default_factory=list)
+    degraded: list[str] = field(default_factory=list)
+
+
+def tier_status(log: EventLog, projector: Projector[Any]) -> TierStatus:
+    manifest = projector.read_manifest()
+    status = TierStatus(
+        projector.name,
+        folder_size(projector.out_dir),
+        projector.item_count(),
+        len(projector.sessions()),
+        0,
+    )
+    for session in log.sessions():
+        head = log_tail(log, session)
+        cached = manifest.get(session)
+        checkpoint = cached.checkpoint if cached else None
+        if checkpoint is None:
+            loaded = projector.load(session)
+            checkpoint = loaded[1] if loaded else None
+        if checkpoint is None:
+            lag = head.seq
+        elif (reason := record_at(log, session, checkpoint)) is not None:
+            status.degraded.append(f"{session}: {reason}")
+            lag = head.seq
+        else:
+            lag = head.seq - checkpoint.seq
+        if lag:
+            status.lag_records += lag
+            status.behind_sessions.append(session)
+    return status

@@ -1,0 +1,86 @@
+"""project, hot, status and rebuild as a user runs them, on a copy of the example workspace."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_cli, snapshot
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    shutil.copytree(
+        REPO / ".airsspec-example" / "contexts",
+        tmp_path / ".airsspec" / "contexts",
+        dirs_exist_ok=True,
+    )
+    return tmp_path
+
+
+def test_status_shows_lag_until_projected(project: Path) -> None:
+    before = json.loads(run_cli("status", "--json", cwd=project).stdout)
+    (hot,) = before["tiers"]
+    assert hot["tier"] == "hot" and hot["lag_records"] == before["log"]["records"] == 379
+    result = run_cli("project", cwd=project)
+    assert result.returncode == 0 and b"hot: 379 record(s) applied" in result.stdout
+    after = json.loads(run_cli("status", "--json", cwd=project).stdout)
+    assert after["tiers"][0]["lag_records"] == 0 and after["degraded"] == []
+    run_cli(
+        "append",
+        "spec-webhooks",
+        "-",
+        cwd=project,
+        stdin=b'{"type": "user", "content": "One more thing."}\n',
+    )
+    lagging = json.loads(run_cli("status", "--json", cwd=project).stdout)
+    assert lagging["tiers"][0]["lag_records"] == 1
+    assert lagging["tiers"][0]["behind_sessions"] == ["spec-webhooks"]
+
+
+def test_hot_shows_the_window_and_prompt_text(project: Path) -> None:
+    run_cli("project", cwd=project)
+    window = json.loads(run_cli("hot", "spec-webhooks", "--json", cwd=project).stdout)
+    assert len(window["entries"]) == 30
+    assert window["tokens"] == sum(e["tokens"] for e in window["entries"])
+    assert window["entries"][-1]["seq"] == 112 and window["checkpoint"]["seq"] == 112
+    readable = run_cli("hot", "spec-webhooks", cwd=project).stdout.decode()
+    assert readable.startswith("spec-webhooks: 30 message(s)")
+    prompt = run_cli("hot", "spec-webhooks", "--budget", "50", cwd=project).stdout.decode()
+    assert prompt.strip().endswith("All 12 tasks are done and tested; nothing is open.")
+    missing = run_cli("hot", "no-such-session", cwd=project)
+    assert missing.returncode == 2 and b"no session" in missing.stderr
+
+
+def test_rebuild_restores_deleted_tier_exactly(project: Path) -> None:
+    run_cli("project", cwd=project)
+    hot_dir = project / ".airsspec" / "state" / "hot"
+    before = snapshot(hot_dir)
+    shutil.rmtree(project / ".airsspec" / "state")
+    assert run_cli("rebuild", "--tier", "hot", cwd=project).returncode == 0
+    assert snapshot(hot_dir) == before
+    shutil.rmtree(hot_dir)
+    assert run_cli("project", cwd=project).returncode == 0  # a plain catch-up restores it too
+    assert snapshot(hot_dir) == before
+
+
+def test_rebuild_as_of_writes_elsewhere(project: Path) -> None:
+    run_cli("project", cwd=project)
+    live = snapshot(project / ".airsspec" / "state")
+    out = project / "past"
+    result = run_cli("rebuild", "--as-of", "5", "--out", str(out), "--json", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["as_of"] == "5"
+    past = json.loads((out / "state" / "hot" / "spec-webhooks.json").read_bytes())
+    assert [e["seq"] for e in past["entries"]] == [1, 2, 3, 4, 5]
+    assert snapshot(project / ".airsspec" / "state") == live
+    inside = run_cli(
+        "rebuild", "--as-of", "5", "--out", str(project / ".airsspec" / "x"), cwd=project
+    )
+    assert inside.returncode == 2 and b"inside the workspace" in inside.stderr
+    bad = run_cli("rebuild", "--as-of", "yesterday", "--out", str(out), cwd=project)
+    assert bad.returncode == 2 and b"--as-of" in bad.stderr

