@@ -22,6 +22,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/append.py
+	$(PY) bench/projections.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

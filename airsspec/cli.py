@@ -17,6 +17,7 @@ import orjson
 
 from airsspec.settings import SettingsError
 from airsspec.workspace import TIERS, Workspace, init_workspace
+from compactor.errors import CompactionBusyError, NothingToCompactError
 from eventlog.errors import CorruptLogError, EventLogError, InvalidSessionIdError, LogWriteError
 from eventlog.ids import normalize_ts
 from eventlog.jsonl_input import InvalidInputError, parse_event_lines
@@ -25,6 +26,7 @@ from eventlog.render import format_record
 from eventlog.verify import verify
 from projections.engine import Runner, RunReport, StopAt, stop_after
 from projections.status import tier_status
+from projections.warm import library_file_name
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -308,6 +310,69 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compact(args: argparse.Namespace) -> int:
+    results = []
+    with _open(args) as ws:
+        compactor = ws.compactor()
+        sessions = args.sessions or ws.log.sessions()
+        for session in sessions:
+            validate_session_id(session)
+            if session not in ws.log.sessions():
+                raise UsageError(f"no session {session!r}")
+            try:
+                record = compactor.compact(session, force=args.force)
+            except (NothingToCompactError, CompactionBusyError) as exc:
+                results.append({"session": session, "compacted": False, "why": str(exc)})
+                continue
+            if record is None:
+                results.append({"session": session, "compacted": False,
+                                "why": "within budget (use --force to compact anyway)"})
+                continue
+            results.append({
+                "session": session, "compacted": True, "library_no": record.library_no,
+                "from_seq": record.from_seq, "to_seq": record.to_seq,
+                "messages": record.messages, "chunks": len(record.chunks),
+                "tokens_before": record.tokens_before, "tokens_after": record.tokens_after,
+                "summarizer": record.summarizer.model_dump(exclude_none=True),
+                "reason": record.reason})
+        Runner(ws.log, ws.projectors()).catch_up()
+    if args.json:
+        _print_json(results)
+        return EXIT_OK
+    for r in results:
+        if not r["compacted"]:
+            print(f"{r['session']}: not compacted: {r['why']}")
+            continue
+        fallback = r["summarizer"].get("fallback_from")
+        used = r["summarizer"]["backend"] + (f" (fallback from {fallback})" if fallback else "")
+        print(f"{r['session']}: history-{r['library_no']:03d}.md covers #{r['from_seq']}-"
+              f"#{r['to_seq']} ({r['messages']} messages, {r['chunks']} chunks, {used}); hot "
+              f"window {r['tokens_before']} -> {r['tokens_after']} tokens ({r['reason']})")
+    return EXIT_OK
+
+
+def cmd_library(args: argparse.Namespace) -> int:
+    with _open(args) as ws:
+        Runner(ws.log, ws.projectors(("warm",))).catch_up()
+        (warm,) = ws.projectors(("warm",))
+        entries = warm.entries()
+        if args.show is not None:
+            path = warm.library_dir / library_file_name(args.show)
+            if not path.exists():
+                raise UsageError(f"no {path.name} in {warm.library_dir}")
+            sys.stdout.write(path.read_text(encoding="utf-8"))
+            return EXIT_OK
+    if args.json:
+        _print_json(entries)
+        return EXIT_OK
+    if not entries:
+        print("the library is empty: nothing has been compacted yet")
+    for e in entries:
+        print(f"{e['file']}  {e['session']:<28} covers #1-#{e['to_seq']} (this compaction "
+              f"#{e['from_seq']}-#{e['to_seq']}), summary {e['summary_tokens']} tokens, {e['ts']}")
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -387,6 +452,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     command("status", cmd_status, "size, items and lag of every tier, and what is degraded")
+
+    p = command("compact", cmd_compact, "summarise the oldest half of sessions whose hot window "
+                "is over its token threshold or full, into the warm library")
+    p.add_argument("sessions", nargs="*", help="sessions to consider (default: all)")
+    p.add_argument("--force", action="store_true", help="compact even if within budget")
+
+    p = command("library", cmd_library, "list the warm library's history-NNN.md files")
+    p.add_argument("--show", type=int, metavar="NNN", help="print history-NNN.md")
     return parser
 
 

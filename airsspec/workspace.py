@@ -7,17 +7,22 @@ hold projections that can be deleted and rebuilt; ``sources/`` holds documents t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from airsspec.settings import CONFIG_NAME, DEFAULT_TOML, Settings, find_config, load_settings
+from compactor.anthropic_summarizer import AnthropicSummarizer
+from compactor.compactor import CompactionSettings, Compactor
+from compactor.summarizers import ExtractiveSummarizer, Summarizer
 from eventlog.log import EventLog
 from projections.hot import HotProjector, HotWindow, format_history, load_hot
 from projections.tokens import token_counter
+from projections.warm import WarmProjector
 
-TIERS = ("hot",)
+TIERS = ("hot", "warm")
 SUBDIRS = ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources", "state")
 
 
@@ -94,6 +99,7 @@ class Workspace:
                 message_types=memory.message_types,
                 encoding=memory.encoding,
             ),
+            "warm": lambda: WarmProjector(base / "state" / "warm", base / "knowledge" / "library"),
         }
         unknown = [t for t in tiers if t not in made]
         if unknown:
@@ -106,6 +112,31 @@ class Workspace:
 
     def load_hot(self, session: str) -> HotWindow | None:
         return load_hot(self.hot_dir, session)
+
+    def summarizer(self) -> Summarizer:
+        """The configured summarizer ("auto": anthropic when a key is set, else extractive)."""
+        cfg = self.settings.compactor
+        choice = cfg.summarizer
+        if choice == "auto":
+            choice = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "extractive"
+        if choice == "anthropic":
+            return AnthropicSummarizer(model=cfg.anthropic_model,
+                                       max_tokens=cfg.anthropic_max_tokens,
+                                       max_retries=cfg.anthropic_max_retries,
+                                       timeout_s=cfg.anthropic_timeout_s)
+        return ExtractiveSummarizer(token_counter(self.settings.memory.encoding))
+
+    def compactor(self, summarizer: Summarizer | None = None) -> Compactor:
+        hot, warm = self.projectors(("hot", "warm"))
+        memory, cfg = self.settings.memory, self.settings.compactor
+        settings = CompactionSettings(
+            window_size=memory.hot_window_size, token_budget=memory.hot_token_budget,
+            threshold=memory.compression_threshold, chunk_size=memory.chunk_size,
+            chunk_summary_tokens=cfg.chunk_summary_tokens, summary_tokens=cfg.summary_tokens,
+            merge_input_tokens=cfg.merge_input_tokens)
+        return Compactor(self.log, hot, warm, self.state_dir / "locks",
+                         summarizer or self.summarizer(),
+                         token_counter(memory.encoding), settings)
 
     def format_history(self, session: str, budget_tokens: int) -> str:
         window = self.load_hot(session)

@@ -48,6 +48,49 @@ class _ObservationPayload(BaseModel):
     is_error: bool = False
 
 
+class ChunkSummary(BaseModel):
+    """One chunk of a compaction: the seq range it covers and its summary."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    from_seq: int = Field(ge=1)
+    to_seq: int = Field(ge=1)
+    messages: int = Field(ge=1)
+    summary: str
+    tokens: int = Field(ge=0)
+
+
+class SummarizerInfo(BaseModel):
+    """Which summarizer produced a compaction, and whether it stood in for another."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: str
+    model: str
+    prompt_version: str
+    fallback_from: str | None = None
+    fallback_error: str | None = None
+
+
+class _CompactionPayload(BaseModel):
+    """Everything needed to write ``history-NNN.md`` without calling any summarizer again."""
+
+    library_no: int = Field(ge=1)
+    from_seq: int = Field(ge=1)
+    to_seq: int = Field(ge=1)
+    first_hash: str
+    last_hash: str
+    messages: int = Field(ge=1)
+    chunks: list[ChunkSummary] = Field(min_length=1)
+    summary: str
+    summary_tokens: int = Field(ge=0)
+    previous_library_no: int | None = None
+    summarizer: SummarizerInfo
+    tokens_before: int = Field(ge=0)
+    tokens_after: int = Field(ge=0)
+    reason: str
+
+
 # --------------------------------------------------------------------------- input events
 
 
@@ -87,22 +130,18 @@ class ObservationEvent(_ObservationPayload, Event):
     type: Literal["observation"] = "observation"
 
 
+class CompactionEvent(_CompactionPayload, Event):
+    type: Literal["compaction"] = "compaction"
+
+
 INPUT_TYPES: dict[str, type[Event]] = {
     "user": UserEvent,
     "assistant": AssistantEvent,
     "thought": ThoughtEvent,
     "action": ActionEvent,
     "observation": ObservationEvent,
+    "compaction": CompactionEvent,
 }
-
-
-def register_event_type(event: type[Event], record: type[Record]) -> None:
-    """Add a type (used by the memory-management layers for their own events)."""
-    name = event.model_fields["type"].default
-    INPUT_TYPES[name] = event
-    RECORD_TYPES[name] = record
-    global _RECORD_ADAPTER
-    _RECORD_ADAPTER = _build_adapter()
 
 
 # --------------------------------------------------------------------------- stored records
@@ -145,6 +184,10 @@ class ObservationRecord(_ObservationPayload, Record):
     type: Literal["observation"]
 
 
+class CompactionRecord(_CompactionPayload, Record):
+    type: Literal["compaction"]
+
+
 class UnknownRecord(Record):
     """A record whose ``type`` this version does not know; every field is kept."""
 
@@ -155,6 +198,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
     "thought": ThoughtRecord,
     "action": ActionRecord,
     "observation": ObservationRecord,
+    "compaction": CompactionRecord,
 }
 
 

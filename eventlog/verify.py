@@ -1,5 +1,7 @@
 """Verify sessions: schema, seq continuity, the prev/hash chain and canonical bytes.
 
+Compaction events are checked against the records they cover (range and hashes).
+
 ``verify`` is read-only with one exception every reader shares: a torn tail is first quarantined
 (see ``recovery``), since it was never acknowledged and is not a fault of the log. Everything else
 is reported, never repaired. Each session stops at its first problem, reported with session, seq,
@@ -9,7 +11,7 @@ byte offset and what is wrong.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,14 +56,38 @@ class VerifyReport:
         return sum(s.records for s in self.sessions)
 
 
-# A check of a verified record against something outside the log's chain (for example that a
-# compaction event's range matches the records it covers). Returns a message when it fails.
-RecordCheck = Callable[[dict, EventLog], str | None]
+class _CompactionCheck:
+    """A compaction event must cover exactly the records after the previous one, up to a record
+    before itself, name their first and last hashes, and keep its chunks inside that range.
+    Only hashes not yet covered are kept, so memory follows the uncovered tail of the log."""
+
+    def __init__(self) -> None:
+        self.uncovered: list[str] = []  # hashes of seq covered_until+1, covered_until+2, ...
+        self.covered_until = 0
+
+    def __call__(self, data: dict) -> None:
+        if data["type"] == "compaction":
+            first, last = data["from_seq"], data["to_seq"]
+            if first != self.covered_until + 1:
+                raise _Fault(f"compaction covers from seq {first}, but the previous coverage "
+                             f"ends at seq {self.covered_until}")
+            if not first <= last < data["seq"]:
+                raise _Fault(f"compaction range {first}-{last} is not before the event itself")
+            if self.uncovered[0] != data["first_hash"]:
+                raise _Fault(f"compaction first_hash does not match the record at seq {first}")
+            if self.uncovered[last - first] != data["last_hash"]:
+                raise _Fault(f"compaction last_hash does not match the record at seq {last}")
+            bound = first - 1
+            for chunk in data["chunks"]:
+                if not bound < chunk["from_seq"] <= chunk["to_seq"] <= last:
+                    raise _Fault("compaction chunks overlap or leave the covered range")
+                bound = chunk["to_seq"]
+            del self.uncovered[: last - first + 1]
+            self.covered_until = last
+        self.uncovered.append(data["hash"])
 
 
-def verify_session(
-    log: EventLog, session: str, checks: Iterable[RecordCheck] = ()
-) -> SessionReport:
+def verify_session(log: EventLog, session: str) -> SessionReport:
     report = SessionReport(session)
     path: Path = session_path(log.log_dir, session)
     if not path.exists():
@@ -69,7 +95,7 @@ def verify_session(
         return report
     with contextlib.suppress(CorruptLogError):  # a corrupt last line is reported below
         report.quarantined_bytes = log.recover(session)
-    checks = tuple(checks)
+    compactions = _CompactionCheck()
     prev: str | None = None
     offset = 0
     seq = 0
@@ -77,9 +103,7 @@ def verify_session(
         for seq, raw in enumerate(f, start=1):
             try:
                 data = _check_line(raw, session, seq, prev)
-                for check in checks:
-                    if (message := check(data, log)) is not None:
-                        raise _Fault(message)
+                compactions(data)
             except _Fault as fault:
                 report.problem = Problem(session, seq, offset, str(fault))
                 return report
@@ -127,9 +151,6 @@ def _check_line(raw: bytes, session: str, seq: int, prev: str | None) -> dict:
     return data
 
 
-def verify(
-    log: EventLog, sessions: Iterable[str] | None = None, checks: Iterable[RecordCheck] = ()
-) -> VerifyReport:
+def verify(log: EventLog, sessions: Iterable[str] | None = None) -> VerifyReport:
     names = list(sessions) if sessions is not None else log.sessions()
-    checks = tuple(checks)
-    return VerifyReport([verify_session(log, name, checks) for name in names])
+    return VerifyReport([verify_session(log, name) for name in names])

@@ -113,6 +113,12 @@ class Projector(ABC, Generic[S]):
     def has_output(self, session: str) -> bool:
         return session in self.sessions()
 
+    def reset(self) -> None:
+        """Delete every output of this projector (before a rebuild)."""
+        for session in self.sessions():
+            self.drop(session)
+        self.manifest_path.unlink(missing_ok=True)
+
     def fingerprint(self) -> dict[str, Any]:
         """Settings the output depends on; a saved state with another fingerprint is rebuilt."""
         return {}
@@ -225,23 +231,26 @@ class Runner:
         self.projectors = list(projectors)
         self.progress = progress
 
-    def catch_up(self, stop_at: StopAt | None = None) -> list[RunReport]:
-        return [self._run(p, stop_at) for p in self.projectors]
+    def catch_up(self, stop_at: StopAt | None = None,
+                 sessions: Iterable[str] | None = None) -> list[RunReport]:
+        """Fold what is new; ``sessions`` limits the work to those sessions."""
+        only = set(sessions) if sessions is not None else None
+        return [self._run(p, stop_at, only) for p in self.projectors]
 
     def rebuild(self, stop_at: StopAt | None = None) -> list[RunReport]:
         for projector in self.projectors:
-            for session in projector.sessions():
-                projector.drop(session)
-            projector.manifest_path.unlink(missing_ok=True)
+            projector.reset()
         return self.catch_up(stop_at)
 
-    def _run(self, projector: Projector[Any], stop_at: StopAt | None) -> RunReport:
+    def _run(self, projector: Projector[Any], stop_at: StopAt | None,
+             only: set[str] | None) -> RunReport:
         report = RunReport(projector.name)
         sessions = self.log.sessions()
         manifest = projector.read_manifest()
         if set(manifest) != set(sessions):
             for gone in set(projector.sessions()) - set(sessions):
                 projector.drop(gone)
+                manifest.pop(gone, None)
         entries: dict[str, ManifestEntry] = {}
         cleaned = False
         log_dir = str(self.log.log_dir)  # plain strings: this loop runs per session, per catch-up

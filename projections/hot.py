@@ -7,15 +7,15 @@ latest summary, whose covered records never re-enter the window.
 
 Invariants: the window never holds more than ``hot_window_size`` entries; ``tokens`` equals the sum
 of the entries' counts, which are computed once per record (lazily, only for records still in
-the window when the state is saved) and kept in the state; the file is a function of the records
-folded and the fingerprint (window size, message types, encoding), nothing else.
+the window when the state is saved) and kept in the state; a compaction event removes the
+messages it covers and sets the summary link; the file is a function of the records folded and
+the fingerprint (window size, message types, encoding), nothing else.
 """
 
 from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,11 @@ import orjson
 
 from eventlog.layout import validate_session_id
 from eventlog.render import record_text
-from eventlog.schema import Record
+from eventlog.schema import CompactionRecord, Record
 from projections.engine import Checkpoint, Projector, file_identity
 from projections.files import atomic_write
 from projections.tokens import TokenCounter, token_counter
+from projections.warm import library_file_name
 
 STATE_VERSION = 1
 
@@ -53,6 +54,7 @@ class HotWindow:
     tokens: int
     messages_seen: int
     summary: dict[str, Any] | None
+    covered_until: int
     checkpoint: Checkpoint
 
 
@@ -67,9 +69,8 @@ class HotState:
     covered_until: int = 0  # seq up to which a summary covers the session
 
 
-# A hook for event types that change the window beyond appending (compaction events, later).
-SpecialFold = Callable[[HotState, Record], None]
-SPECIAL_FOLDS: dict[str, SpecialFold] = {}
+def _seq(item: Record | dict[str, Any]) -> int:
+    return item["seq"] if isinstance(item, dict) else item.seq
 
 
 class HotProjector(Projector[HotState]):
@@ -108,9 +109,19 @@ class HotProjector(Projector[HotState]):
         return HotState(session, deque(maxlen=self.window_size))
 
     def apply(self, state: HotState, record: Record) -> HotState:
-        special = SPECIAL_FOLDS.get(record.type)
-        if special is not None:
-            special(state, record)
+        if isinstance(record, CompactionRecord):
+            # The summary now covers everything up to to_seq: those messages leave the window,
+            # the link to the latest library file takes their place.
+            state.covered_until = record.to_seq
+            kept = [item for item in state.window if _seq(item) > record.to_seq]
+            state.window = deque(kept, maxlen=self.window_size)
+            state.summary = {
+                "library_no": record.library_no,
+                "link": f"knowledge/library/{library_file_name(record.library_no)}",
+                "from_seq": 1, "to_seq": record.to_seq, "text": record.summary,
+                "tokens": record.summary_tokens, "event_seq": record.seq,
+                "event_hash": record.hash,
+            }
         elif record.type in self.message_types and record.seq > state.covered_until:
             state.window.append(record)  # rendered and counted only if still here at save
             state.messages_seen += 1
@@ -213,6 +224,7 @@ def load_hot(hot_dir: Path, session: str) -> HotWindow | None:
         tokens=data["tokens"],
         messages_seen=data["messages_seen"],
         summary=data["summary"],
+        covered_until=data["covered_until"],
         checkpoint=Checkpoint.from_json(data["checkpoint"]),
     )
     if len(_cache) > 4096:

@@ -82,7 +82,31 @@ def main() -> None:
         stdin='{"type": "user", "content": "escape attempt"}\n',
     )
 
-    print("\n== 5. Tampering is caught: change one byte in a copy and verify it ==")
+    print("\n== 5. Project the hot tier: the last messages of each session, with tokens ==")
+    run(target, "status")
+    run(target, "project")
+    run(target, "hot", "spec-webhooks", max_lines=8)
+    print("\n-- what an agent puts in its prompt, within a 120-token budget --")
+    run(target, "hot", "spec-webhooks", "--budget", "120")
+
+    print("\n== 6. Any tier can be deleted; the log rebuilds it exactly ==")
+    hot_dir = target / ".airsspec" / "state" / "hot"
+    before = {p.name: p.read_bytes() for p in hot_dir.iterdir()}
+    shutil.rmtree(target / ".airsspec" / "state")
+    print(f"\n(deleted {target / '.airsspec' / 'state'})")
+    run(target, "rebuild")
+    same = before == {p.name: p.read_bytes() for p in hot_dir.iterdir()}
+    print(f"rebuilt hot tier is byte-identical to the deleted one: {same}")
+    if not same:
+        sys.exit("demo step failed: rebuild differs")
+
+    print("\n== 7. Time travel: the hot tier as it was at 09:20 on 5 October ==")
+    past = target.parent / "demo-as-of"
+    run(target, "rebuild", "--as-of", "2026-10-05T09:20:00Z", "--out", str(past))
+    run(target, "-w", str(past), "hot", "spec-rate-limiter", max_lines=6)
+    print(f"(written to {past}; the live tiers are untouched)")
+
+    print("\n== 8. Tampering is caught: change one byte in a copy and verify it ==")
     tampered = target.parent / "demo-tampered"
     shutil.rmtree(tampered, ignore_errors=True)
     shutil.copytree(target, tampered)

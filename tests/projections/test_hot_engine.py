@@ -3,6 +3,7 @@ time travel, checkpoint mismatch, window size and token totals, prompt assembly.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def test_incremental_equals_rebuild(
     root = tmp_path_factory.mktemp("inc")
     log = EventLog(root / "log", durability="off")
     bounds = sorted({0, len(items), *(c for c in cuts if c < len(items))})
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
+    for lo, hi in itertools.pairwise(bounds):
         _append(log, items[lo:hi])
         # a restart between batches: new log handle, new projector objects, nothing cached
         Runner(EventLog(root / "log"), [hot(root / "incremental", window, types)]).catch_up()

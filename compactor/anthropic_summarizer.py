@@ -1,0 +1,87 @@
+"""The ``anthropic`` summarizer: the official SDK's Messages API.
+
+The key comes from ``ANTHROPIC_API_KEY``. Retries with exponential backoff on 429 and 5xx (and
+connection errors) are the SDK's own, bounded by ``max_retries``; a server's ``retry-after``
+is honoured. Any failure after that is raised as ``SummarizerError``, so the compactor can fall
+back to the extractive summarizer and record why. ``http_client`` exists so tests can drive the
+real client code through an HTTP mock transport.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anthropic
+
+from compactor.errors import SummarizerError
+from compactor.summarizers import PROMPT_VERSION, Message
+from eventlog.schema import SummarizerInfo
+
+CHUNK_PROMPT = (
+    "You compress an AI agent's working history so it can continue its task. Summarize the "
+    "messages below in at most {budget} tokens, as terse bullet points. Keep, verbatim where "
+    "short: the user's constraints and corrections, decisions and their reasons, file paths, "
+    "errors and how they were fixed, tool calls with their outcome, open tasks, and concrete "
+    "facts (names, numbers, dates). Drop pleasantries and repetition. Cite message numbers as "
+    "#seq."
+)
+MERGE_PROMPT = (
+    "Merge these summaries of consecutive parts of one AI agent session into one summary of at "
+    "most {budget} tokens, oldest first, as terse bullet points. Never drop a constraint, "
+    "correction, decision, open task, or an error with its fix; keep #seq citations."
+)
+
+
+class AnthropicSummarizer:
+    def __init__(
+        self,
+        *,
+        model: str,
+        max_tokens: int,
+        max_retries: int = 4,
+        timeout_s: float = 60.0,
+        api_key: str | None = None,
+        http_client: Any | None = None,
+        base_url: str | None = None,
+    ) -> None:
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise SummarizerError("ANTHROPIC_API_KEY is not set")
+        self.client = anthropic.Anthropic(
+            api_key=key,
+            max_retries=max_retries,
+            timeout=timeout_s,
+            http_client=http_client,
+            base_url=base_url,
+        )
+        self.model = model
+        self.max_tokens = max_tokens
+        self.info = SummarizerInfo(backend="anthropic", model=model, prompt_version=PROMPT_VERSION)
+
+    def _call(self, system: str, text: str, budget_tokens: int) -> str:
+        try:
+            response = self.client.messages.create(
+                model=self.model,
+                max_tokens=min(self.max_tokens, max(budget_tokens, 16)),
+                system=system,
+                messages=[{"role": "user", "content": text}],
+            )
+        except anthropic.APIStatusError as exc:
+            raise SummarizerError(f"Anthropic API error {exc.status_code}: {exc.message}") from exc
+        except anthropic.APIError as exc:  # connection errors, timeouts, bad responses
+            raise SummarizerError(f"Anthropic API unreachable: {exc}") from exc
+        parts = [block.text for block in response.content if block.type == "text"]
+        if not parts or not "".join(parts).strip():
+            raise SummarizerError("Anthropic API returned no text")
+        return "".join(parts).strip()
+
+    def summarize(self, messages: list[Message], budget_tokens: int) -> str:
+        text = "\n".join(
+            f"#{m.seq} [{m.type}{' ERROR' if m.is_error else ''}] {m.text}" for m in messages
+        )
+        return self._call(CHUNK_PROMPT.format(budget=budget_tokens), text, budget_tokens)
+
+    def merge(self, summaries: list[str], budget_tokens: int) -> str:
+        text = "\n\n".join(f"Part {i}:\n{s}" for i, s in enumerate(summaries, start=1))
+        return self._call(MERGE_PROMPT.format(budget=budget_tokens), text, budget_tokens)

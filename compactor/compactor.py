@@ -1,0 +1,243 @@
+"""The compactor: keeps a session's hot window inside its budget by tree-reducing its oldest half
+into a summary, recorded in the log as a compaction event.
+
+Algorithm (ARCHITECTURE.md, "Compaction"): when the hot window passes ``threshold`` of its token
+budget, or holds ``window_size`` messages, or on ``force``: take the oldest 50% of the hot
+messages (plus any older uncovered message that already scrolled out of the window, so no message
+ever leaves without a summary), split them into chunks of ``chunk_size``, summarize each chunk,
+then merge the previous master summary and the chunk summaries, in groups when they do not fit
+one call, level by level, until one master summary remains. The window continues with
+[summary link] + the recent 50%.
+
+Invariants: the compactor never writes the library; it appends one event holding everything needed
+to write ``history-NNN.md``. The covered range always starts right after the previous one, so a
+rerun never duplicates or skips. One compactor per session at a time (a session lock); library
+numbers are allocated under a workspace lock, from the warm projection brought to the head of the
+log first. A crash before the append leaves no event; the append itself is atomic.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from compactor.errors import CompactionBusyError, NothingToCompactError, SummarizerError
+from compactor.summarizers import ExtractiveSummarizer, Message, Summarizer
+from eventlog.log import EventLog
+from eventlog.render import record_text
+from eventlog.schema import (
+    ActionRecord,
+    ChunkSummary,
+    CompactionRecord,
+    ObservationRecord,
+    Record,
+    SummarizerInfo,
+)
+from projections.engine import Runner
+from projections.hot import HotProjector, HotWindow, load_hot
+from projections.tokens import TokenCounter
+from projections.warm import WarmProjector
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionSettings:
+    window_size: int
+    token_budget: int
+    threshold: float
+    chunk_size: int
+    chunk_summary_tokens: int
+    summary_tokens: int
+    merge_input_tokens: int
+
+
+def compaction_reason(window: HotWindow, settings: CompactionSettings) -> str | None:
+    """Why the window needs compacting now, or None."""
+    used = window.tokens + (window.summary or {}).get("tokens", 0)
+    if used > settings.threshold * settings.token_budget:
+        return f"threshold: {used} tokens > {settings.threshold:g} x {settings.token_budget} budget"
+    if len(window.entries) >= settings.window_size:
+        return f"window full: {len(window.entries)} messages"
+    return None
+
+
+def to_message(record: Record) -> Message:
+    return Message(
+        seq=record.seq,
+        type=record.type,
+        text=record_text(record),
+        meta=record.meta,
+        is_error=isinstance(record, ObservationRecord) and record.is_error,
+        tool=record.tool if isinstance(record, ActionRecord) else None,
+    )
+
+
+@contextmanager
+def _file_lock(path: Path, *, wait: bool) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError as exc:
+            raise CompactionBusyError(
+                f"another compactor is working on this session ({path})"
+            ) from exc
+        yield
+    finally:
+        os.close(fd)
+
+
+class Compactor:
+    def __init__(
+        self,
+        log: EventLog,
+        hot: HotProjector,
+        warm: WarmProjector,
+        lock_dir: Path,
+        summarizer: Summarizer,
+        counter: TokenCounter,
+        settings: CompactionSettings,
+    ) -> None:
+        self.log = log
+        self.hot = hot
+        self.warm = warm
+        self.lock_dir = lock_dir
+        self.summarizer = summarizer
+        self.extractive = ExtractiveSummarizer(counter)
+        self.counter = counter
+        self.settings = settings
+
+    def due(self, session: str) -> str | None:
+        """Why ``session`` needs compacting now (after bringing its hot window up to date)."""
+        Runner(self.log, [self.hot]).catch_up(sessions=[session])
+        window = load_hot(self.hot.out_dir, session)
+        return compaction_reason(window, self.settings) if window else None
+
+    def compact(self, session: str, *, force: bool = False) -> CompactionRecord | None:
+        """Compact ``session`` if it is due (or ``force``); return the appended event."""
+        with _file_lock(self.lock_dir / f"compact-{session}.lock", wait=False):
+            Runner(self.log, [self.hot]).catch_up(sessions=[session])
+            window = load_hot(self.hot.out_dir, session)
+            if window is None:
+                raise NothingToCompactError(f"no session {session!r}")
+            reason = compaction_reason(window, self.settings)
+            if reason is None and not force:
+                return None
+            old_count = len(window.entries) // 2
+            if old_count == 0:
+                raise NothingToCompactError(
+                    f"{session}: {len(window.entries)} message(s) in the hot window; need 2"
+                )
+            event = self._build(
+                session, window, window.entries[old_count - 1].seq, reason or "forced"
+            )
+            with _file_lock(self.lock_dir / "library.lock", wait=True):
+                Runner(self.log, [self.warm]).catch_up()
+                event["library_no"] = self.warm.max_library_no() + 1
+                record = self.log.append(session, event)
+            assert isinstance(record, CompactionRecord)
+            return record
+
+    # ------------------------------------------------------------------ the tree-reduce
+
+    def _build(self, session: str, window: HotWindow, to_seq: int, reason: str) -> dict:
+        from_seq = window.covered_until + 1
+        covered = [
+            loc.record
+            for loc in self.log.read(session, from_seq=from_seq)
+            if loc.record.seq <= to_seq
+        ]
+        messages = [to_message(r) for r in covered if r.type in self.hot.message_types]
+        previous = window.summary
+        try:
+            chunks, summary, info = self._reduce(self.summarizer, messages, previous)
+        except SummarizerError as exc:
+            chunks, summary, info = self._reduce(self.extractive, messages, previous)
+            info = info.model_copy(
+                update={
+                    "fallback_from": self.summarizer.info.backend,
+                    "fallback_error": str(exc)[:500],
+                }
+            )
+        summary_tokens = self.counter.count(summary)
+        kept = [e for e in window.entries if e.seq > to_seq]
+        # What the prompt would need without this compaction: the previous summary, every covered
+        # message (some may have scrolled out of the window already) and the messages kept.
+        before = (previous or {}).get("tokens", 0) + sum(e.tokens for e in kept) + sum(
+            self.counter.count(m.text) for m in messages)
+        return {
+            "type": "compaction",
+            "from_seq": from_seq,
+            "to_seq": to_seq,
+            "first_hash": covered[0].hash,
+            "last_hash": covered[-1].hash,
+            "messages": len(messages),
+            "chunks": [c.model_dump() for c in chunks],
+            "summary": summary,
+            "summary_tokens": summary_tokens,
+            "previous_library_no": previous["library_no"] if previous else None,
+            "summarizer": info.model_dump(exclude_none=True),
+            "tokens_before": before,
+            "tokens_after": summary_tokens + sum(e.tokens for e in kept),
+            "reason": reason,
+            "library_no": 1,  # replaced under the library lock
+        }
+
+    def _reduce(
+        self, summarizer: Summarizer, messages: list[Message], previous: dict | None
+    ) -> tuple[list[ChunkSummary], str, SummarizerInfo]:
+        size = self.settings.chunk_size
+        chunks = []
+        for start in range(0, len(messages), size):
+            part = messages[start : start + size]
+            source = sum(self.counter.count(m.text) for m in part)
+            text = summarizer.summarize(
+                part, self._budget(self.settings.chunk_summary_tokens, source)
+            )
+            chunks.append(
+                ChunkSummary(
+                    from_seq=part[0].seq,
+                    to_seq=part[-1].seq,
+                    messages=len(part),
+                    summary=text,
+                    tokens=self.counter.count(text),
+                )
+            )
+        level = ([previous["text"]] if previous else []) + [c.summary for c in chunks]
+        return chunks, self._merge(summarizer, level), summarizer.info
+
+    @staticmethod
+    def _budget(limit: int, source_tokens: int) -> int:
+        """A summary never takes more than half the tokens of what it summarizes (nor less than
+        32, so a tiny chunk still gets a line or two)."""
+        return max(32, min(limit, source_tokens // 2))
+
+    def _merge(self, summarizer: Summarizer, summaries: list[str]) -> str:
+        """Merge level by level, in groups that fit one call, until one summary remains."""
+        budget = self._budget(
+            self.settings.summary_tokens, sum(self.counter.count(x) for x in summaries)
+        )
+        if len(summaries) == 1 and self.counter.count(summaries[0]) <= budget:
+            return summaries[0]
+        while True:
+            groups: list[list[str]] = [[]]
+            used = 0
+            for summary in summaries:
+                cost = self.counter.count(summary)
+                if groups[-1] and used + cost > self.settings.merge_input_tokens:
+                    groups.append([])
+                    used = 0
+                groups[-1].append(summary)
+                used += cost
+            merged = [summarizer.merge(group, budget) for group in groups]
+            if len(merged) == 1:
+                return merged[0]
+            if len(merged) >= len(summaries):  # no progress possible: merge pairwise
+                merged = [
+                    summarizer.merge(merged[i : i + 2], budget) for i in range(0, len(merged), 2)
+                ]
+            summaries = merged

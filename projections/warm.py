@@ -1,0 +1,165 @@
+"""The warm tier: ``knowledge/library/history-NNN.md``, one file per compaction event.
+
+Files are materialised from compaction events only (never by calling a summarizer), so a
+rebuild reproduces the library byte for byte. NNN is the ``library_no`` the compactor recorded in
+the event. Each file has front matter naming the session, the covered seq range and the hashes of
+its first and last record, the compaction event itself, the summarizer, token counts and the time
+of the event; then the master summary; then each chunk summary with its seq range.
+
+State per session (``state/warm/{session}.json``): the files the session owns and its checkpoint.
+Library files are written before the state that lists them, so after a crash a resumed fold
+rewrites the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from eventlog.layout import validate_session_id
+from eventlog.schema import CompactionRecord, Record
+from projections.engine import Checkpoint, Projector, file_identity
+from projections.files import atomic_write
+
+STATE_VERSION = 1
+
+
+def library_file_name(library_no: int) -> str:
+    return f"history-{library_no:03d}.md"
+
+
+def _yaml_value(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def render_library_file(record: CompactionRecord) -> str:
+    """The markdown of one compaction event: front matter, master summary, chunk summaries."""
+    front = {
+        "library_no": record.library_no,
+        "session": record.session,
+        "covers": {"from_seq": record.from_seq, "to_seq": record.to_seq,
+                   "messages": record.messages},
+        "first_hash": record.first_hash,
+        "last_hash": record.last_hash,
+        "event": {"id": record.id, "seq": record.seq, "hash": record.hash},
+        "previous": (library_file_name(record.previous_library_no)
+                     if record.previous_library_no else None),
+        "summarizer": record.summarizer.model_dump(exclude_none=True),
+        "tokens": {"before": record.tokens_before, "after": record.tokens_after,
+                   "summary": record.summary_tokens},
+        "reason": record.reason,
+        "created": record.ts,
+    }
+    lines = ["---"]
+    lines += [f"{key}: {_yaml_value(value)}" for key, value in front.items()]
+    lines += ["---", "",
+              f"# {record.session}: summary of #1-#{record.to_seq}", "",
+              record.summary.strip(), "",
+              f"## Chunks of this compaction (#{record.from_seq}-#{record.to_seq})", ""]
+    for number, chunk in enumerate(record.chunks, start=1):
+        lines += [f"### Chunk {number}: #{chunk.from_seq}-#{chunk.to_seq} "
+                  f"({chunk.messages} messages, {chunk.tokens} tokens)", "",
+                  chunk.summary.strip(), ""]
+    return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class WarmState:
+    session: str
+    files: list[dict[str, Any]] = field(default_factory=list)  # one per compaction, in order
+    pending: dict[str, str] = field(default_factory=dict)  # file name -> markdown to write
+
+
+class WarmProjector(Projector[WarmState]):
+    name = "warm"
+
+    def __init__(self, out_dir: Path, library_dir: Path) -> None:
+        super().__init__(out_dir)
+        self.library_dir = library_dir
+        self._out = str(out_dir)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"version": STATE_VERSION}
+
+    def path(self, session: str) -> Path:
+        return self.out_dir / f"{validate_session_id(session)}.json"
+
+    def empty(self, session: str) -> WarmState:
+        return WarmState(session)
+
+    def apply(self, state: WarmState, record: Record) -> WarmState:
+        if isinstance(record, CompactionRecord):
+            name = library_file_name(record.library_no)
+            state.pending[name] = render_library_file(record)
+            state.files.append({"file": name, "library_no": record.library_no,
+                                "from_seq": record.from_seq, "to_seq": record.to_seq,
+                                "event_seq": record.seq, "event_hash": record.hash,
+                                "summary_tokens": record.summary_tokens, "ts": record.ts})
+        return state
+
+    def save(self, session: str, state: WarmState, checkpoint: Checkpoint) -> None:
+        for name, text in sorted(state.pending.items()):
+            atomic_write(self.library_dir / name, text.encode("utf-8"))
+        state.pending.clear()
+        data = {"session": session, "checkpoint": checkpoint.to_json(),
+                "fingerprint": self.fingerprint(), "files": state.files}
+        atomic_write(self.path(session), orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+
+    def load(self, session: str) -> tuple[WarmState, Checkpoint] | None:
+        try:
+            data = orjson.loads(self.path(session).read_bytes())
+            if data["fingerprint"] != self.fingerprint():
+                return None
+            return WarmState(session, data["files"]), Checkpoint.from_json(data["checkpoint"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def drop(self, session: str) -> None:
+        loaded = self.load(session)
+        for entry in loaded[0].files if loaded else []:
+            (self.library_dir / entry["file"]).unlink(missing_ok=True)
+        self.path(session).unlink(missing_ok=True)
+
+    def reset(self) -> None:
+        super().reset()
+        if self.library_dir.is_dir():
+            for stray in self.library_dir.glob("history-*.md"):
+                stray.unlink()
+
+    def has_output(self, session: str) -> bool:
+        return self.path(session).exists()
+
+    def output_signature(self, session: str) -> list[int] | None:
+        state = file_identity(os.path.join(self._out, session + ".json"))
+        if state is None:
+            return None
+        loaded = self.load(session)
+        owned = [file_identity(self.library_dir / e["file"]) for e in loaded[0].files] \
+            if loaded else []
+        if any(identity is None for identity in owned):
+            return None  # a library file was deleted: not idle
+        return state + [n for identity in owned for n in identity]  # type: ignore[union-attr]
+
+    def sessions(self) -> list[str]:
+        if not self.out_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.out_dir.glob("*.json") if not p.name.startswith("."))
+
+    def item_count(self) -> int:
+        return len(list(self.library_dir.glob("history-*.md"))) if self.library_dir.is_dir() \
+            else 0
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every library file with its session and range, ordered by library number."""
+        found = []
+        for session in self.sessions():
+            loaded = self.load(session)
+            found += [{**e, "session": session} for e in (loaded[0].files if loaded else [])]
+        return sorted(found, key=lambda e: e["library_no"])
+
+    def max_library_no(self) -> int:
+        return max((e["library_no"] for e in self.entries()), default=0)
