@@ -3,6 +3,7 @@ never duplicates or skips a range."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import signal
 import subprocess
@@ -86,7 +87,7 @@ def test_sigkilled_compactor_leaves_zero_or_one_event_and_rerun_continues(tmp_pa
         assert events[-1] == record
         # contiguous coverage from seq 1: no range duplicated, none skipped
         assert events[0].from_seq == 1
-        for a, b in zip(events, events[1:], strict=False):
+        for a, b in itertools.pairwise(events):
             assert b.from_seq == a.to_seq + 1 and b.previous_library_no == a.library_no
         assert verify(ws.log).ok
     assert any(killed for killed, _ in outcomes), "no run was killed mid-way"
