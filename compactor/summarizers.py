@@ -277,13 +277,18 @@ class ExtractiveSummarizer:
         return scored
 
     def _fit(self, lines: list[tuple[int, int, str]], budget_tokens: int) -> str:
-        """Keep lines by priority (then order) while they fit; print them in original order."""
+        """Keep lines by priority (then order) while they fit; an anchor that does not fit
+        whole is kept cut short rather than dropped. Print in original order."""
         kept: list[tuple[int, int, str]] = []
         used = 0
-        for item in sorted(lines, key=lambda x: (x[0], x[1])):
-            cost = self.counter.count(item[2]) + 1
-            if used + cost <= budget_tokens:
-                kept.append(item)
+        for priority, order, line in sorted(lines, key=lambda x: (x[0], x[1])):
+            cost = self.counter.count(line) + 1
+            left = budget_tokens - used
+            if cost > left and priority <= _PRIORITY["todo"] and left > 12:
+                line = self.counter.truncate(line, left - 2) + "…"
+                cost = self.counter.count(line) + 1
+            if cost <= left:
+                kept.append((priority, order, line))
                 used += cost
         kept.sort(key=lambda x: x[1])
         return "\n".join(line for _, _, line in kept)

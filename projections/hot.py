@@ -239,21 +239,23 @@ def render_entry(entry: HotEntry) -> str:
 
 def format_history(window: HotWindow, budget_tokens: int, counter: TokenCounter) -> str:
     """The text an agent puts in its prompt: the latest summary first, then the hot messages,
-    keeping the newest when the budget forces a cut. Never exceeds ``budget_tokens``."""
+    keeping the newest when the budget forces a cut. Never exceeds ``budget_tokens``. When not
+    everything fits, the summary gets at most half the budget, so recent messages stay."""
     if budget_tokens <= 0:
         return ""
-    parts: list[str] = []
-    if window.summary:
-        link = window.summary.get("link", "")
-        head = (
-            f"[summary of #{window.summary['from_seq']}-#{window.summary['to_seq']}"
-            f"{' ' + link if link else ''}]\n{window.summary.get('text', '')}"
-        )
-        parts.append(head)
     blocks = [render_entry(e) for e in window.entries]
+    summary = ""
+    if window.summary:
+        s = window.summary
+        summary = f"[summary of #{s['from_seq']}-#{s['to_seq']} {s.get('link', '')}]".replace(
+            " ]", "]") + f"\n{s.get('text', '')}"
+        whole = counter.count("\n".join([summary, *blocks]))
+        if whole > budget_tokens and blocks and counter.count(summary) > budget_tokens // 2:
+            summary = counter.truncate(summary, budget_tokens // 2)
+    parts = [summary] if summary else []
     # Greedy from the newest message, estimating with per-block counts, then check exactly.
     chosen: list[str] = []
-    used = counter.count(parts[0]) + 1 if parts else 0
+    used = counter.count(summary) + 1 if summary else 0
     for block in reversed(blocks):
         cost = counter.count(block) + 1
         if used + cost > budget_tokens:
@@ -265,6 +267,6 @@ def format_history(window: HotWindow, budget_tokens: int, counter: TokenCounter)
     while chosen and counter.count(text) > budget_tokens:
         chosen.pop(0)
         text = "\n".join(parts + chosen)
-    if counter.count(text) > budget_tokens:  # even the summary alone does not fit: cut it
+    if counter.count(text) > budget_tokens:  # the summary alone does not fit: cut it
         text = counter.truncate(text, budget_tokens)
     return text

@@ -89,24 +89,40 @@ def main() -> None:
     print("\n-- what an agent puts in its prompt, within a 120-token budget --")
     run(target, "hot", "spec-webhooks", "--budget", "120")
 
-    print("\n== 6. Any tier can be deleted; the log rebuilds it exactly ==")
-    hot_dir = target / ".airsspec" / "state" / "hot"
-    before = {p.name: p.read_bytes() for p in hot_dir.iterdir()}
+    print("\n== 6. Compact: the oldest half of full windows is tree-reduced into the library ==")
+    run(target, "compact")
+    run(target, "library")
+    run(target, "library", "--show", "4", max_lines=24)
+    print("\n-- the hot window now starts with the summary link; the prompt text leads with it --")
+    run(target, "hot", "spec-webhooks", max_lines=4)
+    run(target, "hot", "spec-webhooks", "--budget", "200", max_lines=12)
+    print("\n-- verify also checks every compaction's range and hashes against the log --")
+    run(target, "verify")
+
+    print("\n== 7. Any tier can be deleted; the log rebuilds it exactly, no summarizer called ==")
+    derived = [target / ".airsspec" / "state" / "hot", target / ".airsspec" / "knowledge"]
+
+    def contents() -> dict[str, bytes]:
+        return {str(p): p.read_bytes() for d in derived for p in sorted(d.rglob("*"))
+                if p.is_file()}
+
+    before = contents()
     shutil.rmtree(target / ".airsspec" / "state")
-    print(f"\n(deleted {target / '.airsspec' / 'state'})")
+    shutil.rmtree(target / ".airsspec" / "knowledge")
+    print("\n(deleted .airsspec/state and .airsspec/knowledge)")
     run(target, "rebuild")
-    same = before == {p.name: p.read_bytes() for p in hot_dir.iterdir()}
-    print(f"rebuilt hot tier is byte-identical to the deleted one: {same}")
+    same = before == contents()
+    print(f"rebuilt hot tier and library are byte-identical to the deleted ones: {same}")
     if not same:
         sys.exit("demo step failed: rebuild differs")
 
-    print("\n== 7. Time travel: the hot tier as it was at 09:20 on 5 October ==")
+    print("\n== 8. Time travel: the hot tier as it was at 09:20 on 5 October ==")
     past = target.parent / "demo-as-of"
     run(target, "rebuild", "--as-of", "2026-10-05T09:20:00Z", "--out", str(past))
     run(target, "-w", str(past), "hot", "spec-rate-limiter", max_lines=6)
     print(f"(written to {past}; the live tiers are untouched)")
 
-    print("\n== 8. Tampering is caught: change one byte in a copy and verify it ==")
+    print("\n== 9. Tampering is caught: change one byte in a copy and verify it ==")
     tampered = target.parent / "demo-tampered"
     shutil.rmtree(tampered, ignore_errors=True)
     shutil.copytree(target, tampered)
