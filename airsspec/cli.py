@@ -20,6 +20,7 @@ from airsspec.workspace import TIERS, Workspace, init_workspace
 from compactor.errors import CompactionBusyError, NothingToCompactError
 from eventlog.errors import CorruptLogError, EventLogError, InvalidSessionIdError, LogWriteError
 from eventlog.ids import normalize_ts
+from eventlog.importers import FORMATS, ImportFailedError, export_session, import_paths
 from eventlog.jsonl_input import InvalidInputError, parse_event_lines
 from eventlog.layout import validate_session_id
 from eventlog.render import format_record
@@ -138,7 +139,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             if args.json:
                 out.write(located.raw.decode("utf-8") + "\n")
             else:
-                out.write(format_record(record, seq_of_id) + "\n")
+                out.write(format_record(record, seq_of_id, full_meta=args.meta) + "\n")
     return EXIT_OK
 
 
@@ -325,16 +326,29 @@ def cmd_compact(args: argparse.Namespace) -> int:
                 results.append({"session": session, "compacted": False, "why": str(exc)})
                 continue
             if record is None:
-                results.append({"session": session, "compacted": False,
-                                "why": "within budget (use --force to compact anyway)"})
+                results.append(
+                    {
+                        "session": session,
+                        "compacted": False,
+                        "why": "within budget (use --force to compact anyway)",
+                    }
+                )
                 continue
-            results.append({
-                "session": session, "compacted": True, "library_no": record.library_no,
-                "from_seq": record.from_seq, "to_seq": record.to_seq,
-                "messages": record.messages, "chunks": len(record.chunks),
-                "tokens_before": record.tokens_before, "tokens_after": record.tokens_after,
-                "summarizer": record.summarizer.model_dump(exclude_none=True),
-                "reason": record.reason})
+            results.append(
+                {
+                    "session": session,
+                    "compacted": True,
+                    "library_no": record.library_no,
+                    "from_seq": record.from_seq,
+                    "to_seq": record.to_seq,
+                    "messages": record.messages,
+                    "chunks": len(record.chunks),
+                    "tokens_before": record.tokens_before,
+                    "tokens_after": record.tokens_after,
+                    "summarizer": record.summarizer.model_dump(exclude_none=True),
+                    "reason": record.reason,
+                }
+            )
         Runner(ws.log, ws.projectors()).catch_up()
     if args.json:
         _print_json(results)
@@ -345,9 +359,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
             continue
         fallback = r["summarizer"].get("fallback_from")
         used = r["summarizer"]["backend"] + (f" (fallback from {fallback})" if fallback else "")
-        print(f"{r['session']}: history-{r['library_no']:03d}.md covers #{r['from_seq']}-"
-              f"#{r['to_seq']} ({r['messages']} messages, {r['chunks']} chunks, {used}); hot "
-              f"window {r['tokens_before']} -> {r['tokens_after']} tokens ({r['reason']})")
+        print(
+            f"{r['session']}: history-{r['library_no']:03d}.md covers #{r['from_seq']}-"
+            f"#{r['to_seq']} ({r['messages']} messages, {r['chunks']} chunks, {used}); hot "
+            f"window {r['tokens_before']} -> {r['tokens_after']} tokens ({r['reason']})"
+        )
     return EXIT_OK
 
 
@@ -368,8 +384,36 @@ def cmd_library(args: argparse.Namespace) -> int:
     if not entries:
         print("the library is empty: nothing has been compacted yet")
     for e in entries:
-        print(f"{e['file']}  {e['session']:<28} covers #1-#{e['to_seq']} (this compaction "
-              f"#{e['from_seq']}-#{e['to_seq']}), summary {e['summary_tokens']} tokens, {e['ts']}")
+        print(
+            f"{e['file']}  {e['session']:<28} covers #1-#{e['to_seq']} (this compaction "
+            f"#{e['from_seq']}-#{e['to_seq']}), summary {e['summary_tokens']} tokens, {e['ts']}"
+        )
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    with _open(args) as ws:
+        results = import_paths(ws.log, args.format, args.paths, args.session_prefix)
+    if args.json:
+        _print_json([asdict(r) for r in results])
+        return EXIT_OK
+    for r in results:
+        note = f", {r.already_imported} already imported" if r.already_imported else ""
+        print(f"{r.source} -> {r.session}: {r.appended} record(s) appended{note}")
+    print(f"imported {sum(r.appended for r in results)} record(s) into {len(results)} session(s)")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with _open(args) as ws:
+        validate_session_id(args.session)
+        if args.session not in ws.log.sessions():
+            raise UsageError(f"no session {args.session!r}")
+        data = export_session(ws.log, args.format, args.session)
+    if args.output in (None, "-"):
+        sys.stdout.buffer.write(data)
+    else:
+        Path(args.output).write_bytes(data)
     return EXIT_OK
 
 
@@ -421,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--from", dest="from_seq", type=int, default=1, metavar="SEQ", help="first seq to show"
     )
     p.add_argument("--until", metavar="SEQ|TIME", help="last seq, or an RFC 3339 time, to show")
+    p.add_argument("--meta", action="store_true", help="show every record's meta in full")
 
     command("sessions", cmd_sessions, "list sessions with counts, first/last time and size")
 
@@ -453,10 +498,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("status", cmd_status, "size, items and lag of every tier, and what is degraded")
 
-    p = command("compact", cmd_compact, "summarise the oldest half of sessions whose hot window "
-                "is over its token threshold or full, into the warm library")
+    p = command(
+        "compact",
+        cmd_compact,
+        "summarise the oldest half of sessions whose hot window "
+        "is over its token threshold or full, into the warm library",
+    )
     p.add_argument("sessions", nargs="*", help="sessions to consider (default: all)")
     p.add_argument("--force", action="store_true", help="compact even if within budget")
+
+    p = command(
+        "import",
+        cmd_import,
+        "import agent transcripts losslessly (idempotent: re-importing adds only what is new)",
+    )
+    p.add_argument("format", metavar="FORMAT", help=f"one of: {', '.join(FORMATS)}")
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders")
+    p.add_argument(
+        "--session-prefix",
+        default="",
+        metavar="P",
+        help="prefix for the session ids (default: none)",
+    )
+
+    p = command(
+        "export",
+        cmd_export,
+        "write an imported session back in its source format, byte for byte",
+        json_flag=False,
+    )
+    p.add_argument("format", metavar="FORMAT", help=f"one of: {', '.join(FORMATS)}")
+    p.add_argument("session")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write (default: stdout)")
 
     p = command("library", cmd_library, "list the warm library's history-NNN.md files")
     p.add_argument("--show", type=int, metavar="NNN", help="print history-NNN.md")
@@ -472,6 +545,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in exc.lines():
             print(line, file=sys.stderr)
         print(f"nothing appended: {len(exc.errors)} invalid line(s)", file=sys.stderr)
+        return EXIT_USAGE
+    except ImportFailedError as exc:
+        for error in exc.errors:
+            print(f"airsspec: error: {error}", file=sys.stderr)
+        print(f"nothing imported: {len(exc.errors)} source(s) with problems", file=sys.stderr)
         return EXIT_USAGE
     except (UsageError, SettingsError, InvalidSessionIdError, EventLogError) as exc:
         print(f"airsspec: error: {exc}", file=sys.stderr)

@@ -120,23 +120,35 @@ class Workspace:
         if choice == "auto":
             choice = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "extractive"
         if choice == "anthropic":
-            return AnthropicSummarizer(model=cfg.anthropic_model,
-                                       max_tokens=cfg.anthropic_max_tokens,
-                                       max_retries=cfg.anthropic_max_retries,
-                                       timeout_s=cfg.anthropic_timeout_s)
+            return AnthropicSummarizer(
+                model=cfg.anthropic_model,
+                max_tokens=cfg.anthropic_max_tokens,
+                max_retries=cfg.anthropic_max_retries,
+                timeout_s=cfg.anthropic_timeout_s,
+            )
         return ExtractiveSummarizer(token_counter(self.settings.memory.encoding))
 
     def compactor(self, summarizer: Summarizer | None = None) -> Compactor:
         hot, warm = self.projectors(("hot", "warm"))
         memory, cfg = self.settings.memory, self.settings.compactor
         settings = CompactionSettings(
-            window_size=memory.hot_window_size, token_budget=memory.hot_token_budget,
-            threshold=memory.compression_threshold, chunk_size=memory.chunk_size,
-            chunk_summary_tokens=cfg.chunk_summary_tokens, summary_tokens=cfg.summary_tokens,
-            merge_input_tokens=cfg.merge_input_tokens)
-        return Compactor(self.log, hot, warm, self.state_dir / "locks",
-                         summarizer or self.summarizer(),
-                         token_counter(memory.encoding), settings)
+            window_size=memory.hot_window_size,
+            token_budget=memory.hot_token_budget,
+            threshold=memory.compression_threshold,
+            chunk_size=memory.chunk_size,
+            chunk_summary_tokens=cfg.chunk_summary_tokens,
+            summary_tokens=cfg.summary_tokens,
+            merge_input_tokens=cfg.merge_input_tokens,
+        )
+        return Compactor(
+            self.log,
+            hot,
+            warm,
+            self.state_dir / "locks",
+            summarizer or self.summarizer(),
+            token_counter(memory.encoding),
+            settings,
+        )
 
     def format_history(self, session: str, budget_tokens: int) -> str:
         window = self.load_hot(session)

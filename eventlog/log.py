@@ -48,7 +48,7 @@ from eventlog.schema import (
 
 _READ_CHUNK = 1 << 22
 # Optional fields that are left out of the stored record rather than stored as null.
-_OMIT_WHEN_NONE = ("id", "ts", "meta", "action_id")
+_OMIT_WHEN_NONE = ("id", "ts", "meta", "action_id", "origin")
 
 
 class Durability(StrEnum):

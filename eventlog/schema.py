@@ -91,6 +91,29 @@ class _CompactionPayload(BaseModel):
     reason: str
 
 
+class Origin(BaseModel):
+    """Where an imported record came from, with its exact source bytes (UTF-8), so the source
+    can be re-exported byte for byte: ``prefix`` are the bytes between the previous record and
+    this one (JSON arrays), ``suffix`` the bytes after the last record of an import."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: str
+    source: str
+    index: int = Field(ge=0)
+    sha256: str
+    text: str
+    prefix: str = ""
+    suffix: str | None = None
+
+
+class _ImportedPayload(BaseModel):
+    """A foreign record this version does not map to a message type (kept, never dropped)."""
+
+    kind: str
+    text: str = ""
+
+
 # --------------------------------------------------------------------------- input events
 
 
@@ -103,6 +126,7 @@ class Event(BaseModel):
     id: str | None = Field(default=None, min_length=1, max_length=200)
     ts: str | None = None
     meta: Meta | None = None
+    origin: Origin | None = None
 
     @field_validator("ts")
     @classmethod
@@ -134,6 +158,10 @@ class CompactionEvent(_CompactionPayload, Event):
     type: Literal["compaction"] = "compaction"
 
 
+class ImportedEvent(_ImportedPayload, Event):
+    type: Literal["imported"] = "imported"
+
+
 INPUT_TYPES: dict[str, type[Event]] = {
     "user": UserEvent,
     "assistant": AssistantEvent,
@@ -141,6 +169,7 @@ INPUT_TYPES: dict[str, type[Event]] = {
     "action": ActionEvent,
     "observation": ObservationEvent,
     "compaction": CompactionEvent,
+    "imported": ImportedEvent,
 }
 
 
@@ -161,6 +190,7 @@ class Record(BaseModel):
     prev: str | None
     hash: str
     meta: Meta | None = None
+    origin: Origin | None = None
     batch: tuple[int, int] | None = None
 
 
@@ -188,6 +218,10 @@ class CompactionRecord(_CompactionPayload, Record):
     type: Literal["compaction"]
 
 
+class ImportedRecord(_ImportedPayload, Record):
+    type: Literal["imported"]
+
+
 class UnknownRecord(Record):
     """A record whose ``type`` this version does not know; every field is kept."""
 
@@ -199,6 +233,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
     "action": ActionRecord,
     "observation": ObservationRecord,
     "compaction": CompactionRecord,
+    "imported": ImportedRecord,
 }
 
 

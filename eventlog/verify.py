@@ -69,8 +69,10 @@ class _CompactionCheck:
         if data["type"] == "compaction":
             first, last = data["from_seq"], data["to_seq"]
             if first != self.covered_until + 1:
-                raise _Fault(f"compaction covers from seq {first}, but the previous coverage "
-                             f"ends at seq {self.covered_until}")
+                raise _Fault(
+                    f"compaction covers from seq {first}, but the previous coverage "
+                    f"ends at seq {self.covered_until}"
+                )
             if not first <= last < data["seq"]:
                 raise _Fault(f"compaction range {first}-{last} is not before the event itself")
             if self.uncovered[0] != data["first_hash"]:

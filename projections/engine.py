@@ -231,8 +231,9 @@ class Runner:
         self.projectors = list(projectors)
         self.progress = progress
 
-    def catch_up(self, stop_at: StopAt | None = None,
-                 sessions: Iterable[str] | None = None) -> list[RunReport]:
+    def catch_up(
+        self, stop_at: StopAt | None = None, sessions: Iterable[str] | None = None
+    ) -> list[RunReport]:
         """Fold what is new; ``sessions`` limits the work to those sessions."""
         only = set(sessions) if sessions is not None else None
         return [self._run(p, stop_at, only) for p in self.projectors]
@@ -242,8 +243,9 @@ class Runner:
             projector.reset()
         return self.catch_up(stop_at)
 
-    def _run(self, projector: Projector[Any], stop_at: StopAt | None,
-             only: set[str] | None) -> RunReport:
+    def _run(
+        self, projector: Projector[Any], stop_at: StopAt | None, only: set[str] | None
+    ) -> RunReport:
         report = RunReport(projector.name)
         sessions = self.log.sessions()
         manifest = projector.read_manifest()

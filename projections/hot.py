@@ -118,8 +118,11 @@ class HotProjector(Projector[HotState]):
             state.summary = {
                 "library_no": record.library_no,
                 "link": f"knowledge/library/{library_file_name(record.library_no)}",
-                "from_seq": 1, "to_seq": record.to_seq, "text": record.summary,
-                "tokens": record.summary_tokens, "event_seq": record.seq,
+                "from_seq": 1,
+                "to_seq": record.to_seq,
+                "text": record.summary,
+                "tokens": record.summary_tokens,
+                "event_seq": record.seq,
                 "event_hash": record.hash,
             }
         elif record.type in self.message_types and record.seq > state.covered_until:
@@ -247,17 +250,20 @@ def format_history(window: HotWindow, budget_tokens: int, counter: TokenCounter)
     summary = ""
     if window.summary:
         s = window.summary
-        summary = f"[summary of #{s['from_seq']}-#{s['to_seq']} {s.get('link', '')}]".replace(
-            " ]", "]") + f"\n{s.get('text', '')}"
+        summary = (
+            f"[summary of #{s['from_seq']}-#{s['to_seq']} {s.get('link', '')}]".replace(" ]", "]")
+            + f"\n{s.get('text', '')}"
+        )
         whole = counter.count("\n".join([summary, *blocks]))
         if whole > budget_tokens and blocks and counter.count(summary) > budget_tokens // 2:
             summary = counter.truncate(summary, budget_tokens // 2)
     parts = [summary] if summary else []
     # Greedy from the newest message, estimating with per-block counts, then check exactly.
     chosen: list[str] = []
-    used = counter.count(summary) + 1 if summary else 0
+    used = counter.count(summary) if summary else 0
     for block in reversed(blocks):
-        cost = counter.count(block) + 1
+        separator = 1 if (summary or chosen) else 0  # the newline joining it to the rest
+        cost = counter.count(block) + separator
         if used + cost > budget_tokens:
             break
         chosen.append(block)

@@ -41,29 +41,46 @@ def render_library_file(record: CompactionRecord) -> str:
     front = {
         "library_no": record.library_no,
         "session": record.session,
-        "covers": {"from_seq": record.from_seq, "to_seq": record.to_seq,
-                   "messages": record.messages},
+        "covers": {
+            "from_seq": record.from_seq,
+            "to_seq": record.to_seq,
+            "messages": record.messages,
+        },
         "first_hash": record.first_hash,
         "last_hash": record.last_hash,
         "event": {"id": record.id, "seq": record.seq, "hash": record.hash},
-        "previous": (library_file_name(record.previous_library_no)
-                     if record.previous_library_no else None),
+        "previous": (
+            library_file_name(record.previous_library_no) if record.previous_library_no else None
+        ),
         "summarizer": record.summarizer.model_dump(exclude_none=True),
-        "tokens": {"before": record.tokens_before, "after": record.tokens_after,
-                   "summary": record.summary_tokens},
+        "tokens": {
+            "before": record.tokens_before,
+            "after": record.tokens_after,
+            "summary": record.summary_tokens,
+        },
         "reason": record.reason,
         "created": record.ts,
     }
     lines = ["---"]
     lines += [f"{key}: {_yaml_value(value)}" for key, value in front.items()]
-    lines += ["---", "",
-              f"# {record.session}: summary of #1-#{record.to_seq}", "",
-              record.summary.strip(), "",
-              f"## Chunks of this compaction (#{record.from_seq}-#{record.to_seq})", ""]
+    lines += [
+        "---",
+        "",
+        f"# {record.session}: summary of #1-#{record.to_seq}",
+        "",
+        record.summary.strip(),
+        "",
+        f"## Chunks of this compaction (#{record.from_seq}-#{record.to_seq})",
+        "",
+    ]
     for number, chunk in enumerate(record.chunks, start=1):
-        lines += [f"### Chunk {number}: #{chunk.from_seq}-#{chunk.to_seq} "
-                  f"({chunk.messages} messages, {chunk.tokens} tokens)", "",
-                  chunk.summary.strip(), ""]
+        lines += [
+            f"### Chunk {number}: #{chunk.from_seq}-#{chunk.to_seq} "
+            f"({chunk.messages} messages, {chunk.tokens} tokens)",
+            "",
+            chunk.summary.strip(),
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -95,18 +112,30 @@ class WarmProjector(Projector[WarmState]):
         if isinstance(record, CompactionRecord):
             name = library_file_name(record.library_no)
             state.pending[name] = render_library_file(record)
-            state.files.append({"file": name, "library_no": record.library_no,
-                                "from_seq": record.from_seq, "to_seq": record.to_seq,
-                                "event_seq": record.seq, "event_hash": record.hash,
-                                "summary_tokens": record.summary_tokens, "ts": record.ts})
+            state.files.append(
+                {
+                    "file": name,
+                    "library_no": record.library_no,
+                    "from_seq": record.from_seq,
+                    "to_seq": record.to_seq,
+                    "event_seq": record.seq,
+                    "event_hash": record.hash,
+                    "summary_tokens": record.summary_tokens,
+                    "ts": record.ts,
+                }
+            )
         return state
 
     def save(self, session: str, state: WarmState, checkpoint: Checkpoint) -> None:
         for name, text in sorted(state.pending.items()):
             atomic_write(self.library_dir / name, text.encode("utf-8"))
         state.pending.clear()
-        data = {"session": session, "checkpoint": checkpoint.to_json(),
-                "fingerprint": self.fingerprint(), "files": state.files}
+        data = {
+            "session": session,
+            "checkpoint": checkpoint.to_json(),
+            "fingerprint": self.fingerprint(),
+            "files": state.files,
+        }
         atomic_write(self.path(session), orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
 
     def load(self, session: str) -> tuple[WarmState, Checkpoint] | None:
@@ -138,8 +167,9 @@ class WarmProjector(Projector[WarmState]):
         if state is None:
             return None
         loaded = self.load(session)
-        owned = [file_identity(self.library_dir / e["file"]) for e in loaded[0].files] \
-            if loaded else []
+        owned = (
+            [file_identity(self.library_dir / e["file"]) for e in loaded[0].files] if loaded else []
+        )
         if any(identity is None for identity in owned):
             return None  # a library file was deleted: not idle
         return state + [n for identity in owned for n in identity]  # type: ignore[union-attr]
@@ -150,8 +180,7 @@ class WarmProjector(Projector[WarmState]):
         return sorted(p.stem for p in self.out_dir.glob("*.json") if not p.name.startswith("."))
 
     def item_count(self) -> int:
-        return len(list(self.library_dir.glob("history-*.md"))) if self.library_dir.is_dir() \
-            else 0
+        return len(list(self.library_dir.glob("history-*.md"))) if self.library_dir.is_dir() else 0
 
     def entries(self) -> list[dict[str, Any]]:
         """Every library file with its session and range, ordered by library number."""

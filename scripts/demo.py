@@ -103,8 +103,9 @@ def main() -> None:
     derived = [target / ".airsspec" / "state" / "hot", target / ".airsspec" / "knowledge"]
 
     def contents() -> dict[str, bytes]:
-        return {str(p): p.read_bytes() for d in derived for p in sorted(d.rglob("*"))
-                if p.is_file()}
+        return {
+            str(p): p.read_bytes() for d in derived for p in sorted(d.rglob("*")) if p.is_file()
+        }
 
     before = contents()
     shutil.rmtree(target / ".airsspec" / "state")
@@ -122,7 +123,32 @@ def main() -> None:
     run(target, "-w", str(past), "hot", "spec-rate-limiter", max_lines=6)
     print(f"(written to {past}; the live tiers are untouched)")
 
-    print("\n== 9. Tampering is caught: change one byte in a copy and verify it ==")
+    shared = REPO.parent / "shared" / "data" / "claude-code"
+    if shared.is_dir():
+        print("\n== 9. Import a real Claude Code transcript, losslessly ==")
+        run(
+            target,
+            "import",
+            "claude-code",
+            str(shared / "tool_heavy.jsonl"),
+            "--session-prefix",
+            "cc-",
+        )
+        run(target, "replay", "cc-tool_heavy", "--from", "4", "--until", "9", max_lines=16)
+        exported = target / "exported.jsonl"
+        run(target, "export", "claude-code", "cc-tool_heavy", "-o", str(exported))
+        same = exported.read_bytes() == (shared / "tool_heavy.jsonl").read_bytes()
+        print(f"re-exported transcript is byte-identical to the source: {same}")
+        run(
+            target,
+            "import",
+            "claude-code",
+            str(shared / "tool_heavy.jsonl"),
+            "--session-prefix",
+            "cc-",
+        )
+
+    print("\n== 10. Tampering is caught: change one byte in a copy and verify it ==")
     tampered = target.parent / "demo-tampered"
     shutil.rmtree(tampered, ignore_errors=True)
     shutil.copytree(target, tampered)

@@ -1,0 +1,188 @@
+"""Importers: bring other tools' agent transcripts into the log, losslessly and idempotently.
+
+- Lossless: every imported event keeps its source record's exact text in ``origin`` (with the
+  bytes around it), so ``export_session`` reproduces the source, byte for byte.
+- Idempotent: a source's records are identified by position and SHA-256; re-importing a file
+  appends only records not imported yet (a live transcript that grew), and a record that
+  changed since it was imported is refused, never silently rewritten.
+- All or nothing: every file is parsed, mapped and validated, and every conflict checked, before
+  anything is appended; a bad line is reported as ``file:line`` and the log is left as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eventlog.errors import InvalidEventError
+from eventlog.importers import claude_code, locomo, openhands
+from eventlog.importers.sources import SourceError, Unit, json_array_units, jsonl_units, origin
+from eventlog.layout import validate_session_id
+from eventlog.log import EventLog, prepare_event
+
+FORMATS = ("claude-code", "openhands", "locomo")
+
+
+class ImportFailedError(SourceError):
+    """One or more sources cannot be imported; nothing was appended."""
+
+    def __init__(self, errors: list[SourceError]) -> None:
+        self.errors = errors
+        super().__init__(errors[0].source, errors[0].line, errors[0].message)
+
+
+@dataclass
+class _Plan:
+    session: str
+    source: str
+    units: list[Unit]
+    events: list[dict[str, Any]]
+    skip: int = 0  # records already imported
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    session: str
+    source: str
+    appended: int
+    already_imported: int
+
+
+def _session_id(prefix: str, name: str, source: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", f"{prefix}{name}").strip(".-") or "imported"
+    try:
+        return validate_session_id(cleaned[:128])
+    except ValueError as exc:
+        raise SourceError(source, None, str(exc)) from exc
+
+
+def _files(fmt: str, paths: Iterable[Path]) -> list[Path]:
+    found = []
+    for path in paths:
+        if path.is_dir():
+            pattern = "*.jsonl" if fmt == "claude-code" else "*.json"
+            found += sorted(p for p in path.rglob(pattern) if p.is_file())
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise SourceError(str(path), None, "no such file or directory")
+    return found
+
+
+def _plans_for_file(fmt: str, path: Path, prefix: str) -> list[_Plan]:
+    source, data = path.name, path.read_bytes()
+    if fmt == "claude-code":
+        units = jsonl_units(data, str(path))
+        session = _session_id(prefix, claude_code.session_name(path), str(path))
+        return [_Plan(session, source, units, claude_code.to_events(units, session))]
+    if fmt == "openhands":
+        units = json_array_units(data, str(path))
+        session = _session_id(prefix, openhands.session_name(path), str(path))
+        return [_Plan(session, source, units, openhands.to_events(units, session))]
+    try:
+        document = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise SourceError(str(path), exc.lineno, f"invalid JSON: {exc.msg}") from exc
+    plans = []
+    for name, units, start, raw_date in locomo.sessions(document, str(path)):
+        session = _session_id(prefix, name, str(path))
+        plans.append(_Plan(session, source, units, locomo.to_events(units, start, raw_date)))
+    return plans
+
+
+def _finish(fmt: str, path: Path, plan: _Plan) -> None:
+    """Give every event its id and origin, and validate it (errors name file and line)."""
+    for unit, event in zip(plan.units, plan.events, strict=True):
+        event["id"] = f"{plan.session}:{unit.index}"
+        event["origin"] = origin(fmt, plan.source, unit)
+        try:
+            prepare_event(event)
+        except InvalidEventError as exc:
+            where = f"record {unit.index + 1}" if unit.line == 0 else None
+            message = f"{where}: {exc}" if where else str(exc)
+            raise SourceError(str(path), unit.line or None, message) from exc
+
+
+def _already_imported(log: EventLog, plan: _Plan, fmt: str, path: Path) -> int:
+    """How many of the plan's records the session holds; refuse if any of them changed."""
+    if plan.session not in log.sessions():
+        return 0
+    stored = [
+        loc.record.origin
+        for loc in log.read(plan.session)
+        if loc.record.origin is not None
+        and loc.record.origin.format == fmt
+        and loc.record.origin.source == plan.source
+    ]
+    for held in stored:
+        if held.index >= len(plan.units):
+            raise SourceError(
+                str(path),
+                None,
+                f"has {len(plan.units)} records but "
+                f"{held.index + 1} were imported before: the source shrank",
+            )
+        unit = plan.units[held.index]
+        if unit.sha256 != held.sha256:
+            raise SourceError(
+                str(path),
+                unit.line or None,
+                f"record {held.index + 1} changed "
+                "since it was imported; refusing to import a rewritten history",
+            )
+    return len(stored)
+
+
+def import_paths(
+    log: EventLog, fmt: str, paths: Iterable[Path | str], prefix: str = ""
+) -> list[ImportResult]:
+    """Import every file under ``paths``; all of it, or (on any error) nothing."""
+    if fmt not in FORMATS:
+        raise SourceError(fmt, None, f"unknown format; known formats: {', '.join(FORMATS)}")
+    errors: list[SourceError] = []
+    planned: list[_Plan] = []
+    try:
+        files = _files(fmt, [Path(p) for p in paths])
+    except SourceError as exc:
+        raise ImportFailedError([exc]) from exc
+    for path in files:
+        try:
+            plans = _plans_for_file(fmt, path, prefix)
+            for plan in plans:
+                _finish(fmt, path, plan)
+                plan.skip = _already_imported(log, plan, fmt, path)
+            planned += plans
+        except SourceError as exc:
+            errors.append(exc)
+    if errors:
+        raise ImportFailedError(errors)
+    results = []
+    for plan in planned:
+        new = plan.events[plan.skip :]
+        if new:
+            log.append_many(plan.session, new)
+        results.append(ImportResult(plan.session, plan.source, len(new), plan.skip))
+    return results
+
+
+def export_session(log: EventLog, fmt: str, session: str) -> bytes:
+    """The source records of ``session`` as they were imported, byte for byte."""
+    origins = [
+        loc.record.origin
+        for loc in log.read(session)
+        if loc.record.origin is not None and loc.record.origin.format == fmt
+    ]
+    if not origins:
+        raise SourceError(session, None, f"no records imported from {fmt} in this session")
+    sources = sorted({o.source for o in origins})
+    if len(sources) > 1:
+        raise SourceError(session, None, f"records from several sources: {', '.join(sources)}")
+    if fmt == "locomo":
+        return ("[" + ", ".join(o.text for o in origins) + "]").encode("utf-8")
+    last = max(origins, key=lambda o: o.index)
+    body = "".join(o.prefix + o.text for o in sorted(origins, key=lambda o: o.index))
+    return (body + (last.suffix or "")).encode("utf-8")

@@ -1,0 +1,96 @@
+"""Claude Code transcripts (``~/.claude/projects/<project>/<session>.jsonl``, subagents in
+``<session>/subagents/``) to events.
+
+One event per transcript line. User text becomes ``user``, assistant text ``assistant``,
+thinking ``thought``, tool_use ``action`` and tool_result ``observation``, linked to its action
+through the tool_use id. The uuid/parentUuid tree, sidechains, the message id, model and token
+usage go into ``meta``. A compaction (``compact_boundary``, then the ``isCompactSummary`` user
+record) is kept as such. Everything not mapped (progress, snapshots, queue operations, types that
+do not exist yet) becomes an ``imported`` event of that kind.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from eventlog.importers.sources import Unit
+
+FORMAT = "claude-code"
+_TREE_KEYS = ("uuid", "parentUuid", "isSidechain", "agentId", "sessionId", "cwd", "gitBranch")
+
+
+def session_name(path: Path) -> str:
+    """The transcript's session id; a subagent's is ``<parent>.<agent file>``."""
+    if path.parent.name == "subagents":
+        return f"{path.parent.parent.name}.{path.stem}"
+    return path.stem
+
+
+def _blocks(message: Any) -> list[dict[str, Any]]:
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _result_text(content: Any) -> Any:
+    if isinstance(content, list):
+        texts = [b.get("text", "") for b in content if isinstance(b, dict) and "text" in b]
+        if len(texts) == len(content):
+            return "\n".join(texts)
+    return content
+
+
+def to_events(units: list[Unit], session: str) -> list[dict[str, Any]]:
+    action_of_tool_use: dict[str, str] = {}
+    events = []
+    for unit in units:
+        obj = unit.obj
+        kind = obj.get("type")
+        meta = {k: obj[k] for k in _TREE_KEYS if k in obj}
+        message = obj.get("message")
+        if isinstance(message, dict):
+            meta.update({k: message[k] for k in ("id", "model", "usage") if k in message})
+        blocks = _blocks(message)
+        block = blocks[0] if len(blocks) == 1 else None
+        event: dict[str, Any]
+        if kind == "user" and block and block.get("type") == "tool_result":
+            event = {
+                "type": "observation",
+                "result": _result_text(block.get("content")),
+                "is_error": bool(block.get("is_error")),
+                "action_id": action_of_tool_use.get(block.get("tool_use_id", "")),
+            }
+            meta["tool_use_id"] = block.get("tool_use_id")
+        elif kind == "user" and blocks and all(b.get("type") == "text" for b in blocks):
+            event = {"type": "user", "content": "\n".join(b.get("text", "") for b in blocks)}
+            if obj.get("isCompactSummary"):
+                meta["kind"] = "compact_summary"
+        elif kind == "assistant" and block and block.get("type") == "text":
+            event = {"type": "assistant", "content": block.get("text", "")}
+        elif kind == "assistant" and block and block.get("type") == "thinking":
+            event = {"type": "thought", "content": block.get("thinking", "")}
+        elif kind == "assistant" and block and block.get("type") == "tool_use":
+            event = {
+                "type": "action",
+                "tool": block.get("name") or "unknown",
+                "params": block.get("input")
+                if isinstance(block.get("input"), dict)
+                else {"input": block.get("input")},
+            }
+            meta["tool_use_id"] = block.get("id")
+            action_of_tool_use[block.get("id", "")] = f"{session}:{unit.index}"
+        else:
+            subtype = obj.get("subtype")
+            label = f"{kind}:{subtype}" if subtype else str(kind)
+            text = obj.get("content") if isinstance(obj.get("content"), str) else ""
+            if subtype == "compact_boundary":
+                meta["compactMetadata"] = obj.get("compactMetadata")
+                text = text or "conversation compacted"
+            event = {"type": "imported", "kind": label, "text": text}
+        if isinstance(obj.get("timestamp"), str):
+            event["ts"] = obj["timestamp"]
+        event["meta"] = {k: v for k, v in meta.items() if v is not None}
+        events.append(event)
+    return events

@@ -1,0 +1,72 @@
+"""LoCoMo conversations (a JSON list of samples) to events: one session per conversation
+session (``<sample_id>.session_<N>``), one ``user`` event per turn with ``speaker`` and
+``dia_id`` in ``meta`` and the session's date in ``ts`` (turns 30 s apart, in order).
+
+The source holds many conversations in one nested document, so a unit is a turn serialised on its
+own (key order kept); ``export`` gives back each session's turns as a JSON array.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from eventlog.importers.sources import SourceError, Unit
+
+FORMAT = "locomo"
+
+
+def _date(text: str, source: str, key: str) -> datetime:
+    try:
+        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+    except ValueError as exc:
+        raise SourceError(source, None, f"{key}: unreadable date {text!r}") from exc
+
+
+def sessions(data: Any, source: str) -> list[tuple[str, list[Unit], datetime, str]]:
+    """(session suffix, turn units, start time, raw date) for every conversation session."""
+    if not isinstance(data, list):
+        raise SourceError(source, 1, "expected a JSON list of LoCoMo samples")
+    found = []
+    for n, sample in enumerate(data):
+        conv = sample.get("conversation") if isinstance(sample, dict) else None
+        if not isinstance(conv, dict) or "sample_id" not in sample:
+            raise SourceError(source, None, f"sample {n}: no sample_id/conversation")
+        keys = sorted(
+            (k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1])
+        )
+        for key in keys:
+            raw_date = conv.get(f"{key}_date_time", "")
+            units = [
+                Unit(i, 0, json.dumps(turn, ensure_ascii=False), turn)
+                for i, turn in enumerate(conv[key])
+            ]
+            found.append(
+                (f"{sample['sample_id']}.{key}", units, _date(raw_date, source, key), raw_date)
+            )
+    return found
+
+
+def to_events(units: list[Unit], start: datetime, raw_date: str) -> list[dict[str, Any]]:
+    events = []
+    for unit in units:
+        turn = unit.obj
+        text = turn.get("text", "")
+        if turn.get("blip_caption"):
+            text += f" [shares an image: {turn['blip_caption']}]"
+        meta = {
+            "speaker": turn.get("speaker"),
+            "dia_id": turn.get("dia_id"),
+            "session_date": raw_date,
+        }
+        events.append(
+            {
+                "type": "user",
+                "content": f"{turn.get('speaker')}: {text}",
+                "ts": (start + timedelta(seconds=30 * unit.index)).isoformat(),
+                "meta": meta,
+            }
+        )
+    return events

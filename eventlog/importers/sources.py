@@ -1,0 +1,117 @@
+"""Splitting a source file into records with their exact bytes.
+
+A unit is one record of the source: its position, its exact text, the bytes between it and the
+previous record (``prefix``), and for the last one the bytes after it (``suffix``). Joining
+``prefix + text`` of every unit and the last ``suffix`` gives back the file, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from eventlog.errors import EventLogError
+
+
+class SourceError(EventLogError, ValueError):
+    """A source file cannot be imported; names the file and the line."""
+
+    def __init__(self, source: str, line: int | None, message: str) -> None:
+        self.source, self.line, self.message = source, line, message
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    index: int
+    line: int  # 1-based line where the record starts, for messages
+    text: str
+    obj: Any
+    prefix: str = ""
+    suffix: str | None = None
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+def _decode(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SourceError(source, line, f"not UTF-8: {exc.reason}") from exc
+
+
+def jsonl_units(data: bytes, source: str) -> list[Unit]:
+    """One unit per line; each line must be a JSON object. Line endings stay in ``text``."""
+    units = []
+    for number, text in enumerate(_decode(data, source).splitlines(keepends=True), start=1):
+        if not text.strip():
+            raise SourceError(source, number, "blank line in a JSONL transcript")
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SourceError(
+                source, number, f"invalid JSON: {exc.msg} (column {exc.colno})"
+            ) from exc
+        if not isinstance(obj, dict):
+            raise SourceError(source, number, "a record must be a JSON object")
+        units.append(Unit(len(units), number, text, obj))
+    return units
+
+
+def json_array_units(data: bytes, source: str) -> list[Unit]:
+    """One unit per element of a top-level JSON array, with the exact bytes around each."""
+    text = _decode(data, source)
+    decoder = json.JSONDecoder()
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(source, exc.lineno, f"invalid JSON: {exc.msg}") from exc
+    start = len(text) - len(text.lstrip())
+    if not text.startswith("[", start):
+        raise SourceError(source, 1, "expected a JSON array")
+    pos, units, gap_start = start + 1, [], 0
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        if text[pos] == "]":
+            break
+        obj, end = decoder.raw_decode(text, pos)
+        units.append(
+            Unit(
+                len(units),
+                text.count("\n", 0, pos) + 1,
+                text[pos:end],
+                obj,
+                prefix=text[gap_start:pos],
+            )
+        )
+        pos = gap_start = end
+        while text[pos] in " \t\r\n":
+            pos += 1
+        if text[pos] == ",":
+            pos += 1
+    if units:
+        last = units[-1]
+        units[-1] = Unit(last.index, last.line, last.text, last.obj, last.prefix, text[gap_start:])
+    return units
+
+
+def origin(fmt: str, source: str, unit: Unit) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "format": fmt,
+        "source": source,
+        "index": unit.index,
+        "sha256": unit.sha256,
+        "text": unit.text,
+    }
+    if unit.prefix:
+        data["prefix"] = unit.prefix
+    if unit.suffix is not None:
+        data["suffix"] = unit.suffix
+    return data
