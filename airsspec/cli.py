@@ -7,6 +7,7 @@ Exit codes: 0 success; 1 the log or a check failed (for example ``verify`` found
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -15,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from airsspec.reports import REPORTS, plot_report, run_report
 from airsspec.settings import SettingsError
 from airsspec.workspace import TIERS, Workspace, init_workspace
 from compactor.errors import CompactionBusyError, NothingToCompactError
@@ -25,6 +27,7 @@ from eventlog.jsonl_input import InvalidInputError, parse_event_lines
 from eventlog.layout import validate_session_id
 from eventlog.render import format_record
 from eventlog.verify import verify
+from projections.analytics import AnalyticsError, QueryResult, export_parquet
 from projections.engine import Runner, RunReport, StopAt, stop_after
 from projections.status import tier_status
 from projections.warm import library_file_name
@@ -405,15 +408,73 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.format == "parquet":
+        with _open(args) as ws:
+            Runner(ws.log, ws.projectors(("tokens",))).catch_up()
+            written = export_parquet(ws.log_dir, ws.state_dir / "tokens", Path(args.target))
+        print(
+            f"wrote {written} record(s) as Parquet under {args.target} "
+            "(partitioned by session_date)"
+        )
+        return EXIT_OK
     with _open(args) as ws:
-        validate_session_id(args.session)
-        if args.session not in ws.log.sessions():
-            raise UsageError(f"no session {args.session!r}")
-        data = export_session(ws.log, args.format, args.session)
+        validate_session_id(args.target)
+        if args.target not in ws.log.sessions():
+            raise UsageError(f"no session {args.target!r}")
+        data = export_session(ws.log, args.format, args.target)
     if args.output in (None, "-"):
         sys.stdout.buffer.write(data)
     else:
         Path(args.output).write_bytes(data)
+    return EXIT_OK
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _print_result(result: QueryResult, fmt: str) -> None:
+    if fmt == "json":
+        rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+        sys.stdout.write(
+            orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
+        )
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(result.columns)
+        writer.writerows([[_cell(v) for v in row] for row in result.rows])
+    else:
+        cells = [result.columns] + [[_cell(v) for v in row] for row in result.rows]
+        widths = [min(60, max(len(r[i]) for r in cells)) for i in range(len(result.columns))]
+        for n, row in enumerate(cells):
+            print("  ".join(c[:60].ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+            if n == 0:
+                print("  ".join("-" * w for w in widths))
+        print(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    with _open(args) as ws:
+        analytics = ws.analytics(args.parquet)
+        try:
+            result = analytics.query(args.query)
+        finally:
+            analytics.close()
+    _print_result(result, args.format)
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    with _open(args) as ws:
+        analytics = ws.analytics(args.parquet)
+        try:
+            result = run_report(analytics, args.name)
+        finally:
+            analytics.close()
+    _print_result(result, "json" if args.json else "table")
+    if args.plot:
+        plot_report(args.name, result, Path(args.plot))
+        print(f"chart written to {args.plot}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -524,12 +585,40 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "export",
         cmd_export,
-        "write an imported session back in its source format, byte for byte",
+        "write an imported session back in its source format, "
+        "byte for byte; or, with 'parquet DIR', the whole log as Parquet for analysis "
+        "at scale",
         json_flag=False,
     )
-    p.add_argument("format", metavar="FORMAT", help=f"one of: {', '.join(FORMATS)}")
-    p.add_argument("session")
+    p.add_argument("format", metavar="FORMAT", help=f"one of: {', '.join(FORMATS)}, parquet")
+    p.add_argument(
+        "target", metavar="SESSION|DIR", help="the session to export, or the folder for parquet"
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="where to write (default: stdout)")
+
+    p = command(
+        "sql",
+        cmd_sql,
+        "run a read-only SQL query over the views events, records, "
+        "sessions, tool_calls, compactions",
+        json_flag=False,
+    )
+    p.add_argument("query", help="SELECT ...")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument(
+        "--parquet",
+        metavar="DIR|URL",
+        help="query Parquet written by 'export parquet' instead of the JSONL log",
+    )
+
+    p = command(
+        "report",
+        cmd_report,
+        "named reports: tools (error rates, latency), sessions, tokens (per session per day)",
+    )
+    p.add_argument("name", choices=sorted(REPORTS))
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the report as a PNG chart")
+    p.add_argument("--parquet", metavar="DIR|URL", help="read exported Parquet instead")
 
     p = command("library", cmd_library, "list the warm library's history-NNN.md files")
     p.add_argument("--show", type=int, metavar="NNN", help="print history-NNN.md")
@@ -551,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"airsspec: error: {error}", file=sys.stderr)
         print(f"nothing imported: {len(exc.errors)} source(s) with problems", file=sys.stderr)
         return EXIT_USAGE
-    except (UsageError, SettingsError, InvalidSessionIdError, EventLogError) as exc:
+    except (UsageError, SettingsError, InvalidSessionIdError, EventLogError, AnalyticsError) as exc:
         print(f"airsspec: error: {exc}", file=sys.stderr)
         code = EXIT_FAILED if isinstance(exc, CorruptLogError | LogWriteError) else EXIT_USAGE
         return code

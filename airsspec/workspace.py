@@ -18,11 +18,14 @@ from compactor.anthropic_summarizer import AnthropicSummarizer
 from compactor.compactor import CompactionSettings, Compactor
 from compactor.summarizers import ExtractiveSummarizer, Summarizer
 from eventlog.log import EventLog
+from projections.analytics import Analytics
+from projections.engine import Runner
 from projections.hot import HotProjector, HotWindow, format_history, load_hot
+from projections.token_counts import TokenCountProjector
 from projections.tokens import token_counter
 from projections.warm import WarmProjector
 
-TIERS = ("hot", "warm")
+TIERS = ("hot", "warm", "tokens")
 SUBDIRS = ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources", "state")
 
 
@@ -100,6 +103,7 @@ class Workspace:
                 encoding=memory.encoding,
             ),
             "warm": lambda: WarmProjector(base / "state" / "warm", base / "knowledge" / "library"),
+            "tokens": lambda: TokenCountProjector(base / "state" / "tokens", memory.encoding),
         }
         unknown = [t for t in tiers if t not in made]
         if unknown:
@@ -149,6 +153,11 @@ class Workspace:
             token_counter(memory.encoding),
             settings,
         )
+
+    def analytics(self, parquet_source: str | None = None) -> Analytics:
+        """DuckDB views over the log (or exported Parquet), token counts brought up to date."""
+        Runner(self.log, self.projectors(("tokens",))).catch_up()
+        return Analytics(self.log_dir, self.state_dir / "tokens", parquet_source)
 
     def format_history(self, session: str, budget_tokens: int) -> str:
         window = self.load_hot(session)
