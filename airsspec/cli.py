@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -16,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from airsspec.daemon import Daemon, DaemonBusyError
 from airsspec.reports import REPORTS, plot_report, run_report
 from airsspec.settings import SettingsError
 from airsspec.workspace import TIERS, Workspace, init_workspace
@@ -478,6 +480,28 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(message)s",
+    )
+    if args.log_level != "debug":
+        logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per change is noise
+    with _open(args) as ws:
+        daemon = Daemon(ws)
+        try:
+            daemon.acquire()
+        except DaemonBusyError as exc:
+            print(f"airsspec: error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        try:
+            daemon.run()
+        finally:
+            daemon.release()
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -619,6 +643,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", choices=sorted(REPORTS))
     p.add_argument("--plot", metavar="FILE.png", help="also draw the report as a PNG chart")
     p.add_argument("--parquet", metavar="DIR|URL", help="read exported Parquet instead")
+
+    p = command(
+        "watch",
+        cmd_watch,
+        "keep every tier current as agents append (one daemon "
+        "per workspace; stop with Ctrl-C or SIGTERM)",
+        json_flag=False,
+    )
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
     p = command("library", cmd_library, "list the warm library's history-NNN.md files")
     p.add_argument("--show", type=int, metavar="NNN", help="print history-NNN.md")

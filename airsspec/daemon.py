@@ -1,0 +1,131 @@
+"""The live projector daemon (``airsspec watch``): keeps every tier current while agents work.
+
+It notices appends and new sessions with watchfiles (inotify), brings the changed sessions' tiers
+up to date (hot first, so new records are visible promptly), compacts a session once it passes its
+threshold, and lets warm and token tiers follow. Invariants: one daemon per workspace (a lock
+file naming the holder's pid); it only ever resumes from checkpoints, so after a crash or SIGKILL a
+restart loses and duplicates nothing; SIGINT/SIGTERM stop it cleanly between two steps. A failing
+step is logged and retried on the next change, never crashing the daemon.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+import watchfiles
+
+from airsspec.workspace import Workspace
+from compactor.errors import CompactionBusyError, NothingToCompactError
+from eventlog.layout import LOG_SUFFIX
+from projections.engine import Runner
+
+log = logging.getLogger("airsspec.watch")
+
+
+class DaemonBusyError(Exception):
+    """Another daemon already watches this workspace."""
+
+
+class Daemon:
+    def __init__(self, ws: Workspace, *, debounce_ms: int = 20) -> None:
+        self.ws = ws
+        self.debounce_ms = debounce_ms
+        self.stop_event = threading.Event()
+        self.lock_path = ws.state_dir / "locks" / "watch.lock"
+        self._lock_fd: int | None = None
+
+    # ------------------------------------------------------------------ lock
+
+    def acquire(self) -> None:
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise DaemonBusyError(
+                f"another 'airsspec watch' (pid {holder}) is already watching "
+                f"{self.ws.root}; stop it first"
+            ) from exc
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # ------------------------------------------------------------------ work
+
+    def step(self, sessions: Iterable[str] | None = None) -> None:
+        """Bring ``sessions`` (None: all) up to date, compacting those that are due."""
+        only = None if sessions is None else sorted(set(sessions))
+        hot, warm, tokens = self.ws.projectors(("hot", "warm", "tokens"))
+        for report in Runner(self.ws.log, [hot]).catch_up(sessions=only):
+            for outcome in report.outcomes:
+                if outcome.applied:
+                    head = self.ws.load_hot(outcome.session)
+                    log.info(
+                        "hot: %s up to seq %s (+%d)",
+                        outcome.session,
+                        head.checkpoint.seq if head else "?",
+                        outcome.applied,
+                    )
+                if outcome.rebuilt_because:
+                    log.warning("hot: rebuilt %s: %s", outcome.session, outcome.rebuilt_because)
+        compactor = self.ws.compactor()
+        for session in only if only is not None else self.ws.log.sessions():
+            try:
+                record = compactor.compact(session)
+            except (NothingToCompactError, CompactionBusyError) as exc:
+                log.debug("compact %s: %s", session, exc)
+                continue
+            if record is not None:
+                log.info(
+                    "compacted %s: history-%03d.md covers #%d-#%d (%s)",
+                    session,
+                    record.library_no,
+                    record.from_seq,
+                    record.to_seq,
+                    record.reason,
+                )
+        Runner(self.ws.log, [hot, warm, tokens]).catch_up(sessions=only)
+        log.debug("step done for %s", "all sessions" if only is None else ", ".join(only))
+
+    def run(self) -> None:
+        """Watch until stopped. The lock must be held (``acquire``)."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self.stop_event.set())
+        self.ws.log_dir.mkdir(parents=True, exist_ok=True)
+        self._safe_step(None)
+        log.info("watching %s", self.ws.log_dir)
+        for changes in watchfiles.watch(
+            self.ws.log_dir,
+            stop_event=self.stop_event,
+            debounce=self.debounce_ms,
+            step=5,
+            raise_interrupt=False,
+            recursive=False,
+            watch_filter=_session_files,
+        ):
+            sessions = {Path(path).name[: -len(LOG_SUFFIX)] for _, path in changes}
+            self._safe_step(sessions)
+        log.info("stopped")
+
+    def _safe_step(self, sessions: set[str] | None) -> None:
+        try:
+            self.step(sessions)
+        except Exception:  # degrade, never crash: the next change retries from checkpoints
+            log.exception("step failed; will retry on the next change")
+
+
+def _session_files(change: watchfiles.Change, path: str) -> bool:
+    return path.endswith(LOG_SUFFIX) and change != watchfiles.Change.deleted

@@ -1,0 +1,126 @@
+"""The watch daemon in a real subprocess: appends from another process become visible; a second
+daemon is refused; SIGTERM stops it cleanly; SIGKILL then restart loses and duplicates nothing.
+The test waits on the daemon's own log lines, never on sleeps."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from queue import Empty, Queue
+
+import pytest
+
+from airsspec.workspace import Workspace
+from eventlog.verify import verify
+from projections.engine import Runner
+from tests.conftest import REPO, run_cli, snapshot
+
+CONFIG = (
+    '[log]\ndurability = "off"\n[memory]\nhot_window_size = 8\nchunk_size = 2\n'
+    '[compactor]\nsummarizer = "extractive"\n'
+)
+
+
+class Watcher:
+    """A running ``airsspec watch`` whose stderr lines can be awaited."""
+
+    def __init__(self, root: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "airsspec", "watch", "--log-level", "debug"],
+            cwd=root,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        self.lines: Queue[str] = Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.put(line)
+
+    def wait_for(self, pattern: str, timeout: float = 60) -> str:
+        regex = re.compile(pattern)
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except Empty:
+                raise AssertionError(f"daemon never logged {pattern!r}; saw {self.seen}") from None
+            self.seen.append(line)
+            if regex.search(line):
+                return line
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    (tmp_path / "airsspec.toml").write_text(CONFIG)
+    return tmp_path
+
+
+def append(root: Path, session: str, texts: list[str]) -> None:
+    lines = "".join(f'{{"type": "user", "content": "{t}"}}\n' for t in texts).encode()
+    assert run_cli("append", session, "-", cwd=root, stdin=lines).returncode == 0
+
+
+def test_appends_become_visible_and_sigterm_stops_cleanly(root: Path) -> None:
+    watcher = Watcher(root)
+    watcher.wait_for("watching")
+    append(root, "live", ["first", "second"])
+    watcher.wait_for(r"hot: live up to seq 2")
+    with Workspace.open(config=root / "airsspec.toml") as ws:
+        assert [e.text for e in ws.load_hot("live").entries] == ["first", "second"]
+    second = run_cli("watch", cwd=root)
+    assert second.returncode == 1 and b"already watching" in second.stderr
+    watcher.proc.send_signal(signal.SIGTERM)
+    watcher.wait_for("stopped")
+    assert watcher.proc.wait(timeout=30) == 0
+    again = Watcher(root)  # the lock was released
+    again.wait_for("watching")
+    again.proc.send_signal(signal.SIGINT)
+    assert again.proc.wait(timeout=30) == 0
+
+
+def test_compaction_runs_when_a_session_is_due(root: Path) -> None:
+    watcher = Watcher(root)
+    watcher.wait_for("watching")
+    append(root, "busy", [f"message {i}" for i in range(8)])  # window of 8: full
+    watcher.wait_for(r"compacted busy: history-001\.md covers #1-#4")
+    watcher.wait_for(r"step done for busy")
+    with Workspace.open(config=root / "airsspec.toml") as ws:
+        assert (ws.library_dir / "history-001.md").exists()
+        assert [e.seq for e in ws.load_hot("busy").entries] == [5, 6, 7, 8]
+    watcher.proc.send_signal(signal.SIGTERM)
+    assert watcher.proc.wait(timeout=30) == 0
+
+
+def test_sigkill_then_restart_loses_and_duplicates_nothing(root: Path) -> None:
+    watcher = Watcher(root)
+    watcher.wait_for("watching")
+    append(root, "s", [f"m{i}" for i in range(6)])
+    watcher.wait_for(r"hot: s up to seq 6")
+    watcher.proc.send_signal(signal.SIGKILL)
+    watcher.proc.wait(timeout=30)
+    append(root, "s", [f"late{i}" for i in range(5)])  # while no daemon runs
+    append(root, "t", ["new session"])
+    restarted = Watcher(root)
+    restarted.wait_for("watching")  # the first step (a full catch-up) is done by then
+    restarted.proc.send_signal(signal.SIGTERM)
+    assert restarted.proc.wait(timeout=30) == 0
+    with Workspace.open(config=root / "airsspec.toml") as ws:
+        assert verify(ws.log).ok
+        compactions = [loc.record for loc in ws.log.read("s") if loc.record.type == "compaction"]
+        assert len({(c.from_seq, c.to_seq) for c in compactions}) == len(compactions)
+        live = {name: snapshot(ws.state_dir / name) for name in ("hot", "warm", "tokens")}
+        library = snapshot(ws.library_dir)
+        Runner(ws.log, ws.projectors()).rebuild()
+        assert {name: snapshot(ws.state_dir / name) for name in live} == live
+        assert snapshot(ws.library_dir) == library
