@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +41,8 @@ def main() -> None:
         while "watching" not in (line := daemon.stderr.readline()):
             if not line:
                 raise SystemExit(f"the daemon exited: {daemon.wait()}")
+        # keep reading its log so a full pipe never blocks the daemon
+        threading.Thread(target=lambda: daemon.stderr.read(), daemon=True).start()
         latencies = []
         with Workspace.open(config=root / "airsspec.toml") as ws:
             for i in range(args.appends):
