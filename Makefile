@@ -24,6 +24,8 @@ bench: $(STAMP)
 	$(PY) bench/append.py
 	$(PY) bench/projections.py
 	$(PY) bench/compaction.py
+	$(PY) bench/analytics.py
+	$(PY) bench/watch.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

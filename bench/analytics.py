@@ -59,7 +59,7 @@ def main() -> None:
         for name, sql in QUERIES.items():
             a = timed(lambda sql=sql: jsonl.query(sql), args.repeats)
             b = timed(lambda sql=sql: parquet.query(sql), args.repeats)
-            assert jsonl.query(sql).rows.sort() == parquet.query(sql).rows.sort()
+            assert sorted(jsonl.query(sql).rows) == sorted(parquet.query(sql).rows)
             rows.append([name, f"{a:.3f}", f"{b:.3f}", f"{a / b:.1f}x", "1.000"])
         print_table(
             f"View queries on {args.records:,} records, seconds (median of {args.repeats})",

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
 
-from eventlog.layout import LOG_SUFFIX, session_path
+from eventlog.layout import LOG_SUFFIX, session_path, validate_session_id
 from eventlog.log import EventLog, Located
 from eventlog.recovery import TailState, inspect_tail
 from eventlog.schema import Record
@@ -162,6 +162,40 @@ class Projector(ABC, Generic[S]):
             },
         }
         atomic_write(self.manifest_path, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+
+
+class FilePerSessionProjector(Projector[S]):
+    """A projector whose state for a session is one file, ``{out_dir}/{session}{suffix}``,
+    holding output and checkpoint together (written atomically by ``save``)."""
+
+    suffix: ClassVar[str]
+
+    def __init__(self, out_dir: Path) -> None:
+        super().__init__(out_dir)
+        self._out = str(out_dir)
+
+    def path(self, session: str) -> Path:
+        return self.out_dir / f"{validate_session_id(session)}{self.suffix}"
+
+    def drop(self, session: str) -> None:
+        self.path(session).unlink(missing_ok=True)
+
+    def has_output(self, session: str) -> bool:
+        return self.path(session).exists()
+
+    def output_signature(self, session: str) -> list[int] | None:
+        # ``session`` comes from the log's listing (already validated): skip Path overhead,
+        # this runs for every session on every catch-up.
+        return file_identity(os.path.join(self._out, session + self.suffix))
+
+    def sessions(self) -> list[str]:
+        if not self.out_dir.is_dir():
+            return []
+        return sorted(
+            p.name[: -len(self.suffix)]
+            for p in self.out_dir.glob(f"*{self.suffix}")
+            if not p.name.startswith(".")
+        )
 
 
 @dataclass

@@ -25,7 +25,7 @@ import orjson
 from eventlog.layout import validate_session_id
 from eventlog.render import record_text
 from eventlog.schema import CompactionRecord, Record
-from projections.engine import Checkpoint, Projector, file_identity
+from projections.engine import Checkpoint, FilePerSessionProjector
 from projections.files import atomic_write
 from projections.tokens import TokenCounter, token_counter
 from projections.warm import library_file_name
@@ -73,8 +73,9 @@ def _seq(item: Record | dict[str, Any]) -> int:
     return item["seq"] if isinstance(item, dict) else item.seq
 
 
-class HotProjector(Projector[HotState]):
+class HotProjector(FilePerSessionProjector[HotState]):
     name = "hot"
+    suffix = ".json"
 
     def __init__(
         self, out_dir: Path, *, window_size: int, message_types: tuple[str, ...], encoding: str
@@ -84,7 +85,6 @@ class HotProjector(Projector[HotState]):
         self.message_types = frozenset(message_types)
         self.encoding = encoding
         self._counter: TokenCounter | None = None
-        self._out = str(out_dir)
 
     @property
     def counter(self) -> TokenCounter:
@@ -99,11 +99,6 @@ class HotProjector(Projector[HotState]):
             "message_types": sorted(self.message_types),
             "encoding": self.encoding,
         }
-
-    def path(self, session: str) -> Path:
-        return self.out_dir / f"{validate_session_id(session)}.json"
-
-    # --------------------------------------------------------------- fold
 
     def empty(self, session: str) -> HotState:
         return HotState(session, deque(maxlen=self.window_size))
@@ -180,21 +175,6 @@ class HotProjector(Projector[HotState]):
             return state, Checkpoint.from_json(data["checkpoint"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
-
-    def drop(self, session: str) -> None:
-        self.path(session).unlink(missing_ok=True)
-
-    def has_output(self, session: str) -> bool:
-        return self.path(session).exists()
-
-    def output_signature(self, session: str) -> list[int] | None:
-        # ``session`` comes from the log's listing (already validated): skip Path overhead.
-        return file_identity(os.path.join(self._out, session + ".json"))
-
-    def sessions(self) -> list[str]:
-        if not self.out_dir.is_dir():
-            return []
-        return sorted(p.stem for p in self.out_dir.glob("*.json") if not p.name.startswith("."))
 
     def item_count(self) -> int:
         return sum(len(w.entries) for s in self.sessions() if (w := load_hot(self.out_dir, s)))

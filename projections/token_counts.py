@@ -9,7 +9,6 @@ write. DuckDB joins these rows to the log's records on (session, seq).
 from __future__ import annotations
 
 import io
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eventlog.layout import validate_session_id
 from eventlog.render import record_text
 from eventlog.schema import Record
-from projections.engine import Checkpoint, Projector, file_identity
+from projections.engine import Checkpoint, FilePerSessionProjector
 from projections.files import atomic_write
 from projections.tokens import TokenCounter, token_counter
 
@@ -44,20 +42,17 @@ class TokenState:
     pending: list[Record] = field(default_factory=list)
 
 
-class TokenCountProjector(Projector[TokenState]):
+class TokenCountProjector(FilePerSessionProjector[TokenState]):
     name = "tokens"
+    suffix = ".parquet"
 
     def __init__(self, out_dir: Path, encoding: str) -> None:
         super().__init__(out_dir)
         self.encoding = encoding
         self._counter: TokenCounter | None = None
-        self._out = str(out_dir)
 
     def fingerprint(self) -> dict[str, Any]:
         return {"version": 1, "encoding": self.encoding}
-
-    def path(self, session: str) -> Path:
-        return self.out_dir / f"{validate_session_id(session)}.parquet"
 
     def empty(self, session: str) -> TokenState:
         return TokenState(session)
@@ -109,17 +104,3 @@ class TokenCountProjector(Projector[TokenState]):
             return TokenState(session, rows), Checkpoint.from_json(meta["checkpoint"])
         except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
             return None
-
-    def drop(self, session: str) -> None:
-        self.path(session).unlink(missing_ok=True)
-
-    def has_output(self, session: str) -> bool:
-        return self.path(session).exists()
-
-    def output_signature(self, session: str) -> list[int] | None:
-        return file_identity(os.path.join(self._out, session + ".parquet"))
-
-    def sessions(self) -> list[str]:
-        if not self.out_dir.is_dir():
-            return []
-        return sorted(p.stem for p in self.out_dir.glob("*.parquet") if not p.name.startswith("."))

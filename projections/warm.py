@@ -13,16 +13,14 @@ rewrites the same bytes.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from eventlog.layout import validate_session_id
 from eventlog.schema import CompactionRecord, Record
-from projections.engine import Checkpoint, Projector, file_identity
+from projections.engine import Checkpoint, FilePerSessionProjector, file_identity
 from projections.files import atomic_write
 
 STATE_VERSION = 1
@@ -91,19 +89,16 @@ class WarmState:
     pending: dict[str, str] = field(default_factory=dict)  # file name -> markdown to write
 
 
-class WarmProjector(Projector[WarmState]):
+class WarmProjector(FilePerSessionProjector[WarmState]):
     name = "warm"
+    suffix = ".json"
 
     def __init__(self, out_dir: Path, library_dir: Path) -> None:
         super().__init__(out_dir)
         self.library_dir = library_dir
-        self._out = str(out_dir)
 
     def fingerprint(self) -> dict[str, Any]:
         return {"version": STATE_VERSION}
-
-    def path(self, session: str) -> Path:
-        return self.out_dir / f"{validate_session_id(session)}.json"
 
     def empty(self, session: str) -> WarmState:
         return WarmState(session)
@@ -151,7 +146,7 @@ class WarmProjector(Projector[WarmState]):
         loaded = self.load(session)
         for entry in loaded[0].files if loaded else []:
             (self.library_dir / entry["file"]).unlink(missing_ok=True)
-        self.path(session).unlink(missing_ok=True)
+        super().drop(session)
 
     def reset(self) -> None:
         super().reset()
@@ -159,11 +154,8 @@ class WarmProjector(Projector[WarmState]):
             for stray in self.library_dir.glob("history-*.md"):
                 stray.unlink()
 
-    def has_output(self, session: str) -> bool:
-        return self.path(session).exists()
-
     def output_signature(self, session: str) -> list[int] | None:
-        state = file_identity(os.path.join(self._out, session + ".json"))
+        state = super().output_signature(session)
         if state is None:
             return None
         loaded = self.load(session)
@@ -173,11 +165,6 @@ class WarmProjector(Projector[WarmState]):
         if any(identity is None for identity in owned):
             return None  # a library file was deleted: not idle
         return state + [n for identity in owned for n in identity]  # type: ignore[union-attr]
-
-    def sessions(self) -> list[str]:
-        if not self.out_dir.is_dir():
-            return []
-        return sorted(p.stem for p in self.out_dir.glob("*.json") if not p.name.startswith("."))
 
     def item_count(self) -> int:
         return len(list(self.library_dir.glob("history-*.md"))) if self.library_dir.is_dir() else 0

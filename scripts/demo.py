@@ -39,6 +39,34 @@ def run(
     return result.stdout
 
 
+def watch_demo(target: Path) -> None:
+    """Start ``airsspec watch``, append from this process, show the record arrive, stop it."""
+    print("\n$ airsspec watch &", flush=True)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "airsspec", "watch"], cwd=target, stderr=subprocess.PIPE, text=True
+    )
+    assert daemon.stderr is not None
+    while "watching" not in (line := daemon.stderr.readline()):
+        if not line:
+            sys.exit("demo step failed: the daemon did not start")
+    print(line.rstrip())
+    run(
+        target,
+        "append",
+        "review-release-specs",
+        "-",
+        stdin='{"type": "user", "content": "Release approved. Tag v1.4.0."}\n',
+    )
+    while "review-release-specs up to seq 21" not in (line := daemon.stderr.readline()):
+        if not line:
+            sys.exit("demo step failed: the daemon stopped")
+    print(line.rstrip())
+    daemon.terminate()
+    print(daemon.stderr.read().rstrip())
+    daemon.wait(timeout=30)
+    run(target, "hot", "review-release-specs", "--budget", "40")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workspace", default="build/demo", help="where to put the demo copy")
@@ -123,9 +151,30 @@ def main() -> None:
     run(target, "-w", str(past), "hot", "spec-rate-limiter", max_lines=6)
     print(f"(written to {past}; the live tiers are untouched)")
 
+    print("\n== 9. SQL over the whole history (read-only), reports and charts ==")
+    run(
+        target,
+        "sql",
+        "SELECT session, records, tool_calls, errors, compactions, tokens "
+        "FROM sessions ORDER BY first_ts",
+    )
+    run(target, "report", "tools", "--plot", str(target / "tools.png"))
+    run(target, "sql", "DELETE FROM events", expect=2)
+    run(target, "export", "parquet", str(target / "parquet"))
+    run(
+        target,
+        "sql",
+        "SELECT count(*) AS records FROM events",
+        "--parquet",
+        str(target / "parquet"),
+    )
+
+    print("\n== 10. The live daemon keeps the tiers current while an agent appends ==")
+    watch_demo(target)
+
     shared = REPO.parent / "shared" / "data" / "claude-code"
     if shared.is_dir():
-        print("\n== 9. Import a real Claude Code transcript, losslessly ==")
+        print("\n== 11. Import a real Claude Code transcript, losslessly ==")
         run(
             target,
             "import",
@@ -148,7 +197,7 @@ def main() -> None:
             "cc-",
         )
 
-    print("\n== 10. Tampering is caught: change one byte in a copy and verify it ==")
+    print("\n== 12. Tampering is caught: change one byte in a copy and verify it ==")
     tampered = target.parent / "demo-tampered"
     shutil.rmtree(tampered, ignore_errors=True)
     shutil.copytree(target, tampered)
