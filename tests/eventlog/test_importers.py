@@ -242,3 +242,19 @@ def test_shared_locomo_imports_every_turn(log: EventLog) -> None:
     results = import_paths(log, "locomo", [SHARED_DATA / "locomo-dev" / "locomo-dev.json"])
     assert len(results) == 70 and sum(r.appended for r in results) == 1451
     assert verify(log).ok
+
+
+@needs_shared
+def test_imported_sessions_compact_into_the_warm_library(tmp_path: Path) -> None:
+    from airsspec.workspace import Workspace, init_workspace
+
+    init_workspace(tmp_path)
+    (tmp_path / "airsspec.toml").write_text('[compactor]\nsummarizer = "extractive"\n')
+    with Workspace.open(config=tmp_path / "airsspec.toml") as ws:
+        import_paths(ws.log, "claude-code", [SHARED_DATA / "claude-code" / "subagent.jsonl"])
+        record = ws.compactor().compact("subagent")
+        assert record is not None and record.from_seq == 1
+        Runner(ws.log, ws.projectors()).catch_up()
+        assert (ws.library_dir / "history-001.md").exists()
+        assert ws.load_hot("subagent").summary["link"].endswith("history-001.md")
+        assert verify(ws.log).ok
