@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -211,7 +212,7 @@ def _tiers(choice: str, ws: Workspace) -> tuple[str, ...]:
 
 def cmd_project(args: argparse.Namespace) -> int:
     with _open(args) as ws:
-        reports = Runner(ws.log, ws.projectors(), _progress_printer()).catch_up()
+        reports = Runner(ws.log, ws.projectors(), _progress_printer(), jobs=args.jobs).catch_up()
     _report_runs(reports, args.json, {})
     return EXIT_OK
 
@@ -231,16 +232,18 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         if args.as_of is None:
             if args.out:
                 raise UsageError("--out goes with --as-of (a live rebuild writes in place)")
-            reports = Runner(ws.log, ws.projectors(tiers), _progress_printer()).rebuild()
+            reports = Runner(
+                ws.log, ws.projectors(tiers), _progress_printer(), jobs=args.jobs
+            ).rebuild()
             _report_runs(reports, args.json, {})
             return EXIT_OK
         out = Path(args.out or f"airsspec-as-of-{args.as_of.replace(':', '')}").resolve()
         live = ws.root.resolve()
         if out == live or live in out.parents:
             raise UsageError(f"--out {out} is inside the workspace; choose a folder outside it")
-        reports = Runner(ws.log, ws.projectors(tiers, root=out), _progress_printer()).rebuild(
-            _as_of(args.as_of)
-        )
+        reports = Runner(
+            ws.log, ws.projectors(tiers, root=out), _progress_printer(), jobs=args.jobs
+        ).rebuild(_as_of(args.as_of))
     _report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
     return EXIT_OK
 
@@ -554,7 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("sessions", cmd_sessions, "list sessions with counts, first/last time and size")
 
-    command("project", cmd_project, "bring every tier up to the head of the log")
+    jobs_help = "worker processes for folding sessions (default: one per CPU core)"
+    p = command("project", cmd_project, "bring every tier up to the head of the log")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help=jobs_help)
 
     p = command(
         "rebuild",
@@ -562,6 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
         "delete tiers and replay the log from zero; with "
         "--as-of, materialise them as they were at a point into another folder",
     )
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help=jobs_help)
     p.add_argument("--tier", choices=(*TIERS, "all"), default="all")
     p.add_argument(
         "--as-of",

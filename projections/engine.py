@@ -17,9 +17,11 @@ exactly from its checkpoint. Invariants the runner upholds:
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -112,6 +114,9 @@ class Projector(ABC, Generic[S]):
 
     def has_output(self, session: str) -> bool:
         return session in self.sessions()
+
+    def warm_up(self) -> None:
+        """Load what folding needs (models, encodings) now, so forked workers inherit it."""
 
     def reset(self) -> None:
         """Delete every output of this projector (before a rebuild)."""
@@ -255,15 +260,36 @@ def record_at(log: EventLog, session: str, checkpoint: Checkpoint) -> str | None
     return None
 
 
+# Set in the parent just before worker processes fork, read by ``_fold_in_worker``: forked
+# workers inherit the runner, its projector and stop_at (lambdas included) without pickling.
+_FORKED: tuple[Runner, Projector[Any], StopAt | None] | None = None
+
+
+def _fold_in_worker(sessions: list[str]) -> list[tuple[str, SessionOutcome, Checkpoint | None]]:
+    assert _FORKED is not None
+    runner, projector, stop_at = _FORKED
+    local = Runner(EventLog(runner.log.log_dir, durability="off"), [projector])
+    return [(s, *local._run_session(projector, s, stop_at)) for s in sessions]
+
+
 class Runner:
-    """Brings projectors up to the head of the log (or to a point in time)."""
+    """Brings projectors up to the head of the log (or to a point in time).
+
+    With ``jobs > 1``, sessions that need work are folded in that many worker processes (each
+    session in exactly one); the parent then writes the manifest. Outputs are the same bytes.
+    """
 
     def __init__(
-        self, log: EventLog, projectors: Iterable[Projector[Any]], progress: Progress | None = None
+        self,
+        log: EventLog,
+        projectors: Iterable[Projector[Any]],
+        progress: Progress | None = None,
+        jobs: int = 1,
     ) -> None:
         self.log = log
         self.projectors = list(projectors)
         self.progress = progress
+        self.jobs = max(1, jobs)
 
     def catch_up(
         self, stop_at: StopAt | None = None, sessions: Iterable[str] | None = None
@@ -280,7 +306,6 @@ class Runner:
     def _run(
         self, projector: Projector[Any], stop_at: StopAt | None, only: set[str] | None
     ) -> RunReport:
-        report = RunReport(projector.name)
         sessions = self.log.sessions()
         manifest = projector.read_manifest()
         if set(manifest) != set(sessions):
@@ -288,11 +313,16 @@ class Runner:
                 projector.drop(gone)
                 manifest.pop(gone, None)
         entries: dict[str, ManifestEntry] = {}
-        cleaned = False
+        outcomes: dict[str, SessionOutcome] = {}
+        todo: dict[str, list[int] | None] = {}  # session -> log identity before folding
         log_dir = str(self.log.log_dir)  # plain strings: this loop runs per session, per catch-up
-        for done, session in enumerate(sessions, start=1):
-            log_id = file_identity(os.path.join(log_dir, session + LOG_SUFFIX))
+        for session in sessions:
             cached = manifest.get(session)
+            if only is not None and session not in only:
+                if cached is not None:
+                    entries[session] = cached
+                continue
+            log_id = file_identity(os.path.join(log_dir, session + LOG_SUFFIX))
             if (
                 stop_at is None
                 and cached is not None
@@ -301,22 +331,54 @@ class Runner:
                 and cached.output == projector.output_signature(session)
             ):
                 entries[session] = cached  # idle: nothing new, output as we wrote it
-                report.outcomes.append(SessionOutcome(session))
+                outcomes[session] = SessionOutcome(session)
             else:
-                if not cleaned:
-                    remove_stale_temporaries(projector.out_dir)
-                    cleaned = True
-                outcome, checkpoint = self._run_session(projector, session, stop_at)
-                report.outcomes.append(outcome)
-                if checkpoint is not None:
-                    entries[session] = ManifestEntry(
-                        checkpoint, projector.output_signature(session), log_id
-                    )
-            if self.progress:
-                self.progress(projector.name, done, len(sessions))
+                todo[session] = log_id
+        if todo:
+            remove_stale_temporaries(projector.out_dir)
+        for session, outcome, checkpoint in self._fold(
+            projector, list(todo), stop_at, len(outcomes), len(outcomes) + len(todo)
+        ):
+            outcomes[session] = outcome
+            if checkpoint is not None:
+                entries[session] = ManifestEntry(
+                    checkpoint, projector.output_signature(session), todo[session]
+                )
         if entries != manifest:
             projector.write_manifest(entries)
-        return report
+        return RunReport(projector.name, [outcomes[s] for s in sessions if s in outcomes])
+
+    def _fold(
+        self,
+        projector: Projector[Any],
+        sessions: list[str],
+        stop_at: StopAt | None,
+        done: int,
+        total: int,
+    ) -> Iterator[tuple[str, SessionOutcome, Checkpoint | None]]:
+        if self.jobs == 1 or len(sessions) < 2:
+            for session in sessions:
+                yield (session, *self._run_session(projector, session, stop_at))
+                done += 1
+                if self.progress:
+                    self.progress(projector.name, done, total)
+            return
+        # Balance by log size: biggest first, dealt round-robin into small groups.
+        by_size = sorted(sessions, key=lambda s: -session_path(self.log.log_dir, s).stat().st_size)
+        groups = [by_size[i :: self.jobs * 4] for i in range(min(len(by_size), self.jobs * 4))]
+        projector.warm_up()
+        global _FORKED
+        _FORKED = (self, projector, stop_at)
+        try:
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=self.jobs, mp_context=context) as pool:
+                for results in pool.map(_fold_in_worker, groups):
+                    yield from results
+                    done += len(results)
+                    if self.progress:
+                        self.progress(projector.name, done, total)
+        finally:
+            _FORKED = None
 
     def _run_session(
         self, projector: Projector[Any], session: str, stop_at: StopAt | None

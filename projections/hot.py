@@ -92,6 +92,9 @@ class HotProjector(FilePerSessionProjector[HotState]):
             self._counter = token_counter(self.encoding)
         return self._counter
 
+    def warm_up(self) -> None:
+        _ = self.counter
+
     def fingerprint(self) -> dict[str, Any]:
         return {
             "version": STATE_VERSION,

@@ -51,6 +51,10 @@ class TokenCountProjector(FilePerSessionProjector[TokenState]):
         self.encoding = encoding
         self._counter: TokenCounter | None = None
 
+    def warm_up(self) -> None:
+        if self._counter is None:
+            self._counter = token_counter(self.encoding)
+
     def fingerprint(self) -> dict[str, Any]:
         return {"version": 1, "encoding": self.encoding}
 
@@ -62,8 +66,8 @@ class TokenCountProjector(FilePerSessionProjector[TokenState]):
         return state
 
     def save(self, session: str, state: TokenState, checkpoint: Checkpoint) -> None:
-        if self._counter is None:
-            self._counter = token_counter(self.encoding)
+        self.warm_up()
+        assert self._counter is not None
         for record in state.pending:
             state.rows.append(
                 (record.seq, record.hash, record.type, self._counter.count(record_text(record)))

@@ -196,3 +196,28 @@ def test_format_history_never_exceeds_budget(
     everything = "\n".join(f"[#{e.seq} user] {e.text}" for e in window.entries)
     if COUNTER.count(everything) <= budget:
         assert text == everything
+
+
+def test_catch_up_of_named_sessions_touches_only_those(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "log", durability="off")
+    for s in ("s0", "s1", "s2"):
+        log.append_many(s, [{"type": "user", "content": f"{s}-{i}"} for i in range(3)])
+    (report,) = Runner(log, [hot(tmp_path / "hot")]).catch_up(sessions=["s1"])
+    assert [(o.session, o.applied) for o in report.outcomes] == [("s1", 3)]
+    assert sorted(p.name for p in (tmp_path / "hot").iterdir()) == ["s1.json"]
+    (report,) = Runner(log, [hot(tmp_path / "hot")]).catch_up()
+    assert {o.session: o.applied for o in report.outcomes} == {"s0": 3, "s1": 0, "s2": 3}
+
+
+def test_parallel_fold_gives_the_same_bytes(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "log", durability="off")
+    for s in range(9):
+        log.append_many(f"s{s}", [{"type": "user", "content": f"m{i}"} for i in range(20 + s)])
+    Runner(log, [hot(tmp_path / "one")], jobs=1).rebuild()
+    (report,) = Runner(log, [hot(tmp_path / "two")], jobs=2).rebuild()
+    assert report.applied == sum(20 + s for s in range(9))
+    assert snapshot(tmp_path / "two") == snapshot(tmp_path / "one")
+    past = stop_after(seq=7)
+    Runner(log, [hot(tmp_path / "asof1")], jobs=1).rebuild(past)
+    Runner(log, [hot(tmp_path / "asof2")], jobs=2).rebuild(past)
+    assert snapshot(tmp_path / "asof2") == snapshot(tmp_path / "asof1")
