@@ -197,6 +197,9 @@ def main() -> None:
             "cc-",
         )
 
+    else:
+        print(f"\n== 11. (import skipped: {shared} is absent) ==")
+
     print("\n== 12. Tampering is caught: change one byte in a copy and verify it ==")
     tampered = target.parent / "demo-tampered"
     shutil.rmtree(tampered, ignore_errors=True)
