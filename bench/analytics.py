@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import print_table, write_synthetic_log
+from bench.common import median_seconds, print_table, write_synthetic_log
 from projections.analytics import Analytics, export_parquet
 
 QUERIES = {
@@ -27,15 +25,6 @@ QUERIES = {
     "tool_calls": "SELECT tool, count(*), avg(latency_s), count(*) FILTER (WHERE is_error) "
     "FROM tool_calls GROUP BY tool",
 }
-
-
-def timed(fn, repeats: int) -> float:
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - t0)
-    return statistics.median(runs)
 
 
 def main() -> None:
@@ -53,12 +42,12 @@ def main() -> None:
             "Ran the tests again; two failures remain in test_refresh.",
         )
         jsonl = Analytics(log_dir)
-        export_s = timed(lambda: export_parquet(log_dir, None, root / "parquet"), 1)
+        export_s = median_seconds(lambda: export_parquet(log_dir, None, root / "parquet"), 1)
         parquet = Analytics(log_dir, parquet_source=str(root / "parquet"))
         rows = []
         for name, sql in QUERIES.items():
-            a = timed(lambda sql=sql: jsonl.query(sql), args.repeats)
-            b = timed(lambda sql=sql: parquet.query(sql), args.repeats)
+            a = median_seconds(lambda sql=sql: jsonl.query(sql), args.repeats)
+            b = median_seconds(lambda sql=sql: parquet.query(sql), args.repeats)
             assert sorted(jsonl.query(sql).rows) == sorted(parquet.query(sql).rows)
             rows.append([name, f"{a:.3f}", f"{b:.3f}", f"{a / b:.1f}x", "1.000"])
         print_table(

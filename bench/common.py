@@ -17,6 +17,16 @@ def median_rate(run: Callable[[], int], repeats: int) -> float:
     return statistics.median(rates)
 
 
+def median_seconds(run: Callable[[], object], repeats: int) -> float:
+    """Median wall time of ``run`` over ``repeats`` runs."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
     cells = [[str(c) for c in header]] + [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
