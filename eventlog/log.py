@@ -405,12 +405,12 @@ class _SessionReader:
                         start = nl + 1
                         continue
                     raw = buf[start:nl]
-                    try:  # the fast path inline; _parse explains any failure
+                    try:  # the fast path inline; _parse handles unknown types and failures
                         record = validate(raw)
                     except ValueError:
                         record = self._parse(raw, base + start, expected)
                     if record.seq != expected or record.session != session:
-                        self._parse(raw, base + start, expected)
+                        raise self._misplaced(record, base + start, expected)
                     located = Located(record, base + start, end, raw)
                     part = record.batch
                     if part is not None and part[0] < part[1]:
@@ -436,12 +436,13 @@ class _SessionReader:
             raise CorruptLogError(
                 self.path, seq=expected, offset=offset, reason=f"unreadable record ({reason})"
             ) from exc
-        if record.seq != expected or record.session != self.session:
-            raise CorruptLogError(
-                self.path,
-                seq=expected,
-                offset=offset,
-                reason=f"expected session {self.session!r} seq {expected}, found "
-                f"session {record.session!r} seq {record.seq}",
-            )
         return record
+
+    def _misplaced(self, record: Record, offset: int, expected: int) -> CorruptLogError:
+        return CorruptLogError(
+            self.path,
+            seq=expected,
+            offset=offset,
+            reason=f"expected session {self.session!r} seq {expected}, found "
+            f"session {record.session!r} seq {record.seq}",
+        )

@@ -175,27 +175,21 @@ def main() -> None:
     shared = REPO.parent / "shared" / "data" / "claude-code"
     if shared.is_dir():
         print("\n== 11. Import a real Claude Code transcript, losslessly ==")
-        run(
-            target,
+        import_args = (
             "import",
             "claude-code",
             str(shared / "tool_heavy.jsonl"),
             "--session-prefix",
             "cc-",
         )
+        run(target, *import_args)
         run(target, "replay", "cc-tool_heavy", "--from", "4", "--until", "9", max_lines=16)
         exported = target / "exported.jsonl"
         run(target, "export", "claude-code", "cc-tool_heavy", "-o", str(exported))
         same = exported.read_bytes() == (shared / "tool_heavy.jsonl").read_bytes()
         print(f"re-exported transcript is byte-identical to the source: {same}")
-        run(
-            target,
-            "import",
-            "claude-code",
-            str(shared / "tool_heavy.jsonl"),
-            "--session-prefix",
-            "cc-",
-        )
+        print("\n-- importing it again adds nothing --")
+        run(target, *import_args)
 
     else:
         print(f"\n== 11. (import skipped: {shared} is absent) ==")

@@ -172,3 +172,16 @@ def test_records_of_a_newer_version_round_trip(log: EventLog, log_dir: Path) -> 
     assert verify(log).ok
     assert log.append("s", {"type": "user", "content": "after"}).prev == orjson.loads(line2)["hash"]
     assert verify(log).ok
+
+
+def test_a_valid_record_in_the_wrong_place_is_reported(log: EventLog, log_dir: Path) -> None:
+    log.append_many("s", [{"type": "user", "content": f"m{i}"} for i in range(3)])
+    path = log_dir / "s.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    duplicated = lines[0] + lines[0] + b"".join(lines[2:])  # seq 1 again where seq 2 belongs
+    path.write_bytes(duplicated)
+    with pytest.raises(
+        CorruptLogError, match="expected session 's' seq 2, found session 's' seq 1"
+    ):
+        list(EventLog(log_dir).read("s"))
+    assert path.read_bytes() == duplicated
