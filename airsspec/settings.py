@@ -59,11 +59,24 @@ class CompactorSettings(_Section):
     anthropic_timeout_s: float = Field(60.0, gt=0)
 
 
+class ColdSettings(_Section):
+    embedder: Literal["minilm", "hash"] = "minilm"
+    hash_dim: int = Field(256, ge=8, le=4096)
+    ann_min_rows: int = Field(20_000, ge=256)
+    candidates: int = Field(50, ge=1, le=10_000)
+    weight_semantic: float = Field(0.5, ge=0)
+    weight_lexical: float = Field(0.5, ge=0)
+    weight_recency: float = Field(0.0, ge=0)
+    weight_anchor: float = Field(0.1, ge=0)
+    recency_half_life_days: float = Field(30.0, gt=0)
+
+
 class Settings(_Section):
     workspace: WorkspaceSettings = WorkspaceSettings()
     log: LogSettings = LogSettings()
     memory: MemorySettings = MemorySettings()
     compactor: CompactorSettings = CompactorSettings()
+    cold: ColdSettings = ColdSettings()
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -175,4 +188,20 @@ anthropic_model = "claude-haiku-4-5"
 anthropic_max_tokens = 1024
 anthropic_max_retries = 4     # retries with exponential backoff on 429 and 5xx
 anthropic_timeout_s = 60.0
+
+[cold]
+# Embedder of the cold tier: "minilm" (all-MiniLM-L6-v2, int8 ONNX, offline, pinned by SHA-256)
+# or "hash" (feature hashing: no model, lexical only). Changing it rebuilds the cold tier.
+embedder = "minilm"
+hash_dim = 256                # dimensions of the hash embedder
+ann_min_rows = 20000          # build the approximate-nearest-neighbour index from this many rows
+candidates = 50               # rows each search (vector, full-text) proposes for fusion
+# query_memory score = weight_semantic * cosine + weight_lexical * bm25 / best bm25
+#   + weight_recency * 0.5 ** (age / half-life) + weight_anchor * share of query anchors matched.
+# Defaults chosen by measured recall on LoCoMo (bench/cold.py).
+weight_semantic = 0.5
+weight_lexical = 0.5
+weight_recency = 0.0
+weight_anchor = 0.1
+recency_half_life_days = 30.0
 """

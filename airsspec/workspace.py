@@ -19,13 +19,17 @@ from compactor.compactor import CompactionSettings, Compactor
 from compactor.summarizers import ExtractiveSummarizer, Summarizer
 from eventlog.log import EventLog
 from projections.analytics import Analytics
+from projections.cold import ColdProjector, ColdStore
+from projections.embedders import Embedder, make_embedder
+from projections.embedding_cache import CachedEmbedder
 from projections.engine import Runner
 from projections.hot import HotProjector, HotWindow, format_history, load_hot
+from projections.recall import Recall, RecallWeights
 from projections.token_counts import TokenCountProjector
 from projections.tokens import token_counter
 from projections.warm import WarmProjector
 
-TIERS = ("hot", "warm", "tokens")
+TIERS = ("hot", "warm", "tokens", "cold")
 SUBDIRS = ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources", "state")
 
 
@@ -104,6 +108,13 @@ class Workspace:
             ),
             "warm": lambda: WarmProjector(base / "state" / "warm", base / "knowledge" / "library"),
             "tokens": lambda: TokenCountProjector(base / "state" / "tokens", memory.encoding),
+            "cold": lambda: ColdProjector(
+                base / "state" / "cold",
+                base / "knowledge" / "vectors",
+                self.sources_dir,
+                CachedEmbedder(self.embedder(), base / "state" / "caches" / "embeddings.sqlite"),
+                ann_min_rows=self.settings.cold.ann_min_rows,
+            ),
         }
         unknown = [t for t in tiers if t not in made]
         if unknown:
@@ -116,6 +127,25 @@ class Workspace:
 
     def load_hot(self, session: str) -> HotWindow | None:
         return load_hot(self.hot_dir, session)
+
+    def embedder(self) -> Embedder:
+        cold = self.settings.cold
+        return make_embedder(cold.embedder, cold.hash_dim)
+
+    def recall(self) -> Recall:
+        """``query_memory`` over this workspace's cold tier (read-only; no catch-up)."""
+        cold = self.settings.cold
+        embedder = self.embedder()
+        weights = RecallWeights(
+            semantic=cold.weight_semantic,
+            lexical=cold.weight_lexical,
+            recency=cold.weight_recency,
+            anchor=cold.weight_anchor,
+            half_life_days=cold.recency_half_life_days,
+            candidates=cold.candidates,
+        )
+        store = ColdStore(self.vectors_dir, embedder.model_id, embedder.dim)
+        return Recall(store, embedder, weights, self.log)
 
     def summarizer(self) -> Summarizer:
         """The configured summarizer ("auto": anthropic when a key is set, else extractive)."""

@@ -83,6 +83,7 @@ class Projector(ABC, Generic[S]):
     """One tier's fold. Subclasses keep their state per session under ``out_dir``."""
 
     name: ClassVar[str]
+    parallel: ClassVar[bool] = True  # may sessions be folded in forked workers?
 
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = out_dir
@@ -117,6 +118,9 @@ class Projector(ABC, Generic[S]):
 
     def warm_up(self) -> None:
         """Load what folding needs (models, encodings) now, so forked workers inherit it."""
+
+    def finish(self) -> None:
+        """Work after each catch-up, once its sessions are saved (index upkeep, say)."""
 
     def reset(self) -> None:
         """Delete every output of this projector (before a rebuild)."""
@@ -344,6 +348,7 @@ class Runner:
                 entries[session] = ManifestEntry(
                     checkpoint, projector.output_signature(session), todo[session]
                 )
+        projector.finish()
         if entries != manifest:
             projector.write_manifest(entries)
         return RunReport(projector.name, [outcomes[s] for s in sessions if s in outcomes])
@@ -356,7 +361,7 @@ class Runner:
         done: int,
         total: int,
     ) -> Iterator[tuple[str, SessionOutcome, Checkpoint | None]]:
-        if self.jobs == 1 or len(sessions) < 2:
+        if self.jobs == 1 or len(sessions) < 2 or not projector.parallel:
             for session in sessions:
                 yield (session, *self._run_session(projector, session, stop_at))
                 done += 1

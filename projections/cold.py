@@ -1,0 +1,314 @@
+"""The cold tier: a Lance table of embedded text units, with a full-text and a vector index.
+
+One row per unit (see ``projections.units``): messages, warm summaries and source-document
+chunks, with their provenance (session, seq range, event ids, record hashes, ``meta``), text,
+content hash and embedding. Invariants:
+
+- Rows are a function of the log (and of the files under ``sources/``) plus the pinned embedder:
+  incremental projection equals a rebuild, row for row and vector for vector (tested).
+- A session's checkpoint is written after its rows are committed. Rows past a checkpoint (a
+  crash between the two) are deleted before the session is folded again, so nothing doubles.
+- The table carries an ``epoch`` (in its schema metadata) that checkpoints name: a deleted or
+  replaced table invalidates every checkpoint, and the tier rebuilds.
+- The full-text index is created with the table's first rows and refreshed as rows arrive
+  (unindexed rows are searched too, by scan); the ANN index is built once the table has
+  ``ann_min_rows`` rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import orjson
+import pyarrow as pa
+from lancedb.index import FTS, Bitmap, BTree, IvfPq
+
+from eventlog.schema import Record
+from projections.embedding_cache import CachedEmbedder, text_sha256
+from projections.engine import Checkpoint, Projector, file_identity
+from projections.files import atomic_write
+from projections.units import SOURCE_SUFFIXES, Unit, record_units, source_units
+
+TABLE = "units"
+_META_KEY = b"airsspec"
+INDEX_REFRESH_ROWS = 2000  # rows added since the last index refresh that trigger one
+VERSIONS_KEPT_FOR = timedelta(hours=1)  # readers on an older version keep their files
+
+
+def quote(value: str) -> str:
+    """A SQL string literal for Lance filters."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def unit_schema(dim: int, metadata: dict[bytes, bytes] | None = None) -> pa.Schema:
+    return pa.schema(
+        [
+            ("unit_id", pa.string()),
+            ("kind", pa.string()),
+            ("type", pa.string()),
+            ("session", pa.string()),
+            ("record_seq", pa.int64()),
+            ("seq_from", pa.int64()),
+            ("seq_to", pa.int64()),
+            ("part", pa.int64()),
+            ("ts", pa.string()),
+            ("event_ids", pa.list_(pa.string())),
+            ("hashes", pa.list_(pa.string())),
+            ("meta", pa.string()),
+            ("covers", pa.string()),
+            ("source", pa.string()),
+            ("line_from", pa.int64()),
+            ("line_to", pa.int64()),
+            ("text", pa.string()),
+            ("content_hash", pa.string()),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ],
+        metadata=metadata,
+    )
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+class ColdStore:
+    """The Lance table under ``knowledge/vectors/``: open, create, write, index."""
+
+    def __init__(self, directory: Path, embedder_id: str, dim: int) -> None:
+        self.directory = directory
+        self.embedder_id = embedder_id
+        self.dim = dim
+        self._table: Any = None
+        self._epoch: str | None = None
+
+    def open(self) -> Any | None:
+        """The table, or None if it is missing, unreadable or made by another embedder."""
+        if self._table is None:
+            try:
+                table = lancedb.connect(
+                    self.directory, read_consistency_interval=timedelta(0)
+                ).open_table(TABLE)
+                info = json.loads(table.schema.metadata[_META_KEY])
+            except Exception:  # missing, corrupt: lance raises ValueError, OSError, others
+                return None
+            if info.get("embedder") != self.embedder_id:
+                return None
+            self._table, self._epoch = table, info["epoch"]
+        return self._table
+
+    @property
+    def epoch(self) -> str | None:
+        return self._epoch if self.open() is not None else None
+
+    def create(self) -> Any:
+        """An empty table with a new epoch (whatever was there is removed)."""
+        self.remove()
+        info = {"epoch": uuid.uuid4().hex, "embedder": self.embedder_id, "dim": self.dim}
+        schema = unit_schema(self.dim, {_META_KEY: json.dumps(info).encode()})
+        self.directory.mkdir(parents=True, exist_ok=True)
+        connection = lancedb.connect(self.directory, read_consistency_interval=timedelta(0))
+        self._table = connection.create_table(TABLE, schema=schema)
+        self._epoch = info["epoch"]
+        return self._table
+
+    def remove(self) -> None:
+        self._table = self._epoch = None
+        shutil.rmtree(self.directory / f"{TABLE}.lance", ignore_errors=True)
+
+    def delete(self, where: str) -> None:
+        table = self.open()
+        if table is not None and table.count_rows(where) > 0:
+            table.delete(where)
+
+    def add(self, units: list[Unit], embedder: CachedEmbedder) -> None:
+        if not units:
+            return
+        table = self.open() or self.create()
+        vectors = embedder.embed([u.text for u in units])
+        columns = {
+            "unit_id": [u.unit_id for u in units],
+            "kind": [u.kind for u in units],
+            "type": [u.type for u in units],
+            "session": [u.session for u in units],
+            "record_seq": [u.record_seq for u in units],
+            "seq_from": [u.seq_from for u in units],
+            "seq_to": [u.seq_to for u in units],
+            "part": [u.part for u in units],
+            "ts": [u.ts for u in units],
+            "event_ids": [list(u.event_ids) for u in units],
+            "hashes": [list(u.hashes) for u in units],
+            "meta": [_json_or_none(u.meta) for u in units],
+            "covers": [_json_or_none(u.covers) for u in units],
+            "source": [u.source for u in units],
+            "line_from": [u.line_from for u in units],
+            "line_to": [u.line_to for u in units],
+            "text": [u.text for u in units],
+            "content_hash": [text_sha256(u.text) for u in units],
+            "vector": pa.FixedSizeListArray.from_arrays(
+                pa.array(vectors.ravel(), pa.float32()), self.dim
+            ),
+        }
+        table.add(pa.table(columns, schema=table.schema))
+
+    def maintain(self, ann_min_rows: int) -> None:
+        """Create missing indexes (the ANN index once the table is big enough) and fold rows
+        added since into them once there are enough to be worth it."""
+        table = self.open()
+        rows = 0 if table is None else table.count_rows()
+        if rows == 0:
+            return
+        indexed = {i.columns[0]: i.name for i in table.list_indices()}
+        wanted: dict[str, Any] = {
+            "text": FTS(with_position=False),
+            "session": BTree(),
+            "kind": Bitmap(),
+        }
+        if rows >= ann_min_rows:
+            wanted["vector"] = IvfPq(
+                distance_type="cosine",
+                num_partitions=max(1, int(rows**0.5)),
+                num_sub_vectors=self.dim // 8,
+            )
+        for column, config in wanted.items():
+            if column not in indexed:
+                table.create_index(column, config=config)
+        if "text" in indexed and table.index_stats(indexed["text"]).num_unindexed_rows >= (
+            INDEX_REFRESH_ROWS
+        ):
+            table.optimize(cleanup_older_than=VERSIONS_KEPT_FOR)
+
+
+@dataclass(slots=True)
+class ColdState:
+    session: str
+    base_seq: int  # rows of records after this seq are replaced on save
+    units: list[Unit] = field(default_factory=list)
+
+
+class ColdProjector(Projector[ColdState]):
+    """Per-session checkpoints in ``state/cold/{session}.json``; rows in one shared table."""
+
+    name = "cold"
+    parallel = False  # one Lance writer; the embedder already uses every core
+
+    def __init__(
+        self,
+        out_dir: Path,
+        vectors_dir: Path,
+        sources_dir: Path | None,
+        embedder: CachedEmbedder,
+        ann_min_rows: int = 20_000,
+    ) -> None:
+        super().__init__(out_dir)
+        self.sources_dir = sources_dir
+        self.embedder = embedder
+        self.ann_min_rows = ann_min_rows
+        self.store = ColdStore(vectors_dir, embedder.model_id, embedder.dim)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"version": 1, "embedder": self.embedder.model_id, "epoch": self.store.epoch}
+
+    def _checkpoint_path(self, session: str) -> Path:
+        return self.out_dir / f"{session}.json"
+
+    def empty(self, session: str) -> ColdState:
+        return ColdState(session, 0)
+
+    def apply(self, state: ColdState, record: Record) -> ColdState:
+        state.units.extend(record_units(record))
+        return state
+
+    def load(self, session: str) -> tuple[ColdState, Checkpoint] | None:
+        try:
+            data = orjson.loads(self._checkpoint_path(session).read_bytes())
+            if data["fingerprint"] != self.fingerprint() or data["fingerprint"]["epoch"] is None:
+                return None
+            checkpoint = Checkpoint.from_json(data["checkpoint"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return ColdState(session, checkpoint.seq), checkpoint
+
+    def save(self, session: str, state: ColdState, checkpoint: Checkpoint) -> None:
+        self.store.delete(f"session = {quote(session)} AND record_seq > {state.base_seq}")
+        self.store.add(state.units, self.embedder)
+        if self.store.open() is None:
+            self.store.create()  # an empty projection is still an output
+        data = {"checkpoint": checkpoint.to_json(), "fingerprint": self.fingerprint()}
+        atomic_write(self._checkpoint_path(session), orjson.dumps(data))
+        state.base_seq, state.units = checkpoint.seq, []
+
+    def drop(self, session: str) -> None:
+        self.store.delete(f"session = {quote(session)}")
+        self._checkpoint_path(session).unlink(missing_ok=True)
+
+    def sessions(self) -> list[str]:
+        if not self.out_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.out_dir.glob("*.json"))
+
+    def output_signature(self, session: str) -> list[int] | None:
+        return file_identity(self._checkpoint_path(session))
+
+    def reset(self) -> None:
+        super().reset()
+        self.store.remove()
+        self._sources_manifest.unlink(missing_ok=True)
+
+    def item_count(self) -> int:
+        table = self.store.open()
+        return 0 if table is None else table.count_rows()
+
+    def finish(self) -> None:
+        self.sync_sources()
+        self.store.maintain(self.ann_min_rows)
+
+    # Source documents: not in the log; their rows follow the files, by content hash.
+
+    @property
+    def _sources_manifest(self) -> Path:
+        return self.out_dir.with_name("cold-sources.json")
+
+    def sync_sources(self) -> list[str]:
+        """Bring source rows in line with the files; returns the paths (re)indexed or removed.
+        A file whose size and mtime are unchanged is not read again."""
+        try:
+            manifest = orjson.loads(self._sources_manifest.read_bytes())
+            known = manifest["files"] if manifest["epoch"] == self.store.epoch else {}
+        except (OSError, ValueError, KeyError, TypeError):
+            known = {}
+        current: dict[str, dict[str, Any]] = {}
+        contents: dict[str, bytes] = {}
+        if self.sources_dir is not None and self.sources_dir.is_dir():
+            for path in sorted(self.sources_dir.rglob("*")):
+                if not path.is_file() or path.suffix.lower() not in SOURCE_SUFFIXES:
+                    continue
+                name, identity = path.relative_to(self.sources_dir).as_posix(), file_identity(path)
+                if known.get(name, {}).get("identity") == identity:
+                    current[name] = known[name]
+                    continue
+                contents[name] = path.read_bytes()
+                sha = hashlib.sha256(contents[name]).hexdigest()
+                current[name] = {"sha256": sha, "identity": identity}
+        changed = sorted(
+            name
+            for name in current.keys() | known.keys()
+            if current.get(name, {}).get("sha256") != known.get(name, {}).get("sha256")
+        )
+        for name in changed:
+            if name in known:
+                self.store.delete(f"source = {quote(name)}")
+            if name in current:
+                text = contents[name].decode("utf-8", errors="replace")
+                self.store.add(source_units(name, text, current[name]["sha256"]), self.embedder)
+        if current != known and self.store.open() is not None:
+            data = {"epoch": self.store.epoch, "files": current}
+            atomic_write(self._sources_manifest, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+        return changed

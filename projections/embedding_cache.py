@@ -1,0 +1,94 @@
+"""The embedding cache: vectors keyed by (model id, SHA-256 of the text).
+
+A cache, never a source of truth: delete it and the next rebuild embeds again, to the same
+vectors (embedders are deterministic per text). With it, a rebuild of the cold tier re-embeds
+nothing it embedded before. SQLite in WAL mode, so several processes may share it; the model id
+names the exact model files, so vectors of another model are never returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from projections.embedders import Embedder
+
+_LOOKUP_CHUNK = 500  # under SQLite's bound-parameter limit
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+
+
+class CachedEmbedder:
+    """An embedder whose vectors are looked up first and stored after they are computed."""
+
+    def __init__(self, embedder: Embedder, path: Path) -> None:
+        self.embedder = embedder
+        self.model_id = embedder.model_id
+        self.dim = embedder.dim
+        self.path = path
+        self.stats = CacheStats()
+        self._db: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=30)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings (model TEXT, text_sha256 TEXT, "
+                "vector BLOB, PRIMARY KEY (model, text_sha256)) WITHOUT ROWID"
+            )
+            self._db = db
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        keys = [text_sha256(t) for t in texts]
+        db = self._connect()
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), _LOOKUP_CHUNK):
+            chunk = unique[start : start + _LOOKUP_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for key, blob in db.execute(
+                f"SELECT text_sha256, vector FROM embeddings WHERE model = ? "
+                f"AND text_sha256 IN ({marks})",
+                [self.model_id, *chunk],
+            ):
+                found[key] = np.frombuffer(blob, dtype=np.float32)
+        missing = [k for k in unique if k not in found]
+        if missing:
+            first_text = dict(zip(keys, texts, strict=True))
+            vectors = self.embedder.embed([first_text[k] for k in missing])
+            with db:
+                db.executemany(
+                    "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)",
+                    [
+                        (self.model_id, k, v.tobytes())
+                        for k, v in zip(missing, vectors, strict=True)
+                    ],
+                )
+            found.update(zip(missing, vectors, strict=True))
+        self.stats.hits += len(keys) - len(missing)
+        self.stats.misses += len(missing)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for row, key in enumerate(keys):
+            out[row] = found[key]
+        return out

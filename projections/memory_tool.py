@@ -1,0 +1,92 @@
+"""The ``query_memory`` tool for Anthropic tool use: its definition and its handler.
+
+``QUERY_MEMORY_TOOL`` goes in a Messages API request's ``tools``; ``tool_result(recall, block)``
+turns the model's ``tool_use`` block into the ``tool_result`` block to send back. The handler
+never raises: bad input comes back as an error result the model can read and correct, and a
+degraded memory answers with what works and says so in ``warnings``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from projections.recall import Recall
+
+MAX_K = 100
+
+
+class QueryMemoryInput(BaseModel):
+    """One query: what the tool, ``query --batch`` lines and the Python API accept."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query: str = Field(min_length=1, max_length=10_000)
+    k: int = Field(10, ge=1, le=MAX_K)
+    session: str | None = None
+    since: str | None = None
+    until: str | None = None
+    kinds: list[Literal["message", "summary", "source"]] | None = None
+
+
+QUERY_MEMORY_TOOL: dict[str, Any] = {
+    "name": "query_memory",
+    "description": (
+        "Search everything this agent has seen or done, including history that was compacted "
+        "out of the context window: past messages, tool calls and results, summaries of older "
+        "conversation, and documents the user added. Returns the best matching passages, each "
+        "with its session, sequence range, time and event ids. Use it when you need a fact, "
+        "decision or result from earlier that is not in the current context."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "what to look for, in plain words"},
+            "k": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_K,
+                "description": "how many passages to return (default 10)",
+            },
+            "session": {"type": "string", "description": "only this session"},
+            "since": {"type": "string", "description": "only from this RFC 3339 time on"},
+            "until": {"type": "string", "description": "only up to this RFC 3339 time"},
+            "kinds": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["message", "summary", "source"]},
+                "description": "only these kinds of passage (default: all)",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+}
+
+
+def run_query(recall: Recall, request: QueryMemoryInput) -> dict[str, Any]:
+    return recall.query_memory(
+        request.query, request.k, request.session, request.since, request.until, request.kinds
+    ).to_json()
+
+
+def tool_result(recall: Recall, tool_use: Any) -> dict[str, Any]:
+    """The ``tool_result`` block answering one ``tool_use`` block (an SDK object or a dict)."""
+    block = tool_use if isinstance(tool_use, dict) else tool_use.model_dump()
+    try:
+        content = run_query(recall, QueryMemoryInput.model_validate(block.get("input") or {}))
+        is_error = False
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
+        )
+        content, is_error = {"error": f"invalid query_memory input: {problems}"}, True
+    except ValueError as exc:  # a time that does not parse, say
+        content, is_error = {"error": str(exc)}, True
+    return {
+        "type": "tool_result",
+        "tool_use_id": block["id"],
+        "content": orjson.dumps(content).decode(),
+        "is_error": is_error,
+    }

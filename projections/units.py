@@ -1,0 +1,178 @@
+"""Text units: what the cold tier embeds and indexes, cut from records and source documents.
+
+A unit is a piece of readable text with its provenance. Pure functions of their input:
+
+- a message record (any record with readable text: user, assistant, thought, action,
+  observation, imported) gives one unit, or several overlapping chunks when it is long;
+- a compaction record gives one unit for its master summary and one per chunk summary, each
+  naming the seq range of the records it covers;
+- a source document (markdown or text under ``sources/``) is split on headings, then by size
+  with overlap; its units name the file, its SHA-256 and the lines they span.
+
+Unit ids are stable: ``{session}:{seq}:{part}`` for log units, ``src:{path}:{part}`` for sources.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from eventlog.render import record_text
+from eventlog.schema import CompactionRecord, ImportedRecord, Record
+from projections.warm import library_file_name
+
+CHUNK_CHARS = 1000  # about 250 tokens: what the embedder reads whole
+OVERLAP_CHARS = 150
+SOURCE_SUFFIXES = (".md", ".markdown", ".txt", ".rst")
+_HEADING = re.compile(r"^#{1,6}\s")
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    unit_id: str
+    kind: str  # "message" | "summary" | "source"
+    type: str  # record type, "master" / "chunk" for summaries, "document" for sources
+    text: str
+    session: str | None = None
+    seq_from: int | None = None
+    seq_to: int | None = None
+    record_seq: int | None = None  # the record the unit was cut from
+    part: int = 0
+    ts: str | None = None
+    event_ids: tuple[str, ...] = ()
+    hashes: tuple[str, ...] = ()
+    meta: dict[str, Any] | None = None
+    covers: dict[str, Any] | None = None  # summaries: the records they summarise
+    source: str | None = None
+    line_from: int | None = None
+    line_to: int | None = None
+
+
+def split_text(text: str, size: int = CHUNK_CHARS, overlap: int = OVERLAP_CHARS) -> list[str]:
+    """Pieces of at most ``size`` characters, cut at whitespace where possible, each starting
+    ``overlap`` characters before the previous one ended."""
+    if len(text) <= size:
+        return [text]
+    pieces, start = [], 0
+    while start < len(text):
+        end = min(start + size, len(text))
+        if end < len(text):
+            cut = text.rfind(" ", start + size // 2, end)
+            end = cut if cut > start else end
+        pieces.append(text[start:end].strip())
+        if end >= len(text):
+            break
+        start = max(end - overlap, start + 1)
+        space = text.find(" ", start, end)
+        start = space + 1 if space != -1 else start  # begin on a word
+    return [p for p in pieces if p]
+
+
+def record_units(record: Record) -> list[Unit]:
+    """The units of one record (none for a record without text)."""
+    if isinstance(record, CompactionRecord):
+        return _summary_units(record)
+    if isinstance(record, ImportedRecord) and not record.text.strip():
+        return []  # a foreign record with nothing to read (progress, snapshots, ...)
+    text = record_text(record).strip()
+    if not text:
+        return []
+    pieces = split_text(text)
+    return [
+        Unit(
+            unit_id=f"{record.session}:{record.seq}:{part}",
+            kind="message",
+            type=record.type,
+            text=piece,
+            session=record.session,
+            seq_from=record.seq,
+            seq_to=record.seq,
+            record_seq=record.seq,
+            part=part,
+            ts=record.ts,
+            event_ids=(record.id,),
+            hashes=(record.hash,),
+            meta=record.meta,
+        )
+        for part, piece in enumerate(pieces)
+    ]
+
+
+def _summary_units(record: CompactionRecord) -> list[Unit]:
+    library = library_file_name(record.library_no)
+    covers = {
+        "session": record.session,
+        "from_seq": record.from_seq,
+        "to_seq": record.to_seq,
+        "first_hash": record.first_hash,
+        "last_hash": record.last_hash,
+        "library_file": library,
+    }
+    common = {
+        "kind": "summary",
+        "session": record.session,
+        "record_seq": record.seq,
+        "ts": record.ts,
+        "event_ids": (record.id,),
+        "hashes": (record.hash,),
+        "meta": record.meta,
+    }
+    units = [
+        Unit(
+            unit_id=f"{record.session}:{record.seq}:0",
+            type="master",
+            text=record.summary,
+            seq_from=record.from_seq,
+            seq_to=record.to_seq,
+            covers=covers,
+            **common,
+        )
+    ]
+    for part, chunk in enumerate(record.chunks, start=1):
+        units.append(
+            Unit(
+                unit_id=f"{record.session}:{record.seq}:{part}",
+                type="chunk",
+                text=chunk.summary,
+                seq_from=chunk.from_seq,
+                seq_to=chunk.to_seq,
+                part=part,
+                covers={**covers, "from_seq": chunk.from_seq, "to_seq": chunk.to_seq},
+                **common,
+            )
+        )
+    return [u for u in units if u.text.strip()]
+
+
+def source_units(relative_path: str, text: str, sha256: str) -> list[Unit]:
+    """Units of one source document: sections start at headings; long sections are split."""
+    lines = text.splitlines()
+    sections: list[tuple[int, int]] = []  # [first line, last line], 1-based
+    start = 1
+    for number, line in enumerate(lines, start=1):
+        if _HEADING.match(line) and number > start:
+            sections.append((start, number - 1))
+            start = number
+    if lines:
+        sections.append((start, len(lines)))
+    units: list[Unit] = []
+    for first, last in sections:
+        body = "\n".join(lines[first - 1 : last]).strip()
+        if not body:
+            continue
+        for piece in split_text(body):
+            units.append(
+                Unit(
+                    unit_id=f"src:{relative_path}:{len(units)}",
+                    kind="source",
+                    type="document",
+                    text=piece,
+                    part=len(units),
+                    hashes=(sha256,),
+                    source=relative_path,
+                    line_from=first,
+                    line_to=last,
+                )
+            )
+    return units
