@@ -208,13 +208,14 @@ def _report_runs(reports: list[RunReport], as_json: bool, extra: dict[str, Any])
         print(f"{key}: {value}")
 
 
-def _tiers(choice: str, ws: Workspace) -> tuple[str, ...]:
+def _tiers(choice: str) -> tuple[str, ...]:
     return TIERS if choice == "all" else (choice,)
 
 
 def cmd_project(args: argparse.Namespace) -> int:
     with _open(args) as ws:
-        reports = Runner(ws.log, ws.projectors(), _progress_printer(), jobs=args.jobs).catch_up()
+        projectors = ws.projectors(_tiers(args.tier))
+        reports = Runner(ws.log, projectors, _progress_printer(), jobs=args.jobs).catch_up()
     _report_runs(reports, args.json, {})
     return EXIT_OK
 
@@ -230,7 +231,7 @@ def _as_of(value: str) -> StopAt:
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     with _open(args) as ws:
-        tiers = _tiers(args.tier, ws)
+        tiers = _tiers(args.tier)
         if args.as_of is None:
             if args.out:
                 raise UsageError("--out goes with --as-of (a live rebuild writes in place)")
@@ -647,6 +648,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs_help = "worker processes for folding sessions (default: one per CPU core)"
     p = command("project", cmd_project, "bring every tier up to the head of the log")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help=jobs_help)
+    p.add_argument("--tier", choices=(*TIERS, "all"), default="all")
 
     p = command(
         "rebuild",

