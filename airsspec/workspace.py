@@ -9,25 +9,26 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airsspec.settings import CONFIG_NAME, DEFAULT_TOML, Settings, find_config, load_settings
-from compactor.anthropic_summarizer import AnthropicSummarizer
 from compactor.compactor import CompactionSettings, Compactor
 from compactor.summarizers import ExtractiveSummarizer, Summarizer
 from eventlog.log import EventLog
 from projections.analytics import Analytics
-from projections.cold import ColdProjector, ColdStore
 from projections.embedders import Embedder, make_embedder
-from projections.embedding_cache import CachedEmbedder
 from projections.engine import Runner
 from projections.hot import HotProjector, HotWindow, format_history, load_hot
-from projections.recall import Recall, RecallWeights
 from projections.token_counts import TokenCountProjector
 from projections.tokens import token_counter
 from projections.warm import WarmProjector
+
+if TYPE_CHECKING:  # lancedb and anthropic take seconds to import: only commands that use them do
+    from projections.cold import ColdProjector
+    from projections.recall import Recall
 
 TIERS = ("hot", "warm", "tokens", "cold")
 SUBDIRS = ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources", "state")
@@ -108,14 +109,7 @@ class Workspace:
             ),
             "warm": lambda: WarmProjector(base / "state" / "warm", base / "knowledge" / "library"),
             "tokens": lambda: TokenCountProjector(base / "state" / "tokens", memory.encoding),
-            "cold": lambda: ColdProjector(
-                base / "state" / "cold",
-                base / "knowledge" / "vectors",
-                self.sources_dir,
-                # shared by as-of copies: vectors are keyed by content, never by position
-                CachedEmbedder(self.embedder(), self.state_dir / "caches" / "embeddings.sqlite"),
-                ann_min_rows=self.settings.cold.ann_min_rows,
-            ),
+            "cold": lambda: self._cold_projector(base),
         }
         unknown = [t for t in tiers if t not in made]
         if unknown:
@@ -129,12 +123,28 @@ class Workspace:
     def load_hot(self, session: str) -> HotWindow | None:
         return load_hot(self.hot_dir, session)
 
+    def _cold_projector(self, base: Path) -> ColdProjector:
+        from projections.cold import ColdProjector
+        from projections.embedding_cache import CachedEmbedder
+
+        return ColdProjector(
+            base / "state" / "cold",
+            base / "knowledge" / "vectors",
+            self.sources_dir,
+            # shared by as-of copies: vectors are keyed by content, never by position
+            CachedEmbedder(self.embedder(), self.state_dir / "caches" / "embeddings.sqlite"),
+            ann_min_rows=self.settings.cold.ann_min_rows,
+        )
+
     def embedder(self) -> Embedder:
         cold = self.settings.cold
         return make_embedder(cold.embedder, cold.hash_dim)
 
     def recall(self) -> Recall:
         """``query_memory`` over this workspace's cold tier (read-only; no catch-up)."""
+        from projections.cold import ColdStore
+        from projections.recall import Recall, RecallWeights
+
         cold = self.settings.cold
         embedder = self.embedder()
         weights = RecallWeights(
@@ -145,7 +155,8 @@ class Workspace:
             half_life_days=cold.recency_half_life_days,
             candidates=cold.candidates,
         )
-        store = ColdStore(self.vectors_dir, embedder.model_id, embedder.dim)
+        # a long-lived agent sees rows a projector adds within a second
+        store = ColdStore(self.vectors_dir, embedder.model_id, embedder.dim, timedelta(seconds=1))
         return Recall(store, embedder, weights, self.log)
 
     def summarizer(self) -> Summarizer:
@@ -155,6 +166,8 @@ class Workspace:
         if choice == "auto":
             choice = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "extractive"
         if choice == "anthropic":
+            from compactor.anthropic_summarizer import AnthropicSummarizer
+
             return AnthropicSummarizer(
                 model=cfg.anthropic_model,
                 max_tokens=cfg.anthropic_max_tokens,

@@ -82,8 +82,17 @@ def _json_or_none(value: Any) -> str | None:
 class ColdStore:
     """The Lance table under ``knowledge/vectors/``: open, create, write, index."""
 
-    def __init__(self, directory: Path, embedder_id: str, dim: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        embedder_id: str,
+        dim: int,
+        read_consistency: timedelta = timedelta(0),
+    ) -> None:
+        """``read_consistency``: how stale a read may be (0: check for new versions at every
+        read, as a writer must; readers may allow a little, to skip that check)."""
         self.directory = directory
+        self.read_consistency = read_consistency
         self.embedder_id = embedder_id
         self.dim = dim
         self._table: Any = None
@@ -94,7 +103,7 @@ class ColdStore:
         if self._table is None:
             try:
                 table = lancedb.connect(
-                    self.directory, read_consistency_interval=timedelta(0)
+                    self.directory, read_consistency_interval=self.read_consistency
                 ).open_table(TABLE)
                 info = json.loads(table.schema.metadata[_META_KEY])
             except Exception:  # missing, corrupt: lance raises ValueError, OSError, others
@@ -114,7 +123,9 @@ class ColdStore:
         info = {"epoch": uuid.uuid4().hex, "embedder": self.embedder_id, "dim": self.dim}
         schema = unit_schema(self.dim, {_META_KEY: json.dumps(info).encode()})
         self.directory.mkdir(parents=True, exist_ok=True)
-        connection = lancedb.connect(self.directory, read_consistency_interval=timedelta(0))
+        connection = lancedb.connect(
+            self.directory, read_consistency_interval=self.read_consistency
+        )
         self._table = connection.create_table(TABLE, schema=schema)
         self._epoch = info["epoch"]
         return self._table
@@ -172,11 +183,7 @@ class ColdStore:
             "kind": Bitmap(),
         }
         if rows >= ann_min_rows:
-            wanted["vector"] = IvfPq(
-                distance_type="cosine",
-                num_partitions=max(1, int(rows**0.5)),
-                num_sub_vectors=self.dim // 8,
-            )
+            wanted["vector"] = IvfPq(distance_type="cosine", num_sub_vectors=self.dim // 8)
         for column, config in wanted.items():
             if column not in indexed:
                 table.create_index(column, config=config)

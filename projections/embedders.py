@@ -30,7 +30,7 @@ import numpy as np
 MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MINILM_MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained to read
-EMBED_BATCH = 32
+EMBED_BATCH = 8  # measured best on 2 cores (LoCoMo turns, ~100 tokens each)
 
 
 class EmbedderUnavailable(RuntimeError):

@@ -8,12 +8,13 @@ degraded memory answers with what works and says so in ``warnings``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from projections.recall import Recall
+if TYPE_CHECKING:
+    from projections.recall import Recall
 
 MAX_K = 100
 

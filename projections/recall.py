@@ -22,12 +22,14 @@ from __future__ import annotations
 import math
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 import orjson
+import pyarrow as pa
 
 from eventlog.ids import normalize_ts
 from eventlog.log import EventLog
@@ -37,9 +39,10 @@ from projections.embedders import Embedder
 from projections.units import record_units
 
 KINDS = ("message", "summary", "source")
-_RESULT_COLUMNS = [
+NPROBES = 20  # IVF partitions an indexed vector search visits
+_HIT_COLUMNS = [
     "unit_id", "kind", "type", "session", "record_seq", "seq_from", "seq_to", "ts",
-    "event_ids", "hashes", "meta", "covers", "source", "line_from", "line_to", "text", "vector",
+    "event_ids", "hashes", "meta", "covers", "source", "line_from", "line_to", "text",
 ]  # fmt: skip
 _QUOTED = re.compile(r"\"([^\"]+)\"|`([^`]+)`")
 _INNER_MARK = re.compile(r"\w[_./:@#-]\w")
@@ -47,10 +50,10 @@ _INNER_MARK = re.compile(r"\w[_./:@#-]\w")
 
 @dataclass(frozen=True)
 class RecallWeights:
-    semantic: float = 0.5
-    lexical: float = 0.5
+    semantic: float = 0.75
+    lexical: float = 0.25
     recency: float = 0.0
-    anchor: float = 0.1
+    anchor: float = 0.2
     half_life_days: float = 30.0
     candidates: int = 50
 
@@ -171,39 +174,19 @@ class Recall:
     def _search(self, table: Any, result: QueryResult, k: int, *filters: Any) -> None:
         where = _where(*filters)
         n = max(self.weights.candidates, k)
-        query_vector = None
-        if self.embedder is not None:
-            begun = time.perf_counter()
-            try:
-                query_vector = self.embedder.embed([result.query])[0]
-            except Exception as exc:  # any embedder failure degrades; never raises
-                result.warnings.append(f"the embedder failed ({exc}); full-text results only")
-            result.timings_ms["embed"] = round((time.perf_counter() - begun) * 1000, 3)
-        else:
-            result.warnings.append("no embedder is available; full-text results only")
+        # Full-text search needs no embedding: it runs while the query is embedded.
+        text_search = _pool().submit(_text_rows, table, result.query, where, n)
+        query_vector = self._embed_query(result)
         begun = time.perf_counter()
-        candidates: dict[str, dict[str, Any]] = {}
+        vector_rows: pa.Table | None = None
         if query_vector is not None:
             try:
-                search = table.search(query_vector, vector_column_name="vector")
-                search = search.distance_type("cosine").limit(n)
-                search = search.select([*_RESULT_COLUMNS, "_distance"])
-                if where:
-                    search = search.where(where, prefilter=True)
-                for row in search.nprobes(20).refine_factor(4).to_list():
-                    candidates[row["unit_id"]] = row
-            except Exception as exc:
+                vector_rows = _vector_rows(table, query_vector, where, n)
+            except Exception as exc:  # lance raises many kinds; a failed index must not escape
                 query_vector = None
                 result.warnings.append(f"vector search failed ({exc}); full-text results only")
-        lexical: dict[str, float] = {}
         try:
-            search = table.search(result.query, query_type="fts").limit(n)
-            search = search.select([*_RESULT_COLUMNS, "_score"])
-            if where:
-                search = search.where(where, prefilter=True)
-            for row in search.to_list():
-                lexical[row["unit_id"]] = float(row["_score"])
-                candidates.setdefault(row["unit_id"], row)
+            text_rows = text_search.result()
         except Exception as exc:
             if query_vector is None:
                 result.warnings.append(f"full-text search failed ({exc}); scanned the log")
@@ -211,39 +194,52 @@ class Recall:
                 result.hits = self._scan_log(result.query, k, *filters)
                 return
             result.warnings.append(f"full-text search failed ({exc}); semantic results only")
+            text_rows = None
         result.timings_ms["search"] = round((time.perf_counter() - begun) * 1000, 3)
-        if query_vector is None:
-            result.mode = "full-text"
-        elif not lexical and any("full-text" in w for w in result.warnings):
-            result.mode = "semantic"
-        ranked = self._rank(result.query, query_vector, candidates, lexical)[:k]
-        result.hits = [self._hit(row, score, parts) for row, score, parts in ranked]
+        result.mode = (
+            "full-text" if query_vector is None else "semantic" if text_rows is None else "hybrid"
+        )
+        candidates = _candidates(vector_rows, text_rows, query_vector)
+        ranked = self._rank(result.query, candidates)[:k]
+        if not ranked:
+            return
+        # only the winners' full rows are read
+        rows = table.take_row_ids([candidates[unit_id].row_id for unit_id, _, _ in ranked])
+        by_id = {row["unit_id"]: row for row in rows.select(_HIT_COLUMNS).to_list()}
+        result.hits = [self._hit(by_id[unit_id], score, parts) for unit_id, score, parts in ranked]
         self._list_covered(table, result.hits)
 
+    def _embed_query(self, result: QueryResult) -> np.ndarray | None:
+        if self.embedder is None:
+            result.warnings.append("no embedder is available; full-text results only")
+            return None
+        begun = time.perf_counter()
+        try:
+            return self.embedder.embed([result.query])[0]
+        except Exception as exc:  # any embedder failure degrades; never raises
+            result.warnings.append(f"the embedder failed ({exc}); full-text results only")
+            return None
+        finally:
+            result.timings_ms["embed"] = round((time.perf_counter() - begun) * 1000, 3)
+
     def _rank(
-        self,
-        query: str,
-        query_vector: np.ndarray | None,
-        candidates: dict[str, dict[str, Any]],
-        lexical: dict[str, float],
-    ) -> list[tuple[dict[str, Any], float, dict[str, float]]]:
+        self, query: str, candidates: dict[str, _Candidate]
+    ) -> list[tuple[str, float, dict[str, float]]]:
+        """(unit id, score, score parts) of every candidate, best first (ties by unit id)."""
         w = self.weights
-        best_lexical = max(lexical.values(), default=0.0) or 1.0
-        newest = max((r["ts"] for r in candidates.values() if r["ts"]), default=None)
+        best_lexical = max((c.lexical for c in candidates.values()), default=0.0) or 1.0
+        newest = max((c.ts for c in candidates.values() if c.ts), default=None)
         anchors = query_anchors(query)
         ranked = []
-        for unit_id, row in candidates.items():
+        for unit_id, candidate in candidates.items():
+            text = candidate.text.lower()
             parts = {
-                "semantic": 0.0
-                if query_vector is None
-                else max(float(np.dot(query_vector, np.asarray(row["vector"]))), 0.0),
-                "lexical": lexical.get(unit_id, 0.0) / best_lexical,
+                "semantic": max(candidate.semantic, 0.0),
+                "lexical": candidate.lexical / best_lexical,
                 "recency": 0.0
                 if newest is None
-                else math.pow(0.5, _age_days(newest, row["ts"]) / w.half_life_days),
-                "anchor": sum(a in row["text"].lower() for a in anchors) / len(anchors)
-                if anchors
-                else 0.0,
+                else math.pow(0.5, _age_days(newest, candidate.ts) / w.half_life_days),
+                "anchor": sum(a in text for a in anchors) / len(anchors) if anchors else 0.0,
             }
             score = (
                 w.semantic * parts["semantic"]
@@ -252,8 +248,8 @@ class Recall:
                 + w.anchor * parts["anchor"]
             )
             parts = {name: round(value, 6) for name, value in parts.items()}
-            ranked.append((row, round(score, 6), parts))
-        ranked.sort(key=lambda item: (-item[1], item[0]["unit_id"]))
+            ranked.append((unit_id, round(score, 6), parts))
+        ranked.sort(key=lambda item: (-item[1], item[0]))
         return ranked
 
     @staticmethod
@@ -348,6 +344,70 @@ class Recall:
             )
             for i, score in ranked
         ]
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recall")
+    return _POOL
+
+
+# Searches read only what ranking needs; the full rows of the k winners are read after.
+_RANK_COLUMNS = ["unit_id", "ts", "text"]
+
+
+@dataclass(slots=True)
+class _Candidate:
+    row_id: int
+    ts: str | None
+    text: str
+    semantic: float = 0.0
+    lexical: float = 0.0
+
+
+def _vector_rows(table: Any, vector: np.ndarray, where: str, n: int) -> pa.Table:
+    search = table.search(vector, vector_column_name="vector").distance_type("cosine")
+    # refine_factor(1): the n rows found get exact distances (an ANN index gives estimates)
+    search = search.limit(n).nprobes(NPROBES).refine_factor(1).with_row_id(True)
+    search = search.select([*_RANK_COLUMNS, "_distance"])
+    return (search.where(where, prefilter=True) if where else search).to_arrow()
+
+
+def _text_rows(table: Any, query: str, where: str, n: int) -> pa.Table:
+    search = table.search(query, query_type="fts").limit(n).with_row_id(True)
+    search = search.select([*_RANK_COLUMNS, "vector", "_score"])
+    return (search.where(where, prefilter=True) if where else search).to_arrow()
+
+
+def _candidates(
+    vector_rows: pa.Table | None, text_rows: pa.Table | None, query_vector: np.ndarray | None
+) -> dict[str, _Candidate]:
+    """Each unit found, once, with its cosine similarity and BM25 score (0 where unknown)."""
+    found: dict[str, _Candidate] = {}
+    if vector_rows is not None:
+        for row in vector_rows.select(["_rowid", *_RANK_COLUMNS, "_distance"]).to_pylist():
+            candidate = _Candidate(row["_rowid"], row["ts"], row["text"])
+            candidate.semantic = 1.0 - row["_distance"]
+            found[row["unit_id"]] = candidate
+    if text_rows is not None and text_rows.num_rows:
+        similarities = None
+        if query_vector is not None:
+            vectors = text_rows["vector"].combine_chunks().values.to_numpy()
+            similarities = vectors.reshape(-1, len(query_vector)) @ query_vector
+        rows = text_rows.select(["_rowid", *_RANK_COLUMNS, "_score"]).to_pylist()
+        for index, row in enumerate(rows):
+            candidate = found.get(row["unit_id"])
+            if candidate is None:
+                candidate = _Candidate(row["_rowid"], row["ts"], row["text"])
+                if similarities is not None:
+                    candidate.semantic = float(similarities[index])
+                found[row["unit_id"]] = candidate
+            candidate.lexical = float(row["_score"])
+    return found
 
 
 def _where(

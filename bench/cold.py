@@ -1,0 +1,440 @@
+"""The cold tier: retrieval quality on LoCoMo, embedding throughput, rebuild with a warm and a
+cold embedding cache, and query latency at 10k, 100k and 1M rows.
+
+Quality: each LoCoMo conversation is imported into its own workspace with ``airsspec import
+locomo`` (one session per conversation session, one event per turn, ``dia_id`` in ``meta``),
+projected with ``airsspec project --tier cold``, and every category 1-4 question is asked through
+``airsspec query --batch``. Recall@k is the share of a question's evidence turns among the top k
+hits. Baselines over the same units, in the same run: plain BM25 (no stemming, no stop words),
+plain dense (MiniLM cosine, exact), and their reciprocal-rank fusion. The weight grid re-scores
+the candidates ``query_memory`` returns (with their score parts) under other weights; the
+held-out column picks weights on two conversations and measures them on the third.
+
+Latency: synthetic tables of real-language rows (LoCoMo turns with a row number; vectors are
+MiniLM embeddings of those turns plus noise), queried through ``Recall.query_memory`` with the
+MiniLM embedder; the embedding time is shown apart. Baseline: exact cosine search in numpy over
+the same vectors, in memory.
+
+    python bench/cold.py [--sizes 10000,100000,1000000] [--repeats 3] [--skip-latency]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import median_seconds, print_table
+from bench.locomo_data import DATA, Conversation, Question, load
+from projections.bm25 import BM25
+from projections.cold import ColdStore
+from projections.embedders import HashEmbedder, make_embedder
+from projections.embedding_cache import CachedEmbedder
+from projections.recall import Recall, RecallWeights, _vector_rows
+
+CATEGORIES = (1, 2, 3, 4)
+KS = (5, 10)
+
+
+def cli(*args: str, cwd: Path, stdin: bytes | None = None) -> bytes:
+    done = subprocess.run(
+        [sys.executable, "-m", "airsspec", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"airsspec {' '.join(args)} failed: {done.stderr.decode()}")
+    return done.stdout
+
+
+def recall_at(ranked: list[str | None], evidence: tuple[str, ...], k: int) -> float:
+    top = set(ranked[:k])
+    return sum(e in top for e in evidence) / len(evidence)
+
+
+# ---------------------------------------------------------------------------- quality
+
+
+def import_conversation(raw: dict, root: Path) -> None:
+    cli("init", str(root), cwd=root)
+    source = root / f"{raw['sample_id']}.json"
+    source.write_text(json.dumps([raw]))
+    cli("import", "locomo", str(source), cwd=root)
+
+
+def asked(conversation: Conversation) -> list[Question]:
+    return [q for q in conversation.questions if q.category in CATEGORIES and q.evidence]
+
+
+def dia_ids(result: dict) -> list[str | None]:
+    return [(h["meta"] or {}).get("dia_id") for h in result["hits"]]
+
+
+def baselines(root: Path, questions: list[Question]) -> dict[str, list[list[str | None]]]:
+    """Plain BM25, plain dense and their RRF over the workspace's message rows."""
+    embedder = make_embedder("minilm")
+    table = ColdStore(root / ".airsspec" / "knowledge" / "vectors", embedder.model_id, 384).open()
+    rows = table.to_arrow().to_pylist()
+    ids = [json.loads(r["meta"])["dia_id"] for r in rows]
+    vectors = np.array([r["vector"] for r in rows], dtype=np.float32)
+    bm25 = BM25([r["text"] for r in rows])
+    queries = embedder.embed([q.text for q in questions])
+    out: dict[str, list[list[str | None]]] = {"BM25": [], "dense": [], "BM25+dense RRF": []}
+    for question, query_vector in zip(questions, queries, strict=True):
+        lexical = [i for i, _ in bm25.top(question.text, 50)]
+        dense = list(np.argsort(-(vectors @ query_vector), kind="stable")[:50])
+        fused: dict[int, float] = {}
+        for ranking in (lexical, dense):
+            for rank, index in enumerate(ranking):
+                fused[index] = fused.get(index, 0.0) + 1 / (60 + rank)
+        rrf = sorted(fused, key=lambda i: -fused[i])
+        for name, ranking in (("BM25", lexical), ("dense", dense), ("BM25+dense RRF", rrf)):
+            out[name].append([ids[i] for i in ranking[:10]])
+    return out
+
+
+def rescore(candidates: dict, weights: tuple[float, float, float, float]) -> list[str | None]:
+    """Rank ``query_memory``'s returned candidates under other weights."""
+    semantic, lexical, recency, anchor = weights
+    scored = []
+    for hit in candidates["hits"]:
+        p = hit["parts"]
+        score = (
+            semantic * p["semantic"]
+            + lexical * p["lexical"]
+            + recency * p["recency"]
+            + anchor * p["anchor"]
+        )
+        scored.append((-round(score, 6), hit["unit_id"], (hit["meta"] or {}).get("dia_id")))
+    return [dia for _, _, dia in sorted(scored)][:10]
+
+
+GRID = [
+    (s, lex, r, a)
+    for s, lex, r, a in itertools.product(
+        (0.0, 0.25, 0.5, 0.75, 1.0), (0.0, 0.25, 0.5, 0.75, 1.0), (0.0, 0.1, 0.5), (0.0, 0.1, 0.2)
+    )
+    if s + lex > 0
+]
+
+
+def quality(work: Path) -> None:
+    raw_items = {item["sample_id"]: item for item in json.loads(DATA.read_text())}
+    conversations = load()
+    methods: dict[str, dict[str, list[tuple[int, list[float]]]]] = {}
+    per_conversation_candidates: dict[str, list[tuple[Question, dict]]] = {}
+    timings = []
+
+    def add(method: str, sample: str, question: Question, ranked: list[str | None]) -> None:
+        scores = [recall_at(ranked, question.evidence, k) for k in KS]
+        methods.setdefault(method, {}).setdefault(sample, []).append((question.category, scores))
+
+    for conversation in conversations:
+        root = work / conversation.sample_id
+        root.mkdir(parents=True)
+        import_conversation(raw_items[conversation.sample_id], root)
+        started = time.perf_counter()
+        cli("project", "--tier", "cold", cwd=root)
+        timings.append(
+            (conversation.sample_id, len(conversation.turns), time.perf_counter() - started)
+        )
+        questions = asked(conversation)
+        batch = "".join(json.dumps({"query": q.text, "k": 10}) + "\n" for q in questions)
+        results = [
+            json.loads(line)
+            for line in cli(
+                "query", "--batch", "-", "--stale", cwd=root, stdin=batch.encode()
+            ).splitlines()
+        ]
+        wide = "".join(json.dumps({"query": q.text, "k": 100}) + "\n" for q in questions)
+        candidates = [
+            json.loads(line)
+            for line in cli(
+                "query", "--batch", "-", "--stale", cwd=root, stdin=wide.encode()
+            ).splitlines()
+        ]
+        per_conversation_candidates[conversation.sample_id] = list(
+            zip(questions, candidates, strict=True)
+        )
+        for question, result in zip(questions, results, strict=True):
+            add(
+                "query_memory (defaults, via query --batch)",
+                conversation.sample_id,
+                question,
+                dia_ids(result),
+            )
+        for name, rankings in baselines(root, questions).items():
+            for question, ranked in zip(questions, rankings, strict=True):
+                add(name, conversation.sample_id, question, ranked)
+
+    # held out: weights chosen on the other conversations, measured on this one
+    samples = list(per_conversation_candidates)
+
+    def mean_r10(weights, chosen_samples) -> float:
+        values = [
+            recall_at(rescore(c, weights), q.evidence, 10)
+            for s in chosen_samples
+            for q, c in per_conversation_candidates[s]
+        ]
+        return statistics.fmean(values)
+
+    grid_scores = sorted(((mean_r10(w, samples), w) for w in GRID), reverse=True)
+    for sample in samples:
+        others = [s for s in samples if s != sample]
+        best = max(GRID, key=lambda w: mean_r10(w, others))
+        for question, candidate in per_conversation_candidates[sample]:
+            add(
+                "query_memory, weights tuned on the other conversations",
+                sample,
+                question,
+                rescore(candidate, best),
+            )
+
+    header = [
+        "method",
+        "questions",
+        "recall@5",
+        "recall@10",
+        *(f"cat {c} r@10" for c in CATEGORIES),
+    ]
+    table = []
+    for method, by_sample in methods.items():
+        scored = [item for items in by_sample.values() for item in items]
+        row = [method, len(scored)]
+        row += [statistics.fmean(s[i] for _, s in scored) for i in range(len(KS))]
+        for category in CATEGORIES:
+            values = [s[1] for c, s in scored if c == category]
+            row.append(statistics.fmean(values) if values else "-")
+        table.append(row)
+    print_table(
+        "Retrieval on LoCoMo dev, categories 1-4: recall of the evidence turns", header, table
+    )
+    print_table(
+        "Per conversation, recall@10",
+        ["method", *samples],
+        [
+            [m, *(statistics.fmean(s[1] for _, s in by[sample]) for sample in samples)]
+            for m, by in methods.items()
+        ],
+    )
+    print_table(
+        "Weight grid (semantic, lexical, recency, anchor), recall@10 over all questions",
+        ["weights", "recall@10"],
+        [[str(w), f"{r:.3f}"] for r, w in grid_scores[:8]]
+        + [
+            [f"{w} (the original design)", f"{mean_r10(w, samples):.3f}"]
+            for w in [(0.3, 0.0, 0.5, 0.2)]
+        ]
+        + [[f"{w} (semantic only)", f"{mean_r10(w, samples):.3f}"] for w in [(1.0, 0.0, 0.0, 0.0)]]
+        + [
+            [f"{w} (full-text only)", f"{mean_r10(w, samples):.3f}"] for w in [(0.0, 1.0, 0.0, 0.0)]
+        ],
+    )
+    print_table(
+        "Cold projection of each conversation (airsspec project --tier cold, empty cache)",
+        ["conversation", "turns", "seconds", "turns/s"],
+        [[s, n, t, n / t] for s, n, t in timings],
+    )
+
+
+# ---------------------------------------------------------------------------- speed
+
+
+def throughput(repeats: int) -> None:
+    texts = [e["content"] for c in load() for e in c.turns][:1000]
+    minilm = make_embedder("minilm")
+    minilm.embed(["load the model first"])
+    tokens = statistics.fmean(len(e.ids) for e in minilm._load()[0].encode_batch(texts))
+    rows = []
+    for name, embedder in (("minilm (int8 ONNX)", minilm), ("hash (no model)", HashEmbedder())):
+        rate = len(texts) / median_seconds(lambda e=embedder: e.embed(texts), repeats)
+        rows.append([name, len(texts), tokens, rate])
+    print_table(
+        f"Embedding throughput, LoCoMo turns (median of {repeats}); reference: ~260 texts/s",
+        ["embedder", "texts", "mean tokens", "texts/s"],
+        rows,
+    )
+
+
+def rebuild_with_and_without_cache(work: Path, repeats: int) -> None:
+    """All LoCoMo conversations in one workspace; ``rebuild --tier cold`` from an empty cache,
+    then with the cache the first rebuild filled."""
+    root = work / "rebuild"
+    root.mkdir(parents=True)
+    cli("init", str(root), cwd=root)
+    cli("import", "locomo", str(DATA), cwd=root)
+    cache = root / ".airsspec" / "state" / "caches" / "embeddings.sqlite"
+    turns = sum(len(c.turns) for c in load())
+
+    def cold_cache() -> None:
+        for leftover in cache.parent.glob("embeddings.sqlite*"):
+            leftover.unlink()
+        cli("rebuild", "--tier", "cold", cwd=root)
+
+    cold = median_seconds(cold_cache, repeats)
+    warm = median_seconds(lambda: cli("rebuild", "--tier", "cold", cwd=root), repeats)
+    print_table(
+        f"Rebuild of the cold tier, {turns:,} turns in one workspace (median of {repeats})",
+        ["embedding cache", "seconds", "turns/s", "speed-up"],
+        [
+            ["empty (cold)", cold, turns / cold, 1.0],
+            ["filled (warm)", warm, turns / warm, cold / warm],
+        ],
+    )
+
+
+def synthetic_table(root: Path, rows: int, texts: list[str], vectors: np.ndarray) -> ColdStore:
+    """``rows`` rows cycling through real turns, each with a row number and a perturbed vector."""
+    rng = np.random.default_rng(7)
+    store = ColdStore(root, make_embedder("minilm").model_id, 384)
+    table = store.create()
+    step = 100_000
+    for start in range(0, rows, step):
+        n = min(step, rows - start)
+        index = np.arange(start, start + n)
+        base = vectors[index % len(texts)]
+        noisy = base + rng.normal(scale=0.02, size=base.shape).astype(np.float32)
+        noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+        session = [f"s{i // 1000:04d}" for i in index]
+        batch = {
+            "unit_id": [f"{s}:{i % 1000 + 1}:0" for s, i in zip(session, index, strict=True)],
+            "kind": ["message"] * n,
+            "type": ["user"] * n,
+            "session": session,
+            "record_seq": (index % 1000 + 1).tolist(),
+            "seq_from": (index % 1000 + 1).tolist(),
+            "seq_to": (index % 1000 + 1).tolist(),
+            "part": [0] * n,
+            "ts": [
+                f"2026-{1 + i // 100_000 % 12:02d}-01T00:00:00.{i % 1_000_000:06d}Z" for i in index
+            ],
+            "event_ids": [[f"e{i}"] for i in index],
+            "hashes": [[f"h{i}"] for i in index],
+            "meta": [None] * n,
+            "covers": [None] * n,
+            "source": [None] * n,
+            "line_from": [None] * n,
+            "line_to": [None] * n,
+            "text": [f"{texts[i % len(texts)]} (row {i})" for i in index],
+            "content_hash": [f"c{i}" for i in index],
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(noisy.ravel()), 384),
+        }
+        table.add(pa.table(batch, schema=table.schema))
+    store.maintain(ann_min_rows=20_000)
+    return store
+
+
+def latency(work: Path, sizes: list[int], repeats: int) -> None:
+    conversations = load()
+    texts = [e["content"] for c in conversations for e in c.turns]
+    minilm = CachedEmbedder(make_embedder("minilm"), work / "cache.sqlite")
+    vectors = minilm.embed(texts)
+    questions = [q.text for c in conversations for q in c.questions][:100]
+    question_vectors = minilm.embed(questions)
+    rows = []
+    for size in sizes:
+        started = time.perf_counter()
+        store = synthetic_table(work / f"latency-{size}", size, texts, vectors)
+        build = time.perf_counter() - started
+        reader = ColdStore(store.directory, store.embedder_id, 384, timedelta(seconds=1))
+        memory = Recall(reader, make_embedder("minilm"), RecallWeights())  # no cache: real embeds
+        memory.query_memory("warm up", k=10)
+        passes = []
+        for _ in range(repeats):
+            searched, embedded = [], []
+            for question in questions:
+                result = memory.query_memory(question, k=10)
+                assert result.mode == "hybrid" and not result.warnings, result.warnings
+                embedded.append(result.timings_ms["embed"])
+                searched.append(result.timings_ms["total"] - result.timings_ms["embed"])
+            passes.append(
+                (
+                    np.percentile(searched, 50),
+                    np.percentile(searched, 95),
+                    np.percentile(embedded, 50),
+                )
+            )
+        dump = store.open().to_arrow().select(["unit_id", "vector"])
+        matrix = dump["vector"].combine_chunks().values.to_numpy().reshape(-1, 384)
+        unit_ids = dump["unit_id"].to_pylist()
+        flat, found = [], []
+        for query_vector in question_vectors:
+            begun = time.perf_counter()
+            scores = matrix @ query_vector
+            exact = np.argpartition(-scores, 50)[:50]
+            flat.append((time.perf_counter() - begun) * 1000)
+            top10 = {unit_ids[i] for i in exact[np.argsort(-scores[exact])][:10]}
+            ann = set(_vector_rows(reader.open(), query_vector, "", 50)["unit_id"].to_pylist())
+            found.append(len(top10 & ann) / 10)
+        del matrix, dump
+        indexes = sorted(i.index_type for i in store.open().list_indices())
+        p50, p95, embed = (statistics.median(p[i] for p in passes) for i in range(3))
+        target = {100_000: 20, 1_000_000: 50}.get(size, "-")
+        rows.append(
+            [
+                size,
+                ", ".join(indexes),
+                build,
+                p50,
+                p95,
+                target,
+                embed,
+                np.percentile(flat, 50),
+                np.percentile(flat, 95),
+                statistics.fmean(found),
+            ]
+        )
+        shutil.rmtree(work / f"latency-{size}")
+    print_table(
+        f"query_memory latency, ms (k=10, 50+50 candidates; {len(questions)} LoCoMo questions, "
+        f"median of {repeats} passes); embedding of the query shown apart",
+        [
+            "rows",
+            "indexes",
+            "build s",
+            "search p50",
+            "search p95",
+            "target p95",
+            "embed p50",
+            "numpy exact p50",
+            "numpy exact p95",
+            "exact top-10 in candidates",
+        ],
+        rows,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-latency", action="store_true")
+    args = parser.parse_args()
+    if not DATA.exists():
+        sys.exit(f"{DATA} is absent: the LoCoMo measurements need ../shared/data")
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
+        work = Path(tmp)
+        quality(work / "quality")
+        throughput(args.repeats)
+        rebuild_with_and_without_cache(work, args.repeats)
+        if not args.skip_latency:
+            latency(work, [int(s) for s in args.sizes.split(",")], args.repeats)
+
+
+if __name__ == "__main__":
+    main()
