@@ -2,7 +2,8 @@
 
 It notices appends and new sessions with watchfiles (inotify), brings the changed sessions' tiers
 up to date (hot first, so new records are visible promptly), compacts a session once it passes its
-threshold, and lets warm and token tiers follow. Invariants: one daemon per workspace (a lock
+threshold, and lets warm, token and cold tiers follow (the cold tier also picks up changed files
+under ``sources/`` at each step). Invariants: one daemon per workspace (a lock
 file naming the holder's pid); it only ever resumes from checkpoints, so after a crash or SIGKILL a
 restart loses and duplicates nothing; SIGINT/SIGTERM stop it cleanly between two steps. A failing
 step is logged and retried on the next change, never crashing the daemon.
@@ -68,7 +69,7 @@ class Daemon:
     def step(self, sessions: Iterable[str] | None = None) -> None:
         """Bring ``sessions`` (None: all) up to date, compacting those that are due."""
         only = None if sessions is None else sorted(set(sessions))
-        hot, warm, tokens = self.ws.projectors(("hot", "warm", "tokens"))
+        hot, warm, tokens, cold = self.ws.projectors(("hot", "warm", "tokens", "cold"))
         for report in Runner(self.ws.log, [hot]).catch_up(sessions=only):
             for outcome in report.outcomes:
                 if outcome.applied:
@@ -98,6 +99,10 @@ class Daemon:
                     record.reason,
                 )
         Runner(self.ws.log, [hot, warm, tokens]).catch_up(sessions=only)
+        for report in Runner(self.ws.log, [cold]).catch_up(sessions=only):
+            for outcome in report.outcomes:
+                if outcome.applied:
+                    log.info("cold: %s +%d record(s) indexed", outcome.session, outcome.applied)
         log.debug("step done for %s", "all sessions" if only is None else ", ".join(only))
 
     def run(self) -> None:

@@ -26,21 +26,27 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import lancedb
 import orjson
 import pyarrow as pa
-from lancedb.index import FTS, Bitmap, BTree, IvfPq
 
 from eventlog.schema import Record
 from projections.embedding_cache import CachedEmbedder, text_sha256
 from projections.engine import Checkpoint, Projector, file_identity
-from projections.files import atomic_write
+from projections.files import atomic_write, folder_size
 from projections.units import SOURCE_SUFFIXES, Unit, record_units, source_units
 
 TABLE = "units"
 _META_KEY = b"airsspec"
 INDEX_REFRESH_ROWS = 2000  # rows added since the last index refresh that trigger one
 VERSIONS_KEPT_FOR = timedelta(hours=1)  # readers on an older version keep their files
+
+
+def _lancedb() -> Any:
+    """lancedb, imported on first use: it takes seconds to import, and a process that has it
+    loaded must not fork (see ``Runner``), so commands that never touch the cold tier skip it."""
+    import lancedb
+
+    return lancedb
 
 
 def quote(value: str) -> str:
@@ -102,9 +108,11 @@ class ColdStore:
         """The table, or None if it is missing, unreadable or made by another embedder."""
         if self._table is None:
             try:
-                table = lancedb.connect(
-                    self.directory, read_consistency_interval=self.read_consistency
-                ).open_table(TABLE)
+                table = (
+                    _lancedb()
+                    .connect(self.directory, read_consistency_interval=self.read_consistency)
+                    .open_table(TABLE)
+                )
                 info = json.loads(table.schema.metadata[_META_KEY])
             except Exception:  # missing, corrupt: lance raises ValueError, OSError, others
                 return None
@@ -123,7 +131,7 @@ class ColdStore:
         info = {"epoch": uuid.uuid4().hex, "embedder": self.embedder_id, "dim": self.dim}
         schema = unit_schema(self.dim, {_META_KEY: json.dumps(info).encode()})
         self.directory.mkdir(parents=True, exist_ok=True)
-        connection = lancedb.connect(
+        connection = _lancedb().connect(
             self.directory, read_consistency_interval=self.read_consistency
         )
         self._table = connection.create_table(TABLE, schema=schema)
@@ -172,6 +180,8 @@ class ColdStore:
     def maintain(self, ann_min_rows: int) -> None:
         """Create missing indexes (the ANN index once the table is big enough) and fold rows
         added since into them once there are enough to be worth it."""
+        from lancedb.index import FTS, Bitmap, BTree, IvfPq
+
         table = self.open()
         rows = 0 if table is None else table.count_rows()
         if rows == 0:
@@ -265,9 +275,14 @@ class ColdProjector(Projector[ColdState]):
         return file_identity(self._checkpoint_path(session))
 
     def reset(self) -> None:
-        super().reset()
+        for session in self.sessions():  # the table goes whole, so no per-session delete
+            self._checkpoint_path(session).unlink()
+        self.manifest_path.unlink(missing_ok=True)
         self.store.remove()
         self._sources_manifest.unlink(missing_ok=True)
+
+    def disk_bytes(self) -> int:
+        return super().disk_bytes() + folder_size(self.store.directory)
 
     def item_count(self) -> int:
         table = self.store.open()

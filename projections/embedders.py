@@ -79,7 +79,9 @@ def _sha256(path: Path) -> str:
 def _package_file(package: str, *parts: str) -> Path:
     spec = importlib.util.find_spec(package)  # locates without importing the package
     if spec is None or not spec.submodule_search_locations:
-        raise EmbedderUnavailable(f"package {package!r} is not installed (run `make install`)")
+        raise EmbedderUnavailable(
+            f"package {package!r} is not installed (`make test` or `make demo` installs it)"
+        )
     return Path(next(iter(spec.submodule_search_locations)), *parts)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -32,7 +33,7 @@ from eventlog.layout import LOG_SUFFIX, session_path, validate_session_id
 from eventlog.log import EventLog, Located
 from eventlog.recovery import TailState, inspect_tail
 from eventlog.schema import Record
-from projections.files import atomic_write, remove_stale_temporaries
+from projections.files import atomic_write, folder_size, remove_stale_temporaries
 
 S = TypeVar("S")
 
@@ -135,6 +136,10 @@ class Projector(ABC, Generic[S]):
     def item_count(self) -> int:
         """Items in the projection (for ``status``)."""
         return len(self.sessions())
+
+    def disk_bytes(self) -> int:
+        """Bytes the projection takes on disk (for ``status``)."""
+        return folder_size(self.out_dir)
 
     # The manifest: a cache of checkpoints, so an idle catch-up does not open every state file.
 
@@ -294,6 +299,7 @@ class Runner:
         self.projectors = list(projectors)
         self.progress = progress
         self.jobs = max(1, jobs)
+        self.forked = False  # did a fold run in worker processes?
 
     def catch_up(
         self, stop_at: StopAt | None = None, sessions: Iterable[str] | None = None
@@ -361,7 +367,9 @@ class Runner:
         done: int,
         total: int,
     ) -> Iterator[tuple[str, SessionOutcome, Checkpoint | None]]:
-        if self.jobs == 1 or len(sessions) < 2 or not projector.parallel:
+        # Forking a process whose lancedb runtime has started can deadlock the child.
+        forkable = projector.parallel and "lancedb" not in sys.modules
+        if self.jobs == 1 or len(sessions) < 2 or not forkable:
             for session in sessions:
                 yield (session, *self._run_session(projector, session, stop_at))
                 done += 1
@@ -372,6 +380,7 @@ class Runner:
         by_size = sorted(sessions, key=lambda s: -session_path(self.log.log_dir, s).stat().st_size)
         groups = [by_size[i :: self.jobs * 4] for i in range(min(len(by_size), self.jobs * 4))]
         projector.warm_up()
+        self.forked = True
         global _FORKED
         _FORKED = (self, projector, stop_at)
         try:

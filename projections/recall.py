@@ -201,13 +201,17 @@ class Recall:
         )
         candidates = _candidates(vector_rows, text_rows, query_vector)
         ranked = self._rank(result.query, candidates)[:k]
-        if not ranked:
-            return
-        # only the winners' full rows are read
-        rows = table.take_row_ids([candidates[unit_id].row_id for unit_id, _, _ in ranked])
-        by_id = {row["unit_id"]: row for row in rows.select(_HIT_COLUMNS).to_list()}
-        result.hits = [self._hit(by_id[unit_id], score, parts) for unit_id, score, parts in ranked]
-        self._list_covered(table, result.hits)
+        try:  # only the winners' full rows are read
+            rows = (
+                table.take_row_ids([candidates[u].row_id for u, _, _ in ranked]) if ranked else None
+            )
+            by_id = {r["unit_id"]: r for r in rows.select(_HIT_COLUMNS).to_list()} if rows else {}
+            result.hits = [self._hit(by_id[u], score, parts) for u, score, parts in ranked]
+            self._list_covered(table, result.hits)
+        except Exception as exc:
+            result.warnings.append(f"reading the cold table failed ({exc}); scanned the log")
+            result.mode = "log-scan"
+            result.hits = self._scan_log(result.query, k, *filters)
 
     def _embed_query(self, result: QueryResult) -> np.ndarray | None:
         if self.embedder is None:

@@ -12,7 +12,6 @@ from typing import Any
 
 from eventlog.log import EventLog
 from projections.engine import Projector, log_tail, record_at
-from projections.files import folder_size
 
 
 @dataclass
@@ -30,7 +29,7 @@ def tier_status(log: EventLog, projector: Projector[Any]) -> TierStatus:
     manifest = projector.read_manifest()
     status = TierStatus(
         projector.name,
-        folder_size(projector.out_dir),
+        projector.disk_bytes(),
         projector.item_count(),
         len(projector.sessions()),
         0,

@@ -52,13 +52,16 @@ class Unit:
 def split_text(text: str, size: int = CHUNK_CHARS, overlap: int = OVERLAP_CHARS) -> list[str]:
     """Pieces of at most ``size`` characters, cut at whitespace where possible, each starting
     ``overlap`` characters before the previous one ended."""
+    if not text.strip():
+        return []
     if len(text) <= size:
         return [text]
     pieces, start = [], 0
     while start < len(text):
         end = min(start + size, len(text))
-        if end < len(text):
+        if end < len(text):  # cut at a space, in the piece's second half if there is one
             cut = text.rfind(" ", start + size // 2, end)
+            cut = cut if cut > start else text.rfind(" ", start + 1, end)
             end = cut if cut > start else end
         pieces.append(text[start:end].strip())
         if end >= len(text):

@@ -21,7 +21,7 @@ import orjson
 
 from eventlog.schema import CompactionRecord, Record
 from projections.engine import Checkpoint, FilePerSessionProjector, file_identity
-from projections.files import atomic_write
+from projections.files import atomic_write, folder_size
 
 STATE_VERSION = 1
 
@@ -99,6 +99,9 @@ class WarmProjector(FilePerSessionProjector[WarmState]):
 
     def fingerprint(self) -> dict[str, Any]:
         return {"version": STATE_VERSION}
+
+    def disk_bytes(self) -> int:
+        return super().disk_bytes() + folder_size(self.library_dir)
 
     def empty(self, session: str) -> WarmState:
         return WarmState(session)

@@ -13,11 +13,20 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from airsspec.workspace import Workspace  # noqa: E402
+
 EXAMPLE = REPO / ".airsspec-example"
 
 
 def run(
-    cwd: Path, *args: str, stdin: str | None = None, expect: int = 0, max_lines: int | None = None
+    cwd: Path,
+    *args: str,
+    stdin: str | None = None,
+    expect: int = 0,
+    max_lines: int | None = None,
+    width: int | None = None,
 ) -> str:
     shown = " ".join(a if " " not in a else repr(a) for a in args)
     print(f"\n$ airsspec {shown}" + (f"  <<< {stdin.strip()!r}" if stdin else ""), flush=True)
@@ -31,12 +40,31 @@ def run(
     )
     output = (result.stdout + result.stderr).rstrip("\n")
     lines = output.splitlines()
+    if width is not None:
+        lines = [line if len(line) <= width else line[:width] + " ..." for line in lines]
     if max_lines is not None and len(lines) > max_lines:
         lines = [*lines[:max_lines], f"... ({len(lines) - max_lines} more lines)"]
     print("\n".join(lines), flush=True)
     if result.returncode != expect:
         sys.exit(f"demo step failed: exit {result.returncode}, expected {expect}")
     return result.stdout
+
+
+RELEASE_CHECKLIST = """# Release checklist
+
+## Sign-off
+A release needs sign-off from the on-call lead and one reviewer from another team.
+
+## Rollback
+Keep the previous build for 7 days; roll back with `deploy --previous`.
+"""
+
+
+def cold_rows(target: Path) -> list[dict]:
+    """Every row of the cold tier (vectors included), in unit order."""
+    with Workspace.open(config=target / "airsspec.toml") as ws:
+        table = ws.recall().store.open()
+        return [] if table is None else table.to_arrow().sort_by("unit_id").to_pylist()
 
 
 def watch_demo(target: Path) -> None:
@@ -127,31 +155,59 @@ def main() -> None:
     print("\n-- verify also checks every compaction's range and hashes against the log --")
     run(target, "verify")
 
-    print("\n== 7. Any tier can be deleted; the log rebuilds it exactly, no summarizer called ==")
-    derived = [target / ".airsspec" / "state" / "hot", target / ".airsspec" / "knowledge"]
+    print("\n== 7. Recall anything: the cold tier searches messages, summaries and documents ==")
+    run(target, "query", "why were users logged out after five minutes?", "-k", "3")
+    print("\n-- summaries of compacted history are searchable too, with the records they cover --")
+    run(target, "query", "webhook delivery retries", "--kind", "summary", "-k", "2")
+    sources = target / ".airsspec" / "sources"
+    (sources / "release-checklist.md").write_text(RELEASE_CHECKLIST)
+    print(f"\n-- a document put in {sources.relative_to(target)}/ is indexed on the next query --")
+    run(target, "query", "who signs off a release?", "-k", "2", "--kind", "source")
+    print("\n-- scripts and evaluations send many queries at once, one JSON line each --")
+    run(
+        target,
+        "query",
+        "--batch",
+        "-",
+        stdin='{"query": "HMAC signing", "k": 1}\n{"query": "CSV time zone", "k": 1}\n',
+        max_lines=2,
+        width=160,
+    )
+    print("\n-- with the vectors gone, a query still answers (from the log) and says so --")
+    shutil.rmtree(target / ".airsspec" / "knowledge" / "vectors")
+    run(target, "query", "HMAC signing", "-k", "1", "--stale")
+
+    print("\n== 8. Any tier can be deleted; the log rebuilds it exactly, no summarizer called ==")
+    run(target, "project")
+    derived = [
+        target / ".airsspec" / "state" / "hot",
+        target / ".airsspec" / "knowledge" / "library",
+    ]
 
     def contents() -> dict[str, bytes]:
         return {
             str(p): p.read_bytes() for d in derived for p in sorted(d.rglob("*")) if p.is_file()
         }
 
-    before = contents()
+    before, rows_before = contents(), cold_rows(target)
     shutil.rmtree(target / ".airsspec" / "state")
     shutil.rmtree(target / ".airsspec" / "knowledge")
     print("\n(deleted .airsspec/state and .airsspec/knowledge)")
     run(target, "rebuild")
     same = before == contents()
     print(f"rebuilt hot tier and library are byte-identical to the deleted ones: {same}")
-    if not same:
+    same_rows = rows_before == cold_rows(target)
+    print(f"rebuilt cold tier has the same {len(rows_before)} rows and vectors: {same_rows}")
+    if not (same and same_rows):
         sys.exit("demo step failed: rebuild differs")
 
-    print("\n== 8. Time travel: the hot tier as it was at 09:20 on 5 October ==")
+    print("\n== 9. Time travel: the hot tier as it was at 09:20 on 5 October ==")
     past = target.parent / "demo-as-of"
     run(target, "rebuild", "--as-of", "2026-10-05T09:20:00Z", "--out", str(past))
     run(target, "-w", str(past), "hot", "spec-rate-limiter", max_lines=6)
     print(f"(written to {past}; the live tiers are untouched)")
 
-    print("\n== 9. SQL over the whole history (read-only), reports and charts ==")
+    print("\n== 10. SQL over the whole history (read-only), reports and charts ==")
     run(
         target,
         "sql",
@@ -169,12 +225,12 @@ def main() -> None:
         str(target / "parquet"),
     )
 
-    print("\n== 10. The live daemon keeps the tiers current while an agent appends ==")
+    print("\n== 11. The live daemon keeps the tiers current while an agent appends ==")
     watch_demo(target)
 
     shared = REPO.parent / "shared" / "data" / "claude-code"
     if shared.is_dir():
-        print("\n== 11. Import a real Claude Code transcript, losslessly ==")
+        print("\n== 12. Import a real Claude Code transcript, losslessly ==")
         import_args = (
             "import",
             "claude-code",
@@ -192,9 +248,9 @@ def main() -> None:
         run(target, *import_args)
 
     else:
-        print(f"\n== 11. (import skipped: {shared} is absent) ==")
+        print(f"\n== 12. (import skipped: {shared} is absent) ==")
 
-    print("\n== 12. Tampering is caught: change one byte in a copy and verify it ==")
+    print("\n== 13. Tampering is caught: change one byte in a copy and verify it ==")
     tampered = target.parent / "demo-tampered"
     shutil.rmtree(tampered, ignore_errors=True)
     shutil.copytree(target, tampered)

@@ -17,7 +17,7 @@ from projections.embedders import Embedder, HashEmbedder, make_embedder
 from projections.embedding_cache import CachedEmbedder
 from projections.engine import Runner
 from projections.recall import Recall
-from projections.units import CHUNK_CHARS
+from projections.units import CHUNK_CHARS, split_text
 
 WORDS = [
     *("alpha", "beta", "gamma", "delta", "parser", "deadline"),
@@ -193,3 +193,15 @@ def test_the_ann_index_is_built_once_the_table_is_big_enough(tmp_path: Path) -> 
     assert kinds["vector"] == "IvfPq" and kinds["text"] == "FTS"
     result = recall(projector).query_memory("item 123", k=3)
     assert result.hits[0].unit_id == "s:124:0" and not result.warnings
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=30), max_size=300).map(" ".join),
+    st.integers(30, 400),  # no word is longer than a piece
+)
+def test_split_text_keeps_every_word_within_the_size(text: str, size: int) -> None:
+    pieces = split_text(text, size=size, overlap=size // 5)
+    assert all(len(p) <= size for p in pieces)
+    assert set(text.split()) <= set(" ".join(pieces).split())
+    assert bool(pieces) == bool(text.strip())

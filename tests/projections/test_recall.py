@@ -211,3 +211,26 @@ def test_tool_with_bad_input_returns_an_error_result(example_ws: Workspace) -> N
         "input": {"query": "x", "since": "soon"},
     }
     assert "RFC 3339" in tool_result(example_ws.recall(), late)["content"]
+
+
+def test_default_weights_are_the_configured_defaults() -> None:
+    from airsspec.settings import ColdSettings
+    from projections.recall import RecallWeights, query_anchors
+
+    cold, weights = ColdSettings(), RecallWeights()
+    assert (weights.semantic, weights.lexical, weights.recency, weights.anchor) == (
+        cold.weight_semantic,
+        cold.weight_lexical,
+        cold.weight_recency,
+        cold.weight_anchor,
+    )
+    assert (weights.half_life_days, weights.candidates) == (
+        cold.recency_half_life_days,
+        cold.candidates,
+    )
+    assert query_anchors('When did Caroline fix "group commit" in eventlog/log.py for v1.4?') == [
+        "group commit",
+        "caroline",
+        "eventlog/log.py",
+        "v1.4",
+    ]
