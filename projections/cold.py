@@ -26,6 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -147,11 +148,11 @@ class ColdStore:
         if table is not None and table.count_rows(where) > 0:
             table.delete(where)
 
-    def add(self, units: list[Unit], embedder: CachedEmbedder) -> None:
+    def add(self, units: list[Unit], vectors: np.ndarray) -> None:
+        """Append ``units`` with their embeddings (one row each) in one commit."""
         if not units:
             return
         table = self.open() or self.create()
-        vectors = embedder.embed([u.text for u in units])
         columns = {
             "unit_id": [u.unit_id for u in units],
             "kind": [u.kind for u in units],
@@ -255,12 +256,15 @@ class ColdProjector(Projector[ColdState]):
 
     def save(self, session: str, state: ColdState, checkpoint: Checkpoint) -> None:
         self.store.delete(f"session = {quote(session)} AND record_seq > {state.base_seq}")
-        self.store.add(state.units, self.embedder)
+        self._add(state.units)
         if self.store.open() is None:
             self.store.create()  # an empty projection is still an output
         data = {"checkpoint": checkpoint.to_json(), "fingerprint": self.fingerprint()}
         atomic_write(self._checkpoint_path(session), orjson.dumps(data))
         state.base_seq, state.units = checkpoint.seq, []
+
+    def _add(self, units: list[Unit]) -> None:
+        self.store.add(units, self.embedder.embed([u.text for u in units]))
 
     def drop(self, session: str) -> None:
         self.store.delete(f"session = {quote(session)}")
@@ -329,7 +333,7 @@ class ColdProjector(Projector[ColdState]):
                 self.store.delete(f"source = {quote(name)}")
             if name in current:
                 text = contents[name].decode("utf-8", errors="replace")
-                self.store.add(source_units(name, text, current[name]["sha256"]), self.embedder)
+                self._add(source_units(name, text, current[name]["sha256"]))
         if current != known and self.store.open() is not None:
             data = {"epoch": self.store.epoch, "files": current}
             atomic_write(self._sources_manifest, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
