@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +43,30 @@ def run_cli(
         timeout=120,
         check=False,
     )
+
+
+def kill_runs_at_random(
+    *args: str, cwd: Path, runs: int, delay: tuple[float, float], seed: int, env=None
+) -> int:
+    """Start ``python -m airsspec ARGS`` ``runs`` times and SIGKILL each run still going after a
+    random delay in ``delay`` seconds (the delay only picks where the kill lands; nothing waits
+    on it). Returns how many runs were killed."""
+    rng = random.Random(seed)
+    kills = 0
+    for _ in range(runs):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "airsspec", *args],
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(*delay))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.wait(timeout=60)
+    return kills
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -4,13 +4,7 @@ nothing; a SIGKILLed cold projection resumes to the rows of a clean rebuild."""
 from __future__ import annotations
 
 import json
-import os
-import random
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +12,7 @@ import pytest
 from bench.common import write_synthetic_log
 from projections.cold import ColdStore
 from projections.embedders import HashEmbedder
-from tests.conftest import REPO, run_cli, snapshot
+from tests.conftest import REPO, kill_runs_at_random, run_cli, snapshot
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 
@@ -94,21 +88,9 @@ def test_sigkilled_cold_projection_resumes_to_the_rows_of_a_rebuild(tmp_path: Pa
     assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
     log_dir = tmp_path / ".airsspec" / "contexts" / "agent"
     write_synthetic_log(log_dir, sessions=80, per_session=150, content="deploy the parser " * 6)
-    rng = random.Random(5)
-    kills = 0
-    for _ in range(5):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "airsspec", "project", "--tier", "cold"],
-            cwd=tmp_path,
-            env={**os.environ, **HASH},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(rng.uniform(0.8, 2.5))  # randomises where the kill lands; nothing waits on it
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            kills += 1
-        proc.wait(timeout=60)
+    kills = kill_runs_at_random(
+        "project", "--tier", "cold", cwd=tmp_path, runs=5, delay=(0.8, 2.5), seed=5, env=HASH
+    )
     finished = run_cli("project", "--tier", "cold", cwd=tmp_path, env=HASH)
     assert finished.returncode == 0, finished.stderr
     clean = tmp_path / "clean"

@@ -3,35 +3,17 @@ and the result equals a clean rebuild, byte for byte."""
 
 from __future__ import annotations
 
-import random
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from bench.common import write_synthetic_log
-from tests.conftest import run_cli, snapshot
+from tests.conftest import kill_runs_at_random, run_cli, snapshot
 
 
 def test_sigkilled_projection_resumes_to_the_same_bytes(tmp_path: Path) -> None:
     assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
     log_dir = tmp_path / ".airsspec" / "contexts" / "agent"
     write_synthetic_log(log_dir, sessions=120, per_session=400, content="a message " * 8)
-    rng = random.Random(3)
-    kills = 0
-    for _ in range(6):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "airsspec", "project"],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        time.sleep(rng.uniform(0.3, 1.5))  # randomises where the kill lands; nothing waits on it
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            kills += 1
-        proc.wait(timeout=60)
+    kills = kill_runs_at_random("project", cwd=tmp_path, runs=6, delay=(0.3, 1.5), seed=3)
     finished = run_cli("project", cwd=tmp_path)
     assert finished.returncode == 0, finished.stderr
     hot_dir = tmp_path / ".airsspec" / "state" / "hot"
