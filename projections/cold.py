@@ -11,8 +11,7 @@ content hash and embedding. Invariants:
 - The table carries an ``epoch`` (in its schema metadata) that checkpoints name: a deleted or
   replaced table invalidates every checkpoint, and the tier rebuilds.
 - The full-text index is created with the table's first rows and refreshed as rows arrive
-  (unindexed rows are searched too, by scan); the ANN index (IVF-HNSW with scalar-quantised
-  vectors) is built once the table has
+  (unindexed rows are searched too, by scan); the ANN index (IVF-PQ) is built once the table has
   ``ann_min_rows`` rows.
 """
 
@@ -182,7 +181,7 @@ class ColdStore:
     def maintain(self, ann_min_rows: int) -> None:
         """Create missing indexes (the ANN index once the table is big enough) and fold rows
         added since into them once there are enough to be worth it."""
-        from lancedb.index import FTS, Bitmap, BTree, IvfHnswSq
+        from lancedb.index import FTS, Bitmap, BTree, IvfPq
 
         table = self.open()
         rows = 0 if table is None else table.count_rows()
@@ -195,7 +194,7 @@ class ColdStore:
             "kind": Bitmap(),
         }
         if rows >= ann_min_rows:
-            wanted["vector"] = IvfHnswSq(distance_type="cosine")
+            wanted["vector"] = IvfPq(distance_type="cosine", num_sub_vectors=self.dim // 8)
         for column, config in wanted.items():
             if column not in indexed:
                 table.create_index(column, config=config)

@@ -190,7 +190,7 @@ def test_the_ann_index_is_built_once_the_table_is_big_enough(tmp_path: Path) -> 
     projector = cold(tmp_path, ann_min_rows=256)
     Runner(log, [projector]).catch_up()
     kinds = {i.columns[0]: i.index_type for i in projector.store.open().list_indices()}
-    assert kinds["vector"] == "IvfHnswSq" and kinds["text"] == "FTS"
+    assert kinds["vector"] == "IvfPq" and kinds["text"] == "FTS"
     result = recall(projector).query_memory("item 123", k=3)
     assert result.hits[0].unit_id == "s:124:0" and not result.warnings
 
