@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import itertools
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -124,6 +125,8 @@ class MiniLMEmbedder:
                 tokenizer.enable_padding()  # to the longest text of a batch
                 options = onnxruntime.SessionOptions()
                 options.log_severity_level = 3
+                options.intra_op_num_threads = os.cpu_count() or 1
+                options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
                 session = onnxruntime.InferenceSession(
                     str(model), options, providers=["CPUExecutionProvider"]
                 )
