@@ -10,6 +10,7 @@ content hash and embedding. Invariants:
   crash between the two) are deleted before the session is folded again, so nothing doubles.
 - The table carries an ``epoch`` (in its schema metadata) that checkpoints name: a deleted or
   replaced table invalidates every checkpoint, and the tier rebuilds.
+- One writer at a time: a catch-up holds ``state/cold.lock``.
 - The full-text index is created with the table's first rows and refreshed as rows arrive
   (unindexed rows are searched too, by scan); the ANN index (IVF-PQ) is built once the table has
   ``ann_min_rows`` rows.
@@ -17,10 +18,13 @@ content hash and embedding. Invariants:
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -291,6 +295,16 @@ class ColdProjector(Projector[ColdState]):
     def item_count(self) -> int:
         table = self.store.open()
         return 0 if table is None else table.count_rows()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """One writer at a time (``watch`` and ``project`` may both run): a session's delete
+        and add must not interleave with another process's."""
+        lock = self.out_dir.with_name("cold.lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with lock.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
 
     def finish(self) -> None:
         self.sync_sources()

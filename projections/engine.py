@@ -23,6 +23,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -122,6 +123,11 @@ class Projector(ABC, Generic[S]):
 
     def finish(self) -> None:
         """Work after each catch-up, once its sessions are saved (index upkeep, say)."""
+
+    def exclusive(self) -> AbstractContextManager[object]:
+        """Held for a whole catch-up. Per-session files are replaced whole, so most projectors
+        need nothing; one whose sessions share a store serialises writers here."""
+        return nullcontext()
 
     def reset(self) -> None:
         """Delete every output of this projector (before a rebuild)."""
@@ -306,11 +312,16 @@ class Runner:
     ) -> list[RunReport]:
         """Fold what is new; ``sessions`` limits the work to those sessions."""
         only = set(sessions) if sessions is not None else None
-        return [self._run(p, stop_at, only) for p in self.projectors]
+        reports = []
+        for projector in self.projectors:
+            with projector.exclusive():
+                reports.append(self._run(projector, stop_at, only))
+        return reports
 
     def rebuild(self, stop_at: StopAt | None = None) -> list[RunReport]:
         for projector in self.projectors:
-            projector.reset()
+            with projector.exclusive():
+                projector.reset()
         return self.catch_up(stop_at)
 
     def _run(

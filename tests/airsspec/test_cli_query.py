@@ -4,7 +4,10 @@ nothing; a SIGKILLed cold projection resumes to the rows of a clean rebuild."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,3 +106,18 @@ def test_sigkilled_cold_projection_resumes_to_the_rows_of_a_rebuild(tmp_path: Pa
     assert len(live) == 80 * 150
     assert live == _rows(clean / "knowledge" / "vectors")
     assert kills >= 1, "no run was killed: the workload finished too fast to test anything"
+
+
+def test_two_concurrent_cold_projections_write_each_row_once(tmp_path: Path) -> None:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    log_dir = tmp_path / ".airsspec" / "contexts" / "agent"
+    write_synthetic_log(log_dir, sessions=30, per_session=100, content="deploy the parser " * 4)
+    command = [sys.executable, "-m", "airsspec", "project", "--tier", "cold"]
+    env = {**os.environ, **HASH}
+    runs = [
+        subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE) for _ in range(2)
+    ]
+    for run in runs:
+        assert run.wait(timeout=120) == 0, run.stderr.read()
+    rows = _rows(tmp_path / ".airsspec" / "knowledge" / "vectors")
+    assert len(rows) == len({r["unit_id"] for r in rows}) == 30 * 100
