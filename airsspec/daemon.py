@@ -2,8 +2,9 @@
 
 It notices appends and new sessions with watchfiles (inotify), brings the changed sessions' tiers
 up to date (hot first, so new records are visible promptly), compacts a session once it passes its
-threshold, and lets warm, token and cold tiers follow (the cold tier also picks up changed files
-under ``sources/`` at each step). Invariants: one daemon per workspace (a lock
+threshold, and lets warm and token tiers follow. The cold tier (embedding) is brought up to date
+by a thread beside the main loop, so it never delays the others; it also picks up changed files
+under ``sources/`` at each step. Invariants: one daemon per workspace (a lock
 file naming the holder's pid); it only ever resumes from checkpoints, so after a crash or SIGKILL a
 restart loses and duplicates nothing; SIGINT/SIGTERM stop it cleanly between two steps. A failing
 step is logged and retried on the next change, never crashing the daemon.
@@ -40,6 +41,7 @@ class Daemon:
         self.stop_event = threading.Event()
         self.lock_path = ws.state_dir / "locks" / "watch.lock"
         self._lock_fd: int | None = None
+        self.cold = ColdIndexer(ws)
 
     # ------------------------------------------------------------------ lock
 
@@ -69,7 +71,7 @@ class Daemon:
     def step(self, sessions: Iterable[str] | None = None) -> None:
         """Bring ``sessions`` (None: all) up to date, compacting those that are due."""
         only = None if sessions is None else sorted(set(sessions))
-        hot, warm, tokens, cold = self.ws.projectors(("hot", "warm", "tokens", "cold"))
+        hot, warm, tokens = self.ws.projectors(("hot", "warm", "tokens"))
         for report in Runner(self.ws.log, [hot]).catch_up(sessions=only):
             for outcome in report.outcomes:
                 if outcome.applied:
@@ -99,16 +101,14 @@ class Daemon:
                     record.reason,
                 )
         Runner(self.ws.log, [hot, warm, tokens]).catch_up(sessions=only)
-        for report in Runner(self.ws.log, [cold]).catch_up(sessions=only):
-            for outcome in report.outcomes:
-                if outcome.applied:
-                    log.info("cold: %s +%d record(s) indexed", outcome.session, outcome.applied)
+        self.cold.request(only)
         log.debug("step done for %s", "all sessions" if only is None else ", ".join(only))
 
     def run(self) -> None:
         """Watch until stopped. The lock must be held (``acquire``)."""
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop_event.set())
+        self.cold.start()
         self.ws.log_dir.mkdir(parents=True, exist_ok=True)
         self._safe_step(None)
         log.info("watching %s", self.ws.log_dir)
@@ -123,6 +123,7 @@ class Daemon:
         ):
             sessions = {Path(path).name[: -len(LOG_SUFFIX)] for _, path in changes}
             self._safe_step(sessions)
+        self.cold.stop()
         log.info("stopped")
 
     def _safe_step(self, sessions: set[str] | None) -> None:
@@ -130,6 +131,54 @@ class Daemon:
             self.step(sessions)
         except Exception:  # degrade, never crash: the next change retries from checkpoints
             log.exception("step failed; will retry on the next change")
+
+
+class ColdIndexer(threading.Thread):
+    """Brings the cold tier up to date beside the main loop, so embedding never delays the hot
+    tier. Requests made while it works are merged into its next catch-up."""
+
+    def __init__(self, ws: Workspace) -> None:
+        super().__init__(name="cold-indexer", daemon=True)
+        self.ws = ws
+        self.wake = threading.Condition()
+        self.pending: set[str] | None = set()  # None: every session
+        self.stopping = False
+
+    def request(self, sessions: list[str] | None) -> None:
+        with self.wake:
+            if sessions is None or self.pending is None:
+                self.pending = None
+            else:
+                self.pending.update(sessions)
+            self.wake.notify()
+
+    def stop(self, wait_s: float = 30.0) -> None:
+        """Finish the catch-up under way (and any requested), waiting at most ``wait_s``; a
+        catch-up cut short by the exit resumes from its checkpoints at the next start."""
+        with self.wake:
+            self.stopping = True
+            self.wake.notify()
+        if self.is_alive():
+            self.join(wait_s)
+            if self.is_alive():
+                log.warning("cold tier still catching up; it resumes at the next start")
+
+    def run(self) -> None:
+        while True:
+            with self.wake:
+                while self.pending == set() and not self.stopping:
+                    self.wake.wait()
+                if self.pending == set():
+                    return
+                sessions, self.pending = self.pending, set()
+            try:
+                (cold,) = self.ws.projectors(("cold",))
+                for report in Runner(self.ws.log, [cold]).catch_up(sessions=sessions):
+                    for outcome in report.outcomes:
+                        if outcome.applied:
+                            log.info("cold: %s +%d indexed", outcome.session, outcome.applied)
+            except Exception:  # degrade, never crash: the next change retries from checkpoints
+                log.exception("cold tier step failed; will retry on the next change")
 
 
 def _session_files(change: watchfiles.Change, path: str) -> bool:

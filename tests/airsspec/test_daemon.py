@@ -66,6 +66,12 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def cold_rows(ws: Workspace) -> list[dict]:
+    table = ws.recall().store.open()
+    assert table is not None
+    return table.to_arrow().sort_by("unit_id").to_pylist()
+
+
 def append(root: Path, session: str, texts: list[str]) -> None:
     lines = "".join(f'{{"type": "user", "content": "{t}"}}\n' for t in texts).encode()
     assert run_cli("append", session, "-", cwd=root, stdin=lines).returncode == 0
@@ -78,6 +84,9 @@ def test_appends_become_visible_and_sigterm_stops_cleanly(root: Path) -> None:
     watcher.wait_for(r"hot: live up to seq 2")
     with Workspace.open(config=root / "airsspec.toml") as ws:
         assert [e.text for e in ws.load_hot("live").entries] == ["first", "second"]
+    watcher.wait_for(r"cold: live \+2 indexed")  # beside the main loop, after it
+    with Workspace.open(config=root / "airsspec.toml") as ws:
+        assert [h.seq_from for h in ws.recall().query_memory("second", k=1).hits] == [2]
     second = run_cli("watch", cwd=root)
     assert second.returncode == 1 and b"already watching" in second.stderr
     watcher.proc.send_signal(signal.SIGTERM)
@@ -120,7 +129,8 @@ def test_sigkill_then_restart_loses_and_duplicates_nothing(root: Path) -> None:
         compactions = [loc.record for loc in ws.log.read("s") if loc.record.type == "compaction"]
         assert len({(c.from_seq, c.to_seq) for c in compactions}) == len(compactions)
         live = {name: snapshot(ws.state_dir / name) for name in ("hot", "warm", "tokens")}
-        library = snapshot(ws.library_dir)
+        library, rows = snapshot(ws.library_dir), cold_rows(ws)
         Runner(ws.log, ws.projectors()).rebuild()
         assert {name: snapshot(ws.state_dir / name) for name in live} == live
         assert snapshot(ws.library_dir) == library
+        assert cold_rows(ws) == rows and len(rows) >= 12
