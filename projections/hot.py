@@ -256,6 +256,15 @@ def format_history(window: HotWindow, budget_tokens: int, counter: TokenCounter)
     while chosen and counter.count(text) > budget_tokens:
         chosen.pop(0)
         text = "\n".join(parts + chosen)
+    # The estimate can also run high (tokens merge across a join): add older blocks while the
+    # exact count allows.
+    older = blocks[: len(blocks) - len(chosen)]
+    while older:
+        wider = "\n".join([*parts, older[-1], *chosen])
+        if counter.count(wider) > budget_tokens:
+            break
+        chosen.insert(0, older.pop())
+        text = wider
     if counter.count(text) > budget_tokens:  # the summary alone does not fit: cut it
         text = counter.truncate(text, budget_tokens)
     return text

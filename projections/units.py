@@ -50,26 +50,30 @@ class Unit:
 
 
 def split_text(text: str, size: int = CHUNK_CHARS, overlap: int = OVERLAP_CHARS) -> list[str]:
-    """Pieces of at most ``size`` characters, cut at whitespace where possible, each starting
-    ``overlap`` characters before the previous one ended."""
+    """Pieces of at most ``size`` characters made of whole words (a word longer than ``size``
+    is cut), each starting with the last words of the previous piece that fit in ``overlap``."""
     if not text.strip():
         return []
     if len(text) <= size:
         return [text]
-    pieces, start = [], 0
-    while start < len(text):
-        end = min(start + size, len(text))
-        if end < len(text):  # cut at a space, in the piece's second half if there is one
-            cut = text.rfind(" ", start + size // 2, end)
-            cut = cut if cut > start else text.rfind(" ", start + 1, end)
-            end = cut if cut > start else end
-        pieces.append(text[start:end].strip())
-        if end >= len(text):
+    spans = [  # (start, end) of each word, long words cut into size-long parts
+        (at, min(at + size, word.end()))
+        for word in re.finditer(r"\S+", text)
+        for at in range(word.start(), word.end(), size)
+    ]
+    pieces, first = [], 0
+    while first < len(spans):
+        last = first
+        while last + 1 < len(spans) and spans[last + 1][1] - spans[first][0] <= size:
+            last += 1
+        pieces.append(text[spans[first][0] : spans[last][1]])
+        if last == len(spans) - 1:
             break
-        start = max(end - overlap, start + 1)
-        space = text.find(" ", start, end)
-        start = space + 1 if space != -1 else start  # begin on a word
-    return [p for p in pieces if p]
+        following = last + 1
+        while following - 1 > first and spans[last][1] - spans[following - 1][0] <= overlap:
+            following -= 1
+        first = following
+    return pieces
 
 
 def record_units(record: Record) -> list[Unit]:

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from eventlog.log import EventLog
@@ -200,6 +200,7 @@ def test_the_ann_index_is_built_once_the_table_is_big_enough(tmp_path: Path) -> 
     st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=30), max_size=300).map(" ".join),
     st.integers(30, 400),  # no word is longer than a piece
 )
+@example("a " + "a" * 30, 30)  # found on a fresh clone: a word exactly a piece long
 def test_split_text_keeps_every_word_within_the_size(text: str, size: int) -> None:
     pieces = split_text(text, size=size, overlap=size // 5)
     assert all(len(p) <= size for p in pieces)

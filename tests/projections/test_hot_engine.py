@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from eventlog.log import EventLog
@@ -180,6 +180,15 @@ def test_corrupt_state_file_is_rebuilt(tmp_path: Path) -> None:
 @given(
     contents=st.lists(st.text(min_size=1, max_size=200), min_size=1, max_size=12),
     budget=st.integers(0, 400),
+)
+@example(  # found on a fresh clone: per-line counts summed above the joined text's count
+    contents=[
+        ":",
+        "0:0\U00010000",
+        "0:0:\x81\U00010000\U00010000",
+        "0:0:0\x810\x810\x81\xb8\xd8" + "\U00010000" * 4,
+    ],
+    budget=76,
 )
 def test_format_history_never_exceeds_budget(
     tmp_path_factory: pytest.TempPathFactory, contents, budget
