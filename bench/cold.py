@@ -77,6 +77,13 @@ def import_conversation(raw: dict, root: Path) -> None:
     cli("import", "locomo", str(source), cwd=root)
 
 
+def ask(root: Path, questions: list[Question], k: int) -> list[dict]:
+    """Every question through ``airsspec query --batch``, one result per question."""
+    batch = "".join(json.dumps({"query": q.text, "k": k}) + "\n" for q in questions)
+    out = cli("query", "--batch", "-", "--stale", cwd=root, stdin=batch.encode())
+    return [json.loads(line) for line in out.splitlines()]
+
+
 def asked(conversation: Conversation) -> list[Question]:
     return [q for q in conversation.questions if q.category in CATEGORIES and q.evidence]
 
@@ -154,20 +161,8 @@ def quality(work: Path) -> None:
             (conversation.sample_id, len(conversation.turns), time.perf_counter() - started)
         )
         questions = asked(conversation)
-        batch = "".join(json.dumps({"query": q.text, "k": 10}) + "\n" for q in questions)
-        results = [
-            json.loads(line)
-            for line in cli(
-                "query", "--batch", "-", "--stale", cwd=root, stdin=batch.encode()
-            ).splitlines()
-        ]
-        wide = "".join(json.dumps({"query": q.text, "k": 100}) + "\n" for q in questions)
-        candidates = [
-            json.loads(line)
-            for line in cli(
-                "query", "--batch", "-", "--stale", cwd=root, stdin=wide.encode()
-            ).splitlines()
-        ]
+        results = ask(root, questions, 10)
+        candidates = ask(root, questions, 100)  # every candidate, with its score parts
         per_conversation_candidates[conversation.sample_id] = list(
             zip(questions, candidates, strict=True)
         )
