@@ -760,7 +760,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", metavar="TIME", help="only from this RFC 3339 time on")
     p.add_argument("--until", metavar="TIME", help="only up to this RFC 3339 time")
     p.add_argument(
-        "--kind", action="append", choices=("message", "summary", "source"), help="repeatable"
+        "--kind",
+        action="append",
+        choices=("message", "summary", "source"),
+        help="only hits of this kind (repeatable; default: all)",
     )
     p.add_argument(
         "--batch",
