@@ -37,6 +37,9 @@ from eventlog.schema import Record
 from projections.files import atomic_write, folder_size, remove_stale_temporaries
 
 S = TypeVar("S")
+# Libraries whose background runtime can deadlock a forked child: once one is loaded, sessions are
+# folded in this process.
+FORK_UNSAFE_MODULES = frozenset({"lancedb"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,8 +381,7 @@ class Runner:
         done: int,
         total: int,
     ) -> Iterator[tuple[str, SessionOutcome, Checkpoint | None]]:
-        # Forking a process whose lancedb runtime has started can deadlock the child.
-        forkable = projector.parallel and "lancedb" not in sys.modules
+        forkable = projector.parallel and not FORK_UNSAFE_MODULES & sys.modules.keys()
         if self.jobs == 1 or len(sessions) < 2 or not forkable:
             for session in sessions:
                 yield (session, *self._run_session(projector, session, stop_at))

@@ -315,9 +315,10 @@ class Recall:
         if self.log is None or (kinds is not None and not {"message", "summary"} & set(kinds)):
             return []
         units = []
-        for name in [session] if session else self.log.sessions():
-            if name not in self.log.sessions():
-                continue
+        names = self.log.sessions()
+        if session:
+            names = [session] if session in names else []
+        for name in names:
             for located in self.log.read(name):
                 for unit in record_units(located.record):
                     if kinds is not None and unit.kind not in kinds:

@@ -107,49 +107,37 @@ def record_units(record: Record) -> list[Unit]:
 
 
 def _summary_units(record: CompactionRecord) -> list[Unit]:
-    library = library_file_name(record.library_no)
+    """Part 0 is the master summary (the whole range), parts 1.. the chunk summaries."""
     covers = {
         "session": record.session,
-        "from_seq": record.from_seq,
-        "to_seq": record.to_seq,
         "first_hash": record.first_hash,
         "last_hash": record.last_hash,
-        "library_file": library,
+        "library_file": library_file_name(record.library_no),
     }
-    common = {
-        "kind": "summary",
-        "session": record.session,
-        "record_seq": record.seq,
-        "ts": record.ts,
-        "event_ids": (record.id,),
-        "hashes": (record.hash,),
-        "meta": record.meta,
-    }
-    units = [
-        Unit(
-            unit_id=f"{record.session}:{record.seq}:0",
-            type="master",
-            text=record.summary,
-            seq_from=record.from_seq,
-            seq_to=record.to_seq,
-            covers=covers,
-            **common,
-        )
+    summaries = [
+        ("master", record.summary, record.from_seq, record.to_seq),
+        *(("chunk", c.summary, c.from_seq, c.to_seq) for c in record.chunks),
     ]
-    for part, chunk in enumerate(record.chunks, start=1):
-        units.append(
-            Unit(
-                unit_id=f"{record.session}:{record.seq}:{part}",
-                type="chunk",
-                text=chunk.summary,
-                seq_from=chunk.from_seq,
-                seq_to=chunk.to_seq,
-                part=part,
-                covers={**covers, "from_seq": chunk.from_seq, "to_seq": chunk.to_seq},
-                **common,
-            )
+    return [
+        Unit(
+            unit_id=f"{record.session}:{record.seq}:{part}",
+            kind="summary",
+            type=kind,
+            text=text,
+            session=record.session,
+            seq_from=first,
+            seq_to=last,
+            record_seq=record.seq,
+            part=part,
+            ts=record.ts,
+            event_ids=(record.id,),
+            hashes=(record.hash,),
+            meta=record.meta,
+            covers={**covers, "from_seq": first, "to_seq": last},
         )
-    return [u for u in units if u.text.strip()]
+        for part, (kind, text, first, last) in enumerate(summaries)
+        if text.strip()
+    ]
 
 
 def source_units(relative_path: str, text: str, sha256: str) -> list[Unit]:
