@@ -138,7 +138,7 @@ class Compactor:
             with _file_lock(self.lock_dir / "library.lock", wait=True):
                 Runner(self.log, [self.warm]).catch_up()
                 event["library_no"] = self.warm.max_library_no() + 1
-                record = self.log.append(session, event)
+                (record,) = self.log.append_many(session, [event], system=True)
             assert isinstance(record, CompactionRecord)
             return record
 

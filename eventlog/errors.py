@@ -6,6 +6,8 @@
   automatically; ``verify`` shows where).
 - ``LogWriteError``: the operating system refused a write (disk full, permissions); the log
   was restored to exactly its previous bytes.
+- ``UnsafePathError``: a file the log would open is a symbolic link (or not a regular file);
+  it is never followed, so nothing outside the workspace is read or written through it.
 """
 
 from __future__ import annotations
@@ -50,3 +52,18 @@ class CorruptLogError(EventLogError):
 
 class LogWriteError(EventLogError, OSError):
     """The OS refused to write; the log file was truncated back to its previous length."""
+
+
+class UnsafePathError(EventLogError, OSError):
+    """A log, head, state or source file is a symbolic link or not a regular file: refused.
+
+    An ``OSError`` too, so a loader that treats an unreadable derived file as missing (and
+    rebuilds it) treats a planted link the same way."""
+
+    def __init__(self, path: Path, what: str = "a symbolic link") -> None:
+        self.path = path
+        self.what = what
+        super().__init__(f"{path}: is {what}; refusing to follow it out of the workspace")
+
+    def __reduce__(self) -> tuple[type, tuple[Path, str]]:
+        return type(self), (self.path, self.what)

@@ -1,24 +1,36 @@
-"""Where a session's log lives, and which session ids are allowed.
+"""Where a session's log lives, which session ids are allowed, and how its files are opened.
 
 ``{log_dir}/{session}.jsonl`` is the frozen log of one session; ``{session}.jsonl.quarantine``
-next to it receives the bytes of torn tails. A session id must be a portable file name that cannot
-escape ``log_dir``: 1-128 characters of ``A-Z a-z 0-9 . _ -``, starting with a letter or digit,
-not ending with a dot, and not a name Windows reserves (``CON``, ``NUL``, ``COM1``...).
+next to it receives the bytes of torn tails; ``{session}.head`` holds the seq and hash of the last
+acknowledged record, kept outside the log so that a log cut at a record boundary is caught.
+
+A session id must be a portable file name that cannot escape ``log_dir``: 1-128 characters of
+``A-Z a-z 0-9 . _ -``, starting with a letter or digit, not ending with a dot, not a name Windows
+reserves (``CON``, ``NUL``, ``COM0``-``COM9``...), and not equal, ignoring case, to an existing
+session (two such files would be one file on a case-insensitive file system).
+
+Files under a workspace are opened with ``O_NOFOLLOW``: a symbolic link planted where a log,
+head, quarantine or state file belongs is refused (``UnsafePathError``), never followed out of
+the workspace.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
-from eventlog.errors import InvalidSessionIdError
+from eventlog.errors import InvalidSessionIdError, UnsafePathError
 
 LOG_SUFFIX = ".jsonl"
 QUARANTINE_SUFFIX = ".jsonl.quarantine"
+HEAD_SUFFIX = ".head"
 
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") for i in range(1, 10)}
+_RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") for i in range(10)}
 
 
 def validate_session_id(session: object) -> str:
@@ -33,24 +45,76 @@ def validate_session_id(session: object) -> str:
     return session
 
 
+def check_new_session(log_dir: Path, session: str) -> None:
+    """Refuse a new session whose id equals an existing one ignoring case."""
+    folded = session.casefold()
+    for existing in list_sessions(log_dir):
+        if existing != session and existing.casefold() == folded:
+            raise InvalidSessionIdError(
+                f"invalid session id {session!r}: session {existing!r} exists and differs only "
+                "in case (they would be one file on a case-insensitive file system)"
+            )
+
+
 def session_path(log_dir: Path, session: str) -> Path:
+    """The log file of ``session``."""
     return log_dir / f"{validate_session_id(session)}{LOG_SUFFIX}"
 
 
 def quarantine_path(log_dir: Path, session: str) -> Path:
+    """The file that receives the torn tails of ``session``."""
     return log_dir / f"{validate_session_id(session)}{QUARANTINE_SUFFIX}"
 
 
+def head_path(log_dir: Path, session: str) -> Path:
+    """The head file of ``session`` (seq and hash of its last acknowledged record)."""
+    return log_dir / f"{validate_session_id(session)}{HEAD_SUFFIX}"
+
+
+def open_nofollow(path: Path | str, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that refuses a symbolic link or a non-regular file at ``path``."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(Path(path)) from exc
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePathError(Path(path), "not a regular file")
+    return fd
+
+
+def reader_nofollow(path: Path | str) -> BinaryIO:
+    """The regular file at ``path`` opened for binary reading, never through a symbolic link."""
+    return os.fdopen(open_nofollow(path, os.O_RDONLY), "rb")
+
+
+def read_nofollow(path: Path | str) -> bytes:
+    """The bytes of the regular file at ``path``, never through a symbolic link."""
+    with reader_nofollow(path) as f:
+        return f.read()
+
+
 def list_sessions(log_dir: Path) -> list[str]:
-    """Sessions with a log file, sorted by id."""
+    """Sessions with a log file, sorted by id (a symbolic link is not a session's log)."""
     try:
         entries = list(os.scandir(log_dir))
     except FileNotFoundError:
         return []
     names = []
     for entry in entries:
-        if entry.name.endswith(LOG_SUFFIX) and entry.is_file():
+        if entry.name.endswith(LOG_SUFFIX) and entry.is_file(follow_symlinks=False):
             name = entry.name[: -len(LOG_SUFFIX)]
             if _SESSION_RE.match(name):
                 names.append(name)
     return sorted(names)
+
+
+def linked_sessions(log_dir: Path) -> list[Path]:
+    """Symbolic links where a session's log would be (reported by ``verify``, never followed)."""
+    try:
+        entries = list(os.scandir(log_dir))
+    except FileNotFoundError:
+        return []
+    return sorted(Path(e.path) for e in entries if e.name.endswith(LOG_SUFFIX) and e.is_symlink())

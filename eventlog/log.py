@@ -32,11 +32,22 @@ from pydantic import ValidationError
 
 from eventlog.canonical import NotCanonicalizableError, encode_record
 from eventlog.errors import CorruptLogError, InvalidEventError, LogWriteError
+from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
 from eventlog.ids import new_event_id, utc_now
-from eventlog.layout import list_sessions, quarantine_path, session_path, validate_session_id
+from eventlog.layout import (
+    check_new_session,
+    head_path,
+    list_sessions,
+    open_nofollow,
+    quarantine_path,
+    reader_nofollow,
+    session_path,
+    validate_session_id,
+)
 from eventlog.recovery import TailState, recover
 from eventlog.schema import (
     SCHEMA_VERSION,
+    SYSTEM_TYPES,
     Event,
     Record,
     UnknownEventTypeError,
@@ -45,6 +56,7 @@ from eventlog.schema import (
     record_validator,
     validate_event,
 )
+from eventlog.secrets import Redactor
 
 _READ_CHUNK = 1 << 22
 # Optional fields that are left out of the stored record rather than stored as null.
@@ -79,9 +91,14 @@ class SessionInfo:
 @dataclass(slots=True)
 class _Handle:
     fd: int
+    head_fd: int
     ino: int
     mutex: threading.Lock
     tail: TailState | None = None
+
+    def close(self) -> None:
+        os.close(self.fd)
+        os.close(self.head_fd)
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -105,11 +122,22 @@ def _check_finite(value: Any, path: str = "") -> None:
             _check_finite(item, f"{path}.{i}" if path else str(i))
 
 
-def prepare_event(event: Event | dict[str, Any], index: int = 0) -> dict[str, Any]:
+def prepare_event(
+    event: Event | dict[str, Any], index: int = 0, *, system: bool = False
+) -> dict[str, Any]:
     """Validate one input event and return its body fields (without the envelope).
 
-    Raises ``InvalidEventError`` naming the field.
+    Raises ``InvalidEventError`` naming the field; a type in ``SYSTEM_TYPES`` is refused unless
+    ``system`` is set.
     """
+    kind = event.type if isinstance(event, Event) else event.get("type")
+    if kind in SYSTEM_TYPES and not system:
+        raise InvalidEventError(
+            f"{kind!r} events are written by airsspec itself (the {SYSTEM_TYPES[kind]}), "
+            "never appended or imported",
+            index=index,
+            field="type",
+        )
     try:
         validated = validate_event(event)
     except UnknownEventTypeError as exc:
@@ -138,8 +166,10 @@ class EventLog:
         *,
         durability: Durability | str = Durability.ALWAYS,
         batch_interval_ms: float = 5.0,
+        redactor: Redactor | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
+        self.redactor = redactor
         self.durability = Durability(durability)
         self.batch_interval = batch_interval_ms / 1000.0
         self._handles: dict[str, _Handle] = {}
@@ -173,7 +203,7 @@ class EventLog:
             self._flusher.join()
         with self._handles_mutex:
             for handle in self._handles.values():
-                os.close(handle.fd)
+                handle.close()
             self._handles.clear()
 
     def flush(self) -> None:
@@ -197,22 +227,29 @@ class EventLog:
             handle = self._handles.get(session)
             if handle is not None:
                 try:
-                    if os.stat(path).st_ino == handle.ino:
+                    if os.lstat(path).st_ino == handle.ino:
                         return handle
                 except FileNotFoundError:
                     pass
-                os.close(handle.fd)  # the file was replaced or removed under us: reopen
+                handle.close()  # the file was replaced or removed under us: reopen
                 del self._handles[session]
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            existed = path.exists()
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            existed = os.path.lexists(path)
+            if not existed:
+                check_new_session(self.log_dir, session)
+            fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            try:
+                head_fd = open_nofollow(head_path(self.log_dir, session), os.O_RDWR | os.O_CREAT)
+            except BaseException:
+                os.close(fd)
+                raise
             if not existed and self.durability is not Durability.OFF:
                 dir_fd = os.open(self.log_dir, os.O_RDONLY)
                 try:
                     os.fsync(dir_fd)
                 finally:
                     os.close(dir_fd)
-            handle = _Handle(fd=fd, ino=os.fstat(fd).st_ino, mutex=threading.Lock())
+            handle = _Handle(fd, head_fd, os.fstat(fd).st_ino, threading.Lock())
             self._handles[session] = handle
             return handle
 
@@ -220,12 +257,17 @@ class EventLog:
         """With the lock held: the current tail, recovering a torn one first."""
         size = os.fstat(handle.fd).st_size
         if handle.tail is None or handle.tail.size != size:
-            handle.tail, _ = recover(
-                handle.fd,
-                session_path(self.log_dir, session),
-                quarantine_path(self.log_dir, session),
-            )
+            handle.tail, _ = self._recover(session, handle)
         return handle.tail
+
+    def _recover(self, session: str, handle: _Handle) -> tuple[TailState, int]:
+        """With the lock held: quarantine a torn tail, never a record the head acknowledged."""
+        return recover(
+            handle.fd,
+            session_path(self.log_dir, session),
+            quarantine_path(self.log_dir, session),
+            acknowledged=decode_head_seq(os.pread(handle.head_fd, HEAD_SIZE, 0)),
+        )
 
     def recover(self, session: str) -> int:
         """Quarantine a torn tail of ``session`` if it has one; return the bytes moved."""
@@ -233,11 +275,7 @@ class EventLog:
         with handle.mutex:
             fcntl.flock(handle.fd, fcntl.LOCK_EX)
             try:
-                handle.tail, moved = recover(
-                    handle.fd,
-                    session_path(self.log_dir, session),
-                    quarantine_path(self.log_dir, session),
-                )
+                handle.tail, moved = self._recover(session, handle)
                 return moved
             finally:
                 fcntl.flock(handle.fd, fcntl.LOCK_UN)
@@ -261,14 +299,32 @@ class EventLog:
         """Append one event; return the stored record."""
         return self.append_many(session, [event])[0]
 
-    def append_many(self, session: str, events: Iterable[Event | dict[str, Any]]) -> list[Record]:
-        """Append events atomically (all or none); return the stored records in order."""
+    def append_many(
+        self,
+        session: str,
+        events: Iterable[Event | dict[str, Any]],
+        *,
+        system: bool = False,
+        keep_secrets: bool = False,
+    ) -> list[Record]:
+        """Append events atomically (all or none); return the stored records in order.
+
+        Event types that only the system writes (``SYSTEM_TYPES``: a compaction) are refused
+        unless ``system`` is set, which only their writers (the compactor) do. With a
+        ``redactor``, secrets are replaced before anything is written (the record's
+        ``redacted`` says where) unless ``keep_secrets`` is set.
+        """
         if self._closed:
             raise RuntimeError("EventLog is closed")
         validate_session_id(session)
-        bodies = [prepare_event(event, i) for i, event in enumerate(events)]
+        bodies = [prepare_event(event, i, system=system) for i, event in enumerate(events)]
         if not bodies:
             return []
+        if self.redactor is not None and not keep_secrets:
+            for body in bodies:
+                found = self.redactor.redact(body)
+                if found:
+                    body["redacted"] = [r.model_dump() for r in found]
         handle = self._handle(session)
         with handle.mutex:
             fcntl.flock(handle.fd, fcntl.LOCK_EX)
@@ -276,13 +332,20 @@ class EventLog:
                 tail = self._locked_tail(session, handle)
                 stored, data, last_hash = self._encode(session, tail, bodies)
                 self._write(session, handle, tail.size, data)
-                handle.tail = TailState(tail.size + len(data), tail.seq + len(bodies), last_hash)
+                handle.tail = TailState(
+                    tail.size + len(data), tail.seq + len(bodies), last_hash, stored[-1]["ts"]
+                )
+                head = handle.tail
             finally:
                 fcntl.flock(handle.fd, fcntl.LOCK_UN)
         if self.durability is Durability.ALWAYS:
             os.fdatasync(handle.fd)
         elif self.durability is Durability.BATCH:
             self._dirty.add(handle.fd)
+        # The head names the last acknowledged record; written after the durability point, so
+        # it never claims more than the log holds (two writers racing may leave the older of
+        # their heads: a lower bound, which is all ``verify`` needs).
+        os.pwrite(handle.head_fd, encode_head(session, head.seq, head.hash), 0)
         return [record_from_dict(body) for body in stored]
 
     def _encode(
@@ -342,7 +405,7 @@ class EventLog:
         head = self.head(session)
         first_ts = None
         if head.seq:
-            with open(session_path(self.log_dir, session), "rb") as f:
+            with reader_nofollow(session_path(self.log_dir, session)) as f:
                 first_ts = orjson.loads(f.readline()).get("ts")
         return SessionInfo(session, head.seq, first_ts, head.ts, head.size)
 
@@ -355,7 +418,7 @@ class EventLog:
         ``offset_seq``), so a projector does not rescan what it has already seen.
         """
         path = session_path(self.log_dir, session)
-        if not path.exists():
+        if not os.path.lexists(path):
             return
         position, seq = offset, offset_seq
         while True:
@@ -389,7 +452,7 @@ class _SessionReader:
         pending: list[Located] = []  # parts of a batch not yet complete
         validate = record_validator()
         session = self.session
-        with open(self.path, "rb") as f:
+        with reader_nofollow(self.path) as f:
             f.seek(self.position)
             buf = b""
             base = self.position

@@ -22,6 +22,7 @@ import orjson
 
 from eventlog.errors import CorruptLogError
 from eventlog.ids import utc_now
+from eventlog.layout import open_nofollow
 
 _FIRST_BLOCK = 4096  # most records are far shorter; grow geometrically for long ones
 
@@ -96,7 +97,7 @@ def quarantine(
         "bytes_b64": base64.b64encode(torn).decode("ascii"),
         "preview": torn[:500].decode("utf-8", errors="replace"),
     }
-    qfd = os.open(quarantine_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    qfd = open_nofollow(quarantine_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(qfd, orjson.dumps(entry) + b"\n")
         os.fsync(qfd)
@@ -106,10 +107,25 @@ def quarantine(
     os.fsync(fd)
 
 
-def recover(fd: int, log_path: Path, quarantine_file: Path) -> tuple[TailState, int]:
-    """Recover the log open on ``fd`` (lock held). Returns (tail state, bytes quarantined)."""
+def recover(
+    fd: int, log_path: Path, quarantine_file: Path, *, acknowledged: int = 0
+) -> tuple[TailState, int]:
+    """Recover the log open on ``fd`` (lock held). Returns (tail state, bytes quarantined).
+
+    ``acknowledged`` is the seq the session's head names: records up to it were acknowledged,
+    so an unfinished batch that reaches it was not torn by a crash but cut short afterwards;
+    that is reported (``CorruptLogError``) and nothing is moved.
+    """
     size = os.fstat(fd).st_size
     end, state = inspect_tail(fd, log_path, size)
+    if end < size and acknowledged > state.seq:
+        raise CorruptLogError(
+            log_path,
+            seq=state.seq + 1,
+            offset=end,
+            reason=f"the log ends inside a batch, but its head names seq {acknowledged}, which "
+            "was acknowledged: the log was cut (nothing was moved to quarantine)",
+        )
     if end < size:
         reason = "incomplete batch" if os.pread(fd, 1, size - 1) == b"\n" else "torn tail"
         quarantine(fd, log_path, quarantine_file, end, size, reason)

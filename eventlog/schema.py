@@ -1,12 +1,15 @@
 """The event schema: what an agent appends (``*Event``) and what the log stores (``*Record``).
 
 A stored record is an envelope (``v``, ``id``, ``session``, ``seq``, ``ts``, ``type``, ``prev``,
-``hash``, optional ``meta`` and ``batch``) plus the fields of its type. Records are frozen. The
-record models allow extra fields, and ``UnknownRecord`` takes any ``type`` this version does not
-know, so a record written by a newer version is preserved on read, never dropped; its hash is
-always checked against the raw parsed JSON, never against a re-dump of the model.
+``hash``, optional ``meta``, ``batch`` and ``redacted``) plus the fields of its type. Records are
+frozen. The record models allow extra fields, and ``UnknownRecord`` takes any ``type`` this
+version does not know, so a record written by a newer version is preserved on read, never
+dropped; its hash is always checked against the raw parsed JSON, never against a re-dump of
+the model.
 
 Input events are strict: an unknown field or type is an error, so a typo never reaches the log.
+
+``redacted`` lists the secrets replaced at append (see ``secrets``); the caller cannot set it.
 
 ``batch`` is ``[i, n]`` on every record of a multi-record ``append_many`` (1-based ``i``). It lets
 recovery recognise a batch cut short by a crash and quarantine all of it, keeping batches atomic.
@@ -107,6 +110,16 @@ class Origin(BaseModel):
     suffix: str | None = None
 
 
+class Redaction(BaseModel):
+    """One secret replaced at append: where (dotted path), what kind, and its SHA-256 prefix."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    kind: str
+    sha256: str
+
+
 class _ImportedPayload(BaseModel):
     """A foreign record this version does not map to a message type (kept, never dropped)."""
 
@@ -162,6 +175,10 @@ class ImportedEvent(_ImportedPayload, Event):
     type: Literal["imported"] = "imported"
 
 
+SYSTEM_TYPES: dict[str, str] = {"compaction": "compactor"}
+"""Event types only airsspec's own writers append (type -> writer); ``append`` and ``import``
+refuse them, so a hand-typed compaction can never reach the library or the hot window."""
+
 INPUT_TYPES: dict[str, type[Event]] = {
     "user": UserEvent,
     "assistant": AssistantEvent,
@@ -192,6 +209,7 @@ class Record(BaseModel):
     meta: Meta | None = None
     origin: Origin | None = None
     batch: tuple[int, int] | None = None
+    redacted: tuple[Redaction, ...] | None = None
 
 
 class UserRecord(_UserPayload, Record):

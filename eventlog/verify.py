@@ -1,6 +1,9 @@
-"""Verify sessions: schema, seq continuity, the prev/hash chain and canonical bytes.
+"""Verify sessions: schema, seq continuity, the prev/hash chain, canonical bytes, and anchors.
 
-Compaction events are checked against the records they cover (range and hashes).
+Compaction events are checked against the records they cover (range and hashes). Anchors are
+(seq, hash) pairs the log must still hold: the session's head (kept beside the log, see
+``heads``) and, when given, a seal taken earlier (see ``seal``). The chain proves every record up
+to an anchor unchanged; the anchor proves none of them was removed from the end.
 
 ``verify`` is read-only with one exception every reader shares: a torn tail is first quarantined
 (see ``recovery``), since it was never acknowledged and is not a fault of the log. Everything else
@@ -19,32 +22,50 @@ import orjson
 from pydantic import ValidationError
 
 from eventlog.canonical import NotCanonicalizableError, expected_line
-from eventlog.errors import CorruptLogError
-from eventlog.layout import session_path
+from eventlog.errors import CorruptLogError, UnsafePathError
+from eventlog.heads import HeadError, headed_sessions, read_head
+from eventlog.layout import linked_sessions, reader_nofollow, session_path
 from eventlog.log import EventLog
 from eventlog.schema import parse_record
 
 
 @dataclass(frozen=True, slots=True)
 class Problem:
+    """The first thing wrong with a session: where (seq, byte offset) and what."""
+
     session: str
     seq: int
     offset: int
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A record the log must still hold: ``seq`` with ``hash``, and who says so."""
+
+    seq: int
+    hash: str | None
+    source: str
+
+
 @dataclass(slots=True)
 class SessionReport:
+    """What ``verify`` found in one session."""
+
     session: str
     records: int = 0
     bytes: int = 0
     quarantined_bytes: int = 0
     problem: Problem | None = None
     last_hash: str | None = None
+    head_seq: int | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class VerifyReport:
+    """Every session's report; ``ok`` when none has a problem."""
+
     sessions: list[SessionReport] = field(default_factory=list)
 
     @property
@@ -89,19 +110,39 @@ class _CompactionCheck:
         self.uncovered.append(data["hash"])
 
 
-def verify_session(log: EventLog, session: str) -> SessionReport:
+def verify_session(log: EventLog, session: str, sealed: Anchor | None = None) -> SessionReport:
+    """Check one session's records, then that it still holds its head and ``sealed``."""
     report = SessionReport(session)
     path: Path = session_path(log.log_dir, session)
+    anchors = [] if sealed is None else [sealed]
+    try:
+        head = read_head(log.log_dir, session)
+    except (HeadError, UnsafePathError) as exc:
+        report.problem = Problem(session, 0, 0, str(exc))
+        return report
+    if head is not None:
+        report.head_seq = head.seq
+        anchors.append(Anchor(head.seq, head.hash, "its head"))
+    if path.is_symlink():
+        report.problem = Problem(session, 0, 0, str(UnsafePathError(path)))
+        return report
     if not path.exists():
-        report.problem = Problem(session, 0, 0, "no such session")
+        if anchors:
+            a = anchors[0]
+            message = f"the log is gone, but {a.source} names seq {a.seq}: the log was removed"
+        else:
+            message = "no such session"
+        report.problem = Problem(session, 0, 0, message)
         return report
     with contextlib.suppress(CorruptLogError):  # a corrupt last line is reported below
         report.quarantined_bytes = log.recover(session)
     compactions = _CompactionCheck()
+    wanted = {a.seq for a in anchors}
+    found: dict[int, str] = {}
     prev: str | None = None
     offset = 0
     seq = 0
-    with open(path, "rb") as f:
+    with reader_nofollow(path) as f:
         for seq, raw in enumerate(f, start=1):
             try:
                 data = _check_line(raw, session, seq, prev)
@@ -110,10 +151,36 @@ def verify_session(log: EventLog, session: str) -> SessionReport:
                 report.problem = Problem(session, seq, offset, str(fault))
                 return report
             prev = data["hash"]
+            if seq in wanted:
+                found[seq] = prev
             offset += len(raw)
             report.records = seq
     report.bytes = offset
     report.last_hash = prev
+    for anchor in anchors:
+        if anchor.seq > report.records:
+            report.problem = Problem(
+                session,
+                report.records + 1,
+                offset,
+                f"the log ends at seq {report.records}, but {anchor.source} names seq "
+                f"{anchor.seq}: records were removed from the end",
+            )
+            return report
+        if anchor.seq and found.get(anchor.seq) != anchor.hash:
+            report.problem = Problem(
+                session,
+                anchor.seq,
+                0,
+                f"the record at seq {anchor.seq} is not the one {anchor.source} names "
+                "(the log was rewritten)",
+            )
+            return report
+    if head is None and report.records:
+        report.warnings.append(
+            "no head file: a cut at a record boundary cannot be detected until the next "
+            "append writes one (or check against a seal)"
+        )
     return report
 
 
@@ -153,6 +220,17 @@ def _check_line(raw: bytes, session: str, seq: int, prev: str | None) -> dict:
     return data
 
 
-def verify(log: EventLog, sessions: Iterable[str] | None = None) -> VerifyReport:
-    names = list(sessions) if sessions is not None else log.sessions()
-    return VerifyReport([verify_session(log, name) for name in names])
+def verify(
+    log: EventLog,
+    sessions: Iterable[str] | None = None,
+    sealed: dict[str, Anchor] | None = None,
+) -> VerifyReport:
+    """Verify ``sessions`` (default: every session with a log, a head, a link where a log
+    belongs, or an entry in ``sealed``), each against its head and its ``sealed`` anchor."""
+    sealed = sealed or {}
+    if sessions is not None:
+        names = list(sessions)
+    else:
+        links = [p.name[: -len(".jsonl")] for p in linked_sessions(log.log_dir)]
+        names = sorted({*log.sessions(), *headed_sessions(log.log_dir), *links, *sealed})
+    return VerifyReport([verify_session(log, name, sealed.get(name)) for name in names])

@@ -21,6 +21,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
+import os
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -34,11 +36,15 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
+from eventlog.errors import UnsafePathError
+from eventlog.layout import read_nofollow
 from eventlog.schema import Record
 from projections.embedding_cache import CachedEmbedder, text_sha256
 from projections.engine import Checkpoint, Projector, file_identity
 from projections.files import atomic_write, folder_size
 from projections.units import SOURCE_SUFFIXES, Unit, record_units, source_units
+
+logger = logging.getLogger(__name__)
 
 TABLE = "units"
 _META_KEY = b"airsspec"
@@ -250,7 +256,7 @@ class ColdProjector(Projector[ColdState]):
 
     def load(self, session: str) -> tuple[ColdState, Checkpoint] | None:
         try:
-            data = orjson.loads(self._checkpoint_path(session).read_bytes())
+            data = orjson.loads(read_nofollow(self._checkpoint_path(session)))
             if data["fingerprint"] != self.fingerprint() or data["fingerprint"]["epoch"] is None:
                 return None
             checkpoint = Checkpoint.from_json(data["checkpoint"])
@@ -320,23 +326,24 @@ class ColdProjector(Projector[ColdState]):
         """Bring source rows in line with the files; returns the paths (re)indexed or removed.
         A file whose size and mtime are unchanged is not read again."""
         try:
-            manifest = orjson.loads(self._sources_manifest.read_bytes())
+            manifest = orjson.loads(read_nofollow(self._sources_manifest))
             known = manifest["files"] if manifest["epoch"] == self.store.epoch else {}
         except (OSError, ValueError, KeyError, TypeError):
             known = {}
         current: dict[str, dict[str, Any]] = {}
         contents: dict[str, bytes] = {}
-        if self.sources_dir is not None and self.sources_dir.is_dir():
-            for path in sorted(self.sources_dir.rglob("*")):
-                if not path.is_file() or path.suffix.lower() not in SOURCE_SUFFIXES:
-                    continue
-                name, identity = path.relative_to(self.sources_dir).as_posix(), file_identity(path)
-                if known.get(name, {}).get("identity") == identity:
-                    current[name] = known[name]
-                    continue
-                contents[name] = path.read_bytes()
-                sha = hashlib.sha256(contents[name]).hexdigest()
-                current[name] = {"sha256": sha, "identity": identity}
+        for path in _source_files(self.sources_dir):
+            name, identity = path.relative_to(self.sources_dir).as_posix(), file_identity(path)
+            if known.get(name, {}).get("identity") == identity:
+                current[name] = known[name]
+                continue
+            try:
+                contents[name] = read_nofollow(path)
+            except UnsafePathError as exc:  # replaced by a link since it was listed
+                logger.warning("airsspec: warning: %s", exc)
+                continue
+            sha = hashlib.sha256(contents[name]).hexdigest()
+            current[name] = {"sha256": sha, "identity": identity}
         changed = sorted(
             name
             for name in current.keys() | known.keys()
@@ -352,3 +359,19 @@ class ColdProjector(Projector[ColdState]):
             data = {"epoch": self.store.epoch, "files": current}
             atomic_write(self._sources_manifest, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
         return changed
+
+
+def _source_files(folder: Path | None) -> list[Path]:
+    """Indexable files under ``folder``; symbolic links (to files or folders) are not followed,
+    so a link to a file outside the workspace is never indexed (each is named in a warning)."""
+    if folder is None or not folder.is_dir():
+        return []
+    found = []
+    for parent, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted(dirs) + sorted(files):
+            path = Path(parent) / name
+            if path.is_symlink():
+                logger.warning("airsspec: warning: %s is a symbolic link; not indexed", path)
+            elif name in files and path.suffix.lower() in SOURCE_SUFFIXES:
+                found.append(path)
+    return sorted(found)

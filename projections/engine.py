@@ -30,7 +30,13 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
 
-from eventlog.layout import LOG_SUFFIX, session_path, validate_session_id
+from eventlog.layout import (
+    LOG_SUFFIX,
+    open_nofollow,
+    read_nofollow,
+    session_path,
+    validate_session_id,
+)
 from eventlog.log import EventLog, Located
 from eventlog.recovery import TailState, inspect_tail
 from eventlog.schema import Record
@@ -166,7 +172,7 @@ class Projector(ABC, Generic[S]):
         """Cached entries per session; empty if missing, unreadable or written under other
         settings."""
         try:
-            data = orjson.loads(self.manifest_path.read_bytes())
+            data = orjson.loads(read_nofollow(self.manifest_path))
             if data["fingerprint"] != self.fingerprint():
                 return {}
             return {
@@ -248,7 +254,7 @@ Progress = Callable[[str, int, int], None]  # (projector, sessions done, session
 def log_tail(log: EventLog, session: str) -> TailState:
     """The log's current end (without taking the append lock; complete records only)."""
     path = session_path(log.log_dir, session)
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_nofollow(path, os.O_RDONLY)
     try:
         return inspect_tail(fd, path, os.fstat(fd).st_size)[1]
     finally:
@@ -264,7 +270,7 @@ def record_at(log: EventLog, session: str, checkpoint: Checkpoint) -> str | None
         return "the session's log is gone"
     if checkpoint.end > size:
         return f"checkpoint at byte {checkpoint.end} is past the end of the log ({size} bytes)"
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_nofollow(path, os.O_RDONLY)
     try:
         tail = inspect_tail(fd, path, checkpoint.end)[1]
     finally:

@@ -14,9 +14,12 @@ _TMP_MARK = ".tmp-"
 
 
 def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` (a link planted at ``path`` is replaced, never followed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{_TMP_MARK}{os.getpid()}-{path.name}")
-    with open(tmp, "wb") as f:
+    tmp.unlink(missing_ok=True)  # a stale temporary, or something planted in its place
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb") as f:
         f.write(data)
     os.replace(tmp, path)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from eventlog.layout import validate_session_id
+from eventlog.layout import read_nofollow, validate_session_id
 from eventlog.render import record_text
 from eventlog.schema import CompactionRecord, Record
 from projections.engine import Checkpoint, FilePerSessionProjector
@@ -165,7 +165,7 @@ class HotProjector(FilePerSessionProjector[HotState]):
 
     def load(self, session: str) -> tuple[HotState, Checkpoint] | None:
         try:
-            data = orjson.loads(self.path(session).read_bytes())
+            data = orjson.loads(read_nofollow(self.path(session)))
             if data["fingerprint"] != self.fingerprint():
                 return None
             state = HotState(
@@ -203,7 +203,7 @@ def load_hot(hot_dir: Path, session: str) -> HotWindow | None:
     hit = _cache.get(path)
     if hit is not None and hit[0] == key:
         return hit[1]
-    data = orjson.loads(path.read_bytes())
+    data = orjson.loads(read_nofollow(path))
     window = HotWindow(
         session=data["session"],
         entries=tuple(HotEntry(**e) for e in data["entries"]),

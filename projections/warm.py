@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from eventlog.layout import read_nofollow
 from eventlog.schema import CompactionRecord, Record
 from projections.engine import Checkpoint, FilePerSessionProjector, file_identity
 from projections.files import atomic_write, folder_size
@@ -138,7 +139,7 @@ class WarmProjector(FilePerSessionProjector[WarmState]):
 
     def load(self, session: str) -> tuple[WarmState, Checkpoint] | None:
         try:
-            data = orjson.loads(self.path(session).read_bytes())
+            data = orjson.loads(read_nofollow(self.path(session)))
             if data["fingerprint"] != self.fingerprint():
                 return None
             return WarmState(session, data["files"]), Checkpoint.from_json(data["checkpoint"])

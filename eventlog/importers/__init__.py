@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,14 @@ class _Plan:
 
 @dataclass(frozen=True)
 class ImportResult:
+    """What one import did to one session: records appended, skipped, and secrets redacted
+    (``seq path (kind)`` each)."""
+
     session: str
     source: str
     appended: int
     already_imported: int
+    redacted: list[str] = field(default_factory=list)
 
 
 def _session_id(prefix: str, name: str, source: str) -> str:
@@ -138,9 +142,18 @@ def _already_imported(log: EventLog, plan: _Plan, fmt: str, path: Path) -> int:
 
 
 def import_paths(
-    log: EventLog, fmt: str, paths: Iterable[Path | str], prefix: str = ""
+    log: EventLog,
+    fmt: str,
+    paths: Iterable[Path | str],
+    prefix: str = "",
+    *,
+    keep_secrets: bool = False,
 ) -> list[ImportResult]:
-    """Import every file under ``paths``; all of it, or (on any error) nothing."""
+    """Import every file under ``paths``; all of it, or (on any error) nothing.
+
+    Secrets are redacted (when the log has a redactor) and reported in each result, unless
+    ``keep_secrets``: only then does ``export_session`` give back the source byte for byte.
+    """
     if fmt not in FORMATS:
         raise SourceError(fmt, None, f"unknown format; known formats: {', '.join(FORMATS)}")
     errors: list[SourceError] = []
@@ -163,9 +176,11 @@ def import_paths(
     results = []
     for plan in planned:
         new = plan.events[plan.skip :]
-        if new:
-            log.append_many(plan.session, new)
-        results.append(ImportResult(plan.session, plan.source, len(new), plan.skip))
+        stored = log.append_many(plan.session, new, keep_secrets=keep_secrets) if new else []
+        redacted = [
+            f"seq {r.seq} {where.path} ({where.kind})" for r in stored for where in r.redacted or ()
+        ]
+        results.append(ImportResult(plan.session, plan.source, len(new), plan.skip, redacted))
     return results
 
 
