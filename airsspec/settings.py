@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from eventlog.schema import MESSAGE_TYPES_DEFAULT
 
@@ -71,9 +72,27 @@ class ColdSettings(_Section):
     recency_half_life_days: float = Field(30.0, gt=0)
 
 
+class SecretsSettings(_Section):
+    redact: bool = True
+    patterns: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, pattern in value.items():
+            if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", name):
+                raise ValueError(f"pattern name {name!r}: use lowercase letters, digits and '-'")
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {name!r} is not a regular expression: {exc}") from exc
+        return value
+
+
 class Settings(_Section):
     workspace: WorkspaceSettings = WorkspaceSettings()
     log: LogSettings = LogSettings()
+    secrets: SecretsSettings = SecretsSettings()
     memory: MemorySettings = MemorySettings()
     compactor: CompactorSettings = CompactorSettings()
     cold: ColdSettings = ColdSettings()
@@ -141,6 +160,24 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
         raise SettingsError(f"{source}: {_describe(exc.errors()[0])}") from exc
 
 
+def config_of_workspace(root: Path) -> Path | None:
+    """The ``airsspec.toml`` at or above ``root`` whose ``[workspace] path`` is ``root``."""
+    target = root.resolve()
+    for folder in (target, *target.parents):
+        candidate = folder / CONFIG_NAME
+        if not candidate.is_file():
+            continue
+        try:
+            data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return candidate  # it may be this workspace's: load_settings reports what is wrong
+        section = data.get("workspace", {})
+        path = section.get("path", WorkspaceSettings().path) if isinstance(section, dict) else None
+        if isinstance(path, str) and (folder / path).resolve() == target:
+            return candidate
+    return None
+
+
 def find_config(start: Path) -> Path | None:
     """The nearest ``airsspec.toml`` in ``start`` or its parents."""
     for folder in (start, *start.parents):
@@ -167,6 +204,16 @@ path = ".airsspec"
 #   "off":    written to the OS; the OS decides when it reaches the disk.
 durability = "always"
 batch_interval_ms = 5.0
+
+[secrets]
+# Secrets given to the log (API keys, tokens, private keys: the shapes detect-secrets knows,
+# plus Anthropic and OpenAI keys and whole PEM blocks) are replaced by
+# [REDACTED:<kind>:<sha256 prefix>] before anything is written; the record says what was
+# redacted. Imports redact too, unless run with --keep-secrets (their byte-exact export needs
+# the secrets kept). Add shapes of your own as name = "regex".
+redact = true
+[secrets.patterns]
+# internal-token = "itk_[a-z0-9]{32}"
 
 [memory]
 hot_window_size = 30          # messages in the rolling hot window

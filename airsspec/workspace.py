@@ -14,11 +14,19 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airsspec.settings import CONFIG_NAME, DEFAULT_TOML, Settings, find_config, load_settings
+from airsspec.settings import (
+    CONFIG_NAME,
+    DEFAULT_TOML,
+    Settings,
+    config_of_workspace,
+    find_config,
+    load_settings,
+)
 from compactor.compactor import CompactionSettings, Compactor
 from compactor.summarizers import ExtractiveSummarizer, Summarizer
 from eventlog.log import EventLog
-from projections.analytics import Analytics
+from eventlog.secrets import Redactor
+from projections.analytics import Analytics, tables_needed
 from projections.embedders import Embedder, make_embedder
 from projections.engine import Runner
 from projections.hot import HotProjector, HotWindow, format_history, load_hot
@@ -48,10 +56,21 @@ class Workspace:
         *,
         cwd: Path | None = None,
     ) -> Workspace:
-        """Resolve the config (explicit, else the nearest ``airsspec.toml``) and the root
-        (explicit, else ``[workspace] path`` relative to the config file)."""
+        """Resolve the config and the root.
+
+        The config is ``config`` if given; else, for an explicit ``root``, the workspace's own
+        ``airsspec.toml`` (the nearest one at or above ``root`` whose ``[workspace] path`` names
+        ``root``), so a workspace is projected with the same settings wherever the command runs;
+        else the nearest ``airsspec.toml`` above ``cwd``. The root is ``root`` if given, else
+        ``[workspace] path`` relative to the config file.
+        """
         cwd = cwd or Path.cwd()
-        config_path = Path(config) if config is not None else find_config(cwd)
+        if config is not None:
+            config_path: Path | None = Path(config)
+        elif root is not None:
+            config_path = config_of_workspace(Path(root))
+        else:
+            config_path = find_config(cwd)
         settings = load_settings(config_path)
         if root is None:
             base = config_path.parent if config_path is not None else cwd
@@ -60,10 +79,12 @@ class Workspace:
 
     @cached_property
     def log(self) -> EventLog:
+        secrets = self.settings.secrets
         return EventLog(
             self.log_dir,
             durability=self.settings.log.durability,
             batch_interval_ms=self.settings.log.batch_interval_ms,
+            redactor=Redactor(secrets.patterns) if secrets.redact else None,
         )
 
     def close(self) -> None:
@@ -198,10 +219,19 @@ class Workspace:
             settings,
         )
 
-    def analytics(self, parquet_source: str | None = None) -> Analytics:
-        """DuckDB views over the log (or exported Parquet), token counts brought up to date."""
-        Runner(self.log, self.projectors(("tokens",))).catch_up()
-        return Analytics(self.log_dir, self.state_dir / "tokens", parquet_source)
+    def analytics(self, parquet_source: str | None = None, sql: str | None = None) -> Analytics:
+        """DuckDB views over the log (or exported Parquet), sandboxed for user SQL; with
+        ``sql``, only what it reads is loaded. Token counts are brought up to date first."""
+        tables = tables_needed(sql) if sql is not None else None
+        if tables is None or "token_counts" in tables:
+            Runner(self.log, self.projectors(("tokens",))).catch_up()
+        return Analytics(
+            self.log_dir,
+            self.state_dir / "tokens",
+            parquet_source,
+            tables=tables,
+            temp_dir=self.state_dir / "tmp" / "duckdb",
+        )
 
     def format_history(self, session: str, budget_tokens: int) -> str:
         window = self.load_hot(session)

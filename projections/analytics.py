@@ -12,18 +12,28 @@ Views (typed columns; times are UTC TIMESTAMPs):
 
 The source is the JSONL log, or Parquet written by ``export_parquet`` (a local folder or a remote
 prefix such as ``s3://bucket/airsspec`` through DuckDB's own support): the views are the same.
-Queries are read-only: only SELECT (and EXPLAIN) statements run, file access is limited to the
-workspace's folders, and the configuration is locked, so nothing written through SQL can reach
-the log.
+
+User SQL runs in a sandbox where writing is impossible, not merely filtered:
+- JSONL: the log files a query needs (listed without following symbolic links) are loaded into
+  in-memory tables first; then external access is turned off with no path allowed at all, and the
+  configuration is locked. No statement can read or write any file after that; the worst a
+  statement could do is change the in-memory copy, which vanishes with the connection.
+- Parquet: only the Parquet files themselves (or the remote prefix) are readable; the log is not.
+- In every mode a parser-level allow-list runs first: SELECT (WITH ..., FROM-first, VALUES) and
+  EXPLAIN of one SELECT only; ``EXPLAIN ANALYZE`` of anything else is refused, as is everything
+  that is not a query (COPY, ATTACH, SET, INSTALL, PRAGMA, CALL, CREATE ...).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
+
+from eventlog.layout import list_sessions, session_path
 
 EVENT_COLUMNS: dict[str, str] = {
     "v": "INTEGER",
@@ -55,7 +65,18 @@ EVENT_COLUMNS: dict[str, str] = {
     "origin": "JSON",
 }
 MESSAGE_TYPES = ("user", "assistant", "thought", "action", "observation")
-_ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+VIEWS = ("events", "records", "sessions", "tool_calls", "compactions")
+# The base tables each view reads (``raw_events``, ``records``, ``token_counts``).
+_NEEDS: dict[str, set[str]] = {
+    "raw_events": {"raw_events"},
+    "records": {"records"},
+    "token_counts": {"token_counts"},
+    "events": {"raw_events", "token_counts"},
+    "sessions": {"raw_events", "token_counts"},
+    "tool_calls": {"raw_events"},
+    "compactions": {"raw_events"},
+}
+_BASES = ("raw_events", "records", "token_counts")
 
 
 class AnalyticsError(Exception):
@@ -64,8 +85,69 @@ class AnalyticsError(Exception):
 
 @dataclass(frozen=True)
 class QueryResult:
+    """Column names and rows of a query."""
+
     columns: list[str]
     rows: list[tuple[Any, ...]]
+
+
+def _first_line(exc: Exception) -> str:
+    """DuckDB's message without the query excerpt it appends on further lines."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def check_read_only(sql: str) -> list[str]:
+    """The statements of ``sql`` if every one is a query; else raise ``AnalyticsError``.
+
+    Allowed: a SELECT (with WITH, FROM-first or VALUES), and EXPLAIN (or EXPLAIN ANALYZE) of
+    exactly one such SELECT. The type of what EXPLAIN explains is parsed, not guessed.
+    """
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise AnalyticsError(_first_line(exc)) from exc
+    if not statements:
+        raise AnalyticsError("no SQL statement given")
+    for statement in statements:
+        kind = statement.type
+        if kind is duckdb.StatementType.EXPLAIN:
+            kind = _explained_type(statement.query)
+        if kind is not duckdb.StatementType.SELECT:
+            raise AnalyticsError(
+                f"only SELECT queries are allowed (got {kind.name}; the log is read-only)"
+            )
+    return [statement.query for statement in statements]
+
+
+def _explained_type(query: str) -> duckdb.StatementType:
+    """The type of the statement an ``EXPLAIN [ANALYZE]`` wraps."""
+    words = [
+        (start, query[start:].split(None, 1)[0].upper())
+        for start, kind in duckdb.tokenize(query)
+        if kind is not duckdb.token_type.comment
+    ]
+    position = 1
+    if len(words) > 1 and words[1][1] == "ANALYZE":
+        position = 2
+    if len(words) <= position or words[position][1].startswith("("):
+        return duckdb.StatementType.INVALID  # EXPLAIN (options) ...: not worth the risk
+    try:
+        inner = duckdb.extract_statements(query[words[position][0] :])
+    except duckdb.Error:
+        return duckdb.StatementType.INVALID
+    return inner[0].type if len(inner) == 1 else duckdb.StatementType.MULTI
+
+
+def tables_needed(sql: str) -> set[str]:
+    """The base tables the views named in ``sql`` read (all of them if that cannot be told)."""
+    try:
+        names = duckdb.connect(":memory:").get_table_names(sql, qualified=False)
+    except duckdb.Error:
+        return set(_BASES)
+    needed: set[str] = set()
+    for name in names:
+        needed |= _NEEDS.get(name.lower(), set())
+    return needed
 
 
 def _quote(text: str) -> str:
@@ -77,63 +159,114 @@ def _columns_sql() -> str:
 
 
 class Analytics:
+    """The analytics views of one log (or of its Parquet export), sandboxed for user SQL.
+
+    ``tables`` names the base tables to load (``tables_needed(sql)``; default: all).
+    ``temp_dir`` is where DuckDB may spill (default: nowhere).
+    """
+
     def __init__(
-        self, log_dir: Path, tokens_dir: Path | None = None, parquet_source: str | None = None
+        self,
+        log_dir: Path,
+        tokens_dir: Path | None = None,
+        parquet_source: str | None = None,
+        *,
+        tables: Collection[str] | None = None,
+        temp_dir: Path | None = None,
     ) -> None:
+        wanted = set(_BASES if tables is None else tables)
         self.con = duckdb.connect(":memory:")
-        allowed: list[str] = []
+        try:
+            self._build(log_dir, tokens_dir, parquet_source, wanted, temp_dir)
+        except duckdb.Error as exc:
+            self.con.close()
+            raise AnalyticsError(_first_line(exc)) from exc
+
+    def _build(
+        self,
+        log_dir: Path,
+        tokens_dir: Path | None,
+        parquet_source: str | None,
+        wanted: set[str],
+        temp_dir: Path | None,
+    ) -> None:
+        if temp_dir is not None:
+            temp_dir.mkdir(parents=True, exist_ok=True)
+        self.con.execute(f"SET temp_directory = {_quote(str(temp_dir) if temp_dir else '')}")
+        readable: list[str] = []
         if parquet_source is not None:
-            self._parquet_views(parquet_source)
-            if "://" not in parquet_source:
-                allowed.append(str(Path(parquet_source).resolve()) + "/")
+            readable += self._parquet_views(parquet_source)
         else:
-            self._jsonl_views(log_dir)
-            allowed.append(str(log_dir.resolve()) + "/")
-        self._token_view(tokens_dir)
-        if tokens_dir is not None:
-            allowed.append(str(tokens_dir.resolve()) + "/")
+            self._jsonl_tables(log_dir, wanted)
+        self._token_table(tokens_dir, "token_counts" in wanted)
         self._derived_views()
-        self.con.execute(f"SET allowed_directories = [{', '.join(map(_quote, allowed))}]")
-        if parquet_source is None or "://" not in parquet_source:
-            self.con.execute("SET enable_external_access = false")
+        if readable:
+            self.con.execute(f"SET allowed_paths = [{', '.join(map(_quote, readable))}]")
+        self.con.execute("SET enable_external_access = false")
         self.con.execute("SET lock_configuration = true")
 
     # ----------------------------------------------------------------- views
 
-    def _jsonl_views(self, log_dir: Path) -> None:
-        pattern = str(log_dir.resolve() / "*.jsonl")
-        if not any(log_dir.glob("*.jsonl")):
+    def _jsonl_tables(self, log_dir: Path, wanted: set[str]) -> None:
+        files = [str(session_path(log_dir, s).resolve()) for s in list_sessions(log_dir)]
+        source = "[" + ", ".join(map(_quote, files)) + "]"
+        if "raw_events" in wanted and files:
+            self.con.execute(f"""CREATE TABLE raw_events AS SELECT * FROM read_json({source},
+                format = 'newline_delimited', columns = {_columns_sql()})""")
+        else:
             cols = ", ".join(f"NULL::{t} AS {k}" for k, t in EVENT_COLUMNS.items())
-            self.con.execute(f"CREATE VIEW raw_events AS SELECT {cols} WHERE false")
+            self.con.execute(f"CREATE TABLE raw_events AS SELECT {cols} WHERE false")
+        if "records" in wanted and files:
+            self.con.execute(f"""CREATE TABLE records AS SELECT json ->> '$.session' AS session,
+                (json ->> '$.seq')::BIGINT AS seq, json AS raw
+                FROM read_ndjson_objects({source})""")
+        else:
             self.con.execute(
-                "CREATE VIEW records AS SELECT NULL::VARCHAR AS session, "
+                "CREATE TABLE records AS SELECT NULL::VARCHAR AS session, "
                 "NULL::BIGINT AS seq, NULL::JSON AS raw WHERE false"
             )
-            return
-        self.con.execute(f"""CREATE VIEW raw_events AS SELECT * FROM read_json({_quote(pattern)},
-            format = 'newline_delimited', columns = {_columns_sql()})""")
-        self.con.execute(f"""CREATE VIEW records AS SELECT json ->> '$.session' AS session,
-            (json ->> '$.seq')::BIGINT AS seq, json AS raw
-            FROM read_ndjson_objects({_quote(pattern)})""")
 
-    def _parquet_views(self, source: str) -> None:
-        pattern = source.rstrip("/") + "/**/*.parquet"
+    def _parquet_views(self, source: str) -> list[str]:
+        """Views over the export; returns what the sandbox may read (those files only)."""
+        if "://" in source:
+            readable = [source.rstrip("/") + "/"]
+            pattern = _quote(readable[0] + "**/*.parquet")
+        else:
+            folder = Path(source)
+            if not folder.is_dir():
+                raise AnalyticsError(f"--parquet {source}: no such folder")
+            readable = sorted(
+                str(p.resolve()) for p in folder.rglob("*.parquet") if not p.is_symlink()
+            )
+            if not readable:
+                raise AnalyticsError(f"--parquet {source}: no Parquet files (run export parquet)")
+            pattern = "[" + ", ".join(map(_quote, readable)) + "]"
+        options = "hive_partitioning = true, union_by_name = true"
         cols = ", ".join(EVENT_COLUMNS)
-        self.con.execute(f"""CREATE VIEW raw_events AS SELECT {cols} FROM read_parquet(
-            {_quote(pattern)}, hive_partitioning = true, union_by_name = true)""")
-        self.con.execute(f"""CREATE VIEW records AS SELECT session, seq, raw FROM read_parquet(
-            {_quote(pattern)}, hive_partitioning = true, union_by_name = true)""")
+        self.con.execute(
+            f"CREATE VIEW raw_events AS SELECT {cols} FROM read_parquet({pattern}, {options})"
+        )
+        self.con.execute(
+            f"CREATE VIEW records AS SELECT session, seq, raw FROM read_parquet({pattern}, "
+            f"{options})"
+        )
+        return readable
 
-    def _token_view(self, tokens_dir: Path | None) -> None:
-        if tokens_dir is not None and any(tokens_dir.glob("*.parquet")):
-            pattern = str(tokens_dir.resolve() / "*.parquet")
+    def _token_table(self, tokens_dir: Path | None, wanted: bool) -> None:
+        files = (
+            sorted(str(p.resolve()) for p in tokens_dir.glob("*.parquet") if not p.is_symlink())
+            if tokens_dir is not None and wanted
+            else []
+        )
+        if files:
+            source = "[" + ", ".join(map(_quote, files)) + "]"
             self.con.execute(
-                f"CREATE VIEW token_counts AS SELECT session, seq, tokens "
-                f"FROM read_parquet({_quote(pattern)})"
+                f"CREATE TABLE token_counts AS SELECT session, seq, tokens "
+                f"FROM read_parquet({source})"
             )
         else:
             self.con.execute(
-                "CREATE VIEW token_counts AS SELECT NULL::VARCHAR AS session, "
+                "CREATE TABLE token_counts AS SELECT NULL::VARCHAR AS session, "
                 "NULL::BIGINT AS seq, NULL::BIGINT AS tokens WHERE false"
             )
 
@@ -167,18 +300,7 @@ class Analytics:
 
     def query(self, sql: str) -> QueryResult:
         """Run read-only SQL; raise ``AnalyticsError`` for anything else."""
-        try:
-            statements = self.con.extract_statements(sql)
-        except duckdb.Error as exc:
-            raise AnalyticsError(str(exc)) from exc
-        if not statements:
-            raise AnalyticsError("no SQL statement given")
-        for statement in statements:
-            if statement.type not in _ALLOWED:
-                raise AnalyticsError(
-                    f"only SELECT queries are allowed (got {statement.type.name};"
-                    " the log is read-only)"
-                )
+        statements = check_read_only(sql)
         try:
             result = None
             for statement in statements:
@@ -187,15 +309,20 @@ class Analytics:
             columns = [d[0] for d in result.description or []]
             return QueryResult(columns, result.fetchall())
         except duckdb.Error as exc:
-            raise AnalyticsError(str(exc)) from exc
+            raise AnalyticsError(_first_line(exc)) from exc
 
     def close(self) -> None:
+        """Close the connection (and with it the in-memory copy)."""
         self.con.close()
 
 
 def export_parquet(log_dir: Path, tokens_dir: Path | None, out_dir: Path) -> int:
     """Write the log as Parquet partitioned by session date (the UTC date of each session's first
     record), with the columns of ``events`` plus ``raw``. Returns the records written."""
+    out = out_dir.resolve()
+    contexts = log_dir.resolve().parent
+    if out == contexts or contexts in out.parents:
+        raise AnalyticsError(f"{out_dir}: inside the log's folder; export somewhere else")
     analytics = Analytics(log_dir, tokens_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(":memory:")  # a writable connection, separate from the sandbox
