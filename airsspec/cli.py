@@ -30,8 +30,9 @@ from eventlog.importers import FORMATS, ImportFailedError, export_session, impor
 from eventlog.jsonl_input import InvalidInputError, parse_event_lines
 from eventlog.layout import validate_session_id
 from eventlog.render import format_record
+from eventlog.seal import load_seal, make_seal
 from eventlog.verify import verify
-from projections.analytics import AnalyticsError, QueryResult, export_parquet
+from projections.analytics import AnalyticsError, QueryResult, check_read_only, export_parquet
 from projections.engine import Runner, RunReport, StopAt, stop_after
 from projections.memory_tool import QueryMemoryInput, run_query
 from projections.status import tier_status
@@ -89,31 +90,84 @@ def cmd_append(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _read_key(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        key = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--key {path}: {exc.strerror}") from exc
+    if len(key) < 16:
+        raise UsageError(f"--key {path}: a key needs at least 16 bytes (got {len(key)})")
+    return key
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
+    sealed, notes = None, []
+    if args.against is not None:
+        try:
+            data = Path(args.against).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"--against {args.against}: {exc.strerror}") from exc
+        seal, notes = load_seal(data, _read_key(args.key))
+        sealed = seal.anchors()
+    elif args.key is not None:
+        raise UsageError("--key goes with --against SEAL")
     with _open(args) as ws:
-        report = verify(ws.log, args.sessions or None)
+        report = verify(ws.log, args.sessions or None, sealed)
     if args.json:
         _print_json(
             {
                 "ok": report.ok,
                 "records": report.records,
                 "sessions": [asdict(s) for s in report.sessions],
+                "warnings": notes,
             }
         )
         return EXIT_OK if report.ok else EXIT_FAILED
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
     for s in report.sessions:
         if s.quarantined_bytes:
             print(f"{s.session}: torn tail of {s.quarantined_bytes} bytes moved to quarantine")
+        for warning in s.warnings:
+            print(f"{s.session}: warning: {warning}", file=sys.stderr)
         if s.problem:
             p = s.problem
             print(f"FAIL {p.session}: seq {p.seq}, byte offset {p.offset}: {p.message}")
     bad = sum(1 for s in report.sessions if s.problem)
     status = "OK" if report.ok else "FAILED"
+    against = f" against the seal of {seal.sealed_at}" if sealed is not None else ""
     print(
         f"{status}: {len(report.sessions)} session(s), {report.records} record(s) verified"
+        + against
         + (f", {bad} with problems" if bad else "")
     )
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def cmd_seal(args: argparse.Namespace) -> int:
+    key = _read_key(args.key)
+    with _open(args) as ws:
+        report = verify(ws.log)
+        if not report.ok:
+            bad = ", ".join(s.session for s in report.sessions if s.problem)
+            print(f"airsspec: error: not sealed: verify fails for {bad}", file=sys.stderr)
+            return EXIT_FAILED
+        seal = make_seal(ws.log, key)
+    data = seal.model_dump_json(indent=2, exclude_none=True) + "\n"
+    if args.output in (None, "-"):
+        sys.stdout.write(data)
+    else:
+        Path(args.output).write_text(data, encoding="utf-8")
+        signed = "signed" if key is not None else "unsigned"
+        print(
+            f"sealed {len(seal.sessions)} session(s), "
+            f"{sum(h.seq for h in seal.sessions.values())} record(s) into {args.output} "
+            f"({signed}); check later with: airsspec verify --against {args.output}",
+            file=sys.stderr,
+        )
+    return EXIT_OK
 
 
 def _until(value: str | None) -> Callable[[Any], bool]:
@@ -489,13 +543,17 @@ def cmd_library(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     with _open(args) as ws:
-        results = import_paths(ws.log, args.format, args.paths, args.session_prefix)
+        results = import_paths(
+            ws.log, args.format, args.paths, args.session_prefix, keep_secrets=args.keep_secrets
+        )
     if args.json:
         _print_json([asdict(r) for r in results])
         return EXIT_OK
     for r in results:
         note = f", {r.already_imported} already imported" if r.already_imported else ""
         print(f"{r.source} -> {r.session}: {r.appended} record(s) appended{note}")
+        for where in r.redacted:
+            print(f"  redacted a secret at {where}")
     print(f"imported {sum(r.appended for r in results)} record(s) into {len(results)} session(s)")
     return EXIT_OK
 
@@ -548,7 +606,8 @@ def _print_result(result: QueryResult, fmt: str) -> None:
 
 def cmd_sql(args: argparse.Namespace) -> int:
     with _open(args) as ws:
-        analytics = ws.analytics(args.parquet)
+        check_read_only(args.query)  # refused before anything is loaded
+        analytics = ws.analytics(args.parquet, sql=args.query)
         try:
             result = analytics.query(args.query)
         finally:
@@ -559,7 +618,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     with _open(args) as ws:
-        analytics = ws.analytics(args.parquet)
+        analytics = ws.analytics(args.parquet, sql=REPORTS[args.name])
         try:
             result = run_report(analytics, args.name)
         finally:
@@ -632,8 +691,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("session", help="session id")
     p.add_argument("file", nargs="?", help="JSONL file, or - for standard input (default)")
 
-    p = command("verify", cmd_verify, "check schema, seq continuity and the hash chain")
+    p = command(
+        "verify",
+        cmd_verify,
+        "check schema, seq continuity, the hash chain, each session's head, and (with "
+        "--against) that nothing sealed earlier was cut or rewritten",
+    )
     p.add_argument("sessions", nargs="*", help="sessions to check (default: all)")
+    p.add_argument("--against", metavar="SEAL", help="a seal written by 'airsspec seal'")
+    p.add_argument("--key", metavar="FILE", help="the key the seal was signed with")
+
+    p = command(
+        "seal",
+        cmd_seal,
+        "write a seal of every session's head (verified first), to keep outside the workspace",
+        json_flag=False,
+    )
+    p.add_argument("--key", metavar="FILE", help="sign the seal with this key (16+ bytes)")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write (default: stdout)")
 
     p = command("replay", cmd_replay, "show a session as it happened (exact records with --json)")
     p.add_argument("session")
@@ -699,6 +774,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         metavar="P",
         help="prefix for the session ids (default: none)",
+    )
+    p.add_argument(
+        "--keep-secrets",
+        action="store_true",
+        help="store secrets as they are (needed for a byte-exact export); default: redact them",
     )
 
     p = command(

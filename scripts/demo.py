@@ -257,6 +257,27 @@ def main() -> None:
     log = tampered / ".airsspec/contexts/agent/spec-csv-export.jsonl"
     log.write_bytes(log.read_bytes().replace(b"100,000 invoices", b"900,000 invoices", 1))
     run(tampered, "verify", "spec-csv-export", expect=1)
+
+    print("\n== 14. Nothing gets around the log: secrets, SQL, cuts and forgeries ==")
+    leak = '{"type": "user", "content": "deploy with key AKIAQWERTYUIOPASDFGH please"}'
+    run(target, "append", "ops-notes", "--json", stdin=leak, max_lines=12, width=100)
+    log = target / ".airsspec/contexts/agent/ops-notes.jsonl"
+    copy = f"EXPLAIN ANALYZE COPY (SELECT 1) TO '{log}' (FORMAT csv, USE_TMP_FILE false)"
+    run(target, "sql", copy, expect=2)
+    key, seal = target.parent / "demo-seal.key", target.parent / "demo-seal.json"
+    key.write_bytes(bytes(range(32)))
+    run(target, "seal", "--key", str(key), "-o", str(seal))
+    print("\n-- cut the last record of a session: its head catches it --")
+    log = target / ".airsspec/contexts/agent/spec-csv-export.jsonl"
+    original = log.read_bytes()
+    log.write_bytes(b"".join(original.splitlines(keepends=True)[:-1]))
+    run(target, "verify", "spec-csv-export", expect=1)
+    print("\n-- rewrite the head too: the seal, kept elsewhere, still catches it --")
+    head = log.with_suffix(".head")
+    head.unlink()
+    run(target, "verify", "--against", str(seal), "--key", str(key), "spec-csv-export", expect=1)
+    log.write_bytes(original)
+    run(target, "verify", "--against", str(seal), "--key", str(key))
     print(f"\nDemo workspace: {target} (delete it at will; the example stays untouched)")
 
 
