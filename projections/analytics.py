@@ -63,6 +63,7 @@ EVENT_COLUMNS: dict[str, str] = {
     "reason": "VARCHAR",
     "meta": "JSON",
     "origin": "JSON",
+    "redacted": "JSON",
 }
 MESSAGE_TYPES = ("user", "assistant", "thought", "action", "observation")
 VIEWS = ("events", "records", "sessions", "tool_calls", "compactions")

@@ -260,7 +260,9 @@ def main() -> None:
 
     print("\n== 14. Nothing gets around the log: secrets, SQL, cuts and forgeries ==")
     leak = '{"type": "user", "content": "deploy with key AKIAQWERTYUIOPASDFGH please"}'
-    run(target, "append", "ops-notes", "--json", stdin=leak, max_lines=12, width=100)
+    run(target, "append", "ops-notes", stdin=leak)
+    redacted = "SELECT content, redacted FROM events WHERE session = 'ops-notes'"
+    run(target, "sql", redacted, "--format", "json")
     log = target / ".airsspec/contexts/agent/ops-notes.jsonl"
     copy = f"EXPLAIN ANALYZE COPY (SELECT 1) TO '{log}' (FORMAT csv, USE_TMP_FILE false)"
     run(target, "sql", copy, expect=2)
