@@ -229,6 +229,7 @@ class Analytics:
 
     def _parquet_views(self, source: str) -> list[str]:
         """Views over the export; returns what the sandbox may read (those files only)."""
+        source = source.removeprefix("file://")  # a local folder, whichever way it is named
         if "://" in source:
             readable = [source.rstrip("/") + "/"]
             pattern = _quote(readable[0] + "**/*.parquet")
@@ -243,14 +244,14 @@ class Analytics:
                 raise AnalyticsError(f"--parquet {source}: no Parquet files (run export parquet)")
             pattern = "[" + ", ".join(map(_quote, readable)) + "]"
         options = "hive_partitioning = true, union_by_name = true"
-        cols = ", ".join(EVENT_COLUMNS)
-        self.con.execute(
-            f"CREATE VIEW raw_events AS SELECT {cols} FROM read_parquet({pattern}, {options})"
+        scan = f"read_parquet({pattern}, {options})"
+        present = {row[0] for row in self.con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+        # An export by an older version lacks newer columns: they read as NULL.
+        cols = ", ".join(
+            k if k in present else f"NULL::{t} AS {k}" for k, t in EVENT_COLUMNS.items()
         )
-        self.con.execute(
-            f"CREATE VIEW records AS SELECT session, seq, raw FROM read_parquet({pattern}, "
-            f"{options})"
-        )
+        self.con.execute(f"CREATE VIEW raw_events AS SELECT {cols} FROM {scan}")
+        self.con.execute(f"CREATE VIEW records AS SELECT session, seq, raw FROM {scan}")
         return readable
 
     def _token_table(self, tokens_dir: Path | None, wanted: bool) -> None:

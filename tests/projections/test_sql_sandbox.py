@@ -52,10 +52,10 @@ def test_explain_analyze_copy_cannot_rewrite_the_log(project: Path) -> None:
         assert verify(ws.log).records == 3
 
 
-@pytest.mark.parametrize("parquet", [False, True])
-def test_even_an_allowed_statement_cannot_touch_a_file(project: Path, parquet: bool) -> None:
+@pytest.mark.parametrize("parquet", [None, "{dir}", "file://{dir}"])
+def test_even_an_allowed_statement_cannot_touch_a_file(project: Path, parquet: str | None) -> None:
     """Below the allow-list: the engine itself refuses file access (the list is not all)."""
-    source = str(project / "parquet") if parquet else None
+    source = parquet.format(dir=project / "parquet") if parquet else None
     with Workspace.open(config=project / "airsspec.toml") as ws:
         analytics = Analytics(ws.log_dir, None, source)
     before = snapshot(project)
@@ -87,11 +87,21 @@ def test_even_an_allowed_statement_cannot_touch_a_file(project: Path, parquet: b
 )
 def test_no_file_outside_the_views_can_be_read(project: Path, sql: str) -> None:
     sql = sql.format(log=_log_file(project), outside=project / "outside.txt")
-    for extra in ([], ["--parquet", str(project / "parquet")]):
+    parquet = project / "parquet"
+    for extra in ([], ["--parquet", str(parquet)], ["--parquet", f"file://{parquet}"]):
         result = run_cli("sql", *extra, sql, cwd=project)
         assert result.returncode == 2, result.stdout
         assert b"disabled by configuration" in result.stderr
         assert result.stderr.count(b"\n") == 1  # one line, no query excerpt, no traceback
+
+
+@pytest.mark.parametrize("form", ["{dir}", "file://{dir}"])
+def test_parquet_answers_like_the_log(project: Path, form: str) -> None:
+    source = form.format(dir=project / "parquet")
+    sql = "SELECT session, seq, content FROM events ORDER BY seq"
+    result = run_cli("sql", "--parquet", source, sql, "--format", "json", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == run_cli("sql", sql, "--format", "json", cwd=project).stdout
 
 
 def test_queries_and_explain_of_queries_still_run(project: Path) -> None:
