@@ -21,35 +21,67 @@ os.register_at_fork(after_in_child=_random.seed)  # a forked child must not repe
 _last = 0
 _RAND_BITS = 74
 _RAND_MASK = (1 << _RAND_BITS) - 1
+_LOW62 = (1 << 62) - 1
 
 _TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
 
 
-def new_event_id() -> str:
-    """Return a new, process-monotonic UUIDv7 string."""
+def new_event_ids(count: int) -> list[str]:
+    """Return ``count`` new, process-monotonic UUIDv7 strings: one clock read and one random
+    draw for the batch, then consecutive values (unique, and sorted as they were made)."""
     global _last
     millis = time.time_ns() // 1_000_000
     rand = _random.getrandbits(_RAND_BITS)
     with _lock:
-        candidate = (millis << _RAND_BITS) | rand
-        if candidate <= _last:
-            candidate = _last + 1
-        _last = candidate
+        first = (millis << _RAND_BITS) | rand
+        if first <= _last:
+            first = _last + 1
+        _last = first + count - 1
+    ids = []
+    prefix_of, prefix = -1, ""
+    for candidate in range(first, first + count):
+        # Consecutive candidates differ in their low 48 bits, which are the id's last 12 hex
+        # digits: the rest is formatted once per run of them.
+        if candidate >> 48 != prefix_of:
+            prefix_of = candidate >> 48
+            h = _format(candidate)
+            prefix = h[:-12]
+        ids.append(f"{prefix}{candidate & 0xFFFFFFFFFFFF:012x}")
+    return ids
+
+
+def _format(candidate: int) -> str:
+    """The UUIDv7 text of a (millis << 74 | random) candidate."""
     millis, rand = candidate >> _RAND_BITS, candidate & _RAND_MASK
-    # Layout: 48 bits ms | 4 bits version (7) | 12 bits rand_a | 2 bits variant | 62 bits rand_b
-    value = (
-        (millis << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & (2**62 - 1))
-    )
+    # 48 bits ms | 4 bits version (7) | 12 bits rand_a | 2 bits variant | 62 bits rand_b
+    value = (millis << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & _LOW62)
     h = f"{value:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def new_event_id() -> str:
+    """Return a new, process-monotonic UUIDv7 string."""
+    return new_event_ids(1)[0]
+
+
 def format_ts(moment: datetime) -> str:
+    """``moment`` as UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+_second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
+
+
 def utc_now() -> str:
-    return format_ts(datetime.now(UTC))
+    """Now, formatted as ``format_ts`` does (the whole-second part is formatted once a
+    second: this runs on every append)."""
+    global _second
+    micros = time.time_ns() // 1000
+    second, fraction = divmod(micros, 1_000_000)
+    cached = _second
+    if cached[0] != second:
+        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{cached[1]}.{fraction:06d}Z"
 
 
 def parse_ts(text: str) -> datetime:

@@ -7,12 +7,12 @@ so a user fixes a file in one pass. Blank lines are ignored.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
 from eventlog.errors import InvalidEventError
-from eventlog.log import prepare_event
+from eventlog.log import validate_input
+from eventlog.schema import Event
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +40,10 @@ class InvalidInputError(InvalidEventError):
         return out
 
 
-def parse_event_lines(data: bytes, source: str) -> list[dict[str, Any]]:
-    """Parse and validate every line; return the events or raise ``InvalidInputError``."""
-    events: list[dict[str, Any]] = []
+def parse_event_lines(data: bytes, source: str) -> list[Event]:
+    """Parse and validate every line; return the validated events (``append_many`` does not
+    validate them again) or raise ``InvalidInputError``."""
+    events: list[Event] = []
     errors: list[LineError] = []
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
@@ -56,11 +57,9 @@ def parse_event_lines(data: bytes, source: str) -> list[dict[str, Any]]:
             errors.append(LineError(number, None, "an event must be a JSON object"))
             continue
         try:
-            prepare_event(value)
+            events.append(validate_input(value))
         except InvalidEventError as exc:
             errors.append(LineError(number, exc.field, exc.message))
-            continue
-        events.append(value)
     if errors:
         raise InvalidInputError(source, errors)
     return events

@@ -21,11 +21,11 @@ import fcntl
 import math
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import orjson
 from pydantic import ValidationError
@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from eventlog.canonical import NotCanonicalizableError, encode_record
 from eventlog.errors import CorruptLogError, InvalidEventError, LogWriteError
 from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
-from eventlog.ids import new_event_id, utc_now
+from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import (
     check_new_session,
     head_path,
@@ -46,15 +46,15 @@ from eventlog.layout import (
 )
 from eventlog.recovery import TailState, recover
 from eventlog.schema import (
+    INPUT_ADAPTER,
+    INPUT_TYPES,
     SCHEMA_VERSION,
     SYSTEM_TYPES,
     Event,
     Record,
-    UnknownEventTypeError,
     parse_record,
     record_from_dict,
     record_validator,
-    validate_event,
 )
 from eventlog.secrets import Redactor
 
@@ -79,6 +79,40 @@ class Located(NamedTuple):
     raw: bytes
 
 
+class StoredRecords(Sequence[Record]):
+    """The records an append stored, built into models only when read: most callers only need
+    the count or one of them, and the bodies were validated on the way in."""
+
+    __slots__ = ("_bodies", "_models")
+
+    def __init__(self, bodies: list[dict[str, Any]]) -> None:
+        self._bodies = bodies
+        self._models: list[Record | None] = [None] * len(bodies)
+
+    def __len__(self) -> int:
+        return len(self._bodies)
+
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Record]: ...
+
+    def __getitem__(self, index: int | slice) -> Record | list[Record]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        model = self._models[index]
+        if model is None:
+            model = self._models[index] = record_from_dict(self._bodies[index])
+        return model
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    def __repr__(self) -> str:
+        return f"StoredRecords({len(self)} records)"
+
+
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
     session: str
@@ -90,15 +124,17 @@ class SessionInfo:
 
 @dataclass(slots=True)
 class _Handle:
+    path: str
     fd: int
-    head_fd: int
+    head_fd: int | None  # opened (and created) by the first append: readers never create it
     ino: int
     mutex: threading.Lock
     tail: TailState | None = None
 
     def close(self) -> None:
         os.close(self.fd)
-        os.close(self.head_fd)
+        if self.head_fd is not None:
+            os.close(self.head_fd)
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -122,39 +158,89 @@ def _check_finite(value: Any, path: str = "") -> None:
             _check_finite(item, f"{path}.{i}" if path else str(i))
 
 
-def prepare_event(
-    event: Event | dict[str, Any], index: int = 0, *, system: bool = False
-) -> dict[str, Any]:
-    """Validate one input event and return its body fields (without the envelope).
+def _refuse_system(bodies: list[dict[str, Any]], system: bool) -> None:
+    if system or not SYSTEM_TYPES.keys() & {body["type"] for body in bodies}:
+        return
+    for index, body in enumerate(bodies):
+        kind = body["type"]
+        if kind in SYSTEM_TYPES:
+            raise InvalidEventError(
+                f"{kind!r} events are written by airsspec itself (the {SYSTEM_TYPES[kind]}), "
+                "never appended or imported",
+                index=index,
+                field="type",
+            )
 
-    Raises ``InvalidEventError`` naming the field; a type in ``SYSTEM_TYPES`` is refused unless
-    ``system`` is set.
-    """
-    kind = event.type if isinstance(event, Event) else event.get("type")
-    if kind in SYSTEM_TYPES and not system:
-        raise InvalidEventError(
-            f"{kind!r} events are written by airsspec itself (the {SYSTEM_TYPES[kind]}), "
-            "never appended or imported",
-            index=index,
-            field="type",
+
+def _invalid(exc: ValidationError) -> InvalidEventError:
+    """The first invalid event of a batch, as ``InvalidEventError`` naming its fields."""
+    errors = exc.errors()
+    index = errors[0]["loc"][0]
+    mine = [err for err in errors if err["loc"][:1] == (index,)]
+    first = mine[0]
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        allowed = ", ".join(sorted(INPUT_TYPES))
+        kind = first["input"].get("type") if isinstance(first["input"], dict) else None
+        message = (
+            f"unknown event type {kind!r}; allowed: {allowed}"
+            if kind is not None
+            else f"missing 'type'; allowed: {allowed}"
         )
-    try:
-        validated = validate_event(event)
-    except UnknownEventTypeError as exc:
-        raise InvalidEventError(str(exc), index=index, field="type") from exc
-    except ValidationError as exc:
-        errors = exc.errors()
-        first = _field_path(errors[0]["loc"])
-        parts = [_error_text(err) for err in errors]
-        message = parts[0].split(": ", 1)[1] if len(parts) == 1 else "; ".join(parts)
-        raise InvalidEventError(
-            message, index=index, field=first if len(parts) == 1 else None
-        ) from exc
-    body = validated.model_dump()
-    for key in _OMIT_WHEN_NONE:
-        if body.get(key, 0) is None:
-            del body[key]
-    return body
+        return InvalidEventError(message, index=index, field="type")
+    if first["type"] == "model_attributes_type":
+        return InvalidEventError("an event must be a JSON object", index=index)
+    located = [{**err, "loc": err["loc"][2:]} for err in mine]  # drop (index, tag)
+    parts = [_error_text(err) for err in located]
+    if len(parts) == 1:
+        return InvalidEventError(
+            parts[0].split(": ", 1)[1], index=index, field=_field_path(located[0]["loc"])
+        )
+    return InvalidEventError("; ".join(parts), index=index)
+
+
+def prepare_events(
+    events: Iterable[Event | dict[str, Any]], *, system: bool = False
+) -> list[dict[str, Any]]:
+    """Validate input events (dicts in one batch call; ``Event`` models were validated when
+    they were made) and return their body fields, without the envelope.
+
+    Raises ``InvalidEventError`` for the first invalid event, naming its index and field; a type
+    in ``SYSTEM_TYPES`` is refused unless ``system`` is set.
+    """
+    items = list(events)
+    raw = [i for i, e in enumerate(items) if not isinstance(e, Event)]
+    models: list[Any] = list(items)
+    if raw:
+        try:
+            validated = INPUT_ADAPTER.validate_python([items[i] for i in raw])
+        except ValidationError as exc:
+            error = _invalid(exc)
+            raise InvalidEventError(
+                error.message, index=raw[error.index], field=error.field
+            ) from exc
+        for i, model in zip(raw, validated, strict=True):
+            models[i] = model
+    bodies = INPUT_ADAPTER.dump_python(models)
+    _refuse_system(bodies, system)
+    for body in bodies:
+        for key in _OMIT_WHEN_NONE:
+            if key in body and body[key] is None:
+                del body[key]
+    return bodies
+
+
+def validate_input(event: Event | dict[str, Any], *, system: bool = False) -> Event:
+    """One input event as its validated model (what ``append_many`` then takes without
+    validating again); raises ``InvalidEventError`` as ``prepare_events`` does."""
+    if isinstance(event, Event):
+        model = event
+    else:
+        try:
+            (model,) = INPUT_ADAPTER.validate_python([event])
+        except ValidationError as exc:
+            raise _invalid(exc) from exc
+    _refuse_system([{"type": model.type}], system)
+    return model
 
 
 class EventLog:
@@ -222,6 +308,13 @@ class EventLog:
     # ----------------------------------------------------------------- handles and locks
 
     def _handle(self, session: str) -> _Handle:
+        handle = self._handles.get(session)
+        if handle is not None:
+            try:
+                if os.lstat(handle.path).st_ino == handle.ino:
+                    return handle
+            except FileNotFoundError:
+                pass
         path = session_path(self.log_dir, session)
         with self._handles_mutex:
             handle = self._handles.get(session)
@@ -238,18 +331,13 @@ class EventLog:
             if not existed:
                 check_new_session(self.log_dir, session)
             fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
-            try:
-                head_fd = open_nofollow(head_path(self.log_dir, session), os.O_RDWR | os.O_CREAT)
-            except BaseException:
-                os.close(fd)
-                raise
             if not existed and self.durability is not Durability.OFF:
                 dir_fd = os.open(self.log_dir, os.O_RDONLY)
                 try:
                     os.fsync(dir_fd)
                 finally:
                     os.close(dir_fd)
-            handle = _Handle(fd, head_fd, os.fstat(fd).st_ino, threading.Lock())
+            handle = _Handle(str(path), fd, None, os.fstat(fd).st_ino, threading.Lock())
             self._handles[session] = handle
             return handle
 
@@ -266,8 +354,21 @@ class EventLog:
             handle.fd,
             session_path(self.log_dir, session),
             quarantine_path(self.log_dir, session),
-            acknowledged=decode_head_seq(os.pread(handle.head_fd, HEAD_SIZE, 0)),
+            acknowledged=decode_head_seq(self._read_head(session, handle)),
         )
+
+    def _head_fd(self, session: str, handle: _Handle, create: bool) -> int | None:
+        if handle.head_fd is None:
+            flags = os.O_RDWR | (os.O_CREAT if create else 0)
+            try:
+                handle.head_fd = open_nofollow(head_path(self.log_dir, session), flags)
+            except FileNotFoundError:
+                return None
+        return handle.head_fd
+
+    def _read_head(self, session: str, handle: _Handle) -> bytes:
+        fd = self._head_fd(session, handle, create=False)
+        return b"" if fd is None else os.pread(fd, HEAD_SIZE, 0)
 
     def recover(self, session: str) -> int:
         """Quarantine a torn tail of ``session`` if it has one; return the bytes moved."""
@@ -306,7 +407,7 @@ class EventLog:
         *,
         system: bool = False,
         keep_secrets: bool = False,
-    ) -> list[Record]:
+    ) -> StoredRecords:
         """Append events atomically (all or none); return the stored records in order.
 
         Event types that only the system writes (``SYSTEM_TYPES``: a compaction) are refused
@@ -316,15 +417,13 @@ class EventLog:
         """
         if self._closed:
             raise RuntimeError("EventLog is closed")
-        validate_session_id(session)
-        bodies = [prepare_event(event, i, system=system) for i, event in enumerate(events)]
+        if session not in self._handles:
+            validate_session_id(session)
+        bodies = prepare_events(events, system=system)
         if not bodies:
-            return []
+            return StoredRecords([])
         if self.redactor is not None and not keep_secrets:
-            for body in bodies:
-                found = self.redactor.redact(body)
-                if found:
-                    body["redacted"] = [r.model_dump() for r in found]
+            self.redactor.redact_all(bodies)
         handle = self._handle(session)
         with handle.mutex:
             fcntl.flock(handle.fd, fcntl.LOCK_EX)
@@ -336,6 +435,7 @@ class EventLog:
                     tail.size + len(data), tail.seq + len(bodies), last_hash, stored[-1]["ts"]
                 )
                 head = handle.tail
+                head_fd = self._head_fd(session, handle, create=True)  # once written to
             finally:
                 fcntl.flock(handle.fd, fcntl.LOCK_UN)
         if self.durability is Durability.ALWAYS:
@@ -345,27 +445,26 @@ class EventLog:
         # The head names the last acknowledged record; written after the durability point, so
         # it never claims more than the log holds (two writers racing may leave the older of
         # their heads: a lower bound, which is all ``verify`` needs).
-        os.pwrite(handle.head_fd, encode_head(session, head.seq, head.hash), 0)
-        return [record_from_dict(body) for body in stored]
+        assert head_fd is not None
+        os.pwrite(head_fd, encode_head(session, head.seq, head.hash), 0)
+        return StoredRecords(stored)
 
     def _encode(
         self, session: str, tail: TailState, bodies: list[dict[str, Any]]
     ) -> tuple[list[dict[str, Any]], bytes, str | None]:
         now = utc_now()
         count = len(bodies)
+        ids = iter(new_event_ids(count))
         prev = tail.hash
         lines: list[bytes] = []
-        stored: list[dict[str, Any]] = []
-        for i, fields in enumerate(bodies):
-            body: dict[str, Any] = {
-                "v": SCHEMA_VERSION,
-                "id": fields.pop("id", None) or new_event_id(),
-                "session": session,
-                "seq": tail.seq + i + 1,
-                "ts": fields.pop("ts", None) or now,
-                "prev": prev,
-                **fields,
-            }
+        for i, body in enumerate(bodies):  # each body becomes its record, in place
+            given_id, given_ts = body.pop("id", None), body.pop("ts", None)
+            body["v"] = SCHEMA_VERSION
+            body["id"] = next(ids) if given_id is None else given_id
+            body["session"] = session
+            body["seq"] = tail.seq + i + 1
+            body["ts"] = now if given_ts is None else given_ts
+            body["prev"] = prev
             if count > 1:
                 body["batch"] = [i + 1, count]
             try:
@@ -378,8 +477,7 @@ class EventLog:
                 raise InvalidEventError(exc.message, index=i, field=exc.field) from None
             body["hash"] = prev
             lines.append(line)
-            stored.append(body)
-        return stored, b"".join(lines), prev
+        return bodies, b"".join(lines), prev
 
     def _write(self, session: str, handle: _Handle, size: int, data: bytes) -> None:
         view = memoryview(data)

@@ -266,8 +266,7 @@ _RECORD_ADAPTER = _build_adapter()
 def record_validator() -> Any:
     """The fast validator of known record types (``validate_json(line) -> Record``); raises
     ``ValidationError`` for anything else, including unknown types (use ``parse_record``)."""
-    return _RECORD_ADAPTER.validate_json
-
+    return _RECORD_ADAPTER.validator.validate_json
 
 def parse_record(line: bytes | str) -> Record:
     """Validate one stored line (JSON) into its record model.
@@ -286,6 +285,13 @@ def record_from_dict(data: dict[str, Any]) -> Record:
     """Build a record model from an already-validated body (used right after writing)."""
     cls = RECORD_TYPES.get(data["type"], UnknownRecord)
     return cls.model_validate(data)
+
+
+INPUT_ADAPTER: TypeAdapter[list[Event]] = TypeAdapter(
+    list[Annotated[Union[tuple(INPUT_TYPES.values())], Field(discriminator="type")]]  # noqa: UP007
+)
+"""Validates a whole batch of input events in one call (``validate_python``) and dumps the
+models back to dicts in one call (``dump_python``)."""
 
 
 def validate_event(data: Event | dict[str, Any]) -> Event:

@@ -114,6 +114,20 @@ class Redactor:
             return True
         return any(literal in data for literal in _GATE_LITERALS)
 
+    def redact_all(self, bodies: list[dict[str, Any]]) -> None:
+        """Redact every body of a batch in place, setting ``redacted`` on those that had a
+        secret. The gate runs once over the whole batch first."""
+        try:
+            data = orjson.dumps(bodies)
+        except (orjson.JSONEncodeError, TypeError):
+            data = b"://"
+        if not self._gated(data):
+            return
+        for body in bodies:
+            found = self.redact(body)
+            if found:
+                body["redacted"] = [r.model_dump() for r in found]
+
     def redact(self, body: dict[str, Any]) -> list[Redaction]:
         """Replace every secret in the string values (and keys) of ``body``, in place."""
         try:

@@ -22,7 +22,8 @@ from eventlog.errors import InvalidEventError
 from eventlog.importers import claude_code, locomo, openhands
 from eventlog.importers.sources import SourceError, Unit, json_array_units, jsonl_units, origin
 from eventlog.layout import validate_session_id
-from eventlog.log import EventLog, prepare_event
+from eventlog.log import EventLog, validate_input
+from eventlog.schema import Event
 
 FORMATS = ("claude-code", "openhands", "locomo")
 
@@ -40,7 +41,7 @@ class _Plan:
     session: str
     source: str
     units: list[Unit]
-    events: list[dict[str, Any]]
+    events: list[dict[str, Any] | Event]
     skip: int = 0  # records already imported
 
 
@@ -99,12 +100,13 @@ def _plans_for_file(fmt: str, path: Path, prefix: str) -> list[_Plan]:
 
 
 def _finish(fmt: str, path: Path, plan: _Plan) -> None:
-    """Give every event its id and origin, and validate it (errors name file and line)."""
-    for unit, event in zip(plan.units, plan.events, strict=True):
+    """Give every event its id and origin, and validate it (errors name file and line); the
+    plan then holds the validated events, which ``append_many`` takes as they are."""
+    for i, (unit, event) in enumerate(zip(plan.units, plan.events, strict=True)):
         event["id"] = f"{plan.session}:{unit.index}"
         event["origin"] = origin(fmt, plan.source, unit)
         try:
-            prepare_event(event)
+            plan.events[i] = validate_input(event)
         except InvalidEventError as exc:
             where = f"record {unit.index + 1}" if unit.line == 0 else None
             message = f"{where}: {exc}" if where else str(exc)

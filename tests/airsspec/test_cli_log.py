@@ -90,11 +90,13 @@ def test_invalid_input_exits_2_and_changes_nothing(project: Path, case: str) -> 
 
 
 @pytest.mark.parametrize("session", ["../outside", "a/b", "..", "con"])
-def test_path_escaping_session_exits_2(project: Path, session: str) -> None:
-    before = snapshot(project.parent)
+def test_path_escaping_session_exits_2(tmp_path: Path, session: str) -> None:
+    project = tmp_path / "project"  # its parent holds nothing but it: other tests' files vary
+    assert run_cli("init", str(project), cwd=tmp_path).returncode == 0
+    before = snapshot(tmp_path)
     result = run_cli("append", session, "-", cwd=project, stdin=EVENTS)
     assert result.returncode == 2 and b"invalid session id" in result.stderr
-    assert snapshot(project.parent) == before
+    assert snapshot(tmp_path) == before
 
 
 def test_verify_reports_tampering_with_location(project: Path) -> None:
