@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 class EventLogError(Exception):
@@ -33,6 +34,17 @@ class InvalidEventError(EventLogError, ValueError):
         where = f"field '{field}': " if field else ""
         super().__init__(f"{where}{message}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild_invalid, (type(self), self.message, self.index, self.field)
+
+
+def _rebuild_invalid(
+    cls: type[InvalidEventError], message: str, index: int, field: str | None
+) -> InvalidEventError:
+    error = InvalidEventError.__new__(cls)
+    InvalidEventError.__init__(error, message, index=index, field=field)
+    return error
+
 
 class InvalidSessionIdError(EventLogError, ValueError):
     """A session id that could escape the log folder or is not a portable file name."""
@@ -48,6 +60,14 @@ class CorruptLogError(EventLogError):
         self.reason = reason
         at = f"seq {seq}, " if seq is not None else ""
         super().__init__(f"{path}: {at}byte offset {offset}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # keyword-only arguments: rebuilt by name, so the error crosses a process pool intact
+        return _rebuild_corrupt, (self.path, self.seq, self.offset, self.reason)
+
+
+def _rebuild_corrupt(path: Path, seq: int | None, offset: int, reason: str) -> CorruptLogError:
+    return CorruptLogError(path, seq=seq, offset=offset, reason=reason)
 
 
 class LogWriteError(EventLogError, OSError):

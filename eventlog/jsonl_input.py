@@ -7,10 +7,10 @@ so a user fixes a file in one pass. Blank lines are ignored.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import orjson
+from typing import Any
 
 from eventlog.errors import InvalidEventError
+from eventlog.exact_json import InexactJSONError, loads_exact
 from eventlog.log import validate_input
 from eventlog.schema import Event
 
@@ -31,6 +31,9 @@ class InvalidInputError(InvalidEventError):
         first = errors[0]
         super().__init__(first.message, index=first.line - 1, field=first.field)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.source, self.errors)
+
     def lines(self) -> list[str]:
         """``source:line: field 'f': message`` for every invalid line."""
         out = []
@@ -49,8 +52,11 @@ def parse_event_lines(data: bytes, source: str) -> list[Event]:
         if not line.strip():
             continue
         try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
+            value = loads_exact(line)
+        except InexactJSONError as exc:
+            errors.append(LineError(number, None, str(exc)))
+            continue
+        except ValueError as exc:
             errors.append(LineError(number, None, f"invalid JSON: {exc}"))
             continue
         if not isinstance(value, dict):

@@ -289,6 +289,19 @@ def record_at(log: EventLog, session: str, checkpoint: Checkpoint) -> str | None
 _FORKED: tuple[Runner, Projector[Any], StopAt | None] | None = None
 
 
+def _die_with_parent(parent: int) -> None:
+    """In a pool worker: be killed when the parent dies (even by SIGKILL), so no worker is
+    left blocked on the pool's queue with nobody to feed it."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the line above took effect
+        os._exit(1)
+
+
 def _fold_in_worker(sessions: list[str]) -> list[tuple[str, SessionOutcome, Checkpoint | None]]:
     assert _FORKED is not None
     runner, projector, stop_at = _FORKED
@@ -404,7 +417,12 @@ class Runner:
         _FORKED = (self, projector, stop_at)
         try:
             context = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(max_workers=self.jobs, mp_context=context) as pool:
+            with ProcessPoolExecutor(
+                max_workers=self.jobs,
+                mp_context=context,
+                initializer=_die_with_parent,
+                initargs=(os.getpid(),),
+            ) as pool:
                 for results in pool.map(_fold_in_worker, groups):
                     yield from results
                     done += len(results)

@@ -63,10 +63,33 @@ def kill_runs_at_random(
         )
         time.sleep(rng.uniform(*delay))
         if proc.poll() is None:
+            started = children(proc.pid)
             proc.send_signal(signal.SIGKILL)
             kills += 1
+            proc.wait(timeout=60)
+            assert wait_for(
+                lambda s=started: not any(Path(f"/proc/{c}").exists() for c in s), 10
+            ), f"processes {started} outlived the killed {args[0]}"
         proc.wait(timeout=60)
     return kills
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux; empty elsewhere or once it is gone)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def wait_for(condition, seconds: float) -> bool:
+    """Poll ``condition`` until it holds or ``seconds`` pass (a deadline, not a delay)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return bool(condition())
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from eventlog.errors import InvalidEventError
+from eventlog.exact_json import InexactJSONError, loads_exact
 from eventlog.importers import claude_code, locomo, openhands
 from eventlog.importers.sources import SourceError, Unit, json_array_units, jsonl_units, origin
 from eventlog.layout import validate_session_id
@@ -89,9 +89,11 @@ def _plans_for_file(fmt: str, path: Path, prefix: str) -> list[_Plan]:
         session = _session_id(prefix, openhands.session_name(path), str(path))
         return [_Plan(session, source, units, openhands.to_events(units, session))]
     try:
-        document = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise SourceError(str(path), exc.lineno, f"invalid JSON: {exc.msg}") from exc
+        document = loads_exact(data)
+    except InexactJSONError as exc:
+        raise SourceError(str(path), None, str(exc)) from exc
+    except ValueError as exc:
+        raise SourceError(str(path), None, f"invalid JSON: {exc}") from exc
     plans = []
     for name, units, start, raw_date in locomo.sessions(document, str(path)):
         session = _session_id(prefix, name, str(path))

@@ -8,11 +8,11 @@ previous record (``prefix``), and for the last one the bytes after it (``suffix`
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from eventlog.errors import EventLogError
+from eventlog.exact_json import InexactJSONError, exact_decoder, loads_exact
 
 
 class SourceError(EventLogError, ValueError):
@@ -53,11 +53,11 @@ def jsonl_units(data: bytes, source: str) -> list[Unit]:
         if not text.strip():
             raise SourceError(source, number, "blank line in a JSONL transcript")
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SourceError(
-                source, number, f"invalid JSON: {exc.msg} (column {exc.colno})"
-            ) from exc
+            obj = loads_exact(text)
+        except InexactJSONError as exc:
+            raise SourceError(source, number, str(exc)) from exc
+        except ValueError as exc:
+            raise SourceError(source, number, f"invalid JSON: {exc}") from exc
         if not isinstance(obj, dict):
             raise SourceError(source, number, "a record must be a JSON object")
         units.append(Unit(len(units), number, text, obj))
@@ -67,11 +67,13 @@ def jsonl_units(data: bytes, source: str) -> list[Unit]:
 def json_array_units(data: bytes, source: str) -> list[Unit]:
     """One unit per element of a top-level JSON array, with the exact bytes around each."""
     text = _decode(data, source)
-    decoder = json.JSONDecoder()
+    decoder = exact_decoder()
     try:
-        json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SourceError(source, exc.lineno, f"invalid JSON: {exc.msg}") from exc
+        loads_exact(text)
+    except InexactJSONError as exc:
+        raise SourceError(source, None, str(exc)) from exc
+    except ValueError as exc:
+        raise SourceError(source, None, f"invalid JSON: {exc}") from exc
     start = len(text) - len(text.lstrip())
     if not text.startswith("[", start):
         raise SourceError(source, 1, "expected a JSON array")
