@@ -2,14 +2,18 @@
 
 A cache, never a source of truth: delete it and the next rebuild embeds again, to the same
 vectors (embedders are deterministic per text). With it, a rebuild of the cold tier re-embeds
-nothing it embedded before. SQLite in WAL mode, so several processes may share it; the model id
-names the exact model files, so vectors of another model are never returned.
+nothing it embedded before. A damaged cache (not a database, a vector of the wrong size) is set
+aside as ``*.corrupt-<time>`` with a warning and started afresh. SQLite in WAL mode, so several
+processes may share it; the model id names the exact model files, so vectors of another model
+are never returned.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +21,7 @@ import numpy as np
 
 from projections.embedders import Embedder
 
+logger = logging.getLogger(__name__)
 _LOOKUP_CHUNK = 500  # under SQLite's bound-parameter limit
 
 
@@ -60,6 +65,29 @@ class CachedEmbedder:
             self._db = None
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts``, from the cache where it has them (a damaged cache is set
+        aside and rebuilt, never fatal)."""
+        try:
+            return self._embed(texts)
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            self._set_aside(exc)
+            return self._embed(texts)
+
+    def _set_aside(self, exc: Exception) -> None:
+        self.close()
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        for suffix in ("", "-wal", "-shm"):
+            damaged = self.path.with_name(self.path.name + suffix)
+            if damaged.exists():
+                damaged.rename(damaged.with_name(f"{damaged.name}.corrupt-{stamp}"))
+        logger.warning(
+            "airsspec: warning: the embedding cache %s was damaged (%s); set aside and "
+            "rebuilt (vectors are embedded again)",
+            self.path,
+            exc,
+        )
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
         keys = [text_sha256(t) for t in texts]
         db = self._connect()
         found: dict[str, np.ndarray] = {}
@@ -72,7 +100,12 @@ class CachedEmbedder:
                 f"AND text_sha256 IN ({marks})",
                 [self.model_id, *chunk],
             ):
-                found[key] = np.frombuffer(blob, dtype=np.float32)
+                vector = np.frombuffer(blob, dtype=np.float32)
+                if vector.shape != (self.dim,):
+                    raise ValueError(
+                        f"a cached vector has {vector.size} dimensions, not {self.dim}"
+                    )
+                found[key] = vector
         missing = [k for k in unique if k not in found]
         if missing:
             first_text = dict(zip(keys, texts, strict=True))

@@ -121,3 +121,26 @@ def test_two_concurrent_cold_projections_write_each_row_once(tmp_path: Path) -> 
         assert run.wait(timeout=120) == 0, run.stderr.read()
     rows = _rows(tmp_path / ".airsspec" / "knowledge" / "vectors")
     assert len(rows) == len({r["unit_id"] for r in rows}) == 30 * 100
+
+
+@pytest.mark.parametrize("command", [["query", "zebra crossing"], ["project"], ["rebuild"]])
+def test_a_corrupt_embedding_cache_is_set_aside_and_rebuilt(
+    tmp_path: Path, command: list[str]
+) -> None:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    seed = b'{"type": "user", "content": "the zebra crossing by the school"}'
+    assert run_cli("append", "s", cwd=tmp_path, stdin=seed).returncode == 0
+    assert run_cli("project", cwd=tmp_path, env=HASH).returncode == 0
+    cache = tmp_path / ".airsspec" / "state" / "caches" / "embeddings.sqlite"
+    for extra in cache.parent.glob("embeddings.sqlite-*"):
+        extra.unlink()
+    cache.write_bytes(b"this is not a database" * 100)
+    more = b'{"type": "user", "content": "a second zebra crossing downtown"}'
+    assert run_cli("append", "s", cwd=tmp_path, stdin=more).returncode == 0
+    result = run_cli(*command, cwd=tmp_path, env=HASH)
+    assert result.returncode == 0, result.stderr
+    assert b"Traceback" not in result.stderr
+    assert b"embedding cache" in result.stderr and b"set aside" in result.stderr
+    assert list(cache.parent.glob("embeddings.sqlite.corrupt-*"))
+    found = run_cli("query", "zebra crossing", "--json", cwd=tmp_path, env=HASH)
+    assert len(json.loads(found.stdout)["hits"]) == 2
