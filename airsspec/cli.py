@@ -19,12 +19,18 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from airsspec import __version__
 from airsspec.daemon import Daemon, DaemonBusyError
+from airsspec.memory import Memory, NotAWorkspaceError
 from airsspec.reports import REPORTS, plot_report, run_report
-from airsspec.settings import SettingsError
+from airsspec.settings import WorkspaceSettings, find_config
 from airsspec.workspace import TIERS, Workspace, init_workspace
-from compactor.errors import CompactionBusyError, NothingToCompactError
-from eventlog.errors import CorruptLogError, EventLogError, InvalidSessionIdError, LogWriteError
+from compactor.errors import CompactionBusyError, CompactorError, NothingToCompactError
+from eventlog.errors import (
+    AirsspecError,
+    CorruptLogError,
+    LogWriteError,
+)
 from eventlog.ids import normalize_ts
 from eventlog.importers import FORMATS, ImportFailedError, export_session, import_paths
 from eventlog.jsonl_input import InvalidInputError, parse_event_lines
@@ -32,16 +38,16 @@ from eventlog.layout import validate_session_id
 from eventlog.render import format_record
 from eventlog.seal import load_seal, make_seal
 from eventlog.verify import verify
-from projections.analytics import AnalyticsError, QueryResult, check_read_only, export_parquet
-from projections.engine import Runner, RunReport, StopAt, stop_after
-from projections.memory_tool import QueryMemoryInput, run_query
+from projections.analytics import QueryResult, check_read_only, export_parquet
+from projections.engine import RunReport
+from projections.memory_tool import QueryMemoryInput
 from projections.status import tier_status
 from projections.warm import library_file_name
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-class UsageError(Exception):
+class UsageError(AirsspecError):
     """A command-line value that cannot be used."""
 
 
@@ -49,8 +55,20 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
-def _open(args: argparse.Namespace) -> Workspace:
-    return Workspace.open(args.workspace, args.config)
+def _open(args: argparse.Namespace) -> Memory:
+    """The workspace the global options name; a folder that is not one is refused (exit 2)
+    and nothing is created there."""
+    if args.config is not None:
+        return Memory.open(config=args.config)
+    if args.workspace is not None:
+        root = Path(args.workspace)
+        if not any((root / sub).is_dir() for sub in ("contexts", "state", "knowledge")):
+            raise NotAWorkspaceError(f"{root}: not an airsspec workspace (run airsspec init)")
+        return Memory(Workspace.open(root))
+    config = find_config(Path.cwd())
+    if config is not None:
+        return Memory.open(config=config)
+    return Memory.open(Path.cwd() / WorkspaceSettings().path)
 
 
 # --------------------------------------------------------------------------- commands
@@ -79,7 +97,8 @@ def cmd_append(args: argparse.Namespace) -> int:
     events = parse_event_lines(data, source)
     if not events:
         raise UsageError(f"{source}: no events to append")
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         records = ws.log.append_many(args.session, events)
     if args.json:
         _print_json([r.model_dump() for r in records])
@@ -113,7 +132,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         sealed = seal.anchors()
     elif args.key is not None:
         raise UsageError("--key goes with --against SEAL")
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         report = verify(ws.log, args.sessions or None, sealed)
     if args.json:
         _print_json(
@@ -148,7 +168,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_seal(args: argparse.Namespace) -> int:
     key = _read_key(args.key)
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         report = verify(ws.log)
         if not report.ok:
             bad = ", ".join(s.session for s in report.sessions if s.problem)
@@ -177,17 +198,15 @@ def _until(value: str | None) -> Callable[[Any], bool]:
     if value.isdigit():
         limit = int(value)
         return lambda record: record.seq > limit
-    try:
-        moment = normalize_ts(value)
-    except ValueError as exc:
-        raise UsageError(f"--until: {exc}") from exc
+    moment = _time(value, "--until")
     return lambda record: record.ts > moment
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     past_end = _until(args.until)
     out = sys.stdout
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         if args.session not in ws.log.sessions():
             raise UsageError(f"no session {args.session!r} in {ws.log_dir}")
         seq_of_id: dict[str, int] = {}
@@ -206,7 +225,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         infos = [ws.log.info(name) for name in ws.log.sessions()]
     if args.json:
         _print_json([asdict(i) for i in infos])
@@ -262,45 +282,31 @@ def _report_runs(reports: list[RunReport], as_json: bool, extra: dict[str, Any])
         print(f"{key}: {value}")
 
 
-def _tiers(choice: str) -> tuple[str, ...]:
-    return TIERS if choice == "all" else (choice,)
-
-
 def cmd_project(args: argparse.Namespace) -> int:
-    with _open(args) as ws:
-        projectors = ws.projectors(_tiers(args.tier))
-        reports = Runner(ws.log, projectors, _progress_printer(), jobs=args.jobs).catch_up()
+    with _open(args) as memory:
+        reports = memory.project(args.tier, jobs=args.jobs, progress=_progress_printer())
     _report_runs(reports, args.json, {})
     return EXIT_OK
 
 
-def _as_of(value: str) -> StopAt:
-    if value.isdigit():
-        return stop_after(seq=int(value))
+def _time(value: str, option: str) -> str:
     try:
-        return stop_after(ts=normalize_ts(value))
+        return normalize_ts(value)
     except ValueError as exc:
-        raise UsageError(f"--as-of: {exc}") from exc
+        raise UsageError(f"{option}: {exc}") from exc
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
-    with _open(args) as ws:
-        tiers = _tiers(args.tier)
+    run = {"jobs": args.jobs, "progress": _progress_printer()}
+    with _open(args) as memory:
         if args.as_of is None:
             if args.out:
                 raise UsageError("--out goes with --as-of (a live rebuild writes in place)")
-            reports = Runner(
-                ws.log, ws.projectors(tiers), _progress_printer(), jobs=args.jobs
-            ).rebuild()
-            _report_runs(reports, args.json, {})
+            _report_runs(memory.rebuild(args.tier, **run), args.json, {})
             return EXIT_OK
         out = Path(args.out or f"airsspec-as-of-{args.as_of.replace(':', '')}").resolve()
-        live = ws.root.resolve()
-        if out == live or live in out.parents:
-            raise UsageError(f"--out {out} is inside the workspace; choose a folder outside it")
-        reports = Runner(
-            ws.log, ws.projectors(tiers, root=out), _progress_printer(), jobs=args.jobs
-        ).rebuild(_as_of(args.as_of))
+        point: int | str = int(args.as_of) if args.as_of.isdigit() else _time(args.as_of, "--as-of")
+        reports = memory.rebuild(args.tier, as_of=point, out=out, **run)
     _report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
     return EXIT_OK
 
@@ -372,13 +378,12 @@ def cmd_query(args: argparse.Namespace) -> int:
             ]
         except ValidationError as exc:
             raise UsageError(_validation_problem(exc)) from exc
-    with _open(args) as ws:
+    with _open(args) as memory:
         if not args.stale:
-            Runner(ws.log, ws.projectors(("cold",)), _progress_printer()).catch_up()
-        recall = ws.recall()
+            memory.project(("cold",), progress=_progress_printer())
         for request in requests:
             try:
-                result = run_query(recall, request)
+                result = memory.query(request, fresh=False)
             except ValueError as exc:  # a time that does not parse
                 raise UsageError(str(exc)) from exc
             if args.batch:
@@ -391,7 +396,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_hot(args: argparse.Namespace) -> int:
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         validate_session_id(args.session)
         window = ws.load_hot(args.session)
         if window is None:
@@ -427,7 +433,8 @@ def cmd_hot(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         infos = [ws.log.info(name) for name in ws.log.sessions()]
         tiers = [tier_status(ws.log, p) for p in ws.projectors()]
     log_summary = {
@@ -463,7 +470,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     results = []
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         compactor = ws.compactor()
         sessions = args.sessions or ws.log.sessions()
         for session in sessions:
@@ -499,7 +507,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
                     "reason": record.reason,
                 }
             )
-        Runner(ws.log, ws.projectors()).catch_up()
+        memory.project()
     if args.json:
         _print_json(results)
         return EXIT_OK
@@ -518,8 +526,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_library(args: argparse.Namespace) -> int:
-    with _open(args) as ws:
-        Runner(ws.log, ws.projectors(("warm",))).catch_up()
+    with _open(args) as memory:
+        ws = memory.workspace
+        memory.project(("warm",))
         (warm,) = ws.projectors(("warm",))
         entries = warm.entries()
         if args.show is not None:
@@ -542,7 +551,8 @@ def cmd_library(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         results = import_paths(
             ws.log, args.format, args.paths, args.session_prefix, keep_secrets=args.keep_secrets
         )
@@ -560,15 +570,17 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "parquet":
-        with _open(args) as ws:
-            Runner(ws.log, ws.projectors(("tokens",))).catch_up()
+        with _open(args) as memory:
+            ws = memory.workspace
+            memory.project(("tokens",))
             written = export_parquet(ws.log_dir, ws.state_dir / "tokens", Path(args.target))
         print(
             f"wrote {written} record(s) as Parquet under {args.target} "
             "(partitioned by session_date)"
         )
         return EXIT_OK
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         validate_session_id(args.target)
         if args.target not in ws.log.sessions():
             raise UsageError(f"no session {args.target!r}")
@@ -605,7 +617,8 @@ def _print_result(result: QueryResult, fmt: str) -> None:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         check_read_only(args.query)  # refused before anything is loaded
         analytics = ws.analytics(args.parquet, sql=args.query)
         try:
@@ -617,7 +630,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         analytics = ws.analytics(args.parquet, sql=REPORTS[args.name])
         try:
             result = run_report(analytics, args.name)
@@ -630,6 +644,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from airsspec.mcp_server import serve  # the MCP SDK loads only for this command
+
+    with _open(args) as memory:
+        serve(memory)
+    return EXIT_OK
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -638,7 +660,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     )
     if args.log_level != "debug":
         logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per change is noise
-    with _open(args) as ws:
+    with _open(args) as memory:
+        ws = memory.workspace
         daemon = Daemon(ws)
         try:
             daemon.acquire()
@@ -668,6 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
         "of the nearest airsspec.toml, else ./.airsspec)",
     )
     parser.add_argument("-c", "--config", help="airsspec.toml to use (default: the nearest one)")
+    parser.add_argument("--version", action="version", version=f"airsspec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(
@@ -852,6 +876,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--stale", action="store_true", help="do not bring the cold tier up to date")
 
+    command(
+        "mcp",
+        cmd_mcp,
+        "serve this workspace's memory to MCP clients over stdio (query_memory, context, "
+        "append, replay, sessions, health)",
+        json_flag=False,
+    )
+
     p = command("library", cmd_library, "list the warm library's history-NNN.md files")
     p.add_argument("--show", type=int, metavar="NNN", help="print history-NNN.md")
     return parser
@@ -872,10 +904,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"airsspec: error: {error}", file=sys.stderr)
         print(f"nothing imported: {len(exc.errors)} source(s) with problems", file=sys.stderr)
         return EXIT_USAGE
-    except (UsageError, SettingsError, InvalidSessionIdError, EventLogError, AnalyticsError) as exc:
+    except AirsspecError as exc:
         print(f"airsspec: error: {exc}", file=sys.stderr)
-        code = EXIT_FAILED if isinstance(exc, CorruptLogError | LogWriteError) else EXIT_USAGE
-        return code
+        failed = CorruptLogError | LogWriteError | CompactorError | DaemonBusyError
+        return EXIT_FAILED if isinstance(exc, failed) else EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
 

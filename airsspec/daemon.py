@@ -24,13 +24,14 @@ import watchfiles
 
 from airsspec.workspace import Workspace
 from compactor.errors import CompactionBusyError, NothingToCompactError
+from eventlog.errors import AirsspecError
 from eventlog.layout import LOG_SUFFIX
 from projections.engine import Runner
 
 log = logging.getLogger("airsspec.watch")
 
 
-class DaemonBusyError(Exception):
+class DaemonBusyError(AirsspecError):
     """Another daemon already watches this workspace."""
 
 

@@ -17,13 +17,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from eventlog.errors import AirsspecError
 from eventlog.schema import MESSAGE_TYPES_DEFAULT
 
 CONFIG_NAME = "airsspec.toml"
 ENV_PREFIX = "AIRSSPEC_"
 
 
-class SettingsError(ValueError):
+class SettingsError(AirsspecError, ValueError):
     """A configuration value is missing, unknown or not allowed."""
 
 

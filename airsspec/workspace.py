@@ -31,7 +31,7 @@ from projections.embedders import Embedder, make_embedder
 from projections.engine import Runner
 from projections.hot import HotProjector, HotWindow, format_history, load_hot
 from projections.token_counts import TokenCountProjector
-from projections.tokens import token_counter
+from projections.tokens import TokenCounter, token_counter
 from projections.warm import WarmProjector
 
 if TYPE_CHECKING:  # lancedb and anthropic take seconds to import: only commands that use them do
@@ -224,7 +224,7 @@ class Workspace:
         ``sql``, only what it reads is loaded. Token counts are brought up to date first."""
         tables = tables_needed(sql) if sql is not None else None
         if tables is None or "token_counts" in tables:
-            Runner(self.log, self.projectors(("tokens",))).catch_up()
+            Runner(self.log, self.projectors(("tokens",))).catch_up()  # the one tier SQL reads
         return Analytics(
             self.log_dir,
             self.state_dir / "tokens",
@@ -233,11 +233,16 @@ class Workspace:
             temp_dir=self.state_dir / "tmp" / "duckdb",
         )
 
+    def token_counter(self) -> TokenCounter:
+        """Counts tokens with the workspace's encoding."""
+        return token_counter(self.settings.memory.encoding)
+
     def format_history(self, session: str, budget_tokens: int) -> str:
+        """The session's summary, then its newest messages, within ``budget_tokens``."""
         window = self.load_hot(session)
         if window is None:
             return ""
-        return format_history(window, budget_tokens, token_counter(self.settings.memory.encoding))
+        return format_history(window, budget_tokens, self.token_counter())
 
 
 def init_workspace(directory: Path) -> tuple[Path, bool]:

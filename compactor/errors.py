@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from eventlog.errors import AirsspecError
 
-class CompactorError(Exception):
+
+class CompactorError(AirsspecError):
     """Root of the compactor's errors."""
 
 

@@ -17,10 +17,12 @@ from typing import Any
 
 import orjson
 
+from eventlog.errors import EventLogError
+
 _OPTIONS = orjson.OPT_SORT_KEYS
 
 
-class NotCanonicalizableError(ValueError):
+class NotCanonicalizableError(EventLogError, ValueError):
     """The value cannot be expressed as canonical JSON (NaN, integers beyond 64 bits, ...)."""
 
 

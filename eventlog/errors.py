@@ -1,4 +1,5 @@
-"""Errors of the event log: one root, subclassed by what the caller can do about it.
+"""Errors of airsspec memory: one root (``AirsspecError``, here in the lowest layer so every
+package can subclass it), and the event log's errors, subclassed by what the caller can do.
 
 - ``InvalidEventError``: the input is wrong (fix the input; nothing was written).
 - ``InvalidSessionIdError``: the session id is not a safe, portable file name.
@@ -16,7 +17,11 @@ from pathlib import Path
 from typing import Any
 
 
-class EventLogError(Exception):
+class AirsspecError(Exception):
+    """Root of every error airsspec raises on purpose: catch this one to catch them all."""
+
+
+class EventLogError(AirsspecError):
     """Root of every error raised by the event log."""
 
 

@@ -15,12 +15,14 @@ from typing import Any
 
 import orjson
 
+from eventlog.errors import EventLogError
+
 _LONG_INT = re.compile(r"\d{19,}")
 _LONG_INT_BYTES = re.compile(rb"\d{19,}")
 _LOW, _HIGH = -(2**63), 2**64
 
 
-class InexactJSONError(ValueError):
+class InexactJSONError(EventLogError, ValueError):
     """JSON that cannot be stored exactly (a number out of range, NaN, too deep)."""
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import orjson
 
+from eventlog.errors import EventLogError
 from eventlog.layout import HEAD_SUFFIX, read_nofollow
 
 HEAD_SIZE = 512
@@ -34,7 +35,7 @@ class Head:
     hash: str | None
 
 
-class HeadError(ValueError):
+class HeadError(EventLogError, ValueError):
     """A head file that cannot be read (damaged, or not written by airsspec)."""
 
 

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from eventlog.errors import EventLogError
 from eventlog.ids import normalize_ts
 
 SCHEMA_VERSION = 1
@@ -309,7 +310,7 @@ def validate_event(data: Event | dict[str, Any]) -> Event:
     return INPUT_TYPES[kind].model_validate(data)
 
 
-class UnknownEventTypeError(ValueError):
+class UnknownEventTypeError(EventLogError, ValueError):
     """An input event names no type this version can append."""
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import duckdb
 
+from eventlog.errors import AirsspecError
 from eventlog.layout import list_sessions, session_path
 
 EVENT_COLUMNS: dict[str, str] = {
@@ -80,7 +81,7 @@ _NEEDS: dict[str, set[str]] = {
 _BASES = ("raw_events", "records", "token_counts")
 
 
-class AnalyticsError(Exception):
+class AnalyticsError(AirsspecError):
     """A query that cannot run: not read-only, or invalid SQL."""
 
 

@@ -1,0 +1,388 @@
+"""``Memory``: the one object a user imports; the CLI, the daemon and the MCP server go through it.
+
+    from airsspec import Memory
+
+    with Memory.open(".", create=True) as memory:
+        memory.append("s1", {"type": "user", "content": "Add rate limiting to the API"})
+        print(memory.context("s1", budget=2000))
+        print(memory.search("rate limiting", k=3))
+
+Every call validates its input as the CLI does and raises an ``AirsspecError`` subclass for a
+caller's mistake (``NotAWorkspaceError``, ``InvalidEventError``, ``InvalidQueryError``...). After
+``append`` the hot tier of that session is current (folded in this process, a few records), so
+``context`` shows what was just appended; the other tiers follow in ``project``, ``search`` (the
+cold tier) and ``compact``, or in the daemon. ``AsyncMemory`` offers the same calls as coroutines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import ValidationError
+
+from airsspec.settings import CONFIG_NAME
+from airsspec.workspace import TIERS, Workspace, init_workspace
+from eventlog.errors import AirsspecError
+from eventlog.ids import format_ts, normalize_ts
+from eventlog.layout import validate_session_id
+from eventlog.log import SessionInfo
+from eventlog.schema import Event, Record
+from eventlog.verify import VerifyReport, verify
+from projections.engine import Progress, Runner, RunReport, StopAt, stop_after
+from projections.hot import HotWindow
+from projections.memory_tool import QueryMemoryInput, run_query
+from projections.status import TierStatus, tier_status
+
+if TYPE_CHECKING:
+    from compactor.compactor import Compactor
+
+ContextFormat = Literal["text", "anthropic", "openai"]
+
+
+class NotAWorkspaceError(AirsspecError):
+    """The path holds no airsspec workspace (and ``create`` was not asked for)."""
+
+
+class NoSuchSessionError(AirsspecError):
+    """The session named has no log in this workspace."""
+
+
+class InvalidQueryError(AirsspecError, ValueError):
+    """A search or context request that cannot run (empty query, k out of range, bad time)."""
+
+
+def _moment(value: str | datetime | None, name: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                raise ValueError("a datetime needs a time zone (use datetime.now(UTC))")
+            return format_ts(value)
+        return normalize_ts(value)
+    except ValueError as exc:
+        raise InvalidQueryError(f"{name}: {exc}") from exc
+
+
+def _as_of(point: int | str | datetime) -> StopAt:
+    if isinstance(point, int):
+        return stop_after(seq=point)
+    moment = _moment(point, "as_of")
+    assert moment is not None
+    return stop_after(ts=moment)
+
+
+class Memory:
+    """An agent memory: the frozen log of a workspace and every tier projected from it."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self._compactor: Compactor | None = None
+
+    # ------------------------------------------------------------------ open and close
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path = ".",
+        *,
+        create: bool = False,
+        config: str | Path | None = None,
+    ) -> Memory:
+        """Open the workspace at ``path``: a folder holding ``airsspec.toml``, or a workspace
+        folder itself (``.airsspec``). With ``create``, a missing one is initialised there.
+
+        Raises ``NotAWorkspaceError`` (creating nothing) when there is none and ``create`` is
+        false, and ``SettingsError`` for a bad ``airsspec.toml``.
+        """
+        folder = Path(path)
+        if config is not None:
+            return cls(Workspace.open(config=config))
+        if (folder / CONFIG_NAME).is_file():
+            return cls(Workspace.open(config=folder / CONFIG_NAME))
+        if (folder / "contexts" / "agent").is_dir():
+            return cls(Workspace.open(folder))
+        if not create:
+            raise NotAWorkspaceError(
+                f"{folder}: not an airsspec workspace (run airsspec init, or open with create=True)"
+            )
+        written, _ = init_workspace(folder)
+        return cls(Workspace.open(config=written))
+
+    def close(self) -> None:
+        """Flush and close the log (a ``with`` block does this)."""
+        self.workspace.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def root(self) -> Path:
+        """The workspace folder."""
+        return self.workspace.root
+
+    # ------------------------------------------------------------------ the log
+
+    def append(self, session: str, event: Event | dict[str, Any]) -> Record:
+        """Append one event; return the stored record. The session's hot tier is current after."""
+        return self.append_many(session, [event])[0]
+
+    def append_many(self, session: str, events: Iterable[Event | dict[str, Any]]) -> list[Record]:
+        """Append events atomically (all or none); return the stored records, in order."""
+        records = list(self.workspace.log.append_many(session, events))
+        self.project(("hot",), sessions=[session])
+        return records
+
+    def sessions(self) -> list[SessionInfo]:
+        """Every session: records, first and last time, bytes."""
+        log = self.workspace.log
+        return [log.info(name) for name in log.sessions()]
+
+    def _known(self, session: str) -> str:
+        validate_session_id(session)
+        if session not in self.workspace.log.sessions():
+            raise NoSuchSessionError(f"no session {session!r} in {self.workspace.log_dir}")
+        return session
+
+    def replay(
+        self, session: str, *, from_seq: int = 1, until: int | str | datetime | None = None
+    ) -> Iterator[Record]:
+        """The records of ``session`` from ``from_seq`` up to ``until`` (a seq or a time)."""
+        self._known(session)
+        limit_seq = until if isinstance(until, int) else None
+        limit_ts = None if isinstance(until, int) else _moment(until, "until")
+        for located in self.workspace.log.read(session, from_seq=from_seq):
+            record = located.record
+            if (limit_seq is not None and record.seq > limit_seq) or (
+                limit_ts is not None and record.ts > limit_ts
+            ):
+                return
+            yield record
+
+    def verify(self, sessions: Iterable[str] | None = None) -> VerifyReport:
+        """Check every record, the hash chains and the heads (see ``eventlog.verify``)."""
+        return verify(self.workspace.log, list(sessions) if sessions is not None else None)
+
+    # ------------------------------------------------------------------ tiers
+
+    def _tiers(self, tiers: Iterable[str] | str) -> tuple[str, ...]:
+        chosen = (tiers,) if isinstance(tiers, str) else tuple(tiers)
+        if "all" in chosen:
+            return TIERS
+        unknown = [t for t in chosen if t not in TIERS]
+        if unknown:
+            raise InvalidQueryError(
+                f"unknown tier(s) {', '.join(unknown)}; available: {', '.join(TIERS)}, all"
+            )
+        return chosen
+
+    def project(
+        self,
+        tiers: Iterable[str] | str = TIERS,
+        *,
+        sessions: Iterable[str] | None = None,
+        jobs: int = 1,
+        progress: Progress | None = None,
+    ) -> list[RunReport]:
+        """Bring ``tiers`` up to the head of the log (only ``sessions``, when given)."""
+        projectors = self.workspace.projectors(self._tiers(tiers))
+        return Runner(self.workspace.log, projectors, progress, jobs=jobs).catch_up(
+            sessions=sessions
+        )
+
+    def rebuild(
+        self,
+        tiers: Iterable[str] | str = TIERS,
+        *,
+        as_of: int | str | datetime | None = None,
+        out: str | Path | None = None,
+        jobs: int = 1,
+        progress: Progress | None = None,
+    ) -> list[RunReport]:
+        """Delete ``tiers`` and replay the log; with ``as_of``, materialise them as they were
+        at that seq or time into ``out`` (a folder outside the workspace) instead."""
+        chosen = self._tiers(tiers)
+        if as_of is None:
+            if out is not None:
+                raise InvalidQueryError("out goes with as_of (a live rebuild writes in place)")
+            projectors = self.workspace.projectors(chosen)
+            return Runner(self.workspace.log, projectors, progress, jobs=jobs).rebuild()
+        if out is None:
+            raise InvalidQueryError("as_of needs out: the folder to write the past tiers into")
+        target, live = Path(out).resolve(), self.root.resolve()
+        if target == live or live in target.parents:
+            raise InvalidQueryError(f"{target} is inside the workspace; choose a folder outside")
+        stop = _as_of(as_of)
+        projectors = self.workspace.projectors(chosen, root=target)
+        return Runner(self.workspace.log, projectors, progress, jobs=jobs).rebuild(stop)
+
+    def status(self) -> list[TierStatus]:
+        """Items, size, lag and what is degraded, for every tier."""
+        return [tier_status(self.workspace.log, p) for p in self.workspace.projectors()]
+
+    def hot(self, session: str) -> HotWindow:
+        """The hot window of ``session`` (brought up to date first)."""
+        self._known(session)
+        self.project(("hot",), sessions=[session])
+        window = self.workspace.load_hot(session)
+        assert window is not None
+        return window
+
+    def context(
+        self, session: str, budget: int, *, query: str | None = None, format: ContextFormat = "text"
+    ) -> str | list[dict[str, Any]]:
+        """What ``session`` should see next, within ``budget`` tokens: the latest summary, then
+        the newest messages (as text, or as a ``messages`` list for the Anthropic or OpenAI
+        SDK). With ``query``, the best recalled passages not already visible come first."""
+        if budget < 1:
+            raise InvalidQueryError(f"budget must be at least 1 token (got {budget})")
+        if format not in ("text", "anthropic", "openai"):
+            raise InvalidQueryError(f"format must be text, anthropic or openai (got {format!r})")
+        self.hot(session)
+        text = self.workspace.format_history(session, budget)
+        if query is not None:
+            recalled = self._recalled(session, query, text)
+            counter = self.workspace.token_counter()
+            for passage in recalled:
+                candidate = f"{passage}\n\n{text}" if text else passage
+                if counter(candidate) <= budget:
+                    text = candidate
+        if format == "text":
+            return text
+        return [{"role": "user", "content": text}] if text else []
+
+    def _recalled(self, session: str, query: str, visible: str) -> list[str]:
+        hits = self.search(query, k=5)["hits"]
+        passages = []
+        for hit in reversed(hits):  # the best ends up first
+            if hit["text"] in visible:
+                continue
+            where = hit["source"] or f"{hit['session']} #{hit['seq_from']}-{hit['seq_to']}"
+            passages.append(f"[recalled from {where}] {hit['text']}")
+        return passages
+
+    # ------------------------------------------------------------------ search and compaction
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        session: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since: str | datetime | None = None,
+        until: str | datetime | None = None,
+        fresh: bool = True,
+    ) -> dict[str, Any]:
+        """``query_memory``: the ``k`` best passages (messages, summaries, sources) with
+        provenance, the same shape as ``airsspec query --json``. ``fresh`` brings the cold
+        tier up to date first."""
+        if session is not None:
+            self._known(session)
+        try:
+            request = QueryMemoryInput(
+                query=query,
+                k=k,
+                session=session,
+                since=_moment(since, "since"),
+                until=_moment(until, "until"),
+                kinds=list(kinds) if kinds is not None else None,
+            )
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = ".".join(str(p) for p in error["loc"]) or "query"
+            raise InvalidQueryError(f"{field}: {error['msg']}") from exc
+        return self.query(request, fresh=fresh)
+
+    def query(self, request: QueryMemoryInput, *, fresh: bool = True) -> dict[str, Any]:
+        """``search`` for an already validated request (a ``query --batch`` line, a tool call)."""
+        if fresh:
+            self.project(("cold",))
+        return run_query(self.workspace.recall(), request)
+
+    def compact(self, session: str, *, force: bool = False) -> Any:
+        """Compact ``session`` if its hot window is over budget (or ``force``); return the
+        compaction record, or None when it was within budget. Hot and warm follow at once."""
+        self._known(session)
+        if self._compactor is None:
+            self._compactor = self.workspace.compactor()
+        record = self._compactor.compact(session, force=force)
+        self.project(("hot", "warm"), sessions=[session])
+        return record
+
+
+class AsyncMemory:
+    """``Memory`` for asyncio code: the same calls, as coroutines run in a worker thread."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+
+    @classmethod
+    async def open(
+        cls, path: str | Path = ".", *, create: bool = False, config: str | Path | None = None
+    ) -> AsyncMemory:
+        """``Memory.open`` in a thread."""
+        return cls(await asyncio.to_thread(Memory.open, path, create=create, config=config))
+
+    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(partial(fn, *args, **kwargs))
+
+    async def append(self, session: str, event: Event | dict[str, Any]) -> Record:
+        """``Memory.append``."""
+        return await self._run(self.memory.append, session, event)
+
+    async def append_many(
+        self, session: str, events: Iterable[Event | dict[str, Any]]
+    ) -> list[Record]:
+        """``Memory.append_many``."""
+        return await self._run(self.memory.append_many, session, list(events))
+
+    async def context(self, session: str, budget: int, **kwargs: Any) -> Any:
+        """``Memory.context``."""
+        return await self._run(self.memory.context, session, budget, **kwargs)
+
+    async def search(self, query: str, **kwargs: Any) -> dict[str, Any]:
+        """``Memory.search``."""
+        return await self._run(self.memory.search, query, **kwargs)
+
+    async def sessions(self) -> list[SessionInfo]:
+        """``Memory.sessions``."""
+        return await self._run(self.memory.sessions)
+
+    async def replay(self, session: str, **kwargs: Any) -> list[Record]:
+        """``Memory.replay``, as a list."""
+        return await self._run(lambda: list(self.memory.replay(session, **kwargs)))
+
+    async def verify(self, sessions: Iterable[str] | None = None) -> VerifyReport:
+        """``Memory.verify``."""
+        return await self._run(self.memory.verify, sessions)
+
+    async def compact(self, session: str, *, force: bool = False) -> Any:
+        """``Memory.compact``."""
+        return await self._run(self.memory.compact, session, force=force)
+
+    async def project(self, tiers: Iterable[str] | str = TIERS) -> list[RunReport]:
+        """``Memory.project``."""
+        return await self._run(self.memory.project, tiers)
+
+    async def status(self) -> list[TierStatus]:
+        """``Memory.status``."""
+        return await self._run(self.memory.status)
+
+    async def close(self) -> None:
+        """``Memory.close``."""
+        await self._run(self.memory.close)
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

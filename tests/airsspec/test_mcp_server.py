@@ -1,0 +1,75 @@
+"""The MCP server end to end: a real MCP client (the official SDK) starts ``airsspec mcp`` over
+stdio, lists the tools, calls each one, and gets a tool error (not a crash) for a bad argument."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.conftest import run_cli
+
+TOOLS = {"query_memory", "context", "append", "replay", "sessions", "health"}
+
+
+def _json(result) -> object:
+    """A tool's structured result (a list comes wrapped as ``{"result": [...]}``)."""
+    assert not result.is_error, result.content
+    data = result.structured_content
+    assert data is not None, result.content
+    return data["result"] if set(data) == {"result"} else data
+
+
+async def _session_run(workspace: Path) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "airsspec", "-w", str(workspace), "mcp"],
+        env={**os.environ, "AIRSSPEC_COLD_EMBEDDER": "hash"},
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        listed = await session.list_tools()
+        assert {t.name for t in listed.tools} == TOOLS
+        schema = next(t for t in listed.tools if t.name == "query_memory").input_schema
+        assert schema["required"] == ["query"]
+
+        events = [
+            {"type": "user", "content": "Please add rate limiting to the public API"},
+            {"type": "assistant", "content": "I will use a token bucket per API key"},
+        ]
+        appended = _json(await session.call_tool("append", {"session": "s1", "events": events}))
+        assert appended["seqs"] == [1, 2]
+        listed_sessions = _json(await session.call_tool("sessions", {}))
+        assert [s["session"] for s in listed_sessions] == ["s1"]
+        hits = _json(await session.call_tool("query_memory", {"query": "token bucket", "k": 2}))
+        assert hits["hits"][0]["text"] == "I will use a token bucket per API key"
+        assert hits["hits"][0]["session"] == "s1"
+        context = await session.call_tool("context", {"session": "s1", "budget": 200})
+        assert "rate limiting" in context.content[0].text
+        replayed = _json(await session.call_tool("replay", {"session": "s1", "from_seq": 2}))
+        assert [r["seq"] for r in replayed] == [2]
+        health = _json(await session.call_tool("health", {}))
+        assert {t["tier"] for t in health["tiers"]} >= {"hot", "cold"}
+
+        for name, arguments, expected in [
+            ("query_memory", {"query": "x", "k": 0}, "k must be between 1 and 100"),
+            ("append", {"session": "s1", "events": [{"type": "nope"}]}, "unknown event type"),
+            ("replay", {"session": "missing"}, "no session 'missing'"),
+            ("context", {"session": "../x", "budget": 10}, "invalid session id"),
+        ]:
+            bad = await session.call_tool(name, arguments)
+            assert bad.is_error, name
+            assert expected in bad.content[0].text, bad.content[0].text
+        still = _json(await session.call_tool("sessions", {}))  # the server is still up
+        assert still[0]["records"] == 2
+
+
+@pytest.mark.slow
+def test_a_real_mcp_client_calls_every_tool_over_stdio(tmp_path: Path) -> None:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    asyncio.run(asyncio.wait_for(_session_run(tmp_path / ".airsspec"), timeout=120))
