@@ -1,24 +1,23 @@
 """airsspec memory: auditable, replayable, rebuildable memory for AI agents.
 
 Import ``Memory`` (or ``AsyncMemory``): it opens a workspace and does everything the ``airsspec``
-command does. Every error raised on purpose is an ``AirsspecError``.
+command does. Every error raised on purpose is an ``AirsspecError``. Names are loaded on first
+use, so ``import airsspec`` (and the command line) stays quick.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-from airsspec.memory import (
-    AsyncMemory,
-    InvalidQueryError,
-    Memory,
-    NoSuchSessionError,
-    NotAWorkspaceError,
-)
-from eventlog.errors import AirsspecError
+from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("airsspec-memory")
-except PackageNotFoundError:  # running from a checkout that was never installed
-    __version__ = "0+unknown"
+if TYPE_CHECKING:
+    from airsspec.memory import (
+        AsyncMemory,
+        InvalidQueryError,
+        Memory,
+        NoSuchSessionError,
+        NotAWorkspaceError,
+    )
+    from eventlog.errors import AirsspecError
 
 __all__ = [
     "AirsspecError",
@@ -29,3 +28,24 @@ __all__ = [
     "NotAWorkspaceError",
     "__version__",
 ]
+
+_FROM_MEMORY = {"AsyncMemory", "InvalidQueryError", "Memory", "NoSuchSessionError"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_MEMORY or name == "NotAWorkspaceError":
+        from airsspec import memory
+
+        return getattr(memory, name)
+    if name == "AirsspecError":
+        from eventlog.errors import AirsspecError
+
+        return AirsspecError
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("airsspec-memory")
+        except PackageNotFoundError:  # a checkout that was never installed
+            return "0+unknown"
+    raise AttributeError(f"module 'airsspec' has no attribute {name!r}")

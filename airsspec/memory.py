@@ -17,6 +17,7 @@ cold tier) and ``compact``, or in the daemon. ``AsyncMemory`` offers the same ca
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from functools import partial
@@ -34,14 +35,15 @@ from eventlog.log import SessionInfo
 from eventlog.schema import Event, Record
 from eventlog.verify import VerifyReport, verify
 from projections.engine import Progress, Runner, RunReport, StopAt, stop_after
-from projections.hot import HotWindow
 from projections.memory_tool import QueryMemoryInput, run_query
-from projections.status import TierStatus, tier_status
 
 if TYPE_CHECKING:
     from compactor.compactor import Compactor
+    from projections.hot import HotWindow
+    from projections.status import TierStatus
 
 ContextFormat = Literal["text", "anthropic", "openai"]
+logger = logging.getLogger(__name__)
 
 
 class NotAWorkspaceError(AirsspecError):
@@ -192,8 +194,14 @@ class Memory:
         jobs: int = 1,
         progress: Progress | None = None,
     ) -> list[RunReport]:
-        """Bring ``tiers`` up to the head of the log (only ``sessions``, when given)."""
-        projectors = self.workspace.projectors(self._tiers(tiers))
+        """Bring ``tiers`` up to the head of the log (only ``sessions``, when given). A cold
+        tier whose embedder cannot load is left as it is, with a warning (search degrades to
+        full-text and says so)."""
+        chosen = self._tiers(tiers)
+        if "cold" in chosen and (problem := self.embedder_problem()):
+            logger.warning("airsspec: warning: the cold tier was not updated: %s", problem)
+            chosen = tuple(t for t in chosen if t != "cold")
+        projectors = self.workspace.projectors(chosen)
         return Runner(self.workspace.log, projectors, progress, jobs=jobs).catch_up(
             sessions=sessions
         )
@@ -224,8 +232,20 @@ class Memory:
         projectors = self.workspace.projectors(chosen, root=target)
         return Runner(self.workspace.log, projectors, progress, jobs=jobs).rebuild(stop)
 
+    def embedder_problem(self) -> str | None:
+        """Why the cold tier's embedder cannot run here (None when it can)."""
+        from projections.embedders import EmbedderUnavailable
+
+        try:
+            self.workspace.embedder().check()
+        except EmbedderUnavailable as exc:
+            return str(exc)
+        return None
+
     def status(self) -> list[TierStatus]:
         """Items, size, lag and what is degraded, for every tier."""
+        from projections.status import tier_status
+
         return [tier_status(self.workspace.log, p) for p in self.workspace.projectors()]
 
     def hot(self, session: str) -> HotWindow:

@@ -22,21 +22,19 @@ from airsspec.settings import (
     find_config,
     load_settings,
 )
-from compactor.compactor import CompactionSettings, Compactor
-from compactor.summarizers import ExtractiveSummarizer, Summarizer
 from eventlog.log import EventLog
 from eventlog.secrets import Redactor
-from projections.analytics import Analytics, tables_needed
-from projections.embedders import Embedder, make_embedder
-from projections.engine import Runner
-from projections.hot import HotProjector, HotWindow, format_history, load_hot
-from projections.token_counts import TokenCountProjector
-from projections.tokens import TokenCounter, token_counter
-from projections.warm import WarmProjector
 
-if TYPE_CHECKING:  # lancedb and anthropic take seconds to import: only commands that use them do
+if TYPE_CHECKING:  # each part is imported by the method that makes it: a command pays only
+    # for what it uses (lancedb and anthropic take seconds, duckdb and numpy a tenth)
+    from compactor.compactor import Compactor
+    from compactor.summarizers import Summarizer
+    from projections.analytics import Analytics
     from projections.cold import ColdProjector
+    from projections.embedders import Embedder
+    from projections.hot import HotWindow
     from projections.recall import Recall
+    from projections.tokens import TokenCounter
 
 TIERS = ("hot", "warm", "tokens", "cold")
 SUBDIRS = ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources", "state")
@@ -119,6 +117,10 @@ class Workspace:
 
     def projectors(self, tiers: tuple[str, ...] = TIERS, root: Path | None = None) -> list:
         """The projectors of ``tiers``, writing under ``root`` (default: this workspace)."""
+        from projections.hot import HotProjector
+        from projections.token_counts import TokenCountProjector
+        from projections.warm import WarmProjector
+
         base = root if root is not None else self.root
         memory = self.settings.memory
         made: dict[str, Any] = {
@@ -142,6 +144,9 @@ class Workspace:
         return self.state_dir / "hot"
 
     def load_hot(self, session: str) -> HotWindow | None:
+        """The session's hot window as last projected (None if it never was)."""
+        from projections.hot import load_hot
+
         return load_hot(self.hot_dir, session)
 
     def _cold_projector(self, base: Path) -> ColdProjector:
@@ -158,6 +163,9 @@ class Workspace:
         )
 
     def embedder(self) -> Embedder:
+        """The cold tier's embedder (one shared instance per process and choice)."""
+        from projections.embedders import make_embedder
+
         cold = self.settings.cold
         return make_embedder(cold.embedder, cold.hash_dim)
 
@@ -195,9 +203,14 @@ class Workspace:
                 max_retries=cfg.anthropic_max_retries,
                 timeout_s=cfg.anthropic_timeout_s,
             )
-        return ExtractiveSummarizer(token_counter(self.settings.memory.encoding))
+        from compactor.summarizers import ExtractiveSummarizer
+
+        return ExtractiveSummarizer(self.token_counter())
 
     def compactor(self, summarizer: Summarizer | None = None) -> Compactor:
+        """The compactor of this workspace (its settings, its summarizer unless given)."""
+        from compactor.compactor import CompactionSettings, Compactor
+
         hot, warm = self.projectors(("hot", "warm"))
         memory, cfg = self.settings.memory, self.settings.compactor
         settings = CompactionSettings(
@@ -215,13 +228,16 @@ class Workspace:
             warm,
             self.state_dir / "locks",
             summarizer or self.summarizer(),
-            token_counter(memory.encoding),
+            self.token_counter(),
             settings,
         )
 
     def analytics(self, parquet_source: str | None = None, sql: str | None = None) -> Analytics:
         """DuckDB views over the log (or exported Parquet), sandboxed for user SQL; with
         ``sql``, only what it reads is loaded. Token counts are brought up to date first."""
+        from projections.analytics import Analytics, tables_needed
+        from projections.engine import Runner
+
         tables = tables_needed(sql) if sql is not None else None
         if tables is None or "token_counts" in tables:
             Runner(self.log, self.projectors(("tokens",))).catch_up()  # the one tier SQL reads
@@ -235,10 +251,14 @@ class Workspace:
 
     def token_counter(self) -> TokenCounter:
         """Counts tokens with the workspace's encoding."""
+        from projections.tokens import token_counter
+
         return token_counter(self.settings.memory.encoding)
 
     def format_history(self, session: str, budget_tokens: int) -> str:
         """The session's summary, then its newest messages, within ``budget_tokens``."""
+        from projections.hot import format_history
+
         window = self.load_hot(session)
         if window is None:
             return ""

