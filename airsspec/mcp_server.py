@@ -118,8 +118,7 @@ def build_server(memory: Memory) -> MCPServer:
         return {
             "ok": not degraded and all(t.lag_records == 0 for t in tiers),
             "tiers": [
-                {"tier": t.tier, "items": t.items, "lag_records": t.lag_records}
-                for t in tiers
+                {"tier": t.tier, "items": t.items, "lag_records": t.lag_records} for t in tiers
             ],
             "degraded": degraded,
         }

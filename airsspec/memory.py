@@ -16,7 +16,6 @@ cold tier) and ``compact``, or in the daemon. ``AsyncMemory`` offers the same ca
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
@@ -31,15 +30,15 @@ from airsspec.workspace import TIERS, Workspace, init_workspace
 from eventlog.errors import AirsspecError
 from eventlog.ids import format_ts, normalize_ts
 from eventlog.layout import validate_session_id
-from eventlog.log import SessionInfo
-from eventlog.schema import Event, Record
-from eventlog.verify import VerifyReport, verify
-from projections.engine import Progress, Runner, RunReport, StopAt, stop_after
-from projections.memory_tool import QueryMemoryInput, run_query
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
     from compactor.compactor import Compactor
+    from eventlog.log import SessionInfo
+    from eventlog.schema import Event, Record
+    from eventlog.verify import VerifyReport
+    from projections.engine import Progress, RunReport, StopAt
     from projections.hot import HotWindow
+    from projections.memory_tool import QueryMemoryInput
     from projections.status import TierStatus
 
 ContextFormat = Literal["text", "anthropic", "openai"]
@@ -72,6 +71,8 @@ def _moment(value: str | datetime | None, name: str) -> str | None:
 
 
 def _as_of(point: int | str | datetime) -> StopAt:
+    from projections.engine import stop_after
+
     if isinstance(point, int):
         return stop_after(seq=point)
     moment = _moment(point, "as_of")
@@ -171,6 +172,8 @@ class Memory:
 
     def verify(self, sessions: Iterable[str] | None = None) -> VerifyReport:
         """Check every record, the hash chains and the heads (see ``eventlog.verify``)."""
+        from eventlog.verify import verify
+
         return verify(self.workspace.log, list(sessions) if sessions is not None else None)
 
     # ------------------------------------------------------------------ tiers
@@ -197,6 +200,8 @@ class Memory:
         """Bring ``tiers`` up to the head of the log (only ``sessions``, when given). A cold
         tier whose embedder cannot load is left as it is, with a warning (search degrades to
         full-text and says so)."""
+        from projections.engine import Runner
+
         chosen = self._tiers(tiers)
         if "cold" in chosen and (problem := self.embedder_problem()):
             logger.warning("airsspec: warning: the cold tier was not updated: %s", problem)
@@ -217,6 +222,8 @@ class Memory:
     ) -> list[RunReport]:
         """Delete ``tiers`` and replay the log; with ``as_of``, materialise them as they were
         at that seq or time into ``out`` (a folder outside the workspace) instead."""
+        from projections.engine import Runner
+
         chosen = self._tiers(tiers)
         if as_of is None:
             if out is not None:
@@ -305,6 +312,8 @@ class Memory:
         """``query_memory``: the ``k`` best passages (messages, summaries, sources) with
         provenance, the same shape as ``airsspec query --json``. ``fresh`` brings the cold
         tier up to date first."""
+        from projections.memory_tool import QueryMemoryInput
+
         if session is not None:
             self._known(session)
         try:
@@ -324,6 +333,8 @@ class Memory:
 
     def query(self, request: QueryMemoryInput, *, fresh: bool = True) -> dict[str, Any]:
         """``search`` for an already validated request (a ``query --batch`` line, a tool call)."""
+        from projections.memory_tool import run_query
+
         if fresh:
             self.project(("cold",))
         return run_query(self.workspace.recall(), request)
@@ -350,9 +361,13 @@ class AsyncMemory:
         cls, path: str | Path = ".", *, create: bool = False, config: str | Path | None = None
     ) -> AsyncMemory:
         """``Memory.open`` in a thread."""
+        import asyncio
+
         return cls(await asyncio.to_thread(Memory.open, path, create=create, config=config))
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        import asyncio
+
         return await asyncio.to_thread(partial(fn, *args, **kwargs))
 
     async def append(self, session: str, event: Event | dict[str, Any]) -> Record:

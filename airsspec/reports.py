@@ -9,8 +9,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from projections.analytics import Analytics, QueryResult
+if TYPE_CHECKING:  # duckdb loads only when a report runs
+    from projections.analytics import Analytics, QueryResult
 
 REPORTS = {
     "tools": """SELECT tool, count(*) AS calls, count(*) FILTER (WHERE is_error) AS errors,

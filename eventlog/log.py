@@ -46,12 +46,12 @@ from eventlog.layout import (
 )
 from eventlog.recovery import TailState, recover
 from eventlog.schema import (
-    INPUT_ADAPTER,
     INPUT_TYPES,
     SCHEMA_VERSION,
     SYSTEM_TYPES,
     Event,
     Record,
+    input_adapter,
     parse_record,
     record_from_dict,
     record_validator,
@@ -212,7 +212,7 @@ def prepare_events(
     models: list[Any] = list(items)
     if raw:
         try:
-            validated = INPUT_ADAPTER.validate_python([items[i] for i in raw])
+            validated = input_adapter().validate_python([items[i] for i in raw])
         except ValidationError as exc:
             error = _invalid(exc)
             raise InvalidEventError(
@@ -220,7 +220,7 @@ def prepare_events(
             ) from exc
         for i, model in zip(raw, validated, strict=True):
             models[i] = model
-    bodies = INPUT_ADAPTER.dump_python(models)
+    bodies = input_adapter().dump_python(models)
     _refuse_system(bodies, system)
     for body in bodies:
         for key in _OMIT_WHEN_NONE:
@@ -236,7 +236,7 @@ def validate_input(event: Event | dict[str, Any], *, system: bool = False) -> Ev
         model = event
     else:
         try:
-            (model,) = INPUT_ADAPTER.validate_python([event])
+            (model,) = input_adapter().validate_python([event])
         except ValidationError as exc:
             raise _invalid(exc) from exc
     _refuse_system([{"type": model.type}], system)

@@ -17,6 +17,7 @@ recovery recognise a batch cut short by a crash and quarantine all of it, keepin
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
@@ -55,7 +56,7 @@ class _ObservationPayload(BaseModel):
 class ChunkSummary(BaseModel):
     """One chunk of a compaction: the seq range it covers and its summary."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     from_seq: int = Field(ge=1)
     to_seq: int = Field(ge=1)
@@ -67,7 +68,7 @@ class ChunkSummary(BaseModel):
 class SummarizerInfo(BaseModel):
     """Which summarizer produced a compaction, and whether it stood in for another."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     backend: str
     model: str
@@ -100,7 +101,7 @@ class Origin(BaseModel):
     can be re-exported byte for byte: ``prefix`` are the bytes between the previous record and
     this one (JSON arrays), ``suffix`` the bytes after the last record of an import."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     format: str
     source: str
@@ -114,7 +115,7 @@ class Origin(BaseModel):
 class Redaction(BaseModel):
     """One secret replaced at append: where (dotted path), what kind, and its SHA-256 prefix."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     path: str
     kind: str
@@ -134,7 +135,7 @@ class _ImportedPayload(BaseModel):
 class Event(BaseModel):
     """Base of what callers append. ``id`` and ``ts`` are assigned unless given."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     type: str
     id: str | None = Field(default=None, min_length=1, max_length=200)
@@ -197,7 +198,7 @@ INPUT_TYPES: dict[str, type[Event]] = {
 class Record(BaseModel):
     """Envelope shared by every stored record."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
 
     v: int
     id: str
@@ -256,18 +257,17 @@ RECORD_TYPES: dict[str, type[Record]] = {
 }
 
 
-def _build_adapter() -> TypeAdapter[Any]:
+@cache
+def _record_adapter() -> TypeAdapter[Any]:
+    """Built on first use (a command that only appends never needs it)."""
     members = tuple(RECORD_TYPES.values())
     return TypeAdapter(Annotated[Union[members], Field(discriminator="type")])  # noqa: UP007
-
-
-_RECORD_ADAPTER = _build_adapter()
 
 
 def record_validator() -> Any:
     """The fast validator of known record types (``validate_json(line) -> Record``); raises
     ``ValidationError`` for anything else, including unknown types (use ``parse_record``)."""
-    return _RECORD_ADAPTER.validator.validate_json
+    return _record_adapter().validator.validate_json
 
 def parse_record(line: bytes | str) -> Record:
     """Validate one stored line (JSON) into its record model.
@@ -275,7 +275,7 @@ def parse_record(line: bytes | str) -> Record:
     Raises ``ValidationError`` (or ``ValueError`` for bad JSON) when the line is not a record.
     """
     try:
-        return _RECORD_ADAPTER.validate_json(line)
+        return _record_adapter().validate_json(line)
     except ValidationError as exc:
         if any(err["type"] == "union_tag_invalid" for err in exc.errors()):
             return UnknownRecord.model_validate_json(line)
@@ -288,11 +288,12 @@ def record_from_dict(data: dict[str, Any]) -> Record:
     return cls.model_validate(data)
 
 
-INPUT_ADAPTER: TypeAdapter[list[Event]] = TypeAdapter(
-    list[Annotated[Union[tuple(INPUT_TYPES.values())], Field(discriminator="type")]]  # noqa: UP007
-)
-"""Validates a whole batch of input events in one call (``validate_python``) and dumps the
-models back to dicts in one call (``dump_python``)."""
+@cache
+def input_adapter() -> TypeAdapter[list[Event]]:
+    """Validates a whole batch of input events in one call (``validate_python``) and dumps the
+    models back to dicts in one call (``dump_python``)."""
+    members = tuple(INPUT_TYPES.values())
+    return TypeAdapter(list[Annotated[Union[members], Field(discriminator="type")]])  # noqa: UP007
 
 
 def validate_event(data: Event | dict[str, Any]) -> Event:

@@ -42,6 +42,7 @@ class _Plan:
     source: str
     units: list[Unit]
     events: list[dict[str, Any] | Event]
+    path: str = ""
     skip: int = 0  # records already imported
 
 
@@ -78,10 +79,10 @@ def _files(fmt: str, paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def _plans_for_file(fmt: str, path: Path, prefix: str) -> list[_Plan]:
+def _plans_for_file(fmt: str, path: Path, prefix: str, live: bool = False) -> list[_Plan]:
     source, data = path.name, path.read_bytes()
     if fmt == "claude-code":
-        units = jsonl_units(data, str(path))
+        units = jsonl_units(data, str(path), live=live)
         session = _session_id(prefix, claude_code.session_name(path), str(path))
         return [_Plan(session, source, units, claude_code.to_events(units, session))]
     if fmt == "openhands":
@@ -152,11 +153,15 @@ def import_paths(
     prefix: str = "",
     *,
     keep_secrets: bool = False,
+    live: bool = False,
 ) -> list[ImportResult]:
     """Import every file under ``paths``; all of it, or (on any error) nothing.
 
     Secrets are redacted (when the log has a redactor) and reported in each result, unless
     ``keep_secrets``: only then does ``export_session`` give back the source byte for byte.
+    ``live``: transcripts may still be written to (a hook imports while the agent runs), so an
+    unfinished last line is left for the next import. Two files that would become one session
+    (same name in two folders) are refused: sessions never merge.
     """
     if fmt not in FORMATS:
         raise SourceError(fmt, None, f"unknown format; known formats: {', '.join(FORMATS)}")
@@ -168,13 +173,26 @@ def import_paths(
         raise ImportFailedError([exc]) from exc
     for path in files:
         try:
-            plans = _plans_for_file(fmt, path, prefix)
+            plans = _plans_for_file(fmt, path, prefix, live)
             for plan in plans:
+                plan.path = str(path)
                 _finish(fmt, path, plan)
                 plan.skip = _already_imported(log, plan, fmt, path)
             planned += plans
         except SourceError as exc:
             errors.append(exc)
+    first_of: dict[str, str] = {}
+    for plan, path in ((plan, plan.path) for plan in planned):
+        other = first_of.setdefault(plan.session, path)
+        if other != path:
+            errors.append(
+                SourceError(
+                    path,
+                    None,
+                    f"would become session {plan.session!r}, as {other} does: import them "
+                    "separately with different --session-prefix values",
+                )
+            )
     if errors:
         raise ImportFailedError(errors)
     results = []

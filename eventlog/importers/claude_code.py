@@ -89,8 +89,24 @@ def to_events(units: list[Unit], session: str) -> list[dict[str, Any]]:
                 meta["compactMetadata"] = obj.get("compactMetadata")
                 text = text or "conversation compacted"
             event = {"type": "imported", "kind": label, "text": text}
-        if isinstance(obj.get("timestamp"), str):
-            event["ts"] = obj["timestamp"]
+        stamp = obj.get("timestamp")
+        if stamp is None and isinstance(obj.get("snapshot"), dict):  # file-history-snapshot
+            stamp = obj["snapshot"].get("timestamp")
+        if isinstance(stamp, str):
+            event["ts"] = stamp
         event["meta"] = {k: v for k, v in meta.items() if v is not None}
         events.append(event)
+    _borrow_times(events)
     return events
+
+
+def _borrow_times(events: list[dict[str, Any]]) -> None:
+    """A record with no time of its own (a snapshot, a queue operation) takes the time of the
+    record before it (or, at the start, after it): a time from the source, never the import's,
+    so a session's times stay in order."""
+    known = [e.get("ts") for e in events]
+    previous = next((t for t in known if t is not None), None)
+    for event in events:
+        if event.get("ts") is None and previous is not None:
+            event["ts"] = previous
+        previous = event.get("ts", previous)

@@ -46,8 +46,13 @@ def _decode(data: bytes, source: str) -> str:
         raise SourceError(source, line, f"not UTF-8: {exc.reason}") from exc
 
 
-def jsonl_units(data: bytes, source: str) -> list[Unit]:
-    """One unit per line; each line must be a JSON object. Line endings stay in ``text``."""
+def jsonl_units(data: bytes, source: str, *, live: bool = False) -> list[Unit]:
+    """One unit per line; each line must be a JSON object. Line endings stay in ``text``.
+
+    ``live``: the file may still be written to, so a last line without its newline is left for
+    the next import instead of being refused."""
+    if live and data and not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]
     units = []
     for number, text in enumerate(_decode(data, source).splitlines(keepends=True), start=1):
         if not text.strip():

@@ -286,3 +286,39 @@ def test_imported_sessions_build_the_cold_tier(log: EventLog, tmp_path: Path) ->
     pixel = memory.query_memory("cat named Pixel", k=1).hits[0]
     assert pixel.meta["dia_id"] == "D1:1"
     assert verify(log).ok
+
+
+def test_two_transcripts_with_one_name_never_merge(log: EventLog, tmp_path: Path) -> None:
+    for folder, text in (("a", "first project"), ("b", "second project")):
+        (tmp_path / folder).mkdir()
+        line = {"type": "user", "uuid": "u", "message": {"role": "user", "content": text}}
+        (tmp_path / folder / "x.jsonl").write_text(json.dumps(line) + "\n")
+    with pytest.raises(ImportFailedError, match="would become session 'x'"):
+        import_paths(log, "claude-code", [tmp_path / "a", tmp_path / "b"])
+    assert log.sessions() == []
+    import_paths(log, "claude-code", [tmp_path / "a"])
+    with pytest.raises(ImportFailedError, match="changed since it was imported"):
+        import_paths(log, "claude-code", [tmp_path / "b"])
+    assert [r.record.content for r in log.read("x")] == ["first project"]
+
+
+def test_records_without_a_time_take_one_from_the_source(log: EventLog, tmp_path: Path) -> None:
+    lines = [
+        {
+            "type": "file-history-snapshot",
+            "messageId": "m",
+            "snapshot": {"timestamp": "2026-01-01T09:00:00Z"},
+        },
+        {"type": "queue-operation", "operation": "enqueue"},
+        {
+            "type": "user",
+            "uuid": "u",
+            "timestamp": "2026-01-01T09:00:05Z",
+            "message": {"role": "user", "content": "hi"},
+        },
+    ]
+    source = tmp_path / "t.jsonl"
+    source.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    import_paths(log, "claude-code", [source])
+    times = [r.record.ts for r in log.read("t")]
+    assert times == ["2026-01-01T09:00:00.000000Z"] * 2 + ["2026-01-01T09:00:05.000000Z"]

@@ -1,0 +1,90 @@
+"""SQL over the history: sql, report."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from airsspec.cli.common import EXIT_OK, arg, command, open_memory
+from airsspec.reports import REPORTS, plot_report, run_report
+
+if TYPE_CHECKING:
+    from projections.analytics import QueryResult
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _print_result(result: QueryResult, fmt: str) -> None:
+    if fmt == "json":
+        rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+        sys.stdout.write(
+            orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
+        )
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(result.columns)
+        writer.writerows([[_cell(v) for v in row] for row in result.rows])
+    else:
+        cells = [result.columns] + [[_cell(v) for v in row] for row in result.rows]
+        widths = [min(60, max(len(r[i]) for r in cells)) for i in range(len(result.columns))]
+        for n, row in enumerate(cells):
+            print("  ".join(c[:60].ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+            if n == 0:
+                print("  ".join("-" * w for w in widths))
+        print(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
+
+
+@command(
+    "sql",
+    "run a read-only SQL query over the views events, records, sessions, tool_calls, compactions",
+    arg("query", help="SELECT ..."),
+    arg("--format", choices=("table", "csv", "json"), default="table"),
+    arg(
+        "--parquet",
+        metavar="DIR|URL",
+        help="query Parquet written by 'export parquet' instead of the JSONL log",
+    ),
+    json_flag=False,
+)
+def cmd_sql(args: argparse.Namespace) -> int:
+    from projections.analytics import check_read_only
+
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        check_read_only(args.query)  # refused before anything is loaded
+        analytics = ws.analytics(args.parquet, sql=args.query)
+        try:
+            result = analytics.query(args.query)
+        finally:
+            analytics.close()
+    _print_result(result, args.format)
+    return EXIT_OK
+
+
+@command(
+    "report",
+    "named reports: tools (error rates, latency), sessions, tokens (per session per day)",
+    arg("name", choices=sorted(REPORTS)),
+    arg("--plot", metavar="FILE.png", help="also draw the report as a PNG chart"),
+    arg("--parquet", metavar="DIR|URL", help="read exported Parquet instead"),
+)
+def cmd_report(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        analytics = ws.analytics(args.parquet, sql=REPORTS[args.name])
+        try:
+            result = run_report(analytics, args.name)
+        finally:
+            analytics.close()
+    _print_result(result, "json" if args.json else "table")
+    if args.plot:
+        plot_report(args.name, result, Path(args.plot))
+        print(f"chart written to {args.plot}", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,147 @@
+"""What every command group shares: the command registry (each command declares its options
+where it is defined), exit codes, the workspace opener, and output helpers.
+
+Exit codes: 0 success; 1 the log or a check failed (for example ``verify`` found a problem);
+2 invalid input or usage (nothing was written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from pydantic import ValidationError
+
+from eventlog.errors import AirsspecError
+from eventlog.ids import normalize_ts
+
+if TYPE_CHECKING:
+    from airsspec.memory import Memory
+    from projections.engine import RunReport
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+JOBS_HELP = "worker processes for folding sessions (default: one per CPU core)"
+DEFAULT_JOBS = os.cpu_count() or 1
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class UsageError(AirsspecError):
+    """A command-line value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, help, handler and options."""
+
+    name: str
+    help: str
+    handler: Handler
+    args: tuple[tuple[tuple[str, ...], dict[str, Any]], ...]
+    json_flag: bool
+
+
+COMMANDS: list[Command] = []
+
+
+def arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """One option or argument of a command, as ``argparse.add_argument`` takes it."""
+    return names, options
+
+
+def command(
+    name: str, help: str, *args: tuple[tuple[str, ...], dict[str, Any]], json_flag: bool = True
+) -> Callable[[Handler], Handler]:
+    """Register the decorated function as subcommand ``name`` with these options (and
+    ``--json`` unless ``json_flag`` is false)."""
+
+    def register(handler: Handler) -> Handler:
+        COMMANDS.append(Command(name, help, handler, args, json_flag))
+        return handler
+
+    return register
+
+
+def print_json(value: Any) -> None:
+    """``value`` as indented JSON on stdout."""
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def open_memory(args: argparse.Namespace) -> Memory:
+    """The workspace the global options name; a folder that is not one is refused (exit 2)
+    and nothing is created there."""
+    from airsspec.memory import Memory, NotAWorkspaceError
+    from airsspec.settings import WorkspaceSettings, find_config
+    from airsspec.workspace import Workspace
+
+    if args.config is not None:
+        return Memory.open(config=args.config)
+    if args.workspace is not None:
+        root = Path(args.workspace)
+        if not any((root / sub).is_dir() for sub in ("contexts", "state", "knowledge")):
+            raise NotAWorkspaceError(f"{root}: not an airsspec workspace (run airsspec init)")
+        return Memory(Workspace.open(root))
+    config = find_config(Path.cwd())
+    if config is not None:
+        return Memory.open(config=config)
+    return Memory.open(Path.cwd() / WorkspaceSettings().path)
+
+
+def parse_time(value: str, option: str) -> str:
+    """``value`` as a normalised RFC 3339 time, or a ``UsageError`` naming ``option``."""
+    try:
+        return normalize_ts(value)
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from exc
+
+
+def validation_problem(exc: ValidationError) -> str:
+    """The first problem of a validation error, naming its field."""
+    error = exc.errors()[0]
+    field = ".".join(str(p) for p in error["loc"]) or "line"
+    return f"field {field!r}: {error['msg']}"
+
+
+def progress_printer() -> Callable[[str, int, int], None] | None:
+    """Progress on stderr for long work, only when a person is watching."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(tier: str, done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        sys.stderr.write(f"\r{tier}: {done}/{total} sessions{end}")
+        sys.stderr.flush()
+
+    return show
+
+
+def report_runs(reports: list[RunReport], as_json: bool, extra: dict[str, Any]) -> None:
+    if as_json:
+        print_json(
+            {
+                **extra,
+                "tiers": [
+                    {
+                        "tier": r.projector,
+                        "applied": r.applied,
+                        "rebuilt": [
+                            {"session": o.session, "reason": o.rebuilt_because} for o in r.rebuilt
+                        ],
+                    }
+                    for r in reports
+                ],
+            }
+        )
+        return
+    for r in reports:
+        for o in r.rebuilt:
+            print(f"{r.projector}: rebuilt {o.session}: {o.rebuilt_because}")
+        print(f"{r.projector}: {r.applied} record(s) applied over {len(r.outcomes)} session(s)")
+    for key, value in extra.items():
+        print(f"{key}: {value}")

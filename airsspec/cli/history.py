@@ -1,0 +1,313 @@
+"""The log's commands: init, append, verify, seal, replay, sessions, import, export."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from airsspec.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    arg,
+    command,
+    open_memory,
+    parse_time,
+    print_json,
+)
+from airsspec.workspace import init_workspace
+from eventlog.importers import FORMATS, export_session, import_paths
+from eventlog.jsonl_input import parse_event_lines
+from eventlog.layout import validate_session_id
+from eventlog.render import format_record
+
+
+@command(
+    "init",
+    "create a workspace and a commented airsspec.toml",
+    arg("dir", nargs="?", default=".", help="folder to initialise (default: .)"),
+)
+def cmd_init(args: argparse.Namespace) -> int:
+    from airsspec.workspace import Workspace
+
+    config, written = init_workspace(Path(args.dir))
+    ws = Workspace.open(config=config)
+    if args.json:
+        print_json({"config": str(config), "config_written": written, "workspace": str(ws.root)})
+    else:
+        print(f"{'created' if written else 'kept existing'} {config}")
+        print(f"workspace ready at {ws.root}")
+    return EXIT_OK
+
+
+@command(
+    "append",
+    "append JSON events (one per line) to a session; all "
+    "lines are validated first and nothing is appended if any is invalid",
+    arg("session", help="session id"),
+    arg("file", nargs="?", help="JSONL file, or - for standard input (default)"),
+)
+def cmd_append(args: argparse.Namespace) -> int:
+    if args.file in (None, "-"):
+        data, source = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        path = Path(args.file)
+        try:
+            data, source = path.read_bytes(), str(path)
+        except OSError as exc:
+            raise UsageError(f"{path}: {exc.strerror}") from exc
+    events = parse_event_lines(data, source)
+    if not events:
+        raise UsageError(f"{source}: no events to append")
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        records = ws.log.append_many(args.session, events)
+    if args.json:
+        print_json([r.model_dump() for r in records])
+    else:
+        first, last = records[0].seq, records[-1].seq
+        span = f"seq {first}" if first == last else f"seq {first}-{last}"
+        print(f"appended {len(records)} record(s) to {args.session} ({span})")
+    return EXIT_OK
+
+
+def _read_key(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        key = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--key {path}: {exc.strerror}") from exc
+    if len(key) < 16:
+        raise UsageError(f"--key {path}: a key needs at least 16 bytes (got {len(key)})")
+    return key
+
+
+@command(
+    "verify",
+    "check schema, seq continuity, the hash chain, each session's head, and (with "
+    "--against) that nothing sealed earlier was cut or rewritten",
+    arg("sessions", nargs="*", help="sessions to check (default: all)"),
+    arg("--against", metavar="SEAL", help="a seal written by 'airsspec seal'"),
+    arg("--key", metavar="FILE", help="the key the seal was signed with"),
+)
+def cmd_verify(args: argparse.Namespace) -> int:
+    from eventlog.seal import load_seal
+    from eventlog.verify import verify
+
+    sealed, notes = None, []
+    if args.against is not None:
+        try:
+            data = Path(args.against).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"--against {args.against}: {exc.strerror}") from exc
+        seal, notes = load_seal(data, _read_key(args.key))
+        sealed = seal.anchors()
+    elif args.key is not None:
+        raise UsageError("--key goes with --against SEAL")
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        report = verify(ws.log, args.sessions or None, sealed)
+    if args.json:
+        print_json(
+            {
+                "ok": report.ok,
+                "records": report.records,
+                "sessions": [asdict(s) for s in report.sessions],
+                "warnings": notes,
+            }
+        )
+        return EXIT_OK if report.ok else EXIT_FAILED
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
+    for s in report.sessions:
+        if s.quarantined_bytes:
+            print(f"{s.session}: torn tail of {s.quarantined_bytes} bytes moved to quarantine")
+        for warning in s.warnings:
+            print(f"{s.session}: warning: {warning}", file=sys.stderr)
+        if s.problem:
+            p = s.problem
+            print(f"FAIL {p.session}: seq {p.seq}, byte offset {p.offset}: {p.message}")
+    bad = sum(1 for s in report.sessions if s.problem)
+    status = "OK" if report.ok else "FAILED"
+    against = f" against the seal of {seal.sealed_at}" if sealed is not None else ""
+    print(
+        f"{status}: {len(report.sessions)} session(s), {report.records} record(s) verified"
+        + against
+        + (f", {bad} with problems" if bad else "")
+    )
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+@command(
+    "seal",
+    "write a seal of every session's head (verified first), to keep outside the workspace",
+    arg("--key", metavar="FILE", help="sign the seal with this key (16+ bytes)"),
+    arg("-o", "--output", metavar="FILE", help="where to write (default: stdout)"),
+    json_flag=False,
+)
+def cmd_seal(args: argparse.Namespace) -> int:
+    from eventlog.seal import make_seal
+    from eventlog.verify import verify
+
+    key = _read_key(args.key)
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        report = verify(ws.log)
+        if not report.ok:
+            bad = ", ".join(s.session for s in report.sessions if s.problem)
+            print(f"airsspec: error: not sealed: verify fails for {bad}", file=sys.stderr)
+            return EXIT_FAILED
+        seal = make_seal(ws.log, key)
+    data = seal.model_dump_json(indent=2, exclude_none=True) + "\n"
+    if args.output in (None, "-"):
+        sys.stdout.write(data)
+    else:
+        Path(args.output).write_text(data, encoding="utf-8")
+        signed = "signed" if key is not None else "unsigned"
+        print(
+            f"sealed {len(seal.sessions)} session(s), "
+            f"{sum(h.seq for h in seal.sessions.values())} record(s) into {args.output} "
+            f"({signed}); check later with: airsspec verify --against {args.output}",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _until(value: str | None) -> Callable[[Any], bool]:
+    """A predicate 'record is past the --until bound' (a seq or a time)."""
+    if value is None:
+        return lambda record: False
+    if value.isdigit():
+        limit = int(value)
+        return lambda record: record.seq > limit
+    moment = parse_time(value, "--until")
+    return lambda record: record.ts > moment
+
+
+@command(
+    "replay",
+    "show a session as it happened (exact records with --json)",
+    arg("session"),
+    arg("--from", dest="from_seq", type=int, default=1, metavar="SEQ", help="first seq to show"),
+    arg("--until", metavar="SEQ|TIME", help="last seq, or an RFC 3339 time, to show"),
+    arg("--meta", action="store_true", help="show every record's meta in full"),
+)
+def cmd_replay(args: argparse.Namespace) -> int:
+    past_end = _until(args.until)
+    out = sys.stdout
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        if args.session not in ws.log.sessions():
+            raise UsageError(f"no session {args.session!r} in {ws.log_dir}")
+        seq_of_id: dict[str, int] = {}
+        for located in ws.log.read(args.session):
+            record = located.record
+            seq_of_id[record.id] = record.seq
+            if record.seq < args.from_seq:
+                continue
+            if past_end(record):
+                break
+            if args.json:
+                out.write(located.raw.decode("utf-8") + "\n")
+            else:
+                out.write(format_record(record, seq_of_id, full_meta=args.meta) + "\n")
+    return EXIT_OK
+
+
+@command(
+    "sessions",
+    "list sessions with counts, first/last time and size",
+)
+def cmd_sessions(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        infos = [ws.log.info(name) for name in ws.log.sessions()]
+    if args.json:
+        print_json([asdict(i) for i in infos])
+        return EXIT_OK
+    if not infos:
+        print(f"no sessions in {ws.log_dir}")
+        return EXIT_OK
+    print(f"{'session':<32} {'records':>8} {'first':<27} {'last':<27} {'bytes':>10}")
+    for i in infos:
+        print(
+            f"{i.session:<32} {i.records:>8} {i.first_ts or '-':<27} {i.last_ts or '-':<27} "
+            f"{i.bytes:>10}"
+        )
+    return EXIT_OK
+
+
+@command(
+    "import",
+    "import agent transcripts losslessly (idempotent: re-importing adds only what is new)",
+    arg("format", metavar="FORMAT", help=f"one of: {', '.join(FORMATS)}"),
+    arg("paths", nargs="+", type=Path, metavar="PATH", help="files or folders"),
+    arg(
+        "--session-prefix",
+        default="",
+        metavar="P",
+        help="prefix for the session ids (default: none)",
+    ),
+    arg(
+        "--keep-secrets",
+        action="store_true",
+        help="store secrets as they are (needed for a byte-exact export); default: redact them",
+    ),
+)
+def cmd_import(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        results = import_paths(
+            ws.log, args.format, args.paths, args.session_prefix, keep_secrets=args.keep_secrets
+        )
+    if args.json:
+        print_json([asdict(r) for r in results])
+        return EXIT_OK
+    for r in results:
+        note = f", {r.already_imported} already imported" if r.already_imported else ""
+        print(f"{r.source} -> {r.session}: {r.appended} record(s) appended{note}")
+        for where in r.redacted:
+            print(f"  redacted a secret at {where}")
+    print(f"imported {sum(r.appended for r in results)} record(s) into {len(results)} session(s)")
+    return EXIT_OK
+
+
+@command(
+    "export",
+    "write an imported session back in its source format, "
+    "byte for byte; or, with 'parquet DIR', the whole log as Parquet for analysis "
+    "at scale",
+    arg("format", metavar="FORMAT", help=f"one of: {', '.join(FORMATS)}, parquet"),
+    arg("target", metavar="SESSION|DIR", help="the session to export, or the folder for parquet"),
+    arg("-o", "--output", metavar="FILE", help="where to write (default: stdout)"),
+    json_flag=False,
+)
+def cmd_export(args: argparse.Namespace) -> int:
+    if args.format == "parquet":
+        with open_memory(args) as memory:
+            ws = memory.workspace
+            from projections.analytics import export_parquet
+
+            memory.project(("tokens",))
+            written = export_parquet(ws.log_dir, ws.state_dir / "tokens", Path(args.target))
+        print(
+            f"wrote {written} record(s) as Parquet under {args.target} "
+            "(partitioned by session_date)"
+        )
+        return EXIT_OK
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        validate_session_id(args.target)
+        if args.target not in ws.log.sessions():
+            raise UsageError(f"no session {args.target!r}")
+        data = export_session(ws.log, args.format, args.target)
+    if args.output in (None, "-"):
+        sys.stdout.buffer.write(data)
+    else:
+        Path(args.output).write_bytes(data)
+    return EXIT_OK

