@@ -9,7 +9,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from eventlog.errors import AirsspecError
 
 if TYPE_CHECKING:  # duckdb loads only when a report runs
     from projections.analytics import Analytics, QueryResult
@@ -28,6 +30,10 @@ REPORTS = {
 }
 
 
+class PlotUnavailableError(AirsspecError):
+    """Charts need matplotlib (the ``plot`` extra), which is not installed."""
+
+
 def run_report(analytics: Analytics, name: str) -> QueryResult:
     return analytics.query(REPORTS[name])
 
@@ -35,23 +41,21 @@ def run_report(analytics: Analytics, name: str) -> QueryResult:
 def plot_report(name: str, result: QueryResult, path: Path) -> None:
     """Write a PNG chart of the report: error rate per tool, tokens per session, or cumulative
     tokens per session over time."""
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise PlotUnavailableError(
+            "--plot needs matplotlib: pip install 'airsspec-memory[plot]'"
+        ) from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
-    fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
     if name == "tools":
-        tools = [r["tool"] for r in rows]
-        ax.barh(tools, [r["error_pct"] or 0 for r in rows], color="#c0392b")
-        for i, r in enumerate(rows):
-            ax.text((r["error_pct"] or 0) + 0.5, i, f"{r['errors']}/{r['calls']}", va="center")
-        ax.set_xlim(0, max([r["error_pct"] or 0 for r in rows] + [1]) * 1.2 + 1)
-        ax.set_xlabel("error rate (%)")
-        ax.set_title("Tool error rates (errors / calls)")
-        ax.invert_yaxis()
-    elif name == "sessions":
+        _plot_tools(plt, rows, path)
+        return
+    fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
+    if name == "sessions":
         ax.barh([r["session"] for r in rows], [r["tokens"] or 0 for r in rows], color="#2e86c1")
         ax.set_xlabel("tokens")
         ax.set_title("Tokens per session")
@@ -71,6 +75,27 @@ def plot_report(name: str, result: QueryResult, path: Path) -> None:
         ax.set_title("Tokens per session over time")
         ax.legend(fontsize="small")
         fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _plot_tools(plt: Any, rows: list[dict[str, Any]], path: Path) -> None:
+    """Three panels per tool: calls (errors in red), error rate, and median latency."""
+    tools = [r["tool"] for r in rows]
+    fig, (calls, rate, latency) = plt.subplots(
+        1, 3, figsize=(13, max(3, 0.45 * len(tools) + 1.5)), dpi=110, sharey=True
+    )
+    ok = [r["calls"] - (r["errors"] or 0) for r in rows]
+    calls.barh(tools, ok, color="#2e86c1", label="succeeded")
+    calls.barh(tools, [r["errors"] or 0 for r in rows], left=ok, color="#c0392b", label="failed")
+    calls.set_title("Calls")
+    calls.legend(loc="lower right")
+    rate.barh(tools, [r["error_pct"] or 0 for r in rows], color="#c0392b")
+    rate.set_title("Error rate (%)")
+    latency.barh(tools, [r["median_latency_s"] or 0 for r in rows], color="#7d3c98")
+    latency.set_title("Median latency (s)")
+    calls.invert_yaxis()
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -1,6 +1,7 @@
 """The ``query_memory`` tool for Anthropic tool use: its definition and its handler.
 
-``QUERY_MEMORY_TOOL`` goes in a Messages API request's ``tools``; ``tool_result(recall, block)``
+``QUERY_MEMORY_TOOL`` goes in a Messages API request's ``tools`` (``QUERY_MEMORY_TOOL_OPENAI`` in
+an OpenAI request's), both generated from ``QueryMemoryInput``; ``tool_result(recall, block)``
 turns the model's ``tool_use`` block into the ``tool_result`` block to send back. The handler
 never raises: bad input comes back as an error result the model can read and correct, and a
 degraded memory answers with what works and says so in ``warnings``.
@@ -20,50 +21,60 @@ MAX_K = 100
 
 
 class QueryMemoryInput(BaseModel):
-    """One query: what the tool, ``query --batch`` lines and the Python API accept."""
+    """One query: what the tool, ``query --batch`` lines and the Python API accept. The tool
+    definitions below are generated from it, so the schema a model sees is this declaration."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    query: str = Field(min_length=1, max_length=10_000)
-    k: int = Field(10, ge=1, le=MAX_K)
-    session: str | None = None
-    since: str | None = None
-    until: str | None = None
-    kinds: list[Literal["message", "summary", "source"]] | None = None
+    query: str = Field(
+        min_length=1, max_length=10_000, description="what to look for, in plain words"
+    )
+    k: int = Field(10, ge=1, le=MAX_K, description="how many passages to return")
+    session: str | None = Field(None, description="only this session")
+    since: str | None = Field(None, description="only from this RFC 3339 time on")
+    until: str | None = Field(None, description="only up to this RFC 3339 time")
+    kinds: list[Literal["message", "summary", "source"]] | None = Field(
+        None, description="only these kinds of passage (default: all)"
+    )
 
 
-QUERY_MEMORY_TOOL: dict[str, Any] = {
-    "name": "query_memory",
-    "description": (
-        "Search everything this agent has seen or done, including history that was compacted "
-        "out of the context window: past messages, tool calls and results, summaries of older "
-        "conversation, and documents the user added. Returns the best matching passages, each "
-        "with its session, sequence range, time and event ids. Use it when you need a fact, "
-        "decision or result from earlier that is not in the current context."
-    ),
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "what to look for, in plain words"},
-            "k": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": MAX_K,
-                "description": "how many passages to return (default 10)",
-            },
-            "session": {"type": "string", "description": "only this session"},
-            "since": {"type": "string", "description": "only from this RFC 3339 time on"},
-            "until": {"type": "string", "description": "only up to this RFC 3339 time"},
-            "kinds": {
-                "type": "array",
-                "items": {"type": "string", "enum": ["message", "summary", "source"]},
-                "description": "only these kinds of passage (default: all)",
-            },
-        },
-        "required": ["query"],
-        "additionalProperties": False,
-    },
-}
+QUERY_MEMORY_DESCRIPTION = (
+    "Search everything this agent has seen or done, including history that was compacted "
+    "out of the context window: past messages, tool calls and results, summaries of older "
+    "conversation, and documents the user added. Returns the best matching passages, each "
+    "with its session, sequence range, time and event ids. Use it when you need a fact, "
+    "decision or result from earlier that is not in the current context."
+)
+
+
+def _clean(schema: Any) -> Any:
+    """A pydantic JSON schema without its ``title`` keys (noise in a tool definition)."""
+    if isinstance(schema, dict):
+        return {k: _clean(v) for k, v in schema.items() if k != "title"}
+    if isinstance(schema, list):
+        return [_clean(v) for v in schema]
+    return schema
+
+
+def tool_definition(
+    model: type[BaseModel], name: str, description: str, dialect: str = "anthropic"
+) -> dict[str, Any]:
+    """A tool definition generated from ``model``: for the Anthropic Messages API
+    (``input_schema``) or for OpenAI function calling (``type: function``)."""
+    schema = _clean(model.model_json_schema())
+    schema.pop("description", None)  # the model's docstring is for developers, not the model
+    if dialect == "anthropic":
+        return {"name": name, "description": description, "input_schema": schema}
+    if dialect == "openai":
+        function = {"name": name, "description": description, "parameters": schema}
+        return {"type": "function", "function": function}
+    raise ValueError(f"unknown tool dialect {dialect!r}; use anthropic or openai")
+
+
+QUERY_MEMORY_TOOL = tool_definition(QueryMemoryInput, "query_memory", QUERY_MEMORY_DESCRIPTION)
+QUERY_MEMORY_TOOL_OPENAI = tool_definition(
+    QueryMemoryInput, "query_memory", QUERY_MEMORY_DESCRIPTION, "openai"
+)
 
 
 def run_query(recall: Recall, request: QueryMemoryInput) -> dict[str, Any]:
