@@ -276,12 +276,22 @@ class Memory:
         self.hot(session)
         text = self.workspace.format_history(session, budget)
         if query is not None:
-            recalled = self._recalled(session, query, text)
+            # Recalled passages (at most half the budget, best first) come before the newest
+            # messages, which then fill what is left; two tokens go to the blank line between.
             counter = self.workspace.token_counter()
-            for passage in recalled:
-                candidate = f"{passage}\n\n{text}" if text else passage
-                if counter(candidate) <= budget:
-                    text = candidate
+            recalled = ""
+            for passage in self._recalled(session, query, text):
+                candidate = f"{recalled}\n{passage}" if recalled else passage
+                if counter.count(candidate) <= budget // 2:
+                    recalled = candidate
+            if recalled:
+                rest = budget - counter.count(recalled) - 2
+                while True:  # tokens can merge across the join: shrink until the whole fits
+                    history = self.workspace.format_history(session, rest) if rest > 0 else ""
+                    text = f"{recalled}\n\n{history}" if history else recalled
+                    if counter.count(text) <= budget or not history:
+                        break
+                    rest -= 1
         if format == "text":
             return text
         return [{"role": "user", "content": text}] if text else []
@@ -289,7 +299,7 @@ class Memory:
     def _recalled(self, session: str, query: str, visible: str) -> list[str]:
         hits = self.search(query, k=5)["hits"]
         passages = []
-        for hit in reversed(hits):  # the best ends up first
+        for hit in hits:  # best first
             if hit["text"] in visible:
                 continue
             where = hit["source"] or f"{hit['session']} #{hit['seq_from']}-{hit['seq_to']}"

@@ -10,6 +10,7 @@ log.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -70,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from eventlog.jsonl_input import InvalidInputError
 
     parser = build_parser()
+    if "_ARGCOMPLETE" in os.environ:  # the shell is asking for completions (see 'completion')
+        import argcomplete
+
+        argcomplete.autocomplete(parser)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -51,7 +51,6 @@ def _print_result(result: QueryResult, fmt: str) -> None:
         metavar="DIR|URL",
         help="query Parquet written by 'export parquet' instead of the JSONL log",
     ),
-    json_flag=False,
 )
 def cmd_sql(args: argparse.Namespace) -> int:
     from projections.analytics import check_read_only
@@ -64,7 +63,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
             result = analytics.query(args.query)
         finally:
             analytics.close()
-    _print_result(result, args.format)
+    _print_result(result, "json" if args.json else args.format)
     return EXIT_OK
 
 

@@ -148,7 +148,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     "write a seal of every session's head (verified first), to keep outside the workspace",
     arg("--key", metavar="FILE", help="sign the seal with this key (16+ bytes)"),
     arg("-o", "--output", metavar="FILE", help="where to write (default: stdout)"),
-    json_flag=False,
 )
 def cmd_seal(args: argparse.Namespace) -> int:
     from eventlog.seal import make_seal
@@ -165,10 +164,20 @@ def cmd_seal(args: argparse.Namespace) -> int:
         seal = make_seal(ws.log, key)
     data = seal.model_dump_json(indent=2, exclude_none=True) + "\n"
     if args.output in (None, "-"):
-        sys.stdout.write(data)
+        sys.stdout.write(data)  # the seal is JSON already
     else:
         Path(args.output).write_text(data, encoding="utf-8")
         signed = "signed" if key is not None else "unsigned"
+        if args.json:
+            print_json(
+                {
+                    "sessions": len(seal.sessions),
+                    "signed": key is not None,
+                    "written_to": args.output,
+                    "sealed_at": seal.sealed_at,
+                }
+            )
+            return EXIT_OK
         print(
             f"sealed {len(seal.sessions)} session(s), "
             f"{sum(h.seq for h in seal.sessions.values())} record(s) into {args.output} "
@@ -285,21 +294,39 @@ def cmd_import(args: argparse.Namespace) -> int:
     arg("format", metavar="FORMAT", help=f"one of: {', '.join(FORMATS)}, parquet"),
     arg("target", metavar="SESSION|DIR", help="the session to export, or the folder for parquet"),
     arg("-o", "--output", metavar="FILE", help="where to write (default: stdout)"),
-    json_flag=False,
 )
 def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "parquet":
+        from projections.analytics import export_parquet
+
         with open_memory(args) as memory:
             ws = memory.workspace
-            from projections.analytics import export_parquet
-
             memory.project(("tokens",))
             written = export_parquet(ws.log_dir, ws.state_dir / "tokens", Path(args.target))
-        print(
-            f"wrote {written} record(s) as Parquet under {args.target} "
-            "(partitioned by session_date)"
-        )
+        if args.json:
+            print_json({"format": "parquet", "records": written, "written_to": args.target})
+        else:
+            print(
+                f"wrote {written} record(s) as Parquet under {args.target} "
+                "(partitioned by session_date)"
+            )
         return EXIT_OK
+    with open_memory(args) as memory:
+        ws = memory.workspace
+        validate_session_id(args.target)
+        if args.target not in ws.log.sessions():
+            raise UsageError(f"no session {args.target!r}")
+        data = export_session(ws.log, args.format, args.target)
+    if args.output in (None, "-"):
+        if args.json:  # the source text inside a JSON object, for scripts
+            print_json({"session": args.target, "format": args.format, "text": data.decode()})
+        else:
+            sys.stdout.buffer.write(data)
+    else:
+        Path(args.output).write_bytes(data)
+        if args.json:
+            print_json({"session": args.target, "bytes": len(data), "written_to": args.output})
+    return EXIT_OK
     with open_memory(args) as memory:
         ws = memory.workspace
         validate_session_id(args.target)

@@ -67,3 +67,17 @@ def cmd_hook(args: argparse.Namespace) -> int:
         print(f"airsspec: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+@command(
+    "completion",
+    "print the shell code that completes airsspec's commands and options; add it to your "
+    'shell\'s startup file, e.g. eval "$(airsspec completion bash)" in ~/.bashrc',
+    arg("shell", choices=("bash", "zsh", "fish")),
+    json_flag=False,
+)
+def cmd_completion(args: argparse.Namespace) -> int:
+    import argcomplete
+
+    sys.stdout.write(argcomplete.shellcode(["airsspec"], shell=args.shell))
+    return EXIT_OK

@@ -9,6 +9,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import orjson
+
 from airsspec.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -114,6 +116,25 @@ def cmd_hot(args: argparse.Namespace) -> int:
         text = entry.text.replace("\n", " ⏎ ")
         text = text if len(text) <= 100 else text[:97] + "..."
         print(f"#{entry.seq:<5} {entry.type:<12} {entry.tokens:>5} tok  {text}")
+    return EXIT_OK
+
+
+@command(
+    "context",
+    "what a session should see next, within a token budget: its latest summary, then (with "
+    "--query) recalled passages not already visible, then its newest messages",
+    arg("session"),
+    arg("--budget", type=int, required=True, metavar="TOKENS", help="the token budget"),
+    arg("--query", metavar="TEXT", help="also recall passages about this"),
+    arg("--format", choices=("text", "anthropic", "openai"), default="text"),
+)
+def cmd_context(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        context = memory.context(args.session, args.budget, query=args.query, format=args.format)
+    if args.json or args.format != "text":
+        print_json({"session": args.session, "budget": args.budget, "context": context})
+    else:
+        print(context)
     return EXIT_OK
 
 
@@ -241,7 +262,12 @@ def cmd_library(args: argparse.Namespace) -> int:
             path = warm.library_dir / library_file_name(args.show)
             if not path.exists():
                 raise UsageError(f"no {path.name} in {warm.library_dir}")
-            sys.stdout.write(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            if args.json:
+                entry = next((e for e in entries if e["file"] == path.name), {})
+                print_json({**entry, "text": text})
+            else:
+                sys.stdout.write(text)
             return EXIT_OK
     if args.json:
         print_json(entries)
@@ -256,19 +282,31 @@ def cmd_library(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _JsonLines(logging.Formatter):
+    """``watch --json``: one JSON object per log line (time, level, message)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return orjson.dumps(
+            {
+                "ts": self.formatTime(record),
+                "level": record.levelname,
+                "message": record.getMessage(),
+            }
+        ).decode()
+
+
 @command(
     "watch",
     "keep every tier current as agents append (one daemon "
     "per workspace; stop with Ctrl-C or SIGTERM)",
     arg("--log-level", default="info", choices=("debug", "info", "warning", "error")),
-    json_flag=False,
 )
 def cmd_watch(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(message)s",
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        _JsonLines() if args.json else logging.Formatter("%(asctime)s %(levelname)s %(message)s")
     )
+    logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     if args.log_level != "debug":
         logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per change is noise
     from airsspec.daemon import Daemon, DaemonBusyError
