@@ -66,7 +66,7 @@ def _moment(value: str | datetime | None, name: str) -> str | None:
                 raise ValueError("a datetime needs a time zone (use datetime.now(UTC))")
             return format_ts(value)
         return normalize_ts(value)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         raise InvalidQueryError(f"{name}: {exc}") from exc
 
 
@@ -149,7 +149,9 @@ class Memory:
         log = self.workspace.log
         return [log.info(name) for name in log.sessions()]
 
-    def _known(self, session: str) -> str:
+    def check_session(self, session: str) -> str:
+        """``session`` if it names a session of this workspace; else ``InvalidSessionIdError``
+        or ``NoSuchSessionError``."""
         validate_session_id(session)
         if session not in self.workspace.log.sessions():
             raise NoSuchSessionError(f"no session {session!r} in {self.workspace.log_dir}")
@@ -159,7 +161,7 @@ class Memory:
         self, session: str, *, from_seq: int = 1, until: int | str | datetime | None = None
     ) -> Iterator[Record]:
         """The records of ``session`` from ``from_seq`` up to ``until`` (a seq or a time)."""
-        self._known(session)
+        self.check_session(session)
         limit_seq = until if isinstance(until, int) else None
         limit_ts = None if isinstance(until, int) else _moment(until, "until")
         for located in self.workspace.log.read(session, from_seq=from_seq):
@@ -257,7 +259,7 @@ class Memory:
 
     def hot(self, session: str) -> HotWindow:
         """The hot window of ``session`` (brought up to date first)."""
-        self._known(session)
+        self.check_session(session)
         self.project(("hot",), sessions=[session])
         window = self.workspace.load_hot(session)
         assert window is not None
@@ -325,7 +327,7 @@ class Memory:
         from projections.memory_tool import QueryMemoryInput
 
         if session is not None:
-            self._known(session)
+            self.check_session(session)
         try:
             request = QueryMemoryInput(
                 query=query,
@@ -352,7 +354,7 @@ class Memory:
     def compact(self, session: str, *, force: bool = False) -> Any:
         """Compact ``session`` if its hot window is over budget (or ``force``); return the
         compaction record, or None when it was within budget. Hot and warm follow at once."""
-        self._known(session)
+        self.check_session(session)
         if self._compactor is None:
             self._compactor = self.workspace.compactor()
         record = self._compactor.compact(session, force=force)

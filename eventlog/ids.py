@@ -95,5 +95,9 @@ def parse_ts(text: str) -> datetime:
 
 
 def normalize_ts(text: str) -> str:
-    """Return ``text`` as UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
-    return format_ts(parse_ts(text))
+    """Return ``text`` as UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``; ``ValueError`` for a time that
+    is not RFC 3339 or falls outside years 1-9999 once converted to UTC."""
+    try:
+        return format_ts(parse_ts(text))
+    except OverflowError as exc:
+        raise ValueError(f"{text!r} falls outside years 1-9999 once converted to UTC") from exc

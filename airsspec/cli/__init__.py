@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from airsspec.cli import analytics, history, integrate, recall, tiers
 from airsspec.cli.common import COMMANDS, EXIT_FAILED, EXIT_OK, EXIT_USAGE
@@ -37,9 +38,18 @@ class _VersionAction(argparse.Action):
         parser.exit(message=_version() + "\n")
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one ``airsspec: error:`` line (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("airsspec").strip()
+        where = f"{command}: " if command else ""
+        self.exit(EXIT_USAGE, f"airsspec: error: {where}{message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="airsspec",
         description="Auditable, replayable memory for AI agents: a frozen event log and the "
         "tiers projected from it.",

@@ -108,6 +108,9 @@ def cmd_query(args: argparse.Namespace) -> int:
         except ValidationError as exc:
             raise UsageError(validation_problem(exc)) from exc
     with open_memory(args) as memory:
+        for request in requests:
+            if request.session is not None:
+                memory.check_session(request.session)
         if not args.stale:
             memory.project(("cold",), progress=progress_printer())
         for request in requests:
