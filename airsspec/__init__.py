@@ -29,6 +29,23 @@ __all__ = [
     "__version__",
 ]
 
+def _check_layers() -> None:
+    """Refuse to run on a namesake: ``eventlog``, ``projections`` and ``compactor`` are also
+    names of unrelated distributions on the package index (see the README)."""
+    from importlib import import_module
+
+    for name in ("eventlog", "projections", "compactor"):
+        module = import_module(name)
+        if not getattr(module, "AIRSSPEC_LAYER", False):
+            raise ImportError(
+                f"{getattr(module, '__file__', name)} is not airsspec's {name!r} package but a "
+                f"namesake from another distribution; install airsspec in its own virtual "
+                "environment"
+            )
+
+
+_check_layers()
+
 _FROM_MEMORY = {"AsyncMemory", "InvalidQueryError", "Memory", "NoSuchSessionError"}
 
 

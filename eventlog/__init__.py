@@ -11,6 +11,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+AIRSSPEC_LAYER = True  # lets `import airsspec` tell this package from a namesake on the index
+
 _HOMES = {
     "eventlog.errors": (
         "AirsspecError",
