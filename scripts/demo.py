@@ -7,6 +7,7 @@ Each step prints the command as a user would type it, then its output.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import shutil
 import subprocess
 import sys
@@ -60,6 +61,35 @@ Keep the previous build for 7 days; roll back with `deploy --previous`.
 """
 
 
+FIVE_LINES = """
+from airsspec import Memory
+
+with Memory.open("demo-project", create=True) as memory:
+    memory.append("s1", {"type": "user", "content": "Add rate limiting to the upload API"})
+    print(memory.context("s1", budget=2000))
+    print(memory.search("rate limiting", k=3)["hits"][0]["text"])
+"""
+
+
+async def mcp_demo(target: Path) -> None:
+    """Start ``airsspec mcp`` as Claude Desktop or Cursor would, list its tools, ask once."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "airsspec", "-w", str(target / ".airsspec"), "mcp"]
+    )
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = await session.list_tools()
+        print("tools:", ", ".join(t.name for t in tools.tools))
+        question = {"query": "why were users logged out after five minutes?", "k": 2}
+        print(f"call query_memory {question}")
+        answer = await session.call_tool("query_memory", question)
+        for hit in (answer.structured_content or {}).get("hits", []):
+            print(f"  {hit['score']:.3f}  {hit['session']} #{hit['seq_from']}  {hit['text'][:90]}")
+
+
 def cold_rows(target: Path) -> list[dict]:
     """Every row of the cold tier (vectors included), in unit order."""
     with Workspace.open(config=target / "airsspec.toml") as ws:
@@ -102,7 +132,19 @@ def main() -> None:
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
 
-    print("== 1. A workspace, seeded with the example agent sessions ==")
+    print("== 0. Memory in five lines of Python ==")
+    five = target.parent / "demo-five-lines"
+    shutil.rmtree(five, ignore_errors=True)
+    five.mkdir(parents=True)
+    print(FIVE_LINES.strip())
+    done = subprocess.run(
+        [sys.executable, "-c", FIVE_LINES], cwd=five, capture_output=True, text=True, check=False
+    )
+    print(done.stdout.rstrip())
+    if done.returncode != 0:
+        sys.exit(f"demo step failed: {done.stderr}")
+
+    print("\n== 1. A workspace, seeded with the example agent sessions ==")
     run(target, "init", ".")
     shutil.copytree(EXAMPLE / "contexts", target / ".airsspec" / "contexts", dirs_exist_ok=True)
     run(target, "sessions")
@@ -280,6 +322,8 @@ def main() -> None:
     run(target, "verify", "--against", str(seal), "--key", str(key), "spec-csv-export", expect=1)
     log.write_bytes(original)
     run(target, "verify", "--against", str(seal), "--key", str(key))
+    print("\n== 15. An MCP client (the official SDK) asks the memory over stdio ==")
+    asyncio.run(mcp_demo(target))
     print(f"\nDemo workspace: {target} (delete it at will; the example stays untouched)")
 
 

@@ -1,0 +1,200 @@
+"""How an agent builder meets airsspec: CLI latency on the hook path, MCP query latency, install.
+
+- Median wall time of ``airsspec append`` (one event), ``airsspec context``, and a hook import of
+  10 new transcript lines, each next to ``python -c pass`` measured in the same run.
+- ``query_memory`` latency through the MCP server (warm: one server, many calls) against
+  ``airsspec query`` (a process per query), on the example workspace (MiniLM embedder).
+- Size and time of ``pip install`` of the built wheel into a fresh venv, core and with
+  ``[plot]`` (``--install`` only: it downloads from the package index).
+
+    python bench/surface.py [--repeats N] [--install]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import print_table
+
+REPO = Path(__file__).resolve().parent.parent
+QUESTIONS = [
+    "why were users logged out after five minutes?",
+    "webhook delivery retries",
+    "who signs off a release?",
+    "how is the CSV export paginated?",
+    "token bucket per API key",
+]
+
+
+def wall(cmd: list[str], cwd: Path, stdin: str | None = None) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, input=stdin, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"{cmd}: exit {done.returncode}: {done.stderr[-500:]}")
+    return elapsed
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def transcript_lines(start: int, count: int) -> str:
+    lines = []
+    for i in range(start, start + count):
+        record = {
+            "type": "user",
+            "uuid": f"u{i}",
+            "timestamp": f"2026-11-01T10:{i // 60:02d}:{i % 60:02d}.000Z",
+            "message": {"role": "user", "content": f"step {i}: run the tests again"},
+        }
+        lines.append(json.dumps(record) + "\n")
+    return "".join(lines)
+
+
+def cli_rows(root: Path, repeats: int) -> list[list[object]]:
+    airsspec = [sys.executable, "-m", "airsspec"]
+    project = root / "cli"
+    project.mkdir()
+    wall([*airsspec, "init"], project)
+    shutil.copytree(
+        REPO / ".airsspec-example" / "contexts",
+        project / ".airsspec" / "contexts",
+        dirs_exist_ok=True,
+    )
+    wall([*airsspec, "project", "--tier", "hot"], project)
+    event = '{"type": "user", "content": "one more message"}\n'
+    transcript = project / "t.jsonl"
+    hook = json.dumps({"session_id": "t", "transcript_path": str(transcript)})
+    baseline, appends, contexts, imports = [], [], [], []
+    for r in range(repeats):
+        baseline.append(wall([sys.executable, "-c", "pass"], project))
+        appends.append(wall([*airsspec, "append", "spec-webhooks"], project, event))
+        contexts.append(wall([*airsspec, "context", "spec-webhooks", "--budget", "2000"], project))
+        with transcript.open("a") as f:
+            f.write(transcript_lines(r * 10, 10))
+        imports.append(wall([*airsspec, "hook", "import"], project, hook))
+    base = median_ms(baseline)
+    rows = [["python -c pass", f"{base:.0f}", "1.0", "-"]]
+    for name, samples in (
+        ("airsspec append (1 event)", appends),
+        ("airsspec context --budget 2000", contexts),
+        ("airsspec hook import (10 new lines)", imports),
+    ):
+        ms = median_ms(samples)
+        rows.append([name, f"{ms:.0f}", f"{ms / base:.1f}", "150"])
+    return rows
+
+
+async def mcp_latencies(workspace: Path, rounds: int) -> list[float]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "airsspec", "-w", str(workspace), "mcp"]
+    )
+    samples = []
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await session.call_tool("query_memory", {"query": "warm up", "k": 1})
+        for _ in range(rounds):
+            for question in QUESTIONS:
+                start = time.perf_counter()
+                result = await session.call_tool("query_memory", {"query": question, "k": 10})
+                samples.append(time.perf_counter() - start)
+                assert not result.is_error, result.content
+    return samples
+
+
+def query_rows(root: Path, repeats: int) -> list[list[object]]:
+    project = root / "query"
+    project.mkdir()
+    airsspec = [sys.executable, "-m", "airsspec"]
+    wall([*airsspec, "init"], project)
+    shutil.copytree(
+        REPO / ".airsspec-example" / "contexts",
+        project / ".airsspec" / "contexts",
+        dirs_exist_ok=True,
+    )
+    wall([*airsspec, "project"], project)
+    mcp = asyncio.run(mcp_latencies(project / ".airsspec", repeats))
+    cli = [
+        wall([*airsspec, "query", q, "--stale", "--json"], project)
+        for _ in range(max(1, repeats // 2))
+        for q in QUESTIONS
+    ]
+    rows = []
+    for name, samples in (
+        ("MCP query_memory (warm server)", mcp),
+        ("airsspec query (a process)", cli),
+    ):
+        ordered = sorted(samples)
+        p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+        rows.append([name, len(samples), f"{median_ms(samples):.1f}", f"{p95 * 1000:.1f}"])
+    return rows
+
+
+def folder_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
+
+
+def install_rows(root: Path) -> list[list[object]]:
+    wheels = root / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
+        check=True,
+    )
+    (wheel,) = wheels.glob("*.whl")
+    rows = []
+    for label, spec in (("core", str(wheel)), ("with [plot]", f"{wheel}[plot]")):
+        venv = root / f"venv-{label.replace(' ', '')}"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        start = time.perf_counter()
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", spec], check=True)
+        seconds = time.perf_counter() - start
+        rows.append([label, f"{folder_mb(venv):.0f}", f"{seconds:.1f}"])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument("--install", action="store_true", help="also measure pip install")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="airsspec-bench-surface-"))
+    os.environ.setdefault("AIRSSPEC_MODELS", str(root / "models"))
+    try:
+        print_table(
+            f"CLI wall time on the hook path, ms (median of {args.repeats})",
+            ["command", "median ms", "x python -c pass", "target ms"],
+            cli_rows(root, args.repeats),
+        )
+        print_table(
+            "query_memory latency on the example workspace (MiniLM), ms",
+            ["path", "queries", "p50", "p95"],
+            query_rows(root, args.repeats),
+        )
+        if args.install:
+            print_table(
+                "pip install of the built wheel into a fresh venv (package cache warm)",
+                ["install", "venv MB", "seconds"],
+                install_rows(root),
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
