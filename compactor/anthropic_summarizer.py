@@ -46,20 +46,26 @@ class AnthropicSummarizer:
         base_url: str | None = None,
     ) -> None:
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-        if not key:
-            raise SummarizerError("ANTHROPIC_API_KEY is not set")
-        self.client = anthropic.Anthropic(
-            api_key=key,
-            max_retries=max_retries,
-            timeout=timeout_s,
-            http_client=http_client,
-            base_url=base_url,
+        # Without a key every call fails with SummarizerError, so the compactor falls back to
+        # the extractive summarizer and records why in the compaction, as for any API failure.
+        self.client = (
+            anthropic.Anthropic(
+                api_key=key,
+                max_retries=max_retries,
+                timeout=timeout_s,
+                http_client=http_client,
+                base_url=base_url,
+            )
+            if key
+            else None
         )
         self.model = model
         self.max_tokens = max_tokens
         self.info = SummarizerInfo(backend="anthropic", model=model, prompt_version=PROMPT_VERSION)
 
     def _call(self, system: str, text: str, budget_tokens: int) -> str:
+        if self.client is None:
+            raise SummarizerError("ANTHROPIC_API_KEY is not set")
         try:
             response = self.client.messages.create(
                 model=self.model,

@@ -189,7 +189,8 @@ _cache: dict[Path, tuple[tuple[int, int, int], HotWindow]] = {}
 
 
 def load_hot(hot_dir: Path, session: str) -> HotWindow | None:
-    """The hot window of ``session`` as last projected (None if it has not been projected).
+    """The hot window of ``session`` as last projected (None if it has not been projected, or
+    if its file is damaged: a derived file, which the next projection rebuilds).
 
     Parsed windows are cached by file identity (inode, mtime, size); a new projection replaces the
     file (new inode), so a cached window is never stale.
@@ -203,16 +204,19 @@ def load_hot(hot_dir: Path, session: str) -> HotWindow | None:
     hit = _cache.get(path)
     if hit is not None and hit[0] == key:
         return hit[1]
-    data = orjson.loads(read_nofollow(path))
-    window = HotWindow(
-        session=data["session"],
-        entries=tuple(HotEntry(**e) for e in data["entries"]),
-        tokens=data["tokens"],
-        messages_seen=data["messages_seen"],
-        summary=data["summary"],
-        covered_until=data["covered_until"],
-        checkpoint=Checkpoint.from_json(data["checkpoint"]),
-    )
+    try:
+        data = orjson.loads(read_nofollow(path))
+        window = HotWindow(
+            session=data["session"],
+            entries=tuple(HotEntry(**e) for e in data["entries"]),
+            tokens=data["tokens"],
+            messages_seen=data["messages_seen"],
+            summary=data["summary"],
+            covered_until=data["covered_until"],
+            checkpoint=Checkpoint.from_json(data["checkpoint"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
     if len(_cache) > 4096:
         _cache.clear()
     _cache[path] = (key, window)

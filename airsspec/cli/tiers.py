@@ -86,13 +86,12 @@ def cmd_hot(args: argparse.Namespace) -> int:
     with open_memory(args) as memory:
         ws = memory.workspace
         validate_session_id(args.session)
-        window = ws.load_hot(args.session)
+        if args.session in ws.log.sessions():
+            window = memory.hot(args.session)  # brought up to date (and repaired) first
+        else:  # a folder written by rebuild --as-of holds tiers without a log
+            window = ws.load_hot(args.session)
         if window is None:
-            raise UsageError(
-                f"no hot window for {args.session!r}: run 'airsspec project' first"
-                if args.session in ws.log.sessions()
-                else f"no session {args.session!r}"
-            )
+            raise UsageError(f"no session {args.session!r}")
         if args.budget is not None:
             text = ws.format_history(args.session, args.budget)
             if args.json:
