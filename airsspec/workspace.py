@@ -117,21 +117,33 @@ class Workspace:
 
     def projectors(self, tiers: tuple[str, ...] = TIERS, root: Path | None = None) -> list:
         """The projectors of ``tiers``, writing under ``root`` (default: this workspace)."""
-        from projections.hot import HotProjector
-        from projections.token_counts import TokenCountProjector
-        from projections.warm import WarmProjector
-
         base = root if root is not None else self.root
         memory = self.settings.memory
-        made: dict[str, Any] = {
-            "hot": lambda: HotProjector(
+
+        def hot() -> Any:
+            from projections.hot import HotProjector
+
+            return HotProjector(
                 base / "state" / "hot",
                 window_size=memory.hot_window_size,
                 message_types=memory.message_types,
                 encoding=memory.encoding,
-            ),
-            "warm": lambda: WarmProjector(base / "state" / "warm", base / "knowledge" / "library"),
-            "tokens": lambda: TokenCountProjector(base / "state" / "tokens", memory.encoding),
+            )
+
+        def warm() -> Any:
+            from projections.warm import WarmProjector
+
+            return WarmProjector(base / "state" / "warm", base / "knowledge" / "library")
+
+        def tokens() -> Any:  # pyarrow: a tenth of a second to import, paid only here
+            from projections.token_counts import TokenCountProjector
+
+            return TokenCountProjector(base / "state" / "tokens", memory.encoding)
+
+        made: dict[str, Any] = {
+            "hot": hot,
+            "warm": warm,
+            "tokens": tokens,
             "cold": lambda: self._cold_projector(base),
         }
         unknown = [t for t in tiers if t not in made]
