@@ -22,11 +22,10 @@ from pathlib import Path
 
 import watchfiles
 
-from airsspec.workspace import Workspace
+from airsspec.memory import Memory, NoSuchSessionError
 from compactor.errors import CompactionBusyError, NothingToCompactError
 from eventlog.errors import AirsspecError
 from eventlog.layout import LOG_SUFFIX
-from projections.engine import Runner
 
 log = logging.getLogger("airsspec.watch")
 
@@ -36,13 +35,16 @@ class DaemonBusyError(AirsspecError):
 
 
 class Daemon:
-    def __init__(self, ws: Workspace, *, debounce_ms: int = 20) -> None:
-        self.ws = ws
+    """The ``watch`` loop over one workspace, driving it through its ``Memory``."""
+
+    def __init__(self, memory: Memory, *, debounce_ms: int = 20) -> None:
+        self.memory = memory
+        self.ws = memory.workspace
         self.debounce_ms = debounce_ms
         self.stop_event = threading.Event()
-        self.lock_path = ws.state_dir / "locks" / "watch.lock"
+        self.lock_path = self.ws.state_dir / "locks" / "watch.lock"
         self._lock_fd: int | None = None
-        self.cold = ColdIndexer(ws)
+        self.cold = ColdIndexer(memory)
 
     # ------------------------------------------------------------------ lock
 
@@ -72,8 +74,7 @@ class Daemon:
     def step(self, sessions: Iterable[str] | None = None) -> None:
         """Bring ``sessions`` (None: all) up to date, compacting those that are due."""
         only = None if sessions is None else sorted(set(sessions))
-        hot, warm, tokens = self.ws.projectors(("hot", "warm", "tokens"))
-        for report in Runner(self.ws.log, [hot]).catch_up(sessions=only):
+        for report in self.memory.project(("hot",), sessions=only):
             for outcome in report.outcomes:
                 if outcome.applied:
                     head = self.ws.load_hot(outcome.session)
@@ -85,11 +86,10 @@ class Daemon:
                     )
                 if outcome.rebuilt_because:
                     log.warning("hot: rebuilt %s: %s", outcome.session, outcome.rebuilt_because)
-        compactor = self.ws.compactor()
         for session in only if only is not None else self.ws.log.sessions():
             try:
-                record = compactor.compact(session)
-            except (NothingToCompactError, CompactionBusyError) as exc:
+                record = self.memory.compact(session)
+            except (NothingToCompactError, CompactionBusyError, NoSuchSessionError) as exc:
                 log.debug("compact %s: %s", session, exc)
                 continue
             if record is not None:
@@ -101,7 +101,7 @@ class Daemon:
                     record.to_seq,
                     record.reason,
                 )
-        Runner(self.ws.log, [hot, warm, tokens]).catch_up(sessions=only)
+        self.memory.project(("warm", "tokens"), sessions=only)
         self.cold.request(only)
         log.debug("step done for %s", "all sessions" if only is None else ", ".join(only))
 
@@ -138,9 +138,9 @@ class ColdIndexer(threading.Thread):
     """Brings the cold tier up to date beside the main loop, so embedding never delays the hot
     tier. Requests made while it works are merged into its next catch-up."""
 
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, memory: Memory) -> None:
         super().__init__(name="cold-indexer", daemon=True)
-        self.ws = ws
+        self.memory = memory
         self.wake = threading.Condition()
         self.pending: set[str] | None = set()  # None: every session
         self.stopping = False
@@ -173,8 +173,7 @@ class ColdIndexer(threading.Thread):
                     return
                 sessions, self.pending = self.pending, set()
             try:
-                (cold,) = self.ws.projectors(("cold",))
-                for report in Runner(self.ws.log, [cold]).catch_up(sessions=sessions):
+                for report in self.memory.project(("cold",), sessions=sessions):
                     for outcome in report.outcomes:
                         if outcome.applied:
                             log.info("cold: %s +%d indexed", outcome.session, outcome.applied)

@@ -311,8 +311,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from airsspec.daemon import Daemon, DaemonBusyError
 
     with open_memory(args) as memory:
-        ws = memory.workspace
-        daemon = Daemon(ws)
+        daemon = Daemon(memory)
         try:
             daemon.acquire()
         except DaemonBusyError as exc:
