@@ -29,6 +29,7 @@ __all__ = [
     "__version__",
 ]
 
+
 def _check_layers() -> None:
     """Refuse to run on a namesake: ``eventlog``, ``projections`` and ``compactor`` are also
     names of unrelated distributions on the package index (see the README)."""

@@ -235,7 +235,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_sessions(args: argparse.Namespace) -> int:
     with open_memory(args) as memory:
         ws = memory.workspace
-        infos = [ws.log.info(name) for name in ws.log.sessions()]
+        infos = memory.sessions()
     if args.json:
         print_json([asdict(i) for i in infos])
         return EXIT_OK
@@ -326,15 +326,4 @@ def cmd_export(args: argparse.Namespace) -> int:
         Path(args.output).write_bytes(data)
         if args.json:
             print_json({"session": args.target, "bytes": len(data), "written_to": args.output})
-    return EXIT_OK
-    with open_memory(args) as memory:
-        ws = memory.workspace
-        validate_session_id(args.target)
-        if args.target not in ws.log.sessions():
-            raise UsageError(f"no session {args.target!r}")
-        data = export_session(ws.log, args.format, args.target)
-    if args.output in (None, "-"):
-        sys.stdout.buffer.write(data)
-    else:
-        Path(args.output).write_bytes(data)
     return EXIT_OK
