@@ -180,10 +180,17 @@ def test_anthropic_errors_become_summarizer_errors(responses, calls, message) ->
     assert len(script.requests) == calls
 
 
-def test_missing_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_key_falls_back_to_extractive_and_says_why(
+    small_ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(SummarizerError, match="ANTHROPIC_API_KEY"):
-        AnthropicSummarizer(model="m", max_tokens=10)
+        AnthropicSummarizer(model="m", max_tokens=10).merge(["a", "b"], 50)
+    small_ws.log.append_many("s", users(6))
+    record = small_ws.compactor(AnthropicSummarizer(model="m", max_tokens=10)).compact("s")
+    assert record.summarizer.backend == "extractive"
+    assert record.summarizer.fallback_from == "anthropic"
+    assert "ANTHROPIC_API_KEY is not set" in record.summarizer.fallback_error
 
 
 def test_compactor_uses_anthropic_and_records_it(small_ws: Workspace) -> None:
