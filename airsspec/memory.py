@@ -145,9 +145,20 @@ class Memory:
         return records
 
     def sessions(self) -> list[SessionInfo]:
-        """Every session: records, first and last time, bytes."""
+        """Every session: records, first and last time, bytes; a session whose log cannot be
+        read is listed with its ``problem`` (the others are unaffected)."""
+        from eventlog.errors import CorruptLogError, UnsafePathError
+        from eventlog.log import SessionInfo
+
         log = self.workspace.log
-        return [log.info(name) for name in log.sessions()]
+        infos = []
+        for name in log.sessions():
+            try:
+                infos.append(log.info(name))
+            except (CorruptLogError, UnsafePathError, ValueError) as exc:
+                size = (log.log_dir / f"{name}.jsonl").stat().st_size
+                infos.append(SessionInfo(name, 0, None, None, size, problem=str(exc)))
+        return infos
 
     def check_session(self, session: str) -> str:
         """``session`` if it names a session of this workspace; else ``InvalidSessionIdError``
@@ -198,10 +209,12 @@ class Memory:
         sessions: Iterable[str] | None = None,
         jobs: int = 1,
         progress: Progress | None = None,
+        warn: bool = True,
     ) -> list[RunReport]:
         """Bring ``tiers`` up to the head of the log (only ``sessions``, when given). A cold
         tier whose embedder cannot load is left as it is, with a warning (search degrades to
-        full-text and says so)."""
+        full-text and says so). A session whose log is damaged is skipped, with a warning
+        unless ``warn`` is false (the reports name it either way)."""
         from projections.engine import Runner
 
         chosen = self._tiers(tiers)
@@ -209,9 +222,19 @@ class Memory:
             logger.warning("airsspec: warning: the cold tier was not updated: %s", problem)
             chosen = tuple(t for t in chosen if t != "cold")
         projectors = self.workspace.projectors(chosen)
-        return Runner(self.workspace.log, projectors, progress, jobs=jobs).catch_up(
+        reports = Runner(self.workspace.log, projectors, progress, jobs=jobs).catch_up(
             sessions=sessions
         )
+        for report in reports if warn else ():
+            for outcome in report.failed:
+                logger.warning(
+                    "airsspec: warning: %s: skipped %s (its log is damaged; the other sessions "
+                    "are current): %s",
+                    report.projector,
+                    outcome.session,
+                    outcome.failed,
+                )
+        return reports
 
     def rebuild(
         self,

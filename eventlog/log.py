@@ -115,11 +115,14 @@ class StoredRecords(Sequence[Record]):
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
+    """A session's size and time span (``problem`` names why it could not be read)."""
+
     session: str
     records: int
     first_ts: str | None
     last_ts: str | None
     bytes: int
+    problem: str | None = None
 
 
 @dataclass(slots=True)

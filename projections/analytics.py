@@ -177,6 +177,7 @@ class Analytics:
         temp_dir: Path | None = None,
     ) -> None:
         wanted = set(_BASES if tables is None else tables)
+        self.skipped: list[str] = []  # damaged session files left out, with why
         self.con = duckdb.connect(":memory:")
         try:
             self._build(log_dir, tokens_dir, parquet_source, wanted, temp_dir)
@@ -209,8 +210,32 @@ class Analytics:
 
     # ----------------------------------------------------------------- views
 
+    def _readable(self, files: list[str]) -> list[str]:
+        """``files`` without those DuckDB cannot read as JSONL (each named in ``skipped``),
+        so one damaged session does not take the others' analytics down with it. Only run
+        after reading them all together failed."""
+        kept = []
+        for name in files:
+            try:
+                self.con.execute(
+                    f"SELECT count(*) FROM read_json({_quote(name)}, format = "
+                    f"'newline_delimited', columns = {_columns_sql()})"
+                ).fetchall()
+                kept.append(name)
+            except duckdb.Error as exc:
+                self.skipped.append(f"{Path(name).name}: {_first_line(exc)}")
+        return kept
+
     def _jsonl_tables(self, log_dir: Path, wanted: set[str]) -> None:
         files = [str(session_path(log_dir, s).resolve()) for s in list_sessions(log_dir)]
+        try:
+            self._load_jsonl(files, wanted)
+        except duckdb.Error:
+            self.con.execute("DROP TABLE IF EXISTS raw_events")
+            self.con.execute("DROP TABLE IF EXISTS records")
+            self._load_jsonl(self._readable(files), wanted)
+
+    def _load_jsonl(self, files: list[str], wanted: set[str]) -> None:
         source = "[" + ", ".join(map(_quote, files)) + "]"
         if "raw_events" in wanted and files:
             self.con.execute(f"""CREATE TABLE raw_events AS SELECT * FROM read_json({source},

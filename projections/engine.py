@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
 
+from eventlog.errors import CorruptLogError, UnsafePathError
 from eventlog.layout import (
     LOG_SUFFIX,
     open_nofollow,
@@ -229,9 +230,13 @@ class FilePerSessionProjector(Projector[S]):
 
 @dataclass
 class SessionOutcome:
+    """What one catch-up did to one session: records applied, why it was rebuilt, or why it
+    was skipped (a damaged log: the tier keeps its last good state, the others go on)."""
+
     session: str
     applied: int = 0
     rebuilt_because: str | None = None
+    failed: str | None = None
 
 
 @dataclass
@@ -242,6 +247,11 @@ class RunReport:
     @property
     def applied(self) -> int:
         return sum(o.applied for o in self.outcomes)
+
+    @property
+    def failed(self) -> list[SessionOutcome]:
+        """Sessions skipped because their log could not be read."""
+        return [o for o in self.outcomes if o.failed]
 
     @property
     def rebuilt(self) -> list[SessionOutcome]:
@@ -432,6 +442,16 @@ class Runner:
             _FORKED = None
 
     def _run_session(
+        self, projector: Projector[Any], session: str, stop_at: StopAt | None
+    ) -> tuple[SessionOutcome, Checkpoint | None]:
+        """Fold what is new in ``session``; a damaged log skips the session (reported in the
+        outcome) and leaves its projection at its last good checkpoint."""
+        try:
+            return self._fold_session(projector, session, stop_at)
+        except (CorruptLogError, UnsafePathError) as exc:
+            return SessionOutcome(session, failed=str(exc)), None
+
+    def _fold_session(
         self, projector: Projector[Any], session: str, stop_at: StopAt | None
     ) -> tuple[SessionOutcome, Checkpoint | None]:
         outcome = SessionOutcome(session)

@@ -63,6 +63,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
             result = analytics.query(args.query)
         finally:
             analytics.close()
+        for skipped in analytics.skipped:
+            print(f"airsspec: warning: left out {skipped}", file=sys.stderr)
     _print_result(result, "json" if args.json else args.format)
     return EXIT_OK
 

@@ -121,7 +121,12 @@ def progress_printer() -> Callable[[str, int, int], None] | None:
     return show
 
 
-def report_runs(reports: list[RunReport], as_json: bool, extra: dict[str, Any]) -> None:
+def report_runs(reports: list[RunReport], as_json: bool, extra: dict[str, Any]) -> int:
+    """Print what a catch-up or rebuild did; return the exit code (1 when a session was
+    skipped because its log is damaged: the others were projected)."""
+    failed = [(r.projector, o) for r in reports for o in r.failed]
+    for tier, o in failed:
+        print(f"airsspec: error: {tier}: skipped {o.session}: {o.failed}", file=sys.stderr)
     if as_json:
         print_json(
             {
@@ -133,15 +138,17 @@ def report_runs(reports: list[RunReport], as_json: bool, extra: dict[str, Any]) 
                         "rebuilt": [
                             {"session": o.session, "reason": o.rebuilt_because} for o in r.rebuilt
                         ],
+                        "skipped": [{"session": o.session, "reason": o.failed} for o in r.failed],
                     }
                     for r in reports
                 ],
             }
         )
-        return
-    for r in reports:
-        for o in r.rebuilt:
-            print(f"{r.projector}: rebuilt {o.session}: {o.rebuilt_because}")
-        print(f"{r.projector}: {r.applied} record(s) applied over {len(r.outcomes)} session(s)")
-    for key, value in extra.items():
-        print(f"{key}: {value}")
+    else:
+        for r in reports:
+            for o in r.rebuilt:
+                print(f"{r.projector}: rebuilt {o.session}: {o.rebuilt_because}")
+            print(f"{r.projector}: {r.applied} record(s) applied over {len(r.outcomes)} session(s)")
+        for key, value in extra.items():
+            print(f"{key}: {value}")
+    return EXIT_FAILED if failed else EXIT_OK

@@ -248,6 +248,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             f"{i.session:<32} {i.records:>8} {i.first_ts or '-':<27} {i.last_ts or '-':<27} "
             f"{i.bytes:>10}"
         )
+        if i.problem:
+            print(f"airsspec: warning: {i.session}: {i.problem}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -37,9 +37,8 @@ from eventlog.layout import validate_session_id
 )
 def cmd_project(args: argparse.Namespace) -> int:
     with open_memory(args) as memory:
-        reports = memory.project(args.tier, jobs=args.jobs, progress=progress_printer())
-    report_runs(reports, args.json, {})
-    return EXIT_OK
+        reports = memory.project(args.tier, jobs=args.jobs, progress=progress_printer(), warn=False)
+    return report_runs(reports, args.json, {})
 
 
 @command(
@@ -61,14 +60,12 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         if args.as_of is None:
             if args.out:
                 raise UsageError("--out goes with --as-of (a live rebuild writes in place)")
-            report_runs(memory.rebuild(args.tier, **run), args.json, {})
-            return EXIT_OK
+            return report_runs(memory.rebuild(args.tier, **run), args.json, {})
         out = Path(args.out or f"airsspec-as-of-{args.as_of.replace(':', '')}").resolve()
         as_of = args.as_of
         point: int | str = int(as_of) if as_of.isdigit() else parse_time(as_of, "--as-of")
         reports = memory.rebuild(args.tier, as_of=point, out=out, **run)
-    report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
-    return EXIT_OK
+    return report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
 
 
 @command(
