@@ -66,6 +66,7 @@ class Checkpoint:
 
 
 START = Checkpoint(0, None, 0)
+OUTPUT_CHANGED = "its output was deleted or changed after it was written"
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +369,7 @@ class Runner:
         entries: dict[str, ManifestEntry] = {}
         outcomes: dict[str, SessionOutcome] = {}
         todo: dict[str, list[int] | None] = {}  # session -> log identity before folding
+        damaged: dict[str, str] = {}  # session -> why its output is rebuilt
         log_dir = str(self.log.log_dir)  # plain strings: this loop runs per session, per catch-up
         for session in sessions:
             cached = manifest.get(session)
@@ -376,22 +378,29 @@ class Runner:
                     entries[session] = cached
                 continue
             log_id = file_identity(os.path.join(log_dir, session + LOG_SUFFIX))
+            output = projector.output_signature(session) if cached is not None else None
             if (
                 stop_at is None
                 and cached is not None
                 and cached.log == log_id
                 and cached.output is not None
-                and cached.output == projector.output_signature(session)
+                and cached.output == output
             ):
                 entries[session] = cached  # idle: nothing new, output as we wrote it
                 outcomes[session] = SessionOutcome(session)
-            else:
-                todo[session] = log_id
+                continue
+            todo[session] = log_id
+            if cached is not None and cached.output is not None and cached.output != output:
+                # A derived file was deleted or edited after it was written: folding on from
+                # the checkpoint would keep the damage, so the session is projected again.
+                projector.drop(session)
+                damaged[session] = OUTPUT_CHANGED
         if todo:
             remove_stale_temporaries(projector.out_dir)
         for session, outcome, checkpoint in self._fold(
             projector, list(todo), stop_at, len(outcomes), len(outcomes) + len(todo)
         ):
+            outcome.rebuilt_because = outcome.rebuilt_because or damaged.get(session)
             outcomes[session] = outcome
             if checkpoint is not None:
                 entries[session] = ManifestEntry(

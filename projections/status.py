@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eventlog.log import EventLog
-from projections.engine import Projector, log_tail, record_at
+from projections.engine import OUTPUT_CHANGED, Projector, log_tail, record_at
 
 
 @dataclass
@@ -38,6 +38,9 @@ def tier_status(log: EventLog, projector: Projector[Any]) -> TierStatus:
         head = log_tail(log, session)
         cached = manifest.get(session)
         checkpoint = cached.checkpoint if cached else None
+        changed = cached and cached.output not in (None, projector.output_signature(session))
+        if changed:
+            status.degraded.append(f"{session}: {OUTPUT_CHANGED} (project repairs it)")
         if checkpoint is None:
             loaded = projector.load(session)
             checkpoint = loaded[1] if loaded else None

@@ -1,0 +1,59 @@
+"""Derived files are checked against what was written: a deleted or edited library file or hot
+state is reported by status and repaired by project, byte for byte, never served as edited."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli, snapshot
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    config = tmp_path / "airsspec.toml"
+    config.write_text(
+        config.read_text().replace('summarizer = "auto"', 'summarizer = "extractive"')
+    )
+    lines = "".join(
+        json.dumps({"type": "user", "content": f"alpha decision {i}: keep the API stable"}) + "\n"
+        for i in range(12)
+    )
+    assert run_cli("append", "alpha", cwd=tmp_path, stdin=lines.encode()).returncode == 0
+    assert run_cli("compact", "--force", "alpha", cwd=tmp_path).returncode == 0
+    assert run_cli("project", "--tier", "hot", cwd=tmp_path).returncode == 0
+    assert run_cli("project", "--tier", "warm", cwd=tmp_path).returncode == 0
+    return tmp_path
+
+
+def _damage(path: Path, how: str) -> None:
+    if how == "delete":
+        path.unlink()
+    elif how == "edit":
+        path.write_text(path.read_text().replace("alpha", "OMEGA INJECTED"))
+    else:
+        path.write_bytes(b"garbage")
+
+
+@pytest.mark.parametrize("how", ["delete", "edit", "garbage"])
+@pytest.mark.parametrize(
+    "target", ["knowledge/library/history-001.md", "state/hot/alpha.json"], ids=["library", "hot"]
+)
+def test_a_damaged_derived_file_is_reported_and_repaired(
+    project: Path, target: str, how: str
+) -> None:
+    ws = project / ".airsspec"
+    before = snapshot(ws / "knowledge" / "library") | snapshot(ws / "state" / "hot")
+    _damage(ws / target, how)
+    status = json.loads(run_cli("status", "--json", cwd=project).stdout)
+    assert any("deleted or changed after it was written" in d for d in status["degraded"])
+    repaired = run_cli("project", cwd=project, env={"AIRSSPEC_COLD_EMBEDDER": "hash"})
+    assert repaired.returncode == 0, repaired.stderr
+    assert b"rebuilt alpha" in repaired.stdout
+    after = snapshot(ws / "knowledge" / "library") | snapshot(ws / "state" / "hot")
+    assert {k: v for k, v in after.items() if k in before} == before
+    hot = run_cli("hot", "alpha", "--budget", "400", cwd=project)
+    assert b"INJECTED" not in hot.stdout and b"alpha decision 11" in hot.stdout
