@@ -94,6 +94,11 @@ def _read_key(path: str | None) -> bytes | None:
     arg("sessions", nargs="*", help="sessions to check (default: all)"),
     arg("--against", metavar="SEAL", help="a seal written by 'airsspec seal'"),
     arg("--key", metavar="FILE", help="the key the seal was signed with"),
+    arg(
+        "--tiers",
+        action="store_true",
+        help="also check every tier's outputs against what was written (project repairs them)",
+    ),
 )
 def cmd_verify(args: argparse.Namespace) -> int:
     from eventlog.seal import load_seal
@@ -112,16 +117,23 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with open_memory(args) as memory:
         ws = memory.workspace
         report = verify(ws.log, args.sessions or None, sealed)
+        tiers = (
+            [f"{t.tier}: {d}" for t in memory.status() for d in t.degraded] if args.tiers else []
+        )
+    ok = report.ok and not tiers
     if args.json:
         print_json(
             {
-                "ok": report.ok,
+                "ok": ok,
                 "records": report.records,
                 "sessions": [asdict(s) for s in report.sessions],
+                "tiers": tiers,
                 "warnings": notes,
             }
         )
-        return EXIT_OK if report.ok else EXIT_FAILED
+        return EXIT_OK if ok else EXIT_FAILED
+    for problem in tiers:
+        print(f"FAIL tier {problem}")
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
     for s in report.sessions:
@@ -133,14 +145,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
             p = s.problem
             print(f"FAIL {p.session}: seq {p.seq}, byte offset {p.offset}: {p.message}")
     bad = sum(1 for s in report.sessions if s.problem)
-    status = "OK" if report.ok else "FAILED"
+    status = "OK" if ok else "FAILED"
     against = f" against the seal of {seal.sealed_at}" if sealed is not None else ""
     print(
         f"{status}: {len(report.sessions)} session(s), {report.records} record(s) verified"
         + against
         + (f", {bad} with problems" if bad else "")
+        + (f"; {len(tiers)} tier problem(s)" if tiers else "")
     )
-    return EXIT_OK if report.ok else EXIT_FAILED
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 @command(

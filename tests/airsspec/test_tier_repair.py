@@ -50,10 +50,13 @@ def test_a_damaged_derived_file_is_reported_and_repaired(
     _damage(ws / target, how)
     status = json.loads(run_cli("status", "--json", cwd=project).stdout)
     assert any("deleted or changed after it was written" in d for d in status["degraded"])
+    checked = run_cli("verify", "--tiers", cwd=project)
+    assert checked.returncode == 1 and b"FAIL tier" in checked.stdout
     repaired = run_cli("project", cwd=project, env={"AIRSSPEC_COLD_EMBEDDER": "hash"})
     assert repaired.returncode == 0, repaired.stderr
     assert b"rebuilt alpha" in repaired.stdout
     after = snapshot(ws / "knowledge" / "library") | snapshot(ws / "state" / "hot")
     assert {k: v for k, v in after.items() if k in before} == before
+    assert run_cli("verify", "--tiers", cwd=project).returncode == 0
     hot = run_cli("hot", "alpha", "--budget", "400", cwd=project)
     assert b"INJECTED" not in hot.stdout and b"alpha decision 11" in hot.stdout
