@@ -269,6 +269,7 @@ def record_validator() -> Any:
     ``ValidationError`` for anything else, including unknown types (use ``parse_record``)."""
     return _record_adapter().validator.validate_json
 
+
 def parse_record(line: bytes | str) -> Record:
     """Validate one stored line (JSON) into its record model.
 

@@ -53,6 +53,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 )
 def cmd_append(args: argparse.Namespace) -> int:
     if args.file in (None, "-"):
+        if sys.stdin is None:
+            raise UsageError("standard input is closed: pipe events in, or give a FILE")
         data, source = sys.stdin.buffer.read(), "<stdin>"
     else:
         path = Path(args.file)

@@ -27,6 +27,8 @@ from projections.memory_tool import QueryMemoryInput
 def _batch_requests(source: str) -> list[QueryMemoryInput]:
     """Every line of a ``--batch`` file, validated before any query runs."""
     try:
+        if source == "-" and sys.stdin is None:
+            raise UsageError("standard input is closed: give --batch FILE")
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:
         raise UsageError(f"{source}: {exc.strerror}") from exc

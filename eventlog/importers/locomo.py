@@ -39,6 +39,15 @@ def sessions(data: Any, source: str) -> list[tuple[str, list[Unit], datetime, st
         )
         for key in keys:
             raw_date = conv.get(f"{key}_date_time", "")
+            turns = conv[key]
+            if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+                raise SourceError(
+                    source,
+                    None,
+                    f"sample {n} ({sample['sample_id']}): {key} is not a list of turns",
+                )
+            if not isinstance(raw_date, str):
+                raise SourceError(source, None, f"sample {n}: {key}_date_time is not text")
             units = [
                 Unit(i, 0, json.dumps(turn, ensure_ascii=False), turn)
                 for i, turn in enumerate(conv[key])

@@ -89,6 +89,9 @@ def json_array_units(data: bytes, source: str) -> list[Unit]:
         if text[pos] == "]":
             break
         obj, end = decoder.raw_decode(text, pos)
+        if not isinstance(obj, dict):
+            line = text.count("\n", 0, pos) + 1
+            raise SourceError(source, line, f"record {len(units) + 1} is not a JSON object")
         units.append(
             Unit(
                 len(units),

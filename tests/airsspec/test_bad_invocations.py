@@ -3,6 +3,10 @@ naming the problem, never a traceback, and leaves the log exactly as it was."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,6 +58,9 @@ CORPUS: list[tuple[list[str], bytes | None, dict[str, str]]] = [
     (["verify", "--key", "{tmp}/key"], None, {}),
     (["verify", "--against", "{tmp}/missing-seal.json"], None, {}),
     (["seal", "--key", "{tmp}/missing-key"], None, {}),
+    (["import", "openhands", "{tmp}/numbers.json"], None, {}),
+    (["import", "locomo", "{tmp}/string-session.json"], None, {}),
+    (["import", "locomo", "{tmp}/number-turns.json"], None, {}),
     (["report", "nope"], None, {}),
     (["models", "nope"], None, {}),
     (["hooks", "nope"], None, {}),
@@ -66,6 +73,15 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("corpus")
     assert run_cli("init", str(root), cwd=root).returncode == 0
     assert run_cli("append", "s", cwd=root, stdin=GOOD * 3).returncode == 0
+    (root / "numbers.json").write_text("[1, 2, 3]")
+    conversation = {
+        "speaker_a": "A",
+        "speaker_b": "B",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+    }
+    for name, turns in (("string-session", "a string"), ("number-turns", [1, 2])):
+        sample = {"sample_id": "x", "conversation": {**conversation, "session_1": turns}}
+        (root / f"{name}.json").write_text(json.dumps([sample]))
     return root
 
 
@@ -84,3 +100,19 @@ def test_a_mistake_is_named_never_a_traceback_and_the_log_is_untouched(
     assert lines[0].startswith(("airsspec: error:", "<stdin>:", str(project))), lines
     assert snapshot(ws / "contexts") == before
     assert not (project / "typo").exists()
+
+
+def test_append_with_standard_input_closed_is_a_clear_error(project: Path) -> None:
+    before = snapshot(project / ".airsspec" / "contexts")
+    result = subprocess.run(
+        [sys.executable, "-m", "airsspec", "append", "s"],
+        cwd=project,
+        stdin=None,
+        capture_output=True,
+        preexec_fn=lambda: os.close(0),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(b"airsspec: error: standard input is closed")
+    assert snapshot(project / ".airsspec" / "contexts") == before
