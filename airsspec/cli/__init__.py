@@ -106,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED if isinstance(exc, failed) else EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:  # the machine refused (disk full, file too large, permissions)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"airsspec: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 __all__ = ["build_parser", "main"]

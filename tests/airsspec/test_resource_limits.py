@@ -1,0 +1,51 @@
+"""When the machine refuses a write (a file size limit standing in for a full disk), a command
+names the problem in one line and exits 1; the log is untouched, and the next run completes."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli, snapshot
+
+
+def _limited(args: list[str], cwd: Path, limit: int) -> subprocess.CompletedProcess[bytes]:
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        [sys.executable, "-m", "airsspec", *args],
+        cwd=cwd,
+        capture_output=True,
+        preexec_fn=cap,
+        env={**os.environ, "AIRSSPEC_COLD_EMBEDDER": "hash"},
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("command", [["project"], ["compact", "--force", "s"]])
+def test_a_refused_write_is_one_line_and_the_next_run_completes(
+    tmp_path: Path, command: list[str]
+) -> None:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    text = "x" * 3000
+    lines = "".join(
+        json.dumps({"type": "user", "content": f"{i} {text}"}) + "\n" for i in range(40)
+    )
+    assert run_cli("append", "s", cwd=tmp_path, stdin=lines.encode()).returncode == 0
+    before = snapshot(tmp_path / ".airsspec" / "contexts")
+    refused = _limited(command, tmp_path, 20_000)
+    assert refused.returncode == 1, refused.stderr
+    assert b"Traceback" not in refused.stderr
+    assert refused.stderr.decode().strip().splitlines()[-1].startswith("airsspec: error:")
+    assert snapshot(tmp_path / ".airsspec" / "contexts") == before
+    done = run_cli(*command, cwd=tmp_path, env={"AIRSSPEC_COLD_EMBEDDER": "hash"})
+    assert done.returncode == 0, done.stderr
+    assert run_cli("verify", cwd=tmp_path).returncode == 0
