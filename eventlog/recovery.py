@@ -14,13 +14,14 @@ tail: it is never repaired here; it is reported as ``CorruptLogError``.
 from __future__ import annotations
 
 import base64
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
-from eventlog.errors import CorruptLogError
+from eventlog.errors import CorruptLogError, LogWriteError
 from eventlog.ids import utc_now
 from eventlog.layout import open_nofollow
 
@@ -97,10 +98,23 @@ def quarantine(
         "bytes_b64": base64.b64encode(torn).decode("ascii"),
         "preview": torn[:500].decode("utf-8", errors="replace"),
     }
+    existed = os.path.lexists(quarantine_file)
     qfd = open_nofollow(quarantine_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    kept = os.fstat(qfd).st_size
     try:
-        os.write(qfd, orjson.dumps(entry) + b"\n")
+        data = orjson.dumps(entry) + b"\n"
+        if os.write(qfd, data) != len(data):
+            raise OSError(errno.ENOSPC, "short write to the quarantine file")
         os.fsync(qfd)
+    except OSError as exc:
+        # Nothing moved: the torn tail stays in the log (recovery retries next time) and the
+        # quarantine file goes back to what it was (or away, if this call made it).
+        os.ftruncate(qfd, kept)
+        if not existed:
+            os.unlink(quarantine_file)
+        raise LogWriteError(
+            exc.errno, f"{quarantine_file}: cannot quarantine a torn tail: {exc.strerror}"
+        ) from exc
     finally:
         os.close(qfd)
     os.ftruncate(fd, start)

@@ -54,7 +54,10 @@ VERSIONS_KEPT_FOR = timedelta(hours=1)  # readers on an older version keep their
 
 def _lancedb() -> Any:
     """lancedb, imported on first use: it takes seconds to import, and a process that has it
-    loaded must not fork (see ``Runner``), so commands that never touch the cold tier skip it."""
+    loaded must not fork (see ``Runner``), so commands that never touch the cold tier skip it.
+    Lance's own log lines (WARN when an index file is missing, which the caller already reports
+    as degraded) stay off the terminal unless ``LANCE_LOG`` asks for them."""
+    os.environ.setdefault("LANCE_LOG", "error")
     import lancedb
 
     return lancedb

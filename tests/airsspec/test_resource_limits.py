@@ -49,3 +49,23 @@ def test_a_refused_write_is_one_line_and_the_next_run_completes(
     done = run_cli(*command, cwd=tmp_path, env={"AIRSSPEC_COLD_EMBEDDER": "hash"})
     assert done.returncode == 0, done.stderr
     assert run_cli("verify", cwd=tmp_path).returncode == 0
+
+
+def test_a_quarantine_that_cannot_be_written_moves_nothing(tmp_path: Path) -> None:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    assert (
+        run_cli(
+            "append", "s", cwd=tmp_path, stdin=b'{"type": "user", "content": "kept"}'
+        ).returncode
+        == 0
+    )
+    log = tmp_path / ".airsspec" / "contexts" / "agent" / "s.jsonl"
+    with log.open("ab") as f:
+        f.write(b'{"torn": "' + b"t" * 40_000)  # a write cut short: no newline
+    before = snapshot(log.parent)
+    refused = _limited(["verify"], tmp_path, 30_000)  # the quarantine entry needs ~55 KB
+    assert b"Traceback" not in refused.stderr and b"cannot quarantine" in refused.stderr
+    assert snapshot(log.parent) == before  # no empty quarantine file, the tail still there
+    done = run_cli("verify", cwd=tmp_path)
+    assert done.returncode == 0 and b"moved to quarantine" in done.stdout
+    assert (log.parent / "s.jsonl.quarantine").stat().st_size > 40_000
