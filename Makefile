@@ -31,6 +31,8 @@ bench: $(STAMP)
 	$(PY) bench/analytics.py
 	$(PY) bench/watch.py
 	$(PY) bench/cold.py
+	$(PY) bench/surface.py --install
+	$(PY) bench/faults.py --kills 1000
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
