@@ -49,6 +49,7 @@ class Daemon:
     # ------------------------------------------------------------------ lock
 
     def acquire(self) -> None:
+        """Take the workspace's watch lock, or raise ``DaemonBusyError`` naming the holder."""
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -65,6 +66,7 @@ class Daemon:
         self._lock_fd = fd
 
     def release(self) -> None:
+        """Give the watch lock back."""
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -146,6 +148,7 @@ class ColdIndexer(threading.Thread):
         self.stopping = False
 
     def request(self, sessions: list[str] | None) -> None:
+        """Ask for a catch-up of ``sessions`` (None: all); merged with pending ones."""
         with self.wake:
             if sessions is None or self.pending is None:
                 self.pending = None
@@ -165,6 +168,7 @@ class ColdIndexer(threading.Thread):
                 log.warning("cold tier still catching up; it resumes at the next start")
 
     def run(self) -> None:
+        """Catch the cold tier up whenever asked, until stopped."""
         while True:
             with self.wake:
                 while self.pending == set() and not self.stopping:

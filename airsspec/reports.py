@@ -35,6 +35,7 @@ class PlotUnavailableError(AirsspecError):
 
 
 def run_report(analytics: Analytics, name: str) -> QueryResult:
+    """Run the named report over ``analytics``."""
     return analytics.query(REPORTS[name])
 
 

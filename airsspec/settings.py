@@ -33,15 +33,21 @@ class _Section(BaseModel):
 
 
 class WorkspaceSettings(_Section):
+    """``[workspace]``: where the workspace lives, relative to airsspec.toml."""
+
     path: str = ".airsspec"
 
 
 class LogSettings(_Section):
+    """``[log]``: what append promises (durability) and the group-commit interval."""
+
     durability: Literal["always", "batch", "off"] = "always"
     batch_interval_ms: float = Field(5.0, gt=0, le=10_000)
 
 
 class MemorySettings(_Section):
+    """``[memory]``: the hot window, its token budget and the compaction trigger."""
+
     hot_window_size: int = Field(30, ge=1, le=10_000)
     hot_token_budget: int = Field(8000, ge=1)
     compression_threshold: float = Field(0.8, gt=0, le=1)
@@ -51,6 +57,8 @@ class MemorySettings(_Section):
 
 
 class CompactorSettings(_Section):
+    """``[compactor]``: which summarizer, its budgets and the Anthropic client's."""
+
     summarizer: Literal["auto", "extractive", "anthropic"] = "auto"
     chunk_summary_tokens: int = Field(200, ge=16)
     summary_tokens: int = Field(800, ge=16)
@@ -62,6 +70,8 @@ class CompactorSettings(_Section):
 
 
 class ColdSettings(_Section):
+    """``[cold]``: the embedder, the vector index and query_memory's weights."""
+
     embedder: Literal["minilm", "hash"] = "minilm"
     hash_dim: int = Field(256, ge=8, le=4096)
     ann_min_rows: int = Field(20_000, ge=256)
@@ -74,6 +84,8 @@ class ColdSettings(_Section):
 
 
 class SecretsSettings(_Section):
+    """``[secrets]``: redaction at append, and extra secret shapes."""
+
     redact: bool = True
     patterns: dict[str, str] = Field(default_factory=dict)
 
@@ -91,6 +103,8 @@ class SecretsSettings(_Section):
 
 
 class Settings(_Section):
+    """Every section of airsspec.toml, validated and frozen."""
+
     workspace: WorkspaceSettings = WorkspaceSettings()
     log: LogSettings = LogSettings()
     secrets: SecretsSettings = SecretsSettings()

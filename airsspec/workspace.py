@@ -42,6 +42,8 @@ SUBDIRS = ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources"
 
 @dataclass
 class Workspace:
+    """A workspace's settings and folders, and the parts built from them."""
+
     root: Path
     settings: Settings
     config_path: Path | None = None
@@ -77,6 +79,7 @@ class Workspace:
 
     @cached_property
     def log(self) -> EventLog:
+        """The workspace's event log (opened once, with its settings)."""
         secrets = self.settings.secrets
         return EventLog(
             self.log_dir,
@@ -86,6 +89,7 @@ class Workspace:
         )
 
     def close(self) -> None:
+        """Close the log if it was opened."""
         if "log" in self.__dict__:
             self.log.close()
 
@@ -97,22 +101,27 @@ class Workspace:
 
     @property
     def log_dir(self) -> Path:
+        """``contexts/agent``: the frozen logs."""
         return self.root / "contexts" / "agent"
 
     @property
     def library_dir(self) -> Path:
+        """``knowledge/library``: the warm tier's history files."""
         return self.root / "knowledge" / "library"
 
     @property
     def vectors_dir(self) -> Path:
+        """``knowledge/vectors``: the cold tier's Lance tables."""
         return self.root / "knowledge" / "vectors"
 
     @property
     def sources_dir(self) -> Path:
+        """``sources``: documents the user adds for recall."""
         return self.root / "sources"
 
     @property
     def state_dir(self) -> Path:
+        """``state``: checkpoints, hot windows, caches."""
         return self.root / "state"
 
     def projectors(self, tiers: tuple[str, ...] = TIERS, root: Path | None = None) -> list:
@@ -153,6 +162,7 @@ class Workspace:
 
     @property
     def hot_dir(self) -> Path:
+        """``state/hot``: one hot window per session."""
         return self.state_dir / "hot"
 
     def load_hot(self, session: str) -> HotWindow | None:

@@ -34,6 +34,8 @@ MERGE_PROMPT = (
 
 
 class AnthropicSummarizer:
+    """Summaries from the Anthropic Messages API (falls back to extractive on any failure)."""
+
     def __init__(
         self,
         *,

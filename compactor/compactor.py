@@ -45,6 +45,8 @@ from projections.warm import WarmProjector
 
 @dataclass(frozen=True, slots=True)
 class CompactionSettings:
+    """The compactor's budgets, from ``[memory]`` and ``[compactor]``."""
+
     window_size: int
     token_budget: int
     threshold: float
@@ -65,6 +67,7 @@ def compaction_reason(window: HotWindow, settings: CompactionSettings) -> str | 
 
 
 def to_message(record: Record) -> Message:
+    """A log record as the summarizers see it."""
     return Message(
         seq=record.seq,
         type=record.type,
@@ -92,6 +95,8 @@ def _file_lock(path: Path, *, wait: bool) -> Iterator[None]:
 
 
 class Compactor:
+    """Compacts a session's hot window into a compaction event (see the module)."""
+
     def __init__(
         self,
         log: EventLog,

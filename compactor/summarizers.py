@@ -34,11 +34,17 @@ class Message:
 
 
 class Summarizer(Protocol):
+    """What the compactor needs of a summarizer: summarize chunks, merge summaries."""
+
     info: SummarizerInfo
 
-    def summarize(self, messages: list[Message], budget_tokens: int) -> str: ...
+    def summarize(self, messages: list[Message], budget_tokens: int) -> str:
+        """A summary of ``messages`` within ``budget_tokens``."""
+        ...
 
-    def merge(self, summaries: list[str], budget_tokens: int) -> str: ...
+    def merge(self, summaries: list[str], budget_tokens: int) -> str:
+        """One summary of several, within ``budget_tokens``."""
+        ...
 
 
 # ----------------------------------------------------------------------------- extractive

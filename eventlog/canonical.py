@@ -35,6 +35,7 @@ def canonical_json(value: Any) -> bytes:
 
 
 def hash_bytes(canonical: bytes) -> str:
+    """The SHA-256 (hex) of canonical bytes."""
     return hashlib.sha256(canonical).hexdigest()
 
 

@@ -17,6 +17,8 @@ from eventlog.schema import Event
 
 @dataclass(frozen=True, slots=True)
 class LineError:
+    """One invalid input line: its number, field and problem."""
+
     line: int
     field: str | None
     message: str

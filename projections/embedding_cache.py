@@ -26,11 +26,14 @@ _LOOKUP_CHUNK = 500  # under SQLite's bound-parameter limit
 
 
 def text_sha256(text: str) -> str:
+    """The SHA-256 of a text (the cache key with the model id)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass
 class CacheStats:
+    """Cache hits and misses since the embedder was made."""
+
     hits: int = 0
     misses: int = 0
 
@@ -60,6 +63,7 @@ class CachedEmbedder:
         return self._db
 
     def close(self) -> None:
+        """Close the cache's database."""
         if self._db is not None:
             self._db.close()
             self._db = None

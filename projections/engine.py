@@ -58,10 +58,12 @@ class Checkpoint:
     end: int
 
     def to_json(self) -> dict[str, Any]:
+        """The checkpoint as stored."""
         return {"seq": self.seq, "hash": self.hash, "end": self.end}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Checkpoint:
+        """A checkpoint from its stored form."""
         return cls(int(data["seq"]), data["hash"], int(data["end"]))
 
 
@@ -81,6 +83,7 @@ class ManifestEntry:
 
 
 def file_identity(path: str | Path) -> list[int] | None:
+    """(size, mtime_ns, inode) of a file, or None if it is missing."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -127,6 +130,7 @@ class Projector(ABC, Generic[S]):
         """Sessions this projector has output for."""
 
     def has_output(self, session: str) -> bool:
+        """Whether the session has saved output."""
         return session in self.sessions()
 
     def warm_up(self) -> None:
@@ -185,6 +189,7 @@ class Projector(ABC, Generic[S]):
             return {}
 
     def write_manifest(self, entries: dict[str, ManifestEntry]) -> None:
+        """Save the manifest after the outputs it describes."""
         data = {
             "fingerprint": self.fingerprint(),
             "sessions": {
@@ -206,6 +211,7 @@ class FilePerSessionProjector(Projector[S]):
         self._out = str(out_dir)
 
     def path(self, session: str) -> Path:
+        """The session's output file."""
         return self.out_dir / f"{validate_session_id(session)}{self.suffix}"
 
     def drop(self, session: str) -> None:
@@ -242,11 +248,14 @@ class SessionOutcome:
 
 @dataclass
 class RunReport:
+    """What one projector's catch-up did, session by session."""
+
     projector: str
     outcomes: list[SessionOutcome] = field(default_factory=list)
 
     @property
     def applied(self) -> int:
+        """Records folded, over every session."""
         return sum(o.applied for o in self.outcomes)
 
     @property
@@ -256,6 +265,7 @@ class RunReport:
 
     @property
     def rebuilt(self) -> list[SessionOutcome]:
+        """Sessions projected again from zero, with why."""
         return [o for o in self.outcomes if o.rebuilt_because]
 
 
@@ -352,6 +362,7 @@ class Runner:
         return reports
 
     def rebuild(self, stop_at: StopAt | None = None) -> list[RunReport]:
+        """Reset every projector and fold the log from zero (up to ``stop_at``)."""
         for projector in self.projectors:
             with projector.exclusive():
                 projector.reset()

@@ -35,4 +35,5 @@ def remove_stale_temporaries(folder: Path) -> int:
 
 
 def folder_size(folder: Path) -> int:
+    """Bytes of every file under ``folder``."""
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0

@@ -35,6 +35,8 @@ STATE_VERSION = 1
 
 @dataclass(frozen=True, slots=True)
 class HotEntry:
+    """One message of a hot window, with its tokens and provenance (seq, id, hash)."""
+
     seq: int
     id: str
     ts: str
@@ -74,6 +76,8 @@ def _seq(item: Record | dict[str, Any]) -> int:
 
 
 class HotProjector(FilePerSessionProjector[HotState]):
+    """Folds a session into its hot window (see the module)."""
+
     name = "hot"
     suffix = ".json"
 
@@ -88,6 +92,7 @@ class HotProjector(FilePerSessionProjector[HotState]):
 
     @property
     def counter(self) -> TokenCounter:
+        """The token counter of the projector's encoding."""
         if self._counter is None:
             self._counter = token_counter(self.encoding)
         return self._counter
@@ -224,6 +229,7 @@ def load_hot(hot_dir: Path, session: str) -> HotWindow | None:
 
 
 def render_entry(entry: HotEntry) -> str:
+    """One hot entry as prompt text."""
     return f"[#{entry.seq} {entry.type}] {entry.text}"
 
 

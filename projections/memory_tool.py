@@ -78,6 +78,7 @@ QUERY_MEMORY_TOOL_OPENAI = tool_definition(
 
 
 def run_query(recall: Recall, request: QueryMemoryInput) -> dict[str, Any]:
+    """Run one validated query against ``recall``; the JSON-ready answer."""
     return recall.query_memory(
         request.query, request.k, request.session, request.since, request.until, request.kinds
     ).to_json()

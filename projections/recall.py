@@ -51,6 +51,8 @@ _INNER_MARK = re.compile(r"\w[_./:@#-]\w")
 
 @dataclass(frozen=True)
 class RecallWeights:
+    """How query_memory weighs its signals, and how many candidates each proposes."""
+
     semantic: float = 0.75
     lexical: float = 0.25
     recency: float = 0.0
@@ -61,6 +63,8 @@ class RecallWeights:
 
 @dataclass
 class Hit:
+    """One passage query_memory returns, with its score, parts and provenance."""
+
     text: str
     score: float
     parts: dict[str, float]
@@ -83,6 +87,8 @@ class Hit:
 
 @dataclass
 class QueryResult:
+    """query_memory's answer: hits, how it was found, warnings and timings."""
+
     query: str
     hits: list[Hit]
     warnings: list[str] = field(default_factory=list)
@@ -91,9 +97,11 @@ class QueryResult:
 
     @property
     def degraded(self) -> bool:
+        """True when part of the memory could not answer."""
         return bool(self.warnings)
 
     def to_json(self) -> dict[str, Any]:
+        """The answer as ``query --json`` prints it."""
         data = asdict(self)
         data["degraded"] = self.degraded
         return data

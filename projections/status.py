@@ -16,6 +16,8 @@ from projections.engine import OUTPUT_CHANGED, Projector, log_tail, record_at
 
 @dataclass
 class TierStatus:
+    """One tier's size, items, lag and what is degraded."""
+
     tier: str
     bytes: int
     items: int
@@ -26,6 +28,7 @@ class TierStatus:
 
 
 def tier_status(log: EventLog, projector: Projector[Any]) -> TierStatus:
+    """The status of ``projector``'s tier against the log."""
     manifest = projector.read_manifest()
     status = TierStatus(
         projector.name,

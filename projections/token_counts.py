@@ -37,12 +37,16 @@ _META_KEY = b"airsspec"
 
 @dataclass(slots=True)
 class TokenState:
+    """Token counts of one session's records, in order."""
+
     session: str
     rows: list[tuple[int, str, str, int]] = field(default_factory=list)  # seq, hash, type, n
     pending: list[Record] = field(default_factory=list)
 
 
 class TokenCountProjector(FilePerSessionProjector[TokenState]):
+    """Counts every record's tokens once, for analytics."""
+
     name = "tokens"
     suffix = ".parquet"
 

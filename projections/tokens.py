@@ -75,6 +75,7 @@ class TokenCounter:
         self.name = encoding
 
     def count(self, text: str) -> int:
+        """Tokens in ``text``."""
         return len(self._encoding.encode(text, disallowed_special=()))
 
     def truncate(self, text: str, tokens: int) -> str:
@@ -91,4 +92,5 @@ class TokenCounter:
 
 @cache
 def token_counter(encoding: str) -> TokenCounter:
+    """The shared counter of ``encoding``."""
     return TokenCounter(encoding)

@@ -30,6 +30,8 @@ _HEADING = re.compile(r"^#{1,6}\s")
 
 @dataclass(frozen=True, slots=True)
 class Unit:
+    """One record of a source: position, exact text, and the bytes around it."""
+
     unit_id: str
     kind: str  # "message" | "summary" | "source"
     type: str  # record type, "master" / "chunk" for summaries, "document" for sources

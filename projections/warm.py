@@ -28,6 +28,7 @@ STATE_VERSION = 1
 
 
 def library_file_name(library_no: int) -> str:
+    """``history-NNN.md`` for library number ``library_no``."""
     return f"history-{library_no:03d}.md"
 
 
@@ -85,12 +86,16 @@ def render_library_file(record: CompactionRecord) -> str:
 
 @dataclass(slots=True)
 class WarmState:
+    """The warm projector's state of one session: its library files."""
+
     session: str
     files: list[dict[str, Any]] = field(default_factory=list)  # one per compaction, in order
     pending: dict[str, str] = field(default_factory=dict)  # file name -> markdown to write
 
 
 class WarmProjector(FilePerSessionProjector[WarmState]):
+    """Writes one ``history-NNN.md`` per compaction event (see the module)."""
+
     name = "warm"
     suffix = ".json"
 
@@ -182,4 +187,5 @@ class WarmProjector(FilePerSessionProjector[WarmState]):
         return sorted(found, key=lambda e: e["library_no"])
 
     def max_library_no(self) -> int:
+        """The highest library number written so far (0 if none)."""
         return max((e["library_no"] for e in self.entries()), default=0)

@@ -42,6 +42,7 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one ``airsspec: error:`` line (exit 2)."""
 
     def error(self, message: str) -> NoReturn:
+        """Print one ``airsspec: error:`` line and exit 2."""
         command = self.prog.removeprefix("airsspec").strip()
         where = f"{command}: " if command else ""
         self.exit(EXIT_USAGE, f"airsspec: error: {where}{message} (see {self.prog} --help)\n")

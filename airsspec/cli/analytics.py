@@ -43,7 +43,6 @@ def _print_result(result: QueryResult, fmt: str) -> None:
 
 @command(
     "sql",
-    "run a read-only SQL query over the views events, records, sessions, tool_calls, compactions",
     arg("query", help="SELECT ..."),
     arg("--format", choices=("table", "csv", "json"), default="table"),
     arg(
@@ -53,6 +52,8 @@ def _print_result(result: QueryResult, fmt: str) -> None:
     ),
 )
 def cmd_sql(args: argparse.Namespace) -> int:
+    """Run a read-only SQL query over the views events, records, sessions, tool_calls and
+    compactions."""
     from projections.analytics import check_read_only
 
     with open_memory(args) as memory:
@@ -71,12 +72,12 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 @command(
     "report",
-    "named reports: tools (error rates, latency), sessions, tokens (per session per day)",
     arg("name", choices=sorted(REPORTS)),
     arg("--plot", metavar="FILE.png", help="also draw the report as a PNG chart"),
     arg("--parquet", metavar="DIR|URL", help="read exported Parquet instead"),
 )
 def cmd_report(args: argparse.Namespace) -> int:
+    """Named reports: tools (error rates, latency), sessions, tokens (per session per day)."""
     with open_memory(args) as memory:
         ws = memory.workspace
         analytics = ws.analytics(args.parquet, sql=REPORTS[args.name])

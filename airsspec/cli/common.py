@@ -56,12 +56,13 @@ def arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
 
 
 def command(
-    name: str, help: str, *args: tuple[tuple[str, ...], dict[str, Any]], json_flag: bool = True
+    name: str, *args: tuple[tuple[str, ...], dict[str, Any]], json_flag: bool = True
 ) -> Callable[[Handler], Handler]:
     """Register the decorated function as subcommand ``name`` with these options (and
-    ``--json`` unless ``json_flag`` is false)."""
+    ``--json`` unless ``json_flag`` is false); its docstring is the command's help."""
 
     def register(handler: Handler) -> Handler:
+        help = " ".join((handler.__doc__ or "").split())
         COMMANDS.append(Command(name, help, handler, args, json_flag))
         return handler
 

@@ -28,10 +28,10 @@ from eventlog.render import format_record
 
 @command(
     "init",
-    "create a workspace and a commented airsspec.toml",
     arg("dir", nargs="?", default=".", help="folder to initialise (default: .)"),
 )
 def cmd_init(args: argparse.Namespace) -> int:
+    """Create a workspace and a commented airsspec.toml."""
     from airsspec.workspace import Workspace
 
     config, written = init_workspace(Path(args.dir))
@@ -46,12 +46,12 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 @command(
     "append",
-    "append JSON events (one per line) to a session; all "
-    "lines are validated first and nothing is appended if any is invalid",
     arg("session", help="session id"),
     arg("file", nargs="?", help="JSONL file, or - for standard input (default)"),
 )
 def cmd_append(args: argparse.Namespace) -> int:
+    """Append JSON events (one per line) to a session; all lines are validated first and nothing is
+    appended if any is invalid."""
     if args.file in (None, "-"):
         if sys.stdin is None:
             raise UsageError("standard input is closed: pipe events in, or give a FILE")
@@ -91,8 +91,6 @@ def _read_key(path: str | None) -> bytes | None:
 
 @command(
     "verify",
-    "check schema, seq continuity, the hash chain, each session's head, and (with "
-    "--against) that nothing sealed earlier was cut or rewritten",
     arg("sessions", nargs="*", help="sessions to check (default: all)"),
     arg("--against", metavar="SEAL", help="a seal written by 'airsspec seal'"),
     arg("--key", metavar="FILE", help="the key the seal was signed with"),
@@ -103,6 +101,8 @@ def _read_key(path: str | None) -> bytes | None:
     ),
 )
 def cmd_verify(args: argparse.Namespace) -> int:
+    """Check schema, seq continuity, the hash chain, each session's head, and (with --against) that
+    nothing sealed earlier was cut or rewritten."""
     from eventlog.seal import load_seal
     from eventlog.verify import verify
 
@@ -160,11 +160,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 @command(
     "seal",
-    "write a seal of every session's head (verified first), to keep outside the workspace",
     arg("--key", metavar="FILE", help="sign the seal with this key (16+ bytes)"),
     arg("-o", "--output", metavar="FILE", help="where to write (default: stdout)"),
 )
 def cmd_seal(args: argparse.Namespace) -> int:
+    """Write a seal of every session's head (verified first), to keep outside the workspace."""
     from eventlog.seal import make_seal
     from eventlog.verify import verify
 
@@ -215,13 +215,13 @@ def _until(value: str | None) -> Callable[[Any], bool]:
 
 @command(
     "replay",
-    "show a session as it happened (exact records with --json)",
     arg("session"),
     arg("--from", dest="from_seq", type=int, default=1, metavar="SEQ", help="first seq to show"),
     arg("--until", metavar="SEQ|TIME", help="last seq, or an RFC 3339 time, to show"),
     arg("--meta", action="store_true", help="show every record's meta in full"),
 )
 def cmd_replay(args: argparse.Namespace) -> int:
+    """Show a session as it happened (exact records with --json)."""
     past_end = _until(args.until)
     out = sys.stdout
     with open_memory(args) as memory:
@@ -243,11 +243,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@command(
-    "sessions",
-    "list sessions with counts, first/last time and size",
-)
+@command("sessions")
 def cmd_sessions(args: argparse.Namespace) -> int:
+    """List sessions with counts, first/last time and size."""
     with open_memory(args) as memory:
         ws = memory.workspace
         infos = memory.sessions()
@@ -270,7 +268,6 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 @command(
     "import",
-    "import agent transcripts losslessly (idempotent: re-importing adds only what is new)",
     arg("format", metavar="FORMAT", help=f"one of: {', '.join(FORMATS)}"),
     arg("paths", nargs="+", type=Path, metavar="PATH", help="files or folders"),
     arg(
@@ -286,6 +283,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_import(args: argparse.Namespace) -> int:
+    """Import agent transcripts losslessly (idempotent: re-importing adds only what is new)."""
     with open_memory(args) as memory:
         ws = memory.workspace
         results = import_paths(
@@ -305,14 +303,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 @command(
     "export",
-    "write an imported session back in its source format, "
-    "byte for byte; or, with 'parquet DIR', the whole log as Parquet for analysis "
-    "at scale",
     arg("format", metavar="FORMAT", help=f"one of: {', '.join(FORMATS)}, parquet"),
     arg("target", metavar="SESSION|DIR", help="the session to export, or the folder for parquet"),
     arg("-o", "--output", metavar="FILE", help="where to write (default: stdout)"),
 )
 def cmd_export(args: argparse.Namespace) -> int:
+    """Write an imported session back in its source format, byte for byte; or, with 'parquet DIR',
+    the whole log as Parquet for analysis at scale."""
     if args.format == "parquet":
         from projections.analytics import export_parquet
 

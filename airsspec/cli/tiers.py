@@ -31,11 +31,11 @@ from eventlog.layout import validate_session_id
 
 @command(
     "project",
-    "bring every tier up to the head of the log",
     arg("--jobs", type=int, default=os.cpu_count() or 1, help=JOBS_HELP),
     arg("--tier", choices=(*TIERS, "all"), default="all"),
 )
 def cmd_project(args: argparse.Namespace) -> int:
+    """Bring every tier up to the head of the log."""
     with open_memory(args) as memory:
         reports = memory.project(args.tier, jobs=args.jobs, progress=progress_printer(), warn=False)
     return report_runs(reports, args.json, {})
@@ -43,8 +43,6 @@ def cmd_project(args: argparse.Namespace) -> int:
 
 @command(
     "rebuild",
-    "delete tiers and replay the log from zero; with "
-    "--as-of, materialise them as they were at a point into another folder",
     arg("--jobs", type=int, default=os.cpu_count() or 1, help=JOBS_HELP),
     arg("--tier", choices=(*TIERS, "all"), default="all"),
     arg(
@@ -55,6 +53,8 @@ def cmd_project(args: argparse.Namespace) -> int:
     arg("--out", metavar="DIR", help="where --as-of writes (default: ./airsspec-as-of-POINT)"),
 )
 def cmd_rebuild(args: argparse.Namespace) -> int:
+    """Delete tiers and replay the log from zero; with --as-of, materialise them as they were at a
+    point into another folder."""
     run = {"jobs": args.jobs, "progress": progress_printer()}
     with open_memory(args) as memory:
         if args.as_of is None:
@@ -70,7 +70,6 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 @command(
     "hot",
-    "show a session's hot window (or, with --budget, the prompt text)",
     arg("session"),
     arg(
         "--budget",
@@ -80,6 +79,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_hot(args: argparse.Namespace) -> int:
+    """Show a session's hot window (or, with --budget, the prompt text)."""
     with open_memory(args) as memory:
         ws = memory.workspace
         validate_session_id(args.session)
@@ -117,14 +117,14 @@ def cmd_hot(args: argparse.Namespace) -> int:
 
 @command(
     "context",
-    "what a session should see next, within a token budget: its latest summary, then (with "
-    "--query) recalled passages not already visible, then its newest messages",
     arg("session"),
     arg("--budget", type=int, required=True, metavar="TOKENS", help="the token budget"),
     arg("--query", metavar="TEXT", help="also recall passages about this"),
     arg("--format", choices=("text", "anthropic", "openai"), default="text"),
 )
 def cmd_context(args: argparse.Namespace) -> int:
+    """What a session should see next, within a token budget: its latest summary, then (with
+    --query) recalled passages not already visible, then its newest messages."""
     with open_memory(args) as memory:
         context = memory.context(args.session, args.budget, query=args.query, format=args.format)
     if args.json or args.format != "text":
@@ -134,11 +134,9 @@ def cmd_context(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@command(
-    "status",
-    "size, items and lag of every tier, and what is degraded",
-)
+@command("status")
 def cmd_status(args: argparse.Namespace) -> int:
+    """Size, items and lag of every tier, and what is degraded."""
     with open_memory(args) as memory:
         ws = memory.workspace
         infos = memory.sessions()
@@ -179,12 +177,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 @command(
     "compact",
-    "summarise the oldest half of sessions whose hot window "
-    "is over its token threshold or full, into the warm library",
     arg("sessions", nargs="*", help="sessions to consider (default: all)"),
     arg("--force", action="store_true", help="compact even if within budget"),
 )
 def cmd_compact(args: argparse.Namespace) -> int:
+    """Summarise the oldest half of sessions whose hot window is over its token threshold or full,
+    into the warm library."""
     results = []
     with open_memory(args) as memory:
         ws = memory.workspace
@@ -243,10 +241,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 @command(
     "library",
-    "list the warm library's history-NNN.md files",
     arg("--show", type=int, metavar="NNN", help="print history-NNN.md"),
 )
 def cmd_library(args: argparse.Namespace) -> int:
+    """List the warm library's history-NNN.md files."""
     with open_memory(args) as memory:
         ws = memory.workspace
         memory.project(("warm",))
@@ -282,6 +280,7 @@ class _JsonLines(logging.Formatter):
     """``watch --json``: one JSON object per log line (time, level, message)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        """One log record as a JSON object on one line."""
         return orjson.dumps(
             {
                 "ts": self.formatTime(record),
@@ -293,11 +292,11 @@ class _JsonLines(logging.Formatter):
 
 @command(
     "watch",
-    "keep every tier current as agents append (one daemon "
-    "per workspace; stop with Ctrl-C or SIGTERM)",
     arg("--log-level", default="info", choices=("debug", "info", "warning", "error")),
 )
 def cmd_watch(args: argparse.Namespace) -> int:
+    """Keep every tier current as agents append (one daemon per workspace; stop with Ctrl-C or
+    SIGTERM)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         _JsonLines() if args.json else logging.Formatter("%(asctime)s %(levelname)s %(message)s")

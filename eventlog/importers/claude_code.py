@@ -43,6 +43,7 @@ def _result_text(content: Any) -> Any:
 
 
 def to_events(units: list[Unit], session: str) -> list[dict[str, Any]]:
+    """Events for the units of one source, in order."""
     action_of_tool_use: dict[str, str] = {}
     events = []
     for unit in units:

@@ -59,6 +59,7 @@ def sessions(data: Any, source: str) -> list[tuple[str, list[Unit], datetime, st
 
 
 def to_events(units: list[Unit], start: datetime, raw_date: str) -> list[dict[str, Any]]:
+    """Events for the units of one source, in order."""
     events = []
     for unit in units:
         turn = unit.obj

@@ -17,6 +17,7 @@ FORMAT = "openhands"
 
 
 def session_name(path: Path) -> str:
+    """The session id a source file becomes."""
     return path.stem
 
 
@@ -28,6 +29,7 @@ def _is_tool_action(obj: dict[str, Any]) -> bool:
 def to_events(units: list[Unit], session: str) -> list[dict[str, Any]]:
     # Only an observation caused by a tool action is that action's result; the placeholder
     # ("null") observations that answer messages or state changes are kept as imported events.
+    """Events for the units of one source, in order."""
     tool_actions = {
         u.obj.get("id"): f"{session}:{u.index}" for u in units if _is_tool_action(u.obj)
     }

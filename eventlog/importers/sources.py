@@ -26,6 +26,8 @@ class SourceError(EventLogError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Unit:
+    """One record of a source: position, exact text, and the bytes around it."""
+
     index: int
     line: int  # 1-based line where the record starts, for messages
     text: str
@@ -35,6 +37,7 @@ class Unit:
 
     @property
     def sha256(self) -> str:
+        """The SHA-256 of the record's exact text."""
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
 
@@ -113,6 +116,7 @@ def json_array_units(data: bytes, source: str) -> list[Unit]:
 
 
 def origin(fmt: str, source: str, unit: Unit) -> dict[str, Any]:
+    """The ``origin`` field of an imported event: format, file, position, exact text."""
     data: dict[str, Any] = {
         "format": fmt,
         "source": source,
