@@ -8,7 +8,6 @@ Exit codes: 0 success; 1 the log or a check failed (for example ``verify`` found
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,8 +25,6 @@ if TYPE_CHECKING:
     from projections.engine import RunReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-JOBS_HELP = "worker processes for folding sessions (default: one per CPU core)"
-DEFAULT_JOBS = os.cpu_count() or 1
 
 Handler = Callable[[argparse.Namespace], int]
 

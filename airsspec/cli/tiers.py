@@ -14,7 +14,6 @@ import orjson
 from airsspec.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
-    JOBS_HELP,
     UsageError,
     arg,
     command,
@@ -28,11 +27,20 @@ from airsspec.workspace import TIERS
 from compactor.errors import CompactionBusyError, NothingToCompactError
 from eventlog.layout import validate_session_id
 
+# The options project and rebuild share.
+JOBS = arg(
+    "--jobs",
+    type=int,
+    default=os.cpu_count() or 1,
+    help="worker processes for folding sessions (default: one per CPU core)",
+)
+TIER = arg("--tier", choices=(*TIERS, "all"), default="all")
+
 
 @command(
     "project",
-    arg("--jobs", type=int, default=os.cpu_count() or 1, help=JOBS_HELP),
-    arg("--tier", choices=(*TIERS, "all"), default="all"),
+    JOBS,
+    TIER,
 )
 def cmd_project(args: argparse.Namespace) -> int:
     """Bring every tier up to the head of the log."""
@@ -43,8 +51,8 @@ def cmd_project(args: argparse.Namespace) -> int:
 
 @command(
     "rebuild",
-    arg("--jobs", type=int, default=os.cpu_count() or 1, help=JOBS_HELP),
-    arg("--tier", choices=(*TIERS, "all"), default="all"),
+    JOBS,
+    TIER,
     arg(
         "--as-of",
         metavar="SEQ|TIME",
