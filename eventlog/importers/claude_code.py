@@ -3,10 +3,12 @@
 
 One event per transcript line. User text becomes ``user``, assistant text ``assistant``,
 thinking ``thought``, tool_use ``action`` and tool_result ``observation``, linked to its action
-through the tool_use id. The uuid/parentUuid tree, sidechains, the message id, model and token
-usage go into ``meta``. A compaction (``compact_boundary``, then the ``isCompactSummary`` user
-record) is kept as such. Everything not mapped (progress, snapshots, queue operations, types that
-do not exist yet) becomes an ``imported`` event of that kind.
+through the tool_use id. A message the user typed while the agent was busy (a queue operation
+``enqueue``) is a ``user`` message too, with ``meta.kind = "queued"``. The uuid/parentUuid tree,
+sidechains, the message id, model and token usage go into ``meta``. A compaction
+(``compact_boundary``, then the ``isCompactSummary`` user record) is kept as such. Everything not
+mapped (progress, snapshots, other queue operations, types that do not exist yet) becomes an
+``imported`` event of that kind.
 """
 
 from __future__ import annotations
@@ -68,6 +70,14 @@ def to_events(units: list[Unit], session: str) -> list[dict[str, Any]]:
             event = {"type": "user", "content": "\n".join(b.get("text", "") for b in blocks)}
             if obj.get("isCompactSummary"):
                 meta["kind"] = "compact_summary"
+        elif (
+            kind == "queue-operation"
+            and obj.get("operation") == "enqueue"
+            and isinstance(obj.get("content"), str)
+        ):
+            # typed by the user while the agent was busy: a user message like any other
+            event = {"type": "user", "content": obj["content"]}
+            meta["kind"] = "queued"
         elif kind == "assistant" and block and block.get("type") == "text":
             event = {"type": "assistant", "content": block.get("text", "")}
         elif kind == "assistant" and block and block.get("type") == "thinking":

@@ -322,3 +322,20 @@ def test_records_without_a_time_take_one_from_the_source(log: EventLog, tmp_path
     import_paths(log, "claude-code", [source])
     times = [r.record.ts for r in log.read("t")]
     assert times == ["2026-01-01T09:00:00.000000Z"] * 2 + ["2026-01-01T09:00:05.000000Z"]
+
+
+def test_a_message_queued_while_the_agent_works_is_a_user_message(
+    log: EventLog, tmp_path: Path
+) -> None:
+    lines = [
+        {"type": "user", "message": {"role": "user", "content": "Implement it"}, "uuid": "u1"},
+        {"type": "queue-operation", "operation": "enqueue", "content": "check again"},
+        {"type": "queue-operation", "operation": "remove"},
+    ]
+    source = tmp_path / "queued.jsonl"
+    source.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+    import_paths(log, "claude-code", [source])
+    rs = records(log, "queued")
+    assert [r.type for r in rs] == ["user", "user", "imported"]
+    assert rs[1].content == "check again" and rs[1].meta["kind"] == "queued"
+    assert export_session(log, "claude-code", "queued") == source.read_bytes()
