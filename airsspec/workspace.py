@@ -137,6 +137,7 @@ class Workspace:
                 window_size=memory.hot_window_size,
                 message_types=memory.message_types,
                 encoding=memory.encoding,
+                message_cap_tokens=memory.message_cap_tokens,
             )
 
         def warm() -> Any:
@@ -236,13 +237,13 @@ class Workspace:
         hot, warm = self.projectors(("hot", "warm"))
         memory, cfg = self.settings.memory, self.settings.compactor
         settings = CompactionSettings(
-            window_size=memory.hot_window_size,
             token_budget=memory.hot_token_budget,
             threshold=memory.compression_threshold,
             chunk_size=memory.chunk_size,
             chunk_summary_tokens=cfg.chunk_summary_tokens,
             summary_tokens=cfg.summary_tokens,
             merge_input_tokens=cfg.merge_input_tokens,
+            message_cap_tokens=memory.message_cap_tokens,
         )
         return Compactor(
             self.log,

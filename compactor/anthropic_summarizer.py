@@ -17,19 +17,30 @@ import anthropic
 from compactor.errors import SummarizerError
 from compactor.summarizers import PROMPT_VERSION, Message
 from eventlog.schema import SummarizerInfo
+from projections.fitting import SECTION_TITLES
 
+_STRUCTURE = "\n".join(f"## {title}" for title in SECTION_TITLES)
 CHUNK_PROMPT = (
     "You compress an AI agent's working history so it can continue its task. Summarize the "
-    "messages below in at most {budget} tokens, as terse bullet points. Keep, verbatim where "
-    "short: the user's constraints and corrections, decisions and their reasons, file paths, "
-    "errors and how they were fixed, tool calls with their outcome, open tasks, and concrete "
-    "facts (names, numbers, dates). Drop pleasantries and repetition. Cite message numbers as "
-    "#seq."
+    "messages below in at most {budget} tokens, under exactly these headings, in this order, "
+    "leaving out a heading with nothing under it:\n"
+    + _STRUCTURE
+    + "\nUnder each heading write terse bullet points ('- '), each citing its message numbers "
+    "as #seq. Requests and corrections: every user message, verbatim (shorten only a very long "
+    "one, keeping its start). Goal and open tasks: what the user wants now and what is left. "
+    "Decisions: each with its reason. Errors and fixes: each error with the fix that followed. "
+    "Files: one bullet per file, '- path (read, edited; #first-#last)'. Names: the functions, "
+    "modules and identifiers the work is about, comma-separated. Work done: commands run and "
+    "code changed, with their outcome. Where the work stopped: the last thing said and done. "
+    "A tool call's result is the observation whose action_id names it."
 )
 MERGE_PROMPT = (
-    "Merge these summaries of consecutive parts of one AI agent session into one summary of at "
-    "most {budget} tokens, oldest first, as terse bullet points. Never drop a constraint, "
-    "correction, decision, open task, or an error with its fix; keep #seq citations."
+    "Merge these summaries of consecutive parts of one AI agent session (oldest first) into one "
+    "summary of at most {budget} tokens, under the same headings in the same order. Keep every "
+    "request and correction verbatim; keep decisions, open tasks, and errors with their fixes; "
+    "join the file bullets by path; keep old and recent work in balance (never drop the newest "
+    "part first); take the goal, open tasks and where the work stopped from the newest part. "
+    "Keep #seq citations."
 )
 
 
@@ -86,7 +97,11 @@ class AnthropicSummarizer:
 
     def summarize(self, messages: list[Message], budget_tokens: int) -> str:
         text = "\n".join(
-            f"#{m.seq} [{m.type}{' ERROR' if m.is_error else ''}] {m.text}" for m in messages
+            f"#{m.seq} [{m.type}{' ERROR' if m.is_error else ''}"
+            + (f" id={m.id}" if m.type == "action" and m.id else "")
+            + (f" action_id={m.action_id}" if m.action_id else "")
+            + f"] {m.text}"
+            for m in messages
         )
         return self._call(CHUNK_PROMPT.format(budget=budget_tokens), text, budget_tokens)
 

@@ -1,13 +1,14 @@
 """The compactor: keeps a session's hot window inside its budget by tree-reducing its oldest half
 into a summary, recorded in the log as a compaction event.
 
-Algorithm (ARCHITECTURE.md, "Compaction"): when the hot window passes ``threshold`` of its token
-budget, or holds ``window_size`` messages, or on ``force``: take the oldest 50% of the hot
-messages (plus any older uncovered message that already scrolled out of the window, so no message
-ever leaves without a summary), split them into chunks of ``chunk_size``, summarize each chunk,
-then merge the previous master summary and the chunk summaries, in groups when they do not fit
-one call, level by level, until one master summary remains. The window continues with
-[summary link] + the recent 50%.
+Algorithm (ARCHITECTURE.md, "Compaction"): when the messages no summary covers yet (the hot
+window and its overflow) and the latest summary pass ``threshold`` of the token budget, or on
+``force``: take the oldest 50% of those messages (more when the rest would still hold over half
+the budget: a few huge tool results), split them into chunks of ``chunk_size``, summarize each
+chunk, then merge the previous master summary and the chunk summaries, in groups when they do not
+fit one call, level by level, until one master summary remains. The window continues with
+[summary link] + the recent messages. Every prompt the compactor builds holds each message capped
+at ``message_cap_tokens`` (head, tail and a marker naming the cut).
 
 Invariants: the compactor never writes the library; it appends one event holding everything needed
 to write ``history-NNN.md``. The covered range always starts right after the previous one, so a
@@ -38,6 +39,7 @@ from eventlog.schema import (
     SummarizerInfo,
 )
 from projections.engine import Runner
+from projections.fitting import elide
 from projections.hot import HotProjector, HotWindow, load_hot
 from projections.tokens import TokenCounter
 from projections.warm import WarmProjector
@@ -47,34 +49,36 @@ from projections.warm import WarmProjector
 class CompactionSettings:
     """The compactor's budgets, from ``[memory]`` and ``[compactor]``."""
 
-    window_size: int
     token_budget: int
     threshold: float
     chunk_size: int
     chunk_summary_tokens: int
     summary_tokens: int
     merge_input_tokens: int
+    message_cap_tokens: int = 1000
 
 
 def compaction_reason(window: HotWindow, settings: CompactionSettings) -> str | None:
-    """Why the window needs compacting now, or None."""
+    """Why the window needs compacting now (its tokens passed the threshold), or None."""
     used = window.tokens + (window.summary or {}).get("tokens", 0)
     if used > settings.threshold * settings.token_budget:
         return f"threshold: {used} tokens > {settings.threshold:g} x {settings.token_budget} budget"
-    if len(window.entries) >= settings.window_size:
-        return f"window full: {len(window.entries)} messages"
     return None
 
 
-def to_message(record: Record) -> Message:
-    """A log record as the summarizers see it."""
+def to_message(record: Record, counter: TokenCounter, cap_tokens: int) -> Message:
+    """A log record as the summarizers see it, its text capped at ``cap_tokens``."""
+    text = elide(record_text(record), cap_tokens, counter, seq=record.seq, session=record.session)
     return Message(
         seq=record.seq,
         type=record.type,
-        text=record_text(record),
+        text=text,
         meta=record.meta,
         is_error=isinstance(record, ObservationRecord) and record.is_error,
         tool=record.tool if isinstance(record, ActionRecord) else None,
+        id=record.id,
+        action_id=record.action_id if isinstance(record, ObservationRecord) else None,
+        params=record.params if isinstance(record, ActionRecord) else None,
     )
 
 
@@ -132,14 +136,19 @@ class Compactor:
             reason = compaction_reason(window, self.settings)
             if reason is None and not force:
                 return None
-            old_count = len(window.entries) // 2
+            uncovered = window.uncovered
+            old_count = len(uncovered) // 2
             if old_count == 0:
                 raise NothingToCompactError(
-                    f"{session}: {len(window.entries)} message(s) in the hot window; need 2"
+                    f"{session}: {len(uncovered)} message(s) in the hot window; need 2"
                 )
-            event = self._build(
-                session, window, window.entries[old_count - 1].seq, reason or "forced"
-            )
+            # The oldest half, and more while the rest would hold over half the budget (a few
+            # huge tool results): after a compaction the window fits its budget.
+            kept = sum(e.tokens for e in uncovered[old_count:])
+            while old_count < len(uncovered) - 1 and kept > self.settings.token_budget // 2:
+                kept -= uncovered[old_count].tokens
+                old_count += 1
+            event = self._build(session, window, uncovered[old_count - 1].seq, reason or "forced")
             with _file_lock(self.lock_dir / "library.lock", wait=True):
                 Runner(self.log, [self.warm]).catch_up()
                 event["library_no"] = self.warm.max_library_no() + 1
@@ -156,7 +165,10 @@ class Compactor:
             for loc in self.log.read(session, from_seq=from_seq)
             if loc.record.seq <= to_seq
         ]
-        messages = [to_message(r) for r in covered if r.type in self.hot.message_types]
+        cap = self.settings.message_cap_tokens
+        messages = [
+            to_message(r, self.counter, cap) for r in covered if r.type in self.hot.message_types
+        ]
         previous = window.summary
         try:
             chunks, summary, info = self._reduce(self.summarizer, messages, previous)
@@ -169,7 +181,7 @@ class Compactor:
                 }
             )
         summary_tokens = self.counter.count(summary)
-        kept = [e for e in window.entries if e.seq > to_seq]
+        kept = [e for e in window.uncovered if e.seq > to_seq]
         # What the prompt would need without this compaction: the previous summary, every covered
         # message (some may have scrolled out of the window already) and the messages kept.
         before = (
@@ -216,7 +228,11 @@ class Compactor:
                 )
             )
         level = ([previous["text"]] if previous else []) + [c.summary for c in chunks]
-        return chunks, self._merge(summarizer, level), summarizer.info
+        # The master may keep all of the previous one, plus half of what the new messages hold.
+        source = sum(self.counter.count(m.text) for m in messages)
+        carried = previous["tokens"] if previous else 0
+        budget = self._budget(self.settings.summary_tokens, 2 * carried + source)
+        return chunks, self._merge(summarizer, level, budget), summarizer.info
 
     @staticmethod
     def _budget(limit: int, source_tokens: int) -> int:
@@ -224,11 +240,8 @@ class Compactor:
         32, so a tiny chunk still gets a line or two)."""
         return max(32, min(limit, source_tokens // 2))
 
-    def _merge(self, summarizer: Summarizer, summaries: list[str]) -> str:
+    def _merge(self, summarizer: Summarizer, summaries: list[str], budget: int) -> str:
         """Merge level by level, in groups that fit one call, until one summary remains."""
-        budget = self._budget(
-            self.settings.summary_tokens, sum(self.counter.count(x) for x in summaries)
-        )
         if len(summaries) == 1 and self.counter.count(summaries[0]) <= budget:
             return summaries[0]
         while True:

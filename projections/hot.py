@@ -1,21 +1,26 @@
-"""The hot tier: per session, the last ``hot_window_size`` messages, with their token counts.
+"""The hot tier: per session, every message no summary covers yet, newest ``hot_window_size``
+first among them, with their token counts.
 
 State (``state/hot/{session}.json``, canonical JSON, saved with its checkpoint): the window's
-entries (seq, id, ts, type, text, tokens, hash, meta: each points back to its record), the total
-tokens, the number of messages seen, and once the session has been compacted the link to the
-latest summary, whose covered records never re-enter the window.
+entries (seq, id, ts, type, text, tokens, hash, meta: each points back to its record), the
+``overflow`` (older messages that left the window but that no compaction covers yet: they stay
+visible until one does), the total tokens, the number of messages seen, and once the session has
+been compacted the link to the latest summary, whose covered records never re-enter the window.
 
-Invariants: the window never holds more than ``hot_window_size`` entries; ``tokens`` equals the sum
-of the entries' counts, which are computed once per record (lazily, only for records still in
-the window when the state is saved) and kept in the state; a compaction event removes the
-messages it covers and sets the summary link; the file is a function of the records folded and
-the fingerprint (window size, message types, encoding), nothing else.
+A message over ``message_cap_tokens`` is kept as its head and tail with a marker naming what was
+cut and the ``airsspec replay`` command that shows it whole (``projections.fitting.elide``).
+
+Invariants: the window never holds more than ``hot_window_size`` entries; every message after
+the latest summary is in the window or the overflow (no message is ever both uncovered and
+invisible); ``tokens`` equals the sum of the entries' and overflow's counts, which are computed
+once per record (lazily, at save) and kept in the state; a compaction event removes the messages
+it covers and sets the summary link; the file is a function of the records folded and the
+fingerprint (window size, message types, encoding, cap), nothing else.
 """
 
 from __future__ import annotations
 
 import os
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,10 +32,11 @@ from eventlog.render import record_text
 from eventlog.schema import CompactionRecord, Record
 from projections.engine import Checkpoint, FilePerSessionProjector
 from projections.files import atomic_write
+from projections.fitting import elide, fit_summary, parse_sections, render_sections
 from projections.tokens import TokenCounter, token_counter
 from projections.warm import library_file_name
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +51,7 @@ class HotEntry:
     tokens: int
     hash: str
     meta: dict[str, Any] | None = None
+    elided: int = 0  # tokens cut from the middle of the message (0: it is whole)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +65,12 @@ class HotWindow:
     summary: dict[str, Any] | None
     covered_until: int
     checkpoint: Checkpoint
+    overflow: tuple[HotEntry, ...] = ()
+
+    @property
+    def uncovered(self) -> tuple[HotEntry, ...]:
+        """Every message no summary covers yet, oldest first: the overflow, then the window."""
+        return self.overflow + self.entries
 
 
 @dataclass(slots=True)
@@ -65,7 +78,7 @@ class HotState:
     """The fold's state: window items are records until saved, then their entries (dicts)."""
 
     session: str
-    window: deque[Record | dict[str, Any]]
+    uncovered: list[Record | dict[str, Any]]
     messages_seen: int = 0
     summary: dict[str, Any] | None = None
     covered_until: int = 0  # seq up to which a summary covers the session
@@ -82,10 +95,17 @@ class HotProjector(FilePerSessionProjector[HotState]):
     suffix = ".json"
 
     def __init__(
-        self, out_dir: Path, *, window_size: int, message_types: tuple[str, ...], encoding: str
+        self,
+        out_dir: Path,
+        *,
+        window_size: int,
+        message_types: tuple[str, ...],
+        encoding: str,
+        message_cap_tokens: int = 1000,
     ) -> None:
         super().__init__(out_dir)
         self.window_size = window_size
+        self.message_cap_tokens = message_cap_tokens
         self.message_types = frozenset(message_types)
         self.encoding = encoding
         self._counter: TokenCounter | None = None
@@ -106,18 +126,18 @@ class HotProjector(FilePerSessionProjector[HotState]):
             "window_size": self.window_size,
             "message_types": sorted(self.message_types),
             "encoding": self.encoding,
+            "message_cap_tokens": self.message_cap_tokens,
         }
 
     def empty(self, session: str) -> HotState:
-        return HotState(session, deque(maxlen=self.window_size))
+        return HotState(session, [])
 
     def apply(self, state: HotState, record: Record) -> HotState:
         if isinstance(record, CompactionRecord):
             # The summary now covers everything up to to_seq: those messages leave the window,
             # the link to the latest library file takes their place.
             state.covered_until = record.to_seq
-            kept = [item for item in state.window if _seq(item) > record.to_seq]
-            state.window = deque(kept, maxlen=self.window_size)
+            state.uncovered = [item for item in state.uncovered if _seq(item) > record.to_seq]
             state.summary = {
                 "library_no": record.library_no,
                 "link": f"knowledge/library/{library_file_name(record.library_no)}",
@@ -129,35 +149,44 @@ class HotProjector(FilePerSessionProjector[HotState]):
                 "event_hash": record.hash,
             }
         elif record.type in self.message_types and record.seq > state.covered_until:
-            state.window.append(record)  # rendered and counted only if still here at save
+            state.uncovered.append(record)  # rendered and counted only once, at save
             state.messages_seen += 1
         return state
 
     def _entry(self, item: Record | dict[str, Any]) -> dict[str, Any]:
         if isinstance(item, dict):
             return item
-        text = record_text(item)
-        return {
+        whole = record_text(item)
+        text = elide(
+            whole, self.message_cap_tokens, self.counter, seq=item.seq, session=item.session
+        )
+        tokens = self.counter.count(text)
+        entry = {
             "seq": item.seq,
             "id": item.id,
             "ts": item.ts,
             "type": item.type,
             "text": text,
-            "tokens": self.counter.count(text),
+            "tokens": tokens,
             "hash": item.hash,
             "meta": item.meta,
         }
+        if text != whole:
+            entry["elided"] = self.counter.count(whole) - tokens
+        return entry
 
     # --------------------------------------------------------------- persistence
 
     def _serialise(self, state: HotState, checkpoint: Checkpoint) -> bytes:
-        entries = [self._entry(item) for item in state.window]
-        state.window = deque(entries, maxlen=self.window_size)
+        entries = [self._entry(item) for item in state.uncovered]
+        state.uncovered = list(entries)
+        cut = max(0, len(entries) - self.window_size)
         data = {
             "session": state.session,
             "checkpoint": checkpoint.to_json(),
             "fingerprint": self.fingerprint(),
-            "entries": entries,
+            "entries": entries[cut:],
+            "overflow": entries[:cut],
             "tokens": sum(e["tokens"] for e in entries),
             "messages_seen": state.messages_seen,
             "summary": state.summary,
@@ -175,7 +204,7 @@ class HotProjector(FilePerSessionProjector[HotState]):
                 return None
             state = HotState(
                 session,
-                deque(data["entries"], maxlen=self.window_size),
+                data["overflow"] + data["entries"],
                 data["messages_seen"],
                 data["summary"],
                 data["covered_until"],
@@ -185,7 +214,7 @@ class HotProjector(FilePerSessionProjector[HotState]):
             return None
 
     def item_count(self) -> int:
-        return sum(len(w.entries) for s in self.sessions() if (w := load_hot(self.out_dir, s)))
+        return sum(len(w.uncovered) for s in self.sessions() if (w := load_hot(self.out_dir, s)))
 
 
 # ------------------------------------------------------------------- reading the tier
@@ -219,6 +248,7 @@ def load_hot(hot_dir: Path, session: str) -> HotWindow | None:
             summary=data["summary"],
             covered_until=data["covered_until"],
             checkpoint=Checkpoint.from_json(data["checkpoint"]),
+            overflow=tuple(HotEntry(**e) for e in data["overflow"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -233,24 +263,51 @@ def render_entry(entry: HotEntry) -> str:
     return f"[#{entry.seq} {entry.type}] {entry.text}"
 
 
+def summary_block(
+    summary: dict[str, Any], budget: int, counter: TokenCounter, *, session: str | None = None
+) -> str:
+    """A summary as prompt text (a header line naming what it covers, then its text) within
+    ``budget``: whole bullets only, the least important dropped first; empty if not even the
+    header fits. ``session`` names the session, for a summary shown outside its own."""
+    whose = f"session {session}: " if session else ""
+    head = (
+        f"[{whose}summary of #{summary['from_seq']}-#{summary['to_seq']} {summary.get('link', '')}]"
+    )
+    head = head.replace(" ]", "]")
+    text = f"{head}\n{summary.get('text', '')}"
+    room = budget - counter.count(head) - 1
+    while counter.count(text) > budget:
+        if room <= 0:
+            return ""
+        body = render_sections(fit_summary(parse_sections(summary.get("text", "")), room, counter))
+        text = f"{head}\n{body}" if body else head
+        room -= 1
+    return text
+
+
 def format_history(window: HotWindow, budget_tokens: int, counter: TokenCounter) -> str:
-    """The text an agent puts in its prompt: the latest summary first, then the hot messages,
-    keeping the newest when the budget forces a cut. Never exceeds ``budget_tokens``. When not
-    everything fits, the summary gets at most half the budget, so recent messages stay."""
+    """The text an agent puts in its prompt: the latest summary first, then every message no
+    summary covers yet, keeping the newest when the budget forces a cut. Never exceeds
+    ``budget_tokens``, and never cuts inside a message, a summary bullet or a token: a message
+    that does not fit whole is left out (with the older ones), the summary loses whole bullets,
+    least important first. When not everything fits, the summary and the messages share the
+    budget in proportion to how many messages each stands for (each at least a third)."""
     if budget_tokens <= 0:
         return ""
-    blocks = [render_entry(e) for e in window.entries]
-    summary = ""
-    if window.summary:
-        s = window.summary
-        summary = (
-            f"[summary of #{s['from_seq']}-#{s['to_seq']} {s.get('link', '')}]".replace(" ]", "]")
-            + f"\n{s.get('text', '')}"
-        )
-        whole = counter.count("\n".join([summary, *blocks]))
-        if whole > budget_tokens and blocks and counter.count(summary) > budget_tokens // 2:
-            summary = counter.truncate(summary, budget_tokens // 2)
+    blocks = [render_entry(e) for e in window.uncovered]
+    summary = summary_block(window.summary, budget_tokens, counter) if window.summary else ""
     parts = [summary] if summary else []
+    whole = "\n".join(parts + blocks)
+    if counter.count(whole) <= budget_tokens:
+        return whole
+    if summary and blocks:
+        # The summary and the messages share the budget by how many messages each stands
+        # for, each getting at least a third.
+        covered = window.summary["to_seq"]  # type: ignore[index]
+        share = min(2 / 3, max(1 / 3, covered / (covered + len(blocks))))
+        if counter.count(summary) > int(budget_tokens * share):
+            summary = summary_block(window.summary, int(budget_tokens * share), counter)  # type: ignore[arg-type]
+            parts = [summary] if summary else []
     # Greedy from the newest message, estimating with per-block counts, then check exactly.
     chosen: list[str] = []
     used = counter.count(summary) if summary else 0
@@ -275,6 +332,4 @@ def format_history(window: HotWindow, budget_tokens: int, counter: TokenCounter)
             break
         chosen.insert(0, older.pop())
         text = wider
-    if counter.count(text) > budget_tokens:  # the summary alone does not fit: cut it
-        text = counter.truncate(text, budget_tokens)
     return text

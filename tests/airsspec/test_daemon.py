@@ -21,9 +21,17 @@ from projections.engine import Runner
 from tests.conftest import REPO, run_cli, snapshot
 
 CONFIG = (
-    '[log]\ndurability = "off"\n[memory]\nhot_window_size = 8\nchunk_size = 2\n'
+    '[log]\ndurability = "off"\n[memory]\nhot_window_size = 8\nhot_token_budget = 200\n'
+    "chunk_size = 2\n"
     '[compactor]\nsummarizer = "extractive"\n'
 )
+
+
+STEPS = [
+    f"step {i}: checked the deployment plan for the payments service, nothing blocks the "
+    "release of this part yet"
+    for i in range(12)
+]
 
 
 class Watcher:
@@ -72,8 +80,8 @@ def cold_rows(ws: Workspace) -> list[dict]:
     return table.to_arrow().sort_by("unit_id").to_pylist()
 
 
-def append(root: Path, session: str, texts: list[str]) -> None:
-    lines = "".join(f'{{"type": "user", "content": "{t}"}}\n' for t in texts).encode()
+def append(root: Path, session: str, texts: list[str], kind: str = "user") -> None:
+    lines = "".join(f'{{"type": "{kind}", "content": "{t}"}}\n' for t in texts).encode()
     assert run_cli("append", session, "-", cwd=root, stdin=lines).returncode == 0
 
 
@@ -101,7 +109,7 @@ def test_appends_become_visible_and_sigterm_stops_cleanly(root: Path) -> None:
 def test_compaction_runs_when_a_session_is_due(root: Path) -> None:
     watcher = Watcher(root)
     watcher.wait_for("watching")
-    append(root, "busy", [f"message {i}" for i in range(8)])  # window of 8: full
+    append(root, "busy", STEPS[:8], kind="assistant")  # 8 x 24 tokens: over 0.8 x 200
     watcher.wait_for(r"compacted busy: history-001\.md covers #1-#4")
     watcher.wait_for(r"step done for busy")
     with Workspace.open(config=root / "airsspec.toml") as ws:
@@ -114,11 +122,11 @@ def test_compaction_runs_when_a_session_is_due(root: Path) -> None:
 def test_sigkill_then_restart_loses_and_duplicates_nothing(root: Path) -> None:
     watcher = Watcher(root)
     watcher.wait_for("watching")
-    append(root, "s", [f"m{i}" for i in range(6)])
+    append(root, "s", STEPS[:6], kind="assistant")
     watcher.wait_for(r"hot: s up to seq 6")
     watcher.proc.send_signal(signal.SIGKILL)
     watcher.proc.wait(timeout=30)
-    append(root, "s", [f"late{i}" for i in range(5)])  # while no daemon runs
+    append(root, "s", STEPS[6:11], kind="assistant")  # while no daemon runs: now due
     append(root, "t", ["new session"])
     restarted = Watcher(root)
     restarted.wait_for("watching")  # the first step (a full catch-up) is done by then
@@ -127,6 +135,7 @@ def test_sigkill_then_restart_loses_and_duplicates_nothing(root: Path) -> None:
     with Workspace.open(config=root / "airsspec.toml") as ws:
         assert verify(ws.log).ok
         compactions = [loc.record for loc in ws.log.read("s") if loc.record.type == "compaction"]
+        assert compactions  # the restarted daemon compacted what arrived while it was down
         assert len({(c.from_seq, c.to_seq) for c in compactions}) == len(compactions)
         live = {name: snapshot(ws.state_dir / name) for name in ("hot", "warm", "tokens")}
         library, rows = snapshot(ws.library_dir), cold_rows(ws)

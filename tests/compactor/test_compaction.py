@@ -20,8 +20,8 @@ def test_oldest_half_in_chunks_then_link_and_recent_half(small_ws: Workspace) ->
     ws = small_ws
     ws.log.append_many("s", users(6))  # seq 1-6: the window (size 6) is full
     compactor = ws.compactor()
-    first = compactor.compact("s")
-    assert first is not None and first.reason.startswith("window full")
+    first = compactor.compact("s", force=True)
+    assert first is not None and first.reason == "forced"
     assert (first.from_seq, first.to_seq, first.messages) == (1, 3, 3)
     assert [(c.from_seq, c.to_seq, c.messages) for c in first.chunks] == [(1, 2, 2), (3, 3, 1)]
     assert first.library_no == 1 and first.previous_library_no is None
@@ -34,7 +34,7 @@ def test_oldest_half_in_chunks_then_link_and_recent_half(small_ws: Workspace) ->
     assert compactor.compact("s") is None  # three messages: not due
 
     ws.log.append_many("s", users(3, start=6))  # seq 8-10: window 4,5,6,8,9,10 is full again
-    second = compactor.compact("s")
+    second = compactor.compact("s", force=True)
     assert (second.from_seq, second.to_seq) == (4, 6)  # right after the previous range
     assert [(c.from_seq, c.to_seq) for c in second.chunks] == [(4, 5), (6, 6)]
     assert second.previous_library_no == 1 and second.library_no == 2
@@ -47,14 +47,18 @@ def test_oldest_half_in_chunks_then_link_and_recent_half(small_ws: Workspace) ->
 
 
 def test_messages_that_scrolled_out_are_covered_too(small_ws: Workspace) -> None:
-    """No message leaves the hot window without a summary, even when nobody compacted in time."""
+    """Messages that scrolled out of the window stay visible until a compaction covers them."""
     ws = small_ws
     ws.log.append_many("s", users(10))  # window holds 5-10; 1-4 scrolled out uncompacted
     ws.log.append("s", {"type": "action", "tool": "bash", "params": {"cmd": "ls"}})  # seq 11
-    record = ws.compactor().compact("s")
-    # window (6 messages): 6,7,8,9,10,11 -> oldest half ends at 8; coverage starts at 1
-    assert (record.from_seq, record.to_seq, record.messages) == (1, 8, 8)
-    assert [(c.from_seq, c.to_seq) for c in record.chunks] == [(1, 2), (3, 4), (5, 6), (7, 8)]
+    project(ws)
+    window = ws.load_hot("s")
+    assert [e.seq for e in window.overflow] == [1, 2, 3, 4, 5]
+    assert [e.seq for e in window.entries] == [6, 7, 8, 9, 10, 11]
+    record = ws.compactor().compact("s", force=True)
+    # 11 messages uncovered -> the oldest half ends at 5; coverage starts at 1
+    assert (record.from_seq, record.to_seq, record.messages) == (1, 5, 5)
+    assert [(c.from_seq, c.to_seq) for c in record.chunks] == [(1, 2), (3, 4), (5, 5)]
 
 
 def test_threshold_trigger_and_force(tmp_path) -> None:
@@ -82,8 +86,8 @@ def test_rebuilding_the_warm_tier_gives_identical_library(small_ws: Workspace) -
     for round_ in range(4):
         ws.log.append_many("s", users(6, start=round_ * 6))
         ws.log.append_many("t", users(7, start=round_ * 7))
-        compactor.compact("s")
-        compactor.compact("t")
+        compactor.compact("s", force=True)
+        compactor.compact("t", force=True)
         project(ws)  # incremental, between compactions
     library = snapshot(ws.library_dir)
     hot = snapshot(ws.state_dir / "hot")
@@ -101,7 +105,7 @@ def test_rebuilding_the_warm_tier_gives_identical_library(small_ws: Workspace) -
 def test_verify_rejects_compaction_events_that_do_not_match_the_log(small_ws: Workspace) -> None:
     ws = small_ws
     ws.log.append_many("s", users(6))
-    good = ws.compactor().compact("s")
+    good = ws.compactor().compact("s", force=True)
     assert verify(ws.log).ok
     event = {
         k: v

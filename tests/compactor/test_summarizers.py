@@ -13,6 +13,7 @@ from airsspec.workspace import Workspace
 from compactor.anthropic_summarizer import AnthropicSummarizer
 from compactor.errors import SummarizerError
 from compactor.summarizers import ExtractiveSummarizer, Message
+from projections.fitting import parse_sections
 from projections.tokens import token_counter
 from tests.compactor.conftest import users
 
@@ -30,39 +31,47 @@ CHUNK = [
 ]
 
 
-def test_extractive_keeps_anchors_and_is_deterministic() -> None:
+def test_extractive_fills_the_structure_and_is_deterministic() -> None:
     summarizer = ExtractiveSummarizer(COUNTER)
     summary = summarizer.summarize(CHUNK, 400)
     assert summary == ExtractiveSummarizer(COUNTER).summarize(CHUNK, 400)
-    for needle in (
-        "constraint #1",
-        "per API key",
-        "decision #3",
-        "sliding window",
-        "tool #4: run_tests",
-        "compare nil",
-        "fix #6",
-        "api/ratelimit/window.lua",
-        "todo #7",
-        "10k keys",
-    ):
-        assert needle in summary, needle
+    sections = parse_sections(summary)
+    assert sections["Requests and corrections"] == [
+        "- #1: Add rate limiting. Limits must be per API key, never per IP.",
+        "- #7: Open task for tomorrow: benchmark with 10k keys.",
+    ]
+    assert sections["Goal and open tasks"][0].startswith("- goal: the latest request, #7: Open")
+    assert any("sliding window counter" in d for d in sections["Decisions"])
+    (error,) = sections["Errors and fixes"]
+    assert "#4 run_tests" in error and "compare nil" in error and "fix #6" in error
+    assert any(line.startswith("- api/ratelimit/window.lua") for line in sections["Files"])
+    assert next(iter(sections)) == "Requests and corrections"
+    assert summary.splitlines()[0] == "## Requests and corrections"
     assert COUNTER.count(summary) <= 400
 
 
-def test_extractive_budget_keeps_highest_priority_first() -> None:
-    summary = ExtractiveSummarizer(COUNTER).summarize(CHUNK, 40)
-    assert COUNTER.count(summary) <= 40
-    assert "constraint #1" in summary and "weather" not in summary
+def test_extractive_budget_keeps_the_requests_and_drops_whole_bullets() -> None:
+    full = ExtractiveSummarizer(COUNTER).summarize(CHUNK, 400)
+    summary = ExtractiveSummarizer(COUNTER).summarize(CHUNK, 60)
+    assert COUNTER.count(summary) <= 60
+    assert "- #1: Add rate limiting" in summary and "- #7: Open task" in summary
+    assert "weather" not in summary
+    requests = parse_sections(summary)["Requests and corrections"]
+    others = set(summary.splitlines()) - set(requests)
+    assert others <= set(full.splitlines())  # whole bullets, never a part of one
+    for request in requests:  # anchors are shortened (and say so), never dropped
+        assert request in full or (request.endswith(" …") and request[:-2] in full)
 
 
-def test_extractive_merge_dedupes_and_fits() -> None:
+def test_extractive_merge_dedupes_joins_files_and_fits() -> None:
     summarizer = ExtractiveSummarizer(COUNTER)
     a, b = summarizer.summarize(CHUNK[:4], 200), summarizer.summarize(CHUNK[3:], 200)
-    merged = summarizer.merge([a, b], 120)
-    assert COUNTER.count(merged) <= 120
+    merged = summarizer.merge([a, b], 150)
+    assert COUNTER.count(merged) <= 150
     lines = merged.splitlines()
-    assert len(lines) == len(set(lines)) and "constraint #1" in merged
+    assert len(lines) == len(set(lines)) and "- #1: Add rate limiting" in merged
+    requests = parse_sections(merged)["Requests and corrections"]
+    assert [r.split(":")[0] for r in requests] == ["- #1", "- #7"]
 
 
 def _reply(text: str) -> dict:
@@ -187,7 +196,9 @@ def test_a_missing_key_falls_back_to_extractive_and_says_why(
     with pytest.raises(SummarizerError, match="ANTHROPIC_API_KEY"):
         AnthropicSummarizer(model="m", max_tokens=10).merge(["a", "b"], 50)
     small_ws.log.append_many("s", users(6))
-    record = small_ws.compactor(AnthropicSummarizer(model="m", max_tokens=10)).compact("s")
+    record = small_ws.compactor(AnthropicSummarizer(model="m", max_tokens=10)).compact(
+        "s", force=True
+    )
     assert record.summarizer.backend == "extractive"
     assert record.summarizer.fallback_from == "anthropic"
     assert "ANTHROPIC_API_KEY is not set" in record.summarizer.fallback_error
@@ -196,7 +207,7 @@ def test_a_missing_key_falls_back_to_extractive_and_says_why(
 def test_compactor_uses_anthropic_and_records_it(small_ws: Workspace) -> None:
     small_ws.log.append_many("s", users(6))
     script = Script(*[httpx2.Response(200, json=_reply(f"- summary {i}")) for i in range(3)])
-    record = small_ws.compactor(_summarizer(script)).compact("s")
+    record = small_ws.compactor(_summarizer(script)).compact("s", force=True)
     assert record.summarizer.backend == "anthropic" and record.summarizer.fallback_from is None
     assert [c.summary for c in record.chunks] == ["- summary 0", "- summary 1"]
     assert record.summary == "- summary 2"  # the merge call
@@ -208,7 +219,7 @@ def test_compactor_falls_back_to_extractive_and_records_why(small_ws: Workspace)
         httpx2.Response(200, json=_reply("- first chunk ok")),
         *[httpx2.Response(503, headers=RETRY_SOON, json={})] * 3,
     )
-    record = small_ws.compactor(_summarizer(script, retries=2)).compact("s")
+    record = small_ws.compactor(_summarizer(script, retries=2)).compact("s", force=True)
     assert record.summarizer.backend == "extractive"
     assert record.summarizer.fallback_from == "anthropic"
     assert "503" in record.summarizer.fallback_error

@@ -52,7 +52,7 @@ def ws(tmp_path: Path):
             "b",
             [{"type": "user", "content": f"note {i}", "ts": T0 + f"{20 + i}Z"} for i in range(6)],
         )
-        workspace.compactor().compact("b")
+        workspace.compactor().compact("b", force=True)
         yield workspace
 
 
