@@ -291,38 +291,76 @@ class Memory:
     def context(
         self, session: str, budget: int, *, query: str | None = None, format: ContextFormat = "text"
     ) -> str | list[dict[str, Any]]:
-        """What ``session`` should see next, within ``budget`` tokens: the latest summary, then
-        the newest messages (as text, or as a ``messages`` list for the Anthropic or OpenAI
-        SDK). With ``query``, the best recalled passages not already visible come first."""
+        """What ``session`` should see next, within ``budget`` tokens, as text or as a
+        ``messages`` list for the Anthropic or OpenAI SDK. Deterministic for a given log.
+
+        In order: for a session with no summary yet (or no record at all: an agent starting
+        fresh), the latest summaries of the ``context_other_sessions`` most recent other
+        sessions (at most a third of the budget); with ``query``, the best recalled passages
+        not already visible (at most half of what is left); then the session's own summary and
+        newest messages in the rest. Nothing is cut inside a message, a bullet or a token.
+        """
         if budget < 1:
             raise InvalidQueryError(f"budget must be at least 1 token (got {budget})")
         if format not in ("text", "anthropic", "openai"):
             raise InvalidQueryError(f"format must be text, anthropic or openai (got {format!r})")
-        self.hot(session)
-        text = self.workspace.format_history(session, budget)
+        validate_session_id(session)
+        window = self.hot(session) if session in self.workspace.log.sessions() else None
+        counter = self.workspace.token_counter()
+        parts: list[str] = []
+        if window is None or window.summary is None:
+            parts += self._earlier_sessions(session, budget // 3)
+        history = self.workspace.format_history(session, budget)
         if query is not None:
-            # Recalled passages (at most half the budget, best first) come before the newest
-            # messages, which then fill what is left; two tokens go to the blank line between.
-            counter = self.workspace.token_counter()
+            room = (budget - counter.count("\n\n".join(parts))) // 2
             recalled = ""
-            for passage in self._recalled(session, query, text):
+            for passage in self._recalled(query, history, room):  # best first
                 candidate = f"{recalled}\n{passage}" if recalled else passage
-                if counter.count(candidate) <= budget // 2:
+                if counter.count(candidate) <= room:
                     recalled = candidate
-            if recalled:
-                rest = budget - counter.count(recalled) - 2
-                while True:  # tokens can merge across the join: shrink until the whole fits
-                    history = self.workspace.format_history(session, rest) if rest > 0 else ""
-                    text = f"{recalled}\n\n{history}" if history else recalled
-                    if counter.count(text) <= budget or not history:
-                        break
-                    rest -= 1
+            parts += [recalled] if recalled else []
+        rest = budget - counter.count("\n\n".join(parts)) - 2
+        while True:  # tokens can merge across a join: shrink until the whole fits
+            history = self.workspace.format_history(session, rest) if rest > 0 else ""
+            text = "\n\n".join([*parts, history] if history else parts)
+            if counter.count(text) <= budget:
+                break
+            if not history:
+                parts.pop()
+            rest -= 1
         if format == "text":
             return text
         return [{"role": "user", "content": text}] if text else []
 
-    def _recalled(self, session: str, query: str, visible: str) -> list[str]:
-        hits = self.search(query, k=5)["hits"]
+    def _earlier_sessions(self, session: str, budget: int) -> list[str]:
+        """The latest summaries of the most recent other sessions, each within its share."""
+        from projections.hot import summary_block
+
+        count = self.workspace.settings.memory.context_other_sessions
+        if count == 0 or budget <= 0:
+            return []
+        self.project(("hot", "warm"), warn=False)
+        (warm,) = self.workspace.projectors(("warm",))
+        latest: dict[str, dict[str, Any]] = {}
+        for entry in warm.entries():  # by library number: the last one of a session wins
+            if entry["session"] != session:
+                latest[entry["session"]] = entry
+        recent = sorted(latest.values(), key=lambda e: (e["ts"], e["library_no"]), reverse=True)
+        counter = self.workspace.token_counter()
+        blocks = []
+        for entry in recent[:count]:
+            window = self.workspace.load_hot(entry["session"])
+            if window is not None and window.summary is not None:
+                block = summary_block(
+                    window.summary, budget // count, counter, session=entry["session"]
+                )
+                blocks += [block] if block else []
+        return blocks
+
+    def _recalled(self, query: str, visible: str, room: int) -> list[str]:
+        """Passages for ``query`` not already in ``visible``, best first: as many hits as a
+        ``room`` of that many tokens could hold (about 50 tokens each, 5 to 50 of them)."""
+        hits = self.search(query, k=max(5, min(50, room // 50)))["hits"]
         passages = []
         for hit in hits:  # best first
             if hit["text"] in visible:

@@ -107,8 +107,9 @@ def cmd_hot(args: argparse.Namespace) -> int:
     if args.json:
         print_json(asdict(window))
         return EXIT_OK
+    older = f" (+{len(window.overflow)} older, not yet summarised)" if window.overflow else ""
     print(
-        f"{window.session}: {len(window.entries)} message(s), {window.tokens} tokens, "
+        f"{window.session}: {len(window.entries)} message(s){older}, {window.tokens} tokens, "
         f"{window.messages_seen} seen, up to seq {window.checkpoint.seq}"
     )
     if window.summary:
@@ -131,10 +132,17 @@ def cmd_hot(args: argparse.Namespace) -> int:
     arg("--format", choices=("text", "anthropic", "openai"), default="text"),
 )
 def cmd_context(args: argparse.Namespace) -> int:
-    """What a session should see next, within a token budget: its latest summary, then (with
-    --query) recalled passages not already visible, then its newest messages."""
+    """What a session should see next, within a token budget: for a session with no summary yet
+    (or a new one), the latest summaries of the most recent other sessions; with --query,
+    recalled passages not already visible; then its own summary and newest messages."""
     with open_memory(args) as memory:
         context = memory.context(args.session, args.budget, query=args.query, format=args.format)
+        if args.session not in memory.workspace.log.sessions():
+            print(
+                f"airsspec: note: no session {args.session!r} yet; showing what other sessions "
+                "left",
+                file=sys.stderr,
+            )
     if args.json or args.format != "text":
         print_json({"session": args.session, "budget": args.budget, "context": context})
     else:
@@ -189,19 +197,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     arg("--force", action="store_true", help="compact even if within budget"),
 )
 def cmd_compact(args: argparse.Namespace) -> int:
-    """Summarise the oldest half of sessions whose hot window is over its token threshold or full,
-    into the warm library."""
+    """Summarise the oldest half of what sessions hold uncovered, for those over their token
+    threshold, into the warm library. Hot and warm follow at once; the cold tier follows in
+    project, query and watch."""
     results = []
     with open_memory(args) as memory:
-        ws = memory.workspace
-        compactor = ws.compactor()
-        sessions = args.sessions or ws.log.sessions()
+        sessions = args.sessions or memory.workspace.log.sessions()
         for session in sessions:
-            validate_session_id(session)
-            if session not in ws.log.sessions():
-                raise UsageError(f"no session {session!r}")
+            memory.check_session(session)
+        for session in sessions:
             try:
-                record = compactor.compact(session, force=args.force)
+                record = memory.compact(session, force=args.force)
             except (NothingToCompactError, CompactionBusyError) as exc:
                 results.append({"session": session, "compacted": False, "why": str(exc)})
                 continue
@@ -229,7 +235,6 @@ def cmd_compact(args: argparse.Namespace) -> int:
                     "reason": record.reason,
                 }
             )
-        memory.project()
     if args.json:
         print_json(results)
         return EXIT_OK

@@ -48,7 +48,7 @@ CORPUS: list[tuple[list[str], bytes | None, dict[str, str]]] = [
     (["rebuild", "--as-of", "3", "--out", "{ws}/inside"], None, {}),
     (["hot", "missing"], None, {}),
     (["context", "s", "--budget", "0"], None, {}),
-    (["context", "missing", "--budget", "10"], None, {}),
+    (["context", "bad/id", "--budget", "10"], None, {}),
     (["compact", "missing"], None, {}),
     (["library", "--show", "999"], None, {}),
     (["export", "claude-code", "missing"], None, {}),
