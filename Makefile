@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(PY) bench/append.py
 	$(PY) bench/projections.py
 	$(PY) bench/compaction.py
+	$(PY) bench/context.py
 	$(PY) bench/analytics.py
 	$(PY) bench/watch.py
 	$(PY) bench/cold.py

@@ -62,7 +62,8 @@ def build_server(memory: Memory) -> MCPServer:
     @server.tool()
     def context(session: str, budget: int = 4000, query: str | None = None) -> str:
         """What a session should see next within ``budget`` tokens: its latest summary and its
-        newest messages; with ``query``, recalled passages not already visible come first."""
+        newest messages; with ``query``, recalled passages not already visible come first. A new
+        session (or one not yet summarised) starts with what the latest other sessions left."""
         return _guard(lambda: memory.context(session, budget, query=query))
 
     @server.tool()

@@ -1,6 +1,6 @@
 """The workspace facade: open a workspace from ``airsspec.toml`` and reach its parts.
 
-A workspace is a folder (``.airsspec/`` by default) laid out as ARCHITECTURE.md describes:
+A workspace is a folder (``.airsspec/`` by default) laid out so:
 ``contexts/agent/`` holds the frozen logs (the only source of truth); ``knowledge/``, ``state/``
 hold projections that can be deleted and rebuilt; ``sources/`` holds documents the user adds.
 """

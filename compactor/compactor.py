@@ -1,14 +1,14 @@
 """The compactor: keeps a session's hot window inside its budget by tree-reducing its oldest half
 into a summary, recorded in the log as a compaction event.
 
-Algorithm (ARCHITECTURE.md, "Compaction"): when the messages no summary covers yet (the hot
+Algorithm: when the messages no summary covers yet (the hot
 window and its overflow) and the latest summary pass ``threshold`` of the token budget, or on
-``force``: take the oldest 50% of those messages (more when the rest would still hold over half
-the budget: a few huge tool results), split them into chunks of ``chunk_size``, summarize each
-chunk, then merge the previous master summary and the chunk summaries, in groups when they do not
-fit one call, level by level, until one master summary remains. The window continues with
-[summary link] + the recent messages. Every prompt the compactor builds holds each message capped
-at ``message_cap_tokens`` (head, tail and a marker naming the cut).
+``force``: take the oldest 50% of those messages (more when the rest would hold over half the
+budget less the summary's: a few huge tool results), split them into chunks of ``chunk_size``,
+summarize each chunk, then merge the previous master summary and the chunk summaries, in groups
+when they do not fit one call, level by level, until one master summary remains. The window
+continues with [summary link] + the recent messages. Every prompt the compactor builds holds
+each message capped at ``message_cap_tokens`` (head, tail and a marker naming the cut).
 
 Invariants: the compactor never writes the library; it appends one event holding everything needed
 to write ``history-NNN.md``. The covered range always starts right after the previous one, so a
@@ -142,10 +142,15 @@ class Compactor:
                 raise NothingToCompactError(
                     f"{session}: {len(uncovered)} message(s) in the hot window; need 2"
                 )
-            # The oldest half, and more while the rest would hold over half the budget (a few
-            # huge tool results): after a compaction the window fits its budget.
+            # The oldest half, and more while the rest and the summary would hold over half the
+            # budget (a few huge tool results): after a compaction the window fits its budget
+            # with room to grow before the next one.
+            room = max(
+                self.settings.token_budget // 4,
+                self.settings.token_budget // 2 - self.settings.summary_tokens,
+            )
             kept = sum(e.tokens for e in uncovered[old_count:])
-            while old_count < len(uncovered) - 1 and kept > self.settings.token_budget // 2:
+            while old_count < len(uncovered) - 1 and kept > room:
                 kept -= uncovered[old_count].tokens
                 old_count += 1
             event = self._build(session, window, uncovered[old_count - 1].seq, reason or "forced")

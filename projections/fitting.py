@@ -17,6 +17,7 @@ Nothing here ever ends a text inside a token, a line of JSON or a bullet.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,32 +130,37 @@ def _replace(value: Any, path: tuple, new: str) -> Any:
     return [(_replace(v, path[1:], new) if i == path[0] else v) for i, v in enumerate(value)]
 
 
+def pack(
+    items: Iterable[str], room: int, counter: TokenCounter, *, skip: bool = False
+) -> list[str]:
+    """The items, in the order given, while they fit ``room`` tokens (each costs one more, for
+    the newline that joins it); with ``skip``, an item that does not fit is passed over instead
+    of ending the packing."""
+    kept: list[str] = []
+    used = 0
+    for item in items:
+        cost = counter.count(item) + 1
+        if used + cost > room:
+            if skip:
+                continue
+            break
+        kept.append(item)
+        used += cost
+    return kept
+
+
 def _head_and_tail(text: str, room: int, counter: TokenCounter) -> str:
     """Whole lines from the start (two thirds of ``room``) and from the end (the rest); a
     first line too long on its own is cut between words."""
     lines = text.split("\n")
-    head_room, tail_room = room * 2 // 3, room - room * 2 // 3
-    head: list[str] = []
-    used = 0
-    for line in lines:
-        cost = counter.count(line) + 1
-        if used + cost > head_room:
-            break
-        head.append(line)
-        used += cost
+    head_room = room * 2 // 3
+    head = pack(lines, head_room, counter)
     if not head:
         words = counter.truncate(lines[0], head_room)
         cut = words.rsplit(None, 1)[0] if " " in words.strip() else words
         return f"{cut} …" if cut else ""
-    tail: list[str] = []
-    used = 0
-    for line in reversed(lines[len(head) :]):
-        cost = counter.count(line) + 1
-        if used + cost > tail_room:
-            break
-        tail.insert(0, line)
-        used += cost
-    return "\n".join([*head, "…", *tail])
+    tail = pack(reversed(lines[len(head) :]), room - head_room, counter)
+    return "\n".join([*head, "…", *reversed(tail)])
 
 
 # ----------------------------------------------------------------------------- summaries

@@ -32,7 +32,7 @@ from eventlog.render import record_text
 from eventlog.schema import CompactionRecord, Record
 from projections.engine import Checkpoint, FilePerSessionProjector
 from projections.files import atomic_write
-from projections.fitting import elide, fit_summary, parse_sections, render_sections
+from projections.fitting import elide, fit_summary, pack, parse_sections, render_sections
 from projections.tokens import TokenCounter, token_counter
 from projections.warm import library_file_name
 
@@ -309,16 +309,8 @@ def format_history(window: HotWindow, budget_tokens: int, counter: TokenCounter)
             summary = summary_block(window.summary, int(budget_tokens * share), counter)  # type: ignore[arg-type]
             parts = [summary] if summary else []
     # Greedy from the newest message, estimating with per-block counts, then check exactly.
-    chosen: list[str] = []
     used = counter.count(summary) if summary else 0
-    for block in reversed(blocks):
-        separator = 1 if (summary or chosen) else 0  # the newline joining it to the rest
-        cost = counter.count(block) + separator
-        if used + cost > budget_tokens:
-            break
-        chosen.append(block)
-        used += cost
-    chosen.reverse()
+    chosen = pack(reversed(blocks), budget_tokens - used, counter)[::-1]
     text = "\n".join(parts + chosen)
     while chosen and counter.count(text) > budget_tokens:
         chosen.pop(0)

@@ -187,13 +187,22 @@ def main() -> None:
     print("\n-- what an agent puts in its prompt, within a 120-token budget --")
     run(target, "hot", "spec-webhooks", "--budget", "120")
 
-    print("\n== 6. Compact: the oldest half of full windows is tree-reduced into the library ==")
+    print("\n== 6. Compact: the oldest half of what no summary covers is tree-reduced ==")
+    print(
+        "-- sessions compact by themselves once they pass 80% of hot_token_budget (8,000 tokens);"
+    )
+    print("-- these short ones are far below, so --force compacts them now --")
     run(target, "compact")
+    run(target, "compact", "--force")
     run(target, "library")
-    run(target, "library", "--show", "4", max_lines=24)
+    run(target, "library", "--show", "4", max_lines=30)
     print("\n-- the hot window now starts with the summary link; the prompt text leads with it --")
     run(target, "hot", "spec-webhooks", max_lines=4)
     run(target, "hot", "spec-webhooks", "--budget", "200", max_lines=12)
+    print("\n-- context: what to put in the prompt, with passages recalled for a question --")
+    run(target, "context", "spec-webhooks", "--budget", "350", "--query", "HMAC signing secret")
+    print("\n-- a session starting tomorrow begins with what the latest other sessions left --")
+    run(target, "context", "tomorrow", "--budget", "700", max_lines=24)
     print("\n-- verify also checks every compaction's range and hashes against the log --")
     run(target, "verify")
 

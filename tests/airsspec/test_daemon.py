@@ -23,7 +23,7 @@ from tests.conftest import REPO, run_cli, snapshot
 CONFIG = (
     '[log]\ndurability = "off"\n[memory]\nhot_window_size = 8\nhot_token_budget = 200\n'
     "chunk_size = 2\n"
-    '[compactor]\nsummarizer = "extractive"\n'
+    '[compactor]\nsummarizer = "extractive"\nsummary_tokens = 16\n'
 )
 
 
