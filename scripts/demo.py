@@ -108,14 +108,15 @@ def watch_demo(target: Path) -> None:
         if not line:
             sys.exit("demo step failed: the daemon did not start")
     print(line.rstrip())
-    run(
+    appended = run(
         target,
         "append",
         "review-release-specs",
         "-",
         stdin='{"type": "user", "content": "Release approved. Tag v1.4.0."}\n',
     )
-    while "review-release-specs up to seq 21" not in (line := daemon.stderr.readline()):
+    seq = appended.rsplit("seq ", 1)[1].rstrip(")\n")
+    while f"review-release-specs up to seq {seq}" not in (line := daemon.stderr.readline()):
         if not line:
             sys.exit("demo step failed: the daemon stopped")
     print(line.rstrip())
