@@ -8,7 +8,9 @@
    occur in the source span. Rows: the prompt after one compaction of the import, the prompt
    when the same records arrive live and are compacted whenever due (as the daemon does), the
    newest messages only (no compaction), and the summarizer of an older revision in the same
-   compactor (``--old-rev``, read with ``git show``).
+   compactor (``--old-rev``, read with ``git show``), imported and live. The last column is the
+   share of the master summary's ``#seq`` citations that lie in the newer half of its range:
+   whether recent work survives the merges.
 2. LoCoMo dev: each conversation arrives live (compacted whenever due), then every category 1-4
    question is asked at its end with ``context(session, budget, query=question)`` at 1k, 2k and
    4k tokens; the score is the share of evidence turns whose text is in the context, next to
@@ -156,46 +158,57 @@ def bench_identifiers(old_rev: str) -> list[list[object]]:
         span = "\n".join(record_text(r) for r in memory.replay(session))
         wanted = sorted(i for i in identifiers(reference) if i in span)
 
-        def score(label: str, text: str, compactions: int) -> None:
+        def score(label: str, memory: Memory, session: str, compactions: int) -> None:
+            text = memory.context(session, budget)
             found = sum(1 for i in wanted if i in text)
+            summary = memory.hot(session).summary
+            newer = "-"
+            if summary:  # how much of what the master cites is in the newer half of its range
+                cited = [int(n) for n in re.findall(r"#(\d+)", summary["text"])]
+                newer = sum(1 for n in cited if n > summary["to_seq"] / 2) / max(len(cited), 1)
             rows.append(
-                [label, found / len(wanted), found, len(wanted), counter.count(text), compactions]
+                [
+                    label,
+                    found / len(wanted),
+                    found,
+                    len(wanted),
+                    counter.count(text),
+                    compactions,
+                    newer,
+                ]
             )
 
-        score("newest messages only (no compaction)", memory.context(session, budget), 0)
+        def live(name: str, summarizer=None) -> tuple[Memory, int]:
+            memory = memory_at(work / name)
+            if summarizer is not None:
+                memory._compactor = memory.workspace.compactor(summarizer)
+            count = 0
+            for event in _events(source):
+                memory.append(session, event)
+                count += compact_while_due(memory, session)[0]
+            return memory, count
+
+        score("newest messages only (no compaction)", memory, session, 0)
         memory.close()
 
         memory, session = fresh("imported")
         count, _ = compact_while_due(memory, session)
-        score(
-            "prompt after compaction (import, then compact)", memory.context(session, budget), count
-        )
+        score("prompt after compaction (import, then compact)", memory, session, count)
         memory.close()
 
-        memory = memory_at(work / "live")
-        events = [e for e in _events(source)]
-        count = 0
-        for event in events:
-            memory.append(session, event)
-            count += compact_while_due(memory, session)[0]
-        score(
-            "prompt after compaction (live, compacted when due)",
-            memory.context(session, budget),
-            count,
-        )
+        memory, count = live("live")
+        score("prompt after compaction (live, compacted when due)", memory, session, count)
         memory.close()
 
         old = old_summarizer(old_rev)
         if old is not None:
             memory, session = fresh("old")
-            compactor = memory.workspace.compactor(_Adapter(old, counter))
-            memory._compactor = compactor
+            memory._compactor = memory.workspace.compactor(_Adapter(old, counter))
             count, _ = compact_while_due(memory, session)
-            score(
-                f"old summarizer ({old_rev[:7]}), import then compact",
-                memory.context(session, budget),
-                count,
-            )
+            score(f"old summarizer ({old_rev[:7]}), import then compact", memory, session, count)
+            memory.close()
+            memory, count = live("old-live", _Adapter(old, counter))
+            score(f"old summarizer ({old_rev[:7]}), live", memory, session, count)
             memory.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -324,7 +337,15 @@ def main() -> None:
         rows, budget = bench_identifiers(args.old_rev)
         print_table(
             f"Identifier recall against Claude Code's own summary, at its size ({budget:,} tokens)",
-            ["prompt", "recall", "found", "identifiers", "prompt tokens", "compactions"],
+            [
+                "prompt",
+                "recall",
+                "found",
+                "identifiers",
+                "prompt tokens",
+                "compactions",
+                "master's citations in the newer half of its range",
+            ],
             rows,
         )
         print_table(
