@@ -2,7 +2,7 @@
 conversation survives in hot + warm text, next to two baselines measured in the same run.
 
 Retention: each LoCoMo conversation is ingested turn by turn into one session and compacted
-whenever due (hot window of 30, extractive summarizer); then for every category-4 (single-hop)
+whenever due (8,000-token budget, extractive summarizer); then for every category-4 (single-hop)
 question we check whether its answer appears (case-insensitive substring) in the hot window plus
 the warm library. Baselines: the most recent 30 turns; the first sentence of every turn.
 
@@ -138,7 +138,7 @@ def bench_retention() -> tuple[list[list[object]], list[list[object]]]:
     for conv in load():
         root = Path(tempfile.mkdtemp(prefix="airsspec-locomo-"))
         try:
-            with workspace(root, budget=100_000) as ws:
+            with workspace(root) as ws:
                 compactor = ws.compactor()
                 compactions = 0
                 for event in conv.turns:
