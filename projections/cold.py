@@ -27,7 +27,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,14 @@ from eventlog.schema import Record
 from projections.embedding_cache import CachedEmbedder, text_sha256
 from projections.engine import Checkpoint, Projector, file_identity
 from projections.files import atomic_write, folder_size
-from projections.units import SOURCE_SUFFIXES, Unit, record_units, source_units
+from projections.units import (
+    SOURCE_SUFFIXES,
+    UNIT_FIELDS,
+    Unit,
+    record_units,
+    source_units,
+    unit_row,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -68,36 +75,23 @@ def quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+_ARROW_TYPES = {
+    "str": pa.string(),
+    "UnitKind": pa.string(),
+    "int": pa.int64(),
+    "tuple[str, ...]": pa.list_(pa.string()),
+    "dict[str, Any]": pa.string(),  # canonical JSON
+}
+
+
 def unit_schema(dim: int, metadata: dict[bytes, bytes] | None = None) -> pa.Schema:
-    """The Arrow schema of the cold table for embeddings of ``dim`` dimensions."""
+    """The Arrow schema of the cold table, derived from ``Unit``: one column per field, then
+    the text's SHA-256 and the embedding of ``dim`` dimensions."""
+    columns = [(f.name, _ARROW_TYPES[str(f.type).removesuffix(" | None")]) for f in fields(Unit)]
     return pa.schema(
-        [
-            ("unit_id", pa.string()),
-            ("kind", pa.string()),
-            ("type", pa.string()),
-            ("session", pa.string()),
-            ("record_seq", pa.int64()),
-            ("seq_from", pa.int64()),
-            ("seq_to", pa.int64()),
-            ("part", pa.int64()),
-            ("ts", pa.string()),
-            ("event_ids", pa.list_(pa.string())),
-            ("hashes", pa.list_(pa.string())),
-            ("meta", pa.string()),
-            ("covers", pa.string()),
-            ("source", pa.string()),
-            ("line_from", pa.int64()),
-            ("line_to", pa.int64()),
-            ("text", pa.string()),
-            ("content_hash", pa.string()),
-            ("vector", pa.list_(pa.float32(), dim)),
-        ],
+        [*columns, ("content_hash", pa.string()), ("vector", pa.list_(pa.float32(), dim))],
         metadata=metadata,
     )
-
-
-def _json_or_none(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 class ColdStore:
@@ -170,29 +164,12 @@ class ColdStore:
         if not units:
             return
         table = self.open() or self.create()
-        columns = {
-            "unit_id": [u.unit_id for u in units],
-            "kind": [u.kind for u in units],
-            "type": [u.type for u in units],
-            "session": [u.session for u in units],
-            "record_seq": [u.record_seq for u in units],
-            "seq_from": [u.seq_from for u in units],
-            "seq_to": [u.seq_to for u in units],
-            "part": [u.part for u in units],
-            "ts": [u.ts for u in units],
-            "event_ids": [list(u.event_ids) for u in units],
-            "hashes": [list(u.hashes) for u in units],
-            "meta": [_json_or_none(u.meta) for u in units],
-            "covers": [_json_or_none(u.covers) for u in units],
-            "source": [u.source for u in units],
-            "line_from": [u.line_from for u in units],
-            "line_to": [u.line_to for u in units],
-            "text": [u.text for u in units],
-            "content_hash": [text_sha256(u.text) for u in units],
-            "vector": pa.FixedSizeListArray.from_arrays(
-                pa.array(vectors.ravel(), pa.float32()), self.dim
-            ),
-        }
+        rows = [unit_row(u) for u in units]
+        columns: dict[str, Any] = {name: [r[name] for r in rows] for name in UNIT_FIELDS}
+        columns["content_hash"] = [text_sha256(u.text) for u in units]
+        columns["vector"] = pa.FixedSizeListArray.from_arrays(
+            pa.array(vectors.ravel(), pa.float32()), self.dim
+        )
         table.add(pa.table(columns, schema=table.schema))
 
     def maintain(self, ann_min_rows: int) -> None:

@@ -9,10 +9,12 @@ degraded memory answers with what works and says so in ``warnings``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from projections.units import UnitKind
 
 if TYPE_CHECKING:
     from projections.recall import Recall
@@ -33,7 +35,7 @@ class QueryMemoryInput(BaseModel):
     session: str | None = Field(None, description="only this session")
     since: str | None = Field(None, description="only from this RFC 3339 time on")
     until: str | None = Field(None, description="only up to this RFC 3339 time")
-    kinds: list[Literal["message", "summary", "source"]] | None = Field(
+    kinds: list[UnitKind] | None = Field(
         None, description="only these kinds of passage (default: all)"
     )
 

@@ -28,7 +28,6 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-import orjson
 import pyarrow as pa
 
 from eventlog.ids import normalize_ts
@@ -36,15 +35,11 @@ from eventlog.log import EventLog
 from projections.bm25 import BM25
 from projections.cold import ColdStore, quote
 from projections.embedders import Embedder
-from projections.units import record_units
+from projections.units import UNIT_FIELDS, UNIT_KINDS, Unit, record_units, unit_values
 
-KINDS = ("message", "summary", "source")
+KINDS = UNIT_KINDS
 NPROBES = 10  # IVF partitions an indexed vector search visits
 REFINE_FACTOR = 4  # PQ candidates re-ranked with exact distances, per row returned
-_HIT_COLUMNS = [
-    "unit_id", "kind", "type", "session", "record_seq", "seq_from", "seq_to", "ts",
-    "event_ids", "hashes", "meta", "covers", "source", "line_from", "line_to", "text",
-]  # fmt: skip
 _QUOTED = re.compile(r"\"([^\"]+)\"|`([^`]+)`")
 _INNER_MARK = re.compile(r"\w[_./:@#-]\w")
 
@@ -61,28 +56,14 @@ class RecallWeights:
     candidates: int = 50
 
 
-@dataclass
-class Hit:
-    """One passage query_memory returns, with its score, parts and provenance."""
+@dataclass(frozen=True, slots=True)
+class Hit(Unit):
+    """One passage query_memory returns: the unit's text and provenance, its score and its
+    parts, and the tier that answered (``warm`` for summaries, ``cold``, or ``log``)."""
 
-    text: str
-    score: float
-    parts: dict[str, float]
-    kind: str
-    tier: str
-    type: str
-    unit_id: str
-    session: str | None = None
-    seq_from: int | None = None
-    seq_to: int | None = None
-    ts: str | None = None
-    event_ids: list[str] = field(default_factory=list)
-    hashes: list[str] = field(default_factory=list)
-    meta: dict[str, Any] | None = None
-    covers: dict[str, Any] | None = None
-    source: str | None = None
-    line_from: int | None = None
-    line_to: int | None = None
+    score: float = 0.0
+    parts: dict[str, float] = field(default_factory=dict)
+    tier: str = "cold"
 
 
 @dataclass
@@ -214,7 +195,9 @@ class Recall:
             rows = (
                 table.take_row_ids([candidates[u].row_id for u, _, _ in ranked]) if ranked else None
             )
-            by_id = {r["unit_id"]: r for r in rows.select(_HIT_COLUMNS).to_list()} if rows else {}
+            by_id = (
+                {r["unit_id"]: r for r in rows.select(list(UNIT_FIELDS)).to_list()} if rows else {}
+            )
             result.hits = [self._hit(by_id[u], score, parts) for u, score, parts in ranked]
             self._list_covered(table, result.hits)
         except Exception as exc:
@@ -267,26 +250,8 @@ class Recall:
 
     @staticmethod
     def _hit(row: dict[str, Any], score: float, parts: dict[str, float]) -> Hit:
-        return Hit(
-            text=row["text"],
-            score=score,
-            parts=parts,
-            kind=row["kind"],
-            tier="warm" if row["kind"] == "summary" else "cold",
-            type=row["type"],
-            unit_id=row["unit_id"],
-            session=row["session"],
-            seq_from=row["seq_from"],
-            seq_to=row["seq_to"],
-            ts=row["ts"],
-            event_ids=list(row["event_ids"] or []),
-            hashes=list(row["hashes"] or []),
-            meta=orjson.loads(row["meta"]) if row["meta"] else None,
-            covers=orjson.loads(row["covers"]) if row["covers"] else None,
-            source=row["source"],
-            line_from=row["line_from"],
-            line_to=row["line_to"],
-        )
+        tier = "warm" if row["kind"] == "summary" else "cold"
+        return Hit(**unit_values(row), score=score, parts=parts, tier=tier)
 
     @staticmethod
     def _list_covered(table: Any, hits: list[Hit]) -> None:
@@ -340,21 +305,10 @@ class Recall:
         best = ranked[0][1] if ranked else 1.0
         return [
             Hit(
-                text=units[i].text,
+                **{name: getattr(units[i], name) for name in UNIT_FIELDS},
                 score=round(score / best, 6),
                 parts={"lexical": round(score / best, 6)},
-                kind=units[i].kind,
                 tier="log",
-                type=units[i].type,
-                unit_id=units[i].unit_id,
-                session=units[i].session,
-                seq_from=units[i].seq_from,
-                seq_to=units[i].seq_to,
-                ts=units[i].ts,
-                event_ids=list(units[i].event_ids),
-                hashes=list(units[i].hashes),
-                meta=units[i].meta,
-                covers=units[i].covers,
             )
             for i, score in ranked
         ]

@@ -15,12 +15,13 @@ Unit ids are stable: ``{session}:{seq}:{part}`` for log units, ``src:{path}:{par
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from eventlog.render import record_text
-from eventlog.schema import CompactionRecord, ImportedRecord, Record
-from projections.warm import library_file_name
+import orjson
+
+if TYPE_CHECKING:  # records are needed only to cut them: declaring a unit stays light
+    from eventlog.schema import CompactionRecord, Record
 
 CHUNK_CHARS = 1000  # about 250 tokens: what the embedder reads whole
 OVERLAP_CHARS = 150
@@ -28,12 +29,18 @@ SOURCE_SUFFIXES = (".md", ".markdown", ".txt", ".rst")
 _HEADING = re.compile(r"^#{1,6}\s")
 
 
+UnitKind = Literal["message", "summary", "source"]
+UNIT_KINDS: tuple[UnitKind, ...] = get_args(UnitKind)
+
+
 @dataclass(frozen=True, slots=True)
 class Unit:
-    """One record of a source: position, exact text, and the bytes around it."""
+    """One row of the cold tier: a piece of text with its provenance. The one declaration of
+    that row: the table's columns (``projections.cold.unit_schema``), what is written and read
+    back (``row``, ``from_row``) and the hits query_memory returns all derive from its fields."""
 
     unit_id: str
-    kind: str  # "message" | "summary" | "source"
+    kind: UnitKind
     type: str  # record type, "master" / "chunk" for summaries, "document" for sources
     text: str
     session: str | None = None
@@ -49,6 +56,39 @@ class Unit:
     source: str | None = None
     line_from: int | None = None
     line_to: int | None = None
+
+
+UNIT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Unit))
+_JSON_FIELDS = frozenset(f.name for f in fields(Unit) if str(f.type).startswith("dict"))
+_TUPLE_FIELDS = frozenset(f.name for f in fields(Unit) if str(f.type).startswith("tuple"))
+
+
+def unit_row(unit: Unit) -> dict[str, Any]:
+    """``unit`` as a table row: mappings as canonical JSON text, tuples as lists."""
+    row: dict[str, Any] = {}
+    for name in UNIT_FIELDS:
+        value = getattr(unit, name)
+        if name in _JSON_FIELDS:
+            value = (
+                None if value is None else orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+            )
+        elif name in _TUPLE_FIELDS:
+            value = list(value)
+        row[name] = value
+    return row
+
+
+def unit_values(row: dict[str, Any]) -> dict[str, Any]:
+    """The unit fields of a table row, decoded (``row`` may hold other columns too)."""
+    values: dict[str, Any] = {}
+    for name in UNIT_FIELDS:
+        value = row.get(name)
+        if name in _JSON_FIELDS:
+            value = orjson.loads(value) if value else None
+        elif name in _TUPLE_FIELDS:
+            value = tuple(value or ())
+        values[name] = value
+    return values
 
 
 def split_text(text: str, size: int = CHUNK_CHARS, overlap: int = OVERLAP_CHARS) -> list[str]:
@@ -80,6 +120,9 @@ def split_text(text: str, size: int = CHUNK_CHARS, overlap: int = OVERLAP_CHARS)
 
 def record_units(record: Record) -> list[Unit]:
     """The units of one record (none for a record without text)."""
+    from eventlog.render import record_text
+    from eventlog.schema import CompactionRecord, ImportedRecord
+
     if isinstance(record, CompactionRecord):
         return _summary_units(record)
     if isinstance(record, ImportedRecord) and not record.text.strip():
@@ -110,6 +153,8 @@ def record_units(record: Record) -> list[Unit]:
 
 def _summary_units(record: CompactionRecord) -> list[Unit]:
     """Part 0 is the master summary (the whole range), parts 1.. the chunk summaries."""
+    from projections.warm import library_file_name
+
     covers = {
         "session": record.session,
         "first_hash": record.first_hash,

@@ -22,6 +22,7 @@ from airsspec.cli.common import (
     validation_problem,
 )
 from projections.memory_tool import QueryMemoryInput
+from projections.units import UNIT_KINDS
 
 
 def _batch_requests(source: str) -> list[QueryMemoryInput]:
@@ -79,7 +80,7 @@ def _print_hits(result: dict[str, Any]) -> None:
     arg(
         "--kind",
         action="append",
-        choices=("message", "summary", "source"),
+        choices=UNIT_KINDS,
         help="only hits of this kind (repeatable; default: all)",
     ),
     arg(

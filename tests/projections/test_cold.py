@@ -206,3 +206,36 @@ def test_split_text_keeps_every_word_within_the_size(text: str, size: int) -> No
     assert all(len(p) <= size for p in pieces)
     assert set(text.split()) <= set(" ".join(pieces).split())
     assert bool(pieces) == bool(text.strip())
+
+
+def test_the_row_is_declared_once_and_round_trips() -> None:
+    from projections.cold import unit_schema
+    from projections.recall import Hit
+    from projections.units import UNIT_FIELDS, Unit, unit_row, unit_values
+
+    unit = Unit(
+        unit_id="s:3:1",
+        kind="summary",
+        type="chunk",
+        text="the text",
+        session="s",
+        seq_from=1,
+        seq_to=3,
+        record_seq=4,
+        part=1,
+        ts="2026-01-01T00:00:00.000000Z",
+        event_ids=("e1", "e2"),
+        hashes=("h1", "h2"),
+        meta={"b": 1, "a": [2]},
+        covers={"session": "s", "from_seq": 1, "to_seq": 3},
+        source="notes.md",
+        line_from=2,
+        line_to=9,
+    )
+    schema = unit_schema(8)
+    assert schema.names == [*UNIT_FIELDS, "content_hash", "vector"]
+    row = unit_row(unit)
+    assert row["meta"] == '{"a":[2],"b":1}' and row["event_ids"] == ["e1", "e2"]
+    assert Unit(**unit_values(row)) == unit
+    hit = Hit(**unit_values(row), score=0.5, parts={"semantic": 0.5})
+    assert hit.covers == unit.covers and hit.tier == "cold"
