@@ -156,11 +156,14 @@ class HotProjector(FilePerSessionProjector[HotState]):
     def _entry(self, item: Record | dict[str, Any]) -> dict[str, Any]:
         if isinstance(item, dict):
             return item
-        whole = record_text(item)
-        text = elide(
-            whole, self.message_cap_tokens, self.counter, seq=item.seq, session=item.session
-        )
+        text = record_text(item)
         tokens = self.counter.count(text)
+        whole_tokens = tokens
+        if tokens > self.message_cap_tokens:
+            text = elide(
+                text, self.message_cap_tokens, self.counter, seq=item.seq, session=item.session
+            )
+            tokens = self.counter.count(text)
         entry = {
             "seq": item.seq,
             "id": item.id,
@@ -171,8 +174,8 @@ class HotProjector(FilePerSessionProjector[HotState]):
             "hash": item.hash,
             "meta": item.meta,
         }
-        if text != whole:
-            entry["elided"] = self.counter.count(whole) - tokens
+        if tokens != whole_tokens:
+            entry["elided"] = whole_tokens - tokens
         return entry
 
     # --------------------------------------------------------------- persistence
