@@ -52,6 +52,7 @@ def _compactions(ws: Workspace, session: str) -> list:
     return [loc.record for loc in ws.log.read(session) if loc.record.type == "compaction"]
 
 
+@pytest.mark.slow
 def test_sigkilled_compactor_leaves_zero_or_one_event_and_rerun_continues(tmp_path: Path) -> None:
     init_workspace(tmp_path)
     (tmp_path / "airsspec.toml").write_text(
