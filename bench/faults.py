@@ -157,43 +157,29 @@ class Campaign:
 
     def compare_with_rebuild(self) -> None:
         """The tiers brought up to date incrementally equal a rebuild from zero."""
-        subprocess.run(
-            [*CLI, "project", "--tier", "hot"],
-            cwd=self.root,
-            env=ENV,
-            capture_output=True,
-            check=False,
-        )
-        subprocess.run(
-            [*CLI, "project", "--tier", "warm"],
-            cwd=self.root,
-            env=ENV,
-            capture_output=True,
-            check=False,
-        )
         copy = self.root.parent / "rebuilt"
         shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(self.root, copy, symlinks=True)
-        for tier in ("hot", "warm"):
-            subprocess.run(
-                [*CLI, "rebuild", "--tier", tier],
-                cwd=copy,
-                env=ENV,
-                capture_output=True,
-                check=False,
-            )
+        for verb, where in (("project", self.root), ("rebuild", copy)):
+            if verb == "rebuild":
+                shutil.copytree(self.root, copy, symlinks=True)
+            for tier in ("hot", "warm"):
+                subprocess.run(
+                    [*CLI, verb, "--tier", tier],
+                    cwd=where,
+                    env=ENV,
+                    capture_output=True,
+                    check=False,
+                )
+
+        def files(folder: Path) -> dict[str, bytes]:
+            return {
+                p.name: p.read_bytes()
+                for p in folder.glob("*")
+                if p.is_file() and not p.name.startswith(".")
+            }
+
         for sub in ("state/hot", "knowledge/library"):
-            ours = {
-                p.name: p.read_bytes()
-                for p in (self.ws / sub).glob("*")
-                if p.is_file() and not p.name.startswith(".")
-            }
-            theirs = {
-                p.name: p.read_bytes()
-                for p in (copy / ".airsspec" / sub).glob("*")
-                if p.is_file() and not p.name.startswith(".")
-            }
-            if ours != theirs:
+            if files(self.ws / sub) != files(copy / ".airsspec" / sub):
                 self.failures.append(f"{sub}: incremental differs from a rebuild")
         shutil.rmtree(copy, ignore_errors=True)
 
