@@ -174,11 +174,14 @@ class Compactor:
         messages = [
             to_message(r, self.counter, cap) for r in covered if r.type in self.hot.message_types
         ]
+        # The hot window counted each of them already, capped the same way.
+        counted = {e.seq: e.tokens for e in window.uncovered}
+        sizes = [counted.get(m.seq) or self.counter.count(m.text) for m in messages]
         previous = window.summary
         try:
-            chunks, summary, info = self._reduce(self.summarizer, messages, previous)
+            chunks, summary, info = self._reduce(self.summarizer, messages, sizes, previous)
         except SummarizerError as exc:
-            chunks, summary, info = self._reduce(self.extractive, messages, previous)
+            chunks, summary, info = self._reduce(self.extractive, messages, sizes, previous)
             info = info.model_copy(
                 update={
                     "fallback_from": self.summarizer.info.backend,
@@ -189,11 +192,7 @@ class Compactor:
         kept = [e for e in window.uncovered if e.seq > to_seq]
         # What the prompt would need without this compaction: the previous summary, every covered
         # message (some may have scrolled out of the window already) and the messages kept.
-        before = (
-            (previous or {}).get("tokens", 0)
-            + sum(e.tokens for e in kept)
-            + sum(self.counter.count(m.text) for m in messages)
-        )
+        before = (previous or {}).get("tokens", 0) + sum(e.tokens for e in kept) + sum(sizes)
         return {
             "type": "compaction",
             "from_seq": from_seq,
@@ -213,13 +212,18 @@ class Compactor:
         }
 
     def _reduce(
-        self, summarizer: Summarizer, messages: list[Message], previous: dict | None
+        self,
+        summarizer: Summarizer,
+        messages: list[Message],
+        sizes: list[int],
+        previous: dict | None,
     ) -> tuple[list[ChunkSummary], str, SummarizerInfo]:
+        """Summarize ``messages`` (of ``sizes`` tokens each) chunk by chunk, then merge."""
         size = self.settings.chunk_size
         chunks = []
         for start in range(0, len(messages), size):
             part = messages[start : start + size]
-            source = sum(self.counter.count(m.text) for m in part)
+            source = sum(sizes[start : start + size])
             text = summarizer.summarize(
                 part, self._budget(self.settings.chunk_summary_tokens, source)
             )
@@ -234,7 +238,7 @@ class Compactor:
             )
         level = ([previous["text"]] if previous else []) + [c.summary for c in chunks]
         # The master may keep all of the previous one, plus half of what the new messages hold.
-        source = sum(self.counter.count(m.text) for m in messages)
+        source = sum(sizes)
         carried = previous["tokens"] if previous else 0
         budget = self._budget(self.settings.summary_tokens, 2 * carried + source)
         return chunks, self._merge(summarizer, level, budget), summarizer.info

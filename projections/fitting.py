@@ -60,10 +60,19 @@ def marker(seq: int, session: str, elided_tokens: int) -> str:
     )
 
 
-def elide(text: str, limit: int, counter: TokenCounter, *, seq: int, session: str) -> str:
+def elide(
+    text: str,
+    limit: int,
+    counter: TokenCounter,
+    *,
+    seq: int,
+    session: str,
+    tokens: int | None = None,
+) -> str:
     """``text`` if it fits ``limit`` tokens; else its head and tail and a marker (see module).
-    The result never exceeds ``limit`` unless the marker alone does."""
-    total = counter.count(text)
+    The result never exceeds ``limit`` unless the marker alone does. ``tokens``: the count of
+    ``text``, when the caller has it already."""
+    total = counter.count(text) if tokens is None else tokens
     if total <= limit:
         return text
     room = limit - counter.count(marker(seq, session, total)) - 1

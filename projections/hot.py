@@ -161,7 +161,12 @@ class HotProjector(FilePerSessionProjector[HotState]):
         whole_tokens = tokens
         if tokens > self.message_cap_tokens:
             text = elide(
-                text, self.message_cap_tokens, self.counter, seq=item.seq, session=item.session
+                text,
+                self.message_cap_tokens,
+                self.counter,
+                seq=item.seq,
+                session=item.session,
+                tokens=tokens,
             )
             tokens = self.counter.count(text)
         entry = {
