@@ -310,11 +310,11 @@ class Memory:
         parts: list[str] = []
         if window is None or window.summary is None:
             parts += self._earlier_sessions(session, budget // 3)
-        history = self.workspace.format_history(session, budget)
         if query is not None:
             room = (budget - counter.count("\n\n".join(parts))) // 2
+            visible = self.workspace.format_history(session, budget)
             recalled = ""
-            for passage in self._recalled(query, history, room):  # best first
+            for passage in self._recalled(query, visible, room):  # best first
                 candidate = f"{recalled}\n{passage}" if recalled else passage
                 if counter.count(candidate) <= room:
                     recalled = candidate
