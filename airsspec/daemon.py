@@ -6,7 +6,9 @@ threshold, and lets warm and token tiers follow. The cold tier (embedding) is br
 by a thread beside the main loop, so it never delays the others; it also picks up changed files
 under ``sources/`` at each step. Invariants: one daemon per workspace (a lock
 file naming the holder's pid); it only ever resumes from checkpoints, so after a crash or SIGKILL a
-restart loses and duplicates nothing; SIGINT/SIGTERM stop it cleanly between two steps. A failing
+restart loses and duplicates nothing; SIGINT/SIGTERM stop it cleanly at the next batch boundary
+of whatever it is folding, the cold tier included (it embeds and commits in steps of a few
+hundred records), with what was done saved. A failing
 step is logged and retried on the next change, never crashing the daemon.
 """
 
@@ -44,7 +46,7 @@ class Daemon:
         self.stop_event = threading.Event()
         self.lock_path = self.ws.state_dir / "locks" / "watch.lock"
         self._lock_fd: int | None = None
-        self.cold = ColdIndexer(memory)
+        self.cold = ColdIndexer(memory, self.stop_event)
 
     # ------------------------------------------------------------------ lock
 
@@ -76,7 +78,8 @@ class Daemon:
     def step(self, sessions: Iterable[str] | None = None) -> None:
         """Bring ``sessions`` (None: all) up to date, compacting those that are due."""
         only = None if sessions is None else sorted(set(sessions))
-        for report in self.memory.project(("hot",), sessions=only):
+        cancel = self.stop_event
+        for report in self.memory.project(("hot",), sessions=only, cancel=cancel):
             for outcome in report.outcomes:
                 if outcome.applied:
                     head = self.ws.load_hot(outcome.session)
@@ -89,6 +92,8 @@ class Daemon:
                 if outcome.rebuilt_because:
                     log.warning("hot: rebuilt %s: %s", outcome.session, outcome.rebuilt_because)
         for session in only if only is not None else self.ws.log.sessions():
+            if cancel.is_set():
+                return
             try:
                 record = self.memory.compact(session)
             except (NothingToCompactError, CompactionBusyError, NoSuchSessionError) as exc:
@@ -103,7 +108,7 @@ class Daemon:
                     record.to_seq,
                     record.reason,
                 )
-        self.memory.project(("warm", "tokens"), sessions=only)
+        self.memory.project(("warm", "tokens"), sessions=only, cancel=cancel)
         self.cold.request(only)
         log.debug("step done for %s", "all sessions" if only is None else ", ".join(only))
 
@@ -140,9 +145,10 @@ class ColdIndexer(threading.Thread):
     """Brings the cold tier up to date beside the main loop, so embedding never delays the hot
     tier. Requests made while it works are merged into its next catch-up."""
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: Memory, cancel: threading.Event) -> None:
         super().__init__(name="cold-indexer", daemon=True)
         self.memory = memory
+        self.cancel = cancel
         self.wake = threading.Condition()
         self.pending: set[str] | None = set()  # None: every session
         self.stopping = False
@@ -156,16 +162,15 @@ class ColdIndexer(threading.Thread):
                 self.pending.update(sessions)
             self.wake.notify()
 
-    def stop(self, wait_s: float = 30.0) -> None:
-        """Finish the catch-up under way (and any requested), waiting at most ``wait_s``; a
-        catch-up cut short by the exit resumes from its checkpoints at the next start."""
+    def stop(self) -> None:
+        """Wait for the catch-up under way to stop (``cancel`` is set): it saves what it
+        embedded, at most one step of ``save_every`` records, and the next start resumes
+        there. Joined, so no native thread is running when the interpreter exits."""
         with self.wake:
             self.stopping = True
             self.wake.notify()
         if self.is_alive():
-            self.join(wait_s)
-            if self.is_alive():
-                log.warning("cold tier still catching up; it resumes at the next start")
+            self.join()
 
     def run(self) -> None:
         """Catch the cold tier up whenever asked, until stopped."""
@@ -173,11 +178,12 @@ class ColdIndexer(threading.Thread):
             with self.wake:
                 while self.pending == set() and not self.stopping:
                     self.wake.wait()
-                if self.pending == set():
+                if self.pending == set() or self.cancel.is_set():
                     return
                 sessions, self.pending = self.pending, set()
             try:
-                for report in self.memory.project(("cold",), sessions=sessions):
+                reports = self.memory.project(("cold",), sessions=sessions, cancel=self.cancel)
+                for report in reports:
                     for outcome in report.outcomes:
                         if outcome.applied:
                             log.info("cold: %s +%d indexed", outcome.session, outcome.applied)

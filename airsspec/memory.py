@@ -32,6 +32,8 @@ from eventlog.ids import format_ts, normalize_ts
 from eventlog.layout import validate_session_id
 
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
+    import threading
+
     from compactor.compactor import Compactor
     from eventlog.log import SessionInfo
     from eventlog.schema import Event, Record
@@ -210,11 +212,13 @@ class Memory:
         jobs: int = 1,
         progress: Progress | None = None,
         warn: bool = True,
+        cancel: threading.Event | None = None,
     ) -> list[RunReport]:
         """Bring ``tiers`` up to the head of the log (only ``sessions``, when given). A cold
         tier whose embedder cannot load is left as it is, with a warning (search degrades to
         full-text and says so). A session whose log is damaged is skipped, with a warning
-        unless ``warn`` is false (the reports name it either way)."""
+        unless ``warn`` is false (the reports name it either way). Setting ``cancel`` stops
+        the catch-up at the next batch boundary, with what was done saved."""
         from projections.engine import Runner
 
         chosen = self._tiers(tiers)
@@ -222,9 +226,8 @@ class Memory:
             logger.warning("airsspec: warning: the cold tier was not updated: %s", problem)
             chosen = tuple(t for t in chosen if t != "cold")
         projectors = self.workspace.projectors(chosen)
-        reports = Runner(self.workspace.log, projectors, progress, jobs=jobs).catch_up(
-            sessions=sessions
-        )
+        runner = Runner(self.workspace.log, projectors, progress, jobs=jobs, cancel=cancel)
+        reports = runner.catch_up(sessions=sessions)
         for report in reports if warn else ():
             for outcome in report.failed:
                 logger.warning(

@@ -63,6 +63,17 @@ def _parse_last(fd: int, path: Path, start: int, end: int) -> dict:
         ) from exc
 
 
+def record_ending_at(fd: int, path: Path, end: int) -> tuple[int, str | None]:
+    """(seq, hash) of the record whose line ends at byte ``end`` ((0, None) at 0), whether or
+    not it closes its batch; ``CorruptLogError`` if no record line ends there."""
+    if end == 0:
+        return 0, None
+    if os.pread(fd, 1, end - 1) != b"\n":
+        raise CorruptLogError(path, seq=None, offset=end, reason="no record ends there")
+    last = _parse_last(fd, path, _after_last_newline(fd, end - 1), end)
+    return last.get("seq"), last.get("hash")
+
+
 def inspect_tail(fd: int, path: Path, size: int) -> tuple[int, TailState]:
     """Find where the intact log ends. Returns (intact_end, state at intact_end)."""
     end = _after_last_newline(fd, size)

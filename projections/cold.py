@@ -57,6 +57,8 @@ TABLE = "units"
 _META_KEY = b"airsspec"
 INDEX_REFRESH_ROWS = 2000  # rows added since the last index refresh that trigger one
 VERSIONS_KEPT_FOR = timedelta(hours=1)  # readers on an older version keep their files
+LANCE_INDEX_CACHE_BYTES = 128 * 2**20
+LANCE_METADATA_CACHE_BYTES = 32 * 2**20
 
 
 def _lancedb() -> Any:
@@ -68,6 +70,26 @@ def _lancedb() -> Any:
     import lancedb
 
     return lancedb
+
+
+_SESSION: Any = None
+
+
+def _connect(directory: Path, read_consistency: timedelta | None) -> Any:
+    """A connection sharing one Lance session whose caches are bounded: Lance's defaults
+    (gigabytes) let a long-running daemon's memory grow with every version it commits."""
+    global _SESSION
+    lancedb = _lancedb()
+    if _SESSION is None:
+        _SESSION = lancedb.Session(
+            index_cache_size_bytes=LANCE_INDEX_CACHE_BYTES,
+            metadata_cache_size_bytes=LANCE_METADATA_CACHE_BYTES,
+        )
+    return lancedb.connect(directory, read_consistency_interval=read_consistency, session=_SESSION)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
 def quote(value: str) -> str:
@@ -117,11 +139,7 @@ class ColdStore:
         """The table, or None if it is missing, unreadable or made by another embedder."""
         if self._table is None:
             try:
-                table = (
-                    _lancedb()
-                    .connect(self.directory, read_consistency_interval=self.read_consistency)
-                    .open_table(TABLE)
-                )
+                table = _connect(self.directory, self.read_consistency).open_table(TABLE)
                 info = json.loads(table.schema.metadata[_META_KEY])
             except Exception:  # missing, corrupt: lance raises ValueError, OSError, others
                 return None
@@ -141,10 +159,9 @@ class ColdStore:
         info = {"epoch": uuid.uuid4().hex, "embedder": self.embedder_id, "dim": self.dim}
         schema = unit_schema(self.dim, {_META_KEY: json.dumps(info).encode()})
         self.directory.mkdir(parents=True, exist_ok=True)
-        connection = _lancedb().connect(
-            self.directory, read_consistency_interval=self.read_consistency
+        self._table = _connect(self.directory, self.read_consistency).create_table(
+            TABLE, schema=schema
         )
-        self._table = connection.create_table(TABLE, schema=schema)
         self._epoch = info["epoch"]
         return self._table
 
@@ -154,10 +171,28 @@ class ColdStore:
         shutil.rmtree(self.directory / f"{TABLE}.lance", ignore_errors=True)
 
     def delete(self, where: str) -> None:
-        """Delete the rows matching a Lance filter."""
+        """Delete the rows matching a Lance filter. A filter fails when an index file is
+        damaged: the indexes are then dropped (``maintain`` builds them again) and it is
+        retried; damage beyond the indexes raises."""
         table = self.open()
-        if table is not None and table.count_rows(where) > 0:
-            table.delete(where)
+        if table is None:
+            return
+        try:
+            if table.count_rows(where) > 0:
+                table.delete(where)
+        except Exception as exc:  # lance raises many kinds: IO, protobuf, range errors
+            self.drop_indexes(f"a filter failed ({_first_line(exc)})")
+            if table.count_rows(where) > 0:
+                table.delete(where)
+
+    def drop_indexes(self, why: str) -> None:
+        """Drop every index of the table (its rows stay); ``maintain`` makes them again."""
+        table = self.open()
+        if table is None:
+            return
+        logger.warning("airsspec: warning: the cold tier's indexes are rebuilt: %s", why)
+        for index in table.list_indices():
+            table.drop_index(index.name)
 
     def add(self, units: list[Unit], vectors: np.ndarray) -> None:
         """Append ``units`` with their embeddings (one row each) in one commit."""
@@ -212,6 +247,7 @@ class ColdProjector(Projector[ColdState]):
 
     name = "cold"
     parallel = False  # one Lance writer; the embedder already uses every core
+    save_every = 256  # embed and commit in steps: memory stays flat, a stop lands within one
 
     def __init__(
         self,

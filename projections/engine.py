@@ -20,6 +20,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -39,7 +40,7 @@ from eventlog.layout import (
     validate_session_id,
 )
 from eventlog.log import EventLog, Located
-from eventlog.recovery import TailState, inspect_tail
+from eventlog.recovery import TailState, inspect_tail, record_ending_at
 from eventlog.schema import Record
 from projections.files import atomic_write, folder_size, remove_stale_temporaries
 
@@ -100,6 +101,9 @@ class Projector(ABC, Generic[S]):
 
     name: ClassVar[str]
     parallel: ClassVar[bool] = True  # may sessions be folded in forked workers?
+    # Save every this many records (at a batch boundary) rather than once per catch-up, so a
+    # projector whose state grows with what it has not written yet keeps memory bounded.
+    save_every: ClassVar[int | None] = None
 
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = out_dir
@@ -244,6 +248,7 @@ class SessionOutcome:
     applied: int = 0
     rebuilt_because: str | None = None
     failed: str | None = None
+    cancelled: bool = False  # stopped early on request; saved where it stopped
 
 
 @dataclass
@@ -293,14 +298,16 @@ def record_at(log: EventLog, session: str, checkpoint: Checkpoint) -> str | None
         return f"checkpoint at byte {checkpoint.end} is past the end of the log ({size} bytes)"
     fd = open_nofollow(path, os.O_RDONLY)
     try:
-        tail = inspect_tail(fd, path, checkpoint.end)[1]
+        found = record_ending_at(fd, path, checkpoint.end)
+    except CorruptLogError:
+        found = (None, None)
     finally:
         os.close(fd)
-    if (tail.seq, tail.hash) != (checkpoint.seq, checkpoint.hash):
+    if found != (checkpoint.seq, checkpoint.hash):
         return (
             f"checkpoint (seq {checkpoint.seq}, hash {str(checkpoint.hash)[:12]}) does not "
-            f"match the log at byte {checkpoint.end} (seq {tail.seq}, hash "
-            f"{str(tail.hash)[:12]}): the log was replaced"
+            f"match the log at byte {checkpoint.end} (seq {found[0]}, hash "
+            f"{str(found[1])[:12]}): the log was replaced"
         )
     return None
 
@@ -335,6 +342,8 @@ class Runner:
 
     With ``jobs > 1``, sessions that need work are folded in that many worker processes (each
     session in exactly one); the parent then writes the manifest. Outputs are the same bytes.
+    ``cancel``, once set, stops a catch-up after the record being folded: what was folded is
+    saved (a later catch-up resumes there) and the remaining sessions wait (one job only).
     """
 
     def __init__(
@@ -343,11 +352,13 @@ class Runner:
         projectors: Iterable[Projector[Any]],
         progress: Progress | None = None,
         jobs: int = 1,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.log = log
         self.projectors = list(projectors)
         self.progress = progress
         self.jobs = max(1, jobs)
+        self.cancel = cancel
         self.forked = False  # did a fold run in worker processes?
 
     def catch_up(
@@ -360,6 +371,11 @@ class Runner:
             with projector.exclusive():
                 reports.append(self._run(projector, stop_at, only))
         return reports
+
+    @property
+    def cancelled(self) -> bool:
+        """Has the catch-up been asked to stop?"""
+        return self.cancel is not None and self.cancel.is_set()
 
     def rebuild(self, stop_at: StopAt | None = None) -> list[RunReport]:
         """Reset every projector and fold the log from zero (up to ``stop_at``)."""
@@ -414,10 +430,14 @@ class Runner:
             outcome.rebuilt_because = outcome.rebuilt_because or damaged.get(session)
             outcomes[session] = outcome
             if checkpoint is not None:
+                # A fold stopped part way is not at the head: no log identity, so the next
+                # catch-up does not take the session for idle.
+                log_id = None if outcome.cancelled else todo[session]
                 entries[session] = ManifestEntry(
-                    checkpoint, projector.output_signature(session), todo[session]
+                    checkpoint, projector.output_signature(session), log_id
                 )
-        projector.finish()
+        if not self.cancelled:
+            projector.finish()
         if entries != manifest:
             projector.write_manifest(entries)
         return RunReport(projector.name, [outcomes[s] for s in sessions if s in outcomes])
@@ -433,6 +453,8 @@ class Runner:
         forkable = projector.parallel and not FORK_UNSAFE_MODULES & sys.modules.keys()
         if self.jobs == 1 or len(sessions) < 2 or not forkable:
             for session in sessions:
+                if self.cancelled:
+                    return
                 yield (session, *self._run_session(projector, session, stop_at))
                 done += 1
                 if self.progress:
@@ -486,7 +508,8 @@ class Runner:
             if reason is not None:
                 outcome.rebuilt_because = reason
                 state, checkpoint = projector.empty(session), START
-        last = None
+        last = saved = None
+        unsaved = 0
         batch: list[Located] = []  # with stop_at: a batch is seen whole or not at all
         for located in self.log.read(session, offset=checkpoint.end, offset_seq=checkpoint.seq + 1):
             if stop_at is not None:
@@ -499,9 +522,21 @@ class Runner:
             for item in (*batch, located):
                 state = projector.apply(state, item.record)
             outcome.applied += len(batch) + 1
+            unsaved += len(batch) + 1
             batch.clear()
             last = located
-        if last is not None:
+            # Saving or stopping inside an atomic batch is as safe as the save at the end of a
+            # fold (which may land in a batch still being written): a batch a crash cut short
+            # is quarantined, and a checkpoint naming a record no longer there rebuilds. With
+            # ``stop_at``, a batch is applied whole, so this point is always at its end.
+            if projector.save_every is not None and unsaved >= projector.save_every:
+                checkpoint = Checkpoint(last.record.seq, last.record.hash, last.end)
+                projector.save(session, state, checkpoint)
+                saved, unsaved = last, 0
+            if self.cancelled:
+                outcome.cancelled = True
+                break
+        if last is not None and last is not saved:
             checkpoint = Checkpoint(last.record.seq, last.record.hash, last.end)
             projector.save(session, state, checkpoint)
         elif checkpoint is START and loaded is None:

