@@ -26,6 +26,7 @@ User SQL runs in a sandbox where writing is impossible, not merely filtered:
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -360,10 +361,14 @@ def export_parquet(log_dir: Path, tokens_dir: Path | None, out_dir: Path) -> int
             FROM raw_events e JOIN records r USING (session, seq)
             ORDER BY e.session, e.seq""").to_arrow_table()
         con.register("exported", table)
-        con.execute(
-            f"COPY exported TO {_quote(str(out_dir.resolve()))} (FORMAT parquet, "
-            "PARTITION_BY (session_date), OVERWRITE_OR_IGNORE true)"
-        )
+        try:
+            con.execute(
+                f"COPY exported TO {_quote(str(out_dir.resolve()))} (FORMAT parquet, "
+                "PARTITION_BY (session_date), OVERWRITE_OR_IGNORE true)"
+            )
+        except duckdb.IOException as exc:  # disk full, file too large: the machine refused
+            reason = f"the export could not be written: {exc}"
+            raise OSError(errno.EIO, reason, str(out_dir)) from exc
         return table.num_rows
     finally:
         con.close()
