@@ -109,6 +109,11 @@ class CachedEmbedder:
                     raise ValueError(
                         f"a cached vector has {vector.size} dimensions, not {self.dim}"
                     )
+                # Every embedder returns unit vectors (or zero, for an empty text): a cached
+                # one that is not was damaged on disk (SQLite keeps no page checksums).
+                norm = float(np.dot(vector, vector))
+                if not (abs(norm - 1.0) < 1e-3 or norm == 0.0):
+                    raise ValueError(f"a cached vector is damaged (squared norm {norm:.4g})")
                 found[key] = vector
         missing = [k for k in unique if k not in found]
         if missing:

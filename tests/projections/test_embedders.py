@@ -79,3 +79,20 @@ def test_cache_returns_what_was_computed_and_only_for_its_model(tmp_path: Path) 
     other_model = CachedEmbedder(HashEmbedder(64), path)
     assert other_model.embed(TEXTS).shape == (len(TEXTS), 64)
     assert other_model.stats.misses == len(TEXTS)
+
+
+def test_a_cached_vector_damaged_on_disk_is_never_served(tmp_path: Path) -> None:
+    """SQLite keeps no page checksums: bytes flipped inside a stored vector read back as NaN or
+    as a wrong vector. The cache is set aside and the vectors computed again."""
+    import sqlite3
+
+    path = tmp_path / "cache.sqlite"
+    computed = CachedEmbedder(HashEmbedder(32), path).embed(TEXTS)
+    with sqlite3.connect(path) as db:
+        (blob,) = db.execute("SELECT vector FROM embeddings LIMIT 1").fetchone()
+        damaged = bytes(b ^ 0xFF for b in blob[:16]) + blob[16:]
+        db.execute("UPDATE embeddings SET vector = ? WHERE vector = ?", (damaged, blob))
+    again = CachedEmbedder(HashEmbedder(32), path)
+    assert np.array_equal(again.embed(TEXTS), computed)
+    assert again.stats.misses == len(TEXTS)  # recomputed, after the cache was set aside
+    assert list(tmp_path.glob("cache.sqlite.corrupt-*"))
