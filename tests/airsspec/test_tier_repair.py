@@ -60,3 +60,23 @@ def test_a_damaged_derived_file_is_reported_and_repaired(
     assert run_cli("verify", "--tiers", cwd=project).returncode == 0
     hot = run_cli("hot", "alpha", "--budget", "400", cwd=project)
     assert b"INJECTED" not in hot.stdout and b"alpha decision 11" in hot.stdout
+
+
+@pytest.mark.parametrize("how", ["delete", "garbage"])
+def test_a_damaged_cold_index_is_rebuilt_by_project(project: Path, how: str) -> None:
+    """A filter on the cold table reads its scalar index: a damaged index file made every
+    catch-up (and so every fresh query) fail. The indexes are dropped and made again."""
+    env = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
+    assert run_cli("project", cwd=project, env=env).returncode == 0
+    table = project / ".airsspec" / "knowledge" / "vectors" / "units.lance"
+    index_files = sorted(table.glob("_indices/*/page_data.lance"))
+    assert index_files  # the session column's BTree index
+    _damage(index_files[0], how)
+    assert run_cli("append", "alpha", cwd=project, stdin=b'{"type": "user", "content": "new"}')
+    repaired = run_cli("project", cwd=project, env=env)
+    assert repaired.returncode == 0, repaired.stderr
+    assert b"indexes are rebuilt" in repaired.stderr and b"Traceback" not in repaired.stderr
+    found = run_cli("query", "alpha decision", "--json", cwd=project, env=env)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["hits"]
+    assert run_cli("project", cwd=project, env=env).stderr == b""  # nothing left to repair
