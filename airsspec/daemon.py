@@ -14,6 +14,7 @@ step is logged and retried on the next change, never crashing the daemon.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -30,6 +31,8 @@ from eventlog.errors import AirsspecError
 from eventlog.layout import LOG_SUFFIX
 
 log = logging.getLogger("airsspec.watch")
+COLD_NICE = 10  # the cold tier embeds with the CPU left over
+STOP_WAIT_S = 10.0  # how long a stop waits for the cold tier's index upkeep
 
 
 class DaemonBusyError(AirsspecError):
@@ -131,7 +134,12 @@ class Daemon:
         ):
             sessions = {Path(path).name[: -len(LOG_SUFFIX)] for _, path in changes}
             self._safe_step(sessions)
-        self.cold.stop()
+        if not self.cold.stop():
+            log.warning("cold tier busy with index upkeep; it resumes at the next start")
+            log.info("stopped")
+            self.release()
+            logging.shutdown()
+            os._exit(0)  # every write is checkpointed: as safe as a SIGKILL, which is tested
         log.info("stopped")
 
     def _safe_step(self, sessions: set[str] | None) -> None:
@@ -162,18 +170,24 @@ class ColdIndexer(threading.Thread):
                 self.pending.update(sessions)
             self.wake.notify()
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float = STOP_WAIT_S) -> bool:
         """Wait for the catch-up under way to stop (``cancel`` is set): it saves what it
         embedded, at most one step of ``save_every`` records, and the next start resumes
-        there. Joined, so no native thread is running when the interpreter exits."""
+        there. Index upkeep (Lance) cannot be interrupted: if the thread is still busy after
+        ``wait_s``, returns False and the caller must end the process with ``os._exit``
+        (an interpreter exiting under a running native thread aborts)."""
         with self.wake:
             self.stopping = True
             self.wake.notify()
-        if self.is_alive():
-            self.join()
+        self.join(wait_s)
+        return not self.is_alive()
 
     def run(self) -> None:
-        """Catch the cold tier up whenever asked, until stopped."""
+        """Catch the cold tier up whenever asked, until stopped. The thread runs niced (and so
+        do the embedder's and Lance's worker threads, which it starts): embedding uses the
+        CPU the writers and the other tiers leave."""
+        with contextlib.suppress(OSError, AttributeError):  # Linux: a thread has its own nice
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), COLD_NICE)
         while True:
             with self.wake:
                 while self.pending == set() and not self.stopping:
