@@ -240,6 +240,9 @@ class ColdState:
     session: str
     base_seq: int  # rows of records after this seq are replaced on save
     units: list[Unit] = field(default_factory=list)
+    # After this fold's first save, no row is past base_seq (this process wrote them all):
+    # later saves skip the delete, a filtered scan that grows with the table.
+    clean: bool = False
 
 
 class ColdProjector(Projector[ColdState]):
@@ -287,13 +290,14 @@ class ColdProjector(Projector[ColdState]):
         return ColdState(session, checkpoint.seq), checkpoint
 
     def save(self, session: str, state: ColdState, checkpoint: Checkpoint) -> None:
-        self.store.delete(f"session = {quote(session)} AND record_seq > {state.base_seq}")
+        if not state.clean:
+            self.store.delete(f"session = {quote(session)} AND record_seq > {state.base_seq}")
         self._add(state.units)
         if self.store.open() is None:
             self.store.create()  # an empty projection is still an output
         data = {"checkpoint": checkpoint.to_json(), "fingerprint": self.fingerprint()}
         atomic_write(self._checkpoint_path(session), orjson.dumps(data))
-        state.base_seq, state.units = checkpoint.seq, []
+        state.base_seq, state.units, state.clean = checkpoint.seq, [], True
 
     def _add(self, units: list[Unit]) -> None:
         self.store.add(units, self.embedder.embed([u.text for u in units]))
