@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -86,6 +87,16 @@ def _connect(directory: Path, read_consistency: timedelta | None) -> Any:
             metadata_cache_size_bytes=LANCE_METADATA_CACHE_BYTES,
         )
     return lancedb.connect(directory, read_consistency_interval=read_consistency, session=_SESSION)
+
+
+def _machine_refused(exc: Exception, path: Path) -> Exception:
+    """Lance reports a refused write (disk full, file too large) inside a RuntimeError: as an
+    OSError the CLI prints it in one line; any other error is returned as it was."""
+    found = re.search(r"\(os error (\d+)\)", str(exc))
+    if found is None:
+        return exc
+    code = int(found.group(1))
+    return OSError(code, os.strerror(code), str(path))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -205,7 +216,10 @@ class ColdStore:
         columns["vector"] = pa.FixedSizeListArray.from_arrays(
             pa.array(vectors.ravel(), pa.float32()), self.dim
         )
-        table.add(pa.table(columns, schema=table.schema))
+        try:
+            table.add(pa.table(columns, schema=table.schema))
+        except (RuntimeError, OSError, ValueError) as exc:
+            raise _machine_refused(exc, self.directory) from exc
 
     def maintain(self, ann_min_rows: int) -> None:
         """Create missing indexes (the ANN index once the table is big enough) and fold rows

@@ -10,8 +10,10 @@ are never returned.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -36,6 +38,11 @@ class CacheStats:
 
     hits: int = 0
     misses: int = 0
+
+
+def _refused(exc: Exception) -> bool:
+    """SQLite's words for a write the machine refused (the cache itself is not damaged)."""
+    return "disk is full" in str(exc) or "disk I/O error" in str(exc)
 
 
 class CachedEmbedder:
@@ -72,10 +79,18 @@ class CachedEmbedder:
         """Vectors of ``texts``, from the cache where it has them (a damaged cache is set
         aside and rebuilt, never fatal)."""
         try:
-            return self._embed(texts)
-        except (sqlite3.DatabaseError, ValueError) as exc:
-            self._set_aside(exc)
-            return self._embed(texts)
+            try:
+                return self._embed(texts)
+            except (sqlite3.DatabaseError, ValueError) as exc:
+                if _refused(exc):
+                    raise
+                self._set_aside(exc)
+                return self._embed(texts)
+        except sqlite3.DatabaseError as exc:
+            if not _refused(exc):
+                raise
+            self.close()  # the machine refused; the cache itself is sound
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path)) from exc
 
     def _set_aside(self, exc: Exception) -> None:
         self.close()

@@ -31,7 +31,13 @@ def _limited(args: list[str], cwd: Path, limit: int) -> subprocess.CompletedProc
 
 
 @pytest.mark.parametrize(
-    "command", [["project"], ["compact", "--force", "s"], ["export", "parquet", "out"]]
+    "command",
+    [
+        ["project"],
+        ["project", "--tier", "cold"],
+        ["compact", "--force", "s"],
+        ["export", "parquet", "out"],
+    ],
 )
 def test_a_refused_write_is_one_line_and_the_next_run_completes(
     tmp_path: Path, command: list[str]
