@@ -389,9 +389,8 @@ class ColdProjector(Projector[ColdState]):
             for name in current.keys() | known.keys()
             if current.get(name, {}).get("sha256") != known.get(name, {}).get("sha256")
         )
-        for name in changed:
-            if name in known:
-                self.store.delete(f"source = {quote(name)}")
+        for name in changed:  # rows may exist even when the manifest is lost: delete first
+            self.store.delete(f"source = {quote(name)}")
             if name in current:
                 text = contents[name].decode("utf-8", errors="replace")
                 self._add(source_units(name, text, current[name]["sha256"]))
