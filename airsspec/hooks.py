@@ -46,7 +46,7 @@ def _load(path: Path) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:
         raise HookInputError(f"{path}: not valid JSON ({exc}); fix it first") from exc
     if not isinstance(data, dict):
         raise HookInputError(f"{path}: not a JSON object")
@@ -112,7 +112,7 @@ def read_input(raw: bytes) -> dict[str, Any]:
     """The hook's input (Claude Code's JSON on stdin)."""
     try:
         data = json.loads(raw or b"{}")
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise HookInputError(f"hook input is not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise HookInputError("hook input is not a JSON object")

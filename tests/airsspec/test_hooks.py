@@ -129,3 +129,11 @@ def test_a_broken_hook_input_never_blocks_claude_code(project: Path) -> None:
         )
         assert done.returncode == 1  # reported, never 2 (which would block Claude Code)
         assert done.stderr.startswith("airsspec: error:") and "Traceback" not in done.stderr
+
+
+def test_hook_input_nested_too_deep_is_a_clear_error(tmp_path: Path) -> None:
+    """Found by the CLI fuzz: 100k-deep JSON on standard input was a RecursionError."""
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    result = run_cli("hook", "session-start", cwd=tmp_path, stdin=b"[" * 100_000)
+    assert result.returncode == 1, result.stderr  # as for any other input that is not JSON
+    assert b"Traceback" not in result.stderr and b"airsspec: error:" in result.stderr
