@@ -6,10 +6,10 @@ threshold, and lets warm and token tiers follow. The cold tier (embedding) is br
 by a thread beside the main loop, so it never delays the others; it also picks up changed files
 under ``sources/`` at each step. Invariants: one daemon per workspace (a lock
 file naming the holder's pid); it only ever resumes from checkpoints, so after a crash or SIGKILL a
-restart loses and duplicates nothing; SIGINT/SIGTERM stop it cleanly at the next batch boundary
-of whatever it is folding, the cold tier included (it embeds and commits in steps of a few
-hundred records), with what was done saved. A failing
-step is logged and retried on the next change, never crashing the daemon.
+restart loses and duplicates nothing; SIGINT/SIGTERM stop it within seconds, after the record
+being folded, the cold tier included (it embeds and commits in steps of a few hundred
+records), with what was done saved. A failing step is logged and retried on the next change,
+never crashing the daemon.
 """
 
 from __future__ import annotations
@@ -134,13 +134,14 @@ class Daemon:
         ):
             sessions = {Path(path).name[: -len(LOG_SUFFIX)] for _, path in changes}
             self._safe_step(sessions)
-        if not self.cold.stop():
+        stopped_cleanly = self.cold.stop()
+        if not stopped_cleanly:
             log.warning("cold tier busy with index upkeep; it resumes at the next start")
-            log.info("stopped")
+        log.info("stopped")
+        if not stopped_cleanly:
             self.release()
             logging.shutdown()
             os._exit(0)  # every write is checkpointed: as safe as a SIGKILL, which is tested
-        log.info("stopped")
 
     def _safe_step(self, sessions: set[str] | None) -> None:
         try:

@@ -218,7 +218,7 @@ class Memory:
         tier whose embedder cannot load is left as it is, with a warning (search degrades to
         full-text and says so). A session whose log is damaged is skipped, with a warning
         unless ``warn`` is false (the reports name it either way). Setting ``cancel`` stops
-        the catch-up at the next batch boundary, with what was done saved."""
+        the catch-up after the record being folded, with what was done saved."""
         from projections.engine import Runner
 
         chosen = self._tiers(tiers)

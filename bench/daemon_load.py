@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import print_table
+from bench.faults import children
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -53,7 +54,7 @@ print(i)
 def rss_mb(pid: int) -> float:
     """Resident memory of ``pid`` and its children, in MB."""
     total = 0
-    for p in [pid, *_children(pid)]:
+    for p in [pid, *children(pid)]:
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -61,13 +62,6 @@ def rss_mb(pid: int) -> float:
         except (FileNotFoundError, ProcessLookupError):
             pass
     return total / 1024
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except (FileNotFoundError, ProcessLookupError):
-        return []
 
 
 def lags(root: Path) -> dict[str, int]:

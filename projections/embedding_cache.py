@@ -40,11 +40,6 @@ class CacheStats:
     misses: int = 0
 
 
-def _refused(exc: Exception) -> bool:
-    """SQLite's words for a write the machine refused (the cache itself is not damaged)."""
-    return "disk is full" in str(exc) or "disk I/O error" in str(exc)
-
-
 class CachedEmbedder:
     """An embedder whose vectors are looked up first and stored after they are computed."""
 
@@ -79,17 +74,20 @@ class CachedEmbedder:
         """Vectors of ``texts``, from the cache where it has them (a damaged cache is set
         aside and rebuilt, never fatal)."""
         try:
-            try:
-                return self._embed(texts)
-            except (sqlite3.DatabaseError, ValueError) as exc:
-                if _refused(exc):
-                    raise
-                self._set_aside(exc)
-                return self._embed(texts)
+            return self._embed(texts)
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            self._raise_if_refused(exc)
+            self._set_aside(exc)
+        try:
+            return self._embed(texts)
         except sqlite3.DatabaseError as exc:
-            if not _refused(exc):
-                raise
-            self.close()  # the machine refused; the cache itself is sound
+            self._raise_if_refused(exc)
+            raise
+
+    def _raise_if_refused(self, exc: Exception) -> None:
+        """A write the machine refused (disk full) is an OSError; the cache itself is sound."""
+        if "disk is full" in str(exc) or "disk I/O error" in str(exc):
+            self.close()
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path)) from exc
 
     def _set_aside(self, exc: Exception) -> None:

@@ -101,7 +101,7 @@ class Projector(ABC, Generic[S]):
 
     name: ClassVar[str]
     parallel: ClassVar[bool] = True  # may sessions be folded in forked workers?
-    # Save every this many records (at a batch boundary) rather than once per catch-up, so a
+    # Save every this many records rather than once per catch-up, so a
     # projector whose state grows with what it has not written yet keeps memory bounded.
     save_every: ClassVar[int | None] = None
 
