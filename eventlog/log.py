@@ -47,6 +47,7 @@ from eventlog.layout import (
 from eventlog.recovery import TailState, recover
 from eventlog.schema import (
     INPUT_TYPES,
+    MEMORY_SESSION,
     SCHEMA_VERSION,
     SYSTEM_TYPES,
     Event,
@@ -426,6 +427,12 @@ class EventLog:
             raise RuntimeError("EventLog is closed")
         if session not in self._handles:
             validate_session_id(session)
+        if session == MEMORY_SESSION and not system:
+            raise InvalidEventError(
+                f"session {MEMORY_SESSION!r} is airsspec's own log of learnings and feedback; "
+                "write to it with the learnings commands",
+                field="session",
+            )
         bodies = prepare_events(events, system=system)
         if not bodies:
             return StoredRecords([])

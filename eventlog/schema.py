@@ -25,7 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from eventlog.errors import EventLogError
 from eventlog.ids import normalize_ts
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2 added the memory-management types of sessions and learnings (``session_started`` ...
+``restored``); a version-1 reader keeps them as ``UnknownRecord``."""
+
+MEMORY_SESSION = "airsspec.memory"
+"""The workspace's own log: learnings a user adds without a session, feedback on learnings,
+what each context build and recall returned, archives and restores. Only airsspec writes it."""
 
 Meta = dict[str, Any]
 
@@ -129,6 +135,92 @@ class _ImportedPayload(BaseModel):
     text: str = ""
 
 
+class _SessionStartedPayload(BaseModel):
+    task: str | None = None
+    phase: str | None = None
+
+
+class _SessionEndedPayload(BaseModel):
+    status: str = Field(min_length=1, max_length=200)
+
+
+class _PhaseChangedPayload(BaseModel):
+    phase: str = Field(min_length=1, max_length=200)
+
+
+LearningKind = Literal["correction", "preference", "pattern", "decision", "error_fix", "anchor"]
+"""What a learning is: a correction the user made, a preference ("always/never/prefer"), a
+pattern seen, a decision taken, an error and its fix, or an identity anchor (the first
+interaction, what the user says about themself or the project's ground rules: kept verbatim)."""
+LearningScope = Literal["session", "project", "global"]
+LearningSource = Literal["extractive", "anthropic", "user"]
+
+
+class Evidence(BaseModel):
+    """A record a learning came from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    session: str
+    seq: int = Field(ge=1)
+    hash: str
+
+
+class ExtractorInfo(BaseModel):
+    """Which extractor read a range of records, and whether it stood in for another."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    backend: str
+    model: str
+    version: str
+    fallback_from: str | None = None
+    fallback_error: str | None = None
+
+
+class _LearningPayload(BaseModel):
+    learning_id: str = Field(min_length=1, max_length=200)
+    kind: LearningKind
+    text: str = Field(min_length=1, max_length=20_000)
+    scope: LearningScope
+    evidence: list[Evidence] = Field(default_factory=list)
+    source: LearningSource
+    explicit: bool = False  # stated by the user (not inferred from the agent's work)
+
+
+class _ExtractedPayload(BaseModel):
+    """An extractor read ``from_seq..to_seq``; the learnings it found are appended with it."""
+
+    from_seq: int = Field(ge=1)
+    to_seq: int = Field(ge=1)
+    extractor: ExtractorInfo
+    learnings: int = Field(ge=0)
+
+
+class _LearningFeedbackPayload(BaseModel):
+    learning_id: str = Field(min_length=1)
+    verdict: Literal["confirmed", "rejected", "superseded"]
+    by: str | None = None  # the learning that supersedes it
+    reason: str = ""
+
+
+class _MemoryAccessedPayload(BaseModel):
+    learning_ids: list[str]  # what was returned
+    matched: list[str] = Field(default_factory=list)  # those that matched the task or query
+    purpose: Literal["context", "recall"]
+    reader: str  # the session (or tool) the learnings were given to
+    query: str | None = None
+
+
+class _ArchivedPayload(BaseModel):
+    learning_ids: list[str] = Field(min_length=1)
+    reason: str
+
+
+class _RestoredPayload(BaseModel):
+    learning_id: str = Field(min_length=1)
+
+
 # --------------------------------------------------------------------------- input events
 
 
@@ -191,7 +283,74 @@ class ImportedEvent(_ImportedPayload, Event):
     type: Literal["imported"] = "imported"
 
 
-SYSTEM_TYPES: dict[str, str] = {"compaction": "compactor"}
+class SessionStartedEvent(_SessionStartedPayload, Event):
+    """A ``session_started`` event as airsspec appends it."""
+
+    type: Literal["session_started"] = "session_started"
+
+
+class SessionEndedEvent(_SessionEndedPayload, Event):
+    """A ``session_ended`` event as airsspec appends it."""
+
+    type: Literal["session_ended"] = "session_ended"
+
+
+class PhaseChangedEvent(_PhaseChangedPayload, Event):
+    """A ``phase_changed`` event as airsspec appends it."""
+
+    type: Literal["phase_changed"] = "phase_changed"
+
+
+class LearningEvent(_LearningPayload, Event):
+    """A ``learning`` event as airsspec appends it."""
+
+    type: Literal["learning"] = "learning"
+
+
+class ExtractedEvent(_ExtractedPayload, Event):
+    """A ``extracted`` event as airsspec appends it."""
+
+    type: Literal["extracted"] = "extracted"
+
+
+class LearningFeedbackEvent(_LearningFeedbackPayload, Event):
+    """A ``learning_feedback`` event as airsspec appends it."""
+
+    type: Literal["learning_feedback"] = "learning_feedback"
+
+
+class MemoryAccessedEvent(_MemoryAccessedPayload, Event):
+    """A ``memory_accessed`` event as airsspec appends it."""
+
+    type: Literal["memory_accessed"] = "memory_accessed"
+
+
+class ArchivedEvent(_ArchivedPayload, Event):
+    """A ``archived`` event as airsspec appends it."""
+
+    type: Literal["archived"] = "archived"
+
+
+class RestoredEvent(_RestoredPayload, Event):
+    """A ``restored`` event as airsspec appends it."""
+
+    type: Literal["restored"] = "restored"
+
+
+MEMORY_TYPES: dict[str, str] = {
+    "session_started": "session API",
+    "session_ended": "session API",
+    "phase_changed": "session API",
+    "learning": "learnings API",
+    "extracted": "extractor",
+    "learning_feedback": "learnings API",
+    "memory_accessed": "context builder",
+    "archived": "housekeeping",
+    "restored": "housekeeping",
+}
+"""The memory-management types (schema version 2) and the part of airsspec that writes each."""
+
+SYSTEM_TYPES: dict[str, str] = {"compaction": "compactor", **MEMORY_TYPES}
 """Event types only airsspec's own writers append (type -> writer); ``append`` and ``import``
 refuse them, so a hand-typed compaction can never reach the library or the hot window."""
 
@@ -203,6 +362,15 @@ INPUT_TYPES: dict[str, type[Event]] = {
     "observation": ObservationEvent,
     "compaction": CompactionEvent,
     "imported": ImportedEvent,
+    "session_started": SessionStartedEvent,
+    "session_ended": SessionEndedEvent,
+    "phase_changed": PhaseChangedEvent,
+    "learning": LearningEvent,
+    "extracted": ExtractedEvent,
+    "learning_feedback": LearningFeedbackEvent,
+    "memory_accessed": MemoryAccessedEvent,
+    "archived": ArchivedEvent,
+    "restored": RestoredEvent,
 }
 
 
@@ -270,6 +438,60 @@ class ImportedRecord(_ImportedPayload, Record):
     type: Literal["imported"]
 
 
+class SessionStartedRecord(_SessionStartedPayload, Record):
+    """A stored ``session_started`` record."""
+
+    type: Literal["session_started"]
+
+
+class SessionEndedRecord(_SessionEndedPayload, Record):
+    """A stored ``session_ended`` record."""
+
+    type: Literal["session_ended"]
+
+
+class PhaseChangedRecord(_PhaseChangedPayload, Record):
+    """A stored ``phase_changed`` record."""
+
+    type: Literal["phase_changed"]
+
+
+class LearningRecord(_LearningPayload, Record):
+    """A stored ``learning`` record."""
+
+    type: Literal["learning"]
+
+
+class ExtractedRecord(_ExtractedPayload, Record):
+    """A stored ``extracted`` record."""
+
+    type: Literal["extracted"]
+
+
+class LearningFeedbackRecord(_LearningFeedbackPayload, Record):
+    """A stored ``learning_feedback`` record."""
+
+    type: Literal["learning_feedback"]
+
+
+class MemoryAccessedRecord(_MemoryAccessedPayload, Record):
+    """A stored ``memory_accessed`` record."""
+
+    type: Literal["memory_accessed"]
+
+
+class ArchivedRecord(_ArchivedPayload, Record):
+    """A stored ``archived`` record."""
+
+    type: Literal["archived"]
+
+
+class RestoredRecord(_RestoredPayload, Record):
+    """A stored ``restored`` record."""
+
+    type: Literal["restored"]
+
+
 class UnknownRecord(Record):
     """A record whose ``type`` this version does not know; every field is kept."""
 
@@ -282,6 +504,15 @@ RECORD_TYPES: dict[str, type[Record]] = {
     "observation": ObservationRecord,
     "compaction": CompactionRecord,
     "imported": ImportedRecord,
+    "session_started": SessionStartedRecord,
+    "session_ended": SessionEndedRecord,
+    "phase_changed": PhaseChangedRecord,
+    "learning": LearningRecord,
+    "extracted": ExtractedRecord,
+    "learning_feedback": LearningFeedbackRecord,
+    "memory_accessed": MemoryAccessedRecord,
+    "archived": ArchivedRecord,
+    "restored": RestoredRecord,
 }
 
 
