@@ -285,7 +285,9 @@ class Recall:
         until: str | None,
         kinds: list[str] | None,
     ) -> list[Hit]:
-        if self.log is None or (kinds is not None and not {"message", "summary"} & set(kinds)):
+        if self.log is None or (
+            kinds is not None and not {"message", "summary", "learning"} & set(kinds)
+        ):
             return []
         units = []
         names = self.log.sessions()

@@ -6,6 +6,9 @@ A unit is a piece of readable text with its provenance. Pure functions of their 
   observation, imported) gives one unit, or several overlapping chunks when it is long;
 - a compaction record gives one unit for its master summary and one per chunk summary, each
   naming the seq range of the records it covers;
+- a ``learning`` record gives one unit (its text; ``meta`` names the learning), so
+  ``query_memory`` can search learnings; the other memory-management records (session
+  lifecycle, feedback, accesses, housekeeping) give none;
 - a source document (markdown or text under ``sources/``) is split on headings, then by size
   with overlap; its units name the file, its SHA-256 and the lines they span.
 
@@ -29,7 +32,7 @@ SOURCE_SUFFIXES = (".md", ".markdown", ".txt", ".rst")
 _HEADING = re.compile(r"^#{1,6}\s")
 
 
-UnitKind = Literal["message", "summary", "source"]
+UnitKind = Literal["message", "summary", "source", "learning"]
 UNIT_KINDS: tuple[UnitKind, ...] = get_args(UnitKind)
 
 
@@ -121,10 +124,29 @@ def split_text(text: str, size: int = CHUNK_CHARS, overlap: int = OVERLAP_CHARS)
 def record_units(record: Record) -> list[Unit]:
     """The units of one record (none for a record without text)."""
     from eventlog.render import record_text
-    from eventlog.schema import CompactionRecord, ImportedRecord
+    from eventlog.schema import MEMORY_TYPES, CompactionRecord, ImportedRecord, LearningRecord
 
     if isinstance(record, CompactionRecord):
         return _summary_units(record)
+    if isinstance(record, LearningRecord):
+        return [
+            Unit(
+                unit_id=f"{record.session}:{record.seq}:0",
+                kind="learning",
+                type=record.kind,
+                text=record.text,
+                session=record.session,
+                seq_from=record.seq,
+                seq_to=record.seq,
+                record_seq=record.seq,
+                ts=record.ts,
+                event_ids=(record.id,),
+                hashes=(record.hash,),
+                meta={"learning_id": record.learning_id, "scope": record.scope},
+            )
+        ]
+    if record.type in MEMORY_TYPES:
+        return []
     if isinstance(record, ImportedRecord) and not record.text.strip():
         return []  # a foreign record with nothing to read (progress, snapshots, ...)
     text = record_text(record).strip()

@@ -1,0 +1,195 @@
+"""The learnings tier: per session, what the log says about the session and the learnings in it.
+
+Where the events live: a session's own log holds its lifecycle (``session_started``,
+``phase_changed``, ``session_ended``) and the learnings extracted from it (``learning``, then one
+``extracted`` naming the records read). The workspace's own log, session ``airsspec.memory``,
+holds everything that is about learnings rather than about one conversation: learnings a user
+adds without a session, feedback (``learning_feedback``), what each context build or recall
+returned and to whom (``memory_accessed``), and housekeeping (``archived``, ``restored``).
+Nothing is ever deleted: archiving changes what is loaded, and a restore undoes it.
+
+The fold (``LearningsProjector``) keeps facts only: what was recorded, when, and what happened
+to it. Tiers, confidence, priority and conflicts depend on the time of asking, so they are
+computed when read (``projections.learning_rules.assess``) from these facts and a clock value
+that is an input: ``--as-of`` gives the tiers as they were. State file per session
+(``state/learnings/{session}.json``), canonical JSON, saved with its checkpoint; incremental
+equals rebuild like every tier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from eventlog.layout import read_nofollow
+from eventlog.schema import (
+    ActionRecord,
+    ArchivedRecord,
+    ExtractedRecord,
+    LearningFeedbackRecord,
+    LearningRecord,
+    MemoryAccessedRecord,
+    PhaseChangedRecord,
+    Record,
+    RestoredRecord,
+    SessionEndedRecord,
+    SessionStartedRecord,
+)
+from projections.engine import Checkpoint, FilePerSessionProjector
+from projections.files import atomic_write
+
+STATE_VERSION = 1
+MESSAGE_TYPES = frozenset({"user", "assistant", "thought", "action", "observation", "imported"})
+# Tools whose parameters name a file they change (Claude Code's, OpenHands', and plain names).
+EDIT_TOOLS = frozenset(
+    {"Edit", "MultiEdit", "Write", "NotebookEdit", "str_replace_editor", "edit_file", "write_file"}
+)
+_PATH_PARAMS = ("file_path", "path", "notebook_path", "filename")
+
+
+@dataclass(slots=True)
+class LearningsState:
+    """One session's facts: its lifecycle, the learnings recorded in its log, and (for the
+    workspace's own log) feedback, accesses, archives and restores, in log order."""
+
+    session: str
+    info: dict[str, Any] = field(default_factory=dict)
+    learnings: list[dict[str, Any]] = field(default_factory=list)
+    feedback: list[dict[str, Any]] = field(default_factory=list)
+    accesses: list[dict[str, Any]] = field(default_factory=list)
+    housekeeping: list[dict[str, Any]] = field(default_factory=list)
+    extracted_through: int = 0
+    files_changed: list[str] = field(default_factory=list)
+
+
+def _edited_path(record: ActionRecord) -> str | None:
+    if record.tool not in EDIT_TOOLS:
+        return None
+    for key in _PATH_PARAMS:
+        value = record.params.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def fold(state: LearningsState, record: Record) -> LearningsState:
+    """Fold one record into the session's facts (pure)."""
+    info = state.info
+    if record.type in MESSAGE_TYPES:
+        info["messages"] = info.get("messages", 0) + 1
+        info.setdefault("first_ts", record.ts)
+        info["last_ts"] = record.ts
+        info["last_seq"] = record.seq
+        if record.type == "user" and "first_user_seq" not in info:
+            info["first_user_seq"] = record.seq
+        path = _edited_path(record) if isinstance(record, ActionRecord) else None
+        if path is not None and path not in state.files_changed:
+            state.files_changed.append(path)
+    elif isinstance(record, SessionStartedRecord):
+        info.update(started=record.ts, task=record.task, status="active", ended=None)
+        if record.phase is not None:
+            info["phase"] = record.phase
+            info.setdefault("phases", []).append({"phase": record.phase, "ts": record.ts})
+    elif isinstance(record, PhaseChangedRecord):
+        info["phase"] = record.phase
+        info.setdefault("phases", []).append({"phase": record.phase, "ts": record.ts})
+    elif isinstance(record, SessionEndedRecord):
+        info.update(status=record.status, ended=record.ts)
+    elif isinstance(record, LearningRecord):
+        state.learnings.append(
+            {
+                "id": record.learning_id,
+                "kind": record.kind,
+                "text": record.text,
+                "scope": record.scope,
+                "source": record.source,
+                "explicit": record.explicit,
+                "evidence": [e.model_dump() for e in record.evidence],
+                "session": record.session,
+                "seq": record.seq,
+                "ts": record.ts,
+            }
+        )
+    elif isinstance(record, ExtractedRecord):
+        state.extracted_through = max(state.extracted_through, record.to_seq)
+    elif isinstance(record, LearningFeedbackRecord):
+        state.feedback.append(
+            {
+                "id": record.learning_id,
+                "verdict": record.verdict,
+                "by": record.by,
+                "reason": record.reason,
+                "ts": record.ts,
+            }
+        )
+    elif isinstance(record, MemoryAccessedRecord):
+        state.accesses.append(
+            {
+                "ids": record.learning_ids,
+                "matched": record.matched,
+                "purpose": record.purpose,
+                "reader": record.reader,
+                "ts": record.ts,
+            }
+        )
+    elif isinstance(record, ArchivedRecord):
+        state.housekeeping.append(
+            {"op": "archive", "ids": record.learning_ids, "reason": record.reason, "ts": record.ts}
+        )
+    elif isinstance(record, RestoredRecord):
+        state.housekeeping.append({"op": "restore", "ids": [record.learning_id], "ts": record.ts})
+    return state
+
+
+class LearningsProjector(FilePerSessionProjector[LearningsState]):
+    """Folds each session into its facts (see the module)."""
+
+    name = "learnings"
+    suffix = ".json"
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"version": STATE_VERSION}
+
+    def empty(self, session: str) -> LearningsState:
+        return LearningsState(session)
+
+    def apply(self, state: LearningsState, record: Record) -> LearningsState:
+        return fold(state, record)
+
+    def save(self, session: str, state: LearningsState, checkpoint: Checkpoint) -> None:
+        data = {
+            "fingerprint": self.fingerprint(),
+            "checkpoint": checkpoint.to_json(),
+            "state": asdict(state),
+        }
+        atomic_write(self.path(session), orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+
+    def load(self, session: str) -> tuple[LearningsState, Checkpoint] | None:
+        try:
+            data = orjson.loads(read_nofollow(self.path(session)))
+            if data["fingerprint"] != self.fingerprint():
+                return None
+            return LearningsState(**data["state"]), Checkpoint.from_json(data["checkpoint"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def states(self) -> list[LearningsState]:
+        """Every session's saved facts (a damaged file is skipped: the next catch-up rebuilds
+        it)."""
+        found = []
+        for session in self.sessions():
+            loaded = self.load(session)
+            if loaded is not None:
+                found.append(loaded[0])
+        return found
+
+    def item_count(self) -> int:
+        return sum(len(s.learnings) for s in self.states())
+
+
+def learnings_dir(root: Path) -> Path:
+    """Where the learnings tier of a workspace (or of an ``--as-of`` folder) is written."""
+    return root / "state" / "learnings"

@@ -1,0 +1,386 @@
+"""The learnings tier: a fold of the log, and the tiers, scores and conflicts read from it."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eventlog.log import EventLog
+from eventlog.schema import MEMORY_SESSION
+from projections.engine import Runner, stop_after
+from projections.learning_rules import LearningSettings, assess, gc_candidates
+from projections.learnings import LearningsProjector
+from tests.conftest import snapshot
+
+
+def ts(day: float) -> str:
+    from datetime import datetime, timedelta
+
+    moment = datetime(2026, 1, 1) + timedelta(days=day)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def learning(lid: str, text: str, day: float, **fields) -> dict:
+    return {
+        "type": "learning",
+        "learning_id": lid,
+        "kind": fields.pop("kind", "preference"),
+        "text": text,
+        "scope": fields.pop("scope", "project"),
+        "source": fields.pop("source", "extractive"),
+        "explicit": fields.pop("explicit", False),
+        "ts": ts(day),
+        **fields,
+    }
+
+
+class World:
+    """A log, its learnings tier, and assessments of it."""
+
+    def __init__(self, root: Path) -> None:
+        self.log = EventLog(root / "log", durability="off")
+        self.out = root / "learnings"
+
+    def add(self, session: str, *events: dict) -> None:
+        self.log.append_many(session, list(events), system=True)
+
+    def assess(self, day: float, **kwargs):
+        projector = LearningsProjector(self.out)
+        Runner(self.log, [projector]).catch_up()
+        return assess(projector.states(), ts(day), **kwargs)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World(tmp_path)
+
+
+def by_id(assessment, lid: str):
+    found = assessment.by_id(lid)
+    assert found is not None, lid
+    return found
+
+
+# ------------------------------------------------------------------ formulas
+
+
+def test_confidence_and_priority_formulas_on_fixed_inputs(world: World) -> None:
+    world.add("s1", learning("La", "never use default exports", 0, explicit=True))
+    a = by_id(world.assess(0), "La")
+    # 0.30 * 1/3 + 0.25 * recency 1 + 0.25 * said by the user 0.6 + 0.20 * consistency 1
+    assert a.confidence == pytest.approx(0.7)
+    assert a.priority == round(0.7 * 50 + 0 * 30 + 1 * 20)
+
+    world.add(
+        MEMORY_SESSION,
+        {"type": "learning_feedback", "learning_id": "La", "verdict": "confirmed", "ts": ts(0)},
+    )
+    for _ in range(20):
+        world.add(
+            MEMORY_SESSION,
+            {
+                "type": "memory_accessed",
+                "learning_ids": ["La"],
+                "purpose": "context",
+                "reader": "s9",
+                "ts": ts(0),
+            },
+        )
+    a = by_id(world.assess(30), "La")
+    recency = 0.5 ** (30 / 30)
+    assert a.confidence == pytest.approx(0.30 / 3 + 0.25 * recency + 0.25 * 1.0 + 0.20)
+    assert a.access_count == 20
+    assert a.priority == round(a.confidence * 50 + 1.0 * 30 + 0.5 ** (30 / 7) * 20)
+
+
+# ------------------------------------------------------------------ promotion and demotion
+
+
+def test_a_sessions_own_learning_is_hot_until_it_ends_then_warm(world: World) -> None:
+    world.add(
+        "s1",
+        {"type": "session_started", "task": "api", "ts": ts(0)},
+        learning("La", "always run the linter", 0),
+    )
+    assert by_id(world.assess(0, reader="s1"), "La").tier == "hot"
+    assert by_id(world.assess(0, reader="s2"), "La").tier == "warm"
+    world.add("s1", {"type": "session_ended", "status": "done", "ts": ts(1)})
+    assert by_id(world.assess(1, reader="s1"), "La").tier == "warm"  # hot -> warm at its end
+    assert by_id(world.assess(0.5, reader="s1"), "La").tier == "hot"  # as it was before
+
+
+def test_session_scoped_learnings_go_cold_when_the_session_ends(world: World) -> None:
+    world.add(
+        "s1",
+        learning("La", "use the staging database here", 0, scope="session"),
+        {"type": "session_ended", "status": "done", "ts": ts(1)},
+    )
+    assert by_id(world.assess(1, reader="s1"), "La").tier == "cold"
+
+
+def test_warm_goes_cold_after_warm_days_without_a_match(world: World) -> None:
+    world.add(
+        "s1",
+        learning("La", "always run the linter", 0),
+        {"type": "session_ended", "status": "done", "ts": ts(0)},
+    )
+    assert by_id(world.assess(29), "La").tier == "warm"
+    assert by_id(world.assess(31), "La").tier == "cold"
+
+
+def test_a_match_promotes_cold_to_warm_and_warm_to_hot(world: World) -> None:
+    world.add(
+        "s1",
+        learning("La", "never use default exports in modules", 0),
+        learning("Lb", "always pin dependency versions", 0),
+        {"type": "session_ended", "status": "done", "ts": ts(0)},
+    )
+    cue = "refactor the module exports"
+    assert by_id(world.assess(10, reader="s2", cue=cue), "La").tier == "hot"  # warm -> hot
+    assert by_id(world.assess(10, reader="s2", cue=cue), "Lb").tier == "warm"  # no match
+    cold = world.assess(60, reader="s2", cue=cue)
+    assert by_id(cold, "La").tier == "warm"  # cold -> warm on a match
+    assert by_id(cold, "Lb").tier == "cold"
+    # the match, once recorded, keeps it warm for warm_days more
+    world.add(
+        MEMORY_SESSION,
+        {
+            "type": "memory_accessed",
+            "learning_ids": ["La"],
+            "matched": ["La"],
+            "purpose": "context",
+            "reader": "s2",
+            "ts": ts(60),
+        },
+    )
+    assert by_id(world.assess(80), "La").tier == "warm"
+
+
+def test_explicit_recall_promotes_cold_to_hot_for_that_session(world: World) -> None:
+    world.add(
+        "s1",
+        learning("La", "always pin dependency versions", 0),
+        {"type": "session_ended", "status": "done", "ts": ts(0)},
+    )
+    assert by_id(world.assess(60, reader="s3"), "La").tier == "cold"
+    world.add(
+        MEMORY_SESSION,
+        {
+            "type": "memory_accessed",
+            "learning_ids": ["La"],
+            "purpose": "recall",
+            "reader": "s3",
+            "ts": ts(60),
+        },
+    )
+    assert by_id(world.assess(60, reader="s3"), "La").tier == "hot"
+    assert by_id(world.assess(100, reader="s4"), "La").tier == "cold"  # only for s3
+
+
+def test_rejection_sends_hot_to_cold_and_out_of_every_load(world: World) -> None:
+    world.add("s1", learning("La", "always use tabs", 0))
+    assert by_id(world.assess(0, reader="s1"), "La").tier == "hot"
+    world.add(
+        MEMORY_SESSION,
+        {"type": "learning_feedback", "learning_id": "La", "verdict": "rejected", "ts": ts(1)},
+    )
+    a = by_id(world.assess(1, reader="s1", cue="tabs"), "La")
+    assert (a.status, a.tier, a.loaded) == ("rejected", "cold", False)
+
+
+def test_hot_capacity_keeps_the_best_and_moves_the_rest_to_warm(world: World) -> None:
+    world.add("s1", *[learning(f"L{i:02d}", f"keep{i} module{i} tidy{i}", 0) for i in range(25)])
+    assessment = world.assess(0, reader="s1", settings=LearningSettings(hot_items=20))
+    assert len(assessment.tier("hot")) == 20
+    assert len(assessment.tier("warm")) == 5
+
+
+def test_anchors_are_hot_for_every_reader_and_session_anchors_only_for_theirs(world: World) -> None:
+    world.add(
+        "s1",
+        learning("Lp", "I am a backend engineer", 0, kind="anchor"),
+        learning("Ls", "Build the users API", 0, kind="anchor", scope="session"),
+        {"type": "session_ended", "status": "done", "ts": ts(0)},
+    )
+    later = world.assess(400, reader="s2")
+    assert by_id(later, "Lp").tier == "hot"
+    assert by_id(later, "Ls").tier == "cold"
+    assert by_id(world.assess(400, reader="s1"), "Ls").tier == "hot"
+
+
+# ------------------------------------------------------------------ conflicts
+
+
+def test_compatible_statements_merge(world: World) -> None:
+    world.add(
+        "s1",
+        learning("La", "never use default exports", 0),
+        learning("Lb", "Never use default exports!", 2),
+    )
+    assessment = world.assess(2)
+    assert by_id(assessment, "La").mentions == 2
+    assert by_id(assessment, "Lb").status == "merged"
+    (c,) = assessment.conflicts
+    assert (c.resolution, c.winner, c.open) == ("merged", "La", False)
+
+
+def test_recency_wins(world: World) -> None:
+    world.add(
+        "s1",
+        learning("La", "always use default exports", 0),
+        learning("Lb", "never use default exports", 1),
+    )
+    (c,) = world.assess(1).conflicts
+    assert (c.learning_a, c.learning_b, c.resolution, c.winner, c.reason) == (
+        "La",
+        "Lb",
+        "superseded",
+        "Lb",
+        "recency wins",
+    )
+    assert by_id(world.assess(1), "La").status == "superseded"
+
+
+def test_explicit_beats_inferred_and_the_newer_loser_leaves_it_open(world: World) -> None:
+    world.add(
+        "s1",
+        learning("La", "always use default exports", 0, source="user"),
+        learning("Lb", "never use default exports", 1),
+    )
+    (c,) = world.assess(1).conflicts
+    assert (c.winner, c.reason, c.open) == ("La", "explicit beats inferred", True)
+    world.add(
+        MEMORY_SESSION,
+        {"type": "learning_feedback", "learning_id": "Lb", "verdict": "confirmed", "ts": ts(2)},
+    )
+    (c,) = world.assess(2).conflicts  # both explicit now: recency decides, nothing open
+    assert (c.winner, c.reason, c.open) == ("Lb", "recency wins", False)
+
+
+def test_project_specific_beats_global(world: World) -> None:
+    world.add(
+        "s1",
+        learning("La", "always use default exports", 0, scope="project"),
+        learning("Lb", "never use default exports", 1, scope="global"),
+    )
+    (c,) = world.assess(1).conflicts
+    assert (c.winner, c.reason) == ("La", "project-specific beats global")
+
+
+# ------------------------------------------------------------------ housekeeping
+
+
+def test_archive_and_restore_change_what_is_loaded(world: World) -> None:
+    world.add("s1", learning("La", "always run the linter", 0))
+    world.add(
+        MEMORY_SESSION, {"type": "archived", "learning_ids": ["La"], "reason": "t", "ts": ts(1)}
+    )
+    assert by_id(world.assess(1, reader="s1"), "La").loaded is False
+    world.add(MEMORY_SESSION, {"type": "restored", "learning_id": "La", "ts": ts(2)})
+    assert by_id(world.assess(2, reader="s1"), "La").loaded is True
+
+
+def test_gc_takes_rejected_superseded_and_long_inactive_cold_ones(world: World) -> None:
+    world.add(
+        "s1",
+        learning("La", "always use default exports", 0),
+        learning("Lb", "never use default exports", 1),
+        learning("Lc", "prefer small functions", 0),
+        learning("Ld", "I am a backend engineer", 0, kind="anchor"),
+        {"type": "session_ended", "status": "done", "ts": ts(1)},
+    )
+    cfg = LearningSettings()
+    assert set(gc_candidates(world.assess(10), cfg)) == {"La"}
+    assert set(gc_candidates(world.assess(120), cfg)) == {"La", "Lb", "Lc"}  # anchors stay
+
+
+# ------------------------------------------------------------------ the fold
+
+
+memory_events = st.one_of(
+    st.builds(lambda t: {"type": "user", "content": t}, st.text(max_size=30)),
+    st.builds(
+        lambda p: {"type": "action", "tool": "Edit", "params": {"file_path": p}},
+        st.sampled_from(["a.py", "b.py"]),
+    ),
+    st.builds(
+        lambda t, k: {
+            "type": "learning",
+            "learning_id": f"L{abs(hash(t)) % 97}",
+            "kind": k,
+            "text": t or "x",
+            "scope": "project",
+            "source": "extractive",
+        },
+        st.text(min_size=1, max_size=30),
+        st.sampled_from(["preference", "decision"]),
+    ),
+    st.builds(
+        lambda t: {"type": "session_started", "task": t, "phase": "discover"}, st.text(max_size=20)
+    ),
+    st.just({"type": "session_ended", "status": "done"}),
+    st.builds(
+        lambda i: {"type": "learning_feedback", "learning_id": f"L{i}", "verdict": "rejected"},
+        st.integers(0, 96),
+    ),
+    st.builds(
+        lambda i: {
+            "type": "memory_accessed",
+            "learning_ids": [f"L{i}"],
+            "purpose": "context",
+            "reader": "a",
+        },
+        st.integers(0, 96),
+    ),
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    items=st.lists(
+        st.tuples(st.sampled_from(["a", "b", MEMORY_SESSION]), memory_events),
+        min_size=1,
+        max_size=40,
+    ),
+    cuts=st.lists(st.integers(0, 40), max_size=5),
+)
+def test_incremental_equals_rebuild(tmp_path_factory: pytest.TempPathFactory, items, cuts) -> None:
+    root = tmp_path_factory.mktemp("learn")
+    log = EventLog(root / "log", durability="off")
+    bounds = sorted({0, len(items), *(c for c in cuts if c < len(items))})
+    for lo, hi in itertools.pairwise(bounds):
+        for session, event in items[lo:hi]:
+            log.append_many(session, [event], system=True)
+        Runner(EventLog(root / "log"), [LearningsProjector(root / "incremental")]).catch_up()
+    Runner(EventLog(root / "log"), [LearningsProjector(root / "rebuilt")]).rebuild()
+    assert snapshot(root / "incremental") == snapshot(root / "rebuilt")
+    assert snapshot(root / "rebuilt")  # not vacuous: something was written
+
+
+def test_as_of_gives_the_tiers_of_that_moment(world: World, tmp_path: Path) -> None:
+    world.add(
+        "s1",
+        learning("La", "always use default exports", 0),
+        {"type": "session_ended", "status": "done", "ts": ts(0)},
+    )
+    world.add("s2", learning("Lb", "never use default exports", 5))
+    world.add(
+        MEMORY_SESSION,
+        {"type": "learning_feedback", "learning_id": "Lb", "verdict": "rejected", "ts": ts(6)},
+    )
+    past = LearningsProjector(tmp_path / "past")
+    Runner(world.log, [past]).rebuild(stop_after(ts=ts(3)))
+    then = assess(past.states(), ts(3))
+    assert [(a.id, a.tier, a.status) for a in then.learnings] == [("La", "warm", "active")]
+    # the live tier read at that moment gives the same
+    live = world.assess(3)
+    assert [(a.id, a.tier, a.status) for a in live.learnings] == [("La", "warm", "active")]
+    now = world.assess(6)
+    # a rejected learning contradicts nothing: the older one stands
+    assert by_id(now, "Lb").status == "rejected" and by_id(now, "La").status == "active"
