@@ -76,7 +76,7 @@ class AnthropicSummarizer:
         self.max_tokens = max_tokens
         self.info = SummarizerInfo(backend="anthropic", model=model, prompt_version=PROMPT_VERSION)
 
-    def _call(self, system: str, text: str, budget_tokens: int) -> str:
+    def call(self, system: str, text: str, budget_tokens: int) -> str:
         if self.client is None:
             raise SummarizerError("ANTHROPIC_API_KEY is not set")
         try:
@@ -103,8 +103,8 @@ class AnthropicSummarizer:
             + f"] {m.text}"
             for m in messages
         )
-        return self._call(CHUNK_PROMPT.format(budget=budget_tokens), text, budget_tokens)
+        return self.call(CHUNK_PROMPT.format(budget=budget_tokens), text, budget_tokens)
 
     def merge(self, summaries: list[str], budget_tokens: int) -> str:
         text = "\n\n".join(f"Part {i}:\n{s}" for i, s in enumerate(summaries, start=1))
-        return self._call(MERGE_PROMPT.format(budget=budget_tokens), text, budget_tokens)
+        return self.call(MERGE_PROMPT.format(budget=budget_tokens), text, budget_tokens)

@@ -83,7 +83,9 @@ def to_message(record: Record, counter: TokenCounter, cap_tokens: int) -> Messag
 
 
 @contextmanager
-def _file_lock(path: Path, *, wait: bool) -> Iterator[None]:
+def file_lock(path: Path, *, wait: bool, holder: str = "compactor") -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (a session's: one writer of derived events at a time);
+    without ``wait``, ``CompactionBusyError`` when another ``holder`` has it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -91,7 +93,7 @@ def _file_lock(path: Path, *, wait: bool) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError as exc:
             raise CompactionBusyError(
-                f"another compactor is working on this session ({path})"
+                f"another {holder} is working on this session ({path})"
             ) from exc
         yield
     finally:
@@ -126,9 +128,15 @@ class Compactor:
         window = load_hot(self.hot.out_dir, session)
         return compaction_reason(window, self.settings) if window else None
 
+    def run(self, session: str, *, force: bool = False) -> list[Record]:
+        """The policy contract (as ``compactor.extractor.Extractor.run``): compact if due (or
+        ``force``); return what was appended."""
+        record = self.compact(session, force=force)
+        return [record] if record is not None else []
+
     def compact(self, session: str, *, force: bool = False) -> CompactionRecord | None:
         """Compact ``session`` if it is due (or ``force``); return the appended event."""
-        with _file_lock(self.lock_dir / f"compact-{session}.lock", wait=False):
+        with file_lock(self.lock_dir / f"compact-{session}.lock", wait=False):
             Runner(self.log, [self.hot]).catch_up(sessions=[session])
             window = load_hot(self.hot.out_dir, session)
             if window is None:
@@ -154,7 +162,7 @@ class Compactor:
                 kept -= uncovered[old_count].tokens
                 old_count += 1
             event = self._build(session, window, uncovered[old_count - 1].seq, reason or "forced")
-            with _file_lock(self.lock_dir / "library.lock", wait=True):
+            with file_lock(self.lock_dir / "library.lock", wait=True):
                 Runner(self.log, [self.warm]).catch_up()
                 event["library_no"] = self.warm.max_library_no() + 1
                 (record,) = self.log.append_many(session, [event], system=True)

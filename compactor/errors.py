@@ -15,7 +15,7 @@ class SummarizerError(CompactorError):
 
 
 class CompactionBusyError(CompactorError):
-    """Another compactor holds this session's lock."""
+    """Another compactor (or extractor) holds this session's lock."""
 
 
 class NothingToCompactError(CompactorError):
