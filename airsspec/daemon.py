@@ -26,7 +26,6 @@ from pathlib import Path
 import watchfiles
 
 from airsspec.memory import Memory, NoSuchSessionError
-from compactor.errors import CompactionBusyError, NothingToCompactError
 from eventlog.errors import AirsspecError
 from eventlog.layout import LOG_SUFFIX
 
@@ -98,11 +97,11 @@ class Daemon:
             if cancel.is_set():
                 return
             try:
-                record = self.memory.compact(session)
-            except (NothingToCompactError, CompactionBusyError, NoSuchSessionError) as exc:
-                log.debug("compact %s: %s", session, exc)
+                appended = self.memory.run_policies(session)
+            except NoSuchSessionError as exc:
+                log.debug("policies %s: %s", session, exc)
                 continue
-            if record is not None:
+            for record in appended.get("compact", []):
                 log.info(
                     "compacted %s: history-%03d.md covers #%d-#%d (%s)",
                     session,
@@ -111,7 +110,12 @@ class Daemon:
                     record.to_seq,
                     record.reason,
                 )
-        self.memory.project(("warm", "tokens"), sessions=only, cancel=cancel)
+            if extracted := appended.get("extract"):
+                found = sum(r.type == "learning" for r in extracted)
+                log.info(
+                    "extracted %s: %d learning(s) up to #%d", session, found, extracted[-1].seq
+                )
+        self.memory.project(("warm", "tokens", "learnings"), sessions=only, cancel=cancel)
         self.cold.request(only)
         log.debug("step done for %s", "all sessions" if only is None else ", ".join(only))
 

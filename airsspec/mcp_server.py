@@ -11,7 +11,7 @@ Tools: ``query_memory``, ``context``, ``append``, ``replay``, ``sessions``, ``he
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Literal
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -19,6 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from airsspec.memory import Memory
 from eventlog.errors import AirsspecError
 from projections.memory_tool import MAX_K
+from projections.units import UnitKind
 
 INSTRUCTIONS = (
     "Long-term memory of this agent workspace: an append-only, hash-chained log of every "
@@ -46,7 +47,7 @@ def build_server(memory: Memory) -> MCPServer:
         session: str | None = None,
         since: str | None = None,
         until: str | None = None,
-        kinds: list[Literal["message", "summary", "source"]] | None = None,
+        kinds: list[UnitKind] | None = None,
     ) -> dict[str, Any]:
         """Search everything this agent has seen or done, including history compacted out of
         the context window: messages, tool calls and results, summaries, added documents.

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from airsspec.sessions import SessionsAndLearnings
 from airsspec.settings import CONFIG_NAME
 from airsspec.workspace import TIERS, Workspace, init_workspace
 from eventlog.errors import AirsspecError
@@ -82,8 +83,9 @@ def _as_of(point: int | str | datetime) -> StopAt:
     return stop_after(ts=moment)
 
 
-class Memory:
-    """An agent memory: the frozen log of a workspace and every tier projected from it."""
+class Memory(SessionsAndLearnings):
+    """An agent memory: the frozen log of a workspace and every tier projected from it, and
+    what crosses its sessions (``airsspec.sessions``: lifecycle, learnings, health)."""
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
@@ -297,11 +299,15 @@ class Memory:
         """What ``session`` should see next, within ``budget`` tokens, as text or as a
         ``messages`` list for the Anthropic or OpenAI SDK. Deterministic for a given log.
 
-        In order: for a session with no summary yet (or no record at all: an agent starting
-        fresh), the latest summaries of the ``context_other_sessions`` most recent other
-        sessions (at most a third of the budget); with ``query``, the best recalled passages
-        not already visible (at most half of what is left); then the session's own summary and
-        newest messages in the rest. Nothing is cut inside a message, a bullet or a token.
+        In order: the session's memory (its task and phase, identity anchors verbatim, and
+        the hot and relevant warm learnings, within ``context_share`` of the budget); for a
+        session with no summary yet (or no record at all: an agent starting fresh), the latest
+        summaries of the ``context_other_sessions`` most recent other sessions (at most a third
+        of the budget); with ``query``, the best recalled passages not already visible (at
+        most half of what is left); then the session's own summary and newest messages in the
+        rest. Nothing is cut inside a message, a bullet or a token. What the memory part gave
+        is recorded (a ``memory_accessed`` event), so the same call later may rank learnings
+        differently; otherwise the result is a function of the log.
         """
         if budget < 1:
             raise InvalidQueryError(f"budget must be at least 1 token (got {budget})")
@@ -310,7 +316,8 @@ class Memory:
         validate_session_id(session)
         window = self.hot(session) if session in self.workspace.log.sessions() else None
         counter = self.workspace.token_counter()
-        parts: list[str] = []
+        block, given = self._memory_block(session, budget, query)
+        parts: list[str] = [block] if block else []
         if window is None or window.summary is None:
             parts += self._earlier_sessions(session, budget // 3)
         if query is not None:
@@ -331,9 +338,77 @@ class Memory:
             if not history:
                 parts.pop()
             rest -= 1
+        if given and block and text.startswith(block):
+            self._record_access(session, given, query)
         if format == "text":
             return text
         return [{"role": "user", "content": text}] if text else []
+
+    def _memory_block(
+        self, session: str, budget: int, query: str | None
+    ) -> tuple[str, dict[str, bool]]:
+        """The memory part of a context, and the learnings in it (id -> matched the cue)."""
+        from projections.fitting import elide
+
+        cfg = self.workspace.settings.learnings
+        share = int(budget * cfg.context_share)
+        if share < 16:
+            return "", {}
+        assessment = self.learnings(reader=session, cue=query or "")
+        info = assessment.sessions.get(session, {})
+        counter = self.workspace.token_counter()
+        lines = ["## Memory"]
+        if info.get("task") or info.get("phase"):
+            phase = info.get("phase")
+            guidance = cfg.phases.get(phase or "", "")
+            lines.append(f"Task: {info.get('task') or '(none given)'}")
+            lines.append(f"Phase: {phase}: {guidance}" if phase else "Phase: (none)")
+        anchors = sorted(
+            (a for a in assessment.tier("hot") if a.kind == "anchor"),
+            key=lambda a: (a.session != session, a.ts, a.id),
+        )
+        learned = [a for a in assessment.tier("hot") if a.kind != "anchor"]
+        learned += sorted(assessment.tier("warm"), key=lambda a: not a.matched)  # stable
+        given: dict[str, bool] = {}
+        headed: set[str] = set()
+        used = counter.count("\n".join(lines))
+        candidates = [("anchor", a) for a in anchors] + [("learned", a) for a in learned]
+        heading = {"anchor": "Anchors (verbatim):", "learned": "Learned (airsspec learnings):"}
+        for group, a in candidates:
+            if group == "anchor":
+                text = elide(a.text, max(16, share // 2), counter, seq=a.seq, session=a.session)
+                where = a.evidence[0]["seq"] if a.evidence else a.seq
+                line = f"- [{a.session} #{where}] {text}"
+            else:
+                line = f"- [{a.kind} {a.id}] {a.text}"
+            if group not in headed:
+                line = f"{heading[group]}\n{line}"
+            cost = counter.count(line) + 1
+            if used + cost > share:
+                continue
+            headed.add(group)
+            lines.append(line)
+            used += cost
+            given[a.id] = a.matched
+        if len(lines) == 1:
+            return "", {}
+        return "\n".join(lines), given
+
+    def _record_access(self, session: str, given: dict[str, bool], query: str | None) -> None:
+        """Record what a context build gave ``session`` (the access count of each learning,
+        and which matched its task or query: a cold one that matched becomes warm)."""
+        from eventlog.schema import MEMORY_SESSION
+
+        event = {
+            "type": "memory_accessed",
+            "learning_ids": sorted(given),
+            "matched": sorted(i for i, matched in given.items() if matched),
+            "purpose": "context",
+            "reader": session,
+            "query": query,
+        }
+        self.workspace.log.append_many(MEMORY_SESSION, [event], system=True)
+        self.project(("hot", "learnings"), sessions=[MEMORY_SESSION], warn=False)
 
     def _earlier_sessions(self, session: str, budget: int) -> list[str]:
         """The latest summaries of the most recent other sessions, each within its share."""
@@ -413,7 +488,32 @@ class Memory:
 
         if fresh:
             self.project(("cold",))
-        return run_query(self.workspace.recall(), request)
+        answer = run_query(self.workspace.recall(), request)
+        if any(hit["kind"] == "learning" for hit in answer["hits"]):
+            live = {a.id for a in self.learnings().learnings if a.status == "active"}
+            answer["hits"] = [
+                hit
+                for hit in answer["hits"]
+                if hit["kind"] != "learning" or (hit["meta"] or {}).get("learning_id") in live
+            ]
+        return answer
+
+    def run_policies(self, session: str) -> dict[str, list[Record]]:
+        """Run each process that writes derived events (the compactor, then the learnings
+        extractor) on ``session`` when it is due; what each appended. A policy busy in
+        another process, or with too little to work on, appends nothing."""
+        from compactor.errors import CompactionBusyError, NothingToCompactError
+
+        appended: dict[str, list[Record]] = {}
+        for name, run in (("compact", self.compact), ("extract", self.extract)):
+            try:
+                record = run(session)
+            except (NothingToCompactError, CompactionBusyError):
+                continue
+            records = record if isinstance(record, list) else [record] if record else []
+            if records:
+                appended[name] = records
+        return appended
 
     def compact(self, session: str, *, force: bool = False) -> Any:
         """Compact ``session`` if its hot window is over budget (or ``force``); return the

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from eventlog.errors import AirsspecError
 from eventlog.schema import MESSAGE_TYPES_DEFAULT
+from projections.learning_rules import LearningSettings
 
 CONFIG_NAME = "airsspec.toml"
 ENV_PREFIX = "AIRSSPEC_"
@@ -85,6 +86,30 @@ class ColdSettings(_Section):
     recency_half_life_days: float = Field(30.0, gt=0)
 
 
+class LearningsSettings(_Section, LearningSettings):
+    """``[learnings]``: what crosses sessions (tiers and scores: ``projections.learning_rules``)."""
+
+    extractor: Literal["auto", "rules", "anthropic"] = "auto"
+    extract_every: int = Field(20, ge=1)
+    context_share: float = Field(0.2, gt=0, le=0.5)
+    default_phase: str = "discover"
+    phases: dict[str, str] = Field(
+        default_factory=lambda: {
+            "discover": "Understand the problem; write the requirements down before changing "
+            "anything.",
+            "validate": "Check the plan against the requirements: design, tasks, tests for each.",
+            "improve": "Implement task by task; keep the tests green; record each decision.",
+        }
+    )
+
+    @field_validator("phases")
+    @classmethod
+    def _some_phase(cls, value: dict[str, str]) -> dict[str, str]:
+        if not value:
+            raise ValueError("name at least one phase")
+        return value
+
+
 class SecretsSettings(_Section):
     """``[secrets]``: redaction at append, and extra secret shapes."""
 
@@ -113,6 +138,7 @@ class Settings(_Section):
     memory: MemorySettings = MemorySettings()
     compactor: CompactorSettings = CompactorSettings()
     cold: ColdSettings = ColdSettings()
+    learnings: LearningsSettings = LearningsSettings()
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -277,4 +303,26 @@ weight_lexical = 0.25
 weight_recency = 0.0
 weight_anchor = 0.2
 recency_half_life_days = 30.0
+
+[learnings]
+# What crosses sessions. An extractor reads each session's new messages and records learnings
+# in the log: corrections, "always/never/prefer" statements, decisions, habits, error -> fix
+# pairs, and identity anchors kept verbatim (the session's first request, what the user says
+# about themself or the project's ground rules).
+# "auto": anthropic when ANTHROPIC_API_KEY is set, else rules (local, deterministic); the
+# anthropic extractor falls back to the rules on any failure and records it.
+extractor = "auto"
+extract_every = 20            # new records that make a session due for extraction
+context_share = 0.2           # share of a context budget for anchors and learnings
+hot_items = 20                # hot: this session's learnings, and the relevant and recalled ones
+hot_tokens = 2000
+warm_items = 500              # warm: loaded when relevant; at most this many
+warm_days = 30.0              # warm -> cold after this many days with no match
+gc_days = 90.0                # gc archives cold, unconfirmed learnings inactive this long
+default_phase = "discover"    # the phase of a session started without --phase
+[learnings.phases]
+# A session's phases, each with the one line of guidance its context carries.
+discover = "Understand the problem; write the requirements down before changing anything."
+validate = "Check the plan against the requirements: design, tasks, tests for each."
+improve = "Implement task by task; keep the tests green; record each decision."
 """

@@ -28,6 +28,7 @@ from eventlog.secrets import Redactor
 if TYPE_CHECKING:  # each part is imported by the method that makes it: a command pays only
     # for what it uses (lancedb and anthropic take seconds, duckdb and numpy a tenth)
     from compactor.compactor import Compactor
+    from compactor.extractor import Extractor
     from compactor.summarizers import Summarizer
     from projections.analytics import Analytics
     from projections.cold import ColdProjector
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
     from projections.recall import Recall
     from projections.tokens import TokenCounter
 
-TIERS = ("hot", "warm", "tokens", "cold")
+TIERS = ("hot", "warm", "tokens", "learnings", "cold")
 SUBDIRS = ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources", "state")
 
 
@@ -150,10 +151,16 @@ class Workspace:
 
             return TokenCountProjector(base / "state" / "tokens", memory.encoding)
 
+        def learnings() -> Any:
+            from projections.learnings import LearningsProjector, learnings_dir
+
+            return LearningsProjector(learnings_dir(base))
+
         made: dict[str, Any] = {
             "hot": hot,
             "warm": warm,
             "tokens": tokens,
+            "learnings": learnings,
             "cold": lambda: self._cold_projector(base),
         }
         unknown = [t for t in tiers if t not in made]
@@ -253,6 +260,24 @@ class Workspace:
             summarizer or self.summarizer(),
             self.token_counter(),
             settings,
+        )
+
+    def extractor(self, choice: str | None = None) -> Extractor:
+        """The learnings extractor of this workspace (its configured backend unless given:
+        rules, anthropic or auto)."""
+        from compactor.extractor import Extractor, default_backend
+
+        cfg, api = self.settings.learnings, self.settings.compactor
+        backend = default_backend(
+            choice or cfg.extractor,
+            model=api.anthropic_model,
+            max_tokens=api.anthropic_max_tokens,
+            max_retries=api.anthropic_max_retries,
+            timeout_s=api.anthropic_timeout_s,
+        )
+        (learnings,) = self.projectors(("learnings",))
+        return Extractor(
+            self.log, learnings, self.state_dir / "locks", backend, every=cfg.extract_every
         )
 
     def analytics(self, parquet_source: str | None = None, sql: str | None = None) -> Analytics:

@@ -1,6 +1,6 @@
 """The ``airsspec`` command line: parse arguments, call ``Memory``, format the output.
 
-Commands live in modules by group (``history``, ``tiers``, ``recall``, ``analytics``,
+Commands live in modules by group (``history``, ``tiers``, ``recall``, ``learn``, ``analytics``,
 ``integrate``), each declaring its options where it is defined; this module assembles the parser
 and maps errors to one ``airsspec: error:`` line and an exit code (see ``common``). Nothing heavy
 is imported until a command needs it, so a hook calling ``airsspec append`` pays only for the
@@ -15,11 +15,11 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from airsspec.cli import analytics, history, integrate, recall, tiers
+from airsspec.cli import analytics, history, integrate, learn, recall, tiers
 from airsspec.cli.common import COMMANDS, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from eventlog.errors import AirsspecError, CorruptLogError, LogWriteError
 
-GROUPS = (history, tiers, recall, analytics, integrate)
+GROUPS = (history, tiers, recall, learn, analytics, integrate)
 
 
 def _version() -> str:

@@ -1,0 +1,320 @@
+"""What crosses sessions, on the facade: session lifecycle, learnings, housekeeping and health.
+
+``Memory`` inherits these calls (``memory.start_session(...)``, ``memory.learnings()``...). Every
+change is an event: a session's lifecycle goes to its own log; feedback, archives, restores and
+what each context build returned go to the workspace's own log (``airsspec.memory``); nothing is
+ever deleted. Reading never writes, except that a context build records what it returned (an
+access: the priority formula counts them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from eventlog.errors import AirsspecError
+from eventlog.ids import parse_ts, utc_now
+from eventlog.layout import validate_session_id
+from eventlog.schema import MEMORY_SESSION
+
+if TYPE_CHECKING:
+    from airsspec.workspace import Workspace
+    from eventlog.schema import Record
+    from projections.learning_rules import Assessed, Assessment
+
+_DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+class LearningError(AirsspecError, ValueError):
+    """A learnings or session request that cannot be done (unknown id, phase or duration)."""
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30d``, ``12h``, ``2w``... as a timedelta; ``LearningError`` for anything else."""
+    match = _DURATION.match(text.strip().lower())
+    if not match:
+        raise LearningError(f"duration {text!r}: use a number and s, m, h, d or w (e.g. 30d)")
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def _moment(value: str | datetime | None) -> str:
+    from eventlog.ids import format_ts, normalize_ts
+
+    if value is None:
+        return utc_now()
+    try:
+        return format_ts(value) if isinstance(value, datetime) else normalize_ts(value)
+    except (ValueError, OverflowError) as exc:
+        raise LearningError(f"now: {exc}") from exc
+
+
+class SessionsAndLearnings:
+    """The cross-session calls of ``Memory`` (see the module)."""
+
+    workspace: Workspace
+
+    if TYPE_CHECKING:  # provided by Memory
+
+        def check_session(self, session: str) -> str: ...
+        def project(self, tiers: Any = ..., **kwargs: Any) -> Any: ...
+        def status(self) -> Any: ...
+
+    # ------------------------------------------------------------------ sessions
+
+    def _system_append(self, session: str, events: list[dict[str, Any]]) -> list[Record]:
+        records = list(self.workspace.log.append_many(session, events, system=True))
+        self.project(("hot", "learnings"), sessions=[session], warn=False)
+        return records
+
+    def _phase(self, phase: str | None) -> str:
+        phases = self.workspace.settings.learnings.phases
+        chosen = phase or self.workspace.settings.learnings.default_phase
+        if chosen not in phases:
+            raise LearningError(f"unknown phase {chosen!r}; configured: {', '.join(phases)}")
+        return chosen
+
+    def start_session(
+        self, session: str, *, task: str | None = None, phase: str | None = None
+    ) -> Record:
+        """Record that ``session`` starts, with its task and phase (default: the first
+        configured). A new session is created; an existing one resumes."""
+        validate_session_id(session)
+        if session == MEMORY_SESSION:
+            raise LearningError(f"{MEMORY_SESSION!r} is the workspace's own log")
+        event = {"type": "session_started", "task": task, "phase": self._phase(phase)}
+        return self._system_append(session, [event])[0]
+
+    def set_phase(self, session: str, phase: str) -> Record:
+        """Move ``session`` to ``phase`` (one of the configured phases)."""
+        self.check_session(session)
+        return self._system_append(
+            session, [{"type": "phase_changed", "phase": self._phase(phase)}]
+        )[0]
+
+    def end_session(self, session: str, *, status: str = "done") -> Record:
+        """Record that ``session`` ended with ``status``; its remaining records are read by the
+        extractor at once, and its hot learnings become warm."""
+        self.check_session(session)
+        record = self._system_append(session, [{"type": "session_ended", "status": status}])[0]
+        self.extract(session)
+        return record
+
+    def session_info(self, session: str) -> dict[str, Any]:
+        """Task, phase (with its guidance), status, times, files changed, decisions and
+        discoveries of ``session``."""
+        self.check_session(session)
+        assessment = self.learnings()
+        info = dict(assessment.sessions.get(session, {}))
+        mine = [a for a in assessment.learnings if a.session == session]
+        info["decisions"] = [a.text for a in mine if a.kind == "decision"]
+        info["discoveries"] = [a.text for a in mine if a.kind in ("pattern", "error_fix")]
+        phase = info.get("phase")
+        info["guidance"] = self.workspace.settings.learnings.phases.get(phase or "", None)
+        return {"session": session, **info}
+
+    # ------------------------------------------------------------------ learnings
+
+    def extract(self, session: str, *, force: bool = False) -> list[Record]:
+        """Run the learnings extractor on ``session`` if it is due (or ``force``); return what
+        it appended (learnings, then the ``extracted`` mark)."""
+        from compactor.errors import CompactionBusyError
+
+        self.check_session(session)
+        try:
+            records = self.workspace.extractor().run(session, force=force)
+        except CompactionBusyError:
+            return []  # another process is extracting this session
+        self.project(("hot", "learnings"), sessions=[session], warn=False)
+        return records
+
+    def learnings(
+        self, *, reader: str | None = None, cue: str = "", now: str | datetime | None = None
+    ) -> Assessment:
+        """Every learning as it stands at ``now`` (default: the current time) for ``reader``
+        (a session: its task and ``cue`` decide what is relevant)."""
+        from projections.learning_rules import assess
+
+        moment = _moment(now)
+        self.project(("learnings",), warn=False)
+        (projector,) = self.workspace.projectors(("learnings",))
+        counter = self.workspace.token_counter()
+        return assess(
+            projector.states(),
+            moment,
+            reader=reader,
+            cue=cue,
+            settings=self.workspace.settings.learnings,
+            count_tokens=counter.count,
+        )
+
+    def learning(self, learning_id: str, *, reader: str | None = None) -> Assessed:
+        """One learning by id (or an unambiguous prefix); with ``reader``, record that this
+        session recalled it explicitly (cold -> hot for that session)."""
+        assessment = self.learnings()
+        found = assessment.by_id(learning_id)
+        if found is None:
+            raise LearningError(f"no learning {learning_id!r} (see airsspec learnings list)")
+        if reader is not None:
+            self.check_session(reader)
+            self._memory_event(
+                {
+                    "type": "memory_accessed",
+                    "learning_ids": [found.id],
+                    "purpose": "recall",
+                    "reader": reader,
+                }
+            )
+            found = self.learnings(reader=reader).by_id(found.id) or found
+        return found
+
+    def _memory_event(self, event: dict[str, Any]) -> Record:
+        return self._system_append(MEMORY_SESSION, [event])[0]
+
+    def add_learning(
+        self,
+        text: str,
+        *,
+        kind: str = "preference",
+        scope: str = "project",
+        session: str | None = None,
+    ) -> Record:
+        """Record a learning the user states directly (source ``user``: explicit, confirmed);
+        in ``session``'s log when given, else in the workspace's own log."""
+        if not text.strip():
+            raise LearningError("a learning needs some text")
+        if session is not None:
+            self.check_session(session)
+        digest = hashlib.sha256(f"user\0{kind}\0{text}\0{utc_now()}".encode()).hexdigest()
+        event = {
+            "type": "learning",
+            "learning_id": f"L{digest[:12]}",
+            "kind": kind,
+            "text": text,
+            "scope": scope,
+            "source": "user",
+            "explicit": True,
+        }
+        from pydantic import ValidationError
+
+        from eventlog.schema import LearningEvent
+
+        try:
+            LearningEvent.model_validate(event)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            raise LearningError(f"{error['loc'][0]}: {error['msg']}") from exc
+        return self._system_append(session or MEMORY_SESSION, [event])[0]
+
+    def feedback(self, learning_id: str, verdict: str, *, reason: str = "") -> Record:
+        """Confirm or reject a learning (``verdict``: confirmed or rejected). A rejected
+        learning never reaches a prompt again, unless a later confirmation restores it."""
+        if verdict not in ("confirmed", "rejected"):
+            raise LearningError(f"verdict must be confirmed or rejected (got {verdict!r})")
+        found = self.learning(learning_id)
+        event = {
+            "type": "learning_feedback",
+            "learning_id": found.id,
+            "verdict": verdict,
+            "reason": reason,
+        }
+        return self._memory_event(event)
+
+    # ------------------------------------------------------------------ housekeeping
+
+    def gc(self, *, dry_run: bool = False, now: str | datetime | None = None) -> dict[str, str]:
+        """Archive what should no longer be loaded (rejected, superseded, merged, and cold
+        learnings inactive for ``gc_days``); return id -> why. With ``dry_run``, only say."""
+        from projections.learning_rules import gc_candidates
+
+        chosen = gc_candidates(self.learnings(now=now), self.workspace.settings.learnings)
+        if chosen and not dry_run:
+            event = {"type": "archived", "learning_ids": sorted(chosen), "reason": "gc"}
+            self._memory_event(event)
+        return chosen
+
+    def archive(
+        self, older_than: str | timedelta, *, now: str | datetime | None = None
+    ) -> list[str]:
+        """Archive every learning (anchors aside) with no activity for ``older_than``."""
+        age = parse_duration(older_than) if isinstance(older_than, str) else older_than
+        assessment = self.learnings(now=now)
+        limit = parse_ts(assessment.now) - age
+        chosen = sorted(
+            a.id
+            for a in assessment.learnings
+            if a.kind != "anchor" and a.status != "archived" and parse_ts(a.last_activity) < limit
+        )
+        if chosen:
+            reason = f"inactive for more than {older_than}"
+            self._memory_event({"type": "archived", "learning_ids": chosen, "reason": reason})
+        return chosen
+
+    def restore(self, learning_id: str) -> Record:
+        """Bring an archived learning back to what it was before."""
+        found = self.learning(learning_id)
+        if found.status != "archived":
+            raise LearningError(f"learning {found.id} is not archived (it is {found.status})")
+        return self._memory_event({"type": "restored", "learning_id": found.id})
+
+    def health(self, *, now: str | datetime | None = None) -> dict[str, Any]:
+        """Capacity used per tier, pending promotions and demotions, open conflicts, lag and
+        what is degraded; ``attention`` lists what needs a person (empty when all is well).
+        Read-only: nothing is projected first, so lag is what the daemon has not done yet."""
+        from projections.learning_rules import assess, content_words, gc_candidates, matches
+
+        cfg = self.workspace.settings.learnings
+        moment = _moment(now)
+        (projector,) = self.workspace.projectors(("learnings",))
+        states = projector.states()
+        assessment = assess(states, moment, settings=cfg)
+        tiers = self.status()
+        active = [a for a in assessment.learnings if a.status == "active"]
+        horizon = parse_ts(moment) - timedelta(days=max(0.0, cfg.warm_days - 7))
+        demote_soon = [a.id for a in assessment.tier("warm") if parse_ts(a.last_match) < horizon]
+        promote = set()
+        for session, info in assessment.sessions.items():
+            if info.get("task") and not info.get("ended"):
+                cue = content_words(info["task"])
+                for a in active:
+                    if (
+                        a.tier != "hot"
+                        and a.session != session
+                        and matches(content_words(a.text), cue)
+                    ):
+                        promote.add(a.id)
+        conflicts = [c.to_json() for c in assessment.conflicts if c.resolution == "superseded"]
+        open_conflicts = [c for c in conflicts if c["open"]]
+        attention = [
+            f"open conflict: {c['winner']} (older) overrules "
+            f"{c['learning_b'] if c['winner'] == c['learning_a'] else c['learning_a']}: "
+            f"{c['reason']}; confirm or reject one"
+            for c in open_conflicts
+        ]
+        for t in tiers:
+            if t.lag_records:
+                attention.append(f"{t.tier}: {t.lag_records} record(s) not projected yet")
+            attention += [f"{t.tier}: degraded: {d}" for d in t.degraded]
+        counts = {name: len(assessment.tier(name)) for name in ("hot", "warm", "cold")}
+        return {
+            "now": moment,
+            "capacity": {
+                "hot": {"items": counts["hot"], "limit": cfg.hot_items},
+                "warm": {"items": counts["warm"], "limit": cfg.warm_items},
+                "cold": {"items": counts["cold"], "limit": None},
+                "archived": sum(a.status == "archived" for a in assessment.learnings),
+            },
+            "pending": {
+                "promotions": sorted(promote),
+                "demotions": sorted(demote_soon),
+                "gc": sorted(gc_candidates(assessment, cfg)),
+            },
+            "conflicts": conflicts,
+            "open_conflicts": len(open_conflicts),
+            "tiers": [
+                {"tier": t.tier, "lag": t.lag_records, "degraded": t.degraded} for t in tiers
+            ],
+            "attention": attention,
+        }
