@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eventlog.errors import AirsspecError
@@ -258,6 +259,16 @@ class SessionsAndLearnings:
         if found.status != "archived":
             raise LearningError(f"learning {found.id} is not archived (it is {found.status})")
         return self._memory_event({"type": "restored", "learning_id": found.id})
+
+    def reextract(
+        self, out: str | Path, *, summarizer: str | None = None, extractor: str | None = None
+    ) -> dict[str, Any]:
+        """Replay the log into ``out`` with another summarizer and/or extractor and return what
+        changed: summaries and learnings added, removed, changed (``airsspec.reextract``). The
+        live tiers and the log are untouched."""
+        from airsspec.reextract import reextract
+
+        return reextract(self, out, summarizer=summarizer, extractor=extractor)  # type: ignore[arg-type]
 
     def health(self, *, now: str | datetime | None = None) -> dict[str, Any]:
         """Capacity used per tier, pending promotions and demotions, open conflicts, lag and

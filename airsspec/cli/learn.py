@@ -282,3 +282,39 @@ def cmd_health(args: argparse.Namespace) -> int:
         if not report["attention"]:
             print("all well")
     return EXIT_FAILED if report["attention"] else EXIT_OK
+
+
+@command(
+    "reextract",
+    arg(
+        "--out",
+        metavar="DIR",
+        help="an empty folder outside the workspace (default: a new temporary folder)",
+    ),
+    arg("--summarizer", choices=("extractive", "anthropic"), help="default: the configured one"),
+    arg("--extractor", choices=("rules", "anthropic"), help="default: the configured one"),
+)
+def cmd_reextract(args: argparse.Namespace) -> int:
+    """Replay the log with another summarizer or extractor into a separate folder and print what
+    changed: summaries and learnings added, removed and changed. The live tiers and the log are
+    untouched."""
+    import tempfile
+
+    out = args.out or tempfile.mkdtemp(prefix="airsspec-reextract-")
+    with open_memory(args) as memory:
+        diff = memory.reextract(out, summarizer=args.summarizer, extractor=args.extractor)
+    if args.json:
+        print_json(diff)
+        return EXIT_OK
+    print(
+        f"replayed into {diff['out']} (summarizer {diff['summarizer']}, "
+        f"extractor {diff['extractor']})"
+    )
+    for part in ("summaries", "learnings"):
+        for change, items in diff[part].items():
+            print(f"{part} {change}: {len(items)}")
+            for item in items:
+                text = item.get("text") or item.get("summary") or item.get("after", "")
+                first = text.splitlines()[0] if text else ""
+                print(f"  {item['session']}: {first[:100]}")
+    return EXIT_OK

@@ -172,3 +172,33 @@ def test_cli_learnings_session_and_health(tmp_path: Path) -> None:
     assert snapshot(tmp_path / ".airsspec" / "contexts") == log_before
     shown = json.loads(cli("learnings", "show", pref["id"], "--json").stdout)
     assert shown["status"] == "superseded" and shown["conflicts"]
+
+
+def test_reextract_replays_elsewhere_and_reports_only_what_differs(
+    memory: Memory, tmp_path: Path
+) -> None:
+    _first_session(memory)
+    memory.append_many(
+        "mon", [{"type": "assistant", "content": f"step {i} " * 30} for i in range(40)]
+    )
+    assert memory.compact("mon", force=True) is not None
+    memory.extract("mon", force=True)
+    found_by_a_model = {
+        "type": "learning",
+        "learning_id": "Lmodel",
+        "kind": "pattern",
+        "scope": "project",
+        "text": "The user reviews exports before merging.",
+        "source": "anthropic",
+    }
+    memory.workspace.log.append_many("mon", [found_by_a_model], system=True)
+    before = snapshot(memory.root)
+    diff = memory.reextract(tmp_path / "replayed", extractor="rules")
+    assert snapshot(memory.root) == before  # the live workspace is only read
+    assert diff["summaries"] == {"added": [], "removed": [], "changed": []}  # deterministic
+    assert diff["learnings"]["added"] == []
+    assert diff["learnings"]["removed"] == [
+        {"session": "mon", "kind": "pattern", "text": found_by_a_model["text"]}
+    ]
+    with pytest.raises(Exception, match="not empty"):
+        memory.reextract(tmp_path / "replayed")
