@@ -189,7 +189,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
         names = (
             [memory.check_session(args.session)]
             if args.session
-            else [s.name for s in memory.sessions() if s.problem is None]
+            else [s.session for s in memory.sessions() if s.problem is None]
         )
         found: dict[str, int] = {}
         for name in names:

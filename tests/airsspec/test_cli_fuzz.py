@@ -124,7 +124,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fuzz")
     assert run_cli("init", str(root), cwd=root).returncode == 0
     config = root / "airsspec.toml"
-    config.write_text(config.read_text().replace('"auto"', '"extractive"'))
+    config.write_text(
+        config.read_text().replace('summarizer = "auto"', 'summarizer = "extractive"')
+    )
     lines = "".join(
         json.dumps({"type": "user", "content": f"alpha step {i}: keep parser.py stable"}) + "\n"
         for i in range(20)

@@ -151,8 +151,14 @@ def test_cli_learnings_session_and_health(tmp_path: Path) -> None:
     assert cli("session", "start", "s1", "--task", "tidy the API").returncode == 0
     stdin = b'{"type": "user", "content": "Always use snake_case for JSON fields."}\n'
     assert run_cli("append", "s1", cwd=tmp_path, stdin=stdin, env=env).returncode == 0
+    not_due = cli("extract", "--json")
+    assert not_due.returncode == 0 and json.loads(not_due.stdout) == {"sessions": {}}
     ended = cli("session", "end", "s1", "--json")
     assert ended.returncode == 0, ended.stderr
+    more = b'{"type": "user", "content": "We decided to keep v1 of the API."}\n'
+    assert run_cli("append", "s1", cwd=tmp_path, stdin=more, env=env).returncode == 0
+    forced = cli("extract", "s1", "--force", "--json")
+    assert forced.returncode == 0 and json.loads(forced.stdout) == {"sessions": {"s1": 1}}
     listed = json.loads(cli("learnings", "--json").stdout)["learnings"]
     (pref,) = [item for item in listed if item["kind"] == "preference"]
     added = json.loads(
