@@ -71,16 +71,21 @@ class ChunkSummary(BaseModel):
     tokens: int = Field(ge=0)
 
 
-class SummarizerInfo(BaseModel):
-    """Which summarizer produced a compaction, and whether it stood in for another."""
+class BackendInfo(BaseModel):
+    """Which backend wrote derived events, and whether it stood in for another (and why)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     backend: str
     model: str
-    prompt_version: str
     fallback_from: str | None = None
     fallback_error: str | None = None
+
+
+class SummarizerInfo(BackendInfo):
+    """Which summarizer produced a compaction, and whether it stood in for another."""
+
+    prompt_version: str
 
 
 class _CompactionPayload(BaseModel):
@@ -166,16 +171,10 @@ class Evidence(BaseModel):
     hash: str
 
 
-class ExtractorInfo(BaseModel):
+class ExtractorInfo(BackendInfo):
     """Which extractor read a range of records, and whether it stood in for another."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    backend: str
-    model: str
     version: str
-    fallback_from: str | None = None
-    fallback_error: str | None = None
 
 
 class _LearningPayload(BaseModel):
