@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
     import threading
 
     from compactor.compactor import Compactor
+    from compactor.extractor import Extractor
     from eventlog.log import SessionInfo
     from eventlog.schema import Event, Record
     from eventlog.verify import VerifyReport
@@ -89,7 +90,7 @@ class Memory(SessionsAndLearnings):
 
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
-        self._compactor: Compactor | None = None
+        self._policies: dict[str, Compactor | Extractor] = {}
 
     # ------------------------------------------------------------------ open and close
 
@@ -397,8 +398,6 @@ class Memory(SessionsAndLearnings):
     def _record_access(self, session: str, given: dict[str, bool], query: str | None) -> None:
         """Record what a context build gave ``session`` (the access count of each learning,
         and which matched its task or query: a cold one that matched becomes warm)."""
-        from eventlog.schema import MEMORY_SESSION
-
         event = {
             "type": "memory_accessed",
             "learning_ids": sorted(given),
@@ -407,8 +406,7 @@ class Memory(SessionsAndLearnings):
             "reader": session,
             "query": query,
         }
-        self.workspace.log.append_many(MEMORY_SESSION, [event], system=True)
-        self.project(("hot", "learnings"), sessions=[MEMORY_SESSION], warn=False)
+        self._memory_event(event)
 
     def _earlier_sessions(self, session: str, budget: int) -> list[str]:
         """The latest summaries of the most recent other sessions, each within its share."""
@@ -498,6 +496,18 @@ class Memory(SessionsAndLearnings):
             ]
         return answer
 
+    def _policy(self, name: str, session: str, force: bool) -> list[Record]:
+        """Run one process that appends derived events (``compact`` or ``extract``: each has
+        ``due`` and ``run``) on ``session``, then bring the tiers that read it up to date."""
+        if name not in self._policies:
+            made = self.workspace.compactor() if name == "compact" else self.workspace.extractor()
+            self._policies[name] = made
+        self.check_session(session)
+        records = self._policies[name].run(session, force=force)
+        follow = ("hot", "warm") if name == "compact" else ("hot", "learnings")
+        self.project(follow, sessions=[session], warn=False)
+        return records
+
     def run_policies(self, session: str) -> dict[str, list[Record]]:
         """Run each process that writes derived events (the compactor, then the learnings
         extractor) on ``session`` when it is due; what each appended. A policy busy in
@@ -505,12 +515,11 @@ class Memory(SessionsAndLearnings):
         from compactor.errors import CompactionBusyError, NothingToCompactError
 
         appended: dict[str, list[Record]] = {}
-        for name, run in (("compact", self.compact), ("extract", self.extract)):
+        for name in ("compact", "extract"):
             try:
-                record = run(session)
+                records = self._policy(name, session, force=False)
             except (NothingToCompactError, CompactionBusyError):
                 continue
-            records = record if isinstance(record, list) else [record] if record else []
             if records:
                 appended[name] = records
         return appended
@@ -518,12 +527,8 @@ class Memory(SessionsAndLearnings):
     def compact(self, session: str, *, force: bool = False) -> Any:
         """Compact ``session`` if its hot window is over budget (or ``force``); return the
         compaction record, or None when it was within budget. Hot and warm follow at once."""
-        self.check_session(session)
-        if self._compactor is None:
-            self._compactor = self.workspace.compactor()
-        record = self._compactor.compact(session, force=force)
-        self.project(("hot", "warm"), sessions=[session])
-        return record
+        records = self._policy("compact", session, force)
+        return records[0] if records else None
 
 
 class AsyncMemory:

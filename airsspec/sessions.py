@@ -9,7 +9,6 @@ access: the priority formula counts them).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -42,14 +41,10 @@ def parse_duration(text: str) -> timedelta:
 
 
 def _moment(value: str | datetime | None) -> str:
-    from eventlog.ids import format_ts, normalize_ts
+    """``value`` as a normalised time (``InvalidQueryError`` naming ``now``); None: now."""
+    from airsspec.memory import _moment as normalised
 
-    if value is None:
-        return utc_now()
-    try:
-        return format_ts(value) if isinstance(value, datetime) else normalize_ts(value)
-    except (ValueError, OverflowError) as exc:
-        raise LearningError(f"now: {exc}") from exc
+    return normalised(value, "now") or utc_now()
 
 
 class SessionsAndLearnings:
@@ -60,6 +55,7 @@ class SessionsAndLearnings:
     if TYPE_CHECKING:  # provided by Memory
 
         def check_session(self, session: str) -> str: ...
+        def _policy(self, name: str, session: str, force: bool) -> list[Record]: ...
         def project(self, tiers: Any = ..., **kwargs: Any) -> Any: ...
         def status(self) -> Any: ...
 
@@ -123,13 +119,10 @@ class SessionsAndLearnings:
         it appended (learnings, then the ``extracted`` mark)."""
         from compactor.errors import CompactionBusyError
 
-        self.check_session(session)
         try:
-            records = self.workspace.extractor().run(session, force=force)
+            return self._policy("extract", session, force)
         except CompactionBusyError:
             return []  # another process is extracting this session
-        self.project(("hot", "learnings"), sessions=[session], warn=False)
-        return records
 
     def learnings(
         self, *, reader: str | None = None, cue: str = "", now: str | datetime | None = None
@@ -188,26 +181,19 @@ class SessionsAndLearnings:
             raise LearningError("a learning needs some text")
         if session is not None:
             self.check_session(session)
-        digest = hashlib.sha256(f"user\0{kind}\0{text}\0{utc_now()}".encode()).hexdigest()
+        from compactor.extractor import learning_id
+
+        home = session or MEMORY_SESSION
         event = {
             "type": "learning",
-            "learning_id": f"L{digest[:12]}",
+            "learning_id": learning_id(home, 0, kind, f"{text}\0{utc_now()}"),
             "kind": kind,
             "text": text,
             "scope": scope,
             "source": "user",
             "explicit": True,
         }
-        from pydantic import ValidationError
-
-        from eventlog.schema import LearningEvent
-
-        try:
-            LearningEvent.model_validate(event)
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            raise LearningError(f"{error['loc'][0]}: {error['msg']}") from exc
-        return self._system_append(session or MEMORY_SESSION, [event])[0]
+        return self._system_append(home, [event])[0]  # the log validates kind and scope
 
     def feedback(self, learning_id: str, verdict: str, *, reason: str = "") -> Record:
         """Confirm or reject a learning (``verdict``: confirmed or rejected). A rejected
@@ -285,17 +271,16 @@ class SessionsAndLearnings:
         active = [a for a in assessment.learnings if a.status == "active"]
         horizon = parse_ts(moment) - timedelta(days=max(0.0, cfg.warm_days - 7))
         demote_soon = [a.id for a in assessment.tier("warm") if parse_ts(a.last_match) < horizon]
+        words = {a.id: content_words(a.text) for a in active if a.tier != "hot"}
         promote = set()
         for session, info in assessment.sessions.items():
             if info.get("task") and not info.get("ended"):
                 cue = content_words(info["task"])
-                for a in active:
-                    if (
-                        a.tier != "hot"
-                        and a.session != session
-                        and matches(content_words(a.text), cue)
-                    ):
-                        promote.add(a.id)
+                promote |= {
+                    a.id
+                    for a in active
+                    if a.id in words and a.session != session and matches(words[a.id], cue)
+                }
         conflicts = [c.to_json() for c in assessment.conflicts if c.resolution == "superseded"]
         open_conflicts = [c for c in conflicts if c["open"]]
         attention = [

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from compactor.compactor import file_lock
 from compactor.errors import SummarizerError
 from eventlog.log import EventLog
+from eventlog.render import record_text
 from eventlog.schema import (
     MEMORY_SESSION,
     ActionRecord,
@@ -126,19 +127,8 @@ def _said(record: Record) -> str:
     return getattr(record, "content", "") or ""
 
 
-def _first_line(value: Any) -> str:
-    text = value if isinstance(value, str) else record_text_value(value)
+def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
-
-
-def record_text_value(value: Any) -> str:
-    """A tool result as text (JSON for anything that is not a string)."""
-    import orjson
-
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return str(value)
 
 
 class RulesExtractor:
@@ -168,7 +158,7 @@ class RulesExtractor:
             elif isinstance(record, ActionRecord):
                 last_action = record
             elif isinstance(record, ObservationRecord):
-                line = _first_line(record.result)
+                line = _first_line(record_text(record))
                 if record.is_error or _ERROR_TEXT.search(line[:200]):
                     pending_error, error_age = (record, _clip(line, 200)), 0
                 elif pending_error is not None and last_action is not None:
@@ -230,15 +220,8 @@ class Extractor:
         loaded = self.learnings.load(session)
         return loaded[0] if loaded else None
 
-    def due(self, session: str) -> str | None:
-        """Why ``session`` has learnings to extract now (None when it has not)."""
-        if session == MEMORY_SESSION:
-            return None
-        state = self._state(session)
-        if state is None:
-            return None
-        last = state.info.get("last_seq", 0)
-        new = last - state.extracted_through
+    def _reason(self, state: Any) -> str | None:
+        new = state.info.get("last_seq", 0) - state.extracted_through if state else 0
         if new <= 0:
             return None
         if new >= self.every:
@@ -247,14 +230,19 @@ class Extractor:
             return f"the session ended with {new} record(s) not read yet"
         return None
 
+    def due(self, session: str) -> str | None:
+        """Why ``session`` has learnings to extract now (None when it has not)."""
+        return None if session == MEMORY_SESSION else self._reason(self._state(session))
+
     def run(self, session: str, *, force: bool = False) -> list[Record]:
         """Extract ``session`` if it is due (or ``force``); return what was appended."""
         if session == MEMORY_SESSION:
             return []
-        with file_lock(self.lock_dir / f"extract-{session}.lock", wait=False, holder="extractor"):
-            if not force and self.due(session) is None:
-                return []
+        lock = self.lock_dir / f"extract-{session}.lock"
+        with file_lock(lock, wait=False, holder="extractor"):
             state = self._state(session)
+            if not force and self._reason(state) is None:
+                return []
             start = (state.extracted_through if state else 0) + 1
             records = [
                 located.record

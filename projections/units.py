@@ -129,22 +129,8 @@ def record_units(record: Record) -> list[Unit]:
     if isinstance(record, CompactionRecord):
         return _summary_units(record)
     if isinstance(record, LearningRecord):
-        return [
-            Unit(
-                unit_id=f"{record.session}:{record.seq}:0",
-                kind="learning",
-                type=record.kind,
-                text=record.text,
-                session=record.session,
-                seq_from=record.seq,
-                seq_to=record.seq,
-                record_seq=record.seq,
-                ts=record.ts,
-                event_ids=(record.id,),
-                hashes=(record.hash,),
-                meta={"learning_id": record.learning_id, "scope": record.scope},
-            )
-        ]
+        meta = {"learning_id": record.learning_id, "scope": record.scope}
+        return [_unit(record, 0, "learning", record.kind, record.text, meta=meta)]
     if record.type in MEMORY_TYPES:
         return []
     if isinstance(record, ImportedRecord) and not record.text.strip():
@@ -153,24 +139,29 @@ def record_units(record: Record) -> list[Unit]:
     if not text:
         return []
     pieces = split_text(text)
-    return [
-        Unit(
-            unit_id=f"{record.session}:{record.seq}:{part}",
-            kind="message",
-            type=record.type,
-            text=piece,
-            session=record.session,
-            seq_from=record.seq,
-            seq_to=record.seq,
-            record_seq=record.seq,
-            part=part,
-            ts=record.ts,
-            event_ids=(record.id,),
-            hashes=(record.hash,),
-            meta=record.meta,
-        )
-        for part, piece in enumerate(pieces)
-    ]
+    return [_unit(record, part, "message", record.type, piece) for part, piece in enumerate(pieces)]
+
+
+def _unit(record: Record, part: int, kind: UnitKind, type: str, text: str, **fields: Any) -> Unit:
+    """A unit cut from ``record`` (its provenance filled in); ``fields`` override the rest."""
+    return Unit(
+        **{
+            "unit_id": f"{record.session}:{record.seq}:{part}",
+            "kind": kind,
+            "type": type,
+            "text": text,
+            "session": record.session,
+            "seq_from": record.seq,
+            "seq_to": record.seq,
+            "record_seq": record.seq,
+            "part": part,
+            "ts": record.ts,
+            "event_ids": (record.id,),
+            "hashes": (record.hash,),
+            "meta": record.meta,
+            **fields,
+        }
+    )
 
 
 def _summary_units(record: CompactionRecord) -> list[Unit]:
@@ -188,20 +179,14 @@ def _summary_units(record: CompactionRecord) -> list[Unit]:
         *(("chunk", c.summary, c.from_seq, c.to_seq) for c in record.chunks),
     ]
     return [
-        Unit(
-            unit_id=f"{record.session}:{record.seq}:{part}",
-            kind="summary",
-            type=kind,
-            text=text,
-            session=record.session,
+        _unit(
+            record,
+            part,
+            "summary",
+            kind,
+            text,
             seq_from=first,
             seq_to=last,
-            record_seq=record.seq,
-            part=part,
-            ts=record.ts,
-            event_ids=(record.id,),
-            hashes=(record.hash,),
-            meta=record.meta,
             covers={**covers, "from_seq": first, "to_seq": last},
         )
         for part, (kind, text, first, last) in enumerate(summaries)
