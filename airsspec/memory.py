@@ -216,12 +216,15 @@ class Memory(SessionsAndLearnings):
         progress: Progress | None = None,
         warn: bool = True,
         cancel: threading.Event | None = None,
+        deep: bool = False,
     ) -> list[RunReport]:
         """Bring ``tiers`` up to the head of the log (only ``sessions``, when given). A cold
         tier whose embedder cannot load is left as it is, with a warning (search degrades to
         full-text and says so). A session whose log is damaged is skipped, with a warning
         unless ``warn`` is false (the reports name it either way). Setting ``cancel`` stops
-        the catch-up after the record being folded, with what was done saved."""
+        the catch-up after the record being folded, with what was done saved. ``deep`` reads
+        every output file and repairs one whose content differs from what was written, even
+        when its size and mtime were kept (the ``project`` command does this)."""
         from projections.engine import Runner
 
         chosen = self._tiers(tiers)
@@ -229,7 +232,9 @@ class Memory(SessionsAndLearnings):
             logger.warning("airsspec: warning: the cold tier was not updated: %s", problem)
             chosen = tuple(t for t in chosen if t != "cold")
         projectors = self.workspace.projectors(chosen)
-        runner = Runner(self.workspace.log, projectors, progress, jobs=jobs, cancel=cancel)
+        runner = Runner(
+            self.workspace.log, projectors, progress, jobs=jobs, cancel=cancel, deep=deep
+        )
         reports = runner.catch_up(sessions=sessions)
         for report in reports if warn else ():
             for outcome in report.failed:

@@ -325,8 +325,8 @@ class ColdProjector(Projector[ColdState]):
             return []
         return sorted(p.stem for p in self.out_dir.glob("*.json"))
 
-    def output_signature(self, session: str) -> list[int] | None:
-        return file_identity(self._checkpoint_path(session))
+    def output_files(self, session: str) -> list[str]:
+        return [str(self._checkpoint_path(session))]
 
     def reset(self) -> None:
         for session in self.sessions():  # the table goes whole, so no per-session delete

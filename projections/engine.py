@@ -13,10 +13,14 @@ exactly from its checkpoint. Invariants the runner upholds:
 - A catch-up with nothing new reads no record: a per-projector manifest (a cache of the
   checkpoints and output file identities, written after them, kept beside the output folder) is
   compared with the log files' ends and the output files.
+- The manifest also holds a SHA-256 of each session's output files as written. A deep catch-up
+  (``project``, ``status``, ``verify --tiers``) compares it too, so an edit that keeps a file's
+  size and mtime is still found and repaired; the daemon's catch-ups compare identities only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import sys
@@ -74,13 +78,15 @@ OUTPUT_CHANGED = "its output was deleted or changed after it was written"
 
 @dataclass(frozen=True, slots=True)
 class ManifestEntry:
-    """What a catch-up left for a session: its checkpoint, the identity of its output file and
-    of the log file (size, mtime, inode) at that time. While both identities are unchanged,
-    nothing was appended, replaced or damaged, and the session is skipped without reading."""
+    """What a catch-up left for a session: its checkpoint, the identity of its output files and
+    of the log file (size, mtime, inode) at that time, and the SHA-256 of its output files.
+    While both identities are unchanged, nothing was appended, replaced or damaged, and the
+    session is skipped without reading; a deep check also compares the digest."""
 
     checkpoint: Checkpoint
     output: list[int] | None
     log: list[int] | None
+    digest: str | None = None
 
 
 def file_identity(path: str | Path) -> list[int] | None:
@@ -173,10 +179,45 @@ class Projector(ABC, Generic[S]):
         """Beside the output folder, not in it: the folder holds only deterministic output."""
         return self.out_dir.with_name(f"{self.out_dir.name}.manifest.json")
 
+    def output_files(self, session: str) -> list[str]:
+        """The files holding the session's saved output; empty for a projector that keeps none
+        per session."""
+        return []
+
     def output_signature(self, session: str) -> list[int] | None:
-        """Identity of the session's saved output (size, mtime), None if there is none; an
-        idle catch-up trusts the manifest only while this is unchanged."""
-        return None
+        """Identity of the session's output files (size, mtime, inode each), None if there is
+        none or one is missing; an idle catch-up trusts the manifest only while this is
+        unchanged."""
+        found = []
+        for path in self.output_files(session):
+            identity = file_identity(path)
+            if identity is None:
+                return None
+            found += identity
+        return found or None
+
+    def output_digest(self, session: str) -> str | None:
+        """SHA-256 over the session's output files (None if there is none or one is missing):
+        what a deep check compares, so an edit that keeps size and mtime is found."""
+        files = self.output_files(session)
+        digest = hashlib.sha256()
+        for path in files:
+            try:
+                data = read_nofollow(path)
+            except OSError:
+                return None
+            digest.update(len(data).to_bytes(8, "big"))
+            digest.update(data)
+        return digest.hexdigest() if files else None
+
+    def output_changed(self, session: str, cached: ManifestEntry | None, *, deep: bool) -> bool:
+        """Was the session's output deleted or changed after the catch-up that ``cached``
+        records? Identities only, or (``deep``) the content's digest too."""
+        if cached is None or cached.output is None:
+            return False
+        if cached.output != self.output_signature(session):
+            return True
+        return deep and cached.digest is not None and cached.digest != self.output_digest(session)
 
     def read_manifest(self) -> dict[str, ManifestEntry]:
         """Cached entries per session; empty if missing, unreadable or written under other
@@ -186,7 +227,7 @@ class Projector(ABC, Generic[S]):
             if data["fingerprint"] != self.fingerprint():
                 return {}
             return {
-                s: ManifestEntry(Checkpoint.from_json(e), e["output"], e["log"])
+                s: ManifestEntry(Checkpoint.from_json(e), e["output"], e["log"], e.get("digest"))
                 for s, e in data["sessions"].items()
             }
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -197,7 +238,7 @@ class Projector(ABC, Generic[S]):
         data = {
             "fingerprint": self.fingerprint(),
             "sessions": {
-                s: {**e.checkpoint.to_json(), "output": e.output, "log": e.log}
+                s: {**e.checkpoint.to_json(), "output": e.output, "log": e.log, "digest": e.digest}
                 for s, e in entries.items()
             },
         }
@@ -224,10 +265,10 @@ class FilePerSessionProjector(Projector[S]):
     def has_output(self, session: str) -> bool:
         return self.path(session).exists()
 
-    def output_signature(self, session: str) -> list[int] | None:
+    def output_files(self, session: str) -> list[str]:
         # ``session`` comes from the log's listing (already validated): skip Path overhead,
         # this runs for every session on every catch-up.
-        return file_identity(os.path.join(self._out, session + self.suffix))
+        return [os.path.join(self._out, session + self.suffix)]
 
     def sessions(self) -> list[str]:
         if not self.out_dir.is_dir():
@@ -344,6 +385,8 @@ class Runner:
     session in exactly one); the parent then writes the manifest. Outputs are the same bytes.
     ``cancel``, once set, stops a catch-up after the record being folded: what was folded is
     saved (a later catch-up resumes there) and the remaining sessions wait (one job only).
+    ``deep`` compares each idle session's output with the digest it was written with (reading
+    every output file) rather than trusting unchanged file identities.
     """
 
     def __init__(
@@ -353,8 +396,10 @@ class Runner:
         progress: Progress | None = None,
         jobs: int = 1,
         cancel: threading.Event | None = None,
+        deep: bool = False,
     ) -> None:
         self.log = log
+        self.deep = deep
         self.projectors = list(projectors)
         self.progress = progress
         self.jobs = max(1, jobs)
@@ -405,19 +450,20 @@ class Runner:
                     entries[session] = cached
                 continue
             log_id = file_identity(os.path.join(log_dir, session + LOG_SUFFIX))
-            output = projector.output_signature(session) if cached is not None else None
+            changed = projector.output_changed(session, cached, deep=self.deep)
             if (
                 stop_at is None
                 and cached is not None
                 and cached.log == log_id
                 and cached.output is not None
-                and cached.output == output
+                and not changed
+                and (cached.digest is not None or not self.deep)
             ):
                 entries[session] = cached  # idle: nothing new, output as we wrote it
                 outcomes[session] = SessionOutcome(session)
                 continue
             todo[session] = log_id
-            if cached is not None and cached.output is not None and cached.output != output:
+            if changed:
                 # A derived file was deleted or edited after it was written: folding on from
                 # the checkpoint would keep the damage, so the session is projected again.
                 projector.drop(session)
@@ -434,7 +480,10 @@ class Runner:
                 # catch-up does not take the session for idle.
                 log_id = None if outcome.cancelled else todo[session]
                 entries[session] = ManifestEntry(
-                    checkpoint, projector.output_signature(session), log_id
+                    checkpoint,
+                    projector.output_signature(session),
+                    log_id,
+                    projector.output_digest(session),
                 )
         if not self.cancelled:
             projector.finish()

@@ -41,8 +41,7 @@ def tier_status(log: EventLog, projector: Projector[Any]) -> TierStatus:
         head = log_tail(log, session)
         cached = manifest.get(session)
         checkpoint = cached.checkpoint if cached else None
-        changed = cached and cached.output not in (None, projector.output_signature(session))
-        if changed:
+        if projector.output_changed(session, cached, deep=True):
             status.degraded.append(f"{session}: {OUTPUT_CHANGED} (project repairs it)")
         if checkpoint is None:
             loaded = projector.load(session)

@@ -21,7 +21,7 @@ import orjson
 
 from eventlog.layout import read_nofollow
 from eventlog.schema import CompactionRecord, Record
-from projections.engine import Checkpoint, FilePerSessionProjector, file_identity
+from projections.engine import Checkpoint, FilePerSessionProjector
 from projections.files import atomic_write, folder_size
 
 STATE_VERSION = 1
@@ -163,17 +163,10 @@ class WarmProjector(FilePerSessionProjector[WarmState]):
             for stray in self.library_dir.glob("history-*.md"):
                 stray.unlink()
 
-    def output_signature(self, session: str) -> list[int] | None:
-        state = super().output_signature(session)
-        if state is None:
-            return None
+    def output_files(self, session: str) -> list[str]:
         loaded = self.load(session)
-        owned = (
-            [file_identity(self.library_dir / e["file"]) for e in loaded[0].files] if loaded else []
-        )
-        if any(identity is None for identity in owned):
-            return None  # a library file was deleted: not idle
-        return state + [n for identity in owned for n in identity]  # type: ignore[union-attr]
+        owned = [str(self.library_dir / e["file"]) for e in loaded[0].files] if loaded else []
+        return super().output_files(session) + owned
 
     def item_count(self) -> int:
         return len(list(self.library_dir.glob("history-*.md"))) if self.library_dir.is_dir() else 0

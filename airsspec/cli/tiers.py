@@ -43,9 +43,12 @@ TIER = arg("--tier", choices=(*TIERS, "all"), default="all")
     TIER,
 )
 def cmd_project(args: argparse.Namespace) -> int:
-    """Bring every tier up to the head of the log."""
+    """Bring every tier up to the head of the log, and repair any derived file that was
+    deleted or changed after it was written (each is checked against its recorded SHA-256)."""
     with open_memory(args) as memory:
-        reports = memory.project(args.tier, jobs=args.jobs, progress=progress_printer(), warn=False)
+        reports = memory.project(
+            args.tier, jobs=args.jobs, progress=progress_printer(), warn=False, deep=True
+        )
     return report_runs(reports, args.json, {})
 
 

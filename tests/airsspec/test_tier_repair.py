@@ -1,9 +1,11 @@
 """Derived files are checked against what was written: a deleted or edited library file or hot
-state is reported by status and repaired by project, byte for byte, never served as edited."""
+state is reported by status and repaired by project, byte for byte, never served as edited. An
+edit that keeps the file's size and mtime is found too: its content's SHA-256 is recorded."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -34,11 +36,16 @@ def _damage(path: Path, how: str) -> None:
         path.unlink()
     elif how == "edit":
         path.write_text(path.read_text().replace("alpha", "OMEGA INJECTED"))
+    elif how == "stealth":  # same size, same inode, mtime put back
+        st = path.stat()
+        path.write_text(path.read_text().replace("alpha", "OMEGA"))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
     else:
         path.write_bytes(b"garbage")
 
 
-@pytest.mark.parametrize("how", ["delete", "edit", "garbage"])
+@pytest.mark.parametrize("how", ["delete", "edit", "garbage", "stealth"])
 @pytest.mark.parametrize(
     "target", ["knowledge/library/history-001.md", "state/hot/alpha.json"], ids=["library", "hot"]
 )
@@ -59,7 +66,7 @@ def test_a_damaged_derived_file_is_reported_and_repaired(
     assert {k: v for k, v in after.items() if k in before} == before
     assert run_cli("verify", "--tiers", cwd=project).returncode == 0
     hot = run_cli("hot", "alpha", "--budget", "400", cwd=project)
-    assert b"INJECTED" not in hot.stdout and b"alpha decision 11" in hot.stdout
+    assert b"OMEGA" not in hot.stdout and b"alpha decision 11" in hot.stdout
 
 
 @pytest.mark.parametrize("how", ["delete", "garbage"])
