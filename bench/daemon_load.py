@@ -100,7 +100,9 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="airsspec-bench-load-"))
     subprocess.run([sys.executable, "-m", "airsspec", "init"], cwd=root, env=ENV, check=True)
     config = root / "airsspec.toml"
-    config.write_text(config.read_text().replace('"auto"', '"extractive"'))
+    config.write_text(
+        config.read_text().replace('summarizer = "auto"', 'summarizer = "extractive"')
+    )
     log_dir = root / ".airsspec" / "contexts" / "agent"
     stderr = (root / "watch.log").open("w")
     daemon = subprocess.Popen(

@@ -86,7 +86,9 @@ def main() -> None:
         root.mkdir()
         assert run(root, "init").returncode == 0
         config = root / "airsspec.toml"
-        config.write_text(config.read_text().replace('"auto"', '"extractive"'))
+        config.write_text(
+            config.read_text().replace('summarizer = "auto"', 'summarizer = "extractive"')
+        )
         source = mount / "source"
         source.mkdir()
         acked: dict[str, int] = Counter()

@@ -1,7 +1,8 @@
 """A derived-tier tamper campaign (a benchmark, not a test): every kind of file under
-``knowledge/`` and ``state/`` is deleted, edited, or replaced by garbage, one at a time, in a
-copy of a projected workspace. Then ``status``, ``verify --tiers`` and ``project`` run, and the
-reading commands (``hot``, ``query``, ``library``, ``sql``) are asked.
+``knowledge/`` and ``state/`` is deleted, edited (also keeping its size and mtime), or replaced
+by garbage, one at a time, in a copy of a projected workspace. Then ``status``, ``verify
+--tiers`` and ``project`` run, and the reading commands (``hot``, ``query``, ``library``,
+``sql``) are asked.
 
 Each case is counted as repaired (after ``project`` every tier equals a rebuild from the log:
 files byte for byte, cold rows value for value), or reported (``status`` or ``verify --tiers``
@@ -9,7 +10,7 @@ named the damage, or ``project`` exited non-zero saying what is wrong), or silen
 a failure). Also failures: a traceback or an exit code other than 0/1/2 from any command, any
 change to a log, and a reading command serving the injected text.
 
-    python bench/tamper.py [--ways delete,edit,garbage]
+    python bench/tamper.py [--ways delete,edit,stealth,garbage]
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ def build(root: Path) -> None:
     """A workspace with two sessions, a compaction, a source document, every tier projected."""
     run(root, "init")
     config = root / "airsspec.toml"
-    config.write_text(config.read_text().replace('"auto"', '"extractive"'))
+    config.write_text(
+        config.read_text().replace('summarizer = "auto"', 'summarizer = "extractive"')
+    )
     for session in ("alpha", "beta"):
         lines = "".join(
             json.dumps({"type": "user", "content": f"{session} decision {i}: parser.py"}) + "\n"
@@ -90,25 +93,30 @@ def targets(ws: Path) -> dict[str, str]:
 
 
 def damage(path: Path, how: str) -> None:
+    """Delete, edit, edit keeping size and mtime ("stealth"), or overwrite with garbage."""
     if how == "delete":
         path.unlink()
-    elif how == "edit":
-        data = path.read_bytes()
-        try:
-            text: str | None = data.decode("utf-8") if b"\0" not in data else None
-        except UnicodeDecodeError:
-            text = None
-        if text is not None and "alpha" in text:
-            path.write_text(text.replace("alpha", INJECTED, 1))
-        else:  # binary, or no text to change: flip bytes in the middle
-            middle = len(data) // 2
-            path.write_bytes(
-                data[:middle]
-                + bytes(b ^ 0xFF for b in data[middle : middle + 16])
-                + data[middle + 16 :]
-            )
-    else:
+        return
+    if how == "garbage":
         path.write_bytes(b"garbage\n")
+        return
+    st, data = path.stat(), path.read_bytes()
+    try:
+        text: str | None = data.decode("utf-8") if b"\0" not in data else None
+    except UnicodeDecodeError:
+        text = None
+    # "alpha decision" and INJECTED have the same length, so the stealth edit keeps the size
+    if text is not None and "alpha decision" in text:
+        path.write_text(text.replace("alpha decision", INJECTED, 1))
+    else:  # binary, or no text to change: flip bytes in the middle
+        middle = len(data) // 2
+        path.write_bytes(
+            data[:middle]
+            + bytes(b ^ 0xFF for b in data[middle : middle + 16])
+            + data[middle + 16 :]
+        )
+    if how == "stealth":
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def tiers_of(ws: Path) -> dict[str, object]:
@@ -163,7 +171,7 @@ def logs(ws: Path) -> dict[str, bytes]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--ways", default="delete,edit,garbage")
+    parser.add_argument("--ways", default="delete,edit,stealth,garbage")
     parser.add_argument("--only", default="", help="only file kinds containing this")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="airsspec-bench-tamper-"))
