@@ -320,7 +320,7 @@ def synthetic_table(root: Path, rows: int, texts: list[str], vectors: np.ndarray
             )
             for i in index.tolist()
         ]
-        store.add(units, noisy.astype(np.float32))
+        store.add(units, noisy.astype(np.float32), [""] * len(units))
     store.maintain(ann_min_rows=20_000)
     return store
 

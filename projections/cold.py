@@ -119,12 +119,36 @@ _ARROW_TYPES = {
 
 def unit_schema(dim: int, metadata: dict[bytes, bytes] | None = None) -> pa.Schema:
     """The Arrow schema of the cold table, derived from ``Unit``: one column per field, then
-    the text's SHA-256 and the embedding of ``dim`` dimensions."""
+    the text's SHA-256, what the full-text index reads (``search_text``) and the embedding of
+    ``dim`` dimensions."""
     columns = [(f.name, _ARROW_TYPES[str(f.type).removesuffix(" | None")]) for f in fields(Unit)]
     return pa.schema(
-        [*columns, ("content_hash", pa.string()), ("vector", pa.list_(pa.float32(), dim))],
+        [
+            *columns,
+            ("content_hash", pa.string()),
+            ("search_text", pa.string()),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ],
         metadata=metadata,
     )
+
+
+def search_text(unit: Unit, context: str) -> str:
+    """What the full-text index reads for ``unit``: the message before it in its session
+    (``context``; a reply such as "Yes, last May" is found by the words of the question it
+    answers), then its own text."""
+    return f"{context}\n{unit.text}" if context else unit.text
+
+
+# The full-text index: stemmed English words without stop words ("deciding" finds "decided").
+FTS_SETTINGS = {
+    "base_tokenizer": "simple",
+    "language": "English",
+    "stem": True,
+    "remove_stop_words": True,
+    "lower_case": True,
+    "ascii_folding": True,
+}
 
 
 class ColdStore:
@@ -205,14 +229,16 @@ class ColdStore:
         for index in table.list_indices():
             table.drop_index(index.name)
 
-    def add(self, units: list[Unit], vectors: np.ndarray) -> None:
-        """Append ``units`` with their embeddings (one row each) in one commit."""
+    def add(self, units: list[Unit], vectors: np.ndarray, contexts: list[str]) -> None:
+        """Append ``units`` with their embeddings and the text before each (``search_text``),
+        one row each, in one commit."""
         if not units:
             return
         table = self.open() or self.create()
         rows = [unit_row(u) for u in units]
         columns: dict[str, Any] = {name: [r[name] for r in rows] for name in UNIT_FIELDS}
         columns["content_hash"] = [text_sha256(u.text) for u in units]
+        columns["search_text"] = [search_text(u, c) for u, c in zip(units, contexts, strict=True)]
         columns["vector"] = pa.FixedSizeListArray.from_arrays(
             pa.array(vectors.ravel(), pa.float32()), self.dim
         )
@@ -232,7 +258,7 @@ class ColdStore:
             return
         indexed = {i.columns[0]: i.name for i in table.list_indices()}
         wanted: dict[str, Any] = {
-            "text": FTS(with_position=False),
+            "search_text": FTS(with_position=False, **FTS_SETTINGS),
             "session": BTree(),
             "kind": Bitmap(),
         }
@@ -241,19 +267,22 @@ class ColdStore:
         for column, config in wanted.items():
             if column not in indexed:
                 table.create_index(column, config=config)
-        if "text" in indexed and table.index_stats(indexed["text"]).num_unindexed_rows >= (
-            INDEX_REFRESH_ROWS
-        ):
+        fts = indexed.get("search_text")
+        if fts and table.index_stats(fts).num_unindexed_rows >= INDEX_REFRESH_ROWS:
             table.optimize(cleanup_older_than=VERSIONS_KEPT_FOR)
 
 
 @dataclass(slots=True)
 class ColdState:
-    """The cold projector's state of one session: units not yet written."""
+    """The cold projector's state of one session: units not yet written, each with the text
+    before it (see ``search_text``), and the session's last message text (saved with the
+    checkpoint, so a resumed fold gives the next message the same context as a rebuild)."""
 
     session: str
     base_seq: int  # rows of records after this seq are replaced on save
+    previous: str = ""
     units: list[Unit] = field(default_factory=list)
+    contexts: list[str] = field(default_factory=list)
     # After this fold's first save, no row is past base_seq (this process wrote them all):
     # later saves skip the delete, a filtered scan that grows with the table.
     clean: bool = False
@@ -281,7 +310,12 @@ class ColdProjector(Projector[ColdState]):
         self.store = ColdStore(vectors_dir, embedder.model_id, embedder.dim)
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"version": 1, "embedder": self.embedder.model_id, "epoch": self.store.epoch}
+        return {
+            "version": 2,
+            "embedder": self.embedder.model_id,
+            "epoch": self.store.epoch,
+            "full_text": FTS_SETTINGS,
+        }
 
     def _checkpoint_path(self, session: str) -> Path:
         return self.out_dir / f"{session}.json"
@@ -290,7 +324,11 @@ class ColdProjector(Projector[ColdState]):
         return ColdState(session, 0)
 
     def apply(self, state: ColdState, record: Record) -> ColdState:
-        state.units.extend(record_units(record))
+        for unit in record_units(record):
+            state.units.append(unit)
+            state.contexts.append(state.previous if unit.kind == "message" else "")
+            if unit.kind == "message":
+                state.previous = unit.text
         return state
 
     def load(self, session: str) -> tuple[ColdState, Checkpoint] | None:
@@ -301,20 +339,24 @@ class ColdProjector(Projector[ColdState]):
             checkpoint = Checkpoint.from_json(data["checkpoint"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        return ColdState(session, checkpoint.seq), checkpoint
+        return ColdState(session, checkpoint.seq, data["previous"]), checkpoint
 
     def save(self, session: str, state: ColdState, checkpoint: Checkpoint) -> None:
         if not state.clean:
             self.store.delete(f"session = {quote(session)} AND record_seq > {state.base_seq}")
-        self._add(state.units)
+        self._add(state.units, state.contexts)
         if self.store.open() is None:
             self.store.create()  # an empty projection is still an output
-        data = {"checkpoint": checkpoint.to_json(), "fingerprint": self.fingerprint()}
+        data = {
+            "checkpoint": checkpoint.to_json(),
+            "fingerprint": self.fingerprint(),
+            "previous": state.previous,
+        }
         atomic_write(self._checkpoint_path(session), orjson.dumps(data))
-        state.base_seq, state.units, state.clean = checkpoint.seq, [], True
+        state.base_seq, state.units, state.contexts, state.clean = checkpoint.seq, [], [], True
 
-    def _add(self, units: list[Unit]) -> None:
-        self.store.add(units, self.embedder.embed([u.text for u in units]))
+    def _add(self, units: list[Unit], contexts: list[str]) -> None:
+        self.store.add(units, self.embedder.embed([u.text for u in units]), contexts)
 
     def drop(self, session: str) -> None:
         self.store.delete(f"session = {quote(session)}")
@@ -393,7 +435,8 @@ class ColdProjector(Projector[ColdState]):
             self.store.delete(f"source = {quote(name)}")
             if name in current:
                 text = contents[name].decode("utf-8", errors="replace")
-                self._add(source_units(name, text, current[name]["sha256"]))
+                units = source_units(name, text, current[name]["sha256"])
+                self._add(units, [""] * len(units))
         if current != known and self.store.open() is not None:
             data = {"epoch": self.store.epoch, "files": current}
             atomic_write(self._sources_manifest, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))

@@ -348,7 +348,8 @@ def _vector_rows(table: Any, vector: np.ndarray, where: str, n: int) -> pa.Table
 
 
 def _text_rows(table: Any, query: str, where: str, n: int) -> pa.Table:
-    search = table.search(query, query_type="fts").limit(n).with_row_id(True)
+    search = table.search(query, query_type="fts", fts_columns="search_text")
+    search = search.limit(n).with_row_id(True)
     search = search.select([*_RANK_COLUMNS, "vector", "_score"])
     return (search.where(where, prefilter=True) if where else search).to_arrow()
 

@@ -190,7 +190,7 @@ def test_the_ann_index_is_built_once_the_table_is_big_enough(tmp_path: Path) -> 
     projector = cold(tmp_path, ann_min_rows=256)
     Runner(log, [projector]).catch_up()
     kinds = {i.columns[0]: i.index_type for i in projector.store.open().list_indices()}
-    assert kinds["vector"] == "IvfPq" and kinds["text"] == "FTS"
+    assert kinds["vector"] == "IvfPq" and kinds["search_text"] == "FTS"
     result = recall(projector).query_memory("item 123", k=3)
     assert result.hits[0].unit_id == "s:124:0" and not result.warnings
 
@@ -233,9 +233,25 @@ def test_the_row_is_declared_once_and_round_trips() -> None:
         line_to=9,
     )
     schema = unit_schema(8)
-    assert schema.names == [*UNIT_FIELDS, "content_hash", "vector"]
+    assert schema.names == [*UNIT_FIELDS, "content_hash", "search_text", "vector"]
     row = unit_row(unit)
     assert row["meta"] == '{"a":[2],"b":1}' and row["event_ids"] == ["e1", "e2"]
     assert Unit(**unit_values(row)) == unit
     hit = Hit(**unit_values(row), score=0.5, parts={"semantic": 0.5})
     assert hit.covers == unit.covers and hit.tier == "cold"
+
+
+def test_a_reply_is_found_by_the_words_of_the_message_before_it(tmp_path: Path) -> None:
+    """The full-text index reads each message with the one before it in its session, stemmed:
+    a short answer is found by the question it answers, in other words than its own."""
+    log = EventLog(tmp_path / "log", durability="off")
+    log.append("a", {"type": "user", "content": "Where should the nightly backups be stored?"})
+    log.append("a", {"type": "assistant", "content": "In the eu-west bucket, encrypted."})
+    log.append("b", {"type": "assistant", "content": "In the other bucket."})  # no context
+    Runner(log, [cold(tmp_path)]).catch_up()
+    hits = recall(cold(tmp_path)).query_memory("storing backup", k=5, kinds=["message"]).hits
+    lexical = {h.text for h in hits if h.parts["lexical"] > 0}
+    assert lexical == {
+        "Where should the nightly backups be stored?",
+        "In the eu-west bucket, encrypted.",
+    }

@@ -122,7 +122,7 @@ def test_corrupt_table_answers_by_scanning_the_log(tmp_path: Path) -> None:
 def test_removed_full_text_index_falls_back_to_semantic(tmp_path: Path) -> None:
     with _workspace(tmp_path, "hash") as ws:
         table = ws.recall().store.open()
-        (fts,) = [i for i in table.list_indices() if i.columns == ["text"]]
+        (fts,) = [i for i in table.list_indices() if i.columns == ["search_text"]]
         shutil.rmtree(ws.vectors_dir / "units.lance" / "_indices" / fts.index_uuid)
         result = (
             Workspace.open(config=tmp_path / "airsspec.toml")
