@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from eventlog.errors import AirsspecError
 from eventlog.schema import MESSAGE_TYPES_DEFAULT
 from projections.learning_rules import LearningSettings
+from projections.units import IndexPolicy
 
 CONFIG_NAME = "airsspec.toml"
 ENV_PREFIX = "AIRSSPEC_"
@@ -72,8 +73,9 @@ class CompactorSettings(_Section):
     anthropic_timeout_s: float = Field(60.0, gt=0)
 
 
-class ColdSettings(_Section):
-    """``[cold]``: the embedder, the vector index and query_memory's weights."""
+class ColdSettings(_Section, IndexPolicy):
+    """``[cold]``: the embedder, what is embedded (``projections.units.IndexPolicy``), the
+    vector index and query_memory's weights."""
 
     embedder: Literal["minilm", "hash"] = "minilm"
     hash_dim: int = Field(256, ge=8, le=4096)
@@ -294,6 +296,14 @@ embedder = "minilm"
 hash_dim = 256                # dimensions of the hash embedder
 ann_min_rows = 20000          # build the approximate-nearest-neighbour index from this many rows
 candidates = 50               # rows each search (vector, full-text) proposes for fusion
+# Indexing policy. Every text unit is full-text indexed (with the message before it); what is
+# also embedded (searchable by meaning): messages, summaries, learnings and sources whole, and
+# of a tool call or tool output ("action", "observation": file contents, command output) only
+# the first tool_head_chars characters ("head"), every part whole ("all", slow: a tool output
+# is mostly what full-text search finds best), or nothing ("none"). Identical texts are
+# embedded once. Changing either rebuilds the cold tier.
+tool_embed = "head"
+tool_head_chars = 200
 # query_memory score = weight_semantic * cosine + weight_lexical * bm25 / best bm25
 #   + weight_recency * 0.5 ** (age / half-life) + weight_anchor * share of query anchors matched.
 # Defaults chosen by measured recall on LoCoMo (bench/cold.py), where recency did not help;

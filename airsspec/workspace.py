@@ -190,6 +190,7 @@ class Workspace:
             # shared by as-of copies: vectors are keyed by content, never by position
             CachedEmbedder(self.embedder(), self.state_dir / "caches" / "embeddings.sqlite"),
             ann_min_rows=self.settings.cold.ann_min_rows,
+            policy=self.settings.cold,  # an IndexPolicy, with the section's other keys
         )
 
     def embedder(self) -> Embedder:

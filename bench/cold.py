@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -49,13 +50,14 @@ CATEGORIES = (1, 2, 3, 4)
 KS = (5, 10)
 
 
-def cli(*args: str, cwd: Path, stdin: bytes | None = None) -> bytes:
+def cli(*args: str, cwd: Path, stdin: bytes | None = None, env: dict | None = None) -> bytes:
     done = subprocess.run(
         [sys.executable, "-m", "airsspec", *args],
         cwd=cwd,
         input=stdin,
         capture_output=True,
         check=False,
+        env={**os.environ, **(env or {})},
     )
     if done.returncode != 0:
         sys.exit(f"airsspec {' '.join(args)} failed: {done.stderr.decode()}")
@@ -294,6 +296,47 @@ def rebuild_with_and_without_cache(work: Path, repeats: int) -> None:
     )
 
 
+CLAUDE_CODE = DATA.parents[1] / "claude-code"
+
+
+def searchable(work: Path, repeats: int) -> None:
+    """The dev Claude Code transcripts (``compact/`` included) imported into a fresh workspace,
+    then ``project --tier cold`` from an empty embedding cache, timed (process start included),
+    under the default indexing policy and under the old one (every part of a tool output
+    embedded whole), in the same run."""
+    megabytes = sum(p.stat().st_size for p in CLAUDE_CODE.rglob("*.jsonl")) / 2**20
+    rows = []
+    for policy in ("head", "all"):
+        seconds, facts = [], {}
+        for attempt in range(repeats):
+            root = work / f"searchable-{policy}-{attempt}"
+            root.mkdir(parents=True)
+            cli("init", str(root), cwd=root)
+            cli("import", "claude-code", str(CLAUDE_CODE), cwd=root)
+            env = {"AIRSSPEC_COLD_TOOL_EMBED": policy}
+            started = time.perf_counter()
+            cli("project", "--tier", "cold", cwd=root, env=env)
+            seconds.append(time.perf_counter() - started)
+            model = make_embedder("minilm").model_id
+            store = ColdStore(root / ".airsspec" / "knowledge" / "vectors", model, 384)
+            table = store.open()
+            facts = {
+                "records": sum(1 for p in (root / ".airsspec").rglob("*.jsonl") for _ in p.open()),
+                "rows": table.count_rows(),
+                "embedded": table.count_rows("vector IS NOT NULL"),
+            }
+            shutil.rmtree(root)
+        took = statistics.median(seconds)
+        rows.append([policy, facts["records"], facts["rows"], facts["embedded"], took])
+    baseline = rows[1][4]
+    print_table(
+        f"Claude Code dev transcripts ({megabytes:.1f} MB) searchable from an empty cache "
+        f"(project --tier cold, median of {repeats})",
+        ["tool_embed", "records", "rows", "texts embedded", "seconds", "MB/s", "time ratio"],
+        [[*r, megabytes / r[4], r[4] / baseline] for r in rows],
+    )
+
+
 def synthetic_table(root: Path, rows: int, texts: list[str], vectors: np.ndarray) -> ColdStore:
     """``rows`` rows cycling through real turns, each with a row number and a perturbed vector,
     written through the cold store in batches of 100,000 (1,000 rows a session)."""
@@ -320,7 +363,7 @@ def synthetic_table(root: Path, rows: int, texts: list[str], vectors: np.ndarray
             )
             for i in index.tolist()
         ]
-        store.add(units, noisy.astype(np.float32), [""] * len(units))
+        store.add(units, list(noisy.astype(np.float32)), [""] * len(units))
     store.maintain(ann_min_rows=20_000)
     return store
 
@@ -418,12 +461,18 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--only", choices=("searchable",), help="run one measurement")
     args = parser.parse_args()
     if not DATA.exists():
         sys.exit(f"{DATA} is absent: the LoCoMo measurements need ../shared/data")
     with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
         work = Path(tmp)
+        if args.only == "searchable":
+            searchable(work, args.repeats)
+            return
         quality(work / "quality")
+        if CLAUDE_CODE.is_dir():
+            searchable(work, args.repeats)
         throughput(args.repeats)
         rebuild_with_and_without_cache(work, args.repeats)
         if not args.skip_latency:

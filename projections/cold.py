@@ -46,6 +46,7 @@ from projections.files import atomic_write, folder_size
 from projections.units import (
     SOURCE_SUFFIXES,
     UNIT_FIELDS,
+    IndexPolicy,
     Unit,
     record_units,
     source_units,
@@ -229,9 +230,10 @@ class ColdStore:
         for index in table.list_indices():
             table.drop_index(index.name)
 
-    def add(self, units: list[Unit], vectors: np.ndarray, contexts: list[str]) -> None:
-        """Append ``units`` with their embeddings and the text before each (``search_text``),
-        one row each, in one commit."""
+    def add(self, units: list[Unit], vectors: list[np.ndarray | None], contexts: list[str]) -> None:
+        """Append ``units`` with their embeddings (None: full-text only, no vector; vector
+        search never returns the row) and the text before each (``search_text``), one row
+        each, in one commit."""
         if not units:
             return
         table = self.open() or self.create()
@@ -239,8 +241,13 @@ class ColdStore:
         columns: dict[str, Any] = {name: [r[name] for r in rows] for name in UNIT_FIELDS}
         columns["content_hash"] = [text_sha256(u.text) for u in units]
         columns["search_text"] = [search_text(u, c) for u, c in zip(units, contexts, strict=True)]
+        missing = np.array([v is None for v in vectors])
+        zero = np.zeros(self.dim, np.float32)
+        flat = np.concatenate([zero if v is None else v for v in vectors]).astype(np.float32)
         columns["vector"] = pa.FixedSizeListArray.from_arrays(
-            pa.array(vectors.ravel(), pa.float32()), self.dim
+            pa.array(flat, pa.float32()),
+            self.dim,
+            mask=pa.array(missing) if missing.any() else None,
         )
         try:
             table.add(pa.table(columns, schema=table.schema))
@@ -302,11 +309,13 @@ class ColdProjector(Projector[ColdState]):
         sources_dir: Path | None,
         embedder: CachedEmbedder,
         ann_min_rows: int = 20_000,
+        policy: IndexPolicy | None = None,
     ) -> None:
         super().__init__(out_dir)
         self.sources_dir = sources_dir
         self.embedder = embedder
         self.ann_min_rows = ann_min_rows
+        self.policy = policy or IndexPolicy()
         self.store = ColdStore(vectors_dir, embedder.model_id, embedder.dim)
 
     def fingerprint(self) -> dict[str, Any]:
@@ -315,6 +324,7 @@ class ColdProjector(Projector[ColdState]):
             "embedder": self.embedder.model_id,
             "epoch": self.store.epoch,
             "full_text": FTS_SETTINGS,
+            "policy": self.policy.model_dump(include=set(IndexPolicy.model_fields)),
         }
 
     def _checkpoint_path(self, session: str) -> Path:
@@ -356,7 +366,15 @@ class ColdProjector(Projector[ColdState]):
         state.base_seq, state.units, state.contexts, state.clean = checkpoint.seq, [], [], True
 
     def _add(self, units: list[Unit], contexts: list[str]) -> None:
-        self.store.add(units, self.embedder.embed([u.text for u in units]), contexts)
+        """Embed what the policy says (identical texts once) and write the rows."""
+        embedded = [self.policy.embedded_text(u) for u in units]
+        wanted = [i for i, text in enumerate(embedded) if text is not None]
+        vectors: list[np.ndarray | None] = [None] * len(units)
+        if wanted:
+            found = self.embedder.embed([embedded[i] for i in wanted])  # type: ignore[misc]
+            for i, vector in zip(wanted, found, strict=True):
+                vectors[i] = vector
+        self.store.add(units, vectors, contexts)
 
     def drop(self, session: str) -> None:
         self.store.delete(f"session = {quote(session)}")

@@ -34,7 +34,10 @@ from eventlog.errors import AirsspecError
 MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MINILM_MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained to read
-EMBED_BATCH = 8  # measured best on 2 cores (LoCoMo turns, ~100 tokens each)
+# A batch holds texts of similar length, at most this many characters once padded to its
+# longest (count x longest): about 4 LoCoMo turns or one 1,000-character chunk. Measured best
+# on 2 cores for both (bench/cold.py); a fixed count of 8 was 10-20% slower on mixed lengths.
+EMBED_BATCH_CHARS = 1000
 
 
 class EmbedderUnavailable(AirsspecError, RuntimeError):
@@ -215,10 +218,7 @@ class MiniLMEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         tokenizer, session = self._load()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        # Similar lengths share a batch, so little time goes to padding.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), EMBED_BATCH):
-            rows = order[start : start + EMBED_BATCH]
+        for rows in _batches(texts):
             encodings = tokenizer.encode_batch([texts[i] for i in rows])
             ids = np.array([e.ids for e in encodings], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
@@ -230,6 +230,17 @@ class MiniLMEmbedder:
             weights = mask[..., None].astype(np.float32)
             out[rows] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return _normalise(out)
+
+
+def _batches(texts: list[str]) -> list[list[int]]:
+    """Indices of ``texts`` in batches of similar length (shortest first), each at most
+    ``EMBED_BATCH_CHARS`` once padded, so little time goes to padding."""
+    batches: list[list[int]] = []
+    for i in sorted(range(len(texts)), key=lambda i: len(texts[i])):
+        if not batches or (len(batches[-1]) + 1) * len(texts[i]) > EMBED_BATCH_CHARS:
+            batches.append([])
+        batches[-1].append(i)
+    return batches
 
 
 EMBEDDERS = ("minilm", "hash")

@@ -366,9 +366,10 @@ def _candidates(
             found[row["unit_id"]] = candidate
     if text_rows is not None and text_rows.num_rows:
         similarities = None
-        if query_vector is not None:
-            vectors = text_rows["vector"].combine_chunks().values.to_numpy()
-            similarities = vectors.reshape(-1, len(query_vector)) @ query_vector
+        if query_vector is not None:  # a full-text-only row (no vector) scores 0
+            column = text_rows["vector"].combine_chunks()
+            vectors = column.values.to_numpy().reshape(-1, len(query_vector))
+            similarities = np.where(column.is_null().to_numpy(False), 0.0, vectors @ query_vector)
         rows = text_rows.select(["_rowid", *_RANK_COLUMNS, "_score"]).to_pylist()
         for index, row in enumerate(rows):
             candidate = found.get(row["unit_id"])

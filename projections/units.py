@@ -12,6 +12,8 @@ A unit is a piece of readable text with its provenance. Pure functions of their 
 - a source document (markdown or text under ``sources/``) is split on headings, then by size
   with overlap; its units name the file, its SHA-256 and the lines they span.
 
+Every unit is full-text indexed; ``IndexPolicy`` decides which are also embedded, and from what.
+
 Unit ids are stable: ``{session}:{seq}:{part}`` for log units, ``src:{path}:{part}`` for sources.
 """
 
@@ -22,6 +24,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:  # records are needed only to cut them: declaring a unit stays light
     from eventlog.schema import CompactionRecord, Record
@@ -59,6 +62,31 @@ class Unit:
     source: str | None = None
     line_from: int | None = None
     line_to: int | None = None
+
+
+ToolEmbed = Literal["head", "all", "none"]
+TOOL_TYPES = frozenset({"action", "observation"})  # tool calls and their output
+
+
+class IndexPolicy(BaseModel):
+    """What the cold tier embeds (``[cold]`` in airsspec.toml extends this declaration).
+    Messages, summaries, learnings and sources are embedded whole. A tool call or tool output
+    (file contents, command output: most of an agent transcript's bytes, and what full-text
+    search finds best) is embedded from the first ``tool_head_chars`` characters of its first
+    part (``head``), whole (``all``), or not at all (``none``); the rest is full-text only."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_embed: ToolEmbed = "head"
+    tool_head_chars: int = Field(200, ge=1, le=100_000)
+
+    def embedded_text(self, unit: Unit) -> str | None:
+        """The text embedded for ``unit``; None when it is only full-text indexed."""
+        if unit.kind != "message" or unit.type not in TOOL_TYPES or self.tool_embed == "all":
+            return unit.text
+        if self.tool_embed == "none" or unit.part > 0:
+            return None
+        return unit.text[: self.tool_head_chars]
 
 
 UNIT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Unit))

@@ -17,7 +17,7 @@ from projections.embedders import Embedder, HashEmbedder, make_embedder
 from projections.embedding_cache import CachedEmbedder
 from projections.engine import Runner
 from projections.recall import Recall
-from projections.units import CHUNK_CHARS, split_text
+from projections.units import CHUNK_CHARS, IndexPolicy, split_text
 
 WORDS = [
     *("alpha", "beta", "gamma", "delta", "parser", "deadline"),
@@ -255,3 +255,36 @@ def test_a_reply_is_found_by_the_words_of_the_message_before_it(tmp_path: Path) 
         "Where should the nightly backups be stored?",
         "In the eu-west bucket, encrypted.",
     }
+
+
+def test_the_indexing_policy_embeds_a_tool_output_by_its_head_and_finds_the_rest_by_words(
+    tmp_path: Path,
+) -> None:
+    """A long tool output: its first part is embedded from its head, its later parts are only
+    full-text indexed (no vector), and full-text search still finds them. A change of policy
+    rebuilds the tier."""
+    log = EventLog(tmp_path / "log", durability="off")
+    body = " ".join(WORDS) * (3 * CHUNK_CHARS // 60) + " zanzibar"
+    log.append("a", {"type": "observation", "result": body})
+    log.append("a", {"type": "user", "content": "check the parser " * 100})
+    Runner(log, [cold(tmp_path)]).catch_up()
+    by_part = {(r["type"], r["part"]): r for r in rows(cold(tmp_path))}
+    tool_parts = sorted(p for t, p in by_part if t == "observation")
+    assert len(tool_parts) >= 3
+    assert by_part["observation", 0]["vector"] is not None
+    assert all(by_part["observation", p]["vector"] is None for p in tool_parts[1:])
+    assert all(r["vector"] is not None for (t, _), r in by_part.items() if t == "user")
+    head = HashEmbedder(64).embed([by_part["observation", 0]["text"][:200]])[0]
+    assert by_part["observation", 0]["vector"] == pytest.approx(list(head), abs=1e-6)
+    found = recall(cold(tmp_path)).query_memory("zanzibar", k=3)
+    tail = [h for h in found.hits if h.type == "observation" and h.part == tool_parts[-1]]
+    assert tail and tail[0].parts["semantic"] == 0 and tail[0].parts["lexical"] > 0.5
+    everything = ColdProjector(
+        tmp_path / "state",
+        tmp_path / "vectors",
+        None,
+        CachedEmbedder(HashEmbedder(64), tmp_path / "cache.sqlite"),
+        policy=IndexPolicy(tool_embed="all"),
+    )
+    report = Runner(log, [everything]).catch_up()[0]
+    assert report.applied == 2 and all(r["vector"] is not None for r in rows(everything))
