@@ -1,10 +1,12 @@
-"""Helpers shared by the benchmarks: repeated timing with medians, and table printing."""
+"""Helpers shared by the benchmarks (and tests that build workspaces the same way): repeated
+timing with medians, table printing, workspace set-up."""
 
 from __future__ import annotations
 
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 def median_rate(run: Callable[[], int], repeats: int) -> float:
@@ -43,6 +45,18 @@ def _fmt(value: object) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
+
+
+def use_extractive_summarizer(config: Path, *edits: tuple[str, str]) -> None:
+    """Set an ``airsspec init`` config's summarizer to the extractive one (local, no network),
+    and apply the other ``(old line, new line)`` edits. Only that key changes: other sections
+    have an "auto" value of their own."""
+    text = config.read_text()
+    for old, new in (('summarizer = "auto"', 'summarizer = "extractive"'), *edits):
+        if old not in text:
+            raise ValueError(f"{config} has no line {old!r}")
+        text = text.replace(old, new)
+    config.write_text(text)
 
 
 def write_synthetic_log(log_dir, sessions: int, per_session: int, content: str) -> int:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import print_table
+from bench.common import print_table, use_extractive_summarizer
 from bench.faults import children
 
 REPO = Path(__file__).resolve().parent.parent
@@ -100,9 +100,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="airsspec-bench-load-"))
     subprocess.run([sys.executable, "-m", "airsspec", "init"], cwd=root, env=ENV, check=True)
     config = root / "airsspec.toml"
-    config.write_text(
-        config.read_text().replace('summarizer = "auto"', 'summarizer = "extractive"')
-    )
+    use_extractive_summarizer(config)
     log_dir = root / ".airsspec" / "contexts" / "agent"
     stderr = (root / "watch.log").open("w")
     daemon = subprocess.Popen(

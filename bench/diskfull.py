@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import print_table
+from bench.common import print_table, use_extractive_summarizer
 from bench.faults import transcript
 
 REPO = Path(__file__).resolve().parent.parent
@@ -86,9 +86,7 @@ def main() -> None:
         root.mkdir()
         assert run(root, "init").returncode == 0
         config = root / "airsspec.toml"
-        config.write_text(
-            config.read_text().replace('summarizer = "auto"', 'summarizer = "extractive"')
-        )
+        use_extractive_summarizer(config)
         source = mount / "source"
         source.mkdir()
         acked: dict[str, int] = Counter()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import print_table
+from bench.common import print_table, use_extractive_summarizer
 
 REPO = Path(__file__).resolve().parent.parent
 APPENDER = REPO / "tests" / "eventlog" / "appender.py"
@@ -79,11 +79,7 @@ class Campaign:
         self.transcript_lines = 0
         subprocess.run([*CLI, "init"], cwd=root, env=ENV, check=True, capture_output=True)
         config = root / "airsspec.toml"
-        config.write_text(
-            config.read_text()
-            .replace("hot_window_size = 30", "hot_window_size = 12")
-            .replace('summarizer = "auto"', 'summarizer = "extractive"')
-        )
+        use_extractive_summarizer(config, ("hot_window_size = 30", "hot_window_size = 12"))
 
     def _start(self, cmd: list[str], stdin: str | None = None) -> subprocess.Popen[str]:
         return subprocess.Popen(

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import print_table
+from bench.common import print_table, use_extractive_summarizer
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "AIRSSPEC_COLD_EMBEDDER": "hash", "PYTHONPATH": str(REPO)}
@@ -50,9 +50,7 @@ def build(root: Path) -> None:
     """A workspace with two sessions, a compaction, a source document, every tier projected."""
     run(root, "init")
     config = root / "airsspec.toml"
-    config.write_text(
-        config.read_text().replace('summarizer = "auto"', 'summarizer = "extractive"')
-    )
+    use_extractive_summarizer(config)
     for session in ("alpha", "beta"):
         lines = "".join(
             json.dumps({"type": "user", "content": f"{session} decision {i}: parser.py"}) + "\n"

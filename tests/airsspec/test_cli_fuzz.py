@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from airsspec.cli import build_parser, main
+from bench.common import use_extractive_summarizer
 from tests.conftest import run_cli, snapshot
 
 pytestmark = pytest.mark.slow
@@ -124,9 +125,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fuzz")
     assert run_cli("init", str(root), cwd=root).returncode == 0
     config = root / "airsspec.toml"
-    config.write_text(
-        config.read_text().replace('summarizer = "auto"', 'summarizer = "extractive"')
-    )
+    use_extractive_summarizer(config)
     lines = "".join(
         json.dumps({"type": "user", "content": f"alpha step {i}: keep parser.py stable"}) + "\n"
         for i in range(20)

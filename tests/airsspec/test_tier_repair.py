@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.common import use_extractive_summarizer
 from tests.conftest import run_cli, snapshot
 
 
@@ -17,9 +18,7 @@ from tests.conftest import run_cli, snapshot
 def project(tmp_path: Path) -> Path:
     assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
     config = tmp_path / "airsspec.toml"
-    config.write_text(
-        config.read_text().replace('summarizer = "auto"', 'summarizer = "extractive"')
-    )
+    use_extractive_summarizer(config)
     lines = "".join(
         json.dumps({"type": "user", "content": f"alpha decision {i}: keep the API stable"}) + "\n"
         for i in range(12)
