@@ -321,7 +321,10 @@ def searchable(work: Path, repeats: int) -> None:
             store = ColdStore(root / ".airsspec" / "knowledge" / "vectors", model, 384)
             table = store.open()
             facts = {
-                "records": sum(1 for p in (root / ".airsspec").rglob("*.jsonl") for _ in p.open()),
+                "records": sum(
+                    len(p.read_bytes().splitlines())
+                    for p in (root / ".airsspec" / "contexts").rglob("*.jsonl")
+                ),
                 "rows": table.count_rows(),
                 "embedded": table.count_rows("vector IS NOT NULL"),
             }

@@ -367,12 +367,15 @@ class ColdProjector(Projector[ColdState]):
 
     def _add(self, units: list[Unit], contexts: list[str]) -> None:
         """Embed what the policy says (identical texts once) and write the rows."""
-        embedded = [self.policy.embedded_text(u) for u in units]
-        wanted = [i for i, text in enumerate(embedded) if text is not None]
+        embedded = [
+            (i, text)
+            for i, unit in enumerate(units)
+            if (text := self.policy.embedded_text(unit)) is not None
+        ]
         vectors: list[np.ndarray | None] = [None] * len(units)
-        if wanted:
-            found = self.embedder.embed([embedded[i] for i in wanted])  # type: ignore[misc]
-            for i, vector in zip(wanted, found, strict=True):
+        if embedded:
+            found = self.embedder.embed([text for _, text in embedded])
+            for (i, _), vector in zip(embedded, found, strict=True):
                 vectors[i] = vector
         self.store.add(units, vectors, contexts)
 

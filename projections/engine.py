@@ -184,40 +184,40 @@ class Projector(ABC, Generic[S]):
         per session."""
         return []
 
-    def output_signature(self, session: str) -> list[int] | None:
-        """Identity of the session's output files (size, mtime, inode each), None if there is
-        none or one is missing; an idle catch-up trusts the manifest only while this is
-        unchanged."""
-        found = []
-        for path in self.output_files(session):
-            identity = file_identity(path)
-            if identity is None:
-                return None
-            found += identity
-        return found or None
-
-    def output_digest(self, session: str) -> str | None:
-        """SHA-256 over the session's output files (None if there is none or one is missing):
-        what a deep check compares, so an edit that keeps size and mtime is found."""
+    def output_state(self, session: str, *, digest: bool) -> tuple[list[int] | None, str | None]:
+        """The identity of the session's output files (size, mtime, inode each) and, when
+        ``digest`` is asked, the SHA-256 over their bytes; (None, None) if there is none or one
+        is missing. The files are listed once (a warm listing reads its state file)."""
         files = self.output_files(session)
-        digest = hashlib.sha256()
+        identity: list[int] = []
+        for path in files:
+            found = file_identity(path)
+            if found is None:
+                return None, None
+            identity += found
+        if not files:
+            return None, None
+        if not digest:
+            return identity, None
+        sha = hashlib.sha256()
         for path in files:
             try:
                 data = read_nofollow(path)
             except OSError:
-                return None
-            digest.update(len(data).to_bytes(8, "big"))
-            digest.update(data)
-        return digest.hexdigest() if files else None
+                return None, None
+            sha.update(len(data).to_bytes(8, "big"))
+            sha.update(data)
+        return identity, sha.hexdigest()
 
     def output_changed(self, session: str, cached: ManifestEntry | None, *, deep: bool) -> bool:
         """Was the session's output deleted or changed after the catch-up that ``cached``
-        records? Identities only, or (``deep``) the content's digest too."""
+        records? Identities only, or (``deep``) the content's digest too. An idle catch-up
+        trusts the manifest only while this is false."""
         if cached is None or cached.output is None:
             return False
-        if cached.output != self.output_signature(session):
-            return True
-        return deep and cached.digest is not None and cached.digest != self.output_digest(session)
+        deep = deep and cached.digest is not None
+        identity, digest = self.output_state(session, digest=deep)
+        return cached.output != identity or (deep and cached.digest != digest)
 
     def read_manifest(self) -> dict[str, ManifestEntry]:
         """Cached entries per session; empty if missing, unreadable or written under other
@@ -479,12 +479,8 @@ class Runner:
                 # A fold stopped part way is not at the head: no log identity, so the next
                 # catch-up does not take the session for idle.
                 log_id = None if outcome.cancelled else todo[session]
-                entries[session] = ManifestEntry(
-                    checkpoint,
-                    projector.output_signature(session),
-                    log_id,
-                    projector.output_digest(session),
-                )
+                identity, digest = projector.output_state(session, digest=True)
+                entries[session] = ManifestEntry(checkpoint, identity, log_id, digest)
         if not self.cancelled:
             projector.finish()
         if entries != manifest:
