@@ -32,3 +32,30 @@ def test_logs_written_by_earlier_versions_verify_and_read_unchanged(tmp_path: Pa
                 assert digest == located.record.hash  # the stored bytes re-encode exactly
                 assert line == located.raw + b"\n"
     assert snapshot(logs) == before
+
+
+WRITTEN_V2 = Path(__file__).parent / "fixtures" / "written-v2"
+
+
+def test_a_log_written_by_this_version_reads_verifies_and_is_rewritten_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    """The fixture log was written by the schema-2 append path before it was optimised: the
+    same input events (ids and times given) must still encode to exactly its bytes, and the
+    stored log must still read and verify."""
+    import json
+
+    from eventlog.secrets import Redactor
+
+    stored = WRITTEN_V2 / "log"
+    with EventLog(stored, durability="off") as log:
+        report = verify(log)
+        assert report.ok and report.records == 9
+        assert [loc.record.seq for loc in log.read("compat")] == list(range(1, 9))
+    inputs = json.loads((WRITTEN_V2 / "inputs.json").read_text())
+    with EventLog(tmp_path, durability="off", redactor=Redactor()) as log:
+        for batch in inputs:
+            log.append_many(batch["session"], batch["events"])
+    rewritten = snapshot(tmp_path)
+    assert rewritten == snapshot(stored)
+    assert b"[REDACTED:anthropic-api-key:" in rewritten["compat.jsonl"]
