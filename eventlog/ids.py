@@ -37,16 +37,17 @@ def new_event_ids(count: int) -> list[str]:
         if first <= _last:
             first = _last + 1
         _last = first + count - 1
-    ids = []
-    prefix_of, prefix = -1, ""
-    for candidate in range(first, first + count):
-        # Consecutive candidates differ in their low 48 bits, which are the id's last 12 hex
-        # digits: the rest is formatted once per run of them.
-        if candidate >> 48 != prefix_of:
-            prefix_of = candidate >> 48
-            h = _format(candidate)
-            prefix = h[:-12]
-        ids.append(f"{prefix}{candidate & 0xFFFFFFFFFFFF:012x}")
+    if count == 1:
+        return [_format(first)]
+    # Consecutive candidates differ in their low 48 bits, which are the id's last 12 hex
+    # digits: the rest is formatted once per run of them.
+    ids: list[str] = []
+    candidate, end = first, first + count
+    while candidate < end:
+        run_end = min(end, ((candidate >> 48) + 1) << 48)
+        prefix = _format(candidate)[:-12]
+        ids += [f"{prefix}{c & 0xFFFFFFFFFFFF:012x}" for c in range(candidate, run_end)]
+        candidate = run_end
     return ids
 
 

@@ -18,7 +18,6 @@ Invariants:
 from __future__ import annotations
 
 import fcntl
-import math
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -30,7 +29,7 @@ from typing import Any, NamedTuple, overload
 import orjson
 from pydantic import ValidationError
 
-from eventlog.canonical import NotCanonicalizableError, encode_record
+from eventlog.canonical import NotCanonicalizableError, encode_records
 from eventlog.errors import CorruptLogError, InvalidEventError, LogWriteError
 from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
 from eventlog.ids import new_event_ids, utc_now
@@ -52,6 +51,7 @@ from eventlog.schema import (
     SYSTEM_TYPES,
     Event,
     Record,
+    event_bodies,
     input_adapter,
     parse_record,
     record_from_dict,
@@ -60,8 +60,6 @@ from eventlog.schema import (
 from eventlog.secrets import Redactor
 
 _READ_CHUNK = 1 << 22
-# Optional fields that are left out of the stored record rather than stored as null.
-_OMIT_WHEN_NONE = ("id", "ts", "meta", "action_id", "origin")
 
 
 class Durability(StrEnum):
@@ -153,18 +151,6 @@ def _error_text(err: Any) -> str:
     return f"field '{_field_path(err['loc'])}': {reason}"
 
 
-def _check_finite(value: Any, path: str = "") -> None:
-    """orjson writes NaN/inf as null; refuse them so nothing is silently rewritten."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidEventError("NaN and infinite numbers are not JSON", field=path or None)
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _check_finite(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _check_finite(item, f"{path}.{i}" if path else str(i))
-
-
 def _refuse_system(bodies: list[dict[str, Any]], system: bool) -> None:
     if system or not SYSTEM_TYPES.keys() & {body["type"] for body in bodies}:
         return
@@ -214,10 +200,18 @@ def prepare_events(
     Raises ``InvalidEventError`` for the first invalid event, naming its index and field; a type
     in ``SYSTEM_TYPES`` is refused unless ``system`` is set.
     """
-    items = list(events)
-    raw = [i for i, e in enumerate(items) if not isinstance(e, Event)]
-    models: list[Any] = list(items)
-    if raw:
+    items = events if isinstance(events, list) else list(events)
+    given = sum(isinstance(e, Event) for e in items)  # models need no validation
+    if given == len(items):
+        models: list[Any] = items
+    elif not given:
+        try:
+            models = input_adapter().validate_python(items)
+        except ValidationError as exc:
+            raise _invalid(exc) from exc
+    else:  # a mix: validate the dicts, keep the models
+        raw = [i for i, e in enumerate(items) if not isinstance(e, Event)]
+        models = list(items)
         try:
             validated = input_adapter().validate_python([items[i] for i in raw])
         except ValidationError as exc:
@@ -227,12 +221,8 @@ def prepare_events(
             ) from exc
         for i, model in zip(raw, validated, strict=True):
             models[i] = model
-    bodies = input_adapter().dump_python(models)
+    bodies = event_bodies(models)
     _refuse_system(bodies, system)
-    for body in bodies:
-        for key in _OMIT_WHEN_NONE:
-            if key in body and body[key] is None:
-                del body[key]
     return bodies
 
 
@@ -468,30 +458,23 @@ class EventLog:
     ) -> tuple[list[dict[str, Any]], bytes, str | None]:
         now = utc_now()
         count = len(bodies)
-        ids = iter(new_event_ids(count))
-        prev = tail.hash
-        lines: list[bytes] = []
+        ids = new_event_ids(count)
+        seq = tail.seq
         for i, body in enumerate(bodies):  # each body becomes its record, in place
-            given_id, given_ts = body.pop("id", None), body.pop("ts", None)
+            if "id" not in body:
+                body["id"] = ids[i]
+            if "ts" not in body:
+                body["ts"] = now
             body["v"] = SCHEMA_VERSION
-            body["id"] = next(ids) if given_id is None else given_id
             body["session"] = session
-            body["seq"] = tail.seq + i + 1
-            body["ts"] = now if given_ts is None else given_ts
-            body["prev"] = prev
+            body["seq"] = seq + i + 1
             if count > 1:
                 body["batch"] = [i + 1, count]
-            try:
-                line, prev = encode_record(body)
-                if b"null" in line:  # orjson writes NaN/inf as null: refuse, never rewrite
-                    _check_finite(body)
-            except NotCanonicalizableError as exc:
-                raise InvalidEventError(str(exc), index=i) from exc
-            except InvalidEventError as exc:
-                raise InvalidEventError(exc.message, index=i, field=exc.field) from None
-            body["hash"] = prev
-            lines.append(line)
-        return bodies, b"".join(lines), prev
+        try:
+            data, last_hash = encode_records(bodies, tail.hash)
+        except NotCanonicalizableError as exc:
+            raise InvalidEventError(exc.message, index=exc.index, field=exc.field) from exc
+        return bodies, data, last_hash
 
     def _write(self, session: str, handle: _Handle, size: int, data: bytes) -> None:
         view = memoryview(data)
@@ -564,20 +547,22 @@ class _SessionReader:
     def __iter__(self) -> Iterator[Located]:
         pending: list[Located] = []  # parts of a batch not yet complete
         validate = record_validator()
-        session = self.session
+        session, from_seq = self.session, self.from_seq
+        seq, position = self.seq, self.position  # written back when the pass ends
+        make = tuple.__new__  # Located(...) without its Python-level __new__
         with reader_nofollow(self.path) as f:
-            f.seek(self.position)
+            f.seek(position)
             buf = b""
-            base = self.position
+            base = position
             while chunk := f.read(_READ_CHUNK):
                 buf = buf + chunk if buf else chunk
                 start = 0
                 find = buf.find
                 while (nl := find(b"\n", start)) >= 0:
-                    expected = self.seq + len(pending)
+                    expected = seq + len(pending)
                     end = base + nl + 1
-                    if expected < self.from_seq:
-                        self.seq, self.position = expected + 1, end
+                    if expected < from_seq:
+                        seq, position = expected + 1, end
                         start = nl + 1
                         continue
                     raw = buf[start:nl]
@@ -587,7 +572,7 @@ class _SessionReader:
                         record = self._parse(raw, base + start, expected)
                     if record.seq != expected or record.session != session:
                         raise self._misplaced(record, base + start, expected)
-                    located = Located(record, base + start, end, raw)
+                    located = make(Located, (record, base + start, end, raw))
                     part = record.batch
                     if part is not None and part[0] < part[1]:
                         pending.append(located)
@@ -595,11 +580,12 @@ class _SessionReader:
                         if pending:
                             yield from pending
                             pending.clear()
+                        seq, position = expected + 1, end
                         yield located
-                        self.seq, self.position = expected + 1, end
                     start = nl + 1
                 buf = buf[start:]
                 base += start
+            self.seq, self.position = seq, position
             self.incomplete_tail = bool(buf) or bool(pending)
 
     def _parse(self, line: bytes, offset: int, expected: int) -> Record:

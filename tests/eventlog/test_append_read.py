@@ -183,3 +183,43 @@ def test_stored_line_is_canonical_json_with_hash_last(log: EventLog) -> None:
     assert list(parsed)[:-1] == sorted(parsed)[: len(parsed) - 1] or list(parsed)[-1] == "hash"
     assert "é".encode() in line  # UTF-8, not \\u escapes
     assert isinstance(next(iter(log.read("s"))).record, UserRecord)
+
+
+origins = st.none() | st.builds(
+    lambda t, i, s: {
+        "format": "claude-code",
+        "source": "t.jsonl",
+        "index": i,
+        "sha256": "0",
+        "text": t,
+        "suffix": s,
+    },
+    st.text(max_size=20),
+    st.integers(0, 10),
+    st.none() | st.text(max_size=5),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    batch=st.lists(
+        st.tuples(events, origins, st.none() | st.just("2026-11-20T10:00:00+02:00")),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_stored_bodies_are_what_pydantic_dumps(batch) -> None:
+    """The append path copies a validated event's fields instead of running pydantic's
+    serializer; both must give the same body (None-valued optional fields left out)."""
+    from eventlog.schema import _OMIT_WHEN_NONE, event_bodies, input_adapter
+
+    items = [
+        {**event, **({"origin": origin} if origin else {}), **({"ts": ts} if ts else {})}
+        for event, origin, ts in batch
+    ]
+    models = input_adapter().validate_python(items)
+    expected = [
+        {k: v for k, v in body.items() if not (k in _OMIT_WHEN_NONE and v is None)}
+        for body in input_adapter().dump_python(models)
+    ]
+    assert event_bodies(models) == expected
