@@ -152,7 +152,7 @@ def _error_text(err: Any) -> str:
 
 
 def _refuse_system(bodies: list[dict[str, Any]], system: bool) -> None:
-    if system or not SYSTEM_TYPES.keys() & {body["type"] for body in bodies}:
+    if system:
         return
     for index, body in enumerate(bodies):
         kind = body["type"]
@@ -201,15 +201,15 @@ def prepare_events(
     in ``SYSTEM_TYPES`` is refused unless ``system`` is set.
     """
     items = events if isinstance(events, list) else list(events)
-    given = sum(isinstance(e, Event) for e in items)  # models need no validation
-    if given == len(items):
-        models: list[Any] = items
-    elif not given:
+    kinds = set(map(type, items))
+    if kinds == {dict}:
         try:
-            models = input_adapter().validate_python(items)
+            models: list[Any] = input_adapter().validate_python(items)
         except ValidationError as exc:
             raise _invalid(exc) from exc
-    else:  # a mix: validate the dicts, keep the models
+    elif all(issubclass(kind, Event) for kind in kinds):  # models need no validation
+        models = items
+    else:  # a mix (or not events at all): validate all but the models
         raw = [i for i, e in enumerate(items) if not isinstance(e, Event)]
         models = list(items)
         try:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import base64
 import errno
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 
@@ -28,9 +28,9 @@ from eventlog.layout import open_nofollow
 _FIRST_BLOCK = 4096  # most records are far shorter; grow geometrically for long ones
 
 
-@dataclass(frozen=True, slots=True)
-class TailState:
-    """The end of a session log: its size, and the seq and hash of its last record."""
+class TailState(NamedTuple):
+    """The end of a session log: its size, and the seq and hash of its last record (a tuple:
+    one is made on every append)."""
 
     size: int
     seq: int

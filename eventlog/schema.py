@@ -543,8 +543,15 @@ def parse_record(line: bytes | str) -> Record:
 
 def record_from_dict(data: dict[str, Any]) -> Record:
     """Build a record model from an already-validated body (used right after writing)."""
-    cls = RECORD_TYPES.get(data["type"], UnknownRecord)
-    return cls.model_validate(data)
+    return _model_validator(RECORD_TYPES.get(data["type"], UnknownRecord))(data)
+
+
+@cache
+def _model_validator(cls: type[BaseModel]) -> Any:
+    """``cls.model_validate`` without its Python wrapper (a third of a small record's cost);
+    the models defer building, so the first call builds it."""
+    cls.model_rebuild()
+    return cls.__pydantic_validator__.validate_python
 
 
 @cache
@@ -565,13 +572,16 @@ def _holds_model(annotation: Any) -> bool:
     return any(_holds_model(arg) for arg in get_args(annotation))
 
 
-@cache
+_BODY_PLANS: dict[type[Event], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
 def _body_plan(cls: type[Event]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """For an input type: the fields whose values may hold models (``origin``, ``chunks`` ...)
     and the fields in ``_OMIT_WHEN_NONE`` it has."""
     fields = cls.model_fields
     nested = tuple(name for name, f in fields.items() if _holds_model(f.annotation))
-    return nested, tuple(name for name in _OMIT_WHEN_NONE if name in fields)
+    plan = _BODY_PLANS[cls] = (nested, tuple(name for name in _OMIT_WHEN_NONE if name in fields))
+    return plan
 
 
 def event_bodies(models: list[Event]) -> list[dict[str, Any]]:
@@ -582,13 +592,10 @@ def event_bodies(models: list[Event]) -> list[dict[str, Any]]:
     dict copied, which is what pydantic's serializer gives at a fraction of its cost; the
     others go through the serializer. A property test holds the two equal."""
     bodies: list[dict[str, Any]] = []
-    plans: dict[type[Event], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    plans = _BODY_PLANS
     for model in models:
         cls = type(model)
-        plan = plans.get(cls)
-        if plan is None:
-            plan = plans[cls] = _body_plan(cls)
-        nested, omit = plan
+        nested, omit = plans.get(cls) or _body_plan(cls)
         fields = model.__dict__
         body = fields.copy()
         for name in nested:
