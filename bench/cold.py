@@ -371,12 +371,37 @@ def synthetic_table(root: Path, rows: int, texts: list[str], vectors: np.ndarray
     return store
 
 
+def append_one_at_a_time(store: ColdStore, count: int, texts: list[str], vectors) -> None:
+    """``count`` more rows, one commit each, with the projector's index upkeep after each (as
+    the daemon does for a session that receives one message at a time)."""
+    start = store.open().count_rows()
+    started = time.perf_counter()
+    for i in range(start, start + count):
+        unit = Unit(
+            unit_id=f"s{i // 1000:04d}:{i % 1000 + 1}:0",
+            kind="message",
+            type="user",
+            text=f"{texts[i % len(texts)]} (row {i})",
+            session=f"s{i // 1000:04d}",
+            seq_from=i % 1000 + 1,
+            seq_to=i % 1000 + 1,
+            record_seq=i % 1000 + 1,
+            ts=f"2026-12-01T00:00:00.{i % 1_000_000:06d}Z",
+            event_ids=(f"e{i}",),
+            hashes=(f"h{i}",),
+        )
+        store.add([unit], [vectors[i % len(texts)]], [""])
+        store.maintain(ann_min_rows=20_000)
+    seconds = time.perf_counter() - started
+    print(f"{count:,} single appends with index upkeep: {seconds:.1f} s ({count / seconds:.0f}/s)")
+
+
 def _row_number(unit_id: str) -> int:
     session, seq, _ = unit_id.split(":")
     return int(session[1:]) * 1000 + int(seq) - 1
 
 
-def latency(work: Path, sizes: list[int], repeats: int) -> None:
+def latency(work: Path, sizes: list[int], repeats: int, appends: int = 10_000) -> None:
     conversations = load()
     texts = [e["content"] for c in conversations for e in c.turns]
     minilm = CachedEmbedder(make_embedder("minilm"), work / "cache.sqlite")
@@ -384,26 +409,33 @@ def latency(work: Path, sizes: list[int], repeats: int) -> None:
     questions = [q.text for c in conversations for q in c.questions][:100]
     question_vectors = minilm.embed(questions)
     rows = []
-    for size in sizes:
+    runs = [(size, 0) for size in sizes]
+    if 100_000 in sizes and appends:
+        runs.insert(sizes.index(100_000) + 1, (100_000, appends))
+    for size, single in runs:
         started = time.perf_counter()
         store = synthetic_table(work / f"latency-{size}", size, texts, vectors)
         build = time.perf_counter() - started
+        if single:
+            append_one_at_a_time(store, single, texts, vectors)
         reader = ColdStore(store.directory, store.embedder_id, 384, timedelta(seconds=1))
         memory = Recall(reader, make_embedder("minilm"), RecallWeights())  # no cache: real embeds
         memory.query_memory("warm up", k=10)
         passes = []
         for _ in range(repeats):
-            searched, embedded = [], []
+            searched, embedded, totals = [], [], []
             for question in questions:
                 result = memory.query_memory(question, k=10)
                 assert result.mode == "hybrid" and not result.warnings, result.warnings
                 embedded.append(result.timings_ms["embed"])
-                searched.append(result.timings_ms["total"] - result.timings_ms["embed"])
+                totals.append(result.timings_ms["total"])
+                searched.append(totals[-1] - embedded[-1])
             passes.append(
                 (
                     np.percentile(searched, 50),
                     np.percentile(searched, 95),
                     np.percentile(embedded, 50),
+                    np.percentile(totals, 95),
                 )
             )
         dump = store.open().to_arrow().select(["unit_id", "vector"])
@@ -423,16 +455,17 @@ def latency(work: Path, sizes: list[int], repeats: int) -> None:
             found.append(len(exact_turns & ann_turns) / len(exact_turns))
         del matrix, dump
         indexes = sorted(i.index_type for i in store.open().list_indices())
-        p50, p95, embed = (statistics.median(p[i] for p in passes) for i in range(3))
+        p50, p95, embed, total = (statistics.median(p[i] for p in passes) for i in range(4))
         target = {100_000: 20, 1_000_000: 50}.get(size, "-")
         rows.append(
             [
-                size,
+                f"{size:,}" + (f" + {single:,} single appends" if single else ""),
                 ", ".join(indexes),
                 build,
                 p50,
                 p95,
                 target,
+                total,
                 embed,
                 np.percentile(flat, 50),
                 np.percentile(flat, 95),
@@ -450,6 +483,7 @@ def latency(work: Path, sizes: list[int], repeats: int) -> None:
             "search p50",
             "search p95",
             "target p95",
+            "with embedding p95",
             "embed p50",
             "numpy exact p50",
             "numpy exact p95",
@@ -464,7 +498,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-latency", action="store_true")
-    parser.add_argument("--only", choices=("searchable",), help="run one measurement")
+    parser.add_argument("--only", choices=("searchable", "latency"), help="run one measurement")
     args = parser.parse_args()
     if not DATA.exists():
         sys.exit(f"{DATA} is absent: the LoCoMo measurements need ../shared/data")
@@ -472,6 +506,9 @@ def main() -> None:
         work = Path(tmp)
         if args.only == "searchable":
             searchable(work, args.repeats)
+            return
+        if args.only == "latency":
+            latency(work, [int(s) for s in args.sizes.split(",")], args.repeats)
             return
         quality(work / "quality")
         if CLAUDE_CODE.is_dir():

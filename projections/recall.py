@@ -38,8 +38,8 @@ from projections.embedders import Embedder
 from projections.units import UNIT_FIELDS, UNIT_KINDS, Unit, record_units, unit_values
 
 KINDS = UNIT_KINDS
-NPROBES = 10  # IVF partitions an indexed vector search visits
-REFINE_FACTOR = 4  # PQ candidates re-ranked with exact distances, per row returned
+NPROBES = 20  # IVF partitions (about sqrt(rows) of them) an indexed vector search visits
+REFINE_FACTOR = 2  # PQ candidates re-ranked with exact distances, per row returned
 _QUOTED = re.compile(r"\"([^\"]+)\"|`([^`]+)`")
 _INNER_MARK = re.compile(r"\w[_./:@#-]\w")
 

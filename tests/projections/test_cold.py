@@ -195,6 +195,29 @@ def test_the_ann_index_is_built_once_the_table_is_big_enough(tmp_path: Path) -> 
     assert result.hits[0].unit_id == "s:124:0" and not result.warnings
 
 
+def test_the_ann_index_is_retrained_when_the_table_quadruples(tmp_path: Path) -> None:
+    """Rows added after training join the old partitions; once the table has four times the
+    rows, a new index with about sqrt(rows) partitions replaces it (and only then)."""
+    log = EventLog(tmp_path / "log", durability="off")
+    projector = cold(tmp_path, ann_min_rows=256)
+
+    def grow_to(count: int) -> list[str]:
+        have = log.head("s").seq
+        log.append_many(
+            "s",
+            [{"type": "user", "content": f"item {i} {WORDS[i % 11]}"} for i in range(have, count)],
+        )
+        Runner(log, [projector]).catch_up()
+        table = projector.store.open()
+        return [i.name for i in table.list_indices() if i.columns == ["vector"]]
+
+    assert grow_to(300) == ["vector_ivf17"]
+    assert grow_to(1000) == ["vector_ivf17"]  # 3.3 times: kept
+    assert grow_to(1200) == ["vector_ivf35"]  # 4 times: retrained, the old one dropped
+    result = recall(projector).query_memory("item 1123", k=3)
+    assert result.hits[0].unit_id == "s:1124:0" and not result.warnings
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=30), max_size=300).map(" ".join),
@@ -288,3 +311,21 @@ def test_the_indexing_policy_embeds_a_tool_output_by_its_head_and_finds_the_rest
     )
     report = Runner(log, [everything]).catch_up()[0]
     assert report.applied == 2 and all(r["vector"] is not None for r in rows(everything))
+
+
+def test_one_row_commits_are_compacted_before_they_slow_queries(tmp_path: Path) -> None:
+    """A session that receives one message at a time commits one small fragment per catch-up;
+    the table is compacted once enough have piled up, long before the full-text index asks."""
+    from projections.cold import INDEX_REFRESH_ROWS, SMALL_FRAGMENTS
+
+    log = EventLog(tmp_path / "log", durability="off")
+    projector = cold(tmp_path)
+    commits = SMALL_FRAGMENTS + 8
+    assert commits < INDEX_REFRESH_ROWS
+    for i in range(commits):
+        log.append("s", {"type": "user", "content": f"message {i} {WORDS[i % 11]}"})
+        Runner(log, [projector]).catch_up()
+    stats = projector.store.open().stats()
+    assert stats["num_rows"] == commits
+    assert stats["fragment_stats"]["num_fragments"] < SMALL_FRAGMENTS
+    assert recall(projector).query_memory("message 7", k=1).hits[0].unit_id == "s:8:0"
