@@ -13,9 +13,11 @@ held-out column picks weights on two conversations and measures them on the thir
 Latency: synthetic tables of real-language rows (LoCoMo turns with a row number; vectors are
 MiniLM embeddings of those turns plus noise), queried through ``Recall.query_memory`` with the
 MiniLM embedder; the embedding time is shown apart. Baseline: exact cosine search in numpy over
-the same vectors, in memory.
+the same vectors, in memory. At 100k rows a second table also takes 10,000 one-row commits,
+with the upkeep the projector runs after each, before it is queried.
 
     python bench/cold.py [--sizes 10000,100000,1000000] [--repeats 3] [--skip-latency]
+                         [--only searchable|latency]
 """
 
 from __future__ import annotations

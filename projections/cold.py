@@ -59,7 +59,6 @@ logger = logging.getLogger(__name__)
 TABLE = "units"
 _META_KEY = b"airsspec"
 INDEX_REFRESH_ROWS = 2000  # rows added since the last index refresh that trigger one
-SMALL_FRAGMENTS = 32  # small commits (fragments) that trigger a compaction
 VERSIONS_KEPT_FOR = timedelta(hours=1)  # readers on an older version keep their files
 LANCE_INDEX_CACHE_BYTES = 128 * 2**20
 LANCE_METADATA_CACHE_BYTES = 32 * 2**20
@@ -258,15 +257,12 @@ class ColdStore:
 
     def maintain(self, ann_min_rows: int) -> None:
         """Create missing indexes (the ANN index once the table is big enough, retrained as it
-        grows) and compact the table, folding new rows into the indexes, once enough rows are
-        unindexed or enough small commits have piled up (``INDEX_REFRESH_ROWS``,
-        ``SMALL_FRAGMENTS``: at 100k rows, 500 one-row commits made a query 8 times slower,
-        and compacting 64 of them took 0.6 s)."""
+        grows) and compact the table, folding new rows into the indexes, once
+        ``INDEX_REFRESH_ROWS`` rows are unindexed."""
         from lancedb.index import FTS, Bitmap, BTree
 
         table = self.open()
-        stats = {} if table is None else table.stats()
-        rows = stats.get("num_rows", 0)
+        rows = 0 if table is None else table.count_rows()
         if rows == 0:
             return
         listed = table.list_indices()
@@ -282,9 +278,7 @@ class ColdStore:
         if rows >= ann_min_rows:
             self._train_ann(table, rows, [i.name for i in listed if i.columns == ["vector"]])
         fts = indexed.get("search_text")
-        if (fts and table.index_stats(fts).num_unindexed_rows >= INDEX_REFRESH_ROWS) or stats[
-            "fragment_stats"
-        ]["num_small_fragments"] >= SMALL_FRAGMENTS:
+        if fts and table.index_stats(fts).num_unindexed_rows >= INDEX_REFRESH_ROWS:
             table.optimize(cleanup_older_than=VERSIONS_KEPT_FOR)
 
     def _train_ann(self, table: Any, rows: int, current: list[str]) -> None:

@@ -311,21 +311,3 @@ def test_the_indexing_policy_embeds_a_tool_output_by_its_head_and_finds_the_rest
     )
     report = Runner(log, [everything]).catch_up()[0]
     assert report.applied == 2 and all(r["vector"] is not None for r in rows(everything))
-
-
-def test_one_row_commits_are_compacted_before_they_slow_queries(tmp_path: Path) -> None:
-    """A session that receives one message at a time commits one small fragment per catch-up;
-    the table is compacted once enough have piled up, long before the full-text index asks."""
-    from projections.cold import INDEX_REFRESH_ROWS, SMALL_FRAGMENTS
-
-    log = EventLog(tmp_path / "log", durability="off")
-    projector = cold(tmp_path)
-    commits = SMALL_FRAGMENTS + 8
-    assert commits < INDEX_REFRESH_ROWS
-    for i in range(commits):
-        log.append("s", {"type": "user", "content": f"message {i} {WORDS[i % 11]}"})
-        Runner(log, [projector]).catch_up()
-    stats = projector.store.open().stats()
-    assert stats["num_rows"] == commits
-    assert stats["fragment_stats"]["num_fragments"] < SMALL_FRAGMENTS
-    assert recall(projector).query_memory("message 7", k=1).hits[0].unit_id == "s:8:0"
