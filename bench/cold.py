@@ -342,6 +342,23 @@ def searchable(work: Path, repeats: int) -> None:
     )
 
 
+def synthetic_unit(i: int, texts: list[str]) -> Unit:
+    """Row ``i`` of a synthetic table: a real turn with its row number, 1,000 rows a session."""
+    return Unit(
+        unit_id=f"s{i // 1000:04d}:{i % 1000 + 1}:0",
+        kind="message",
+        type="user",
+        text=f"{texts[i % len(texts)]} (row {i})",
+        session=f"s{i // 1000:04d}",
+        seq_from=i % 1000 + 1,
+        seq_to=i % 1000 + 1,
+        record_seq=i % 1000 + 1,
+        ts=f"2026-{1 + i // 100_000 % 12:02d}-01T00:00:00.{i % 1_000_000:06d}Z",
+        event_ids=(f"e{i}",),
+        hashes=(f"h{i}",),
+    )
+
+
 def synthetic_table(root: Path, rows: int, texts: list[str], vectors: np.ndarray) -> ColdStore:
     """``rows`` rows cycling through real turns, each with a row number and a perturbed vector,
     written through the cold store in batches of 100,000 (1,000 rows a session)."""
@@ -352,22 +369,7 @@ def synthetic_table(root: Path, rows: int, texts: list[str], vectors: np.ndarray
         index = np.arange(start, min(start + 100_000, rows))
         noisy = vectors[index % len(texts)] + rng.normal(scale=0.02, size=(len(index), 384))
         noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
-        units = [
-            Unit(
-                unit_id=f"s{i // 1000:04d}:{i % 1000 + 1}:0",
-                kind="message",
-                type="user",
-                text=f"{texts[i % len(texts)]} (row {i})",
-                session=f"s{i // 1000:04d}",
-                seq_from=i % 1000 + 1,
-                seq_to=i % 1000 + 1,
-                record_seq=i % 1000 + 1,
-                ts=f"2026-{1 + i // 100_000 % 12:02d}-01T00:00:00.{i % 1_000_000:06d}Z",
-                event_ids=(f"e{i}",),
-                hashes=(f"h{i}",),
-            )
-            for i in index.tolist()
-        ]
+        units = [synthetic_unit(i, texts) for i in index.tolist()]
         store.add(units, list(noisy.astype(np.float32)), [""] * len(units))
     store.maintain(ann_min_rows=20_000)
     return store
@@ -379,20 +381,7 @@ def append_one_at_a_time(store: ColdStore, count: int, texts: list[str], vectors
     start = store.open().count_rows()
     started = time.perf_counter()
     for i in range(start, start + count):
-        unit = Unit(
-            unit_id=f"s{i // 1000:04d}:{i % 1000 + 1}:0",
-            kind="message",
-            type="user",
-            text=f"{texts[i % len(texts)]} (row {i})",
-            session=f"s{i // 1000:04d}",
-            seq_from=i % 1000 + 1,
-            seq_to=i % 1000 + 1,
-            record_seq=i % 1000 + 1,
-            ts=f"2026-12-01T00:00:00.{i % 1_000_000:06d}Z",
-            event_ids=(f"e{i}",),
-            hashes=(f"h{i}",),
-        )
-        store.add([unit], [vectors[i % len(texts)]], [""])
+        store.add([synthetic_unit(i, texts)], [vectors[i % len(texts)]], [""])
         store.maintain(ann_min_rows=20_000)
     seconds = time.perf_counter() - started
     print(f"{count:,} single appends with index upkeep: {seconds:.1f} s ({count / seconds:.0f}/s)")
