@@ -303,7 +303,7 @@ class ColdStore:
                 table.drop_index(old)
 
 
-ANN_PREFIX = "vector_ivf"
+ANN_PREFIX = "vector_ivf"  # an ANN index is named for its partition count: vector_ivf316
 
 
 def ann_partitions(rows: int) -> int:
