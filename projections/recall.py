@@ -190,7 +190,7 @@ class Recall:
             "full-text" if query_vector is None else "semantic" if text_rows is None else "hybrid"
         )
         candidates = _candidates(vector_rows, text_rows, query_vector)
-        ranked = self._rank(result.query, candidates)[:k]
+        ranked = _distinct(self._rank(result.query, candidates), candidates)[:k]
         try:  # only the winners' full rows are read
             rows = (
                 table.take_row_ids([candidates[u].row_id for u, _, _ in ranked]) if ranked else None
@@ -380,6 +380,21 @@ def _candidates(
                 found[row["unit_id"]] = candidate
             candidate.lexical = float(row["_score"])
     return found
+
+
+def _distinct(
+    ranked: list[tuple[str, float, dict[str, float]]], candidates: dict[str, _Candidate]
+) -> list[tuple[str, float, dict[str, float]]]:
+    """``ranked`` keeping the best of candidates with the same text (a learning that quotes a
+    message verbatim, a file pasted twice): a repeat would take a place from another passage."""
+    seen: set[str] = set()
+    kept = []
+    for item in ranked:
+        text = candidates[item[0]].text
+        if text not in seen:
+            seen.add(text)
+            kept.append(item)
+    return kept
 
 
 def _where(

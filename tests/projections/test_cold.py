@@ -311,3 +311,25 @@ def test_the_indexing_policy_embeds_a_tool_output_by_its_head_and_finds_the_rest
     )
     report = Runner(log, [everything]).catch_up()[0]
     assert report.applied == 2 and all(r["vector"] is not None for r in rows(everything))
+
+
+def test_a_text_stored_twice_is_returned_once(tmp_path: Path) -> None:
+    """Two units with the same text (a learning quoting a message, a message repeated) take one
+    place among the hits, not two."""
+    log = EventLog(tmp_path / "log", durability="off")
+    repeated = "parser deadline webhook retry"
+    log.append_many(
+        "s",
+        [
+            {"type": "user", "content": repeated},
+            {"type": "assistant", "content": "parser budget alpha"},
+            {"type": "user", "content": repeated},
+            {"type": "assistant", "content": "webhook login gamma"},
+        ],
+    )
+    projector = cold(tmp_path)
+    Runner(log, [projector]).catch_up()
+    hits = recall(projector).query_memory(repeated, k=3).hits
+    assert len(hits) == 3
+    assert [h.text for h in hits].count(repeated) == 1
+    assert hits[0].text == repeated
