@@ -190,7 +190,10 @@ class Recall:
             "full-text" if query_vector is None else "semantic" if text_rows is None else "hybrid"
         )
         candidates = _candidates(vector_rows, text_rows, query_vector)
-        ranked = _distinct(self._rank(result.query, candidates), candidates)[:k]
+        ranked = self._rank(result.query, candidates)
+        # a repeated text may be a restatement (see _distinct): read a row more for each
+        texts = [candidates[u].text for u, _, _ in ranked[: 2 * k]]
+        ranked = ranked[: k + len(texts) - len(set(texts))]
         try:  # only the winners' full rows are read
             rows = (
                 table.take_row_ids([candidates[u].row_id for u, _, _ in ranked]) if ranked else None
@@ -198,7 +201,8 @@ class Recall:
             by_id = (
                 {r["unit_id"]: r for r in rows.select(list(UNIT_FIELDS)).to_list()} if rows else {}
             )
-            result.hits = [self._hit(by_id[u], score, parts) for u, score, parts in ranked]
+            hits = [self._hit(by_id[u], score, parts) for u, score, parts in ranked]
+            result.hits = _distinct(hits)[:k]
             self._list_covered(table, result.hits)
         except Exception as exc:
             result.warnings.append(f"reading the cold table failed ({exc}); scanned the log")
@@ -382,18 +386,20 @@ def _candidates(
     return found
 
 
-def _distinct(
-    ranked: list[tuple[str, float, dict[str, float]]], candidates: dict[str, _Candidate]
-) -> list[tuple[str, float, dict[str, float]]]:
-    """``ranked`` keeping the best of candidates with the same text (a learning that quotes a
-    message verbatim, a file pasted twice): a repeat would take a place from another passage."""
+def _distinct(hits: list[Hit]) -> list[Hit]:
+    """``hits`` without restatements: a learning or summary whose text is a message's among the
+    hits (an identity-anchor learning quotes its message verbatim) or an earlier hit's would
+    take a place from another passage; the message carries the provenance itself. Messages
+    always stay: two with the same words are two events."""
+    messages = {hit.text for hit in hits if hit.kind == "message"}
     seen: set[str] = set()
     kept = []
-    for item in ranked:
-        text = candidates[item[0]].text
-        if text not in seen:
-            seen.add(text)
-            kept.append(item)
+    for hit in hits:
+        if hit.kind != "message":
+            if hit.text in messages or hit.text in seen:
+                continue
+            seen.add(hit.text)
+        kept.append(hit)
     return kept
 
 

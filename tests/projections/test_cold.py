@@ -313,23 +313,36 @@ def test_the_indexing_policy_embeds_a_tool_output_by_its_head_and_finds_the_rest
     assert report.applied == 2 and all(r["vector"] is not None for r in rows(everything))
 
 
-def test_a_text_stored_twice_is_returned_once(tmp_path: Path) -> None:
-    """Two units with the same text (a learning quoting a message, a message repeated) take one
-    place among the hits, not two."""
+def test_a_learning_that_quotes_a_message_does_not_take_a_second_place(tmp_path: Path) -> None:
+    """An identity-anchor learning keeps its message verbatim: the two take one place among
+    the hits (the message's), while two messages with the same words stay two."""
+    from eventlog.schema import MEMORY_SESSION
+
     log = EventLog(tmp_path / "log", durability="off")
-    repeated = "parser deadline webhook retry"
-    log.append_many(
+    quoted = "parser deadline webhook retry"
+    stored = log.append_many(
         "s",
         [
-            {"type": "user", "content": repeated},
+            {"type": "user", "content": quoted},
             {"type": "assistant", "content": "parser budget alpha"},
-            {"type": "user", "content": repeated},
-            {"type": "assistant", "content": "webhook login gamma"},
+            {"type": "user", "content": "webhook login gamma"},
         ],
+    )
+    anchor = {"session": "s", "seq": 1, "hash": stored[0].hash}
+    learning = {"learning_id": "L1", "kind": "anchor", "text": quoted, "scope": "project"}
+    log.append_many(
+        MEMORY_SESSION,
+        [{"type": "learning", **learning, "source": "extractive", "evidence": [anchor]}],
+        system=True,
     )
     projector = cold(tmp_path)
     Runner(log, [projector]).catch_up()
-    hits = recall(projector).query_memory(repeated, k=3).hits
+    hits = recall(projector).query_memory(quoted, k=3).hits
     assert len(hits) == 3
-    assert [h.text for h in hits].count(repeated) == 1
-    assert hits[0].text == repeated
+    assert [(h.text, h.kind) for h in hits].count((quoted, "message")) == 1
+    assert quoted not in [h.text for h in hits if h.kind == "learning"]
+    log.append("s", {"type": "user", "content": quoted})  # said again: a second event
+    Runner(log, [projector]).catch_up()
+    hits = recall(projector).query_memory(quoted, k=4).hits
+    assert [h.text for h in hits].count(quoted) == 2
+    assert sorted(h.kind for h in hits if h.text == quoted) == ["message", "message"]
