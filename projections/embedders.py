@@ -206,7 +206,6 @@ class MiniLMEmbedder:
             except Exception as exc:  # tokenizers raises its own bases
                 raise EmbedderUnavailable(f"cannot load the minilm tokenizer: {exc}") from exc
             self._loaded = (tokenizer, model)
-            self._session(os.cpu_count() or 1)
         return self._loaded
 
     def _session(self, threads: int) -> Any:
@@ -231,12 +230,13 @@ class MiniLMEmbedder:
         return session
 
     def check(self) -> None:
-        """Load the model now; raise ``EmbedderUnavailable`` if it cannot be."""
-        self._load()
+        """Load the model now (the session batches use); raise ``EmbedderUnavailable`` if it
+        cannot be."""
+        self._session(_threads(2))
 
     def embed(self, texts: list[str]) -> np.ndarray:
         tokenizer, _ = self._load()
-        session = self._session(1 if len(texts) == 1 else os.cpu_count() or 1)
+        session = self._session(_threads(len(texts)))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for rows in _batches(texts):
             encodings = tokenizer.encode_batch([texts[i] for i in rows])
@@ -250,6 +250,12 @@ class MiniLMEmbedder:
             weights = mask[..., None].astype(np.float32)
             out[rows] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return _normalise(out)
+
+
+def _threads(texts: int) -> int:
+    """Intra-op threads for a call embedding ``texts`` texts: one for a single text (a
+    query), every core for a batch. Only the session for what is asked is loaded."""
+    return 1 if texts == 1 else os.cpu_count() or 1
 
 
 def _batches(texts: list[str]) -> list[list[int]]:
