@@ -81,10 +81,10 @@ class ColdSettings(_Section, IndexPolicy):
     hash_dim: int = Field(256, ge=8, le=4096)
     ann_min_rows: int = Field(20_000, ge=256)
     candidates: int = Field(50, ge=1, le=10_000)
-    weight_semantic: float = Field(0.75, ge=0)
+    weight_semantic: float = Field(0.5, ge=0)
     weight_lexical: float = Field(0.25, ge=0)
     weight_recency: float = Field(0.0, ge=0)
-    weight_anchor: float = Field(0.2, ge=0)
+    weight_anchor: float = Field(0.1, ge=0)
     recency_half_life_days: float = Field(30.0, gt=0)
 
 
@@ -306,12 +306,13 @@ tool_embed = "head"
 tool_head_chars = 200
 # query_memory score = weight_semantic * cosine + weight_lexical * bm25 / best bm25
 #   + weight_recency * 0.5 ** (age / half-life) + weight_anchor * share of query anchors matched.
-# Defaults chosen by measured recall on LoCoMo (bench/cold.py), where recency did not help;
-# raise weight_recency for agents whose questions are mostly about recent work.
-weight_semantic = 0.75
+# Defaults chosen by recall on LoCoMo measured leave-one-conversation-out (bench/cold.py), where
+# recency did not help; raise weight_recency for agents asked mostly about recent work. The
+# anchor weight is kept small for agent transcripts, whose questions name files and identifiers.
+weight_semantic = 0.5
 weight_lexical = 0.25
 weight_recency = 0.0
-weight_anchor = 0.2
+weight_anchor = 0.1
 recency_half_life_days = 30.0
 
 [learnings]

@@ -7,8 +7,10 @@ projected with ``airsspec project --tier cold``, and every category 1-4 question
 ``airsspec query --batch``. Recall@k is the share of a question's evidence turns among the top k
 hits. Baselines over the same units, in the same run: plain BM25 (no stemming, no stop words),
 plain dense (MiniLM cosine, exact), and their reciprocal-rank fusion. The weight grid re-scores
-the candidates ``query_memory`` returns (with their score parts) under other weights; the
-held-out column picks weights on two conversations and measures them on the third.
+each question's whole candidate pool (the 50 + 50 a k=10 query ranks, read in process with
+their score parts: a pool cut to the best k under the default weights would favour the
+defaults). The held-out row picks weights on two conversations by that grid and measures the
+third through ``query --batch`` with those weights set in the environment.
 
 Latency: synthetic tables of real-language rows (LoCoMo turns with a row number; vectors are
 MiniLM embeddings of those turns plus noise), queried through ``Recall.query_memory`` with the
@@ -17,12 +19,13 @@ the same vectors, in memory. At 100k rows a second table also takes 10,000 one-r
 with the upkeep the projector runs after each, before it is queried.
 
     python bench/cold.py [--sizes 10000,100000,1000000] [--repeats 3] [--skip-latency]
-                         [--only searchable|latency]
+                         [--only quality|searchable|latency]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -81,11 +84,47 @@ def import_conversation(raw: dict, root: Path) -> None:
     cli("import", "locomo", str(source), cwd=root)
 
 
-def ask(root: Path, questions: list[Question], k: int) -> list[dict]:
+def ask(root: Path, questions: list[Question], k: int, env: dict | None = None) -> list[dict]:
     """Every question through ``airsspec query --batch``, one result per question."""
     batch = "".join(json.dumps({"query": q.text, "k": k}) + "\n" for q in questions)
-    out = cli("query", "--batch", "-", "--stale", cwd=root, stdin=batch.encode())
+    out = cli("query", "--batch", "-", "--stale", cwd=root, stdin=batch.encode(), env=env)
     return [json.loads(line) for line in out.splitlines()]
+
+
+class _PoolRecall(Recall):
+    """``query_memory`` that keeps every candidate it ranked, with its score parts."""
+
+    last_pool: list[tuple[str, str | None, dict[str, float]]]  # (unit id, session, parts)
+
+    def _rank(self, query, candidates):
+        ranked = super()._rank(query, candidates)
+        # a unit id is "session:seq:part"
+        self.last_pool = [(u, u.rsplit(":", 2)[0], parts) for u, _, parts in ranked]
+        return ranked
+
+
+def candidate_pools(root: Path, questions: list[Question]) -> list[dict]:
+    """The whole pool a k=10 ``query_memory`` ranks, per question (query --batch returns only
+    the best k; a pool cut by the default weights would favour them when the grid re-scores)."""
+    from airsspec.workspace import Workspace
+
+    with Workspace.open(config=root / "airsspec.toml") as ws:
+        plain = ws.recall()
+        memory = _PoolRecall(plain.store, plain.embedder, plain.weights, plain.log)
+        rows = memory.store.open().to_arrow().select(["unit_id", "meta"]).to_pylist()
+        meta = {r["unit_id"]: json.loads(r["meta"]) if r["meta"] else None for r in rows}
+        pools = []
+        for question in questions:
+            memory.query_memory(question.text, k=10)
+            pools.append(
+                {
+                    "hits": [
+                        {"unit_id": u, "session": s, "parts": p, "meta": meta[u]}
+                        for u, s, p in memory.last_pool
+                    ]
+                }
+            )
+    return pools
 
 
 def asked(conversation: Conversation) -> list[Question]:
@@ -119,20 +158,28 @@ def baselines(root: Path, questions: list[Question]) -> dict[str, list[list[str 
     return out
 
 
-def rescore(candidates: dict, weights: tuple[float, float, float, float]) -> list[str | None]:
-    """Rank ``query_memory``'s returned candidates under other weights."""
-    semantic, lexical, recency, anchor = weights
-    scored = []
-    for hit in candidates["hits"]:
-        p = hit["parts"]
-        score = (
-            semantic * p["semantic"]
-            + lexical * p["lexical"]
-            + recency * p["recency"]
-            + anchor * p["anchor"]
+def rescore(candidates: dict, weights: tuple[float, ...]) -> list[str | None]:
+    """The best 10 of a question's candidate pool under other weights: (semantic, lexical,
+    recency, anchor) scored as ``query_memory`` scores them, and an optional fifth, the weight
+    of a session-support signal that was measured and not adopted (the mean score of the two
+    best candidates from the unit's session, a missing second counting 0)."""
+    hits = candidates["hits"]
+    weights4, session = RecallWeights(*weights[:4]), (weights[4] if len(weights) > 4 else 0.0)
+    base = [weights4.score(hit["parts"]) for hit in hits]
+    support: dict[str, list[float]] = {}
+    if session:
+        for hit, value in zip(hits, base, strict=True):
+            support.setdefault(hit["session"], []).append(value)
+        support = {k: sorted(v, reverse=True)[:2] for k, v in support.items()}
+    scored = sorted(
+        (
+            -round(value + (session * sum(support[hit["session"]]) / 2 if session else 0), 6),
+            hit["unit_id"],
+            (hit["meta"] or {}).get("dia_id"),
         )
-        scored.append((-round(score, 6), hit["unit_id"], (hit["meta"] or {}).get("dia_id")))
-    return [dia for _, _, dia in sorted(scored)][:10]
+        for hit, value in zip(hits, base, strict=True)
+    )
+    return [dia for _, _, dia in scored][:10]
 
 
 GRID = [
@@ -142,6 +189,13 @@ GRID = [
     )
     if s + lex > 0
 ]
+SESSION_GRID = [(*w, session) for w in GRID for session in (0.1, 0.2, 0.4)]
+
+
+def weights_env(weights: tuple[float, ...]) -> dict[str, str]:
+    """``airsspec.toml`` ``[cold]`` weights as environment overrides."""
+    names = ("SEMANTIC", "LEXICAL", "RECENCY", "ANCHOR")
+    return {f"AIRSSPEC_COLD_WEIGHT_{n}": str(w) for n, w in zip(names, weights, strict=True)}
 
 
 def quality(work: Path) -> None:
@@ -166,7 +220,7 @@ def quality(work: Path) -> None:
         )
         questions = asked(conversation)
         results = ask(root, questions, 10)
-        candidates = ask(root, questions, 100)  # every candidate, with its score parts
+        candidates = candidate_pools(root, questions)
         per_conversation_candidates[conversation.sample_id] = list(
             zip(questions, candidates, strict=True)
         )
@@ -184,25 +238,35 @@ def quality(work: Path) -> None:
     # held out: weights chosen on the other conversations, measured on this one
     samples = list(per_conversation_candidates)
 
-    def mean_r10(weights, chosen_samples) -> float:
-        values = [
+    @functools.cache
+    def r10(weights: tuple[float, ...], sample: str) -> tuple[float, ...]:
+        return tuple(
             recall_at(rescore(c, weights), q.evidence, 10)
-            for s in chosen_samples
-            for q, c in per_conversation_candidates[s]
-        ]
-        return statistics.fmean(values)
+            for q, c in per_conversation_candidates[sample]
+        )
 
+    def mean_r10(weights, chosen_samples) -> float:
+        return statistics.fmean(v for s in chosen_samples for v in r10(weights, s))
+
+    chosen: dict[str, list[tuple[str, tuple]]] = {}
     grid_scores = sorted(((mean_r10(w, samples), w) for w in GRID), reverse=True)
-    for sample in samples:
-        others = [s for s in samples if s != sample]
-        best = max(GRID, key=lambda w: mean_r10(w, others))
-        for question, candidate in per_conversation_candidates[sample]:
-            add(
-                "query_memory, weights tuned on the other conversations",
-                sample,
-                question,
-                rescore(candidate, best),
-            )
+    for label, grid in (
+        ("query_memory, weights tuned on the other conversations (query --batch)", GRID),
+        ("  + session support (re-scored pools; measured, not adopted)", SESSION_GRID),
+    ):
+        for sample in samples:
+            others = [s for s in samples if s != sample]
+            best = max(grid, key=lambda w: mean_r10(w, others))
+            chosen.setdefault(label, []).append((sample, best))
+            pairs = per_conversation_candidates[sample]
+            if grid is GRID:  # measured through the CLI with the chosen weights
+                questions = [q for q, _ in pairs]
+                results = ask(work / sample, questions, 10, weights_env(best))
+                ranked = [dia_ids(result) for result in results]
+            else:
+                ranked = [rescore(c, best) for _, c in pairs]
+            for (question, _), ranking in zip(pairs, ranked, strict=True):
+                add(label, sample, question, ranking)
 
     header = [
         "method",
@@ -215,10 +279,10 @@ def quality(work: Path) -> None:
     for method, by_sample in methods.items():
         scored = [item for items in by_sample.values() for item in items]
         row = [method, len(scored)]
-        row += [statistics.fmean(s[i] for _, s in scored) for i in range(len(KS))]
+        row += [f"{statistics.fmean(s[i] for _, s in scored):.3f}" for i in range(len(KS))]
         for category in CATEGORIES:
             values = [s[1] for c, s in scored if c == category]
-            row.append(statistics.fmean(values) if values else "-")
+            row.append(f"{statistics.fmean(values):.3f}" if values else "-")
         table.append(row)
     print_table(
         "Retrieval on LoCoMo dev, categories 1-4: recall of the evidence turns", header, table
@@ -227,7 +291,7 @@ def quality(work: Path) -> None:
         "Per conversation, recall@10",
         ["method", *samples],
         [
-            [m, *(statistics.fmean(s[1] for _, s in by[sample]) for sample in samples)]
+            [m, *(f"{statistics.fmean(s[1] for _, s in by[sample]):.3f}" for sample in samples)]
             for m, by in methods.items()
         ],
     )
@@ -243,6 +307,12 @@ def quality(work: Path) -> None:
         + [
             [f"{w} (full-text only)", f"{mean_r10(w, samples):.3f}"] for w in [(0.0, 1.0, 0.0, 0.0)]
         ],
+    )
+    print_table(
+        "Weights chosen on the other two conversations (semantic, lexical, recency, anchor"
+        "[, session])",
+        ["method", *samples],
+        [[label, *(str(w) for _, w in picks)] for label, picks in chosen.items()],
     )
     print_table(
         "Cold projection of each conversation (airsspec project --tier cold, empty cache)",
@@ -489,12 +559,17 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-latency", action="store_true")
-    parser.add_argument("--only", choices=("searchable", "latency"), help="run one measurement")
+    parser.add_argument(
+        "--only", choices=("quality", "searchable", "latency"), help="run one measurement"
+    )
     args = parser.parse_args()
     if not DATA.exists():
         sys.exit(f"{DATA} is absent: the LoCoMo measurements need ../shared/data")
     with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
         work = Path(tmp)
+        if args.only == "quality":
+            quality(work / "quality")
+            return
         if args.only == "searchable":
             searchable(work, args.repeats)
             return

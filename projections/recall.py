@@ -9,7 +9,7 @@ of the query's embedding, and full-text (BM25) matches. Each candidate is scored
 where age is measured from the newest candidate (so a query's answer depends on the memory, not
 on the wall clock) and anchors are the query's exact tokens (names, numbers, identifiers, paths,
 quoted text). Weights live in ``airsspec.toml`` ``[cold]``; the defaults were chosen by measuring
-recall on LoCoMo (bench/cold.py).
+recall on LoCoMo leave-one-conversation-out (bench/cold.py).
 
 Invariants: every hit carries its provenance (session, seq range, event ids, record hashes,
 ``meta``; a summary hit also lists the records it covers; a source hit names its file and lines).
@@ -48,12 +48,22 @@ _INNER_MARK = re.compile(r"\w[_./:@#-]\w")
 class RecallWeights:
     """How query_memory weighs its signals, and how many candidates each proposes."""
 
-    semantic: float = 0.75
+    semantic: float = 0.5
     lexical: float = 0.25
     recency: float = 0.0
-    anchor: float = 0.2
+    anchor: float = 0.1
     half_life_days: float = 30.0
     candidates: int = 50
+
+    def score(self, parts: dict[str, float]) -> float:
+        """A candidate's score from its parts (``semantic``, ``lexical``, ``recency``,
+        ``anchor``)."""
+        return (
+            self.semantic * parts["semantic"]
+            + self.lexical * parts["lexical"]
+            + self.recency * parts["recency"]
+            + self.anchor * parts["anchor"]
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,12 +251,7 @@ class Recall:
                 else math.pow(0.5, _age_days(newest, candidate.ts) / w.half_life_days),
                 "anchor": sum(a in text for a in anchors) / len(anchors) if anchors else 0.0,
             }
-            score = (
-                w.semantic * parts["semantic"]
-                + w.lexical * parts["lexical"]
-                + w.recency * parts["recency"]
-                + w.anchor * parts["anchor"]
-            )
+            score = w.score(parts)
             parts = {name: round(value, 6) for name, value in parts.items()}
             ranked.append((unit_id, round(score, 6), parts))
         ranked.sort(key=lambda item: (-item[1], item[0]))
