@@ -31,6 +31,7 @@ from airsspec.workspace import TIERS, Workspace, init_workspace
 from eventlog.errors import AirsspecError
 from eventlog.ids import format_ts, normalize_ts
 from eventlog.layout import validate_session_id
+from eventlog.schema import MEMORY_SESSION
 
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
     import threading
@@ -231,6 +232,8 @@ class Memory(SessionsAndLearnings):
         if "cold" in chosen and (problem := self.embedder_problem()):
             logger.warning("airsspec: warning: the cold tier was not updated: %s", problem)
             chosen = tuple(t for t in chosen if t != "cold")
+        if "cold" in chosen and self.register_sources() and sessions is not None:
+            sessions = {*sessions, MEMORY_SESSION}
         projectors = self.workspace.projectors(chosen)
         runner = Runner(
             self.workspace.log, projectors, progress, jobs=jobs, cancel=cancel, deep=deep
@@ -264,6 +267,8 @@ class Memory(SessionsAndLearnings):
         if as_of is None:
             if out is not None:
                 raise InvalidQueryError("out goes with as_of (a live rebuild writes in place)")
+            if "cold" in chosen:
+                self.register_sources()
             projectors = self.workspace.projectors(chosen)
             return Runner(self.workspace.log, projectors, progress, jobs=jobs).rebuild()
         if out is None:
@@ -274,6 +279,24 @@ class Memory(SessionsAndLearnings):
         stop = _as_of(as_of)
         projectors = self.workspace.projectors(chosen, root=target)
         return Runner(self.workspace.log, projectors, progress, jobs=jobs).rebuild(stop)
+
+    def register_sources(self) -> list[str]:
+        """Append a ``source_indexed`` event for each document under ``sources/`` added,
+        changed or removed since its last event (the cold tier indexes documents from these
+        events); returns the paths. A damaged log of airsspec's own session is a warning:
+        the documents are registered on a later call."""
+        from projections.sources import register_sources
+
+        try:
+            records = register_sources(
+                self.workspace.log,
+                self.workspace.sources_dir,
+                self.workspace.state_dir / "sources.json",
+            )
+        except AirsspecError as exc:
+            logger.warning("airsspec: warning: documents under sources/ not registered: %s", exc)
+            return []
+        return [record.path for record in records]
 
     def embedder_problem(self) -> str | None:
         """Why the cold tier's embedder cannot run here (None when it can)."""

@@ -220,6 +220,12 @@ class _RestoredPayload(BaseModel):
     learning_id: str = Field(min_length=1)
 
 
+class _SourceIndexedPayload(BaseModel):
+    path: str = Field(min_length=1)  # under sources/, with "/" between folders
+    size: int | None = Field(default=None, ge=0)  # None: the file was removed
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
 # --------------------------------------------------------------------------- input events
 
 
@@ -336,6 +342,12 @@ class RestoredEvent(_RestoredPayload, Event):
     type: Literal["restored"] = "restored"
 
 
+class SourceIndexedEvent(_SourceIndexedPayload, Event):
+    """A ``source_indexed`` event as airsspec appends it."""
+
+    type: Literal["source_indexed"] = "source_indexed"
+
+
 MEMORY_TYPES: dict[str, str] = {
     "session_started": "session API",
     "session_ended": "session API",
@@ -346,6 +358,7 @@ MEMORY_TYPES: dict[str, str] = {
     "memory_accessed": "context builder",
     "archived": "housekeeping",
     "restored": "housekeeping",
+    "source_indexed": "source registry",
 }
 """The memory-management types (schema version 2) and the part of airsspec that writes each."""
 
@@ -370,6 +383,7 @@ INPUT_TYPES: dict[str, type[Event]] = {
     "memory_accessed": MemoryAccessedEvent,
     "archived": ArchivedEvent,
     "restored": RestoredEvent,
+    "source_indexed": SourceIndexedEvent,
 }
 
 
@@ -491,6 +505,12 @@ class RestoredRecord(_RestoredPayload, Record):
     type: Literal["restored"]
 
 
+class SourceIndexedRecord(_SourceIndexedPayload, Record):
+    """A stored ``source_indexed`` record."""
+
+    type: Literal["source_indexed"]
+
+
 class UnknownRecord(Record):
     """A record whose ``type`` this version does not know; every field is kept."""
 
@@ -512,6 +532,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
     "memory_accessed": MemoryAccessedRecord,
     "archived": ArchivedRecord,
     "restored": RestoredRecord,
+    "source_indexed": SourceIndexedRecord,
 }
 
 

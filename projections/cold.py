@@ -4,8 +4,10 @@ One row per unit (see ``projections.units``): messages, warm summaries and sourc
 chunks, with their provenance (session, seq range, event ids, record hashes, ``meta``), text,
 content hash and embedding. Invariants:
 
-- Rows are a function of the log (and of the files under ``sources/``) plus the pinned embedder:
-  incremental projection equals a rebuild, row for row and vector for vector (tested).
+- Rows are a function of the log plus the pinned embedder: incremental projection equals a
+  rebuild, row for row and vector for vector (tested). A document under ``sources/`` is indexed
+  when its ``source_indexed`` event is folded, while the file still holds the content the event
+  names (``projections.sources``).
 - A session's checkpoint is written after its rows are committed. Rows past a checkpoint (a
   crash between the two) are deleted before the session is folded again, so nothing doubles.
 - The table carries an ``epoch`` (in its schema metadata) that checkpoints name: a deleted or
@@ -20,7 +22,6 @@ content hash and embedding. Invariants:
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -38,14 +39,13 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from eventlog.errors import UnsafePathError
 from eventlog.layout import read_nofollow
-from eventlog.schema import Record
+from eventlog.schema import Record, SourceIndexedRecord
 from projections.embedding_cache import CachedEmbedder, text_sha256
-from projections.engine import Checkpoint, Projector, file_identity
+from projections.engine import Checkpoint, Projector
 from projections.files import atomic_write, folder_size
+from projections.sources import read_source
 from projections.units import (
-    SOURCE_SUFFIXES,
     UNIT_FIELDS,
     IndexPolicy,
     Unit,
@@ -329,6 +329,7 @@ class ColdState:
     previous: str = ""
     units: list[Unit] = field(default_factory=list)
     contexts: list[str] = field(default_factory=list)
+    sources: list[SourceIndexedRecord] = field(default_factory=list)  # documents (re)registered
     # After this fold's first save, no row is past base_seq (this process wrote them all):
     # later saves skip the delete, a filtered scan that grows with the table.
     clean: bool = False
@@ -359,7 +360,7 @@ class ColdProjector(Projector[ColdState]):
 
     def fingerprint(self) -> dict[str, Any]:
         return {
-            "version": 2,
+            "version": 3,  # 3: documents are indexed from source_indexed events
             "embedder": self.embedder.model_id,
             "epoch": self.store.epoch,
             "full_text": FTS_SETTINGS,
@@ -373,6 +374,9 @@ class ColdProjector(Projector[ColdState]):
         return ColdState(session, 0)
 
     def apply(self, state: ColdState, record: Record) -> ColdState:
+        if isinstance(record, SourceIndexedRecord):
+            state.sources.append(record)
+            return state
         for unit in record_units(record):
             state.units.append(unit)
             state.contexts.append(state.previous if unit.kind == "message" else "")
@@ -394,6 +398,14 @@ class ColdProjector(Projector[ColdState]):
         if not state.clean:
             self.store.delete(f"session = {quote(session)} AND record_seq > {state.base_seq}")
         self._add(state.units, state.contexts)
+        for event in state.sources:  # replayed after a crash: delete first, so never doubled
+            self.store.delete(f"source = {quote(event.path)}")
+            text = None
+            if event.sha256 is not None and self.sources_dir is not None:
+                text = read_source(self.sources_dir, event.path, event.sha256)
+            if text is not None:
+                units = source_units(event, text)
+                self._add(units, [""] * len(units))
         if self.store.open() is None:
             self.store.create()  # an empty projection is still an output
         data = {
@@ -403,6 +415,7 @@ class ColdProjector(Projector[ColdState]):
         }
         atomic_write(self._checkpoint_path(session), orjson.dumps(data))
         state.base_seq, state.units, state.contexts, state.clean = checkpoint.seq, [], [], True
+        state.sources = []
 
     def _add(self, units: list[Unit], contexts: list[str]) -> None:
         """Embed what the policy says (identical texts once) and write the rows."""
@@ -435,7 +448,6 @@ class ColdProjector(Projector[ColdState]):
             self._checkpoint_path(session).unlink()
         self.manifest_path.unlink(missing_ok=True)
         self.store.remove()
-        self._sources_manifest.unlink(missing_ok=True)
 
     def disk_bytes(self) -> int:
         return super().disk_bytes() + folder_size(self.store.directory)
@@ -455,65 +467,4 @@ class ColdProjector(Projector[ColdState]):
             yield
 
     def finish(self) -> None:
-        self.sync_sources()
         self.store.maintain(self.ann_min_rows)
-
-    # Source documents: not in the log; their rows follow the files, by content hash.
-
-    @property
-    def _sources_manifest(self) -> Path:
-        return self.out_dir.with_name("cold-sources.json")
-
-    def sync_sources(self) -> list[str]:
-        """Bring source rows in line with the files; returns the paths (re)indexed or removed.
-        A file whose size and mtime are unchanged is not read again."""
-        try:
-            manifest = orjson.loads(read_nofollow(self._sources_manifest))
-            known = manifest["files"] if manifest["epoch"] == self.store.epoch else {}
-        except (OSError, ValueError, KeyError, TypeError):
-            known = {}
-        current: dict[str, dict[str, Any]] = {}
-        contents: dict[str, bytes] = {}
-        for path in _source_files(self.sources_dir):
-            name, identity = path.relative_to(self.sources_dir).as_posix(), file_identity(path)
-            if known.get(name, {}).get("identity") == identity:
-                current[name] = known[name]
-                continue
-            try:
-                contents[name] = read_nofollow(path)
-            except UnsafePathError as exc:  # replaced by a link since it was listed
-                logger.warning("airsspec: warning: %s", exc)
-                continue
-            sha = hashlib.sha256(contents[name]).hexdigest()
-            current[name] = {"sha256": sha, "identity": identity}
-        changed = sorted(
-            name
-            for name in current.keys() | known.keys()
-            if current.get(name, {}).get("sha256") != known.get(name, {}).get("sha256")
-        )
-        for name in changed:  # rows may exist even when the manifest is lost: delete first
-            self.store.delete(f"source = {quote(name)}")
-            if name in current:
-                text = contents[name].decode("utf-8", errors="replace")
-                units = source_units(name, text, current[name]["sha256"])
-                self._add(units, [""] * len(units))
-        if current != known and self.store.open() is not None:
-            data = {"epoch": self.store.epoch, "files": current}
-            atomic_write(self._sources_manifest, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
-        return changed
-
-
-def _source_files(folder: Path | None) -> list[Path]:
-    """Indexable files under ``folder``; symbolic links (to files or folders) are not followed,
-    so a link to a file outside the workspace is never indexed (each is named in a warning)."""
-    if folder is None or not folder.is_dir():
-        return []
-    found = []
-    for parent, dirs, files in os.walk(folder, followlinks=False):
-        for name in sorted(dirs) + sorted(files):
-            path = Path(parent) / name
-            if path.is_symlink():
-                logger.warning("airsspec: warning: %s is a symbolic link; not indexed", path)
-            elif name in files and path.suffix.lower() in SOURCE_SUFFIXES:
-                found.append(path)
-    return sorted(found)

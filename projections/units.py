@@ -27,7 +27,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:  # records are needed only to cut them: declaring a unit stays light
-    from eventlog.schema import CompactionRecord, Record
+    from eventlog.schema import CompactionRecord, Record, SourceIndexedRecord
 
 CHUNK_CHARS = 1000  # about 250 tokens: what the embedder reads whole
 OVERLAP_CHARS = 150
@@ -222,8 +222,11 @@ def _summary_units(record: CompactionRecord) -> list[Unit]:
     ]
 
 
-def source_units(relative_path: str, text: str, sha256: str) -> list[Unit]:
-    """Units of one source document: sections start at headings; long sections are split."""
+def source_units(event: SourceIndexedRecord, text: str) -> list[Unit]:
+    """Units of one source document, registered by ``event`` (a ``source_indexed`` record,
+    named by the units with the document's SHA-256 and the time it was registered): sections
+    start at headings; long sections are split."""
+    relative_path = event.path
     lines = text.splitlines()
     sections: list[tuple[int, int]] = []  # [first line, last line], 1-based
     start = 1
@@ -246,7 +249,9 @@ def source_units(relative_path: str, text: str, sha256: str) -> list[Unit]:
                     type="document",
                     text=piece,
                     part=len(units),
-                    hashes=(sha256,),
+                    ts=event.ts,
+                    event_ids=(event.id,),
+                    hashes=(event.sha256,),
                     source=relative_path,
                     line_from=first,
                     line_to=last,

@@ -215,6 +215,13 @@ def main() -> None:
     (sources / "release-checklist.md").write_text(RELEASE_CHECKLIST)
     print(f"\n-- a document put in {sources.relative_to(target)}/ is indexed on the next query --")
     run(target, "query", "who signs off a release?", "-k", "2", "--kind", "source")
+    print("\n-- ...registered by an event in the log: which documents were known, when, as what --")
+    run(
+        target,
+        "sql",
+        "SELECT seq, raw->>'ts' AS ts, raw->>'path' AS path, raw->>'size' AS size, "
+        "left(raw->>'sha256', 16) AS sha256 FROM records WHERE raw->>'type' = 'source_indexed'",
+    )
     print("\n-- scripts and evaluations send many queries at once, one JSON line each --")
     run(
         target,

@@ -138,29 +138,71 @@ def test_a_deleted_table_is_rebuilt_exactly(tmp_path: Path) -> None:
     assert rows(cold(tmp_path)) == before
 
 
-def test_sources_follow_the_files(tmp_path: Path) -> None:
+def test_sources_are_indexed_from_their_events(tmp_path: Path) -> None:
+    """Adding, changing and removing a document each append one ``source_indexed`` event (path,
+    size, SHA-256; null when removed), and the rows follow the events; a rebuild equals the
+    incremental tier, and a rebuild as of an earlier point knows only what was registered by
+    then."""
+    from eventlog.schema import MEMORY_SESSION, SourceIndexedRecord
+    from projections.engine import stop_after
+    from projections.sources import register_sources
+
     sources = tmp_path / "sources"
     (sources / "specs").mkdir(parents=True)
     doc = sources / "specs" / "retention.md"
     doc.write_text("# Retention\nKeep audit entries 400 days.\n\n# Export\nCSV in UTC.\n")
     (sources / "image.png").write_bytes(b"\x89PNG")  # not a text document: ignored
     log = _varied_log(tmp_path / "log", 3)
-    Runner(log, [cold(tmp_path, sources=sources)]).catch_up()
+    registry = tmp_path / "registry" / "sources.json"
+
+    def step() -> list[tuple[str, int | None, str | None]]:
+        found = register_sources(log, sources, registry)
+        Runner(log, [cold(tmp_path, sources=sources)]).catch_up()
+        return [(r.path, r.size, r.sha256) for r in found]
+
+    first = step()
+    assert first == [("specs/retention.md", doc.stat().st_size, _sha(doc))]
     found = [r for r in rows(cold(tmp_path)) if r["kind"] == "source"]
     assert [(r["source"], r["line_from"], r["line_to"]) for r in found] == [
         ("specs/retention.md", 1, 3),
         ("specs/retention.md", 4, 5),
     ]
+    (event,) = [loc.record for loc in log.read(MEMORY_SESSION)]
+    assert found[0]["event_ids"] == [event.id] and found[0]["hashes"] == [event.sha256]
     hit = recall(cold(tmp_path)).query_memory("how long are audit entries kept", k=1).hits[0]
     assert (hit.kind, hit.source, hit.line_from) == ("source", "specs/retention.md", 1)
+    assert step() == []  # nothing changed: no event
 
     doc.write_text("# Retention\nKeep audit entries 90 days.\n")
-    Runner(log, [cold(tmp_path, sources=sources)]).catch_up()
+    assert step() == [("specs/retention.md", doc.stat().st_size, _sha(doc))]
     texts = [r["text"] for r in rows(cold(tmp_path)) if r["kind"] == "source"]
     assert texts == ["# Retention\nKeep audit entries 90 days."]
+    before = rows(cold(tmp_path))
+    Runner(log, [cold(tmp_path, sources=sources)]).rebuild()
+    assert rows(cold(tmp_path)) == before  # a rebuild equals the incremental tier
+
+    # as of the first event, the document had other content: not indexed (the log has only its
+    # hash); as of the second, it is the file as it is now
+    past = tmp_path / "past"
+    moments = [loc.record.ts for loc in log.read(MEMORY_SESSION)]
+    for moment, expected in ((moments[0], []), (moments[1], texts)):
+        projector = ColdProjector(
+            past / "state", past / "vectors", sources, cold(tmp_path).embedder, 20_000
+        )
+        Runner(log, [projector]).rebuild(stop_after(ts=moment))
+        assert [r["text"] for r in rows(projector) if r["kind"] == "source"] == expected
+        shutil.rmtree(past)
+
     doc.unlink()
-    Runner(log, [cold(tmp_path, sources=sources)]).catch_up()
+    assert step() == [("specs/retention.md", None, None)]
     assert not [r for r in rows(cold(tmp_path)) if r["kind"] == "source"]
+    assert all(isinstance(loc.record, SourceIndexedRecord) for loc in log.read(MEMORY_SESSION))
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_filters_by_session_time_and_kind(tmp_path: Path) -> None:

@@ -13,13 +13,13 @@ import anthropic
 import httpx2
 import pytest
 
+from airsspec.memory import Memory
 from airsspec.workspace import Workspace, init_workspace
 from compactor.errors import NothingToCompactError
 from eventlog.render import record_text
 from eventlog.schema import CompactionRecord
 from eventlog.verify import verify
 from projections.embedders import MiniLMEmbedder
-from projections.engine import Runner
 from projections.memory_tool import QUERY_MEMORY_TOOL, tool_result
 from projections.recall import Recall
 from tests.conftest import REPO
@@ -47,7 +47,7 @@ def _workspace(root: Path, embedder: str) -> Workspace:
     for session in ws.log.sessions():
         with contextlib.suppress(NothingToCompactError):
             ws.compactor().compact(session, force=True)
-    Runner(ws.log, ws.projectors()).catch_up()
+    Memory(ws).project()  # registers the document, then catches every tier up
     return ws
 
 
@@ -80,6 +80,12 @@ def test_every_hit_maps_back_to_records_that_verify_accepts(example_ws: Workspac
                 if hit.kind == "source":
                     data = (ws.sources_dir / hit.source).read_bytes()
                     assert hashlib.sha256(data).hexdigest() == hit.hashes[0]
+                    event = records[hit.event_ids[0]]  # the event that registered the file
+                    assert (event.type, event.path, event.sha256) == (
+                        "source_indexed",
+                        hit.source,
+                        hit.hashes[0],
+                    )
                     lines = data.decode().splitlines()[hit.line_from - 1 : hit.line_to]
                     assert hit.text in "\n".join(lines)
                     continue

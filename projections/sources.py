@@ -1,0 +1,141 @@
+"""Documents under ``sources/`` as events: what the cold tier knows of a file, the log says.
+
+``register_sources`` compares the files with the last ``source_indexed`` event of each path (in
+airsspec's own session, ``airsspec.memory``) and appends one event per file added, changed or
+removed: its path, size and SHA-256 (both null when removed). The cold tier indexes a document
+when it folds its event, and only while the file still holds that content, so:
+
+- which documents were known, when, and with what content is in the audit log;
+- a rebuild ``--as-of`` a past moment shows the documents registered by then (those whose
+  content is still on disk), never one registered later;
+- a rebuild equals the incremental tier, as for every other row.
+
+Symbolic links (to files or folders) are not followed: a link to a file outside the workspace
+is never registered (each is named in a warning).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from eventlog.errors import UnsafePathError
+from eventlog.layout import read_nofollow
+from eventlog.log import EventLog
+from eventlog.recovery import TailState
+from eventlog.schema import MEMORY_SESSION, Record, SourceIndexedRecord
+from projections.engine import file_identity
+from projections.files import atomic_write
+from projections.units import SOURCE_SUFFIXES
+
+logger = logging.getLogger(__name__)
+RACY_NS = 2_000_000_000  # a file modified this recently is hashed again on the next call
+
+
+def source_files(folder: Path | None) -> list[Path]:
+    """Indexable files under ``folder`` (markdown and text), links not followed."""
+    if folder is None or not folder.is_dir():
+        return []
+    found = []
+    for parent, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted(dirs) + sorted(files):
+            path = Path(parent) / name
+            if path.is_symlink():
+                logger.warning("airsspec: warning: %s is a symbolic link; not indexed", path)
+            elif name in files and path.suffix.lower() in SOURCE_SUFFIXES:
+                found.append(path)
+    return sorted(found)
+
+
+def read_source(sources_dir: Path, path: str, sha256: str) -> str | None:
+    """The text of ``sources_dir / path`` if the file still holds the content whose SHA-256 is
+    ``sha256`` (None when it changed, went missing or became a link)."""
+    try:
+        data = read_nofollow(sources_dir / path)
+    except (OSError, UnsafePathError):
+        return None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def register_sources(log: EventLog, sources_dir: Path, state: Path) -> list[SourceIndexedRecord]:
+    """Append a ``source_indexed`` event for each file under ``sources_dir`` added, changed or
+    removed since its last event; returns the records appended. ``state`` caches what the log
+    says (and each file's size, mtime and inode, so an unchanged file is not read again); it is
+    brought up to date from the log first, so events another process appended count."""
+    lock = state.with_suffix(".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        known = _known(log, state)
+        events: list[dict[str, Any]] = []
+        seen = set()
+        for file in source_files(sources_dir):
+            path = file.relative_to(sources_dir).as_posix()
+            seen.add(path)
+            entry = known["files"].get(path)
+            identity = file_identity(file)
+            if entry is not None and entry.get("identity") == identity:
+                continue
+            try:
+                data = read_nofollow(file)
+            except (OSError, UnsafePathError) as exc:  # replaced by a link since it was listed
+                logger.warning("airsspec: warning: %s", exc)
+                continue
+            sha = hashlib.sha256(data).hexdigest()
+            if entry is None or entry["sha256"] != sha:
+                events.append(
+                    {"type": "source_indexed", "path": path, "size": len(data), "sha256": sha}
+                )
+            # a file changed within the clock's granularity of its listing may change again
+            # with the same size and mtime: its identity is not kept, so it is read next time
+            racy = identity is None or time.time_ns() - identity[1] < RACY_NS
+            known["files"][path] = {"sha256": sha, "identity": None if racy else identity}
+        for path in sorted(set(known["files"]) - seen):
+            events.append({"type": "source_indexed", "path": path, "size": None, "sha256": None})
+            del known["files"][path]
+        records = list(log.append_many(MEMORY_SESSION, events, system=True)) if events else []
+        if records:
+            _fold(known, records, log.head(MEMORY_SESSION))
+        atomic_write(state, orjson.dumps(known, option=orjson.OPT_SORT_KEYS))
+        return [r for r in records if isinstance(r, SourceIndexedRecord)]
+
+
+def _known(log: EventLog, state: Path) -> dict[str, Any]:
+    """What the log says of each path (``files``: path -> sha256 and the identity last seen),
+    read from ``state`` and brought up to date with the records appended since."""
+    try:
+        known = orjson.loads(read_nofollow(state))
+        start = (known["offset"], known["seq"] + 1)
+        if not isinstance(known["files"], dict):
+            raise TypeError("files")
+    except (OSError, ValueError, KeyError, TypeError):  # missing or damaged: read the log
+        known, start = {"offset": 0, "seq": 0, "hash": None, "files": {}}, (0, 1)
+    head = log.head(MEMORY_SESSION)
+    if head.seq < known["seq"]:  # the log was replaced: read it again
+        known, start = {"offset": 0, "seq": 0, "hash": None, "files": {}}, (0, 1)
+    later = log.read(MEMORY_SESSION, offset=start[0], offset_seq=start[1])
+    _fold(known, (located.record for located in later), head)
+    return known
+
+
+def _fold(known: dict[str, Any], records: Iterable[Record], head: TailState) -> None:
+    """Fold ``source_indexed`` records into ``known``, which then reflects the log up to
+    ``head`` (a file whose content changed loses its remembered identity: it is read again)."""
+    for record in records:
+        if not isinstance(record, SourceIndexedRecord):
+            continue
+        if record.sha256 is None:
+            known["files"].pop(record.path, None)
+        elif known["files"].get(record.path, {}).get("sha256") != record.sha256:
+            known["files"][record.path] = {"sha256": record.sha256, "identity": None}
+    known["seq"], known["offset"], known["hash"] = head.seq, head.size, head.hash
