@@ -2,14 +2,13 @@
 
 It notices appends and new sessions with watchfiles (inotify), brings the changed sessions' tiers
 up to date (hot first, so new records are visible promptly), compacts a session once it passes its
-threshold, and lets warm and token tiers follow. The cold tier (embedding) is brought up to date
-by a thread beside the main loop, so it never delays the others; it also registers changed
-files under ``sources/`` at each step (``projections.sources``). Invariants: one daemon per workspace (a lock
+threshold, and lets warm and token tiers follow. The cold tier (embedding) is brought up to date by
+a thread beside the main loop, so it never delays the others; it also registers changed files under
+``sources/`` at each step (``projections.sources``). Invariants: one daemon per workspace (a lock
 file naming the holder's pid); it only ever resumes from checkpoints, so after a crash or SIGKILL a
-restart loses and duplicates nothing; SIGINT/SIGTERM stop it within seconds, after the record
-being folded, the cold tier included (it embeds and commits in steps of a few hundred
-records), with what was done saved. A failing step is logged and retried on the next change,
-never crashing the daemon.
+restart loses and duplicates nothing; SIGINT/SIGTERM stop it within seconds, after the record being
+folded, the cold tier included (it embeds and commits in steps of a few hundred records), with what
+was done saved. A failing step is logged and retried on the next change, never crashing the daemon.
 """
 
 from __future__ import annotations
