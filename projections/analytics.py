@@ -1,8 +1,9 @@
 """SQL analytics over the whole history, with DuckDB in-process.
 
 Views (typed columns; times are UTC TIMESTAMPs):
-- ``events``: every record: envelope, message fields, action/observation fields, compaction
-  fields, ``meta`` and ``origin`` as JSON, and ``tokens`` (from the token-count tier).
+- ``events``: every record, with a column for each field of any record type (derived from
+  ``eventlog.schema``: envelope, message, action/observation, compaction, imported, sessions,
+  learnings, documents), nested values as JSON, and ``tokens`` (from the token-count tier).
 - ``records``: ``session``, ``seq`` and ``raw``, each record exactly as stored (JSON).
 - ``sessions``: per session: records, messages, first/last time, tokens, tool calls, errors,
   compactions.
@@ -30,43 +31,49 @@ import errno
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 import duckdb
 
 from eventlog.errors import AirsspecError
 from eventlog.layout import list_sessions, session_path
+from eventlog.schema import RECORD_TYPES, Record
 
-EVENT_COLUMNS: dict[str, str] = {
-    "v": "INTEGER",
-    "id": "VARCHAR",
-    "session": "VARCHAR",
-    "seq": "BIGINT",
-    "ts": "TIMESTAMP",
-    "type": "VARCHAR",
-    "prev": "VARCHAR",
-    "hash": "VARCHAR",
-    "content": "VARCHAR",
-    "tool": "VARCHAR",
-    "params": "JSON",
-    "result": "JSON",
-    "action_id": "VARCHAR",
-    "is_error": "BOOLEAN",
-    "kind": "VARCHAR",
-    "text": "VARCHAR",
-    "library_no": "BIGINT",
-    "from_seq": "BIGINT",
-    "to_seq": "BIGINT",
-    "messages": "BIGINT",
-    "tokens_before": "BIGINT",
-    "tokens_after": "BIGINT",
-    "summary_tokens": "BIGINT",
-    "summarizer": "JSON",
-    "reason": "VARCHAR",
-    "meta": "JSON",
-    "origin": "JSON",
-    "redacted": "JSON",
-}
+
+def _sql_type(name: str, annotation: Any) -> str:
+    """The DuckDB type of a record field: times are TIMESTAMPs, scalars keep their type, and
+    whatever nests (objects, lists, models, any value) is JSON."""
+    if name == "ts":
+        return "TIMESTAMP"
+    if isinstance(annotation, UnionType) or get_origin(annotation) is Union:
+        present = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = present[0] if len(present) == 1 else Any
+    if annotation is bool:
+        return "BOOLEAN"
+    if annotation is int:
+        return "BIGINT"
+    if annotation is float:
+        return "DOUBLE"
+    if annotation is str or get_origin(annotation) is Literal:
+        return "VARCHAR"
+    return "JSON"
+
+
+def _event_columns() -> dict[str, str]:
+    """One column per field of any record type (the log's schema, ``eventlog.schema``): the
+    envelope's scalars, every type's own fields, then the envelope's JSON fields."""
+    envelope = {name: _sql_type(name, f.annotation) for name, f in Record.model_fields.items()}
+    columns = {name: kind for name, kind in envelope.items() if kind != "JSON"}
+    for model in RECORD_TYPES.values():
+        for name, field in model.model_fields.items():
+            kind = _sql_type(name, field.annotation)
+            if columns.setdefault(name, kind) != kind and name not in envelope:
+                raise TypeError(f"field {name!r} is {columns[name]} in one type, {kind} in another")
+    return columns | {name: kind for name, kind in envelope.items() if kind == "JSON"}
+
+
+EVENT_COLUMNS: dict[str, str] = _event_columns()
 MESSAGE_TYPES = ("user", "assistant", "thought", "action", "observation")
 VIEWS = ("events", "records", "sessions", "tool_calls", "compactions")
 # The base tables each view reads (``raw_events``, ``records``, ``token_counts``).
@@ -161,6 +168,15 @@ def _columns_sql() -> str:
     return "{" + ", ".join(f"{_quote(k)}: {_quote(v)}" for k, v in EVENT_COLUMNS.items()) + "}"
 
 
+def _name(column: str) -> str:
+    """A column name quoted as an identifier (a field may be a keyword: ``by``)."""
+    return '"' + column.replace('"', '""') + '"'
+
+
+def _empty_columns() -> str:
+    return ", ".join(f"NULL::{t} AS {_name(k)}" for k, t in EVENT_COLUMNS.items())
+
+
 class Analytics:
     """The analytics views of one log (or of its Parquet export), sandboxed for user SQL.
 
@@ -242,8 +258,7 @@ class Analytics:
             self.con.execute(f"""CREATE TABLE raw_events AS SELECT * FROM read_json({source},
                 format = 'newline_delimited', columns = {_columns_sql()})""")
         else:
-            cols = ", ".join(f"NULL::{t} AS {k}" for k, t in EVENT_COLUMNS.items())
-            self.con.execute(f"CREATE TABLE raw_events AS SELECT {cols} WHERE false")
+            self.con.execute(f"CREATE TABLE raw_events AS SELECT {_empty_columns()} WHERE false")
         if "records" in wanted and files:
             self.con.execute(f"""CREATE TABLE records AS SELECT json ->> '$.session' AS session,
                 (json ->> '$.seq')::BIGINT AS seq, json AS raw
@@ -275,7 +290,8 @@ class Analytics:
         present = {row[0] for row in self.con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
         # An export by an older version lacks newer columns: they read as NULL.
         cols = ", ".join(
-            k if k in present else f"NULL::{t} AS {k}" for k, t in EVENT_COLUMNS.items()
+            _name(k) if k in present else f"NULL::{t} AS {_name(k)}"
+            for k, t in EVENT_COLUMNS.items()
         )
         self.con.execute(f"CREATE VIEW raw_events AS SELECT {cols} FROM {scan}")
         self.con.execute(f"CREATE VIEW records AS SELECT session, seq, raw FROM {scan}")

@@ -101,6 +101,47 @@ def test_views_match_the_records(ws: Workspace) -> None:
     assert ts.isoformat() == "2026-03-01T10:00:00"
 
 
+def test_events_has_every_field_of_every_record_type(ws: Workspace) -> None:
+    """The columns are derived from the log's schema: a field added to a record type is a
+    column, typed, with the stored value (here the memory types, a keyword-named ``by`` among
+    them)."""
+    from eventlog.schema import MEMORY_SESSION, RECORD_TYPES
+    from projections.analytics import EVENT_COLUMNS
+
+    sha = "ab" * 32
+    ws.log.append_many(
+        MEMORY_SESSION,
+        [
+            {"type": "source_indexed", "path": "specs/a.md", "size": 12, "sha256": sha},
+            {"type": "source_indexed", "path": "specs/a.md"},
+            {"type": "learning_feedback", "learning_id": "L1", "verdict": "rejected", "by": "me"},
+        ],
+        system=True,
+    )
+    fields = {name for model in RECORD_TYPES.values() for name in model.model_fields}
+    assert fields == set(EVENT_COLUMNS)
+    rows = (
+        ws.analytics()
+        .query(
+            'SELECT path, size, sha256, verdict, "by" FROM events '
+            f"WHERE session = '{MEMORY_SESSION}' ORDER BY seq"
+        )
+        .rows
+    )
+    assert rows == [
+        ("specs/a.md", 12, sha, None, None),
+        ("specs/a.md", None, None, None, None),
+        (None, None, None, "rejected", "me"),
+    ]
+    out = ws.root.parent / "export"
+    export_parquet(ws.log_dir, None, out)
+    parquet = Analytics(ws.log_dir, parquet_source=str(out)).query(
+        'SELECT path, size, sha256, verdict, "by" FROM events '
+        f"WHERE session = '{MEMORY_SESSION}' ORDER BY seq"
+    )
+    assert parquet.rows == rows
+
+
 @pytest.mark.parametrize(
     "sql",
     [
