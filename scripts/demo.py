@@ -219,8 +219,8 @@ def main() -> None:
     run(
         target,
         "sql",
-        "SELECT seq, raw->>'ts' AS ts, raw->>'path' AS path, raw->>'size' AS size, "
-        "left(raw->>'sha256', 16) AS sha256 FROM records WHERE raw->>'type' = 'source_indexed'",
+        "SELECT seq, ts, path, size, left(sha256, 16) AS sha256 FROM events "
+        "WHERE type = 'source_indexed'",
     )
     print("\n-- scripts and evaluations send many queries at once, one JSON line each --")
     run(
