@@ -64,6 +64,8 @@ def test_the_last_event_of_each_path_is_the_file_on_disk(tmp_path_factory, opera
     assert register_sources(log, sources, registry) == []
     registry.unlink()
     assert register_sources(log, sources, registry) == []
+    registry.write_bytes(b'{"files": [')  # damaged: read back from the log, no new event
+    assert register_sources(log, sources, registry) == []
 
 
 def test_an_edit_that_keeps_size_and_mtime_is_still_registered(tmp_path) -> None:
