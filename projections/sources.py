@@ -57,7 +57,11 @@ def source_files(folder: Path | None) -> list[Path]:
 
 def read_source(sources_dir: Path, path: str, sha256: str) -> str | None:
     """The text of ``sources_dir / path`` if the file still holds the content whose SHA-256 is
-    ``sha256`` (None when it changed, went missing or became a link)."""
+    ``sha256`` (None when it changed, went missing or became a link, or when ``path`` would
+    leave ``sources_dir``: a log edited by hand cannot point the tier at another file)."""
+    parts = Path(path).parts
+    if not parts or Path(path).is_absolute() or ".." in parts:
+        return None
     try:
         data = read_nofollow(sources_dir / path)
     except (OSError, UnsafePathError):

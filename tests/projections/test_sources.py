@@ -84,3 +84,15 @@ def test_an_edit_that_keeps_size_and_mtime_is_still_registered(tmp_path) -> None
     os.utime(doc, ns=(stamp, stamp))  # and the same mtime
     (second,) = register_sources(log, sources, registry)
     assert second.sha256 == hashlib.sha256(b"retention 090").hexdigest() != first.sha256
+
+
+def test_a_registered_path_cannot_leave_the_sources_folder(tmp_path) -> None:
+    from projections.sources import read_source
+
+    (tmp_path / "sources").mkdir()
+    outside = tmp_path / "secret.md"
+    outside.write_text("not a document")
+    sha = hashlib.sha256(outside.read_bytes()).hexdigest()
+    assert read_source(tmp_path, "secret.md", sha) == "not a document"  # inside: read
+    for path in ("../secret.md", str(outside), "a/../../secret.md"):
+        assert read_source(tmp_path / "sources", path, sha) is None
