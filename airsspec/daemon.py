@@ -4,11 +4,12 @@ It notices appends and new sessions with watchfiles (inotify), brings the change
 up to date (hot first, so new records are visible promptly), compacts a session once it passes its
 threshold, and lets warm and token tiers follow. The cold tier (embedding) is brought up to date by
 a thread beside the main loop, so it never delays the others; it also registers changed files under
-``sources/`` at each step (``projections.sources``). Invariants: one daemon per workspace (a lock
-file naming the holder's pid); it only ever resumes from checkpoints, so after a crash or SIGKILL a
-restart loses and duplicates nothing; SIGINT/SIGTERM stop it within seconds, after the record being
-folded, the cold tier included (it embeds and commits in steps of a few hundred records), with what
-was done saved. A failing step is logged and retried on the next change, never crashing the daemon.
+``sources/`` at each step (``projections.sources``), and a change under ``sources/`` alone starts
+one. Invariants: one daemon per workspace (a lock file naming the holder's pid); it only ever
+resumes from checkpoints, so after a crash or SIGKILL a restart loses and duplicates nothing;
+SIGINT/SIGTERM stop it within seconds, after the record being folded, the cold tier included (it
+embeds and commits in steps of a few hundred records), with what was done saved. A failing step is
+logged and retried on the next change, never crashing the daemon.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import watchfiles
 from airsspec.memory import Memory, NoSuchSessionError
 from eventlog.errors import AirsspecError
 from eventlog.layout import LOG_SUFFIX
+from eventlog.schema import MEMORY_SESSION
 
 log = logging.getLogger("airsspec.watch")
 COLD_NICE = 10  # the cold tier embeds with the CPU left over
@@ -123,20 +125,32 @@ class Daemon:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop_event.set())
         self.cold.start()
-        self.ws.log_dir.mkdir(parents=True, exist_ok=True)
+        logs, documents = self.ws.log_dir, self.ws.sources_dir
+        for folder in (logs, documents):
+            folder.mkdir(parents=True, exist_ok=True)
         self._safe_step(None)
-        log.info("watching %s", self.ws.log_dir)
+        log.info("watching %s and %s", logs, documents)
+
+        def relevant(change: watchfiles.Change, path: str) -> bool:
+            if Path(path).parent == logs:  # a session log written (a new one, or appended to)
+                return path.endswith(LOG_SUFFIX) and change != watchfiles.Change.deleted
+            return Path(path).is_relative_to(documents)  # a document added, changed, removed
+
         for changes in watchfiles.watch(
-            self.ws.log_dir,
+            logs,
+            documents,
             stop_event=self.stop_event,
             debounce=self.debounce_ms,
             step=5,
             raise_interrupt=False,
-            recursive=False,
-            watch_filter=_session_files,
+            watch_filter=relevant,
         ):
-            sessions = {Path(path).name[: -len(LOG_SUFFIX)] for _, path in changes}
-            self._safe_step(sessions)
+            paths = [Path(path) for _, path in changes]
+            sessions = {p.name[: -len(LOG_SUFFIX)] for p in paths if p.parent == logs}
+            if sessions:
+                self._safe_step(sessions)
+            if len(sessions) < len(paths):  # the cold tier registers what changed, and indexes it
+                self.cold.request([MEMORY_SESSION])
         stopped_cleanly = self.cold.stop()
         if not stopped_cleanly:
             log.warning("cold tier busy with index upkeep; it resumes at the next start")
@@ -207,7 +221,3 @@ class ColdIndexer(threading.Thread):
                             log.info("cold: %s +%d indexed", outcome.session, outcome.applied)
             except Exception:  # degrade, never crash: the next change retries from checkpoints
                 log.exception("cold tier step failed; will retry on the next change")
-
-
-def _session_files(change: watchfiles.Change, path: str) -> bool:
-    return path.endswith(LOG_SUFFIX) and change != watchfiles.Change.deleted

@@ -177,3 +177,28 @@ def test_sigterm_while_the_cold_tier_embeds_stops_at_once_and_resumes(root: Path
         assert sum(r["kind"] == "message" for r in rows) == total  # and the summaries' chunks
         Runner(ws.log, ws.projectors(("cold",))).rebuild()
         assert cold_rows(ws) == rows
+
+
+def test_a_document_dropped_into_sources_is_registered_and_indexed(root: Path) -> None:
+    """No session changes: the daemon notices the file itself, appends its ``source_indexed``
+    event and indexes it; removing the file removes its rows."""
+    watcher = Watcher(root)
+    watcher.wait_for("watching")
+    doc = root / ".airsspec" / "sources" / "runbook.md"
+    doc.write_text("# Failover\nPromote the replica in eu-west before paging the database lead.\n")
+    watcher.wait_for(r"cold: airsspec\.memory \+1 indexed")
+    with Workspace.open(config=root / "airsspec.toml") as ws:
+        hits = ws.recall().query_memory("who to page for a failover", k=1, kinds=["source"]).hits
+        assert [h.source for h in hits] == ["runbook.md"]
+        (event,) = [loc.record for loc in ws.log.read("airsspec.memory")]
+        assert (event.type, event.path, hits[0].event_ids) == (
+            "source_indexed",
+            "runbook.md",
+            (event.id,),
+        )
+    doc.unlink()
+    watcher.wait_for(r"cold: airsspec\.memory \+1 indexed")
+    with Workspace.open(config=root / "airsspec.toml") as ws:
+        assert not ws.recall().query_memory("failover", k=1, kinds=["source"]).hits
+    watcher.proc.send_signal(signal.SIGTERM)
+    assert watcher.proc.wait(timeout=30) == 0
