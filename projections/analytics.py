@@ -67,8 +67,10 @@ def _event_columns() -> dict[str, str]:
     columns = {name: kind for name, kind in envelope.items() if kind != "JSON"}
     for model in RECORD_TYPES.values():
         for name, field in model.model_fields.items():
+            if name in envelope:
+                continue
             kind = _sql_type(name, field.annotation)
-            if columns.setdefault(name, kind) != kind and name not in envelope:
+            if columns.setdefault(name, kind) != kind:
                 raise TypeError(f"field {name!r} is {columns[name]} in one type, {kind} in another")
     return columns | {name: kind for name, kind in envelope.items() if kind == "JSON"}
 
