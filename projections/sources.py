@@ -80,7 +80,7 @@ def register_sources(log: EventLog, sources_dir: Path, state: Path) -> list[Sour
     lock.parent.mkdir(parents=True, exist_ok=True)
     with lock.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        known = _known(log, state)
+        known, stored = _known(log, state)
         events: list[dict[str, Any]] = []
         seen = set()
         for file in source_files(sources_dir):
@@ -110,26 +110,30 @@ def register_sources(log: EventLog, sources_dir: Path, state: Path) -> list[Sour
         records = list(log.append_many(MEMORY_SESSION, events, system=True)) if events else []
         if records:
             _fold(known, records, log.head(MEMORY_SESSION))
-        atomic_write(state, orjson.dumps(known, option=orjson.OPT_SORT_KEYS))
-        return [r for r in records if isinstance(r, SourceIndexedRecord)]
+        if (data := orjson.dumps(known, option=orjson.OPT_SORT_KEYS)) != stored:
+            atomic_write(state, data)  # only when it changed: a query calls this every time
+        return [r for r in records if isinstance(r, SourceIndexedRecord)]  # all of them, typed
 
 
-def _known(log: EventLog, state: Path) -> dict[str, Any]:
+def _known(log: EventLog, state: Path) -> tuple[dict[str, Any], bytes | None]:
     """What the log says of each path (``files``: path -> sha256 and the identity last seen),
-    read from ``state`` and brought up to date with the records appended since."""
+    read from ``state`` and brought up to date with the records appended since; and the bytes
+    ``state`` held."""
+    stored = None
     try:
-        known = orjson.loads(read_nofollow(state))
+        stored = read_nofollow(state)
+        known = orjson.loads(stored)
         start = (known["offset"], known["seq"] + 1)
         if not isinstance(known["files"], dict):
             raise TypeError("files")
     except (OSError, ValueError, KeyError, TypeError):  # missing or damaged: read the log
-        known, start = {"offset": 0, "seq": 0, "hash": None, "files": {}}, (0, 1)
+        known, start = {"offset": 0, "seq": 0, "files": {}}, (0, 1)
     head = log.head(MEMORY_SESSION)
     if head.seq < known["seq"]:  # the log was replaced: read it again
-        known, start = {"offset": 0, "seq": 0, "hash": None, "files": {}}, (0, 1)
+        known, start = {"offset": 0, "seq": 0, "files": {}}, (0, 1)
     later = log.read(MEMORY_SESSION, offset=start[0], offset_seq=start[1])
     _fold(known, (located.record for located in later), head)
-    return known
+    return known, stored
 
 
 def _fold(known: dict[str, Any], records: Iterable[Record], head: TailState) -> None:
@@ -142,4 +146,4 @@ def _fold(known: dict[str, Any], records: Iterable[Record], head: TailState) -> 
             known["files"].pop(record.path, None)
         elif known["files"].get(record.path, {}).get("sha256") != record.sha256:
             known["files"][record.path] = {"sha256": record.sha256, "identity": None}
-    known["seq"], known["offset"], known["hash"] = head.seq, head.size, head.hash
+    known["seq"], known["offset"] = head.seq, head.size
