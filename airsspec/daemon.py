@@ -149,7 +149,7 @@ class Daemon:
             sessions = {p.name[: -len(LOG_SUFFIX)] for p in paths if p.parent == logs}
             if sessions:
                 self._safe_step(sessions)
-            if len(sessions) < len(paths):  # the cold tier registers what changed, and indexes it
+            if any(p.parent != logs for p in paths):  # a document: the cold tier registers it
                 self.cold.request([MEMORY_SESSION])
         stopped_cleanly = self.cold.stop()
         if not stopped_cleanly:
