@@ -51,7 +51,8 @@ def hash_bytes(canonical: bytes) -> str:
 def encode_record(body: dict[str, Any]) -> tuple[bytes, str]:
     """Encode a record body (no ``hash`` key) to its stored line; return (line, hash).
 
-    On the append path of every record: the two steps above are inlined here."""
+    What ``verify`` checks each stored line against; ``encode_records`` inlines the same
+    steps for the append path, and a property test holds the two equal."""
     try:
         canonical = orjson.dumps(body, option=_OPTIONS)
     except (orjson.JSONEncodeError, TypeError) as exc:
@@ -62,33 +63,50 @@ def encode_record(body: dict[str, Any]) -> tuple[bytes, str]:
     return b'%s,"hash":"%s"}\n' % (canonical[:-1], digest.encode("ascii")), digest
 
 
-def encode_records(bodies: list[dict[str, Any]], prev: str | None) -> tuple[bytes, str | None]:
-    """Encode consecutive record bodies (no ``prev`` or ``hash`` keys yet) as stored lines,
-    chained: each body gets ``prev`` (the hash of the one before it; the first gets ``prev``)
-    and, once encoded, its ``hash``. Returns the lines joined and the last hash.
+def batch_json(bodies: list[dict[str, Any]]) -> bytes:
+    """The bodies of a batch as one JSON array (not canonical: what a scan of their contents,
+    such as the secret gate, reads), after refusing what canonical JSON cannot hold, naming
+    the body and field: values JSON has no form for, and NaN and infinities, which the
+    encoder would write as ``null`` (so one search for ``null`` per batch finds the bodies
+    to look at). Checking here, on the bodies alone, spares ``encode_records`` the search."""
+    try:
+        data = orjson.dumps(bodies)
+    except (orjson.JSONEncodeError, TypeError):
+        for index, body in enumerate(bodies):
+            try:
+                orjson.dumps(body)
+            except (orjson.JSONEncodeError, TypeError) as exc:
+                raise NotCanonicalizableError(str(exc), index=index) from exc
+        raise
+    if b"null" in data:
+        for index, body in enumerate(bodies):
+            if b"null" in orjson.dumps(body):
+                try:  # the standard library's C encoder refuses them; find the field in Python
+                    json.dumps(body, allow_nan=False)
+                except (ValueError, TypeError):
+                    _refuse_non_finite(body, index)
+    return data
 
-    ``encode_record``'s steps, inlined in one loop: this is every append's inner loop. NaN and
-    infinities (which the encoder would write as ``null``) are refused, never rewritten."""
+
+def encode_records(records: list[dict[str, Any]], prev: str | None) -> tuple[bytes, str | None]:
+    """Encode consecutive records (bodies that passed ``batch_json``, with their envelope but
+    no ``prev`` or ``hash`` yet) as stored lines, chained: each gets ``prev`` (the hash of the
+    one before it; the first gets ``prev``) and, once encoded, its ``hash``. Returns the lines
+    joined and the last hash.
+
+    ``encode_record``'s steps, inlined in one loop: this is every append's inner loop."""
     dumps, sha256, option = orjson.dumps, hashlib.sha256, _OPTIONS
     lines = []
-    for index, body in enumerate(bodies):
-        body["prev"] = prev
+    for index, record in enumerate(records):
+        record["prev"] = prev
         try:
-            canonical = dumps(body, option=option)
+            canonical = dumps(record, option=option)
         except (orjson.JSONEncodeError, TypeError) as exc:
             raise NotCanonicalizableError(str(exc), index=index) from exc
         prev = sha256(canonical).hexdigest()
-        body["hash"] = prev
+        record["hash"] = prev
         lines.append(b'%s,"hash":"%s"}\n' % (canonical[:-1], prev.encode("ascii")))
-    data = b"".join(lines)
-    if b"null" in data:  # one search per batch; a null may be a NaN the encoder rewrote
-        for index, line in enumerate(lines):
-            if b"null" in line:
-                try:  # the standard library's C encoder refuses them; find the field in Python
-                    json.dumps(bodies[index], allow_nan=False)
-                except (ValueError, TypeError):
-                    _refuse_non_finite(bodies[index], index)
-    return data, prev
+    return b"".join(lines), prev
 
 
 def _refuse_non_finite(value: Any, index: int, path: str = "") -> None:

@@ -22,6 +22,7 @@ _last = 0
 _RAND_BITS = 74
 _RAND_MASK = (1 << _RAND_BITS) - 1
 _LOW62 = (1 << 62) - 1
+_LOW48 = (1 << 48) - 1
 
 _TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
 
@@ -45,8 +46,9 @@ def new_event_ids(count: int) -> list[str]:
     candidate, end = first, first + count
     while candidate < end:
         run_end = min(end, ((candidate >> 48) + 1) << 48)
-        prefix = _format(candidate)[:-12]
-        ids += [f"{prefix}{c & 0xFFFFFFFFFFFF:012x}" for c in range(candidate, run_end)]
+        template = _format(candidate)[:-12] + "%012x"
+        low = candidate & _LOW48
+        ids += map(template.__mod__, range(low, low + run_end - candidate))
         candidate = run_end
     return ids
 

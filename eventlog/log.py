@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, overload
 import orjson
 from pydantic import ValidationError
 
-from eventlog.canonical import NotCanonicalizableError, encode_records
+from eventlog.canonical import NotCanonicalizableError, batch_json, encode_records
 from eventlog.errors import CorruptLogError, InvalidEventError, LogWriteError
 from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
 from eventlog.ids import new_event_ids, utc_now
@@ -53,6 +53,7 @@ from eventlog.schema import (
     Record,
     event_bodies,
     input_adapter,
+    input_bodies,
     parse_record,
     record_from_dict,
     record_validator,
@@ -204,24 +205,22 @@ def prepare_events(
     kinds = set(map(type, items))
     if kinds == {dict}:
         try:
-            models: list[Any] = input_adapter().validate_python(items)
+            bodies = input_bodies(items)
         except ValidationError as exc:
             raise _invalid(exc) from exc
     elif all(issubclass(kind, Event) for kind in kinds):  # models need no validation
-        models = items
+        bodies = event_bodies(items)
     else:  # a mix (or not events at all): validate all but the models
         raw = [i for i, e in enumerate(items) if not isinstance(e, Event)]
-        models = list(items)
         try:
-            validated = input_adapter().validate_python([items[i] for i in raw])
+            validated = input_bodies([items[i] for i in raw])
         except ValidationError as exc:
             error = _invalid(exc)
             raise InvalidEventError(
                 error.message, index=raw[error.index], field=error.field
             ) from exc
-        for i, model in zip(raw, validated, strict=True):
-            models[i] = model
-    bodies = event_bodies(models)
+        given = iter(validated)
+        bodies = [event_bodies([e])[0] if isinstance(e, Event) else next(given) for e in items]
     _refuse_system(bodies, system)
     return bodies
 
@@ -426,8 +425,12 @@ class EventLog:
         bodies = prepare_events(events, system=system)
         if not bodies:
             return StoredRecords([])
+        try:
+            data = batch_json(bodies)
+        except NotCanonicalizableError as exc:
+            raise InvalidEventError(exc.message, index=exc.index, field=exc.field) from exc
         if self.redactor is not None and not keep_secrets:
-            self.redactor.redact_all(bodies)
+            self.redactor.redact_all(bodies, data)
         handle = self._handle(session)
         with handle.mutex:
             fcntl.flock(handle.fd, fcntl.LOCK_EX)
@@ -456,25 +459,28 @@ class EventLog:
     def _encode(
         self, session: str, tail: TailState, bodies: list[dict[str, Any]]
     ) -> tuple[list[dict[str, Any]], bytes, str | None]:
-        now = utc_now()
-        count = len(bodies)
-        ids = new_event_ids(count)
-        seq = tail.seq
-        for i, body in enumerate(bodies):  # each body becomes its record, in place
-            if "id" not in body:
-                body["id"] = ids[i]
-            if "ts" not in body:
-                body["ts"] = now
-            body["v"] = SCHEMA_VERSION
-            body["session"] = session
-            body["seq"] = seq + i + 1
-            if count > 1:
-                body["batch"] = [i + 1, count]
+        # Each record is one dict display: the envelope, then the body (whose ``id`` and ``ts``,
+        # when the caller gave them, win; it never holds the other envelope fields).
+        now, count, seq = utc_now(), len(bodies), tail.seq
+        records = [
+            {
+                "v": SCHEMA_VERSION,
+                "id": id_,
+                "session": session,
+                "seq": seq + i,
+                "ts": now,
+                "batch": [i, count],
+                **body,
+            }
+            for i, id_, body in zip(range(1, count + 1), new_event_ids(count), bodies, strict=True)
+        ]
+        if count == 1:  # ``batch`` marks a record of a multi-record append only
+            del records[0]["batch"]
         try:
-            data, last_hash = encode_records(bodies, tail.hash)
+            data, last_hash = encode_records(records, tail.hash)
         except NotCanonicalizableError as exc:
             raise InvalidEventError(exc.message, index=exc.index, field=exc.field) from exc
-        return bodies, data, last_hash
+        return records, data, last_hash
 
     def _write(self, session: str, handle: _Handle, size: int, data: bytes) -> None:
         view = memoryview(data)

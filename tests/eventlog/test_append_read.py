@@ -209,9 +209,10 @@ origins = st.none() | st.builds(
     )
 )
 def test_stored_bodies_are_what_pydantic_dumps(batch) -> None:
-    """The append path copies a validated event's fields instead of running pydantic's
-    serializer; both must give the same body (None-valued optional fields left out)."""
-    from eventlog.schema import _OMIT_WHEN_NONE, event_bodies, input_adapter
+    """The append path validates dicts into their fields (no model) and copies a model's
+    fields, instead of running pydantic's serializer; all three must give the same body
+    (None-valued optional fields left out)."""
+    from eventlog.schema import _OMIT_WHEN_NONE, event_bodies, input_adapter, input_bodies
 
     items = [
         {**event, **({"origin": origin} if origin else {}), **({"ts": ts} if ts else {})}
@@ -223,3 +224,27 @@ def test_stored_bodies_are_what_pydantic_dumps(batch) -> None:
         for body in input_adapter().dump_python(models)
     ]
     assert event_bodies(models) == expected
+    assert input_bodies(items) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [(float("nan"), "meta.deep.1"), (float("-inf"), "meta.deep.1"), (object(), None)],
+)
+def test_a_value_json_cannot_hold_is_refused_by_index_and_field(
+    log: EventLog, log_dir: Path, value: object, field: str | None
+) -> None:
+    """NaN and infinities (which the encoder would write as null) and objects JSON has no form
+    for are refused before anything is written, naming the event and, for numbers, the field;
+    a real null beside them is not mistaken for one."""
+    log.append("s", {"type": "user", "content": "before"})
+    before = (log_dir / "s.jsonl").read_bytes()
+    batch = [
+        {"type": "user", "content": "ok", "meta": {"none": None}},
+        {"type": "user", "content": "x", "meta": {"deep": [None, value]}},
+    ]
+    with pytest.raises(InvalidEventError) as info:
+        log.append_many("s", batch)
+    assert (info.value.index, info.value.field) == (1, field)
+    assert (log_dir / "s.jsonl").read_bytes() == before
+    assert log.append_many("s", batch[:1])[0].meta == {"none": None}
