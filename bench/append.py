@@ -1,7 +1,9 @@
 """Append and read throughput of the log, next to SQLite and a bare write+fsync loop.
 
-Every figure is the median of several runs measured in this process, on the same disk, with the
-same ~300-byte records. Ratios compare against baselines measured in the same run.
+Every figure is measured in this process, on the same disk, with the same ~370-byte records.
+Appends run in interleaved rounds (every configuration once per round, in a rotated order); a
+rate is the median over rounds and a ratio the median of the ratios within a round, so a slow
+spell of a shared machine lands on both sides of a comparison.
 
     python bench/append.py [--quick] [--read-records N]
 """
@@ -13,6 +15,7 @@ import multiprocessing as mp
 import os
 import shutil
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -147,46 +150,71 @@ def main() -> None:
     n_fast = 20_000 if args.quick else 100_000
     root = Path(tempfile.mkdtemp(prefix="airsspec-bench-"))
     try:
+        # Every configuration runs once per round, in a rotated order, and each ratio is the
+        # median of the ratios within a round: these shared machines drift by 10-20% over
+        # minutes, which would otherwise land on whichever side ran in a slow spell. Each
+        # run's files are removed at once, so no run pays for writing back another's pages.
+        configs: dict[str, tuple] = {
+            "bare": (run_bare_fsync, n_sync),
+            "sql FULL x1": (run_sqlite, "FULL", n_sync, False),
+            "sql NORMAL x1": (run_sqlite, "NORMAL", n_fast, False),
+            "sql FULL x100": (run_sqlite, "FULL", n_fast, True),
+            "sql NORMAL x100": (run_sqlite, "NORMAL", n_fast, True),
+        }
+        shapes = [
+            (mode, n, batched)
+            for mode, n in (("always", n_sync), ("batch", n_fast), ("off", n_fast))
+            for batched in (False, True)
+        ]
+        for mode, n, batched in shapes:
+            configs[f"{mode} {batched}"] = (run_log, mode, n, batched)
+        rates: dict[str, list[float]] = {name: [] for name in configs}
+        names = list(configs)
+        for round_no in range(repeats):
+            shift = round_no % len(names)
+            for name in names[shift:] + names[:shift]:
+                fn, *fn_args = configs[name]
+                folder = fresh(root)
+                start = time.perf_counter()
+                count = fn(folder, *fn_args)
+                rates[name].append(count / (time.perf_counter() - start))
+                shutil.rmtree(folder)
 
-        def rate(fn, *a):
-            return median_rate(lambda: fn(fresh(root), *a), repeats)
+        def median(name: str) -> float:
+            return statistics.median(rates[name])
+
+        def ratio(name: str, base: str) -> float:
+            return statistics.median(a / b for a, b in zip(rates[name], rates[base], strict=True))
 
         def rate2(durability: str, n: int, batched: bool) -> float:
             results = []
             for _ in range(repeats):
-                count, seconds = run_log_two_procs(fresh(root), durability, n, batched)
+                folder = fresh(root)
+                count, seconds = run_log_two_procs(folder, durability, n, batched)
                 results.append(count / seconds)
-            return sorted(results)[len(results) // 2]
+                shutil.rmtree(folder)
+            return statistics.median(results)
 
-        bare = rate(run_bare_fsync, n_sync)
-        sql_full = rate(run_sqlite, "FULL", n_sync, False)
-        sql_normal = rate(run_sqlite, "NORMAL", n_fast, False)
-        sql_full_b = rate(run_sqlite, "FULL", n_fast, True)
-        sql_normal_b = rate(run_sqlite, "NORMAL", n_fast, True)
         rows = []
-        for mode, n in (("always", n_sync), ("batch", n_fast), ("off", n_fast)):
-            for batched in (False, True):
-                ours = rate(run_log, mode, n, batched)
-                two = rate2(mode, n, batched)
-                if mode == "always":
-                    base, base_name = (sql_full_b if batched else sql_full), "SQLite FULL"
-                else:
-                    base, base_name = (sql_normal_b if batched else sql_normal), "SQLite NORMAL"
-                shape = f"append_many x{BATCH}" if batched else "append x1"
-                rows.append(
-                    [
-                        mode,
-                        shape,
-                        ours,
-                        two,
-                        base_name,
-                        base,
-                        ours / base,
-                        ours / bare if mode == "always" and not batched else "-",
-                    ]
-                )
+        for mode, n, batched in shapes:
+            name = f"{mode} {batched}"
+            level = "FULL" if mode == "always" else "NORMAL"
+            base = f"sql {level} x{BATCH if batched else 1}"
+            rows.append(
+                [
+                    mode,
+                    f"append_many x{BATCH}" if batched else "append x1",
+                    median(name),
+                    rate2(mode, n, batched),
+                    f"SQLite {level}",
+                    median(base),
+                    ratio(name, base),
+                    ratio(name, "bare") if mode == "always" and not batched else "-",
+                ]
+            )
         print_table(
-            f"Appends per second (~{len(sample_line(0))}-byte records, median of {repeats})",
+            f"Appends per second (~{len(sample_line(0))}-byte records, median of {repeats} "
+            "interleaved rounds; a ratio is the median of the ratios within a round)",
             [
                 "durability",
                 "call",
@@ -203,11 +231,14 @@ def main() -> None:
             "Baselines measured in the same run",
             ["baseline", "records/s"],
             [
-                ["bare write+fdatasync loop", bare],
-                ["SQLite WAL synchronous=FULL, 1 insert/txn", sql_full],
-                ["SQLite WAL synchronous=NORMAL, 1 insert/txn", sql_normal],
-                [f"SQLite WAL synchronous=FULL, {BATCH} inserts/txn", sql_full_b],
-                [f"SQLite WAL synchronous=NORMAL, {BATCH} inserts/txn", sql_normal_b],
+                ["bare write+fdatasync loop", median("bare")],
+                ["SQLite WAL synchronous=FULL, 1 insert/txn", median("sql FULL x1")],
+                ["SQLite WAL synchronous=NORMAL, 1 insert/txn", median("sql NORMAL x1")],
+                [f"SQLite WAL synchronous=FULL, {BATCH} inserts/txn", median("sql FULL x100")],
+                [
+                    f"SQLite WAL synchronous=NORMAL, {BATCH} inserts/txn",
+                    median("sql NORMAL x100"),
+                ],
             ],
         )
 
