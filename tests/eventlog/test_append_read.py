@@ -248,3 +248,56 @@ def test_a_value_json_cannot_hold_is_refused_by_index_and_field(
     assert (info.value.index, info.value.field) == (1, field)
     assert (log_dir / "s.jsonl").read_bytes() == before
     assert log.append_many("s", batch[:1])[0].meta == {"none": None}
+
+
+_fields = st.sampled_from(
+    [
+        "type",
+        "content",
+        "meta",
+        "id",
+        "ts",
+        "tool",
+        "params",
+        "result",
+        "action_id",
+        "is_error",
+        "origin",
+        "status",
+        "phase",
+        "task",
+        "colour",
+    ]
+)
+_values = st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=4) | json_values
+_kinds = st.sampled_from(["user", "action", "observation", "session_ended", "teleport"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    items=st.lists(
+        st.builds(
+            lambda kind, extra: {"type": kind, **extra},
+            _kinds,
+            st.dictionaries(_fields, _values, max_size=4),
+        )
+        | _values,
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_the_dict_validator_refuses_what_the_models_refuse(items) -> None:
+    """The append path's validator is derived from the event models; on any input it accepts
+    exactly what they accept, and refuses the rest at the same locations."""
+    from pydantic import ValidationError
+
+    from eventlog.schema import input_adapter, input_bodies
+
+    def outcome(validate):
+        try:
+            validate(items)
+        except ValidationError as exc:
+            return sorted((err["loc"], err["type"]) for err in exc.errors())
+        return "ok"
+
+    assert outcome(input_bodies) == outcome(input_adapter().validate_python)
