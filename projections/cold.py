@@ -329,7 +329,9 @@ class ColdState:
     previous: str = ""
     units: list[Unit] = field(default_factory=list)
     contexts: list[str] = field(default_factory=list)
-    sources: list[SourceIndexedRecord] = field(default_factory=list)  # documents (re)registered
+    # the last registration of each document since the checkpoint: an earlier one's rows would
+    # be deleted by the later one's, so only the last is read and indexed
+    sources: dict[str, SourceIndexedRecord] = field(default_factory=dict)
     # After this fold's first save, no row is past base_seq (this process wrote them all):
     # later saves skip the delete, a filtered scan that grows with the table.
     clean: bool = False
@@ -375,7 +377,7 @@ class ColdProjector(Projector[ColdState]):
 
     def apply(self, state: ColdState, record: Record) -> ColdState:
         if isinstance(record, SourceIndexedRecord):
-            state.sources.append(record)
+            state.sources[record.path] = record
             return state
         for unit in record_units(record):
             state.units.append(unit)
@@ -398,7 +400,7 @@ class ColdProjector(Projector[ColdState]):
         if not state.clean:
             self.store.delete(f"session = {quote(session)} AND record_seq > {state.base_seq}")
         self._add(state.units, state.contexts)
-        for event in state.sources:  # replayed after a crash: delete first, so never doubled
+        for event in state.sources.values():  # replayed after a crash: delete first
             self.store.delete(f"source = {quote(event.path)}")
             text = None
             if event.sha256 is not None and self.sources_dir is not None:
@@ -415,7 +417,7 @@ class ColdProjector(Projector[ColdState]):
         }
         atomic_write(self._checkpoint_path(session), orjson.dumps(data))
         state.base_seq, state.units, state.contexts, state.clean = checkpoint.seq, [], [], True
-        state.sources = []
+        state.sources = {}
 
     def _add(self, units: list[Unit], contexts: list[str]) -> None:
         """Embed what the policy says (identical texts once) and write the rows."""
