@@ -71,13 +71,13 @@ def batch_json(bodies: list[dict[str, Any]]) -> bytes:
     to look at). Checking here, on the bodies alone, spares ``encode_records`` the search."""
     try:
         data = orjson.dumps(bodies)
-    except (orjson.JSONEncodeError, TypeError):
-        for index, body in enumerate(bodies):
+    except (orjson.JSONEncodeError, TypeError) as batch_error:
+        for index, body in enumerate(bodies):  # name the body
             try:
                 orjson.dumps(body)
             except (orjson.JSONEncodeError, TypeError) as exc:
                 raise NotCanonicalizableError(str(exc), index=index) from exc
-        raise
+        raise NotCanonicalizableError(str(batch_error)) from batch_error
     if b"null" in data:
         for index, body in enumerate(bodies):
             if b"null" in orjson.dumps(body):
