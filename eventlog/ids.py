@@ -1,9 +1,11 @@
 """Event ids and timestamps.
 
 Ids are UUIDv7 strings (RFC 9562): 48 bits of Unix milliseconds, then random bits. Within one
-process they are strictly increasing (the random part is bumped when the clock has not moved or
-went back), so sorting ids sorts events by creation time. Timestamps are UTC RFC 3339 with
-microseconds and a ``Z`` suffix, so comparing the strings compares the times.
+process they are strictly increasing: the first id of a millisecond starts from fresh random
+bits, and the ones after it in the same millisecond (or while the clock went back) count up from
+it (RFC 9562's "monotonic random" method), so sorting ids sorts events by creation time.
+Timestamps are UTC RFC 3339 with microseconds and a ``Z`` suffix, so comparing the strings
+compares the times.
 """
 
 from __future__ import annotations
@@ -17,38 +19,50 @@ from datetime import UTC, datetime
 
 _lock = threading.Lock()
 _random = random.Random()  # ids need uniqueness, not secrecy
-os.register_at_fork(after_in_child=_random.seed)  # a forked child must not repeat ids
-_last = 0
+_last = 0  # the last candidate handed out: (millis << 74) | 74 random bits
 _RAND_BITS = 74
 _RAND_MASK = (1 << _RAND_BITS) - 1
 _LOW62 = (1 << 62) - 1
 _LOW48 = (1 << 48) - 1
+# The text of a run of candidates that differ in their low 48 bits only (the id's last 12 hex
+# digits): (candidate >> 48, the id with "%012x" in place of those digits).
+_template: tuple[int, str] = (-1, "")
+
+
+def _after_fork_in_child() -> None:
+    global _last
+    _random.seed()  # a forked child must not repeat its parent's ids: a fresh random start
+    _last = 0
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
 
 
 def new_event_ids(count: int) -> list[str]:
-    """Return ``count`` new, process-monotonic UUIDv7 strings: one clock read and one random
-    draw for the batch, then consecutive values (unique, and sorted as they were made)."""
-    global _last
+    """Return ``count`` new, process-monotonic UUIDv7 strings: consecutive values from one
+    start (unique, and sorted as they were made)."""
+    global _last, _template
     millis = time.time_ns() // 1_000_000
-    rand = _random.getrandbits(_RAND_BITS)
     with _lock:
-        first = (millis << _RAND_BITS) | rand
-        if first <= _last:
+        if millis > _last >> _RAND_BITS:  # a new millisecond: a fresh random start
+            first = (millis << _RAND_BITS) | _random.getrandbits(_RAND_BITS)
+        else:
             first = _last + 1
         _last = first + count - 1
-    if count == 1:
-        return [_format(first)]
-    # Consecutive candidates differ in their low 48 bits, which are the id's last 12 hex
-    # digits: the rest is formatted once per run of them.
     ids: list[str] = []
     candidate, end = first, first + count
-    while candidate < end:
-        run_end = min(end, ((candidate >> 48) + 1) << 48)
-        template = _format(candidate)[:-12] + "%012x"
+    while candidate < end:  # each run shares every digit but the last 12
+        high = candidate >> 48
+        cached = _template
+        if cached[0] != high:
+            cached = _template = (high, _format(candidate)[:-12] + "%012x")
+        if count == 1:
+            return [cached[1] % (candidate & _LOW48)]
+        run_end = min(end, (high + 1) << 48)
         low = candidate & _LOW48
-        ids += map(template.__mod__, range(low, low + run_end - candidate))
+        ids += map(cached[1].__mod__, range(low, low + run_end - candidate))
         candidate = run_end
     return ids
 
