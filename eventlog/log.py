@@ -261,6 +261,7 @@ class EventLog:
         self._closed = False
         self._wake = threading.Event()
         self._flusher: threading.Thread | None = None
+        self._sync_each = self.durability is Durability.ALWAYS
         if self.durability is Durability.BATCH:
             self._flusher = threading.Thread(
                 target=self._flush_loop, daemon=True, name="eventlog-group-commit"
@@ -340,7 +341,7 @@ class EventLog:
 
     def _locked_tail(self, session: str, handle: _Handle) -> TailState:
         """With the lock held: the current tail, recovering a torn one first."""
-        size = os.fstat(handle.fd).st_size
+        size = os.lseek(handle.fd, 0, os.SEEK_END)  # the size (cheaper than ``fstat``)
         if handle.tail is None or handle.tail.size != size:
             handle.tail, _ = self._recover(session, handle)
         return handle.tail
@@ -395,7 +396,7 @@ class EventLog:
 
     def append(self, session: str, event: Event | dict[str, Any]) -> Record:
         """Append one event; return the stored record."""
-        return self.append_many(session, [event])[0]
+        return record_from_dict(self._append(session, [event], False, False)[0])
 
     def append_many(
         self,
@@ -412,6 +413,16 @@ class EventLog:
         ``redactor``, secrets are replaced before anything is written (the record's
         ``redacted`` says where) unless ``keep_secrets`` is set.
         """
+        return StoredRecords(self._append(session, events, system, keep_secrets))
+
+    def _append(
+        self,
+        session: str,
+        events: Iterable[Event | dict[str, Any]],
+        system: bool,
+        keep_secrets: bool,
+    ) -> list[dict[str, Any]]:
+        """``append_many``, returning the stored record bodies."""
         if self._closed:
             raise RuntimeError("EventLog is closed")
         if session not in self._handles:
@@ -424,7 +435,7 @@ class EventLog:
             )
         bodies = prepare_events(events, system=system)
         if not bodies:
-            return StoredRecords([])
+            return []
         try:
             data = batch_json(bodies)
         except NotCanonicalizableError as exc:
@@ -438,44 +449,51 @@ class EventLog:
                 tail = self._locked_tail(session, handle)
                 stored, data, last_hash = self._encode(session, tail, bodies)
                 self._write(session, handle, tail.size, data)
-                handle.tail = TailState(
+                handle.tail = head = TailState(
                     tail.size + len(data), tail.seq + len(bodies), last_hash, stored[-1]["ts"]
                 )
-                head = handle.tail
                 head_fd = self._head_fd(session, handle, create=True)  # once written to
             finally:
                 fcntl.flock(handle.fd, fcntl.LOCK_UN)
-        if self.durability is Durability.ALWAYS:
+        if self._sync_each:
             os.fdatasync(handle.fd)
-        elif self.durability is Durability.BATCH:
+        elif self._flusher is not None:
             self._dirty.add(handle.fd)
         # The head names the last acknowledged record; written after the durability point, so
         # it never claims more than the log holds (two writers racing may leave the older of
         # their heads: a lower bound, which is all ``verify`` needs).
         assert head_fd is not None
         os.pwrite(head_fd, encode_head(session, head.seq, head.hash), 0)
-        return StoredRecords(stored)
+        return stored
 
     def _encode(
         self, session: str, tail: TailState, bodies: list[dict[str, Any]]
     ) -> tuple[list[dict[str, Any]], bytes, str | None]:
         # Each record is one dict display: the envelope, then the body (whose ``id`` and ``ts``,
-        # when the caller gave them, win; it never holds the other envelope fields).
+        # when the caller gave them, win; it never holds the other envelope fields). ``batch``
+        # marks a record of a multi-record append only.
         now, count, seq = utc_now(), len(bodies), tail.seq
-        records = [
-            {
-                "v": SCHEMA_VERSION,
-                "id": id_,
-                "session": session,
-                "seq": seq + i,
-                "ts": now,
-                "batch": [i, count],
-                **body,
-            }
-            for i, id_, body in zip(range(1, count + 1), new_event_ids(count), bodies, strict=True)
-        ]
-        if count == 1:  # ``batch`` marks a record of a multi-record append only
-            del records[0]["batch"]
+        if count == 1:
+            (id_,) = new_event_ids(1)
+            records = [
+                {"v": SCHEMA_VERSION, "id": id_, "session": session, "seq": seq + 1, "ts": now}
+                | bodies[0]
+            ]
+        else:
+            records = [
+                {
+                    "v": SCHEMA_VERSION,
+                    "id": id_,
+                    "session": session,
+                    "seq": seq + i,
+                    "ts": now,
+                    "batch": [i, count],
+                    **body,
+                }
+                for i, id_, body in zip(
+                    range(1, count + 1), new_event_ids(count), bodies, strict=True
+                )
+            ]
         try:
             data, last_hash = encode_records(records, tail.hash)
         except NotCanonicalizableError as exc:
