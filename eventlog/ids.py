@@ -24,8 +24,7 @@ _RAND_BITS = 74
 _RAND_MASK = (1 << _RAND_BITS) - 1
 _LOW62 = (1 << 62) - 1
 _LOW48 = (1 << 48) - 1
-# The text of a run of candidates that differ in their low 48 bits only (the id's last 12 hex
-# digits): (candidate >> 48, the id with "%012x" in place of those digits).
+# The last run's text (``_run_template``): (candidate >> 48, its template).
 _template: tuple[int, str] = (-1, "")
 
 
@@ -43,7 +42,7 @@ _TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|
 def new_event_ids(count: int) -> list[str]:
     """Return ``count`` new, process-monotonic UUIDv7 strings: consecutive values from one
     start (unique, and sorted as they were made)."""
-    global _last, _template
+    global _last
     millis = time.time_ns() // 1_000_000
     with _lock:
         if millis > _last >> _RAND_BITS:  # a new millisecond: a fresh random start
@@ -51,20 +50,28 @@ def new_event_ids(count: int) -> list[str]:
         else:
             first = _last + 1
         _last = first + count - 1
+    if count == 1:
+        return [_run_template(first) % (first & _LOW48)]
     ids: list[str] = []
     candidate, end = first, first + count
-    while candidate < end:  # each run shares every digit but the last 12
-        high = candidate >> 48
-        cached = _template
-        if cached[0] != high:
-            cached = _template = (high, _format(candidate)[:-12] + "%012x")
-        if count == 1:
-            return [cached[1] % (candidate & _LOW48)]
-        run_end = min(end, (high + 1) << 48)
+    while candidate < end:
+        run_end = min(end, ((candidate >> 48) + 1) << 48)
         low = candidate & _LOW48
-        ids += map(cached[1].__mod__, range(low, low + run_end - candidate))
+        ids += map(_run_template(candidate).__mod__, range(low, low + run_end - candidate))
         candidate = run_end
     return ids
+
+
+def _run_template(candidate: int) -> str:
+    """The text of ``candidate``'s run (the candidates that share all but its low 48 bits,
+    which are the id's last 12 hex digits) with ``%012x`` in their place; cached, since the
+    ids after it share it."""
+    global _template
+    high = candidate >> 48
+    cached = _template
+    if cached[0] != high:
+        cached = _template = (high, _format(candidate)[:-12] + "%012x")
+    return cached[1]
 
 
 def _format(candidate: int) -> str:
