@@ -50,6 +50,11 @@ _OWN = {
 }
 _GATE_LITERALS = (b"://", b"PRIVATE KEY", b"AccountKey=", b"_authToken")
 _GATE_PATTERN = re.compile(b"|".join(map(re.escape, _GATE_LITERALS)))
+# On a batch, each literal is searched only when a byte of it that prose seldom holds is present:
+# a one-byte search is a memchr, many times faster than a substring search over the same bytes.
+_GATE_FINDS = tuple(
+    (next(bytes([b]) for b in b"/=YT" if b in literal), literal) for literal in _GATE_LITERALS
+)
 _GATE_SEARCH_BELOW = 4096  # bytes: one regex pass wins on a record, plain finds on a batch
 _TOKEN_RUN = 20
 _TOKEN_TABLE = bytes(
@@ -116,7 +121,7 @@ class Redactor:
             return True
         if len(data) < _GATE_SEARCH_BELOW:
             return _GATE_PATTERN.search(data) is not None
-        return any(literal in data for literal in _GATE_LITERALS)
+        return any(byte in data and literal in data for byte, literal in _GATE_FINDS)
 
     def redact_all(self, bodies: list[dict[str, Any]], data: bytes) -> None:
         """Redact every body of a batch in place, setting ``redacted`` on those that had a

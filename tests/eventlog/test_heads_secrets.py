@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -53,6 +54,25 @@ def test_each_shape_is_redacted_and_recorded(tmp_path: Path, secret: str) -> Non
         assert [r.path for r in record.redacted] == ["params.env"]
         assert secret.encode() not in (tmp_path / "s.jsonl").read_bytes()
         assert verify(log).ok
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "postgres://admin:hunter2@db.example.com/app",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIB\n-----END RSA PRIVATE KEY-----",
+    ],
+)
+def test_a_secret_with_no_long_token_is_found_in_a_large_batch(tmp_path: Path, secret: str) -> None:
+    """A batch's JSON is gated as a whole; shapes with no run of token characters are let
+    through by their literal (``://``, ``PRIVATE KEY``), whatever the batch's size."""
+    prose = [{"type": "user", "content": f"Step {i}: run the tests again."} for i in range(200)]
+    prose[150] = {"type": "user", "content": f"use {secret} for this"}
+    with EventLog(tmp_path, durability="off", redactor=Redactor()) as log:
+        records = log.append_many("s", prose)
+    assert len(orjson.dumps(prose)) > 4096  # the batch path of the gate, not one record's
+    assert [i for i, r in enumerate(records) if r.redacted] == [150]
+    assert secret.encode() not in (tmp_path / "s.jsonl").read_bytes()
 
 
 def test_keep_secrets_stores_the_value_given(tmp_path: Path) -> None:
