@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from eventlog.errors import AirsspecError
 from eventlog.schema import MESSAGE_TYPES_DEFAULT
 from projections.learning_rules import LearningSettings
-from projections.units import IndexPolicy
+from projections.units import IndexPolicy, RecallWeights
 
 CONFIG_NAME = "airsspec.toml"
 ENV_PREFIX = "AIRSSPEC_"
@@ -73,19 +73,13 @@ class CompactorSettings(_Section):
     anthropic_timeout_s: float = Field(60.0, gt=0)
 
 
-class ColdSettings(_Section, IndexPolicy):
+class ColdSettings(_Section, IndexPolicy, RecallWeights):
     """``[cold]``: the embedder, what is embedded (``projections.units.IndexPolicy``), the
-    vector index and query_memory's weights."""
+    vector index and query_memory's weights (``projections.units.RecallWeights``)."""
 
     embedder: Literal["minilm", "hash"] = "minilm"
     hash_dim: int = Field(256, ge=8, le=4096)
     ann_min_rows: int = Field(20_000, ge=256)
-    candidates: int = Field(50, ge=1, le=10_000)
-    weight_semantic: float = Field(0.5, ge=0)
-    weight_lexical: float = Field(0.25, ge=0)
-    weight_recency: float = Field(0.0, ge=0)
-    weight_anchor: float = Field(0.1, ge=0)
-    recency_half_life_days: float = Field(30.0, gt=0)
 
 
 class LearningsSettings(_Section, LearningSettings):

@@ -203,21 +203,13 @@ class Workspace:
     def recall(self) -> Recall:
         """``query_memory`` over this workspace's cold tier (read-only; no catch-up)."""
         from projections.cold import ColdStore
-        from projections.recall import Recall, RecallWeights
+        from projections.recall import Recall
 
-        cold = self.settings.cold
         embedder = self.embedder()
-        weights = RecallWeights(
-            semantic=cold.weight_semantic,
-            lexical=cold.weight_lexical,
-            recency=cold.weight_recency,
-            anchor=cold.weight_anchor,
-            half_life_days=cold.recency_half_life_days,
-            candidates=cold.candidates,
-        )
         # a long-lived agent sees rows a projector adds within a second
         store = ColdStore(self.vectors_dir, embedder.model_id, embedder.dim, timedelta(seconds=1))
-        return Recall(store, embedder, weights, self.log)
+        # the [cold] section is a RecallWeights, with the section's other keys
+        return Recall(store, embedder, self.settings.cold, self.log)
 
     def summarizer(self) -> Summarizer:
         """The configured summarizer ("auto": anthropic when a key is set, else extractive)."""

@@ -158,13 +158,18 @@ def baselines(root: Path, questions: list[Question]) -> dict[str, list[list[str 
     return out
 
 
+WEIGHTS = ("weight_semantic", "weight_lexical", "weight_recency", "weight_anchor")
+"""The grid's weights, in order: ``RecallWeights`` fields and ``[cold]`` keys."""
+
+
 def rescore(candidates: dict, weights: tuple[float, ...]) -> list[str | None]:
     """The best 10 of a question's candidate pool under other weights: (semantic, lexical,
     recency, anchor) scored as ``query_memory`` scores them, and an optional fifth, the weight
     of a session-support signal that was measured and not adopted (the mean score of the two
     best candidates from the unit's session, a missing second counting 0)."""
     hits = candidates["hits"]
-    weights4, session = RecallWeights(*weights[:4]), (weights[4] if len(weights) > 4 else 0.0)
+    weights4 = RecallWeights(**dict(zip(WEIGHTS, weights[:4], strict=True)))
+    session = weights[4] if len(weights) > 4 else 0.0
     base = [weights4.score(hit["parts"]) for hit in hits]
     support: dict[str, list[float]] = {}
     if session:
@@ -194,8 +199,7 @@ SESSION_GRID = [(*w, session) for w in GRID for session in (0.1, 0.2, 0.4)]
 
 def weights_env(weights: tuple[float, ...]) -> dict[str, str]:
     """``airsspec.toml`` ``[cold]`` weights as environment overrides."""
-    names = ("SEMANTIC", "LEXICAL", "RECENCY", "ANCHOR")
-    return {f"AIRSSPEC_COLD_WEIGHT_{n}": str(w) for n, w in zip(names, weights, strict=True)}
+    return {f"AIRSSPEC_COLD_{n.upper()}": str(w) for n, w in zip(WEIGHTS, weights, strict=True)}
 
 
 def quality(work: Path) -> None:

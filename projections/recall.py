@@ -3,8 +3,8 @@
 Candidates come from two searches of the cold table under the same filters: nearest neighbours
 of the query's embedding, and full-text (BM25) matches. Each candidate is scored
 
-    score = w_semantic * cosine + w_lexical * bm25 / best_bm25
-          + w_recency * 0.5 ** (age / half_life) + w_anchor * anchors_matched
+    score = weight_semantic * cosine + weight_lexical * bm25 / best_bm25
+          + weight_recency * 0.5 ** (age / half_life) + weight_anchor * anchors_matched
 
 where age is measured from the newest candidate (so a query's answer depends on the memory, not
 on the wall clock) and anchors are the query's exact tokens (names, numbers, identifiers, paths,
@@ -35,35 +35,20 @@ from eventlog.log import EventLog
 from projections.bm25 import BM25
 from projections.cold import ColdStore, quote
 from projections.embedders import Embedder
-from projections.units import UNIT_FIELDS, UNIT_KINDS, Unit, record_units, unit_values
+from projections.units import (
+    UNIT_FIELDS,
+    UNIT_KINDS,
+    RecallWeights,
+    Unit,
+    record_units,
+    unit_values,
+)
 
 KINDS = UNIT_KINDS
 NPROBES = 20  # IVF partitions (about sqrt(rows) of them) an indexed vector search visits
 REFINE_FACTOR = 2  # PQ candidates re-ranked with exact distances, per row returned
 _QUOTED = re.compile(r"\"([^\"]+)\"|`([^`]+)`")
 _INNER_MARK = re.compile(r"\w[_./:@#-]\w")
-
-
-@dataclass(frozen=True)
-class RecallWeights:
-    """How query_memory weighs its signals, and how many candidates each proposes."""
-
-    semantic: float = 0.5
-    lexical: float = 0.25
-    recency: float = 0.0
-    anchor: float = 0.1
-    half_life_days: float = 30.0
-    candidates: int = 50
-
-    def score(self, parts: dict[str, float]) -> float:
-        """A candidate's score from its parts (``semantic``, ``lexical``, ``recency``,
-        ``anchor``)."""
-        return (
-            self.semantic * parts["semantic"]
-            + self.lexical * parts["lexical"]
-            + self.recency * parts["recency"]
-            + self.anchor * parts["anchor"]
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +233,7 @@ class Recall:
                 "lexical": candidate.lexical / best_lexical,
                 "recency": 0.0
                 if newest is None
-                else math.pow(0.5, _age_days(newest, candidate.ts) / w.half_life_days),
+                else math.pow(0.5, _age_days(newest, candidate.ts) / w.recency_half_life_days),
                 "anchor": sum(a in text for a in anchors) / len(anchors) if anchors else 0.0,
             }
             score = w.score(parts)

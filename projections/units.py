@@ -89,6 +89,31 @@ class IndexPolicy(BaseModel):
         return unit.text[: self.tool_head_chars]
 
 
+class RecallWeights(BaseModel):
+    """How query_memory (``projections.recall``) scores a candidate unit, and how many
+    candidates each of its searches proposes (``[cold]`` in airsspec.toml extends this
+    declaration)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    candidates: int = Field(50, ge=1, le=10_000)
+    weight_semantic: float = Field(0.5, ge=0)
+    weight_lexical: float = Field(0.25, ge=0)
+    weight_recency: float = Field(0.0, ge=0)
+    weight_anchor: float = Field(0.1, ge=0)
+    recency_half_life_days: float = Field(30.0, gt=0)
+
+    def score(self, parts: dict[str, float]) -> float:
+        """A candidate's score from its parts (``semantic``, ``lexical``, ``recency``,
+        ``anchor``)."""
+        return (
+            self.weight_semantic * parts["semantic"]
+            + self.weight_lexical * parts["lexical"]
+            + self.weight_recency * parts["recency"]
+            + self.weight_anchor * parts["anchor"]
+        )
+
+
 UNIT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Unit))
 _JSON_FIELDS = frozenset(f.name for f in fields(Unit) if str(f.type).startswith("dict"))
 _TUPLE_FIELDS = frozenset(f.name for f in fields(Unit) if str(f.type).startswith("tuple"))

@@ -219,21 +219,23 @@ def test_tool_with_bad_input_returns_an_error_result(example_ws: Workspace) -> N
     assert "RFC 3339" in tool_result(example_ws.recall(), late)["content"]
 
 
-def test_default_weights_are_the_configured_defaults() -> None:
-    from airsspec.settings import ColdSettings
-    from projections.recall import RecallWeights, query_anchors
+def test_query_memory_scores_with_the_cold_section_as_configured(tmp_path: Path) -> None:
+    """``[cold]`` extends ``RecallWeights``: what a user sets is what query_memory uses."""
+    from airsspec.settings import load_settings
 
-    cold, weights = ColdSettings(), RecallWeights()
-    assert (weights.semantic, weights.lexical, weights.recency, weights.anchor) == (
-        cold.weight_semantic,
-        cold.weight_lexical,
-        cold.weight_recency,
-        cold.weight_anchor,
-    )
-    assert (weights.half_life_days, weights.candidates) == (
-        cold.recency_half_life_days,
-        cold.candidates,
-    )
+    env = {
+        "AIRSSPEC_COLD_EMBEDDER": "hash",
+        "AIRSSPEC_COLD_WEIGHT_RECENCY": "0.7",
+        "AIRSSPEC_COLD_CANDIDATES": "7",
+    }
+    weights = Workspace(tmp_path, load_settings(None, env)).recall().weights
+    assert (weights.weight_recency, weights.candidates) == (0.7, 7)
+    assert weights.score({"semantic": 0, "lexical": 0, "recency": 1, "anchor": 0}) == 0.7
+
+
+def test_query_anchors_are_the_exact_tokens_of_a_question() -> None:
+    from projections.recall import query_anchors
+
     assert query_anchors('When did Caroline fix "group commit" in eventlog/log.py for v1.4?') == [
         "group commit",
         "caroline",
