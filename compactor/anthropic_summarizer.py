@@ -77,6 +77,8 @@ class AnthropicSummarizer:
         self.info = SummarizerInfo(backend="anthropic", model=model, prompt_version=PROMPT_VERSION)
 
     def call(self, system: str, text: str, budget_tokens: int) -> str:
+        """One Messages API call: ``system`` as the prompt, ``text`` as the user turn, the
+        answer's text; raises ``SummarizerError`` when the API cannot answer."""
         if self.client is None:
             raise SummarizerError("ANTHROPIC_API_KEY is not set")
         try:
@@ -96,6 +98,7 @@ class AnthropicSummarizer:
         return "".join(parts).strip()
 
     def summarize(self, messages: list[Message], budget_tokens: int) -> str:
+        """A summary of ``messages`` within ``budget_tokens``, written by the model."""
         text = "\n".join(
             f"#{m.seq} [{m.type}{' ERROR' if m.is_error else ''}"
             + (f" id={m.id}" if m.type == "action" and m.id else "")
@@ -106,5 +109,6 @@ class AnthropicSummarizer:
         return self.call(CHUNK_PROMPT.format(budget=budget_tokens), text, budget_tokens)
 
     def merge(self, summaries: list[str], budget_tokens: int) -> str:
+        """One summary of several, within ``budget_tokens``, written by the model."""
         text = "\n\n".join(f"Part {i}:\n{s}" for i, s in enumerate(summaries, start=1))
         return self.call(MERGE_PROMPT.format(budget=budget_tokens), text, budget_tokens)

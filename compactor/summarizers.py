@@ -221,6 +221,7 @@ class ExtractiveSummarizer:
     # ------------------------------------------------------------------ one chunk
 
     def summarize(self, messages: list[Message], budget_tokens: int) -> str:
+        """A summary of ``messages`` within ``budget_tokens``, from their own sentences."""
         sections: dict[str, list[str]] = {}
         files: dict[str, _FileUse] = {}
         answer = self._pair(messages)
@@ -380,6 +381,7 @@ class ExtractiveSummarizer:
     # ------------------------------------------------------------------ merging
 
     def merge(self, summaries: list[str], budget_tokens: int) -> str:
+        """One summary of several, within ``budget_tokens``: their sections merged."""
         merged: dict[str, list[str]] = {}
         files: dict[str, _FileUse] = {}
         names: dict[str, list[int]] = {}  # name -> [-parts listing it, best rank]

@@ -138,6 +138,7 @@ class HashEmbedder:
         """Nothing to load."""
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        """Each text's words and word pairs, hashed into signed buckets (a unit-length row)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             words = re.findall(r"\w+", text.lower())
@@ -235,6 +236,7 @@ class MiniLMEmbedder:
         self._session(_threads(2))
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        """Each text's mean-pooled MiniLM embedding, as a unit-length row."""
         tokenizer, _ = self._load()
         session = self._session(_threads(len(texts)))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
