@@ -225,7 +225,7 @@ def profile(root: Path, rounds: int, batches: int = 200) -> None:
     ]
     print_table(
         f"Where append_many x{BATCH} spends its time (durability off, redaction on; µs per "
-        f"record, each step alone over the same {batches} batches, median of {rounds} rounds)",
+        f"record, each step timed in turn on each of {batches} batches, median of {rounds} rounds)",
         ["step", "µs per record", "share"],
         rows,
     )
