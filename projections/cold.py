@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import shutil
+import unicodedata
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
+from eventlog.errors import AirsspecError
 from eventlog.layout import read_nofollow
 from eventlog.schema import Record, SourceIndexedRecord
 from projections.embedding_cache import CachedEmbedder, text_sha256
@@ -88,7 +90,29 @@ def _connect(directory: Path, read_consistency: timedelta | None) -> Any:
             index_cache_size_bytes=LANCE_INDEX_CACHE_BYTES,
             metadata_cache_size_bytes=LANCE_METADATA_CACHE_BYTES,
         )
-    return lancedb.connect(directory, read_consistency_interval=read_consistency, session=_SESSION)
+    try:
+        return lancedb.connect(
+            directory, read_consistency_interval=read_consistency, session=_SESSION
+        )
+    except ValueError as exc:  # a path Lance cannot parse: a control character in a name
+        raise ColdPathError(
+            f"{str(directory)!r}: the cold tier cannot keep its table under this path "
+            f"({_first_line(exc)})"
+        ) from exc
+
+
+class ColdPathError(AirsspecError, ValueError):
+    """The cold tier's folder is a path Lance refuses."""
+
+
+def check_path(directory: Path) -> None:
+    """Raise ``ColdPathError`` for a folder Lance would refuse (a name holding a control
+    character), before anything is written there."""
+    if any(unicodedata.category(c) == "Cc" for c in str(directory)):
+        raise ColdPathError(
+            f"{str(directory)!r}: the cold tier cannot keep its table under a path with a "
+            "control character (tab, newline ...); choose another"
+        )
 
 
 def _machine_refused(exc: Exception, path: Path) -> Exception:

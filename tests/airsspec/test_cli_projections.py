@@ -80,3 +80,7 @@ def test_rebuild_as_of_writes_elsewhere(project: Path) -> None:
     assert inside.returncode == 2 and b"inside the workspace" in inside.stderr
     bad = run_cli("rebuild", "--as-of", "yesterday", "--out", str(out), cwd=project)
     assert bad.returncode == 2 and b"--as-of" in bad.stderr
+    tab = project / "a\tb"  # a folder Lance cannot keep a table in: refused before any tier
+    refused = run_cli("rebuild", "--as-of", "5", "--out", str(tab), cwd=project)
+    assert refused.returncode == 2 and b"control character" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1 and not tab.exists()
