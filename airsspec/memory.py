@@ -276,10 +276,6 @@ class Memory(SessionsAndLearnings):
         target, live = Path(out).resolve(), self.root.resolve()
         if target == live or live in target.parents:
             raise InvalidQueryError(f"{target} is inside the workspace; choose a folder outside")
-        if "cold" in chosen:
-            from projections.cold import check_path
-
-            check_path(target)  # before any tier writes there
         stop = _as_of(as_of)
         projectors = self.workspace.projectors(chosen, root=target)
         return Runner(self.workspace.log, projectors, progress, jobs=jobs).rebuild(stop)

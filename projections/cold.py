@@ -105,9 +105,9 @@ class ColdPathError(AirsspecError, ValueError):
     """The cold tier's folder is a path Lance refuses."""
 
 
-def check_path(directory: Path) -> None:
+def _check_path(directory: Path) -> None:
     """Raise ``ColdPathError`` for a folder Lance would refuse (a name holding a control
-    character), before anything is written there."""
+    character): a writer checks it when it is made, before any tier writes beside it."""
     if any(unicodedata.category(c) == "Cc" for c in str(directory)):
         raise ColdPathError(
             f"{str(directory)!r}: the cold tier cannot keep its table under a path with a "
@@ -382,6 +382,7 @@ class ColdProjector(Projector[ColdState]):
         self.embedder = embedder
         self.ann_min_rows = ann_min_rows
         self.policy = policy or IndexPolicy()
+        _check_path(vectors_dir)
         self.store = ColdStore(vectors_dir, embedder.model_id, embedder.dim)
 
     def fingerprint(self) -> dict[str, Any]:
