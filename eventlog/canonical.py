@@ -19,20 +19,15 @@ from typing import Any
 
 import orjson
 
-from eventlog.errors import EventLogError
+from eventlog.errors import InvalidEventError
 
 _OPTIONS = orjson.OPT_SORT_KEYS
 
 
-class NotCanonicalizableError(EventLogError, ValueError):
-    """The value cannot be expressed as canonical JSON (NaN, integers beyond 64 bits, ...).
-
-    From ``encode_records``, ``index`` is the body's position and ``field`` the dotted path of
-    the value when one can be named."""
-
-    def __init__(self, message: str, *, index: int = 0, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message, self.index, self.field = message, index, field
+class NotCanonicalizableError(InvalidEventError):
+    """The value cannot be expressed as canonical JSON (NaN, integers beyond 64 bits, ...):
+    an event the log refuses. From ``batch_json`` and ``encode_records``, ``index`` is the
+    body's position and ``field`` the dotted path of the value when one can be named."""
 
 
 def canonical_json(value: Any) -> bytes:

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, overload
 import orjson
 from pydantic import ValidationError
 
-from eventlog.canonical import NotCanonicalizableError, batch_json, encode_records
+from eventlog.canonical import batch_json, encode_records
 from eventlog.errors import CorruptLogError, InvalidEventError, LogWriteError
 from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
 from eventlog.ids import new_event_ids, utc_now
@@ -436,10 +436,7 @@ class EventLog:
         bodies = prepare_events(events, system=system)
         if not bodies:
             return []
-        try:
-            data = batch_json(bodies)
-        except NotCanonicalizableError as exc:
-            raise InvalidEventError(exc.message, index=exc.index, field=exc.field) from exc
+        data = batch_json(bodies)  # refuses what canonical JSON cannot hold
         if self.redactor is not None and not keep_secrets:
             self.redactor.redact_all(bodies, data)
         handle = self._handle(session)
@@ -494,10 +491,7 @@ class EventLog:
                     range(1, count + 1), new_event_ids(count), bodies, strict=True
                 )
             ]
-        try:
-            data, last_hash = encode_records(records, tail.hash)
-        except NotCanonicalizableError as exc:
-            raise InvalidEventError(exc.message, index=exc.index, field=exc.field) from exc
+        data, last_hash = encode_records(records, tail.hash)
         return records, data, last_hash
 
     def _write(self, session: str, handle: _Handle, size: int, data: bytes) -> None:
