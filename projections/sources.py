@@ -119,17 +119,16 @@ def _known(log: EventLog, state: Path) -> tuple[dict[str, Any], bytes | None]:
     """What the log says of each path (``files``: path -> sha256 and the identity last seen),
     read from ``state`` and brought up to date with the records appended since; and the bytes
     ``state`` held."""
-    stored = None
+    head, stored = log.head(MEMORY_SESSION), None
     try:
         stored = read_nofollow(state)
         known = orjson.loads(stored)
         start = (known["offset"], known["seq"] + 1)
         if not isinstance(known["files"], dict):
             raise TypeError("files")
-    except (OSError, ValueError, KeyError, TypeError):  # missing or damaged: read the log
-        known, start = {"offset": 0, "seq": 0, "files": {}}, (0, 1)
-    head = log.head(MEMORY_SESSION)
-    if head.seq < known["seq"]:  # the log was replaced: read it again
+        if head.seq < known["seq"]:
+            raise ValueError("the log was replaced")
+    except (OSError, ValueError, KeyError, TypeError):  # missing, damaged or stale: read the log
         known, start = {"offset": 0, "seq": 0, "files": {}}, (0, 1)
     later = log.read(MEMORY_SESSION, offset=start[0], offset_seq=start[1])
     _fold(known, (located.record for located in later), head)
