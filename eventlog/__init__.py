@@ -20,6 +20,7 @@ _HOMES = {
         "EventLogError",
         "InvalidEventError",
         "InvalidSessionIdError",
+        "LogSyncError",
         "LogWriteError",
         "UnsafePathError",
     ),

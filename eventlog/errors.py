@@ -7,6 +7,8 @@ package can subclass it), and the event log's errors, subclassed by what the cal
   automatically; ``verify`` shows where).
 - ``LogWriteError``: the operating system refused a write (disk full, permissions); the log
   was restored to exactly its previous bytes.
+- ``LogSyncError``: a sync to disk failed after a write; the records since the last good sync
+  may never reach the disk, so the log takes no more appends to that file.
 - ``UnsafePathError``: a file the log would open is a symbolic link (or not a regular file);
   it is never followed, so nothing outside the workspace is read or written through it.
 """
@@ -77,6 +79,13 @@ def _rebuild_corrupt(path: Path, seq: int | None, offset: int, reason: str) -> C
 
 class LogWriteError(EventLogError, OSError):
     """The OS refused to write; the log file was truncated back to its previous length."""
+
+
+class LogSyncError(LogWriteError):
+    """An ``fdatasync`` of a log file failed. The OS reports such a failure once and may drop
+    the data it held, so the records appended since the last good sync may be missing from the
+    disk even though the file still reads them back: the log that saw the failure refuses every
+    later append to that file, and its ``flush`` and ``close`` raise it again."""
 
 
 class UnsafePathError(EventLogError, OSError):

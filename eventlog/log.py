@@ -11,7 +11,9 @@ Invariants:
   in the OS page cache and a background thread fdatasyncs every ``batch_interval_ms`` (group
   commit: appends in one interval share one sync; ``flush()`` waits for it); ``off`` leaves syncing
   to the OS. A process crash loses nothing acknowledged in any mode; a power loss loses nothing
-  under ``always``, at most one interval under ``batch``.
+  under ``always``, at most one interval under ``batch``. A failed sync is never forgotten: the
+  OS reports it once, so the log keeps it (``LogSyncError``), refuses further appends to that
+  file and raises it again from ``flush`` and ``close``.
 - Readers never yield a partial record or a part of an unfinished batch.
 """
 
@@ -30,7 +32,7 @@ import orjson
 from pydantic import ValidationError
 
 from eventlog.canonical import batch_json, encode_records
-from eventlog.errors import CorruptLogError, InvalidEventError, LogWriteError
+from eventlog.errors import CorruptLogError, InvalidEventError, LogSyncError, LogWriteError
 from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import (
@@ -127,7 +129,7 @@ class SessionInfo:
     problem: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # compared and hashed by identity: kept in a set to sync
 class _Handle:
     path: str
     fd: int
@@ -135,12 +137,19 @@ class _Handle:
     ino: int
     mutex: threading.Lock
     tail: TailState | None = None
+    unsynced_from: int | None = None  # batch: the first seq appended since the last sync began
+    failed: LogSyncError | None = None  # a sync of this file failed: no more appends
 
     def close(self) -> None:
         """Close the log and head file descriptors."""
         os.close(self.fd)
         if self.head_fd is not None:
             os.close(self.head_fd)
+
+
+def _again(failure: LogSyncError) -> LogSyncError:
+    """A fresh copy of a kept sync failure, to raise again."""
+    return LogSyncError(failure.errno, failure.strerror)
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -256,7 +265,8 @@ class EventLog:
         self.batch_interval = batch_interval_ms / 1000.0
         self._handles: dict[str, _Handle] = {}
         self._handles_mutex = threading.Lock()
-        self._dirty: set[int] = set()
+        self._dirty: set[_Handle] = set()
+        self._sync_failure: LogSyncError | None = None  # the first sync of this log that failed
         self._sync_mutex = threading.Lock()
         self._closed = False
         self._wake = threading.Event()
@@ -277,31 +287,59 @@ class EventLog:
         self.close()
 
     def close(self) -> None:
-        """Flush, stop the group commit, and close every file."""
+        """Flush, stop the group commit, and close every file; raises ``LogSyncError`` (after
+        closing) if a sync of this log failed."""
         if self._closed:
             return
-        self.flush()
-        self._closed = True
-        self._wake.set()
-        if self._flusher is not None:
-            self._flusher.join()
-        with self._handles_mutex:
-            for handle in self._handles.values():
-                handle.close()
-            self._handles.clear()
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            self._wake.set()
+            if self._flusher is not None:
+                self._flusher.join()
+            with self._handles_mutex:
+                for handle in self._handles.values():
+                    handle.close()
+                self._handles.clear()
 
     def flush(self) -> None:
-        """Make everything appended through this log durable now."""
+        """Make everything appended through this log durable now; raises ``LogSyncError`` if
+        a sync of this log failed, now or in the background."""
+        self._sync_dirty()
+        if self._sync_failure is not None:
+            raise _again(self._sync_failure)
+
+    def _sync_dirty(self) -> None:
+        """Sync the files appended to since their last sync; failures are kept, not raised
+        (the group commit's thread runs this)."""
         with self._sync_mutex:
             dirty, self._dirty = self._dirty, set()
-            for fd in dirty:
-                os.fdatasync(fd)
+            for handle in dirty:
+                first, handle.unsynced_from = handle.unsynced_from, None
+                self._sync(handle, first)
+
+    def _sync(self, handle: _Handle, first: int | None) -> None:
+        """fdatasync ``handle``'s file, keeping a failure on the handle and the log (records
+        from seq ``first`` on are the ones it may have lost)."""
+        try:
+            os.fdatasync(handle.fd)
+        except OSError as exc:
+            since = f"from seq {first} on " if first is not None else ""
+            failure = LogSyncError(
+                exc.errno,
+                f"{handle.path}: fdatasync failed ({exc.strerror}): records {since}may not be "
+                "on disk, so this log takes no more appends to the file; check the disk, then "
+                "run verify",
+            )
+            handle.failed = handle.failed or failure
+            self._sync_failure = self._sync_failure or failure
 
     def _flush_loop(self) -> None:
         while not self._closed:
             self._wake.wait(self.batch_interval)
             if self._dirty:
-                self.flush()
+                self._sync_dirty()
 
     # ----------------------------------------------------------------- handles and locks
 
@@ -322,7 +360,11 @@ class EventLog:
                         return handle
                 except FileNotFoundError:
                     pass
-                handle.close()  # the file was replaced or removed under us: reopen
+                with self._sync_mutex:  # the file was replaced or removed under us: reopen
+                    if handle in self._dirty:
+                        self._dirty.discard(handle)
+                        self._sync(handle, handle.unsynced_from)
+                    handle.close()
                 del self._handles[session]
             self.log_dir.mkdir(parents=True, exist_ok=True)
             existed = os.path.lexists(path)
@@ -440,6 +482,8 @@ class EventLog:
         if self.redactor is not None and not keep_secrets:
             self.redactor.redact_all(bodies, data)
         handle = self._handle(session)
+        if handle.failed is not None:
+            raise _again(handle.failed)
         with handle.mutex:
             fcntl.flock(handle.fd, fcntl.LOCK_EX)
             try:
@@ -452,10 +496,15 @@ class EventLog:
                 head_fd = self._head_fd(session, handle, create=True)  # once written to
             finally:
                 fcntl.flock(handle.fd, fcntl.LOCK_UN)
+        first = tail.seq + 1
         if self._sync_each:
-            os.fdatasync(handle.fd)
+            self._sync(handle, first)
+            if handle.failed is not None:
+                raise _again(handle.failed)
         elif self._flusher is not None:
-            self._dirty.add(handle.fd)
+            if handle.unsynced_from is None or first < handle.unsynced_from:
+                handle.unsynced_from = first
+            self._dirty.add(handle)
         # The head names the last acknowledged record; written after the durability point, so
         # it never claims more than the log holds (two writers racing may leave the older of
         # their heads: a lower bound, which is all ``verify`` needs).
