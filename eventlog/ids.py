@@ -23,9 +23,11 @@ _last = 0  # the last candidate handed out: (millis << 74) | 74 random bits
 _RAND_BITS = 74
 _RAND_MASK = (1 << _RAND_BITS) - 1
 _LOW62 = (1 << 62) - 1
-_LOW48 = (1 << 48) - 1
-# The last run's text (``_run_template``): (candidate >> 48, its template).
-_template: tuple[int, str] = (-1, "")
+_RUN_BITS = 12  # a run: the candidates that share all but their last three hex digits
+_RUN_MASK = (1 << _RUN_BITS) - 1
+_LAST_DIGITS = [f"{low:03x}" for low in range(1 << _RUN_BITS)]
+# The last run's text (``_run_prefix``): (candidate >> _RUN_BITS, the text before its digits).
+_prefix: tuple[int, str] = (-1, "")
 
 
 def _after_fork_in_child() -> None:
@@ -51,26 +53,25 @@ def new_event_ids(count: int) -> list[str]:
             first = _last + 1
         _last = first + count - 1
     if count == 1:
-        return [_run_template(first) % (first & _LOW48)]
+        return [_run_prefix(first) + _LAST_DIGITS[first & _RUN_MASK]]
     ids: list[str] = []
     candidate, end = first, first + count
-    while candidate < end:
-        run_end = min(end, ((candidate >> 48) + 1) << 48)
-        low = candidate & _LOW48
-        ids += map(_run_template(candidate).__mod__, range(low, low + run_end - candidate))
+    while candidate < end:  # the ids of a run: its prefix joined to each of their last digits
+        run_end = min(end, ((candidate >> _RUN_BITS) + 1) << _RUN_BITS)
+        low = candidate & _RUN_MASK
+        ids += map(_run_prefix(candidate).__add__, _LAST_DIGITS[low : low + run_end - candidate])
         candidate = run_end
     return ids
 
 
-def _run_template(candidate: int) -> str:
-    """The text of ``candidate``'s run (the candidates that share all but its low 48 bits,
-    which are the id's last 12 hex digits) with ``%012x`` in their place; cached, since the
-    ids after it share it."""
-    global _template
-    high = candidate >> 48
-    cached = _template
+def _run_prefix(candidate: int) -> str:
+    """The text of ``candidate``'s id before its last three hex digits (the low 12 bits, which
+    alone differ within its run); cached, since the ids after it share it."""
+    global _prefix
+    high = candidate >> _RUN_BITS
+    cached = _prefix
     if cached[0] != high:
-        cached = _template = (high, _format(candidate)[:-12] + "%012x")
+        cached = _prefix = (high, _format(candidate)[:-3])
     return cached[1]
 
 

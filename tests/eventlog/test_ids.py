@@ -30,7 +30,7 @@ def test_ids_increase_across_calls_of_any_size(counts: list[int]) -> None:
 
 def test_ids_within_one_millisecond_count_up_and_carry(monkeypatch: pytest.MonkeyPatch) -> None:
     """A frozen clock keeps every call in one millisecond: ids count up from the first, across
-    the 12-digit boundary the formatting template caches, and carry into the digits before."""
+    the boundary of the last 12 hex digits, and carry into the digits before."""
     now = time.time_ns()
     monkeypatch.setattr(ids.time, "time_ns", lambda: now)
     monkeypatch.setattr(ids, "_last", (now // 1_000_000 << ids._RAND_BITS) | ((1 << 48) - 3))
@@ -39,6 +39,20 @@ def test_ids_within_one_millisecond_count_up_and_carry(monkeypatch: pytest.Monke
     lows = [int(text.replace("-", "")[-12:], 16) for text in made]
     assert lows == [(1 << 48) - 2, (1 << 48) - 1, 0, 1, 2, 3]
     assert len({text[:-12] for text in made}) == 2  # the carry changed the digits before
+
+
+@given(st.integers(0, (1 << 48) - 1), st.integers(1, 9000))
+def test_the_ids_of_one_call_are_consecutive_values(low: int, count: int) -> None:
+    """One call's ids are one start counting up by one, whichever runs of cached text (the
+    ids that share all but their last three digits) they cross."""
+    now = time.time_ns()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ids.time, "time_ns", lambda: now)
+        patch.setattr(ids, "_last", (now // 1_000_000 << ids._RAND_BITS) | low)
+        made = new_event_ids(count)
+    _check(made)
+    values = [uuid.UUID(text).int for text in made]
+    assert values == [values[0] + step for step in range(count)]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
