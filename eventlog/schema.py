@@ -18,7 +18,7 @@ recovery recognise a batch cut short by a crash and quarantine all of it, keepin
 from __future__ import annotations
 
 from functools import cache
-from typing import Annotated, Any, Literal, NamedTuple, Union, get_args
+from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 from pydantic_core import SchemaValidator, core_schema
@@ -594,52 +594,47 @@ def _holds_model(annotation: Any) -> bool:
     return any(_holds_model(arg) for arg in get_args(annotation))
 
 
-class _BodyPlan(NamedTuple):
-    """How an input type's validated fields become a stored body: the fields whose values may
-    hold models (``origin``, ``chunks`` ...) with their serializers, and the fields in
-    ``_OMIT_WHEN_NONE`` it has."""
-
-    nested: tuple[tuple[str, Any], ...]
-    omit: tuple[str, ...]
-
-
 @cache
-def _body_plans() -> dict[str, _BodyPlan]:
-    plans = {}
-    for kind, cls in INPUT_TYPES.items():
-        fields = cls.model_fields
-        nested = tuple(
-            (name, TypeAdapter(field.annotation).serializer.to_python)
-            for name, field in fields.items()
+def _nested_fields() -> dict[str, dict[str, Any]]:
+    """For each input type, the fields whose values may hold models (``origin``, ``chunks``
+    ...), with the serializer that dumps them."""
+    return {
+        kind: {
+            name: TypeAdapter(field.annotation).serializer.to_python
+            for name, field in cls.model_fields.items()
             if _holds_model(field.annotation)
-        )
-        plans[kind] = _BodyPlan(nested, tuple(n for n in _OMIT_WHEN_NONE if n in fields))
-    return plans
+        }
+        for kind, cls in INPUT_TYPES.items()
+    }
 
 
 @cache
 def _nested_names() -> frozenset[str]:
     """The fields of any input type whose values may hold models."""
-    return frozenset(name for plan in _body_plans().values() for name, _ in plan.nested)
+    return frozenset(name for fields in _nested_fields().values() for name in fields)
 
 
 def _as_bodies(validated: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Validated input fields (fresh dicts, changed in place) as the bodies the log stores:
     nested models dumped as pydantic's serializer dumps them, None-valued optional fields
     left out (two C-speed tests pass over a body with neither, the common case)."""
-    plans, disjoint = _body_plans(), _nested_names().isdisjoint
+    nested, disjoint = _nested_fields(), _nested_names().isdisjoint
     for fields in validated:
         if disjoint(fields) and None not in fields.values():
             continue
-        nested, omit = plans[fields["type"]]
-        for name, dump in nested:
+        for name, dump in nested[fields["type"]].items():
             if fields.get(name):
                 fields[name] = dump(fields[name])
-        if None in fields.values():
-            for name in omit:
-                if name in fields and fields[name] is None:
-                    del fields[name]
+        _drop_none(fields)
     return validated
+
+
+def _drop_none(fields: dict[str, Any]) -> None:
+    """Leave out the optional fields given as None (``_OMIT_WHEN_NONE``)."""
+    if None in fields.values():
+        for name in _OMIT_WHEN_NONE:
+            if name in fields and fields[name] is None:
+                del fields[name]
 
 
 def event_bodies(models: list[Event]) -> list[dict[str, Any]]:
@@ -649,33 +644,47 @@ def event_bodies(models: list[Event]) -> list[dict[str, Any]]:
     return _as_bodies([model.__dict__.copy() for model in models])
 
 
-def _dict_schema(cls: type[BaseModel]) -> Any:
-    """``cls``'s own core schema, rewritten to validate into a plain dict (a typed dict with
-    the same fields, validators, defaults and extra-field rule): the append path stores dicts,
-    and making a model per event only to copy its fields back cost a third of an append. The
-    optional fields in ``_OMIT_WHEN_NONE`` are left out when not given, as the log stores
-    them; nested models stay models."""
+def _without_none(schema: Any) -> Any:
+    """``schema`` with its ``nullable`` layer removed (under a field validator too)."""
+    if schema["type"] == "nullable":
+        return schema["schema"]
+    if schema["type"].startswith("function-") and "schema" in schema:
+        return {**schema, "schema": _without_none(schema["schema"])}
+    raise TypeError(f"expected a nullable schema, got {schema['type']}")
+
+
+def _dict_schema(cls: type[BaseModel], none_given: bool) -> Any:
+    """``cls``'s own core schema, rewritten to validate into the body the log stores, as a
+    plain dict (a typed dict with the same fields, validators, defaults and extra-field rule):
+    making a model per event only to copy its fields back cost a third of an append. Values
+    that may hold models are dumped as pydantic's serializer dumps them, as each is validated.
+    The optional fields in ``_OMIT_WHEN_NONE`` are left out when not given, as the log stores
+    them; unless ``none_given``, one given as None is refused (the common case's validator:
+    ``input_bodies`` falls back to the other, then drops them)."""
     cls.model_rebuild()
     schema = cls.__pydantic_core_schema__
     if schema["type"] != "model" or schema["schema"]["type"] != "model-fields":
         raise TypeError(f"{cls.__name__}: expected a plain model schema, got {schema['type']}")
+    nested = _nested_fields()[cls.model_fields["type"].default]
     fields = {}
     for name, field in schema["schema"]["fields"].items():
         inner = field["schema"]
         if field.get("serialization_exclude") or field.get("validation_alias"):
             raise TypeError(f"{cls.__name__}.{name}: excluded or aliased fields are not handled")
         has_default = inner["type"] == "default"
-        if has_default and name in _OMIT_WHEN_NONE and inner.get("default", ...) is None:
-            fields[name] = core_schema.typed_dict_field(inner["schema"], required=False)
-        else:
-            fields[name] = core_schema.typed_dict_field(inner, required=not has_default)
+        omitted = has_default and name in _OMIT_WHEN_NONE and inner.get("default", ...) is None
+        if omitted:
+            inner = inner["schema"] if none_given else _without_none(inner["schema"])
+        if name in nested:
+            inner = core_schema.no_info_after_validator_function(nested[name], inner)
+        fields[name] = core_schema.typed_dict_field(inner, required=not has_default)
     return core_schema.typed_dict_schema(fields, config=schema.get("config"))
 
 
 @cache
-def _input_validator() -> SchemaValidator:
+def _input_validator(none_given: bool) -> SchemaValidator:
     """One validator for a batch of input dicts, derived from the event models."""
-    choices = {kind: _dict_schema(cls) for kind, cls in INPUT_TYPES.items()}
+    choices = {kind: _dict_schema(cls, none_given) for kind, cls in INPUT_TYPES.items()}
     union = core_schema.tagged_union_schema(choices, discriminator="type")
     return SchemaValidator(core_schema.list_schema(union))
 
@@ -683,8 +692,18 @@ def _input_validator() -> SchemaValidator:
 def input_bodies(items: list[Any]) -> list[dict[str, Any]]:
     """Validate a batch of input events (dicts, in one call) and return the bodies the log
     stores, equal to ``event_bodies`` of the same events as models; raises
-    ``ValidationError`` as ``input_adapter`` does, with the same error locations."""
-    return _as_bodies(_input_validator().validate_python(items))
+    ``ValidationError`` as ``input_adapter`` does, with the same error locations.
+
+    The first validator refuses an optional field given as None, so what it returns is
+    stored as it is; a batch it refuses is validated again by one that takes them (and
+    raises the errors of an invalid batch), and its Nones are dropped."""
+    try:
+        return _input_validator(none_given=False).validate_python(items)
+    except ValidationError:
+        validated = _input_validator(none_given=True).validate_python(items)
+    for fields in validated:
+        _drop_none(fields)
+    return validated
 
 
 def validate_event(data: Event | dict[str, Any]) -> Event:
