@@ -83,26 +83,27 @@ def batch_json(bodies: list[dict[str, Any]]) -> bytes:
     return data
 
 
-def encode_records(records: list[dict[str, Any]], prev: str | None) -> tuple[bytes, str | None]:
+def encode_records(records: list[dict[str, Any]], prev: str | None) -> tuple[bytes, list[str]]:
     """Encode consecutive records (bodies that passed ``batch_json``, with their envelope but
     no ``prev`` or ``hash`` yet) as stored lines, chained: each gets ``prev`` (the hash of the
-    one before it; the first gets ``prev``) and, once encoded, its ``hash``. Returns the lines
-    joined and the last hash.
+    one before it; the first gets ``prev``). Returns the lines joined and each one's hash (the
+    records are left without their ``hash`` key).
 
     ``encode_record``'s steps, inlined in one loop: this is every append's inner loop."""
     dumps, sha256, option = orjson.dumps, hashlib.sha256, _OPTIONS
     pieces: list[bytes] = []  # four per line, joined once
-    extend = pieces.extend
+    hashes: list[str] = []
+    extend, keep = pieces.extend, hashes.append
     try:
         for record in records:
             record["prev"] = prev
             canonical = dumps(record, option=option)
             prev = sha256(canonical).hexdigest()
-            record["hash"] = prev
-            extend((canonical[:-1], b',"hash":"', prev.encode("ascii"), b'"}\n'))
+            keep(prev)
+            extend((canonical[:-1], b',"hash":"', prev.encode(), b'"}\n'))
     except (orjson.JSONEncodeError, TypeError) as exc:
-        raise NotCanonicalizableError(str(exc), index=len(pieces) // 4) from exc
-    return b"".join(pieces), prev
+        raise NotCanonicalizableError(str(exc), index=len(hashes)) from exc
+    return b"".join(pieces), hashes
 
 
 def _refuse_non_finite(value: Any, index: int, path: str = "") -> None:

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple, overload
 
@@ -87,10 +88,10 @@ class StoredRecords(Sequence[Record]):
     """The records an append stored, built into models only when read: most callers only need
     the count or one of them, and the bodies were validated on the way in."""
 
-    __slots__ = ("_bodies", "_models")
+    __slots__ = ("_bodies", "_hashes", "_models")
 
-    def __init__(self, bodies: list[dict[str, Any]]) -> None:
-        self._bodies = bodies
+    def __init__(self, bodies: list[dict[str, Any]], hashes: list[str]) -> None:
+        self._bodies, self._hashes = bodies, hashes
         self._models: list[Record | None] = [None] * len(bodies)
 
     def __len__(self) -> int:
@@ -107,7 +108,8 @@ class StoredRecords(Sequence[Record]):
             return [self[i] for i in range(*index.indices(len(self)))]
         model = self._models[index]
         if model is None:
-            model = self._models[index] = record_from_dict(self._bodies[index])
+            body = self._bodies[index] | {"hash": self._hashes[index]}
+            model = self._models[index] = record_from_dict(body)
         return model
 
     def __eq__(self, other: object) -> bool:
@@ -162,7 +164,7 @@ def _error_text(err: Any) -> str:
 
 
 def _refuse_system(bodies: list[dict[str, Any]], system: bool) -> None:
-    if system:
+    if system or SYSTEM_TYPES.keys().isdisjoint(map(itemgetter("type"), bodies)):
         return
     for index, body in enumerate(bodies):
         kind = body["type"]
@@ -438,7 +440,7 @@ class EventLog:
 
     def append(self, session: str, event: Event | dict[str, Any]) -> Record:
         """Append one event; return the stored record."""
-        return record_from_dict(self._append(session, [event], False, False)[0])
+        return StoredRecords(*self._append(session, [event], False, False))[0]
 
     def append_many(
         self,
@@ -455,7 +457,7 @@ class EventLog:
         ``redactor``, secrets are replaced before anything is written (the record's
         ``redacted`` says where) unless ``keep_secrets`` is set.
         """
-        return StoredRecords(self._append(session, events, system, keep_secrets))
+        return StoredRecords(*self._append(session, events, system, keep_secrets))
 
     def _append(
         self,
@@ -463,8 +465,8 @@ class EventLog:
         events: Iterable[Event | dict[str, Any]],
         system: bool,
         keep_secrets: bool,
-    ) -> list[dict[str, Any]]:
-        """``append_many``, returning the stored record bodies."""
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """``append_many``, returning the stored records' bodies (without ``hash``) and hashes."""
         if self._closed:
             raise RuntimeError("EventLog is closed")
         if session not in self._handles:
@@ -477,7 +479,7 @@ class EventLog:
             )
         bodies = prepare_events(events, system=system)
         if not bodies:
-            return []
+            return [], []
         data = batch_json(bodies)  # refuses what canonical JSON cannot hold
         if self.redactor is not None and not keep_secrets:
             self.redactor.redact_all(bodies, data)
@@ -488,10 +490,10 @@ class EventLog:
             fcntl.flock(handle.fd, fcntl.LOCK_EX)
             try:
                 tail = self._locked_tail(session, handle)
-                stored, data, last_hash = self._encode(session, tail, bodies)
+                stored, data, hashes = self._encode(session, tail, bodies)
                 self._write(session, handle, tail.size, data)
                 handle.tail = head = TailState(
-                    tail.size + len(data), tail.seq + len(bodies), last_hash, stored[-1]["ts"]
+                    tail.size + len(data), tail.seq + len(bodies), hashes[-1], stored[-1]["ts"]
                 )
                 head_fd = self._head_fd(session, handle, create=True)  # once written to
             finally:
@@ -510,11 +512,11 @@ class EventLog:
         # their heads: a lower bound, which is all ``verify`` needs).
         assert head_fd is not None
         os.pwrite(head_fd, encode_head(session, head.seq, head.hash), 0)
-        return stored
+        return stored, hashes
 
     def _encode(
         self, session: str, tail: TailState, bodies: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], bytes, str | None]:
+    ) -> tuple[list[dict[str, Any]], bytes, list[str]]:
         # Each record is one dict display: the envelope, then the body (whose ``id`` and ``ts``,
         # when the caller gave them, win; it never holds the other envelope fields). ``batch``
         # marks a record of a multi-record append only.
@@ -540,8 +542,8 @@ class EventLog:
                     range(1, count + 1), new_event_ids(count), bodies, strict=True
                 )
             ]
-        data, last_hash = encode_records(records, tail.hash)
-        return records, data, last_hash
+        data, hashes = encode_records(records, tail.hash)
+        return records, data, hashes
 
     def _write(self, session: str, handle: _Handle, size: int, data: bytes) -> None:
         view = memoryview(data)
