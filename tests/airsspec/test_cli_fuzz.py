@@ -16,6 +16,7 @@ import contextlib
 import io
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,7 @@ class _Stdin(io.TextIOWrapper):
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fuzz")
+    (root.parent / "tmp").mkdir(exist_ok=True)
     assert run_cli("init", str(root), cwd=root).returncode == 0
     config = root / "airsspec.toml"
     use_extractive_summarizer(config)
@@ -144,6 +146,9 @@ def test_any_invocation_exits_0_1_or_2_and_a_failure_changes_no_log(
     project: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], stdin: bytes
 ) -> None:
     monkeypatch.chdir(project)
+    # What a command makes in a temporary folder of its own (reextract's default output)
+    # stays under the test's folder, not in the machine's.
+    monkeypatch.setattr(tempfile, "tempdir", str(project.parent / "tmp"))
     monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     logs = project / ".airsspec" / "contexts"
