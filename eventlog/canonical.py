@@ -20,13 +20,15 @@ from typing import Any
 import orjson
 
 from eventlog.errors import InvalidEventError
+from eventlog.native import lines
 
 _OPTIONS = orjson.OPT_SORT_KEYS
+_DUMPS = (orjson.dumps, _OPTIONS)
 
 
 class NotCanonicalizableError(InvalidEventError):
     """The value cannot be expressed as canonical JSON (NaN, integers beyond 64 bits, ...):
-    an event the log refuses. From ``batch_json`` and ``encode_records``, ``index`` is the
+    an event the log refuses. From ``batch_json`` and ``encode_batch``, ``index`` is the
     body's position and ``field`` the dotted path of the value when one can be named."""
 
 
@@ -46,8 +48,8 @@ def hash_bytes(canonical: bytes) -> str:
 def encode_record(body: dict[str, Any]) -> tuple[bytes, str]:
     """Encode a record body (no ``hash`` key) to its stored line; return (line, hash).
 
-    What ``verify`` checks each stored line against; ``encode_records`` inlines the same
-    steps for the append path, and a property test holds the two equal."""
+    What ``verify`` checks each stored line against; ``encode_batch`` runs the same steps for
+    the append path, and a property test holds the two equal."""
     try:
         canonical = orjson.dumps(body, option=_OPTIONS)
     except (orjson.JSONEncodeError, TypeError) as exc:
@@ -63,7 +65,7 @@ def batch_json(bodies: list[dict[str, Any]]) -> bytes:
     such as the secret gate, reads), after refusing what canonical JSON cannot hold, naming
     the body and field: values JSON has no form for, and NaN and infinities, which the
     encoder would write as ``null`` (so one search for ``null`` per batch finds the bodies
-    to look at). Checking here, on the bodies alone, spares ``encode_records`` the search."""
+    to look at). Checking here, on the bodies alone, spares ``encode_batch`` the search."""
     try:
         data = orjson.dumps(bodies)
     except (orjson.JSONEncodeError, TypeError) as batch_error:
@@ -83,27 +85,62 @@ def batch_json(bodies: list[dict[str, Any]]) -> bytes:
     return data
 
 
-def encode_records(records: list[dict[str, Any]], prev: str | None) -> tuple[bytes, list[str]]:
-    """Encode consecutive records (bodies that passed ``batch_json``, with their envelope but
-    no ``prev`` or ``hash`` yet) as stored lines, chained: each gets ``prev`` (the hash of the
-    one before it; the first gets ``prev``). Returns the lines joined and each one's hash (the
-    records are left without their ``hash`` key).
+def encode_batch(
+    bodies: list[dict[str, Any]],
+    version: int,
+    session: str,
+    seq: int,
+    ts: str,
+    ids: list[str],
+    prev: str | None,
+) -> tuple[list[dict[str, Any]], bytes, list[str]]:
+    """Encode a batch's bodies (that passed ``batch_json``) as consecutive stored lines.
 
-    ``encode_record``'s steps, inlined in one loop: this is every append's inner loop."""
+    Each record is the envelope (``v``, ``id``, ``session``, ``seq`` from ``seq + 1`` on,
+    ``ts``, and ``batch: [i, n]`` when there is more than one), then the body, whose ``id`` and
+    ``ts``, when given, win, then ``prev``: the hash of the record before it (the first gets
+    ``prev``). Returns the records (without ``hash``), the lines joined, and each one's hash.
+    ``encode_record``'s steps for a whole batch: every append's inner loop, run by the
+    ``eventlog._lines`` extension when it is built, else by ``encode_batch_py``."""
+    if lines is None:
+        return encode_batch_py(bodies, version, session, seq, ts, ids, prev)
+    try:
+        return lines.encode_batch(bodies, version, session, seq, ts, ids, prev, *_DUMPS)
+    except (orjson.JSONEncodeError, TypeError):
+        # the Python steps raise the same failure with the record's index
+        return encode_batch_py(bodies, version, session, seq, ts, ids, prev)
+
+
+def encode_batch_py(
+    bodies: list[dict[str, Any]],
+    version: int,
+    session: str,
+    seq: int,
+    ts: str,
+    ids: list[str],
+    prev: str | None,
+) -> tuple[list[dict[str, Any]], bytes, list[str]]:
+    """``encode_batch`` in Python: what the extension must return, byte for byte."""
     dumps, sha256, option = orjson.dumps, hashlib.sha256, _OPTIONS
+    count = len(bodies)
+    records: list[dict[str, Any]] = []
     pieces: list[bytes] = []  # four per line, joined once
     hashes: list[str] = []
-    extend, keep = pieces.extend, hashes.append
     try:
-        for record in records:
+        for i, (id_, body) in enumerate(zip(ids, bodies, strict=True), 1):
+            record = {"v": version, "id": id_, "session": session, "seq": seq + i, "ts": ts}
+            if count > 1:
+                record["batch"] = [i, count]
+            record.update(body)
             record["prev"] = prev
+            records.append(record)
             canonical = dumps(record, option=option)
             prev = sha256(canonical).hexdigest()
-            keep(prev)
-            extend((canonical[:-1], b',"hash":"', prev.encode(), b'"}\n'))
+            hashes.append(prev)
+            pieces += (canonical[:-1], b',"hash":"', prev.encode(), b'"}\n')
     except (orjson.JSONEncodeError, TypeError) as exc:
         raise NotCanonicalizableError(str(exc), index=len(hashes)) from exc
-    return b"".join(pieces), hashes
+    return records, b"".join(pieces), hashes
 
 
 def _refuse_non_finite(value: Any, index: int, path: str = "") -> None:

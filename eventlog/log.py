@@ -32,8 +32,9 @@ from typing import Any, NamedTuple, overload
 import orjson
 from pydantic import ValidationError
 
-from eventlog.canonical import batch_json, encode_records
+from eventlog.canonical import batch_json, encode_batch
 from eventlog.errors import CorruptLogError, InvalidEventError, LogSyncError, LogWriteError
+from eventlog.group_commit import GroupCommit
 from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import (
@@ -139,7 +140,6 @@ class _Handle:
     ino: int
     mutex: threading.Lock
     tail: TailState | None = None
-    unsynced_from: int | None = None  # batch: the first seq appended since the last sync began
     failed: LogSyncError | None = None  # a sync of this file failed: no more appends
 
     def close(self) -> None:
@@ -267,18 +267,12 @@ class EventLog:
         self.batch_interval = batch_interval_ms / 1000.0
         self._handles: dict[str, _Handle] = {}
         self._handles_mutex = threading.Lock()
-        self._dirty: set[_Handle] = set()
         self._sync_failure: LogSyncError | None = None  # the first sync of this log that failed
-        self._sync_mutex = threading.Lock()
         self._closed = False
-        self._wake = threading.Event()
-        self._flusher: threading.Thread | None = None
         self._sync_each = self.durability is Durability.ALWAYS
-        if self.durability is Durability.BATCH:
-            self._flusher = threading.Thread(
-                target=self._flush_loop, daemon=True, name="eventlog-group-commit"
-            )
-            self._flusher.start()
+        self._commit = (
+            GroupCommit(self.batch_interval) if self.durability is Durability.BATCH else None
+        )
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -297,9 +291,8 @@ class EventLog:
             self.flush()
         finally:
             self._closed = True
-            self._wake.set()
-            if self._flusher is not None:
-                self._flusher.join()
+            if self._commit is not None:
+                self._commit.close()
             with self._handles_mutex:
                 for handle in self._handles.values():
                     handle.close()
@@ -314,12 +307,18 @@ class EventLog:
 
     def _sync_dirty(self) -> None:
         """Sync the files appended to since their last sync; failures are kept, not raised
-        (the group commit's thread runs this)."""
-        with self._sync_mutex:
-            dirty, self._dirty = self._dirty, set()
-            for handle in dirty:
-                first, handle.unsynced_from = handle.unsynced_from, None
-                self._sync(handle, first)
+        (the group commit's thread runs this each interval)."""
+        if self._commit is not None:
+            self._commit.run_once()
+            self._collect()
+
+    def _collect(self) -> None:
+        """Keep the group commit's failed syncs on their handles and the log."""
+        assert self._commit is not None
+        for fd, errno, first in self._commit.collect():
+            for handle in list(self._handles.values()):
+                if handle.fd == fd:
+                    self._failed(handle, first, errno)
 
     def _sync(self, handle: _Handle, first: int | None) -> None:
         """fdatasync ``handle``'s file, keeping a failure on the handle and the log (records
@@ -327,21 +326,18 @@ class EventLog:
         try:
             os.fdatasync(handle.fd)
         except OSError as exc:
-            since = f"from seq {first} on " if first is not None else ""
-            failure = LogSyncError(
-                exc.errno,
-                f"{handle.path}: fdatasync failed ({exc.strerror}): records {since}may not be "
-                "on disk, so this log takes no more appends to the file; check the disk, then "
-                "run verify",
-            )
-            handle.failed = handle.failed or failure
-            self._sync_failure = self._sync_failure or failure
+            self._failed(handle, first, exc.errno or 0)
 
-    def _flush_loop(self) -> None:
-        while not self._closed:
-            self._wake.wait(self.batch_interval)
-            if self._dirty:
-                self._sync_dirty()
+    def _failed(self, handle: _Handle, first: int | None, errno: int) -> None:
+        since = f"from seq {first} on " if first is not None else ""
+        failure = LogSyncError(
+            errno,
+            f"{handle.path}: fdatasync failed ({os.strerror(errno)}): records {since}may not "
+            "be on disk, so this log takes no more appends to the file; check the disk, then "
+            "run verify",
+        )
+        handle.failed = handle.failed or failure
+        self._sync_failure = self._sync_failure or failure
 
     # ----------------------------------------------------------------- handles and locks
 
@@ -362,11 +358,10 @@ class EventLog:
                         return handle
                 except FileNotFoundError:
                     pass
-                with self._sync_mutex:  # the file was replaced or removed under us: reopen
-                    if handle in self._dirty:
-                        self._dirty.discard(handle)
-                        self._sync(handle, handle.unsynced_from)
-                    handle.close()
+                if self._commit is not None:  # the file was replaced or removed under us
+                    self._commit.forget(handle.fd)  # syncs what was written to it
+                    self._collect()
+                handle.close()
                 del self._handles[session]
             self.log_dir.mkdir(parents=True, exist_ok=True)
             existed = os.path.lexists(path)
@@ -484,13 +479,23 @@ class EventLog:
         if self.redactor is not None and not keep_secrets:
             self.redactor.redact_all(bodies, data)
         handle = self._handle(session)
+        if self._commit is not None and self._commit.failed:
+            self._collect()
         if handle.failed is not None:
             raise _again(handle.failed)
         with handle.mutex:
             fcntl.flock(handle.fd, fcntl.LOCK_EX)
             try:
                 tail = self._locked_tail(session, handle)
-                stored, data, hashes = self._encode(session, tail, bodies)
+                stored, data, hashes = encode_batch(
+                    bodies,
+                    SCHEMA_VERSION,
+                    session,
+                    tail.seq,
+                    utc_now(),
+                    new_event_ids(len(bodies)),
+                    tail.hash,
+                )
                 self._write(session, handle, tail.size, data)
                 handle.tail = head = TailState(
                     tail.size + len(data), tail.seq + len(bodies), hashes[-1], stored[-1]["ts"]
@@ -503,47 +508,14 @@ class EventLog:
             self._sync(handle, first)
             if handle.failed is not None:
                 raise _again(handle.failed)
-        elif self._flusher is not None:
-            if handle.unsynced_from is None or first < handle.unsynced_from:
-                handle.unsynced_from = first
-            self._dirty.add(handle)
+        elif self._commit is not None:
+            self._commit.mark(handle.fd, first)
         # The head names the last acknowledged record; written after the durability point, so
         # it never claims more than the log holds (two writers racing may leave the older of
         # their heads: a lower bound, which is all ``verify`` needs).
         assert head_fd is not None
         os.pwrite(head_fd, encode_head(session, head.seq, head.hash), 0)
         return stored, hashes
-
-    def _encode(
-        self, session: str, tail: TailState, bodies: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], bytes, list[str]]:
-        # Each record is one dict display: the envelope, then the body (whose ``id`` and ``ts``,
-        # when the caller gave them, win; it never holds the other envelope fields). ``batch``
-        # marks a record of a multi-record append only.
-        now, count, seq = utc_now(), len(bodies), tail.seq
-        if count == 1:
-            (id_,) = new_event_ids(1)
-            records = [
-                {"v": SCHEMA_VERSION, "id": id_, "session": session, "seq": seq + 1, "ts": now}
-                | bodies[0]
-            ]
-        else:
-            records = [
-                {
-                    "v": SCHEMA_VERSION,
-                    "id": id_,
-                    "session": session,
-                    "seq": seq + i,
-                    "ts": now,
-                    "batch": [i, count],
-                    **body,
-                }
-                for i, id_, body in zip(
-                    range(1, count + 1), new_event_ids(count), bodies, strict=True
-                )
-            ]
-        data, hashes = encode_records(records, tail.hash)
-        return records, data, hashes
 
     def _write(self, session: str, handle: _Handle, size: int, data: bytes) -> None:
         view = memoryview(data)
