@@ -1,0 +1,189 @@
+"""The C extension and its pure-Python equivalents: the same stored bytes, the same group
+commit promises. Each test runs the Python side always and the extension's when it is built."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import eventlog.log
+from eventlog.canonical import encode_batch, encode_batch_py, encode_record
+from eventlog.errors import InvalidEventError
+from eventlog.group_commit import PyGroupCommit
+from eventlog.ids import new_event_ids
+from eventlog.log import EventLog, prepare_events
+from eventlog.native import lines
+from eventlog.verify import verify
+from tests.eventlog.test_append_read import events, json_values
+from tests.eventlog.test_sync_failure import failing_disk  # noqa: F401 (a fixture)
+from tests.eventlog.test_sync_failure import (
+    test_a_background_sync_failure_under_batch_is_kept_until_raised as background_failure_case,
+)
+
+needs_extension = pytest.mark.skipif(
+    lines is None, reason="the C extension eventlog._lines is not built here"
+)
+COMMITS = [
+    pytest.param(PyGroupCommit, id="python"),
+    pytest.param(lines and lines.GroupCommit, id="c", marks=needs_extension),
+]
+
+
+@needs_extension
+@settings(max_examples=300, deadline=None)
+@given(
+    batch=st.lists(
+        st.tuples(events, st.sampled_from([None, "given-id"]), st.booleans()),
+        min_size=1,
+        max_size=6,
+    ),
+    seq=st.integers(0, 2**40),
+    prev=st.none() | st.just("ab" * 32),
+    session=st.text(min_size=1, max_size=12),
+)
+def test_the_extension_encodes_exactly_what_python_does(batch, seq, prev, session) -> None:
+    """Same records, same bytes, same hashes, for single and multi-record batches, bodies
+    that give their own id and ts, and any content; and every line is ``encode_record``'s."""
+    bodies = prepare_events(
+        [
+            {**event, **({"id": f"{own_id}-{i}"} if own_id else {})}
+            | ({"ts": "2026-11-20T10:00:00Z"} if own_ts else {})
+            for i, (event, own_id, own_ts) in enumerate(batch)
+        ]
+    )
+    args = (bodies, 1, session, seq, "2026-11-23T00:00:00.000000Z", new_event_ids(len(bodies)))
+    records, data, hashes = encode_batch_py(*args, prev)
+    assert encode_batch(*args, prev) == (records, data, hashes)
+    assert [list(r) for r in encode_batch(*args, prev)[0]] == [list(r) for r in records]
+    assert data == b"".join(encode_record(r)[0] for r in records)
+    assert [r["prev"] for r in records] == [prev, *hashes[:-1]]
+    assert ("batch" in records[0]) == (len(bodies) > 1)
+
+
+@needs_extension
+@pytest.mark.parametrize("bad", [object(), 2**64])
+def test_a_value_the_encoder_refuses_is_refused_the_same_way(bad: object) -> None:
+    """What ``batch_json`` would have refused first still fails inside the extension as it
+    does in Python: the same error, naming the record."""
+    bodies = [{"type": "user", "content": "ok"}, {"type": "user", "content": "x", "meta": bad}]
+    args = (bodies, 1, "s", 0, "2026-11-23T00:00:00.000000Z", new_event_ids(2), None)
+    with pytest.raises(InvalidEventError) as native:
+        encode_batch(*args)
+    with pytest.raises(InvalidEventError) as python:
+        encode_batch_py(*args)
+    assert native.value.index == python.value.index == 1
+    assert (type(native.value), str(native.value)) == (type(python.value), str(python.value))
+
+
+@settings(max_examples=10, deadline=None)
+@given(values=st.lists(json_values, min_size=1, max_size=30))
+def test_a_log_written_in_pure_python_verifies_and_reads_back(tmp_path_factory, values) -> None:
+    """With the extension switched off (``AIRSSPEC_PURE_PYTHON=1``), a whole append, read and
+    verify cycle runs in Python, and its log is one the default build verifies."""
+    folder = tmp_path_factory.mktemp("pure")
+    import orjson
+
+    script = (
+        "import sys, orjson; from eventlog.native import lines; assert lines is None; "
+        "from eventlog.log import EventLog; "
+        "values = orjson.loads(sys.stdin.buffer.read()); "
+        "log = EventLog(sys.argv[1], durability='batch'); "
+        "log.append_many('s', [{'type': 'observation', 'result': v} for v in values]); "
+        "log.append('s', {'type': 'user', 'content': 'one more'}); log.close()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(folder)],
+        input=orjson.dumps(values),
+        env={**os.environ, "AIRSSPEC_PURE_PYTHON": "1"},
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    with EventLog(folder) as log:
+        report = verify(log)
+        assert report.ok, report
+        stored = [located.record.result for located in list(log.read("s"))[:-1]]
+    assert stored == values
+
+
+@pytest.mark.parametrize("commit_type", COMMITS)
+def test_the_group_commit_keeps_a_failed_sync_until_collected(commit_type, tmp_path: Path) -> None:
+    """A sync that fails (here: a pipe, which cannot be synced) is kept with its descriptor,
+    errno and first seq, once; a good file's sync is not reported."""
+    commit = commit_type(3600.0)  # the thread never wakes on its own in this test
+    read_end, write_end = os.pipe()
+    good = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        os.write(good, b"x")
+        commit.mark(good, 1)
+        commit.mark(write_end, 7)
+        commit.mark(write_end, 9)  # a later write keeps the first seq
+        assert not commit.failed
+        commit.run_once()
+        assert commit.failed
+        ((fd, err, first),) = commit.collect()
+        assert (fd, first) == (write_end, 7)
+        assert err in (22, 9)  # EINVAL (or EBADF on some kernels)
+        assert not commit.failed and commit.collect() == []
+        commit.run_once()  # nothing marked: nothing synced, nothing failed
+        assert commit.collect() == []
+    finally:
+        commit.close()
+        for fd in (read_end, write_end, good):
+            os.close(fd)
+
+
+@pytest.mark.parametrize("commit_type", COMMITS)
+def test_forget_syncs_a_marked_file_then_drops_it(commit_type) -> None:
+    commit = commit_type(3600.0)
+    read_end, write_end = os.pipe()
+    try:
+        commit.mark(write_end, 3)
+        commit.forget(write_end)  # synced now (and fails: a pipe)
+        assert [(fd, first) for fd, _, first in commit.collect()] == [(write_end, 3)]
+        commit.run_once()
+        assert commit.collect() == []  # dropped: not synced again
+        commit.forget(write_end)  # not marked: nothing to do
+        assert commit.collect() == []
+    finally:
+        commit.close()
+        os.close(read_end)
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("commit_type", COMMITS)
+def test_the_thread_syncs_on_its_own_each_interval(commit_type) -> None:
+    """Without any call after ``mark``, the thread syncs within its interval; a marked file
+    is synced again only when marked again."""
+    commit = commit_type(0.005)
+    read_end, write_end = os.pipe()
+    try:
+        for expected_first in (5, 6):
+            commit.mark(write_end, expected_first)
+            deadline = time.monotonic() + 30
+            while not commit.failed and time.monotonic() < deadline:
+                time.sleep(0.001)  # polls the condition (no event to wait on), up to the deadline
+            assert [first for _, _, first in commit.collect()] == [expected_first]
+    finally:
+        commit.close()
+        os.close(read_end)
+        os.close(write_end)
+    assert commit.collect() == []
+
+
+@pytest.mark.parametrize("commit_type", COMMITS)
+def test_a_background_sync_failure_is_kept_with_either_group_commit(
+    commit_type,
+    failing_disk: Path,  # noqa: F811 (the fixture imported above)
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(eventlog.log, "GroupCommit", commit_type)
+    background_failure_case(failing_disk)
