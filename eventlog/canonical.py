@@ -85,7 +85,7 @@ def batch_json(bodies: list[dict[str, Any]]) -> bytes:
     return data
 
 
-def encode_batch(
+def encode_batch_py(
     bodies: list[dict[str, Any]],
     version: int,
     session: str,
@@ -100,27 +100,10 @@ def encode_batch(
     ``ts``, and ``batch: [i, n]`` when there is more than one), then the body, whose ``id`` and
     ``ts``, when given, win, then ``prev``: the hash of the record before it (the first gets
     ``prev``). Returns the records (without ``hash``), the lines joined, and each one's hash.
-    ``encode_record``'s steps for a whole batch: every append's inner loop, run by the
-    ``eventlog._lines`` extension when it is built, else by ``encode_batch_py``."""
-    if lines is None:
-        return encode_batch_py(bodies, version, session, seq, ts, ids, prev)
-    try:
-        return lines.encode_batch(bodies, version, session, seq, ts, ids, prev, *_DUMPS)
-    except (orjson.JSONEncodeError, TypeError):
-        # the Python steps raise the same failure with the record's index
-        return encode_batch_py(bodies, version, session, seq, ts, ids, prev)
 
-
-def encode_batch_py(
-    bodies: list[dict[str, Any]],
-    version: int,
-    session: str,
-    seq: int,
-    ts: str,
-    ids: list[str],
-    prev: str | None,
-) -> tuple[list[dict[str, Any]], bytes, list[str]]:
-    """``encode_batch`` in Python: what the extension must return, byte for byte."""
+    ``encode_record``'s steps for a whole batch, in Python: the reference the extension's
+    ``encode_batch`` must match byte for byte (``encode_batch`` below runs whichever is built).
+    """
     dumps, sha256, option = orjson.dumps, hashlib.sha256, _OPTIONS
     count = len(bodies)
     records: list[dict[str, Any]] = []
@@ -141,6 +124,18 @@ def encode_batch_py(
     except (orjson.JSONEncodeError, TypeError) as exc:
         raise NotCanonicalizableError(str(exc), index=len(hashes)) from exc
     return records, b"".join(pieces), hashes
+
+
+def _encode_batch_native(*args: Any) -> tuple[list[dict[str, Any]], bytes, list[str]]:
+    """``encode_batch_py(*args)``, run by the extension."""
+    try:
+        return lines.encode_batch(*args, *_DUMPS)
+    except (orjson.JSONEncodeError, TypeError):
+        return encode_batch_py(*args)  # raises the same failure, naming the record
+
+
+# Every append's inner loop: the extension's when it is built, else the Python steps.
+encode_batch = encode_batch_py if lines is None else _encode_batch_native
 
 
 def _refuse_non_finite(value: Any, index: int, path: str = "") -> None:

@@ -306,8 +306,9 @@ class EventLog:
             raise _again(self._sync_failure)
 
     def _sync_dirty(self) -> None:
-        """Sync the files appended to since their last sync; failures are kept, not raised
-        (the group commit's thread runs this each interval)."""
+        """One group-commit round now, in this thread (the round its thread runs each
+        interval): sync the files appended to since their last sync; failures are kept, not
+        raised."""
         if self._commit is not None:
             self._commit.run_once()
             self._collect()
