@@ -132,7 +132,7 @@ class SessionInfo:
     problem: str | None = None
 
 
-@dataclass(slots=True, eq=False)  # compared and hashed by identity: kept in a set to sync
+@dataclass(slots=True)
 class _Handle:
     path: str
     fd: int
@@ -321,7 +321,7 @@ class EventLog:
                 if handle.fd == fd:
                     self._failed(handle, first, errno)
 
-    def _sync(self, handle: _Handle, first: int | None) -> None:
+    def _sync(self, handle: _Handle, first: int) -> None:
         """fdatasync ``handle``'s file, keeping a failure on the handle and the log (records
         from seq ``first`` on are the ones it may have lost)."""
         try:
@@ -329,13 +329,12 @@ class EventLog:
         except OSError as exc:
             self._failed(handle, first, exc.errno or 0)
 
-    def _failed(self, handle: _Handle, first: int | None, errno: int) -> None:
-        since = f"from seq {first} on " if first is not None else ""
+    def _failed(self, handle: _Handle, first: int, errno: int) -> None:
         failure = LogSyncError(
             errno,
-            f"{handle.path}: fdatasync failed ({os.strerror(errno)}): records {since}may not "
-            "be on disk, so this log takes no more appends to the file; check the disk, then "
-            "run verify",
+            f"{handle.path}: fdatasync failed ({os.strerror(errno)}): records from seq {first} "
+            "on may not be on disk, so this log takes no more appends to the file; check the "
+            "disk, then run verify",
         )
         handle.failed = handle.failed or failure
         self._sync_failure = self._sync_failure or failure
