@@ -32,14 +32,14 @@ searchable), unless a session recalls it explicitly.
 
 Tiers for a reader session S:
 
-- **hot** (loaded into every prompt of S, at most ``hot_items`` / ``hot_tokens``, by priority):
-  anchors; learnings recorded in S while S has not ended; warm ones that match S's cue
+- **hot** (loaded into every prompt of S, at most ``hot_items`` / ``hot_tokens``, in tier
+  order): anchors; learnings recorded in S while S has not ended; warm ones that match S's cue
   (warm -> hot); any learning S recalled explicitly (cold -> hot).
 - **warm** (loaded at session start when relevant): project and global learnings matched or
-  active within ``warm_days`` (warm -> cold after that many days with no match), at most
-  ``warm_items`` by priority; a cold one that matches a cue becomes warm again (the match is
-  recorded as an access). At S's end its learnings leave hot (hot -> warm; session-scoped ones
-  go cold).
+  active within ``warm_days`` (warm -> cold after that many days with no match; the user's
+  rules, standing 0, never age out), at most ``warm_items`` in tier order; a cold one that
+  matches a cue becomes warm again (the match is recorded as an access). At S's end its
+  learnings leave hot (hot -> warm; session-scoped ones go cold).
 - **cold**: the rest; searchable only. Rejected (hot -> cold), superseded or merged learnings
   are cold and never loaded; archived ones are not loaded until restored.
 
@@ -388,8 +388,8 @@ def assess(
             a.tier = "cold"  # inferred in one session only: searchable, not in prompts
         elif own or a.id in recalled or (a.matched and warm):
             a.tier = "hot"  # this session's, recalled (cold -> hot), or relevant (warm -> hot)
-        elif warm or a.matched:
-            a.tier = "warm"  # a match brings a cold learning back (cold -> warm)
+        elif warm or a.matched or a.standing == 0:
+            a.tier = "warm"  # a match brings a cold one back (cold -> warm); rules never age
         if a.matched:
             result.newly_matched.append(a.id)
 
