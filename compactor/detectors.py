@@ -100,6 +100,8 @@ STATEMENTS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
 TYPED_DETECTORS = frozenset(
     {"self", "project_rule", "correction", "preference", "decision", "plan", "pattern"}
 )
+# What a compaction summary is kept for.
+SUMMARY_DETECTORS = frozenset({"preference", "decision", "plan", "cause"})
 # Text a harness put in a user record: captured command output, reminders, interruptions.
 _HARNESS = re.compile(
     r"<(command-[a-z]+|local-command-[a-z]+|system-reminder|bash-[a-z]+|user-prompt-[a-z-]+)>"
@@ -109,7 +111,12 @@ _HARNESS = re.compile(
 )
 _RAISED = re.compile(r"\*\* \(\w+|^(error|fatal)\b|\b(error|fatal):", re.I)
 _ERROR_LINE = re.compile(r"\b(failed|failure|not found|cannot|can't)\b", re.I)
-_CODE = re.compile(r"[{};=]\s*$|^\s*(#|//|/\*|\*|def |class |import |from \S+ import|[-+]\s)|`{3}")
+_CHANGE_LOG = re.compile(
+    r"^\W*(modified|changed|added|updated|created|removed|renamed|deleted)\b"
+    r"|\b[\w/.-]+\.(ex|exs|py|ts|tsx|js|jsx|rb|go|rs|java|kt|md|json|toml|ya?ml|sql|sh)\b",
+    re.I,
+)
+_CODE = re.compile(r"[{};=]\s*$|^\s*(#|//|/\*|\*(?!\*)|def |class |import |from \S+ import)|`{3}")
 
 
 def clip(text: str, limit: int = MAX_TEXT) -> str:
@@ -131,6 +138,7 @@ class Candidate:
     evidence: tuple[Record, ...]
     typed: bool = False  # a person typed it (a user record that is no harness or agent text)
     rerun: bool = False  # error_fix: the same tool on the same target succeeded afterwards
+    summary: bool = False  # from a compaction summary: the agent's own account of the session
 
 
 def typed_by_person(record: Record) -> bool:
@@ -174,7 +182,7 @@ def _statements(record: Record, text: str) -> list[Candidate]:
     hits = []
     sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
     typed = typed_by_person(record)
-    explicit = record.type == "user"
+    summary = _meta(record).get("kind") == "compact_summary"
     for i, sentence in enumerate(sentences):
         if len(sentence) < 8:
             continue
@@ -187,7 +195,17 @@ def _statements(record: Record, text: str) -> list[Candidate]:
             limit = 2000 if kind == "anchor" else MAX_TEXT
             text = clip(sentence, limit)
             hits.append(
-                Candidate(detector, record.type, kind, text, "project", explicit, (record,), typed)
+                Candidate(
+                    detector,
+                    record.type,
+                    kind,
+                    text,
+                    "project",
+                    typed,
+                    (record,),
+                    typed,
+                    summary=summary,
+                )
             )
             break
     return hits
@@ -342,6 +360,10 @@ def keep(candidate: Candidate) -> bool:
         return False
     if _CODE.search(candidate.text):
         return False
+    if candidate.summary:
+        # the agent's account of the session when it was compacted: its rules, decisions and
+        # diagnoses are inferred learnings; a line reporting an edit is a change log
+        return candidate.detector in SUMMARY_DETECTORS and not _CHANGE_LOG.search(candidate.text)
     if candidate.role in ("assistant", "thought"):
         # the agent's words: a decision it announced, or its diagnosis of a failure (inferred)
         return candidate.detector == "cause" or (

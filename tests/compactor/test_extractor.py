@@ -146,7 +146,7 @@ def test_an_error_is_a_learning_only_when_the_same_action_then_succeeds(tmp_path
     assert RulesExtractor().extract(records, first_request=False) == []  # no re-run: no learning
 
 
-def test_only_text_a_person_typed_becomes_a_rule_or_correction(tmp_path: Path) -> None:
+def test_only_text_a_person_typed_is_kept_as_the_users_statement(tmp_path: Path) -> None:
     rule = "Always quote shell variables in hooks."
     events = [
         {"type": "user", "content": f"<system-reminder>{rule}</system-reminder>"},
@@ -165,6 +165,9 @@ def test_only_text_a_person_typed_becomes_a_rule_or_correction(tmp_path: Path) -
         "thought",
         "observation",
     }  # every detector hit is listed before the cut ...
-    assert RulesExtractor().extract(records, first_request=False) == []  # ... none is kept
+    kept = RulesExtractor().extract(records, first_request=False)  # ... the cut keeps only the
+    # compaction summary's line, as the agent's (inferred) account, never as the user's
+    assert [(f.kind, f.explicit, f.evidence[0].seq) for f in kept] == [("preference", False, 2)]
     typed = _records(tmp_path / "typed", [{"type": "user", "content": rule}])
-    assert [f.kind for f in RulesExtractor().extract(typed, first_request=False)] == ["preference"]
+    found = RulesExtractor().extract(typed, first_request=False)
+    assert [(f.kind, f.explicit) for f in found] == [("preference", True)]
