@@ -5,23 +5,29 @@ Two stages, so that precision can be measured and the cut argued for separately:
 1. ``candidates(records, first_request)``: every raw detector hit, each with the detector that
    fired and who wrote the text (``role``): each sentence of every message (user, assistant,
    thought, tool input and output) is matched against the statement detectors (``self``,
-   ``project_rule``, ``correction``, ``preference``, ``decision``, ``pattern``, ``cause``,
-   ``requirement``; the first that fires wins), the session's first request is a ``first_request``
-   hit, and an error observation followed by a good one within ``ERROR_WINDOW`` records is an
-   ``error_fix`` hit. This stage is deliberately generous.
-2. ``keep(candidate)`` (the cut, ``RULES_VERSION``), principled rather than tuned:
+   ``project_rule``, ``correction``, ``preference``, ``decision``, ``plan``, ``pattern``,
+   ``cause``, ``requirement``; the first that fires wins); the session's first typed request is
+   a ``first_request`` hit; the result of a question tool is an ``answer`` hit; and an error
+   observation followed by a good one within ``ERROR_WINDOW`` records is an ``error_fix`` hit.
+   This stage is deliberately generous.
+2. ``keep(candidate)`` (the cut, ``RULES_VERSION``), by who said it rather than by tuned scores:
 
-   - **Who said it.** Only a person typing in the conversation states a rule, a correction or
-     a preference: the text must come from a ``user`` record that a person wrote, not a tool
-     result, a tool input, a compaction summary, a command's captured output, a harness
-     reminder, or the prompt one agent gave another (a sidechain / subagent's "user"). The
-     agent's own words are kept only as a ``decision`` ("we decided", "let's go with") in an
-     ``assistant`` message, never from its private ``thought`` nor a file it read.
-   - **Error -> fix.** Kept only when it was observed: an action failed (its observation is an
-     error), the same tool was run again on the same target (same command head or file), and
-     that re-run succeeded; the learning names the failure and what changed in between.
+   - **The user's words.** Only a person typing in the conversation states a rule, a
+     correction, a preference or a decision (``TYPED_DETECTORS``): the text must come from a
+     ``user`` record a person wrote, not a tool result or input, a compaction summary, a
+     command's captured output, a harness reminder or expanded skill, or the prompt one agent
+     gave another (a sidechain / subagent's "user"). A person's answer to the agent's question
+     counts as their words too. These are ``explicit``.
+   - **The agent's words** (inferred, ``explicit`` false): a ``decision`` it announced in an
+     ``assistant`` message, its diagnosis of a failure (``cause``), and the rule-like lines of
+     a compaction summary (``SUMMARY_DETECTORS``), never a line that reports an edit (a change
+     log). A generic "must"/"should" (``requirement``) is never enough.
+   - **Error -> fix.** Kept only when it was observed: an action failed with an error (an
+     exception, ``error:``, ``fatal:``; a failing test assertion is the ordinary loop), the
+     same action (same command head or file) was run again, and that re-run succeeded; the
+     learning names the error and what changed in between.
    - **Short and self-contained.** A statement longer than ``MAX_STATEMENT`` characters, or
-     one that is code or a list of paths, is not a sentence a person would carry.
+     one that is code, is not a sentence a person would carry.
 
 Pure functions of the records: the same records always give the same candidates and cut.
 """
