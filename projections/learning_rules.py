@@ -45,7 +45,8 @@ Tiers for a reader session S:
 
 Conflicts: two learnings about the same subject (content words overlap) with opposite polarity
 ("always X" / "never X"). Rules, in order: merge if compatible (same polarity: the later one
-counts as another statement of the earlier); explicit beats inferred; project-specific beats
+counts as another statement of the earlier; an error -> fix only ever merges with the same
+error -> fix); explicit beats inferred; project-specific beats
 global; recency wins. Every resolution is listed (learning_a, learning_b, resolution, winner,
 reason); one where the older learning wins over a newer one is *open* (health asks a person).
 """
@@ -323,12 +324,15 @@ def assess(
     sessions = {i: {a.session} for i, a in items.items()}
     active: list[Assessed] = []
     for b in items.values():
-        if b.status != "active" or b.kind not in CONFLICT_KINDS:
+        if b.status != "active" or b.kind == "anchor":
             continue
+        opposable = b.kind in CONFLICT_KINDS  # an error -> fix repeats, it never opposes
         for a in list(active):
             if a.status != "active" or _overlap(words[a.id], words[b.id]) < 0.5:
                 continue
-            if negative(a.text) == negative(b.text):
+            if (a.kind in CONFLICT_KINDS) != opposable or (not opposable and a.kind != b.kind):
+                continue
+            if not opposable or negative(a.text) == negative(b.text):
                 a.mentions += 1
                 sessions[a.id].add(b.session)
                 a.last_activity = max(a.last_activity, b.ts)

@@ -115,3 +115,14 @@ def test_the_order_is_a_function_of_the_facts_and_the_moment(world: World) -> No
     first = [(a.id, a.tier, a.priority) for a in world.assess(3, reader="s9").prompt_order()]
     again = [(a.id, a.tier, a.priority) for a in world.assess(3, reader="s9").prompt_order()]
     assert first == again and first[0][0] == "Lrule"
+
+
+def test_the_same_error_fix_seen_in_two_sessions_is_loaded(world: World) -> None:
+    fix = "mix test failed (no secret_key_base for the endpoint); passed after changing test.exs"
+    world.add("s1", learning("L1", fix, 0, explicit=False, kind="error_fix"))
+    world.add("s2", learning("L2", fix, 1, explicit=False, kind="error_fix"))
+    world.add("s2", learning("L3", "never use default exports", 1, kind="preference"))
+    assessment = world.assess(1)
+    a = by_id(assessment, "L1")
+    assert (a.seen_in, a.loaded, by_id(assessment, "L2").status) == (2, True, "merged")
+    assert by_id(assessment, "L3").status == "active"  # other kinds never merge with it
