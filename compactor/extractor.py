@@ -12,8 +12,9 @@ Backends: ``RulesExtractor`` (local, deterministic) keeps the detectors' hits th
 ...") and identity anchors (the session's first request, verbatim, and what the user says about
 themself or the project's ground rules) only from text a person typed; the user's answers to the
 agent's questions; the agent's announced decisions and diagnoses ("the issue is ..."); and an
-error -> fix only when the failing action was run again and succeeded. ``AnthropicExtractor`` asks the Messages API and falls
-back to the rules on any failure, recording why, as the compactor's summarizer does.
+error -> fix only when the failing action was run again and succeeded. ``AnthropicExtractor``
+asks the Messages API and falls back to the rules on any failure, recording why, as the
+compactor's summarizer does.
 """
 
 from __future__ import annotations
