@@ -396,8 +396,7 @@ class Memory(SessionsAndLearnings):
             (a for a in assessment.tier("hot") if a.kind == "anchor"),
             key=lambda a: (a.session != session, a.ts, a.id),
         )
-        learned = [a for a in assessment.tier("hot") if a.kind != "anchor"]
-        learned += sorted(assessment.tier("warm"), key=lambda a: not a.matched)  # stable
+        learned = assessment.prompt_order()  # the user's rules first, whatever the scores
         given: dict[str, bool] = {}
         headed: set[str] = set()
         used = counter.count("\n".join(lines))

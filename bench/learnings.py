@@ -9,8 +9,13 @@ the tier folds.
    of every turn, taken as a learning. Also learnings per 1,000 messages.
 2. Projection speed on ``--records`` records (default 1M, a synthetic log with one learning
    event in 50 records): records/s of a learnings rebuild next to a hot rebuild, medians.
+3. ``--labelled`` (only this): precision and recall of what the rules extractor carries to
+   later sessions, on the hand-labelled raw detector hits of the dev Claude Code transcripts
+   (``bench/learning_labels.py``): every raw hit (no cut), the previous rules' cut (baseline)
+   and the current cut, then the current cut with each transcript held out in turn.
 
     python bench/learnings.py [--records 1000000] [--repeats 3]
+    python bench/learnings.py --labelled
 """
 
 from __future__ import annotations
@@ -110,6 +115,47 @@ def coverage() -> None:
     )
 
 
+def labelled() -> None:
+    from bench.learning_labels import DATA, LABELS, MIN_PRECISION, candidates, group, load_labels
+    from bench.learning_labels import score as score_of
+    from compactor.detectors import RULES_VERSION, keep, keep_previous
+
+    hits, labels = candidates(DATA), load_labels(LABELS)
+    cuts = [
+        ("every raw detector hit (no cut)", lambda c: True),
+        ("previous rules, rules-1 (baseline)", keep_previous),
+        (f"current cut, {RULES_VERSION} (ours)", keep),
+    ]
+    rows = []
+    for name, cut in cuts:
+        s = score_of(hits, labels, cut)
+        rows.append([name, s.carried, s.correct, s.positives, s.precision, s.recall])
+    ours, base = score_of(hits, labels, keep), score_of(hits, labels, keep_previous)
+    rows.append(["ratio ours / baseline", "", "", "", ours.precision / base.precision, ""])
+    yes = sum(item["label"] == "yes" for item in labels.values())
+    print_table(
+        f"Learnings carried to later sessions, {len(hits)} hand-labelled raw hits "
+        f"({yes} labelled yes) on {len({group(h.file) for h in hits})} transcripts",
+        ["cut", "carried", "correct", "labelled yes", "precision", "recall"],
+        rows,
+    )
+    folds = []
+    for held in sorted({group(h.file) for h in hits}):
+        inside = [h for h in hits if group(h.file) == held]
+        rest = [h for h in hits if group(h.file) != held]
+        s, r = score_of(inside, labels, keep), score_of(rest, labels, keep)
+        folds.append(
+            [held, len(inside), s.carried, s.positives, s.precision, s.recall, r.precision]
+        )
+    print_table(
+        f"Leave one transcript out ({RULES_VERSION}; no parameter is fitted, so this shows how "
+        f"precision holds on each transcript; precision is 1.0 where nothing is carried; "
+        f"target >= {MIN_PRECISION})",
+        ["held out", "hits", "carried", "labelled yes", "precision", "recall", "precision, rest"],
+        folds,
+    )
+
+
 def speed(records: int, repeats: int) -> None:
     from eventlog.log import EventLog
     from projections.engine import Runner
@@ -165,7 +211,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--labelled", action="store_true", help="only the labelled-set table")
     args = parser.parse_args()
+    if args.labelled:
+        from bench.learning_labels import DATA as TRANSCRIPTS
+
+        if not TRANSCRIPTS.exists():
+            sys.exit(f"(labelled set skipped: {TRANSCRIPTS} is absent)")
+        labelled()
+        return
     if DATA.exists():
         coverage()
     else:

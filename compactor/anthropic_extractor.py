@@ -15,8 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from compactor.anthropic_summarizer import AnthropicSummarizer
+from compactor.detectors import clip
 from compactor.errors import SummarizerError
-from compactor.extractor import Found, RulesExtractor, _clip
+from compactor.extractor import Found, RulesExtractor
 from eventlog.render import record_text
 from eventlog.schema import ExtractorInfo, Record
 
@@ -54,7 +55,7 @@ class AnthropicExtractor:
     def extract(self, records: Sequence[Record], first_request: bool) -> list[Found]:
         """The learnings in ``records`` (see ``compactor.extractor.Backend``)."""
         by_seq = {r.seq: r for r in records}
-        text = "\n".join(f"#{r.seq} [{r.type}] {_clip(record_text(r), 2000)}" for r in records)
+        text = "\n".join(f"#{r.seq} [{r.type}] {clip(record_text(r), 2000)}" for r in records)
         answer = self.api.call(PROMPT, text, self.api.max_tokens)
         match = re.search(r"\[.*\]", answer, re.S)
         try:
@@ -70,7 +71,7 @@ class AnthropicExtractor:
         return anchors + [
             Found(
                 item.kind,
-                _clip(item.text),
+                clip(item.text),
                 item.scope,
                 by_seq[item.seq].type == "user",
                 (by_seq[item.seq],),

@@ -7,76 +7,32 @@ event naming the range read, in one atomic batch: a crash leaves all of it or no
 starts where the last one ended, so nothing is extracted twice or skipped. The learnings
 projection then folds what was recorded; no projection ever runs an extractor.
 
-Backends: ``RulesExtractor`` (local, deterministic) finds explicit corrections,
-"always/never/prefer" statements, decisions, habits ("whenever ...") and error -> fix pairs,
-and keeps identity anchors verbatim: the session's first request, and what the user says about
-themself or the project's ground rules. ``AnthropicExtractor`` asks the Messages API and falls
-back to the rules on any failure, recording why, as the compactor's summarizer does.
+Backends: ``RulesExtractor`` (local, deterministic) keeps the detectors' hits that pass the cut
+(``compactor.detectors``): corrections, "always/never/prefer" statements, habits ("whenever
+...") and identity anchors (the session's first request, verbatim, and what the user says about
+themself or the project's ground rules) only from text a person typed; the user's answers to the
+agent's questions; the agent's announced decisions and diagnoses ("the issue is ..."); and an
+error -> fix only when the failing action was run again and succeeded. ``AnthropicExtractor``
+asks the Messages API and falls back to the rules on any failure, recording why, as the
+compactor's summarizer does.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from compactor.compactor import file_lock
+from compactor.detectors import RULES_VERSION, candidates, keep
 from compactor.errors import SummarizerError
 from eventlog.log import EventLog
-from eventlog.render import record_text
-from eventlog.schema import (
-    MEMORY_SESSION,
-    ActionRecord,
-    ExtractorInfo,
-    ObservationRecord,
-    Record,
-)
+from eventlog.schema import MEMORY_SESSION, ExtractorInfo, Record
 from projections.engine import Runner
 from projections.learnings import MESSAGE_TYPES, LearningsProjector
-
-RULES_VERSION = "rules-1"
-MAX_TEXT = 500
-ERROR_WINDOW = 12  # records after an error in which its fix is looked for
-
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_SELF = re.compile(
-    r"\b(i am an? |i'm an? |my name is|call me |i work (at|for|on) |my role is|"
-    r"ground rules?|house rules?)",
-    re.I,
-)
-_PROJECT_RULE = re.compile(
-    r"\b(in this (project|repo|repository|codebase)|this (project|repo|codebase) (uses|is|has)|"
-    r"our (project|codebase|team|stack|convention))\b.*\b(always|never|must|only|convention|"
-    r"rule|uses?)\b",
-    re.I,
-)
-_CORRECTION = re.compile(
-    r"^(no|nope|wrong|actually|not quite|that's (wrong|not)|that is (wrong|not)|stop|instead)"
-    r"\b|\b(i (said|told you|asked for)|you (should|shouldn't|should not) have|please don't|"
-    r"don't do that|that's not what|not what i (asked|meant|wanted))\b",
-    re.I,
-)
-_PREFERENCE = re.compile(
-    r"\b(always|never|prefer|from now on|going forward|in (the )?future|make sure (to|you)|"
-    r"please use|we use|don't use|do not use|avoid)\b",
-    re.I,
-)
-_DECISION = re.compile(
-    r"\b(we decided|i decided|let's go with|let's use|decision:|we'll use|we will use|"
-    r"we're going with|going with|we chose|agreed to|settled on)\b",
-    re.I,
-)
-_PATTERN = re.compile(r"\b(whenever|every time|each time|usually|typically|as a rule)\b", re.I)
-_ERROR_TEXT = re.compile(r"^(error|fatal|traceback)|\b(error|exception|failed)\b[:!]", re.I)
-
-
-def _clip(text: str, limit: int = MAX_TEXT) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
 
 
 def learning_id(session: str, seq: int, kind: str, text: str) -> str:
@@ -123,84 +79,19 @@ class Backend(Protocol):
         ...
 
 
-def _said(record: Record) -> str:
-    return getattr(record, "content", "") or ""
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
-
-
 class RulesExtractor:
-    """Local, deterministic extraction by rules (see the module)."""
+    """Local, deterministic extraction by rules: the detectors' hits that pass the cut
+    (``compactor.detectors``)."""
 
     info = ExtractorInfo(backend="rules", model="rules", version=RULES_VERSION)
 
     def extract(self, records: Sequence[Record], first_request: bool) -> list[Found]:
         """The learnings in ``records`` (see ``Backend``)."""
-        found: list[Found] = []
-        pending_error: tuple[ObservationRecord, str] | None = None
-        error_age = 0
-        last_action: ActionRecord | None = None
-        for record in records:
-            if record.type == "user":
-                text = _said(record)
-                if first_request and text.strip():
-                    found.append(Found("anchor", text, "session", True, (record,)))
-                    first_request = False
-                found += self._statements(record, text, explicit=True)
-            elif record.type == "assistant":
-                found += [
-                    f
-                    for f in self._statements(record, _said(record), explicit=False)
-                    if f.kind == "decision"
-                ]
-            elif isinstance(record, ActionRecord):
-                last_action = record
-            elif isinstance(record, ObservationRecord):
-                line = _first_line(record_text(record))
-                if record.is_error or _ERROR_TEXT.search(line[:200]):
-                    pending_error, error_age = (record, _clip(line, 200)), 0
-                elif pending_error is not None and last_action is not None:
-                    error, message = pending_error
-                    fix = _clip(
-                        f"{last_action.tool} "
-                        + " ".join(str(v) for v in last_action.params.values()),
-                        200,
-                    )
-                    text = f"{message} -> fixed by: {fix}"
-                    found.append(Found("error_fix", text, "project", False, (error, last_action)))
-                    pending_error = None
-            if pending_error is not None:
-                error_age += 1
-                if error_age > ERROR_WINDOW:
-                    pending_error = None
-        return found
-
-    @staticmethod
-    def _statements(record: Record, text: str, *, explicit: bool) -> list[Found]:
-        found = []
-        sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
-        for i, sentence in enumerate(sentences):
-            if len(sentence) < 8:
-                continue
-            kind = None
-            if explicit and (_SELF.search(sentence) or _PROJECT_RULE.search(sentence)):
-                found.append(Found("anchor", _clip(sentence, 2000), "project", True, (record,)))
-                continue
-            if explicit and _CORRECTION.search(sentence):
-                kind = "correction"  # with what to do instead, when the user said it next
-                if i + 1 < len(sentences) and len(sentence) + len(sentences[i + 1]) < MAX_TEXT:
-                    sentence = f"{sentence} {sentences[i + 1]}"
-            elif explicit and _PREFERENCE.search(sentence):
-                kind = "preference"
-            elif _DECISION.search(sentence):
-                kind = "decision"
-            elif explicit and _PATTERN.search(sentence):
-                kind = "pattern"
-            if kind is not None:
-                found.append(Found(kind, _clip(sentence), "project", explicit, (record,)))
-        return found
+        return [
+            Found(c.kind, c.text, c.scope, c.explicit, c.evidence)
+            for c in candidates(records, first_request)
+            if keep(c)
+        ]
 
 
 @dataclass

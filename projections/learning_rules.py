@@ -13,22 +13,40 @@ Scores (each factor in 0..1):
 - ``priority = confidence*50 + access*30 + recency_bonus*20`` rounded into 1..100; access =
   log(1 + times returned) / log(1 + 20) capped at 1, recency_bonus = 0.5 ** (days / 7).
 
+Standing (who stands behind a learning) orders everything a prompt is given, before any score:
+
+- **0, the user's rule**: written by the user (``learnings add``, source ``user``) or confirmed
+  by them;
+- **1, said by the user**: stated in a session by the user (a correction, a preference, a
+  decision, an answer);
+- **2, inferred**: found in what the agent did or wrote (a diagnosis, an error -> fix, a decision
+  it announced).
+
+Within a tier the order is ``(standing, -priority)``, and ``prompt_order`` gives the order a
+prompt takes learnings in: standing first, then hot before warm, then matching the cue, then
+priority. So no access count, recency or confidence lifts an inferred learning over one the user
+stated: priority only orders learnings of the same standing. An inferred learning also needs
+evidence before it reaches a prompt (hot or warm): stated in at least ``EVIDENCE_SESSIONS``
+distinct sessions (statements that merge count), or confirmed; until then it is cold (still
+searchable), unless a session recalls it explicitly.
+
 Tiers for a reader session S:
 
-- **hot** (loaded into every prompt of S, at most ``hot_items`` / ``hot_tokens``, by priority):
-  anchors; learnings recorded in S while S has not ended; warm ones that match S's cue
+- **hot** (loaded into every prompt of S, at most ``hot_items`` / ``hot_tokens``, in tier
+  order): anchors; learnings recorded in S while S has not ended; warm ones that match S's cue
   (warm -> hot); any learning S recalled explicitly (cold -> hot).
 - **warm** (loaded at session start when relevant): project and global learnings matched or
-  active within ``warm_days`` (warm -> cold after that many days with no match), at most
-  ``warm_items`` by priority; a cold one that matches a cue becomes warm again (the match is
-  recorded as an access). At S's end its learnings leave hot (hot -> warm; session-scoped ones
-  go cold).
+  active within ``warm_days`` (warm -> cold after that many days with no match; the user's
+  rules, standing 0, never age out), at most ``warm_items`` in tier order; a cold one that
+  matches a cue becomes warm again (the match is recorded as an access). At S's end its
+  learnings leave hot (hot -> warm; session-scoped ones go cold).
 - **cold**: the rest; searchable only. Rejected (hot -> cold), superseded or merged learnings
   are cold and never loaded; archived ones are not loaded until restored.
 
 Conflicts: two learnings about the same subject (content words overlap) with opposite polarity
 ("always X" / "never X"). Rules, in order: merge if compatible (same polarity: the later one
-counts as another statement of the earlier); explicit beats inferred; project-specific beats
+counts as another statement of the earlier; an error -> fix only ever merges with the same
+error -> fix); explicit beats inferred; project-specific beats
 global; recency wins. Every resolution is listed (learning_a, learning_b, resolution, winner,
 reason); one where the older learning wins over a newer one is *open* (health asks a person).
 """
@@ -61,6 +79,7 @@ _NEGATION_TEXT = "never not no don't dont doesn't avoid stop without instead"
 NEGATIONS = frozenset(_NEGATION_TEXT.split())
 _POLARITY_WORDS = NEGATIONS | {"always", "prefer", "preferred", "must"}
 CONFLICT_KINDS = frozenset({"correction", "preference", "decision", "pattern"})
+EVIDENCE_SESSIONS = 2  # distinct sessions an inferred learning must be stated in to be loaded
 
 
 def _stem(word: str) -> str:
@@ -139,6 +158,8 @@ class Assessed:
     priority: int = 1
     matched: bool = False  # matched the reader's cue at this moment
     superseded_by: str | None = None
+    standing: int = 2  # 0 the user's rule, 1 said by the user, 2 inferred (see the module)
+    seen_in: int = 1  # distinct sessions that stated it (its own and those merged into it)
 
     @property
     def loaded(self) -> bool:
@@ -184,9 +205,19 @@ class Assessment:
         return (exact or found)[0] if len(exact or found) == 1 else None
 
     def tier(self, name: str) -> list[Assessed]:
-        """The active learnings of one tier, best first."""
+        """The active learnings of one tier, best first: by standing, then priority."""
         chosen = [a for a in self.learnings if a.tier == name and a.status == "active"]
-        return sorted(chosen, key=lambda a: (-a.priority, a.ts, a.id))
+        return sorted(chosen, key=lambda a: (a.standing, -a.priority, a.ts, a.id))
+
+    def prompt_order(self) -> list[Assessed]:
+        """The loaded learnings (anchors aside) in the order a prompt takes them: the user's
+        rules, then what the user said, then inferred ones; within each, hot before warm,
+        matching the cue first, then by priority."""
+        loaded = [a for a in self.learnings if a.loaded and a.kind != "anchor"]
+        return sorted(
+            loaded,
+            key=lambda a: (a.standing, a.tier != "hot", not a.matched, -a.priority, a.ts, a.id),
+        )
 
 
 def _days(later: datetime, earlier: str) -> float:
@@ -195,6 +226,13 @@ def _days(later: datetime, earlier: str) -> float:
 
 def _explicit(a: Assessed) -> bool:
     return a.confirmed or a.source == "user" or a.explicit
+
+
+def standing(a: Assessed) -> int:
+    """0: the user's rule (written or confirmed by the user), 1: said by the user, 2: inferred."""
+    if a.confirmed or a.source == "user":
+        return 0
+    return 1 if a.explicit else 2
 
 
 def _resolve(a: Assessed, b: Assessed) -> tuple[Assessed, str]:
@@ -283,15 +321,20 @@ def assess(
     # Conflicts, in the order the learnings were recorded: each is compared with the active
     # ones before it about the same subject.
     words = {i: content_words(a.text) for i, a in items.items()}
+    sessions = {i: {a.session} for i, a in items.items()}
     active: list[Assessed] = []
     for b in items.values():
-        if b.status != "active" or b.kind not in CONFLICT_KINDS:
+        if b.status != "active" or b.kind == "anchor":
             continue
+        opposable = b.kind in CONFLICT_KINDS  # an error -> fix repeats, it never opposes
         for a in list(active):
             if a.status != "active" or _overlap(words[a.id], words[b.id]) < 0.5:
                 continue
-            if negative(a.text) == negative(b.text):
+            if (a.kind in CONFLICT_KINDS) != opposable or (not opposable and a.kind != b.kind):
+                continue
+            if not opposable or negative(a.text) == negative(b.text):
                 a.mentions += 1
+                sessions[a.id].add(b.session)
                 a.last_activity = max(a.last_activity, b.ts)
                 a.last_match = max(a.last_match, b.ts)
                 a.confirmed = a.confirmed or b.confirmed
@@ -334,6 +377,7 @@ def assess(
         access = min(1.0, math.log1p(a.access_count) / math.log1p(20))
         bonus = 0.5 ** (days / 7.0)
         a.priority = max(1, min(100, round(a.confidence * 50 + access * 30 + bonus * 20)))
+        a.standing, a.seen_in = standing(a), len(sessions[a.id])
         if a.status != "active":
             continue
         a.matched = reader is not None and a.kind != "anchor" and matches(words[a.id], cue_words)
@@ -344,10 +388,12 @@ def assess(
             a.tier = "hot" if a.scope != "session" or a.session == reader else "cold"
         elif a.scope == "session" and not own:
             a.tier = "cold"
+        elif a.standing == 2 and a.seen_in < EVIDENCE_SESSIONS and a.id not in recalled:
+            a.tier = "cold"  # inferred in one session only: searchable, not in prompts
         elif own or a.id in recalled or (a.matched and warm):
             a.tier = "hot"  # this session's, recalled (cold -> hot), or relevant (warm -> hot)
-        elif warm or a.matched:
-            a.tier = "warm"  # a match brings a cold learning back (cold -> warm)
+        elif warm or a.matched or a.standing == 0:
+            a.tier = "warm"  # a match brings a cold one back (cold -> warm); rules never age
         if a.matched:
             result.newly_matched.append(a.id)
 

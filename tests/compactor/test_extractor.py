@@ -10,6 +10,7 @@ import httpx2
 import pytest
 
 from compactor.anthropic_extractor import AnthropicExtractor
+from compactor.detectors import candidates
 from compactor.extractor import Extractor, RulesExtractor
 from eventlog.log import EventLog
 from projections.learnings import LearningsProjector
@@ -29,6 +30,8 @@ EVENTS = [
         "is_error": True,
     },
     {"type": "action", "tool": "Edit", "params": {"file_path": "export.py"}},
+    {"type": "observation", "result": "ok"},
+    {"type": "action", "tool": "Bash", "params": {"command": "pytest -q"}},
     {"type": "observation", "result": "1 passed"},
     {"type": "user", "content": "Whenever a test fails, show me the traceback first."},
     {"type": "user", "content": "Thanks, looks good."},
@@ -55,8 +58,8 @@ def test_rules_find_each_kind_with_its_evidence(log: EventLog) -> None:
     assert ("correction", "No, don't add pandas. Use the csv module instead.") in found
     assert ("anchor", "I'm a data engineer on the billing team.") in found
     fix = next(f for (kind, _), f in found.items() if kind == "error_fix")
-    assert [r.seq for r in fix.evidence] == [8, 9]
-    assert "KeyError" in fix.text and "export.py" in fix.text
+    assert [r.seq for r in fix.evidence] == [7, 8, 11, 12]  # failed, error, re-run, its success
+    assert "KeyError" in fix.text and "after changing export.py" in fix.text
     assert not any("Thanks" in text for _, text in found)
 
 
@@ -122,3 +125,49 @@ def test_anthropic_failures_fall_back_to_the_rules_and_say_why(
     assert (info.backend, info.fallback_from) == ("rules", "anthropic") and info.fallback_error
     assert {r.source for r in appended if r.type == "learning"} == {"extractive"}
     assert appended[-1].learnings >= 5
+
+
+def _records(tmp_path: Path, events: list[dict]) -> list:
+    log = EventLog(tmp_path / "cut", durability="off")
+    log.append_many("c", events)
+    return [loc.record for loc in log.read("c")]
+
+
+def test_an_error_is_a_learning_only_when_the_same_action_then_succeeds(tmp_path: Path) -> None:
+    failing = [
+        {"type": "action", "tool": "Bash", "params": {"command": "mix test"}},
+        {"type": "observation", "result": "error: undefined function get/2", "is_error": True},
+        {"type": "action", "tool": "Read", "params": {"file_path": "test/x_test.exs"}},
+        {"type": "observation", "result": "defmodule XTest do"},
+    ]
+    records = _records(tmp_path, failing)
+    raw = [c for c in candidates(records, first_request=False) if c.detector == "error_fix"]
+    assert len(raw) == 1 and not raw[0].rerun  # a raw hit: an error, then the next good step
+    assert RulesExtractor().extract(records, first_request=False) == []  # no re-run: no learning
+
+
+def test_only_text_a_person_typed_is_kept_as_the_users_statement(tmp_path: Path) -> None:
+    rule = "Always quote shell variables in hooks."
+    events = [
+        {"type": "user", "content": f"<system-reminder>{rule}</system-reminder>"},
+        {"type": "user", "content": rule, "meta": {"kind": "compact_summary"}},
+        {"type": "user", "content": rule, "meta": {"isSidechain": True}},
+        {"type": "assistant", "content": rule},
+        {"type": "thought", "content": rule},
+        {"type": "action", "tool": "Read", "params": {"file_path": "HOOKS.md"}},
+        {"type": "observation", "result": rule},
+    ]
+    records = _records(tmp_path, events)
+    raw = candidates(records, first_request=False)
+    assert {c.role for c in raw if c.detector == "preference"} == {
+        "user",
+        "assistant",
+        "thought",
+        "observation",
+    }  # every detector hit is listed before the cut ...
+    kept = RulesExtractor().extract(records, first_request=False)  # ... the cut keeps only the
+    # compaction summary's line, as the agent's (inferred) account, never as the user's
+    assert [(f.kind, f.explicit, f.evidence[0].seq) for f in kept] == [("preference", False, 2)]
+    typed = _records(tmp_path / "typed", [{"type": "user", "content": rule}])
+    found = RulesExtractor().extract(typed, first_request=False)
+    assert [(f.kind, f.explicit) for f in found] == [("preference", True)]

@@ -32,7 +32,7 @@ def learning(lid: str, text: str, day: float, **fields) -> dict:
         "text": text,
         "scope": fields.pop("scope", "project"),
         "source": fields.pop("source", "extractive"),
-        "explicit": fields.pop("explicit", False),
+        "explicit": fields.pop("explicit", True),  # said by the user (inferred ones need evidence)
         "ts": ts(day),
         **fields,
     }
@@ -249,7 +249,7 @@ def test_explicit_beats_inferred_and_the_newer_loser_leaves_it_open(world: World
     world.add(
         "s1",
         learning("La", "always use default exports", 0, source="user"),
-        learning("Lb", "never use default exports", 1),
+        learning("Lb", "never use default exports", 1, explicit=False),
     )
     (c,) = world.assess(1).conflicts
     assert (c.winner, c.reason, c.open) == ("La", "explicit beats inferred", True)
