@@ -48,7 +48,7 @@ def run_hook(project: Path, event: str, payload: dict[str, Any]) -> subprocess.C
 
 
 def jobs_running(root: Path) -> list[int]:
-    """Detached hook jobs still running on the workspace under ``root``."""
+    """Detached hook jobs still running on the workspace of the project at ``root``."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
@@ -94,9 +94,9 @@ def _hook_after(obj: dict[str, Any]) -> str:
     content = (obj.get("message") or {}).get("content")
     if obj.get("type") == "user" and isinstance(content, str) and not obj.get("isMeta"):
         return "UserPromptSubmit"
-    if obj.get("type") == "user" and isinstance(content, list) and content:
-        if content[0].get("type") == "tool_result":
-            return "PostToolUse"
+    is_list = isinstance(content, list) and content
+    if obj.get("type") == "user" and is_list and content[0].get("type") == "tool_result":
+        return "PostToolUse"
     return ""
 
 
@@ -132,8 +132,8 @@ def test_a_rule_stated_in_one_session_reaches_the_next_session_start(tmp_path: P
     assert ended.stdout == ""
     root = project / ".airsspec"
     log = root / "contexts" / "agent" / f"{session}.jsonl"
-    assert wait_for(lambda: not jobs_running(root) and '"session_ended"' in log.read_text(), 120)
-    assert not jobs_running(root)  # the detached job finished; nothing is left running
+    assert wait_for(lambda: not jobs_running(project) and '"session_ended"' in log.read_text(), 120)
+    assert not jobs_running(project)  # the detached job finished; nothing is left running
     exported = run_cli("export", "claude-code", session, cwd=project)
     assert exported.stdout == transcript.read_bytes()  # every line captured, none changed
 
