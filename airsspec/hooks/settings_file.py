@@ -271,6 +271,16 @@ def remove_entries(text: str) -> tuple[str, int]:
     return text, removed
 
 
+def _essence(settings: Any) -> Any:
+    """The settings as far as uninstall can tell (an event left with no group, and ``hooks``
+    left empty, are gone either way)."""
+    if not isinstance(settings, dict) or not isinstance(settings.get("hooks"), dict):
+        return settings
+    hooks = {event: groups for event, groups in settings["hooks"].items() if groups}
+    rest = {key: value for key, value in settings.items() if key != "hooks"}
+    return {**rest, "hooks": hooks} if hooks else rest
+
+
 def install(path: Path, entries: dict[str, dict[str, Any]]) -> bool:
     """Merge ``entries`` (event -> hook group) into the settings file at ``path``; return
     whether the file changed. The first install keeps the original beside it."""
@@ -303,7 +313,7 @@ def uninstall(path: Path) -> tuple[int, str]:
     if backup.exists():
         original = backup.read_bytes()
         try:
-            same = json.loads(original) == json.loads(new)
+            same = _essence(json.loads(original)) == _essence(json.loads(new))
         except ValueError:
             same = False
         if same:
