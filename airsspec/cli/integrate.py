@@ -170,7 +170,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
             event = named if named in ("PostToolUse", "Stop", "PreCompact") else "Stop"
         config = None
         if args.workspace is None and args.config is None:
-            config = hooks.workspace_for(data)
+            config = hooks.workspace_for(data, Path.cwd())
             if config is None:
                 return EXIT_OK  # a project without airsspec: nothing to remember
         memory = Memory.open(config=config) if config else open_memory(args)

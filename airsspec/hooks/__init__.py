@@ -39,15 +39,14 @@ def read_input(raw: bytes) -> dict[str, Any]:
     return data
 
 
-def workspace_for(payload: dict[str, Any]) -> Path | None:
-    """The ``airsspec.toml`` of the project the payload's ``cwd`` is in (None: no workspace
-    there, so the hook does nothing)."""
+def workspace_for(payload: dict[str, Any], default: Path) -> Path | None:
+    """The ``airsspec.toml`` of the project the payload's ``cwd`` is in (``default`` when the
+    payload names none); None: no workspace there, so the hook does nothing."""
     from airsspec.settings import find_config
 
     cwd = payload.get("cwd")
-    if not isinstance(cwd, str) or not cwd:
-        return None
-    return find_config(Path(cwd).expanduser())
+    folder = Path(cwd).expanduser() if isinstance(cwd, str) and cwd else default
+    return find_config(folder)
 
 
 def command(event: str, scope: str, before: Sequence[str] = (), after: Sequence[str] = ()) -> str:

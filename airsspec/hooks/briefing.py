@@ -76,8 +76,8 @@ def _tail(
         info = about.get(i.session, {})
         ended = f"ended: {info['status']}" if info.get("ended") else "not ended"
         when = (i.last_ts or "")[:16].replace("T", " ")
-        task = info.get("task") or "(no task recorded)"
-        lines.append(f"- {i.session} ({when}, {ended}): {task}")
+        task = f": {info['task']}" if info.get("task") else ""
+        lines.append(f"- {i.session} ({when}, {ended}){task}")
     return [("## Open tasks (left unfinished)", tasks), ("## Earlier sessions", lines)]
 
 
