@@ -112,7 +112,8 @@ def briefing(memory: Memory, session: str, source: str, budget: int) -> str:
         if over <= 0:
             return text
         room -= max(over, 1)  # tokens can merge across a join
-    return "\n\n".join([HEADER, tail]) if tail else ""
+    text = "\n\n".join([HEADER, tail]) if tail else ""
+    return text if counter.count(text) <= budget else ""
 
 
 def recalled(memory: Memory, session: str, prompt: str, budget: int) -> str:

@@ -105,7 +105,7 @@ def test_session_start_never_exceeds_its_budget(memory: Memory, tmp_path: Path) 
         lines = [_line("u1", "user", f"{words}", 1), _line("u2", "user", f"Always {words}", 2)]
         _said(memory, tmp_path / "t" / f"s{n}.jsonl", lines)
     counter = memory.workspace.token_counter()
-    for budget in (60, 200, 600):
+    for budget in (1, 20, 60, 200, 600):
         answer = handle(memory, "SessionStart", {**_payload(tmp_path / "new.jsonl")}, budget=budget)
         text = answer["hookSpecificOutput"]["additionalContext"] if answer else ""
         assert counter.count(text) <= budget
