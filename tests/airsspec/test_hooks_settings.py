@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from airsspec.hooks import EVENTS
 from tests.conftest import run_cli
 
 THEIRS = {
@@ -21,15 +22,6 @@ THEIRS = {
         "Notification": [{"hooks": [{"type": "command", "command": "notify.sh"}]}],
     },
 }
-EVENTS = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PostToolUse",
-    "Stop",
-    "SubagentStop",
-    "PreCompact",
-    "SessionEnd",
-)
 
 
 @pytest.fixture
@@ -57,6 +49,7 @@ def _ours(settings: dict) -> dict[str, int]:
 
 
 def test_install_keeps_other_hooks_and_twice_adds_nothing(project: Path) -> None:
+    assert {"SessionStart", "UserPromptSubmit", "SubagentStop", "SessionEnd"} <= set(EVENTS)
     _settings(project).write_text(json.dumps(THEIRS))
     for _ in range(2):
         result = _hooks(project, "install")
