@@ -131,12 +131,15 @@ class SessionsAndLearnings:
     ) -> list[ImportResult]:
         """Import agent transcripts (``eventlog.importers``: lossless, idempotent, all or
         nothing); what each session received. ``live``: a transcript still being written keeps
-        its unfinished last line for the next import."""
+        its unfinished last line for the next import. Imports into one workspace take turns
+        (a lock under ``state/``): two at once would both append what is new."""
+        from compactor.compactor import file_lock
         from eventlog.importers import import_paths
 
-        return import_paths(
-            self.workspace.log, fmt, paths, prefix, keep_secrets=keep_secrets, live=live
-        )
+        with file_lock(self.workspace.state_dir / "import.lock", wait=True, holder="import"):
+            return import_paths(
+                self.workspace.log, fmt, paths, prefix, keep_secrets=keep_secrets, live=live
+            )
 
     def memory_block(self, session: str, budget: int, *, query: str | None = None) -> str:
         """The memory part of ``context`` alone (task and phase, anchors, learnings), within
