@@ -243,3 +243,33 @@ def test_session_end_returns_at_once_and_its_detached_job_finishes(project: Path
         assert memory.session_info("abc")["status"] == "prompt_input_exit"
         assert any(a.text == RULE for a in memory.learnings().learnings)
     assert (root / "state" / "hook-jobs.log").read_text() == ""  # the job reported no error
+
+
+def test_hooks_running_at_once_import_each_line_once(project: Path) -> None:
+    """Claude Code runs capture hooks in the background (async): several may import the same
+    transcript at the same time."""
+    transcript = project / "t" / "abc.jsonl"
+    transcript.parent.mkdir()
+    transcript.write_text("".join(_line(f"u{i}", "user", f"step {i}", i % 60) for i in range(200)))
+    payload = json.dumps({**_payload(transcript), "cwd": str(project)})
+    running = [
+        subprocess.Popen(
+            _command(project, event),
+            shell=True,
+            cwd=project,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for event in ("PostToolUse", "Stop", "SubagentStop", "PostToolUse")
+    ]
+    for proc in running:  # all of them started before any finishes
+        assert proc.stdin is not None
+        proc.stdin.write(payload)
+        proc.stdin.close()
+    for proc in running:
+        assert proc.wait(timeout=120) == 0
+        assert proc.stderr is not None and proc.stderr.read() == ""
+    exported = run_cli("export", "claude-code", "abc", cwd=project)
+    assert exported.stdout == transcript.read_bytes()  # each line once, none lost
