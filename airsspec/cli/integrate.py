@@ -81,7 +81,8 @@ def cmd_hooks_install(args: argparse.Namespace) -> int:
     after = [*(["--budget", str(args.budget)] if args.budget != 2000 else [])]
     after += ["--recall", str(args.recall)] if args.recall else []
     path = hooks.settings_path(args.scope, project)
-    changed = settings_file.install(path, hooks.entries(args.scope, before, after))
+    groups = hooks.entries(args.scope, before, after, recall=args.recall > 0)
+    changed = settings_file.install(path, groups)
     if args.json:
         print_json({"settings": str(path), "installed": list(hooks.EVENTS), "changed": changed})
     else:

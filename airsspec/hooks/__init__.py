@@ -26,6 +26,7 @@ from airsspec.hooks.events import EVENTS, Defer, HookInputError, Job, handle, ru
 from airsspec.hooks.settings_file import MARKER, SCOPES, HookSettingsError, settings_path
 
 TIMEOUT = 60  # seconds Claude Code gives a hook before it stops waiting
+BACKGROUND = ("PostToolUse", "Stop", "SubagentStop")  # capture only: nothing to answer
 
 
 def read_input(raw: bytes) -> dict[str, Any]:
@@ -58,13 +59,18 @@ def command(event: str, scope: str, before: Sequence[str] = (), after: Sequence[
 
 
 def entries(
-    scope: str, before: Sequence[str] = (), after: Sequence[str] = ()
+    scope: str, before: Sequence[str] = (), after: Sequence[str] = (), *, recall: bool = False
 ) -> dict[str, dict[str, Any]]:
-    """One hook group per event, as install writes them."""
+    """One hook group per event, as install writes them. A hook that only captures runs in
+    the background (``async``: Claude Code does not wait for it); ``UserPromptSubmit`` too,
+    unless it answers with recalled passages (``recall``)."""
+    background = {*BACKGROUND, *(() if recall else ("UserPromptSubmit",))}
     groups: dict[str, dict[str, Any]] = {}
     for event in EVENTS:
         run = command(event, scope, before, after)
-        hook = {"type": "command", "command": run, "timeout": TIMEOUT}
+        hook: dict[str, Any] = {"type": "command", "command": run, "timeout": TIMEOUT}
+        if event in background:
+            hook["async"] = True
         groups[event] = (
             {"matcher": "*", "hooks": [hook]} if event == "PostToolUse" else {"hooks": [hook]}
         )

@@ -213,3 +213,18 @@ def test_hooks_install_has_its_own_help_and_options(project: Path) -> None:
     wrong = run_cli("hooks", "uninstall", "--recall", "5", cwd=project)
     assert wrong.returncode == 2 and wrong.stderr.startswith(b"airsspec: error:")
     assert os.listdir(project / ".claude") == []
+
+
+def test_only_hooks_that_answer_nothing_run_in_the_background(project: Path) -> None:
+    def background(settings: dict) -> set[str]:
+        return {e for e, groups in settings["hooks"].items() if groups[0]["hooks"][0].get("async")}
+
+    assert _hooks(project, "install").returncode == 0
+    capture = {"UserPromptSubmit", "PostToolUse", "Stop", "SubagentStop"}
+    assert background(json.loads(_settings(project).read_text())) == capture
+    assert _hooks(project, "install", "--recall", "300").returncode == 0  # prompts get answers
+    settings = json.loads(_settings(project).read_text())
+    assert background(settings) == capture - {"UserPromptSubmit"}
+    assert settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].startswith(
+        "airsspec hook UserPromptSubmit --recall 300"
+    )
