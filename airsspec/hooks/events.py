@@ -10,9 +10,10 @@ and runs inline when no ``defer`` is given.
   ``SessionEnd`` import what is new in the transcript (a line still being written waits for the
   next import); all but ``PostToolUse`` (which fires at every tool call) also import the
   session's subagent transcripts (``<session>/subagents/*.jsonl``, session ``<session>.<agent>``).
-- lifecycle: the first prompt starts the session (``start_session``, its first line as the task);
-  ``SessionEnd`` ends it (``end_session`` with Claude Code's ``reason``, then compaction if due and
-  learnings), ``PreCompact`` runs the policies that are due; both as a deferred ``Job``.
+- lifecycle: the first prompt starts the session (``start_session``, its first line as the task),
+  ``SessionStart`` with ``source: resume`` reopens one that had ended; ``SessionEnd`` ends it
+  (``end_session`` with Claude Code's ``reason``, then compaction if due and learnings),
+  ``PreCompact`` runs the policies that are due; both as a deferred ``Job``.
 - context: ``SessionStart`` answers ``hookSpecificOutput.additionalContext`` built from the
   project's learnings and anchors, the latest summaries of earlier sessions, their open tasks
   (todo items not completed) and what they were about; never raw messages. After Claude Code's
@@ -151,6 +152,16 @@ def _start_if_new(memory: Memory, session: str, prompt: str) -> None:
         memory.start_session(session, task=task or None)
 
 
+def _reopen(memory: Memory, session: str) -> None:
+    """A session resumed after it ended is active again, with its task and phase."""
+    try:
+        info = memory.session_info(session)
+    except AirsspecError:
+        return  # nothing recorded yet
+    if info.get("ended"):
+        memory.start_session(session, task=info.get("task"), phase=info.get("phase"))
+
+
 def _output(event: str, text: str) -> dict[str, Any] | None:
     if not text:
         return None
@@ -188,6 +199,8 @@ def handle(
         source = payload.get("source") or "startup"
         if payload.get("transcript_path") and source in ("resume", "compact"):
             capture(memory, payload)
+        if source == "resume":
+            _reopen(memory, session)
         return _output(event_name, briefing(memory, session, str(source), budget))
     if event_name == "PostToolUse":
         capture(memory, payload, subagents=False)

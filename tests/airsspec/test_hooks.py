@@ -149,6 +149,10 @@ def test_session_end_hands_its_slow_work_to_defer(memory: Memory, tmp_path: Path
     run_job(memory, jobs[0])
     assert memory.session_info("abc")["status"] == "clear"
     assert any(a.text == RULE for a in memory.learnings().learnings)
+    handle(memory, "SessionStart", {**_payload(transcript), "source": "resume"})
+    assert memory.session_info("abc")["status"] == "active"  # resumed: open again
+    assert handle(memory, "PreCompact", _payload(transcript), defer=jobs.append) is None
+    assert jobs[1:] == [Job(("abc", "abc.agent-a1"), None)]  # policies only, nothing ended
 
 
 def test_recalled_context_for_a_prompt_stays_within_its_budget(
