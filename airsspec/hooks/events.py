@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 FORMAT = "claude-code"
 RECENT = 3  # earlier sessions whose open tasks and topics a starting session sees
 TASK_CHARS = 200  # a session's task: the first line of its first prompt, at most this long
+MAX_STATUS = 200  # a session_ended status is at most this long; another reason is "other"
 OPEN = ("pending", "in_progress")  # todo states that leave a task open
 EVENTS = (
     "SessionStart",
@@ -205,11 +206,12 @@ def handle(
     if event_name == "PostToolUse":
         capture(memory, payload, subagents=False)
         return None
+    prompt = payload.get("prompt")
+    if event_name == "UserPromptSubmit" and not isinstance(prompt, str):
+        raise HookInputError("UserPromptSubmit input has no prompt")  # before anything is written
     capture(memory, payload)
     if event_name == "UserPromptSubmit":
-        prompt = payload.get("prompt")
-        if not isinstance(prompt, str):
-            raise HookInputError("UserPromptSubmit input has no prompt")
+        assert isinstance(prompt, str)
         _start_if_new(memory, session, prompt)
         if recall_budget > 0 and prompt.strip():
             from airsspec.hooks.briefing import recalled
@@ -221,7 +223,8 @@ def handle(
             memory.check_session(session)
         except AirsspecError:
             return None  # nothing was said in this session
-        reason = payload.get("reason") if event_name == "SessionEnd" else None
-        status = str(reason or "other") if event_name == "SessionEnd" else None
+        reason = payload.get("reason")
+        known = isinstance(reason, str) and 0 < len(reason) <= MAX_STATUS
+        status = (reason if known else "other") if event_name == "SessionEnd" else None
         later(Job((session, *_subagent_sessions(memory, session)), status))
     return None
