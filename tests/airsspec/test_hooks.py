@@ -60,7 +60,7 @@ def _said(memory: Memory, transcript: Path, lines: list[str]) -> dict[str, Any]:
 
 
 def test_session_start_answers_the_documented_json_and_never_raw_messages(
-    memory: Memory, tmp_path: Path
+    memory: Memory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lines = [
         _line("u1", "user", "Add rate limiting to the upload API", 1),
@@ -77,6 +77,7 @@ def test_session_start_answers_the_documented_json_and_never_raw_messages(
     assert RULE in text  # the learning
     assert "abc (" in text and "ended: logout" in text and "Add rate limiting" in text
     assert "token bucket" not in text  # a message, not memory
+    assert capsys.readouterr() == ("", "")  # handle answers; it never prints (a server calls it)
 
 
 def test_after_claude_compacts_the_session_start_leaves_out_what_it_summarised(
