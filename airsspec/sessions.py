@@ -10,6 +10,7 @@ access: the priority formula counts them).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from eventlog.schema import MEMORY_SESSION
 
 if TYPE_CHECKING:
     from airsspec.workspace import Workspace
+    from eventlog.importers import ImportResult
     from eventlog.schema import Record
     from projections.learning_rules import Assessed, Assessment
 
@@ -58,6 +60,12 @@ class SessionsAndLearnings:
         def _policy(self, name: str, session: str, force: bool) -> list[Record]: ...
         def project(self, tiers: Any = ..., **kwargs: Any) -> Any: ...
         def status(self) -> Any: ...
+        def _memory_block(
+            self, session: str, budget: int, query: str | None
+        ) -> tuple[str, dict[str, bool]]: ...
+        def _record_access(
+            self, session: str, given: dict[str, bool], query: str | None
+        ) -> None: ...
 
     # ------------------------------------------------------------------ sessions
 
@@ -111,6 +119,37 @@ class SessionsAndLearnings:
         phase = info.get("phase")
         info["guidance"] = self.workspace.settings.learnings.phases.get(phase or "", None)
         return {"session": session, **info}
+
+    def import_transcripts(
+        self,
+        fmt: str,
+        paths: Iterable[str | Path],
+        *,
+        prefix: str = "",
+        keep_secrets: bool = False,
+        live: bool = False,
+    ) -> list[ImportResult]:
+        """Import agent transcripts (``eventlog.importers``: lossless, idempotent, all or
+        nothing); what each session received. ``live``: a transcript still being written keeps
+        its unfinished last line for the next import. Imports into one workspace take turns
+        (a lock under ``state/``): two at once would both append what is new."""
+        from compactor.compactor import file_lock
+        from eventlog.importers import import_paths
+
+        with file_lock(self.workspace.state_dir / "import.lock", wait=True, holder="import"):
+            return import_paths(
+                self.workspace.log, fmt, paths, prefix, keep_secrets=keep_secrets, live=live
+            )
+
+    def memory_block(self, session: str, budget: int, *, query: str | None = None) -> str:
+        """The memory part of ``context`` alone (task and phase, anchors, learnings), within
+        the share of ``budget`` that ``context`` gives it, with none of the session's messages
+        or summaries; the access is recorded as ``context`` records it."""
+        validate_session_id(session)
+        block, given = self._memory_block(session, budget, query)
+        if given:
+            self._record_access(session, given, query)
+        return block
 
     # ------------------------------------------------------------------ learnings
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from airsspec.cli import analytics, history, integrate, learn, recall, tiers
-from airsspec.cli.common import COMMANDS, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from airsspec.cli.common import COMMANDS, EXIT_FAILED, EXIT_OK, EXIT_USAGE, GROUP_HELP
 from eventlog.errors import AirsspecError, CorruptLogError, LogWriteError
 
 GROUPS = (history, tiers, recall, learn, analytics, integrate)
@@ -65,8 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     rank = {group.__name__: i for i, group in enumerate(GROUPS)}
+    nested: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
     for spec in sorted(COMMANDS, key=lambda c: rank[c.handler.__module__]):
-        p = sub.add_parser(spec.name, help=spec.help, description=spec.help)
+        group, _, action = spec.name.partition(" ")
+        if action and group not in nested:
+            help = GROUP_HELP.get(group, "")
+            outer = sub.add_parser(group, help=help, description=help)
+            nested[group] = outer.add_subparsers(dest="action", required=True, metavar="ACTION")
+        where = nested[group] if action else sub
+        p = where.add_parser(action or spec.name, help=spec.help, description=spec.help)
         p.set_defaults(func=spec.handler)
         if spec.json_flag:
             p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -45,6 +45,12 @@ class Command:
 
 
 COMMANDS: list[Command] = []
+GROUP_HELP: dict[str, str] = {}  # a command named "group action" is nested under its group
+
+
+def command_group(name: str, help: str) -> None:
+    """Declare ``name`` as a command whose actions are commands named ``"name action"``."""
+    GROUP_HELP[name] = help
 
 
 def arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:

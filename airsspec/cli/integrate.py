@@ -5,64 +5,183 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from airsspec.cli.common import EXIT_FAILED, EXIT_OK, arg, command, open_memory, print_json
+from airsspec.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    arg,
+    command,
+    command_group,
+    open_memory,
+    print_json,
+)
+from airsspec.hooks.events import EVENTS
+
+if TYPE_CHECKING:
+    from airsspec.hooks import Defer, Job
+    from airsspec.memory import Memory
+
+
+command_group(
+    "hooks",
+    "Install or remove airsspec's Claude Code hooks (see 'airsspec hooks install --help').",
+)
+_SCOPE = arg(
+    "--scope",
+    choices=("local", "project", "user"),
+    default="local",
+    help="local: PROJECT/.claude/settings.local.json, personal and not committed (default); "
+    "project: PROJECT/.claude/settings.json, shared (runs 'airsspec' from PATH); "
+    "user: ~/.claude/settings.json, every project",
+)
+_PROJECT = arg("--project", default=".", metavar="DIR", help="the project folder (default: .)")
+
+
+def _global_options(args: argparse.Namespace) -> list[str]:
+    """The workspace options given before the command, for a command run elsewhere."""
+    if args.config is not None:
+        return ["-c", str(Path(args.config).resolve())]
+    if args.workspace is not None:
+        return ["-w", str(Path(args.workspace).resolve())]
+    return []
 
 
 @command(
-    "hooks",
-    arg("action", choices=("install", "uninstall")),
-    arg("--project", default=".", metavar="DIR", help="the project folder (default: .)"),
+    "hooks install",
+    _SCOPE,
+    _PROJECT,
+    arg("--budget", type=int, default=2000, metavar="TOKENS", help="SessionStart context size"),
+    arg(
+        "--recall",
+        type=int,
+        default=0,
+        metavar="TOKENS",
+        help="passages recalled for each prompt (default 0: none)",
+    ),
 )
-def cmd_hooks(args: argparse.Namespace) -> int:
-    """Add airsspec's Claude Code hooks to a project's .claude/settings.json (SessionStart prints
-    the session's memory; PostToolUse, Stop and PreCompact import the transcript), or remove
-    them; other hooks are kept."""
+def cmd_hooks_install(args: argparse.Namespace) -> int:
+    """Add airsspec's Claude Code hooks (every event: capture, session start and end, the
+    memory at SessionStart) to a settings file, editing only their own entries; the first
+    install keeps the original beside it. Each hook finds the workspace of the project it runs
+    in (the nearest airsspec.toml; -w or -c given here fixes one instead)."""
     from airsspec import hooks
+    from airsspec.hooks import settings_file
+    from airsspec.settings import find_config
 
-    if args.action == "install":
-        with open_memory(args) as memory:  # the workspace must exist: hooks will write to it
-            root = memory.root
-        path = hooks.install(Path(args.project), root)
-        result = {"settings": str(path), "installed": list(hooks.EVENTS), "workspace": str(root)}
-    else:
-        path, removed = hooks.uninstall(Path(args.project))
-        result = {"settings": str(path), "removed": removed}
+    project = Path(args.project)
+    if args.budget < 1 or args.recall < 0:
+        raise UsageError("--budget must be at least 1 and --recall at least 0")
+    before = _global_options(args)
+    if args.scope != "user" and not before and find_config(project.resolve()) is None:
+        raise UsageError(
+            f"{project}: no airsspec.toml here or above (run: airsspec init {project})"
+        )
+    after = [*(["--budget", str(args.budget)] if args.budget != 2000 else [])]
+    after += ["--recall", str(args.recall)] if args.recall else []
+    path = hooks.settings_path(args.scope, project)
+    groups = hooks.entries(args.scope, before, after, recall=args.recall > 0)
+    changed = settings_file.install(path, groups)
     if args.json:
-        print_json(result)
-    elif args.action == "install":
-        print(f"installed {', '.join(hooks.EVENTS)} hooks in {path} (memory: {root})")
+        print_json({"settings": str(path), "installed": list(hooks.EVENTS), "changed": changed})
     else:
-        print(f"removed {removed} airsspec hook(s) from {path}")
+        state = "installed" if changed else "already installed:"
+        print(f"{state} {', '.join(hooks.EVENTS)} hooks in {path}")
     return EXIT_OK
+
+
+@command("hooks uninstall", _SCOPE, _PROJECT)
+def cmd_hooks_uninstall(args: argparse.Namespace) -> int:
+    """Remove airsspec's Claude Code hooks from a settings file: the original bytes come back
+    when nothing else changed since install, a file install created is deleted, and otherwise
+    only airsspec's entries go."""
+    from airsspec import hooks
+    from airsspec.hooks import settings_file
+
+    path = hooks.settings_path(args.scope, Path(args.project))
+    removed, outcome = settings_file.uninstall(path)
+    if args.json:
+        print_json({"settings": str(path), "removed": removed, "file": outcome})
+    else:
+        print(f"removed {removed} airsspec hook(s) from {path} ({outcome})")
+    return EXIT_OK
+
+
+_ALIASES = {"session-start": "SessionStart"}  # what earlier installs ran
+
+
+def _detached(args: argparse.Namespace, memory: Memory, config: Path | None) -> Defer:
+    """A ``defer`` that runs a job in a detached process (its own session: it outlives the
+    hook and Claude Code), its errors appended to the workspace's state/hook-jobs.log."""
+    import json
+    import subprocess
+
+    where = _global_options(args)
+    if not where:
+        where = ["-c", str(config)] if config is not None else ["-w", str(memory.root)]
+    errors = memory.workspace.state_dir / "hook-jobs.log"
+
+    def start(job: Job) -> None:
+        argv = [sys.executable, "-m", "airsspec", *where, "hook", "run-job"]
+        with errors.open("ab") as err:
+            subprocess.Popen(
+                [*argv, "--job", json.dumps(job.to_json())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                cwd=memory.root,
+                start_new_session=True,
+            )
+
+    return start
 
 
 @command(
     "hook",
-    arg("event", choices=("session-start", "import")),
-    arg("--budget", type=int, default=2000, metavar="TOKENS", help="context size at start"),
+    arg("event", choices=(*EVENTS, "run-job", "import", "session-start"), metavar="EVENT"),
+    arg("--budget", type=int, default=2000, metavar="TOKENS", help="SessionStart context size"),
+    arg("--recall", type=int, default=0, metavar="TOKENS", help="recalled for each prompt"),
+    arg("--job", metavar="JSON", help="run-job: the deferred work (set by SessionEnd)"),
+    json_flag=False,
 )
 def cmd_hook(args: argparse.Namespace) -> int:
-    """Run one Claude Code hook (reads Claude Code's JSON on standard input; installed by 'airsspec
-    hooks install')."""
+    """Run one Claude Code hook: EVENT is the hook event (SessionStart, UserPromptSubmit,
+    PostToolUse, Stop, SubagentStop, PreCompact, SessionEnd); reads Claude Code's JSON on
+    standard input and prints the JSON Claude Code should get. Installed by 'airsspec hooks
+    install'."""
+    import json
+
     from airsspec import hooks
+    from airsspec.memory import Memory
     from eventlog.errors import AirsspecError
 
     # A hook must never block Claude Code: every problem is one stderr line and exit 1, which
     # Claude Code shows and otherwise ignores (exit 2 would block some events).
     try:
+        if args.event == "run-job":
+            job = hooks.Job.from_json(hooks.read_input((args.job or "").encode()))
+            with open_memory(args) as memory:
+                hooks.run_job(memory, job)
+            return EXIT_OK
         data = hooks.read_input(sys.stdin.buffer.read())
-        with open_memory(args) as memory:
-            if args.event == "import":
-                appended = hooks.import_transcript(memory, data)
-                if args.json:
-                    print_json({"appended": appended})
-            else:
-                text = hooks.session_context(memory, data, args.budget)
-                if args.json:
-                    print_json({"context": text})
-                elif text:
-                    print(text)
+        event = _ALIASES.get(args.event, args.event)
+        if event == "import":  # earlier installs: PostToolUse, Stop and PreCompact
+            named = data.get("hook_event_name")
+            event = named if named in ("PostToolUse", "Stop", "PreCompact") else "Stop"
+        config = None
+        if args.workspace is None and args.config is None:
+            config = hooks.workspace_for(data, Path.cwd())
+            if config is None:
+                return EXIT_OK  # a project without airsspec: nothing to remember
+        memory = Memory.open(config=config) if config else open_memory(args)
+        with memory:
+            defer = _detached(args, memory, config)
+            answer = hooks.handle(
+                memory, event, data, budget=args.budget, recall_budget=args.recall, defer=defer
+            )
+        if answer is not None:
+            sys.stdout.write(json.dumps(answer, ensure_ascii=False) + "\n")
     except (AirsspecError, OSError) as exc:
         print(f"airsspec: error: {exc}", file=sys.stderr)
         return EXIT_FAILED

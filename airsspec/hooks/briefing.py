@@ -1,0 +1,132 @@
+"""What a Claude Code session is told about the project's memory, within a token budget.
+
+``briefing`` is the SessionStart context: a header, then the memory part (for a new session,
+``Memory.context``: anchors, learnings and the latest summaries of earlier sessions; for one
+that resumes or was just compacted by Claude Code, ``Memory.memory_block``: anchors and
+learnings only, since Claude Code holds or has just summarised its messages), then the open
+tasks of the last sessions (items of their latest ``TodoWrite`` list not completed) and one
+line per earlier session (when, how it ended, its task). Never raw messages; never more than
+the budget, counted with the workspace's token counter. ``recalled`` is what a prompt gets:
+passages found for it in other sessions, within its own small budget.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airsspec.hooks.events import OPEN, RECENT
+from eventlog.schema import MEMORY_SESSION
+
+if TYPE_CHECKING:
+    from airsspec.memory import Memory
+    from eventlog.log import SessionInfo
+    from projections.tokens import TokenCounter
+
+HEADER = (
+    "airsspec memory of this project (learnings, earlier sessions, open tasks; "
+    "`airsspec learnings list` shows every learning):"
+)
+TODO_TOOLS = ("TodoWrite",)
+
+
+def _earlier(infos: list[SessionInfo], session: str) -> list[SessionInfo]:
+    """The most recent other agent sessions (subagents and airsspec's own log left out)."""
+    chosen = [
+        i
+        for i in infos
+        if i.session not in (session, MEMORY_SESSION)
+        and not i.session.startswith(f"{session}.")
+        and ".agent-" not in i.session
+        and i.problem is None
+        and i.last_ts
+    ]
+    chosen.sort(key=lambda i: (i.last_ts or "", i.session), reverse=True)
+    return chosen[:RECENT]
+
+
+def open_tasks(memory: Memory, session: str) -> list[str]:
+    """The items of the session's latest todo list that were not completed, as ``text
+    (status)``."""
+    todos: list[Any] = []
+    for record in memory.replay(session):
+        if getattr(record, "type", None) == "action" and record.tool in TODO_TOOLS:
+            listed = record.params.get("todos")
+            todos = listed if isinstance(listed, list) else todos
+    items = []
+    for todo in todos:
+        if isinstance(todo, dict) and todo.get("status") in OPEN and todo.get("content"):
+            items.append(f"{todo['content']} ({todo['status']})")
+    return items
+
+
+def _tail(
+    memory: Memory, infos: list[SessionInfo], session: str, source: str
+) -> list[tuple[str, list[str]]]:
+    """The open tasks and earlier sessions sections, as (heading, lines)."""
+    earlier = _earlier(infos, session)
+    own = [session] if source == "resume" and any(i.session == session for i in infos) else []
+    about = memory.learnings().sessions
+    tasks = [
+        f"- {item} [session {s}]"
+        for s in own + [i.session for i in earlier]
+        for item in open_tasks(memory, s)
+    ]
+    lines = []
+    for i in earlier:
+        info = about.get(i.session, {})
+        ended = f"ended: {info['status']}" if info.get("ended") else "not ended"
+        when = (i.last_ts or "")[:16].replace("T", " ")
+        task = f": {info['task']}" if info.get("task") else ""
+        lines.append(f"- {i.session} ({when}, {ended}){task}")
+    return [("## Open tasks (left unfinished)", tasks), ("## Earlier sessions", lines)]
+
+
+def _fit(sections: list[tuple[str, list[str]]], limit: int, counter: TokenCounter) -> str:
+    """The sections within ``limit`` tokens: the last lines dropped first, whole lines only."""
+    kept = [(head, list(lines)) for head, lines in sections if lines]
+
+    def render() -> str:
+        return "\n\n".join(f"{head}\n" + "\n".join(lines) for head, lines in kept if lines)
+
+    while kept and counter.count(render()) > limit:
+        _, lines = max(kept, key=lambda s: len(s[1]))
+        lines.pop()
+        kept = [(h, ls) for h, ls in kept if ls]
+    return render()
+
+
+def briefing(memory: Memory, session: str, source: str, budget: int) -> str:
+    """The SessionStart context of ``session`` (``source``: startup, resume, clear or
+    compact) within ``budget`` tokens; empty when the memory holds nothing to tell."""
+    counter = memory.workspace.token_counter()
+    infos = memory.sessions()
+    tail = _fit(_tail(memory, infos, session, source), budget // 3, counter)
+    fresh = source in ("startup", "clear") and all(i.session != session for i in infos)
+    room = budget - counter.count(HEADER) - counter.count(tail) - 4
+    while room > 0:
+        main = memory.context(session, room) if fresh else memory.memory_block(session, room)
+        assert isinstance(main, str)
+        parts = [p for p in (main, tail) if p]
+        text = "\n\n".join([HEADER, *parts]) if parts else ""
+        over = counter.count(text) - budget
+        if over <= 0:
+            return text
+        room -= max(over, 1)  # tokens can merge across a join
+    text = "\n\n".join([HEADER, tail]) if tail else ""
+    return text if counter.count(text) <= budget else ""
+
+
+def recalled(memory: Memory, session: str, prompt: str, budget: int) -> str:
+    """Passages of other sessions found for ``prompt``, best first, within ``budget`` tokens
+    (the cold tier as it stands: the hooks bring it up to date when a session ends)."""
+    counter = memory.workspace.token_counter()
+    head = "Recalled from this project's memory (airsspec):"
+    text = ""
+    for hit in memory.search(prompt, k=5, fresh=False)["hits"]:
+        if hit["session"] == session or str(hit["session"]).startswith(f"{session}."):
+            continue  # this conversation is already in front of Claude
+        where = hit["source"] or f"{hit['session']} #{hit['seq_from']}-{hit['seq_to']}"
+        candidate = f"{text or head}\n- [{where}] {hit['text']}"
+        if counter.count(candidate) <= budget:
+            text = candidate
+    return text
