@@ -141,7 +141,18 @@ class _ImportedPayload(BaseModel):
     text: str = ""
 
 
-class _SessionStartedPayload(BaseModel):
+_ScopeValue = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class _ScopeFields(BaseModel):
+    """Whose memory a record belongs to (``projections.scopes``): left out when not named."""
+
+    user: _ScopeValue | None = None
+    agent: _ScopeValue | None = None
+    project: _ScopeValue | None = None
+
+
+class _SessionStartedPayload(_ScopeFields):
     task: str | None = None
     phase: str | None = None
 
@@ -178,7 +189,7 @@ class ExtractorInfo(BackendInfo):
     version: str
 
 
-class _LearningPayload(BaseModel):
+class _LearningPayload(_ScopeFields):
     learning_id: str = Field(min_length=1, max_length=200)
     kind: LearningKind
     text: str = Field(min_length=1, max_length=20_000)
@@ -584,7 +595,7 @@ def input_adapter() -> TypeAdapter[list[Event]]:
     return TypeAdapter(list[Annotated[Union[members], Field(discriminator="type")]])  # noqa: UP007
 
 
-_OMIT_WHEN_NONE = ("id", "ts", "meta", "action_id", "origin")
+_OMIT_WHEN_NONE = ("id", "ts", "meta", "action_id", "origin", *_ScopeFields.model_fields)
 """Optional fields left out of a stored record rather than stored as null."""
 
 
