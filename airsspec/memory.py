@@ -38,6 +38,7 @@ from projections.scopes import Scope, ScopeError
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
     import threading
 
+    from airsspec.forgetting import Forgotten
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
     from eventlog.log import SessionInfo
@@ -588,6 +589,16 @@ class Memory(ScopedAccess, SessionsAndLearnings):
                 if hit["kind"] != "learning" or (hit["meta"] or {}).get("learning_id") in live
             ]
         return answer
+
+    def forget(
+        self, *, user: str | None = None, session: str | None = None, by: str | None = None
+    ) -> Forgotten:
+        """Forget ``user`` or ``session``: destroy its keys, record a ``forgotten`` event
+        (``by``: who asked) and purge every derived copy (``airsspec.forgetting``). Needs
+        ``[privacy] encrypt``; raises ``ForgetError`` otherwise."""
+        from airsspec.forgetting import forget
+
+        return forget(self, user=user, session=session, by=by)
 
     def _policy(self, name: str, session: str, force: bool) -> list[Record]:
         """Run one process that appends derived events (``compact`` or ``extract``: each has

@@ -238,6 +238,16 @@ class _SourceIndexedPayload(BaseModel):
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
+class _ForgottenPayload(BaseModel):
+    """A subject was forgotten (``airsspec forget``): its keys destroyed, its copies purged."""
+
+    subject: Literal["user", "session"]
+    name: str = Field(min_length=1, max_length=200)  # whom: the user or session id
+    by: str = Field(min_length=1, max_length=200)  # who asked
+    sessions: list[str] = Field(default_factory=list)  # the sessions it covered
+    keys: list[str] = Field(default_factory=list)  # the ids of the keys destroyed
+
+
 # --------------------------------------------------------------------------- input events
 
 
@@ -360,6 +370,12 @@ class SourceIndexedEvent(_SourceIndexedPayload, Event):
     type: Literal["source_indexed"] = "source_indexed"
 
 
+class ForgottenEvent(_ForgottenPayload, Event):
+    """A ``forgotten`` event as airsspec appends it."""
+
+    type: Literal["forgotten"] = "forgotten"
+
+
 MEMORY_TYPES: dict[str, str] = {
     "session_started": "session API",
     "session_ended": "session API",
@@ -371,6 +387,7 @@ MEMORY_TYPES: dict[str, str] = {
     "archived": "housekeeping",
     "restored": "housekeeping",
     "source_indexed": "source registry",
+    "forgotten": "privacy API",
 }
 """The memory-management types (schema version 2) and the part of airsspec that writes each."""
 
@@ -396,6 +413,7 @@ INPUT_TYPES: dict[str, type[Event]] = {
     "archived": ArchivedEvent,
     "restored": RestoredEvent,
     "source_indexed": SourceIndexedEvent,
+    "forgotten": ForgottenEvent,
 }
 
 
@@ -523,6 +541,12 @@ class SourceIndexedRecord(_SourceIndexedPayload, Record):
     type: Literal["source_indexed"]
 
 
+class ForgottenRecord(_ForgottenPayload, Record):
+    """A stored ``forgotten`` record."""
+
+    type: Literal["forgotten"]
+
+
 class UnknownRecord(Record):
     """A record whose ``type`` this version does not know; every field is kept."""
 
@@ -545,6 +569,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
     "archived": ArchivedRecord,
     "restored": RestoredRecord,
     "source_indexed": SourceIndexedRecord,
+    "forgotten": ForgottenRecord,
 }
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from eventlog.crypto import is_forgotten
 from eventlog.layout import read_nofollow
 from eventlog.schema import (
     ActionRecord,
@@ -102,7 +103,7 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
         info.setdefault("phases", []).append({"phase": record.phase, "ts": record.ts})
     elif isinstance(record, SessionEndedRecord):
         info.update(status=record.status, ended=record.ts)
-    elif isinstance(record, LearningRecord):
+    elif isinstance(record, LearningRecord) and not is_forgotten(record):
         state.learnings.append(
             {
                 "id": record.learning_id,
