@@ -139,7 +139,7 @@ def forget(
                         hashes.add(text_sha256(text))
 
     # 2. destroy the keys, 3. record it
-    destroyed = sum(sealer.keys.destroy(kid) for kid in sorted(kids))
+    destroyed = sum(sealer.forget_key(kid) for kid in sorted(kids))
     asker = by or memory.scope.user or getpass.getuser()
     event = {
         "type": "forgotten",

@@ -24,6 +24,7 @@ not open; a key id is derived from its subject, so no index of subjects is kept.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import threading
@@ -68,6 +69,9 @@ CONTENT_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
 
 DROPPED_FIELDS = ("meta", "origin")
 """Fields of any type that are sealed and left out of the clear record (they are optional)."""
+
+_SEALED_NAMES = {kind: (*rules, *DROPPED_FIELDS) for kind, rules in CONTENT_FIELDS.items()}
+_NO_RULES: dict[str, Callable[[Any], Any]] = {}
 
 
 class KeyStoreError(AirsspecError):
@@ -161,11 +165,13 @@ def _sync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+@functools.lru_cache(maxsize=4096)
 def key_id(subject: str) -> str:
     """The id of a subject's key (``user:ana``, ``session:s1``): derived, never listed."""
     return hashlib.sha256(b"airsspec-key\0" + subject.encode("utf-8")).hexdigest()[:32]
 
 
+@functools.lru_cache(maxsize=4096)
 def _aad(session: str, kind: str) -> bytes:
     return f"airsspec-sealed\0{session}\0{kind}".encode()
 
@@ -187,6 +193,24 @@ class Sealer:
         self.mode = mode
         self.keys = keys
         self.owner_of = owner_of or (lambda session: None)
+        self._ciphers: dict[str, Any] = {}  # kid -> AESGCM, made once per key
+
+    def _cipher(self, kid: str, *, create: bool) -> Any:
+        """The AES-GCM cipher of key ``kid`` (None when the key is gone)."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        cipher = self._ciphers.get(kid)
+        if cipher is None:
+            key = self.keys.key(kid, create=create)
+            if key is None:
+                return None
+            cipher = self._ciphers[kid] = AESGCM(key)
+        return cipher
+
+    def forget_key(self, kid: str) -> bool:
+        """Destroy key ``kid`` (see ``KeyStore.destroy``) and this sealer's cipher of it."""
+        self._ciphers.pop(kid, None)
+        return self.keys.destroy(kid)
 
     def subject(self, session: str, body: dict[str, Any]) -> str:
         """Whose key seals ``body`` of ``session``: the user a learning names (one added
@@ -204,21 +228,22 @@ class Sealer:
         """Seal the content of each body in place (nothing when ``mode`` is off)."""
         if self.mode == "off":
             return
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        for body in bodies:
-            if body["type"] == "session_started" and body.get("user") and self.mode == "user":
+        bodies = bodies if isinstance(bodies, list) else list(bodies)
+        nonces = os.urandom(12 * len(bodies))  # one system call per batch
+        dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
+        for index, body in enumerate(bodies):
+            kind = body["type"]
+            if kind == "session_started" and body.get("user") and self.mode == "user":
                 self.owner_known(session, body["user"])
-            rules = CONTENT_FIELDS.get(body["type"], {})
-            names = [n for n in (*rules, *DROPPED_FIELDS) if body.get(n) is not None]
+            rules = CONTENT_FIELDS.get(kind, _NO_RULES)
+            names = [n for n in _SEALED_NAMES.get(kind, DROPPED_FIELDS) if body.get(n) is not None]
             if not names:
                 continue
             kid = key_id(self.subject(session, body))
-            key = self.keys.key(kid, create=True)
-            assert key is not None
-            plain = orjson.dumps({n: body[n] for n in names}, option=orjson.OPT_SORT_KEYS)
-            nonce = os.urandom(12)
-            sealed = AESGCM(key).encrypt(nonce, plain, _aad(session, body["type"]))
+            plain = dumps({n: body[n] for n in names}, option=sort)
+            nonce = nonces[12 * index : 12 * index + 12]
+            cipher = self._cipher(kid, create=True)
+            sealed = cipher.encrypt(nonce, plain, _aad(session, kind))
             for name in names:
                 if name in rules:
                     body[name] = rules[name](body[name])
@@ -236,13 +261,12 @@ class Sealer:
         """The stored record ``data`` with its sealed fields opened; when the key is gone,
         its placeholders read ``FORGOTTEN`` and ``forgotten`` is set."""
         from cryptography.exceptions import InvalidTag
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         sealed = data.pop("sealed")
-        key = self.keys.key(sealed["kid"], create=False)
-        if key is not None:
+        cipher = self._cipher(sealed["kid"], create=False)
+        if cipher is not None:
             try:
-                plain = AESGCM(key).decrypt(
+                plain = cipher.decrypt(
                     base64.b64decode(sealed["nonce"]),
                     base64.b64decode(sealed["ct"]),
                     _aad(data["session"], data["type"]),
