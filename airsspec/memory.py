@@ -643,12 +643,22 @@ class AsyncMemory:
 
     @classmethod
     async def open(
-        cls, path: str | Path = ".", *, create: bool = False, config: str | Path | None = None
+        cls,
+        path: str | Path = ".",
+        *,
+        create: bool = False,
+        config: str | Path | None = None,
+        **scope: str | None,
     ) -> AsyncMemory:
-        """``Memory.open`` in a thread."""
+        """``Memory.open`` in a thread (``scope``: ``user``, ``agent``, ``project``)."""
         import asyncio
 
-        return cls(await asyncio.to_thread(Memory.open, path, create=create, config=config))
+        opened = partial(Memory.open, path, create=create, config=config, **scope)
+        return cls(await asyncio.to_thread(opened))
+
+    def scoped(self, **scope: str | None) -> AsyncMemory:
+        """``Memory.scoped``: a view sharing this memory's workspace."""
+        return AsyncMemory(self.memory.scoped(**scope))
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         import asyncio
