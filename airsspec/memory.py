@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from airsspec.scoped import ScopedAccess
 from airsspec.sessions import SessionsAndLearnings
 from airsspec.settings import CONFIG_NAME
 from airsspec.workspace import TIERS, Workspace, init_workspace
@@ -32,10 +33,12 @@ from eventlog.errors import AirsspecError
 from eventlog.ids import format_ts, normalize_ts
 from eventlog.layout import validate_session_id
 from eventlog.schema import MEMORY_SESSION
+from projections.scopes import Scope, ScopeError
 
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
     import threading
 
+    from airsspec.forgetting import Forgotten
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
     from eventlog.log import SessionInfo
@@ -85,13 +88,24 @@ def _as_of(point: int | str | datetime) -> StopAt:
     return stop_after(ts=moment)
 
 
-class Memory(SessionsAndLearnings):
-    """An agent memory: the frozen log of a workspace and every tier projected from it, and
-    what crosses its sessions (``airsspec.sessions``: lifecycle, learnings, health)."""
+class Memory(ScopedAccess, SessionsAndLearnings):
+    """An agent memory: the frozen log of a workspace and every tier projected from it, what
+    crosses its sessions (``airsspec.sessions``: lifecycle, learnings, health), and whose
+    memory it reads (``airsspec.scoped``: ``scope``, ``scoped``)."""
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, scope: Scope | None = None) -> None:
         self.workspace = workspace
+        self.scope = scope or Scope()
         self._policies: dict[str, Compactor | Extractor] = {}
+        self._owners_seen: dict[str, Scope] = {}
+        self._owns_workspace = True
+
+    def _view(self, scope: Scope) -> Memory:
+        """This memory's workspace, resources and caches, read and written as ``scope``."""
+        view = Memory(self.workspace, scope)
+        view._policies, view._owners_seen = self._policies, self._owners_seen
+        view._owns_workspace = False
+        return view
 
     # ------------------------------------------------------------------ open and close
 
@@ -102,30 +116,37 @@ class Memory(SessionsAndLearnings):
         *,
         create: bool = False,
         config: str | Path | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
     ) -> Memory:
         """Open the workspace at ``path``: a folder holding ``airsspec.toml``, or a workspace
         folder itself (``.airsspec``). With ``create``, a missing one is initialised there.
+        ``user``, ``agent`` and ``project`` are the caller's scope (``airsspec.scoped``).
 
         Raises ``NotAWorkspaceError`` (creating nothing) when there is none and ``create`` is
         false, and ``SettingsError`` for a bad ``airsspec.toml``.
         """
         folder = Path(path)
+        scope = Scope(user, agent, project)
         if config is not None:
-            return cls(Workspace.open(config=config))
+            return cls(Workspace.open(config=config), scope)
         if (folder / CONFIG_NAME).is_file():
-            return cls(Workspace.open(config=folder / CONFIG_NAME))
+            return cls(Workspace.open(config=folder / CONFIG_NAME), scope)
         if (folder / "contexts" / "agent").is_dir():
-            return cls(Workspace.open(folder))
+            return cls(Workspace.open(folder), scope)
         if not create:
             raise NotAWorkspaceError(
                 f"{folder}: not an airsspec workspace (run airsspec init, or open with create=True)"
             )
         written, _ = init_workspace(folder)
-        return cls(Workspace.open(config=written))
+        return cls(Workspace.open(config=written), scope)
 
     def close(self) -> None:
-        """Flush and close the log (a ``with`` block does this)."""
-        self.workspace.close()
+        """Flush and close the log (a ``with`` block does this); a ``scoped`` view leaves
+        the workspace it shares open."""
+        if self._owns_workspace:
+            self.workspace.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -144,10 +165,32 @@ class Memory(SessionsAndLearnings):
         """Append one event; return the stored record. The session's hot tier is current after."""
         return self.append_many(session, [event])[0]
 
-    def append_many(self, session: str, events: Iterable[Event | dict[str, Any]]) -> list[Record]:
-        """Append events atomically (all or none); return the stored records, in order."""
-        records = list(self.workspace.log.append_many(session, events))
-        self.project(("hot",), sessions=[session])
+    def append_many(
+        self, session: str, events: Iterable[Event | dict[str, Any]], *, hot: bool = True
+    ) -> list[Record]:
+        """Append events atomically (all or none); return the stored records, in order; the
+        session's hot tier follows unless ``hot`` is false (the ``append`` command leaves
+        every tier to ``project`` and the daemon). A scoped memory refuses (``ScopeError``) a
+        session owned by someone else, and records its scope first in a session it creates
+        (a ``session_started`` event, in the same batch)."""
+        log = self.workspace.log
+        if self.scope.named and session != MEMORY_SESSION:
+            validate_session_id(session)
+            if session in log.sessions():
+                self._guard(session, writing=True)
+            else:
+                from eventlog.log import prepare_events
+
+                bodies = prepare_events(list(events))  # refuses system types, names the index
+                started = {"type": "session_started", **self.scope.to_fields()}
+                records = list(log.append_many(session, [started, *bodies], system=True))
+                self._owners_seen[session] = self.scope
+                return self._then_hot(session, records[1:], hot)
+        return self._then_hot(session, list(log.append_many(session, events)), hot)
+
+    def _then_hot(self, session: str, records: list[Record], hot: bool) -> list[Record]:
+        if hot:
+            self.project(("hot",), sessions=[session])
         return records
 
     def sessions(self) -> list[SessionInfo]:
@@ -157,8 +200,11 @@ class Memory(SessionsAndLearnings):
         from eventlog.log import SessionInfo
 
         log = self.workspace.log
+        visible = self.visible_sessions()
         infos = []
         for name in log.sessions():
+            if visible is not None and name not in visible:
+                continue
             try:
                 infos.append(log.info(name))
             except (CorruptLogError, UnsafePathError, ValueError) as exc:
@@ -167,11 +213,12 @@ class Memory(SessionsAndLearnings):
         return infos
 
     def check_session(self, session: str) -> str:
-        """``session`` if it names a session of this workspace; else ``InvalidSessionIdError``
-        or ``NoSuchSessionError``."""
+        """``session`` if it names a session of this workspace that this memory's scope may
+        read; else ``InvalidSessionIdError``, ``NoSuchSessionError`` or ``ScopeError``."""
         validate_session_id(session)
         if session not in self.workspace.log.sessions():
             raise NoSuchSessionError(f"no session {session!r} in {self.workspace.log_dir}")
+        self._guard(session)
         return session
 
     def replay(
@@ -193,7 +240,12 @@ class Memory(SessionsAndLearnings):
         """Check every record, the hash chains and the heads (see ``eventlog.verify``)."""
         from eventlog.verify import verify
 
-        return verify(self.workspace.log, list(sessions) if sessions is not None else None)
+        if sessions is None and (visible := self.visible_sessions()) is not None:
+            sessions = sorted(visible)
+        chosen = list(sessions) if sessions is not None else None
+        for session in chosen if self.scope.named and chosen else ():
+            self._guard(session)
+        return verify(self.workspace.log, chosen)
 
     # ------------------------------------------------------------------ tiers
 
@@ -344,16 +396,17 @@ class Memory(SessionsAndLearnings):
             raise InvalidQueryError(f"format must be text, anthropic or openai (got {format!r})")
         validate_session_id(session)
         window = self.hot(session) if session in self.workspace.log.sessions() else None
+        reader = self.reader_scope(session)
         counter = self.workspace.token_counter()
-        block, given = self._memory_block(session, budget, query)
+        block, given = self._memory_block(session, budget, query, reader)
         parts: list[str] = [block] if block else []
         if window is None or window.summary is None:
-            parts += self._earlier_sessions(session, budget // 3)
+            parts += self._earlier_sessions(session, budget // 3, reader)
         if query is not None:
             room = (budget - counter.count("\n\n".join(parts))) // 2
             visible = self.workspace.format_history(session, budget)
             recalled = ""
-            for passage in self._recalled(query, visible, room):  # best first
+            for passage in self._recalled(query, visible, room, reader):  # best first
                 candidate = f"{recalled}\n{passage}" if recalled else passage
                 if counter.count(candidate) <= room:
                     recalled = candidate
@@ -374,7 +427,7 @@ class Memory(SessionsAndLearnings):
         return [{"role": "user", "content": text}] if text else []
 
     def _memory_block(
-        self, session: str, budget: int, query: str | None
+        self, session: str, budget: int, query: str | None, reader: Scope
     ) -> tuple[str, dict[str, bool]]:
         """The memory part of a context, and the learnings in it (id -> matched the cue)."""
         from projections.fitting import elide
@@ -383,7 +436,7 @@ class Memory(SessionsAndLearnings):
         share = int(budget * cfg.context_share)
         if share < 16:
             return "", {}
-        assessment = self.learnings(reader=session, cue=query or "")
+        assessment = self.learnings(reader=session, cue=query or "", scope=reader)
         info = assessment.sessions.get(session, {})
         counter = self.workspace.token_counter()
         lines = ["## Memory"]
@@ -435,8 +488,9 @@ class Memory(SessionsAndLearnings):
         }
         self._memory_event(event)
 
-    def _earlier_sessions(self, session: str, budget: int) -> list[str]:
-        """The latest summaries of the most recent other sessions, each within its share."""
+    def _earlier_sessions(self, session: str, budget: int, reader: Scope) -> list[str]:
+        """The latest summaries of the most recent other sessions ``reader`` may see, each
+        within its share."""
         from projections.hot import summary_block
 
         count = self.workspace.settings.memory.context_other_sessions
@@ -445,8 +499,9 @@ class Memory(SessionsAndLearnings):
         self.project(("hot", "warm"), warn=False)
         (warm,) = self.workspace.projectors(("warm",))
         latest: dict[str, dict[str, Any]] = {}
+        visible = self.visible_sessions(reader)
         for entry in warm.entries():  # by library number: the last one of a session wins
-            if entry["session"] != session:
+            if entry["session"] != session and (visible is None or entry["session"] in visible):
                 latest[entry["session"]] = entry
         recent = sorted(latest.values(), key=lambda e: (e["ts"], e["library_no"]), reverse=True)
         counter = self.workspace.token_counter()
@@ -460,10 +515,11 @@ class Memory(SessionsAndLearnings):
                 blocks += [block] if block else []
         return blocks
 
-    def _recalled(self, query: str, visible: str, room: int) -> list[str]:
-        """Passages for ``query`` not already in ``visible``, best first: as many hits as a
-        ``room`` of that many tokens could hold (about 50 tokens each, 5 to 50 of them)."""
-        hits = self.search(query, k=max(5, min(50, room // 50)))["hits"]
+    def _recalled(self, query: str, visible: str, room: int, reader: Scope) -> list[str]:
+        """Passages for ``query`` that ``reader`` may see, not already in ``visible``, best
+        first: as many hits as a ``room`` of that many tokens could hold (about 50 tokens
+        each, 5 to 50 of them)."""
+        hits = self.search(query, k=max(5, min(50, room // 50)), scope=reader)["hits"]
         passages = []
         for hit in hits:  # best first
             if hit["text"] in visible:
@@ -484,10 +540,11 @@ class Memory(SessionsAndLearnings):
         since: str | datetime | None = None,
         until: str | datetime | None = None,
         fresh: bool = True,
+        scope: Scope | None = None,
     ) -> dict[str, Any]:
         """``query_memory``: the ``k`` best passages (messages, summaries, sources) with
         provenance, the same shape as ``airsspec query --json``. ``fresh`` brings the cold
-        tier up to date first."""
+        tier up to date first. Only what ``scope`` (default: this memory's) may see."""
         from projections.memory_tool import QueryMemoryInput
 
         if session is not None:
@@ -505,23 +562,43 @@ class Memory(SessionsAndLearnings):
             error = exc.errors()[0]
             field = ".".join(str(p) for p in error["loc"]) or "query"
             raise InvalidQueryError(f"{field}: {error['msg']}") from exc
-        return self.query(request, fresh=fresh)
+        return self.query(request, fresh=fresh, scope=scope)
 
-    def query(self, request: QueryMemoryInput, *, fresh: bool = True) -> dict[str, Any]:
-        """``search`` for an already validated request (a ``query --batch`` line, a tool call)."""
+    def query(
+        self, request: QueryMemoryInput, *, fresh: bool = True, scope: Scope | None = None
+    ) -> dict[str, Any]:
+        """``search`` for an already validated request (a ``query --batch`` line, a tool
+        call), within ``scope`` (default: this memory's)."""
         from projections.memory_tool import run_query
 
+        scope = self.scope if scope is None else scope
+        if request.session is not None and scope.named:
+            self.check_session(request.session)
+            if not scope.matches(self.owner(request.session)):
+                raise ScopeError(f"session {request.session!r} is outside the scope {scope}")
         if fresh:
             self.project(("cold",))
-        answer = run_query(self.workspace.recall(), request)
+        allowed = self.visible_sessions(scope)
+        answer = run_query(self.workspace.recall(), request, allowed)
         if any(hit["kind"] == "learning" for hit in answer["hits"]):
-            live = {a.id for a in self.learnings().learnings if a.status == "active"}
+            learnings = self.learnings(scope=scope).learnings
+            live = {a.id for a in learnings if a.status == "active"}
             answer["hits"] = [
                 hit
                 for hit in answer["hits"]
                 if hit["kind"] != "learning" or (hit["meta"] or {}).get("learning_id") in live
             ]
         return answer
+
+    def forget(
+        self, *, user: str | None = None, session: str | None = None, by: str | None = None
+    ) -> Forgotten:
+        """Forget ``user`` or ``session``: destroy its keys, record a ``forgotten`` event
+        (``by``: who asked) and purge every derived copy (``airsspec.forgetting``). Needs
+        ``[privacy] encrypt``; raises ``ForgetError`` otherwise."""
+        from airsspec.forgetting import forget
+
+        return forget(self, user=user, session=session, by=by)
 
     def _policy(self, name: str, session: str, force: bool) -> list[Record]:
         """Run one process that appends derived events (``compact`` or ``extract``: each has
@@ -566,12 +643,22 @@ class AsyncMemory:
 
     @classmethod
     async def open(
-        cls, path: str | Path = ".", *, create: bool = False, config: str | Path | None = None
+        cls,
+        path: str | Path = ".",
+        *,
+        create: bool = False,
+        config: str | Path | None = None,
+        **scope: str | None,
     ) -> AsyncMemory:
-        """``Memory.open`` in a thread."""
+        """``Memory.open`` in a thread (``scope``: ``user``, ``agent``, ``project``)."""
         import asyncio
 
-        return cls(await asyncio.to_thread(Memory.open, path, create=create, config=config))
+        opened = partial(Memory.open, path, create=create, config=config, **scope)
+        return cls(await asyncio.to_thread(opened))
+
+    def scoped(self, **scope: str | None) -> AsyncMemory:
+        """``Memory.scoped``: a view sharing this memory's workspace."""
+        return AsyncMemory(self.memory.scoped(**scope))
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         import asyncio

@@ -19,6 +19,7 @@ from eventlog.errors import AirsspecError
 from eventlog.ids import parse_ts, utc_now
 from eventlog.layout import validate_session_id
 from eventlog.schema import MEMORY_SESSION
+from projections.scopes import Scope, ScopeError
 
 if TYPE_CHECKING:
     from airsspec.workspace import Workspace
@@ -53,10 +54,12 @@ class SessionsAndLearnings:
     """The cross-session calls of ``Memory`` (see the module)."""
 
     workspace: Workspace
+    scope: Scope
 
     if TYPE_CHECKING:  # provided by Memory
 
         def check_session(self, session: str) -> str: ...
+        def owner(self, session: str) -> Scope: ...
         def _policy(self, name: str, session: str, force: bool) -> list[Record]: ...
         def project(self, tiers: Any = ..., **kwargs: Any) -> Any: ...
         def status(self) -> Any: ...
@@ -82,14 +85,39 @@ class SessionsAndLearnings:
         return chosen
 
     def start_session(
-        self, session: str, *, task: str | None = None, phase: str | None = None
+        self,
+        session: str,
+        *,
+        task: str | None = None,
+        phase: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
     ) -> Record:
         """Record that ``session`` starts, with its task and phase (default: the first
-        configured). A new session is created; an existing one resumes."""
+        configured) and its owner: ``user``, ``agent`` and ``project``, each defaulting to
+        this memory's scope. A new session is created; an existing one resumes (its owner
+        is the first one recorded: another scope is refused with ``ScopeError``)."""
         validate_session_id(session)
         if session == MEMORY_SESSION:
             raise LearningError(f"{MEMORY_SESSION!r} is the workspace's own log")
-        event = {"type": "session_started", "task": task, "phase": self._phase(phase)}
+        owner = self.scope.within(Scope(user, agent, project))
+        for name, value in Scope(user, agent, project).to_fields().items():
+            if getattr(self.scope, name) not in (None, value):
+                raise ScopeError(
+                    f"a memory scoped to {self.scope} cannot start a session as {name}={value}"
+                )
+        if session in self.workspace.log.sessions():
+            self.check_session(session)
+            recorded = self.owner(session)
+            if recorded.named and owner.named and not owner.matches(recorded):
+                raise ScopeError(f"session {session!r} is owned by {recorded}")
+        event = {
+            "type": "session_started",
+            "task": task,
+            "phase": self._phase(phase),
+            **owner.to_fields(),
+        }
         return self._system_append(session, [event])[0]
 
     def set_phase(self, session: str, phase: str) -> Record:
@@ -164,19 +192,30 @@ class SessionsAndLearnings:
             return []  # another process is extracting this session
 
     def learnings(
-        self, *, reader: str | None = None, cue: str = "", now: str | datetime | None = None
+        self,
+        *,
+        reader: str | None = None,
+        cue: str = "",
+        now: str | datetime | None = None,
+        scope: Scope | None = None,
     ) -> Assessment:
         """Every learning as it stands at ``now`` (default: the current time) for ``reader``
-        (a session: its task and ``cue`` decide what is relevant)."""
+        (a session: its task and ``cue`` decide what is relevant) that ``scope`` may see
+        (default: this memory's, narrowed to ``reader``'s owner)."""
         from projections.learning_rules import assess
 
         moment = _moment(now)
         self.project(("learnings",), warn=False)
         (projector,) = self.workspace.projectors(("learnings",))
         counter = self.workspace.token_counter()
+        states = projector.states()
+        if scope is None:
+            owners = {s.session: s.info.get("owner") for s in states}
+            scope = self.scope.within(Scope.of(owners.get(reader or "")))
         return assess(
-            projector.states(),
+            states,
             moment,
+            scope=scope,
             reader=reader,
             cue=cue,
             settings=self.workspace.settings.learnings,
@@ -223,7 +262,9 @@ class SessionsAndLearnings:
         from compactor.extractor import learning_id
 
         home = session or MEMORY_SESSION
+        owner = {} if session else self.scope.to_fields()  # a session's owner owns its own
         event = {
+            **owner,
             "type": "learning",
             "learning_id": learning_id(home, 0, kind, f"{text}\0{utc_now()}"),
             "kind": kind,
@@ -305,7 +346,7 @@ class SessionsAndLearnings:
         moment = _moment(now)
         (projector,) = self.workspace.projectors(("learnings",))
         states = projector.states()
-        assessment = assess(states, moment, settings=cfg)
+        assessment = assess(states, moment, settings=cfg, scope=self.scope)
         tiers = self.status()
         active = [a for a in assessment.learnings if a.status == "active"]
         horizon = parse_ts(moment) - timedelta(days=max(0.0, cfg.warm_days - 7))

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from eventlog.crypto import EncryptMode
 from eventlog.errors import AirsspecError
 from eventlog.schema import MESSAGE_TYPES_DEFAULT
 from projections.learning_rules import LearningSettings
@@ -125,6 +126,13 @@ class SecretsSettings(_Section):
         return value
 
 
+class PrivacySettings(_Section):
+    """``[privacy]``: content encryption at append, so ``forget`` can destroy a subject's key
+    (``eventlog.crypto``): per ``user`` (else per session), per ``session``, or ``off``."""
+
+    encrypt: EncryptMode = "off"
+
+
 class Settings(_Section):
     """Every section of airsspec.toml, validated and frozen."""
 
@@ -135,6 +143,7 @@ class Settings(_Section):
     compactor: CompactorSettings = CompactorSettings()
     cold: ColdSettings = ColdSettings()
     learnings: LearningsSettings = LearningsSettings()
+    privacy: PrivacySettings = PrivacySettings()
 
 
 SECTIONS: dict[str, type[_Section]] = {

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
     from compactor.summarizers import Summarizer
+    from eventlog.crypto import Sealer
     from projections.analytics import Analytics
     from projections.cold import ColdProjector
     from projections.embedders import Embedder
@@ -87,7 +88,18 @@ class Workspace:
             durability=self.settings.log.durability,
             batch_interval_ms=self.settings.log.batch_interval_ms,
             redactor=Redactor(secrets.patterns) if secrets.redact else None,
+            sealer=self.sealer(),
         )
+
+    def sealer(self) -> Sealer | None:
+        """What seals content at append and opens it at read (``[privacy] encrypt``); with
+        encryption off, one that only opens, while keys from an earlier setting remain."""
+        from eventlog.crypto import FileKeyStore, Sealer, SessionOwners
+
+        mode, keys = self.settings.privacy.encrypt, self.state_dir / "keys"
+        if mode == "off" and not keys.is_dir():
+            return None
+        return Sealer(mode, FileKeyStore(keys), SessionOwners(self.log_dir))
 
     def close(self) -> None:
         """Close the log if it was opened."""

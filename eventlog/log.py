@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import orjson
 from pydantic import ValidationError
@@ -63,6 +63,9 @@ from eventlog.schema import (
     record_validator,
 )
 from eventlog.secrets import Redactor
+
+if TYPE_CHECKING:
+    from eventlog.crypto import Sealer
 
 _READ_CHUNK = 1 << 22
 
@@ -260,9 +263,11 @@ class EventLog:
         durability: Durability | str = Durability.ALWAYS,
         batch_interval_ms: float = 5.0,
         redactor: Redactor | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.redactor = redactor
+        self.sealer = sealer  # eventlog.crypto: sealed at append, opened at read
         self.durability = Durability(durability)
         self.batch_interval = batch_interval_ms / 1000.0
         self._handles: dict[str, _Handle] = {}
@@ -478,6 +483,10 @@ class EventLog:
         data = batch_json(bodies)  # refuses what canonical JSON cannot hold
         if self.redactor is not None and not keep_secrets:
             self.redactor.redact_all(bodies, data)
+        clear = None
+        if self.sealer is not None:  # before encoding: the chain covers the ciphertext
+            clear = [dict(body) for body in bodies]
+            self.sealer.seal_all(session, bodies)
         handle = self._handle(session)
         if self._commit is not None and self._commit.failed:
             self._collect()
@@ -515,6 +524,8 @@ class EventLog:
         # their heads: a lower bound, which is all ``verify`` needs).
         assert head_fd is not None
         os.pwrite(head_fd, encode_head(session, head.seq, head.hash), 0)
+        if clear is not None:  # the caller gets what it appended, opened
+            return [_unsealed(s, c) for s, c in zip(stored, clear, strict=True)], hashes
         return stored, hashes
 
     def _write(self, session: str, handle: _Handle, size: int, data: bytes) -> None:
@@ -560,7 +571,7 @@ class EventLog:
         position, seq = offset, offset_seq
         while True:
             reader = _SessionReader(path, session, position, seq, from_seq)
-            yield from reader
+            yield from reader if self.sealer is None else self._opened(reader)
             if not reader.incomplete_tail:
                 return
             # An unfinished line or batch: either a write in progress or a crash. Under the lock
@@ -572,6 +583,25 @@ class EventLog:
             if os.path.getsize(path) <= reader.position:
                 return
             position, seq = reader.position, reader.seq
+
+    def _opened(self, located: Iterable[Located]) -> Iterator[Located]:
+        """``located`` with sealed records opened (``eventlog.crypto``); ``raw`` stays the
+        stored bytes, so hashes and exact output are those of the ciphertext."""
+        assert self.sealer is not None
+        for item in located:
+            extra = item.record.__pydantic_extra__
+            if extra and "sealed" in extra:
+                opened = self.sealer.open(orjson.loads(item.raw))
+                item = item._replace(record=record_from_dict(opened))
+            yield item
+
+
+def _unsealed(stored: dict[str, Any], clear: dict[str, Any]) -> dict[str, Any]:
+    """A stored record's envelope with the body as it was before sealing."""
+    if "sealed" not in stored:
+        return stored
+    envelope = {k: v for k, v in stored.items() if k not in clear and k != "sealed"}
+    return {**envelope, **clear}
 
 
 class _SessionReader:

@@ -141,7 +141,18 @@ class _ImportedPayload(BaseModel):
     text: str = ""
 
 
-class _SessionStartedPayload(BaseModel):
+_ScopeValue = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class _ScopeFields(BaseModel):
+    """Whose memory a record belongs to (``projections.scopes``): left out when not named."""
+
+    user: _ScopeValue | None = None
+    agent: _ScopeValue | None = None
+    project: _ScopeValue | None = None
+
+
+class _SessionStartedPayload(_ScopeFields):
     task: str | None = None
     phase: str | None = None
 
@@ -178,7 +189,7 @@ class ExtractorInfo(BackendInfo):
     version: str
 
 
-class _LearningPayload(BaseModel):
+class _LearningPayload(_ScopeFields):
     learning_id: str = Field(min_length=1, max_length=200)
     kind: LearningKind
     text: str = Field(min_length=1, max_length=20_000)
@@ -225,6 +236,16 @@ class _SourceIndexedPayload(BaseModel):
     path: str = Field(min_length=1)  # under sources/, with "/" between folders
     size: int | None = Field(default=None, ge=0)  # None: the file was removed
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
+class _ForgottenPayload(BaseModel):
+    """A subject was forgotten (``airsspec forget``): its keys destroyed, its copies purged."""
+
+    subject: Literal["user", "session"]
+    name: str = Field(min_length=1, max_length=200)  # whom: the user or session id
+    by: str = Field(min_length=1, max_length=200)  # who asked
+    sessions: list[str] = Field(default_factory=list)  # the sessions it covered
+    keys: list[str] = Field(default_factory=list)  # the ids of the keys destroyed
 
 
 # --------------------------------------------------------------------------- input events
@@ -349,6 +370,12 @@ class SourceIndexedEvent(_SourceIndexedPayload, Event):
     type: Literal["source_indexed"] = "source_indexed"
 
 
+class ForgottenEvent(_ForgottenPayload, Event):
+    """A ``forgotten`` event as airsspec appends it."""
+
+    type: Literal["forgotten"] = "forgotten"
+
+
 MEMORY_TYPES: dict[str, str] = {
     "session_started": "session API",
     "session_ended": "session API",
@@ -360,6 +387,7 @@ MEMORY_TYPES: dict[str, str] = {
     "archived": "housekeeping",
     "restored": "housekeeping",
     "source_indexed": "source registry",
+    "forgotten": "privacy API",
 }
 """The memory-management types (schema version 2) and the part of airsspec that writes each."""
 
@@ -385,6 +413,7 @@ INPUT_TYPES: dict[str, type[Event]] = {
     "archived": ArchivedEvent,
     "restored": RestoredEvent,
     "source_indexed": SourceIndexedEvent,
+    "forgotten": ForgottenEvent,
 }
 
 
@@ -512,6 +541,12 @@ class SourceIndexedRecord(_SourceIndexedPayload, Record):
     type: Literal["source_indexed"]
 
 
+class ForgottenRecord(_ForgottenPayload, Record):
+    """A stored ``forgotten`` record."""
+
+    type: Literal["forgotten"]
+
+
 class UnknownRecord(Record):
     """A record whose ``type`` this version does not know; every field is kept."""
 
@@ -534,6 +569,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
     "archived": ArchivedRecord,
     "restored": RestoredRecord,
     "source_indexed": SourceIndexedRecord,
+    "forgotten": ForgottenRecord,
 }
 
 
@@ -584,7 +620,7 @@ def input_adapter() -> TypeAdapter[list[Event]]:
     return TypeAdapter(list[Annotated[Union[members], Field(discriminator="type")]])  # noqa: UP007
 
 
-_OMIT_WHEN_NONE = ("id", "ts", "meta", "action_id", "origin")
+_OMIT_WHEN_NONE = ("id", "ts", "meta", "action_id", "origin", *_ScopeFields.model_fields)
 """Optional fields left out of a stored record rather than stored as null."""
 
 

@@ -32,13 +32,14 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import duckdb
 
 from eventlog.errors import AirsspecError
 from eventlog.layout import list_sessions, session_path
 from eventlog.schema import RECORD_TYPES, Record
+from projections.scopes import Scope
 
 
 def _sql_type(name: str, annotation: Any) -> str:
@@ -49,6 +50,8 @@ def _sql_type(name: str, annotation: Any) -> str:
     if isinstance(annotation, UnionType) or get_origin(annotation) is Union:
         present = [a for a in get_args(annotation) if a is not type(None)]
         annotation = present[0] if len(present) == 1 else Any
+    if get_origin(annotation) is Annotated:  # a constrained value: its type is the first
+        annotation = get_args(annotation)[0]
     if annotation is bool:
         return "BOOLEAN"
     if annotation is int:
@@ -197,6 +200,7 @@ class Analytics:
     ) -> None:
         wanted = set(_BASES if tables is None else tables)
         self.skipped: list[str] = []  # damaged session files left out, with why
+        self.parquet = parquet_source is not None
         self.con = duckdb.connect(":memory:")
         try:
             self._build(log_dir, tokens_dir, parquet_source, wanted, temp_dir)
@@ -319,9 +323,16 @@ class Analytics:
 
     def _derived_views(self) -> None:
         messages = ", ".join(map(_quote, MESSAGE_TYPES))
+        # The owner is the first session_started naming any scope field (projections.scopes).
+        named = " OR ".join(f"{_name(n)} IS NOT NULL" for n in Scope.names())
+        owner = "".join(
+            f"arg_min({_name(n)}, seq) FILTER (WHERE type = 'session_started' AND ({named})) "
+            f"AS {_name(n)}, "
+            for n in Scope.names()
+        )
         self.con.execute("""CREATE VIEW events AS SELECT e.*, t.tokens
             FROM raw_events e LEFT JOIN token_counts t USING (session, seq)""")
-        self.con.execute(f"""CREATE VIEW sessions AS SELECT session,
+        self.con.execute(f"""CREATE VIEW sessions AS SELECT session, {owner}
             count(*) AS records,
             count(*) FILTER (WHERE type IN ({messages})) AS messages,
             min(ts) AS first_ts, max(ts) AS last_ts,
@@ -342,6 +353,22 @@ class Analytics:
             summarizer ->> '$.backend' AS backend, summarizer ->> '$.model' AS model,
             summarizer ->> '$.fallback_from' AS fallback_from, reason
             FROM raw_events WHERE type = 'compaction'""")
+
+    def restrict(self, sessions: Collection[str]) -> None:
+        """Keep only ``sessions`` in every table (a reader scope's: ``Memory.analytics``).
+        A Parquet export holds every session and is read in place, so it is refused."""
+        if self.parquet:
+            raise AnalyticsError(
+                "a scoped reader cannot query a Parquet export (it holds every session); "
+                "query the log instead"
+            )
+        allowed = ", ".join(map(_quote, sorted(sessions)))
+        kept = f"WHERE session IS NULL OR session NOT IN ({allowed})" if allowed else ""
+        try:
+            for table in _BASES:
+                self.con.execute(f"DELETE FROM {table} {kept}")
+        except duckdb.Error as exc:
+            raise AnalyticsError(_first_line(exc)) from exc
 
     # ----------------------------------------------------------------- queries
 

@@ -84,6 +84,24 @@ class CachedEmbedder:
             self._raise_if_refused(exc)
             raise
 
+    def discard(self, text_hashes: set[str]) -> int:
+        """Remove the vectors of these texts (by SHA-256, every model) and vacuum the file,
+        so no page of it still holds them (forgetting); returns how many were removed."""
+        if not text_hashes or not self.path.exists():
+            return 0
+        db = self._connect()
+        removed = 0
+        keys = sorted(text_hashes)
+        for start in range(0, len(keys), _LOOKUP_CHUNK):
+            chunk = keys[start : start + _LOOKUP_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            cursor = db.execute(f"DELETE FROM embeddings WHERE text_sha256 IN ({marks})", chunk)
+            removed += cursor.rowcount
+        db.commit()
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return removed
+
     def _raise_if_refused(self, exc: Exception) -> None:
         """A write the machine refused (disk full) is an OSError; the cache itself is sound."""
         if "disk is full" in str(exc) or "disk I/O error" in str(exc):

@@ -374,7 +374,8 @@ def _die_with_parent(parent: int) -> None:
 def _fold_in_worker(sessions: list[str]) -> list[tuple[str, SessionOutcome, Checkpoint | None]]:
     assert _FORKED is not None
     runner, projector, stop_at = _FORKED
-    local = Runner(EventLog(runner.log.log_dir, durability="off"), [projector])
+    log = EventLog(runner.log.log_dir, durability="off", sealer=runner.log.sealer)
+    local = Runner(log, [projector])
     return [(s, *local._run_session(projector, s, stop_at)) for s in sessions]
 
 

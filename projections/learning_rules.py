@@ -64,6 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eventlog.ids import parse_ts
 from eventlog.schema import MEMORY_SESSION
+from projections.scopes import Scope, learning_visible
 
 _WORD = re.compile(r"[a-z0-9_]+")
 _STOP_TEXT = """
@@ -253,10 +254,14 @@ def assess(
     cue: str = "",
     settings: LearningSettings | None = None,
     count_tokens: Any = None,
+    scope: Scope | None = None,
 ) -> Assessment:
     """The learnings of ``states`` (``LearningsState`` of every session) as they stand at
-    ``now`` for ``reader`` (see the module). ``count_tokens`` bounds the hot tier's tokens."""
+    ``now`` for ``reader`` (see the module). ``count_tokens`` bounds the hot tier's tokens.
+    ``scope`` keeps only the sessions and learnings that reader scope may see
+    (``projections.scopes``), so conflicts are resolved among those alone."""
     cfg = settings or LearningSettings()
+    scope = scope or Scope()
     moment = parse_ts(now)
     result = Assessment(now=now, reader=reader)
     recorded: list[dict[str, Any]] = []
@@ -264,13 +269,19 @@ def assess(
     accesses: list[dict[str, Any]] = []
     housekeeping: list[dict[str, Any]] = []
     for state in states:
-        if state.session != MEMORY_SESSION and state.info:
+        owner = Scope.of(state.info.get("owner"))
+        if state.session != MEMORY_SESSION and state.info and scope.matches(owner):
             result.sessions[state.session] = {
                 **state.info,
                 "files_changed": list(state.files_changed),
                 "extracted_through": state.extracted_through,
             }
-        recorded += [item for item in state.learnings if item["ts"] <= now]
+        recorded += [
+            item
+            for item in state.learnings
+            if item["ts"] <= now
+            and learning_visible(scope, Scope.of(item.get("owner")) or owner, item)
+        ]
         feedback += [item for item in state.feedback if item["ts"] <= now]
         accesses += [item for item in state.accesses if item["ts"] <= now]
         housekeeping += [item for item in state.housekeeping if item["ts"] <= now]

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from eventlog.crypto import is_forgotten
 from eventlog.layout import read_nofollow
 from eventlog.schema import (
     ActionRecord,
@@ -40,8 +41,9 @@ from eventlog.schema import (
 )
 from projections.engine import Checkpoint, FilePerSessionProjector
 from projections.files import atomic_write
+from projections.scopes import Scope
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the session's owner scope (``info["owner"]``) and each learning's
 MESSAGE_TYPES = frozenset({"user", "assistant", "thought", "action", "observation", "imported"})
 # Tools whose parameters name a file they change (Claude Code's, OpenHands', and plain names).
 EDIT_TOOLS = frozenset(
@@ -90,6 +92,9 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
             state.files_changed.append(path)
     elif isinstance(record, SessionStartedRecord):
         info.update(started=record.ts, task=record.task, status="active", ended=None)
+        owner = Scope.of(record.__dict__).to_fields()
+        if owner and "owner" not in info:  # the first scope recorded owns the session
+            info["owner"] = owner
         if record.phase is not None:
             info["phase"] = record.phase
             info.setdefault("phases", []).append({"phase": record.phase, "ts": record.ts})
@@ -98,7 +103,7 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
         info.setdefault("phases", []).append({"phase": record.phase, "ts": record.ts})
     elif isinstance(record, SessionEndedRecord):
         info.update(status=record.status, ended=record.ts)
-    elif isinstance(record, LearningRecord):
+    elif isinstance(record, LearningRecord) and not is_forgotten(record):
         state.learnings.append(
             {
                 "id": record.learning_id,
@@ -111,6 +116,7 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
                 "session": record.session,
                 "seq": record.seq,
                 "ts": record.ts,
+                "owner": Scope.of(record.__dict__).to_fields() or info.get("owner") or {},
             }
         )
     elif isinstance(record, ExtractedRecord):

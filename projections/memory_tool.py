@@ -9,6 +9,7 @@ degraded memory answers with what works and says so in ``warnings``.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -79,10 +80,19 @@ QUERY_MEMORY_TOOL_OPENAI = tool_definition(
 )
 
 
-def run_query(recall: Recall, request: QueryMemoryInput) -> dict[str, Any]:
-    """Run one validated query against ``recall``; the JSON-ready answer."""
+def run_query(
+    recall: Recall, request: QueryMemoryInput, sessions: Collection[str] | None = None
+) -> dict[str, Any]:
+    """Run one validated query against ``recall`` (within ``sessions`` when given: a reader
+    scope's); the JSON-ready answer."""
     return recall.query_memory(
-        request.query, request.k, request.session, request.since, request.until, request.kinds
+        request.query,
+        request.k,
+        request.session,
+        request.since,
+        request.until,
+        request.kinds,
+        sessions,
     ).to_json()
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -133,8 +134,12 @@ class Recall:
         since: str | None = None,
         until: str | None = None,
         kinds: list[str] | None = None,
+        sessions: Collection[str] | None = None,
     ) -> QueryResult:
-        """The ``k`` best units for ``query`` within the filters, best first."""
+        """The ``k`` best units for ``query`` within the filters, best first. ``sessions``
+        (a reader scope's sessions, ``projections.scopes``) keeps units of those sessions
+        only, the workspace's documents (shared with every reader), and learnings, which the
+        caller filters by the scope's own rules."""
         started = time.perf_counter()
         if kinds is not None and (unknown := set(kinds) - set(KINDS)):
             raise ValueError(f"unknown kinds {sorted(unknown)}; available: {', '.join(KINDS)}")
@@ -148,9 +153,9 @@ class Recall:
                 "(run `airsspec project` to rebuild it)"
             )
             result.mode = "log-scan"
-            result.hits = self._scan_log(query, k, session, since, until, kinds)
+            result.hits = self._scan_log(query, k, session, since, until, kinds, sessions)
         else:
-            self._search(table, result, k, session, since, until, kinds)
+            self._search(table, result, k, session, since, until, kinds, sessions)
         result.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 3)
         return result
 
@@ -278,6 +283,7 @@ class Recall:
         since: str | None,
         until: str | None,
         kinds: list[str] | None,
+        sessions: Collection[str] | None = None,
     ) -> list[Hit]:
         if self.log is None or (
             kinds is not None and not {"message", "summary", "learning"} & set(kinds)
@@ -291,6 +297,8 @@ class Recall:
             for located in self.log.read(name):
                 for unit in record_units(located.record):
                     if kinds is not None and unit.kind not in kinds:
+                        continue
+                    if sessions is not None and name not in sessions and unit.kind != "learning":
                         continue
                     if (since and unit.ts and unit.ts < since) or (
                         until and unit.ts and unit.ts > until
@@ -394,9 +402,16 @@ def _distinct(hits: list[Hit]) -> list[Hit]:
 
 
 def _where(
-    session: str | None, since: str | None, until: str | None, kinds: list[str] | None
+    session: str | None,
+    since: str | None,
+    until: str | None,
+    kinds: list[str] | None,
+    sessions: Collection[str] | None = None,
 ) -> str:
     clauses = []
+    if sessions is not None:
+        allowed = ", ".join(quote(s) for s in sorted(sessions)) or "NULL"
+        clauses.append(f"(session IN ({allowed}) OR kind IN ('learning', 'source'))")
     if session:
         clauses.append(f"session = {quote(session)}")
     if since:

@@ -175,10 +175,14 @@ def split_text(text: str, size: int = CHUNK_CHARS, overlap: int = OVERLAP_CHARS)
 
 
 def record_units(record: Record) -> list[Unit]:
-    """The units of one record (none for a record without text)."""
+    """The units of one record (none for a record without text, or whose content was
+    forgotten: ``eventlog.crypto``)."""
+    from eventlog.crypto import is_forgotten
     from eventlog.render import record_text
     from eventlog.schema import MEMORY_TYPES, CompactionRecord, ImportedRecord, LearningRecord
 
+    if is_forgotten(record):
+        return []
     if isinstance(record, CompactionRecord):
         return _summary_units(record)
     if isinstance(record, LearningRecord):

@@ -57,9 +57,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
     from projections.analytics import check_read_only
 
     with open_memory(args) as memory:
-        ws = memory.workspace
         check_read_only(args.query)  # refused before anything is loaded
-        analytics = ws.analytics(args.parquet, sql=args.query)
+        analytics = memory.analytics(args.parquet, sql=args.query)
         try:
             result = analytics.query(args.query)
         finally:
@@ -79,8 +78,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Named reports: tools (error rates, latency), sessions, tokens (per session per day)."""
     with open_memory(args) as memory:
-        ws = memory.workspace
-        analytics = ws.analytics(args.parquet, sql=REPORTS[args.name])
+        analytics = memory.analytics(args.parquet, sql=REPORTS[args.name])
         try:
             result = run_report(analytics, args.name)
         finally:

@@ -78,23 +78,26 @@ def print_json(value: Any) -> None:
 
 
 def open_memory(args: argparse.Namespace) -> Memory:
-    """The workspace the global options name; a folder that is not one is refused (exit 2)
-    and nothing is created there."""
+    """The workspace the global options name, scoped by the environment
+    (``projections.scopes.ENV_NAMES``); a folder that is not one is refused (exit 2) and
+    nothing is created there."""
     from airsspec.memory import Memory, NotAWorkspaceError
     from airsspec.settings import WorkspaceSettings, find_config
     from airsspec.workspace import Workspace
+    from projections.scopes import Scope
 
+    scope = Scope.from_env()  # AIRSSPEC_USER, AIRSSPEC_AGENT, AIRSSPEC_PROJECT
     if args.config is not None:
-        return Memory.open(config=args.config)
+        return Memory.open(config=args.config, **scope.to_fields())
     if args.workspace is not None:
         root = Path(args.workspace)
         if not any((root / sub).is_dir() for sub in ("contexts", "state", "knowledge")):
             raise NotAWorkspaceError(f"{root}: not an airsspec workspace (run airsspec init)")
-        return Memory(Workspace.open(root))
+        return Memory(Workspace.open(root), scope)
     config = find_config(Path.cwd())
     if config is not None:
-        return Memory.open(config=config)
-    return Memory.open(Path.cwd() / WorkspaceSettings().path)
+        return Memory.open(config=config, **scope.to_fields())
+    return Memory.open(Path.cwd() / WorkspaceSettings().path, **scope.to_fields())
 
 
 def parse_time(value: str, option: str) -> str:

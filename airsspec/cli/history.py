@@ -66,8 +66,7 @@ def cmd_append(args: argparse.Namespace) -> int:
     if not events:
         raise UsageError(f"{source}: no events to append")
     with open_memory(args) as memory:
-        ws = memory.workspace
-        records = ws.log.append_many(args.session, events)
+        records = memory.append_many(args.session, events, hot=False)
     if args.json:
         print_json([r.model_dump() for r in records])
     else:
@@ -228,6 +227,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         ws = memory.workspace
         if args.session not in ws.log.sessions():
             raise UsageError(f"no session {args.session!r} in {ws.log_dir}")
+        memory.check_session(args.session)  # a scoped reader's own sessions only
         seq_of_id: dict[str, int] = {}
         for located in ws.log.read(args.session):
             record = located.record
@@ -330,6 +330,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         validate_session_id(args.target)
         if args.target not in ws.log.sessions():
             raise UsageError(f"no session {args.target!r}")
+        memory.check_session(args.target)
         data = export_session(ws.log, args.format, args.target)
     if args.output in (None, "-"):
         if args.json:  # the source text inside a JSON object, for scripts

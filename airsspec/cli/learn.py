@@ -14,6 +14,7 @@ from airsspec.cli.common import (
     open_memory,
     print_json,
 )
+from projections.scopes import Scope
 
 _AS_OF = arg("--as-of", metavar="TIME", help="as things stood at this RFC 3339 time (default: now)")
 
@@ -26,19 +27,30 @@ _AS_OF = arg("--as-of", metavar="TIME", help="as things stood at this RFC 3339 t
     arg("--task", help="what the session is for (with 'start')"),
     arg("--phase", dest="start_phase", metavar="PHASE", help="its first phase (with 'start')"),
     arg("--status", default="done", help="how it ended (with 'end'; default: done)"),
+    arg("--user", help="the user who owns it (with 'start'; default: $AIRSSPEC_USER)"),
+    arg("--agent", help="the agent that owns it (with 'start'; default: $AIRSSPEC_AGENT)"),
+    arg("--project", help="its project (with 'start'; default: $AIRSSPEC_PROJECT)"),
 )
 def cmd_session(args: argparse.Namespace) -> int:
-    """Start a session with its task and phase, move it to another phase, end it (its new
+    """Start a session with its task, phase and owner (user, agent, project: whose memory
+    it is; scoped readers see only their own), move it to another phase, end it (its new
     messages are read for learnings at once), or show its state: task, phase and guidance,
     status, files changed, decisions and discoveries."""
     if args.action == "phase" and not args.phase:
         raise UsageError("session phase: name the new phase (airsspec session phase S improve)")
     if args.action != "phase" and args.phase:
         raise UsageError(f"session {args.action}: unexpected argument {args.phase!r}")
+    owner = {"user": args.user, "agent": args.agent, "project": args.project}
+    if args.action != "start" and any(owner.values()):
+        raise UsageError(f"session {args.action}: --user, --agent and --project go with start")
     with open_memory(args) as memory:
         if args.action == "start":
-            record = memory.start_session(args.session, task=args.task, phase=args.start_phase)
+            record = memory.start_session(
+                args.session, task=args.task, phase=args.start_phase, **owner
+            )
             message = f"started {args.session} (#{record.seq}), phase {record.phase}"
+            if owned := Scope.of(record.__dict__):
+                message += f", owned by {owned}"
         elif args.action == "phase":
             record = memory.set_phase(args.session, args.phase)
             message = f"{args.session} is now in phase {record.phase} (#{record.seq})"

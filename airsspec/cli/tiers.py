@@ -205,7 +205,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     project, query and watch."""
     results = []
     with open_memory(args) as memory:
-        sessions = args.sessions or memory.workspace.log.sessions()
+        sessions = args.sessions or [info.session for info in memory.sessions()]
         for session in sessions:
             memory.check_session(session)
         for session in sessions:

@@ -320,7 +320,10 @@ memory_events = st.one_of(
         st.sampled_from(["preference", "decision"]),
     ),
     st.builds(
-        lambda t: {"type": "session_started", "task": t, "phase": "discover"}, st.text(max_size=20)
+        lambda t, u: {"type": "session_started", "task": t, "phase": "discover"}
+        | ({"user": u} if u else {}),
+        st.text(max_size=20),
+        st.sampled_from([None, "u", "v", "*"]),
     ),
     st.just({"type": "session_ended", "status": "done"}),
     st.builds(

@@ -1,0 +1,204 @@
+"""Forgetting a user or a session: destroy its keys, record that, and purge every derived copy.
+
+The log is never rewritten (an invariant), so forgetting is crypto-shredding: with
+``[privacy] encrypt`` on, a subject's content is stored only as ciphertext under its keys
+(``eventlog.crypto``). ``forget`` then:
+
+1. reads the subject's records one last time (while the keys exist) for the embedding cache's
+   keys of their texts, and counts records written before encryption was on (they stay readable:
+   the report says how many);
+2. destroys the keys: the user's key and each of its sessions' (or the one session's);
+3. appends a ``forgotten`` event to the workspace's own log: whom, who asked, which sessions and
+   keys (the time is the record's);
+4. purges the derived copies: each tier drops the sessions and folds them again (their records
+   now read ``[forgotten]``: no units, no learnings), the cold table is compacted and its old
+   versions and indexes removed, the embedding cache loses those vectors and is vacuumed,
+   DuckDB's spill folder is emptied.
+
+Other subjects' records, summaries and recall are untouched (each tier refolds only the
+sessions named). Parquet written by ``export parquet`` reads the stored lines, so it holds
+ciphertext only, never content.
+"""
+
+from __future__ import annotations
+
+import getpass
+import shutil
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id
+from eventlog.errors import AirsspecError
+from eventlog.schema import MEMORY_SESSION
+from projections.scopes import ScopeError
+
+if TYPE_CHECKING:
+    from airsspec.memory import Memory
+
+
+class ForgetError(AirsspecError, ValueError):
+    """A forget request that cannot be done (nothing named, encryption off, a session sealed
+    with its user's key)."""
+
+
+@dataclass
+class Forgotten:
+    """What ``forget`` did (``airsspec forget --json`` prints it)."""
+
+    subject: str  # user or session
+    name: str
+    by: str
+    sessions: list[str]
+    keys_destroyed: int
+    records_forgotten: int  # sealed records that can no longer be read
+    records_in_clear: int  # written before encryption was on: still readable in the log
+    cache_entries_removed: int
+    seconds: float = 0.0
+    tiers: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """As a JSON object."""
+        return asdict(self)
+
+
+def _sealed_kid(raw: bytes) -> str | None:
+    if b'"sealed"' not in raw:
+        return None
+    sealed = orjson.loads(raw).get("sealed")
+    return sealed.get("kid") if isinstance(sealed, dict) else None
+
+
+def _has_content(record: Any) -> bool:
+    names = (*CONTENT_FIELDS.get(record.type, {}), *DROPPED_FIELDS)
+    return any(getattr(record, n, None) not in (None, "", {}, []) for n in names)
+
+
+def forget(
+    memory: Memory, *, user: str | None = None, session: str | None = None, by: str | None = None
+) -> Forgotten:
+    """Forget ``user`` (every session it owns, and what it added outside one) or ``session``
+    (see the module); a scoped memory may forget only what its scope owns."""
+    started = time.perf_counter()
+    if (user is None) == (session is None):
+        raise ForgetError("name one subject to forget: a user or a session")
+    log = memory.workspace.log
+    sealer = log.sealer
+    if sealer is None:
+        raise ForgetError(
+            'content is not encrypted here ([privacy] encrypt = "off"): the log keeps it in '
+            'the clear and cannot forget it; set encrypt = "user" or "session" first'
+        )
+    if user is not None:
+        if memory.scope.user not in (None, user):
+            raise ScopeError(f"a memory scoped to {memory.scope} cannot forget user {user}")
+        owners = memory.owners()
+        sessions = sorted(s for s, owner in owners.items() if owner.user == user)
+        subjects = [f"user:{user}", *(f"session:{s}" for s in sessions)]
+    else:
+        assert session is not None
+        memory.check_session(session)
+        owned = memory.owner(session).user
+        if sealer.mode == "user" and owned is not None:
+            raise ForgetError(
+                f"session {session!r} is sealed with the key of user {owned} "
+                '(encrypt = "user"): forget the user, or use encrypt = "session"'
+            )
+        sessions = [session]
+        subjects = [f"session:{session}"]
+    kids = {key_id(subject) for subject in subjects}
+    if not sessions and sealer.keys.key(key_id(subjects[0]), create=False) is None:
+        raise ForgetError(f"nothing is recorded for user {user!r}")
+
+    # 1. the last reading: cache keys of the texts, and what stays in the clear
+    cold = _cold_projector(memory)
+    hashes: set[str] = set()
+    forgotten = in_clear = 0
+    touched = set(sessions)
+    for name in [*sessions, MEMORY_SESSION]:
+        if name not in log.sessions():
+            continue
+        for located in log.read(name):
+            kid = _sealed_kid(located.raw)
+            if name == MEMORY_SESSION and kid not in kids:
+                continue
+            touched.add(name)
+            if kid in kids:
+                forgotten += 1
+            elif _has_content(located.record):
+                in_clear += 1
+            if cold is not None:
+                from projections.embedding_cache import text_sha256
+                from projections.units import record_units
+
+                for unit in record_units(located.record):
+                    if (text := cold.policy.embedded_text(unit)) is not None:
+                        hashes.add(text_sha256(text))
+
+    # 2. destroy the keys, 3. record it
+    destroyed = sum(sealer.forget_key(kid) for kid in sorted(kids))
+    asker = by or memory.scope.user or getpass.getuser()
+    event = {
+        "type": "forgotten",
+        "subject": "user" if user is not None else "session",
+        "name": user or session,
+        "by": asker,
+        "sessions": sessions,
+        "keys": sorted(kids),
+    }
+    memory._memory_event(event)
+
+    # 4. purge every derived copy
+    tiers = _purge(memory, sorted(touched), cold)
+    removed = cold.embedder.discard(hashes) if cold is not None else 0
+    shutil.rmtree(memory.workspace.state_dir / "tmp" / "duckdb", ignore_errors=True)
+    return Forgotten(
+        subject=event["subject"],
+        name=event["name"],
+        by=asker,
+        sessions=sessions,
+        keys_destroyed=destroyed,
+        records_forgotten=forgotten,
+        records_in_clear=in_clear,
+        cache_entries_removed=removed,
+        seconds=round(time.perf_counter() - started, 3),
+        tiers=tiers,
+    )
+
+
+def _cold_projector(memory: Memory) -> Any:
+    """The cold tier's projector, or None when its embedder cannot run here (its rows are
+    then dropped all the same, and rebuilt when it can)."""
+    if memory.embedder_problem() is not None:
+        return None
+    (cold,) = memory.workspace.projectors(("cold",))
+    return cold
+
+
+def _purge(memory: Memory, sessions: list[str], cold: Any) -> list[str]:
+    """Drop ``sessions`` from every tier and fold them again (forgotten records add nothing);
+    the cold table then keeps no old version, deletion file or index holding them."""
+    from datetime import timedelta
+
+    from airsspec.workspace import TIERS
+
+    tiers = [t for t in TIERS if t != "cold" or cold is not None]
+    for projector in memory.workspace.projectors(tuple(tiers)):
+        with projector.exclusive():
+            for session in sessions:
+                projector.drop(session)
+    memory.project(tuple(tiers), sessions=sessions, warn=False)
+    if cold is not None and (table := cold.store.open()) is not None:
+        # Every old version goes (a reader still on one fails once and reopens): they hold
+        # the rows just deleted. Lance warns of exactly that, on purpose here.
+        with cold.exclusive(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
+            for index in table.list_indices():  # the full-text index holds their words
+                table.drop_index(index.name)
+            table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+            cold.store.maintain(cold.ann_min_rows)
+            table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+    return tiers

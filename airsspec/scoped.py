@@ -1,0 +1,106 @@
+"""Scoped access on the facade: who owns each session, what a reader scope may see or write.
+
+``Memory`` inherits these calls. A ``Memory`` has a scope (``projections.scopes.Scope``; unscoped
+unless ``Memory.open(user=...)`` or ``Memory.scoped(...)`` names one). Every read checks it
+(``check_session`` refuses another owner's session with ``ScopeError``; lists, searches and
+learnings keep what the scope may see) and every write to a session owned by someone else is
+refused. A scoped memory that appends to a new session records its scope there first (a
+``session_started`` event), so the session is the writer's from its first record.
+
+Owners are read from the learnings tier, a fold of the log (``info["owner"]``); a session's
+owner never changes once recorded, so a named owner is cached for the life of the workspace
+object (an unowned one is looked up again: ``start_session`` may still give it one).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from eventlog.schema import MEMORY_SESSION
+from projections.scopes import Scope, ScopeError
+
+if TYPE_CHECKING:
+    from airsspec.workspace import Workspace
+    from projections.analytics import Analytics
+
+
+class ScopedAccess:
+    """The scope checks of ``Memory`` (see the module)."""
+
+    workspace: Workspace
+    scope: Scope
+    _owners_seen: dict[str, Scope]
+
+    if TYPE_CHECKING:  # provided by Memory
+
+        def project(self, tiers: Any = ..., **kwargs: Any) -> Any: ...
+        def _view(self, scope: Scope) -> Any: ...
+
+    def scoped(
+        self, user: str | None = None, agent: str | None = None, project: str | None = None
+    ) -> Any:
+        """A view of this memory (the same open workspace, log and embedder) whose reads
+        default to the scope named, and whose writes to another owner's session are refused.
+        A view narrows: naming a value this memory's scope already names otherwise is a
+        ``ScopeError``. Closing a view leaves the workspace open."""
+        given = Scope(user, agent, project)
+        for name, value in given.to_fields().items():
+            current = getattr(self.scope, name)
+            if current is not None and current != value:
+                raise ScopeError(f"a memory scoped to {name}={current} cannot widen to {value}")
+        return self._view(self.scope.within(given))
+
+    def owners(self) -> dict[str, Scope]:
+        """Every session's owner (``Scope()`` for an unowned session)."""
+        self.project(("learnings",), warn=False)
+        (projector,) = self.workspace.projectors(("learnings",))
+        found = {state.session: Scope.of(state.info.get("owner")) for state in projector.states()}
+        self._owners_seen.update({s: o for s, o in found.items() if o.named})
+        return found
+
+    def owner(self, session: str) -> Scope:
+        """The owner of ``session`` (``Scope()``: unowned, or not in the log yet)."""
+        if (known := self._owners_seen.get(session)) is not None:
+            return known
+        if session not in self.workspace.log.sessions():
+            return Scope()
+        self.project(("learnings",), sessions=[session], warn=False)
+        (projector,) = self.workspace.projectors(("learnings",))
+        loaded = projector.load(session)
+        found = Scope.of(loaded[0].info.get("owner")) if loaded else Scope()
+        if found.named:
+            self._owners_seen[session] = found
+        return found
+
+    def visible_sessions(self, scope: Scope | None = None) -> set[str] | None:
+        """The sessions ``scope`` (default: this memory's) may read; None: all of them."""
+        scope = self.scope if scope is None else scope
+        if not scope.named:
+            return None
+        return {s for s, owner in self.owners().items() if scope.matches(owner)}
+
+    def reader_scope(self, session: str) -> Scope:
+        """The scope reads made for ``session`` run in: this memory's, narrowed to the
+        session's owner, so a user's session is never given another user's memory."""
+        return self.scope.within(self.owner(session))
+
+    def _guard(self, session: str, *, writing: bool = False) -> None:
+        """Refuse (``ScopeError``) a session this memory's scope may not touch."""
+        if not self.scope.named or session == MEMORY_SESSION:
+            return
+        owner = self.owner(session)
+        if not self.scope.matches(owner):
+            whose = f"owned by {owner}" if owner.named else "owned by no user"
+            doing = "write to" if writing else "read"
+            raise ScopeError(
+                f"session {session!r} is {whose}; a memory scoped to {self.scope} cannot {doing} it"
+            )
+
+    def analytics(self, parquet_source: str | None = None, sql: str | None = None) -> Analytics:
+        """The SQL views (``Workspace.analytics``), holding only the sessions this memory's
+        scope may read; the ``sessions`` view names each one's user, agent and project."""
+        analytics = self.workspace.analytics(parquet_source, sql=sql)
+        allowed = self.visible_sessions()
+        if allowed is not None:
+            analytics.restrict(allowed)
+        return analytics

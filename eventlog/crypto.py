@@ -1,0 +1,337 @@
+"""Crypto-shredding: record content sealed with a key per subject, so destroying it forgets it.
+
+The log is never rewritten, so a user's data cannot be removed from it; it can be made
+unreadable. With ``[privacy] encrypt = "user"`` (or ``"session"``), the content fields of each
+record (``CONTENT_FIELDS``: what someone said, a tool's parameters and result, summaries, learning
+texts, a session's task, and every record's ``meta`` and ``origin``) are encrypted at append,
+before the record is encoded, with AES-256-GCM under a data key of its *subject*: the session's
+owning user (``projections.scopes``), else the session itself. The stored record stays a valid
+record of its type: each sealed field holds a placeholder (``SEALED``; ``meta`` and ``origin`` are
+left out) and one ``sealed`` object holds the key id, nonce and ciphertext. The envelope (``id``,
+``session``, ``seq``, ``ts``, ``type``, ``prev``, ``hash``...) and the structural fields stay
+clear, and the hash chain covers the ciphertext: ``verify`` needs no key.
+
+Reading (``EventLog.read``) opens a sealed record with its key; when the key is gone the
+placeholders read ``FORGOTTEN`` and the record is marked ``forgotten`` (projections skip it).
+Keys live in a ``KeyStore``: one 32-byte file per key under ``state/keys/`` (mode 0600), or any
+object with the same three calls (a KMS client). Destroying a key is the forgetting.
+
+Invariants: input events can never carry ``sealed`` (they are validated strictly first); the
+associated data binds a ciphertext to its session and type, so a sealed body moved elsewhere does
+not open; a key id is derived from its subject, so no index of subjects is kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import orjson
+
+from eventlog.errors import AirsspecError
+
+SEALED = "[sealed]"
+FORGOTTEN = "[forgotten]"
+EncryptMode = Literal["off", "user", "session"]
+
+
+def _text(_: Any) -> str:
+    return SEALED
+
+
+def _chunks(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**chunk, "summary": SEALED} for chunk in chunks]
+
+
+def _empty(_: Any) -> dict[str, Any]:
+    return {}
+
+
+CONTENT_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
+    "user": {"content": _text},
+    "assistant": {"content": _text},
+    "thought": {"content": _text},
+    "action": {"params": _empty},
+    "observation": {"result": _text},
+    "imported": {"text": _text},
+    "compaction": {"summary": _text, "chunks": _chunks},
+    "learning": {"text": _text},
+    "session_started": {"task": _text},
+    "memory_accessed": {"query": _text},
+}
+"""Per type, the fields sealed and the placeholder each keeps in the clear record."""
+
+DROPPED_FIELDS = ("meta", "origin")
+"""Fields of any type that are sealed and left out of the clear record (they are optional)."""
+
+_SEALED_NAMES = {kind: (*rules, *DROPPED_FIELDS) for kind, rules in CONTENT_FIELDS.items()}
+_NO_RULES: dict[str, Callable[[Any], Any]] = {}
+
+
+class KeyStoreError(AirsspecError):
+    """A data key cannot be read, made or destroyed (permissions, a damaged key file)."""
+
+
+class KeyStore(Protocol):
+    """Where data keys live: a folder of key files, or a KMS behind the same calls."""
+
+    def key(self, kid: str, *, create: bool) -> bytes | None:
+        """The 32-byte key ``kid`` (made when missing and ``create``; else None)."""
+        ...
+
+    def destroy(self, kid: str) -> bool:
+        """Destroy key ``kid`` for good; whether it existed."""
+        ...
+
+
+class FileKeyStore:
+    """One key file per key id under ``folder`` (mode 0600, the folder 0700)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._cache: dict[str, bytes] = {}
+        self._mutex = threading.Lock()
+
+    def _path(self, kid: str) -> Path:
+        if not kid.isalnum():
+            raise KeyStoreError(f"key id {kid!r} is not alphanumeric")
+        return self.folder / f"{kid}.key"
+
+    def key(self, kid: str, *, create: bool) -> bytes | None:
+        """See ``KeyStore.key``; a new key is written with ``O_EXCL`` and synced, so two
+        processes making the same key agree on one."""
+        with self._mutex:
+            if (known := self._cache.get(kid)) is not None:
+                return known
+            path = self._path(kid)
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                if not create:
+                    return None
+                data = self._create(path)
+            except OSError as exc:
+                raise KeyStoreError(f"{path}: {exc.strerror}") from exc
+            if len(data) != 32:
+                raise KeyStoreError(f"{path}: a key file holds 32 bytes (found {len(data)})")
+            self._cache[kid] = data
+            return data
+
+    def _create(self, path: Path) -> bytes:
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        key = os.urandom(32)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            return path.read_bytes()  # another process made it first: theirs is the key
+        try:
+            os.write(fd, key)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _sync_dir(self.folder)
+        return key
+
+    def destroy(self, kid: str) -> bool:
+        """Overwrite the key file, remove it and sync the folder."""
+        with self._mutex:
+            self._cache.pop(kid, None)
+            path = self._path(kid)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+            except FileNotFoundError:
+                return False
+            try:
+                os.write(fd, b"\0" * 32)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            path.unlink()
+            _sync_dir(self.folder)
+            return True
+
+
+def _sync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@functools.lru_cache(maxsize=4096)
+def key_id(subject: str) -> str:
+    """The id of a subject's key (``user:ana``, ``session:s1``): derived, never listed."""
+    return hashlib.sha256(b"airsspec-key\0" + subject.encode("utf-8")).hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=4096)
+def _aad(session: str, kind: str) -> bytes:
+    return f"airsspec-sealed\0{session}\0{kind}".encode()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+class Sealer:
+    """Seals bodies at append and opens records at read (see the module). ``owner_of``
+    names the user owning a session (None: unowned); only ``mode = "user"`` asks it."""
+
+    def __init__(
+        self,
+        mode: EncryptMode,
+        keys: KeyStore,
+        owner_of: Callable[[str], str | None] | None = None,
+    ) -> None:
+        self.mode = mode
+        self.keys = keys
+        self.owner_of = owner_of or (lambda session: None)
+        self._ciphers: dict[str, Any] = {}  # kid -> AESGCM, made once per key
+
+    def _cipher(self, kid: str, *, create: bool) -> Any:
+        """The AES-GCM cipher of key ``kid`` (None when the key is gone)."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        cipher = self._ciphers.get(kid)
+        if cipher is None:
+            key = self.keys.key(kid, create=create)
+            if key is None:
+                return None
+            cipher = self._ciphers[kid] = AESGCM(key)
+        return cipher
+
+    def forget_key(self, kid: str) -> bool:
+        """Destroy key ``kid`` (see ``KeyStore.destroy``) and this sealer's cipher of it."""
+        self._ciphers.pop(kid, None)
+        return self.keys.destroy(kid)
+
+    def subject(self, session: str, body: dict[str, Any]) -> str:
+        """Whose key seals ``body`` of ``session``: the user a learning names (one added
+        outside a session), else (``mode = "user"``) the user owning the session, else the
+        session. What a context build gave a session is sealed as that session's."""
+        if body["type"] == "memory_accessed":
+            session = body["reader"]
+        elif body["type"] == "learning" and body.get("user"):
+            return f"user:{body['user']}"
+        if self.mode == "user" and (user := self.owner_of(session)) is not None:
+            return f"user:{user}"
+        return f"session:{session}"
+
+    def seal_all(self, session: str, bodies: Iterable[dict[str, Any]]) -> None:
+        """Seal the content of each body in place (nothing when ``mode`` is off)."""
+        if self.mode == "off":
+            return
+        bodies = bodies if isinstance(bodies, list) else list(bodies)
+        nonces = os.urandom(12 * len(bodies))  # one system call per batch
+        dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
+        for index, body in enumerate(bodies):
+            kind = body["type"]
+            if kind == "session_started" and body.get("user") and self.mode == "user":
+                self.owner_known(session, body["user"])
+            rules = CONTENT_FIELDS.get(kind, _NO_RULES)
+            names = [n for n in _SEALED_NAMES.get(kind, DROPPED_FIELDS) if body.get(n) is not None]
+            if not names:
+                continue
+            kid = key_id(self.subject(session, body))
+            plain = dumps({n: body[n] for n in names}, option=sort)
+            nonce = nonces[12 * index : 12 * index + 12]
+            cipher = self._cipher(kid, create=True)
+            sealed = cipher.encrypt(nonce, plain, _aad(session, kind))
+            for name in names:
+                if name in rules:
+                    body[name] = rules[name](body[name])
+                else:
+                    del body[name]
+            body["sealed"] = {"kid": kid, "nonce": _b64(nonce), "ct": _b64(sealed)}
+
+    def owner_known(self, session: str, user: str) -> None:
+        """Hook for a resolver that caches owners (a ``session_started`` names one)."""
+        remember = getattr(self.owner_of, "remember", None)
+        if remember is not None:
+            remember(session, user)
+
+    def open(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The stored record ``data`` with its sealed fields opened; when the key is gone,
+        its placeholders read ``FORGOTTEN`` and ``forgotten`` is set."""
+        from cryptography.exceptions import InvalidTag
+
+        sealed = data.pop("sealed")
+        cipher = self._cipher(sealed["kid"], create=False)
+        if cipher is not None:
+            try:
+                plain = cipher.decrypt(
+                    base64.b64decode(sealed["nonce"]),
+                    base64.b64decode(sealed["ct"]),
+                    _aad(data["session"], data["type"]),
+                )
+                data.update(orjson.loads(plain))
+                return data
+            except (InvalidTag, ValueError):
+                pass  # a key made again after forgetting: the old content stays forgotten
+        for name, placeholder in CONTENT_FIELDS.get(data["type"], {}).items():
+            if name in data:
+                data[name] = _forgotten(placeholder(data[name]))
+        data["forgotten"] = True
+        return data
+
+
+def _forgotten(value: Any) -> Any:
+    """A placeholder with ``SEALED`` read as ``FORGOTTEN`` (nested, for chunks)."""
+    if value == SEALED:
+        return FORGOTTEN
+    if isinstance(value, list):
+        return [_forgotten(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _forgotten(v) for k, v in value.items()}
+    return value
+
+
+class SessionOwners:
+    """The user owning each session (``owner_of`` of a ``Sealer``): the first
+    ``session_started`` naming a user, read from the stored lines (those fields are never
+    sealed) once, then remembered; a session with none is scanned again only past what was
+    read."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self._known: dict[str, str] = {}
+        self._scanned: dict[str, int] = {}  # bytes read of sessions with no owner yet
+
+    def remember(self, session: str, user: str) -> None:
+        """``session`` is owned by ``user`` (a batch being sealed names it first)."""
+        self._known.setdefault(session, user)
+
+    def __call__(self, session: str) -> str | None:
+        if (user := self._known.get(session)) is not None:
+            return user
+        from eventlog.layout import reader_nofollow, session_path
+
+        start = self._scanned.get(session, 0)
+        try:
+            with reader_nofollow(session_path(self.log_dir, session)) as f:
+                f.seek(start)
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        end = data.rfind(b"\n") + 1
+        for line in data[:end].splitlines():
+            if b'"session_started"' in line:
+                body = orjson.loads(line)
+                if body.get("type") == "session_started" and body.get("user"):
+                    self._known[session] = body["user"]
+                    return body["user"]
+        self._scanned[session] = start + end
+        return None
+
+
+def is_forgotten(record: Any) -> bool:
+    """Whether a record read from the log had its content forgotten (its key destroyed)."""
+    extra = record.__pydantic_extra__
+    return bool(extra) and bool(extra.get("forgotten"))

@@ -1,0 +1,107 @@
+"""Scopes: whose memory a session is (a user, an agent, a project), as data of the log.
+
+A session's owner is recorded in its log: the first ``session_started`` event that names any of
+``user``, ``agent`` or ``project`` fixes it (later ones cannot change it; the facade refuses to
+write to a session owned by someone else). A session with none recorded is *unowned*.
+
+A reader has a scope too (``Memory.scoped``, ``Memory.open(user=...)``, ``AIRSSPEC_USER`` and
+``AIRSSPEC_AGENT`` for the CLI and the MCP server). The rule, one place (``Scope.matches``): every
+field the reader names must be the owner's value of that field, or the owner's field is
+``SHARED`` (``"*"``: recorded on purpose as shared with every reader). A field the reader leaves
+out is not a restriction. So:
+
+- the unscoped reader (no field named) sees every session, owned or not (the workspace owner's
+  view, and the behaviour of a workspace that never names a scope);
+- a scoped reader sees only sessions owned by its values (or shared), never unowned ones: data
+  written before scopes existed, or without one, is nobody's, so no user is shown it.
+
+Learnings follow their session's owner (a learning added outside any session records the scope
+of the memory that added it). A learning a user adds with ``scope="global"`` is shared with
+every reader on purpose; an inferred one never is, whatever scope the extractor gave it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from eventlog.errors import AirsspecError
+
+SHARED = "*"
+"""A recorded scope value that every reader's value matches (shared on purpose)."""
+
+ENV_NAMES = {"user": "AIRSSPEC_USER", "agent": "AIRSSPEC_AGENT", "project": "AIRSSPEC_PROJECT"}
+"""The environment variables that give the CLI's and the MCP server's default scope."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Who a session belongs to, or whose memory a reader may see (None: not named)."""
+
+    user: str | None = None
+    agent: str | None = None
+    project: str | None = None
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The scope's fields (the same names as the ``session_started`` fields)."""
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any] | None) -> Scope:
+        """The scope named by ``data``'s scope fields (a record body, an info dict)."""
+        if not data:
+            return cls()
+        return cls(**{name: data.get(name) for name in cls.names()})
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Scope:
+        """The scope the environment names (``ENV_NAMES``; empty values are not a scope)."""
+        env = os.environ if env is None else env
+        return cls(**{name: env.get(var) or None for name, var in ENV_NAMES.items()})
+
+    @property
+    def named(self) -> bool:
+        """Whether any field is named (an unscoped reader sees everything)."""
+        return any(getattr(self, name) is not None for name in self.names())
+
+    def to_fields(self) -> dict[str, str]:
+        """The named fields only (what a ``session_started`` event records)."""
+        return {n: v for n in self.names() if (v := getattr(self, n)) is not None}
+
+    def matches(self, owner: Scope) -> bool:
+        """Whether a reader with this scope may see what ``owner`` owns (see the module)."""
+        for name in self.names():
+            wanted = getattr(self, name)
+            if wanted is not None and getattr(owner, name) not in (wanted, SHARED):
+                return False
+        return True
+
+    def within(self, owner: Scope) -> Scope:
+        """This reader's scope narrowed to a session's owner: the fields this one leaves out
+        are the owner's. A context built for a user's session is that user's, whoever asks."""
+        return Scope(**{n: getattr(self, n) or getattr(owner, n) for n in self.names()})
+
+    def __bool__(self) -> bool:
+        return self.named
+
+    def __str__(self) -> str:
+        named = self.to_fields()
+        return ", ".join(f"{k}={v}" for k, v in named.items()) if named else "unscoped"
+
+
+def learning_visible(reader: Scope, owner: Scope, item: Mapping[str, Any]) -> bool:
+    """Whether a learning (a fold item: ``scope``, ``source``) owned by ``owner`` reaches
+    ``reader``: the reader may see its owner, or a user shared it with ``scope="global"``."""
+    if item.get("scope") == "global" and item.get("source") == "user":
+        return True
+    return reader.matches(owner)
+
+
+class ScopeError(AirsspecError):
+    """A reader or writer scope may not touch a session: it is owned by someone else, or by
+    no one (the caller cannot fix this by retrying; an HTTP front answers 403)."""
+
+    kind = "forbidden"

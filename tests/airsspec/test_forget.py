@@ -1,0 +1,219 @@
+"""Forgetting by crypto-shredding: with ``[privacy] encrypt`` on, content is stored only sealed;
+``forget`` destroys the subject's keys, records it, and purges every derived copy, while the
+hash chain, seals and every other subject's memory stay as they were."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airsspec import Memory
+from airsspec.forgetting import ForgetError
+from eventlog.crypto import CONTENT_FIELDS, FORGOTTEN, FileKeyStore, Sealer
+from eventlog.errors import InvalidEventError
+from eventlog.schema import input_bodies
+from projections.scopes import ScopeError
+from tests.conftest import run_cli, snapshot
+
+ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
+
+
+def _workspace(root: Path, mode: str) -> Path:
+    assert run_cli("init", str(root), cwd=root, env=ENV).returncode == 0
+    with (root / "airsspec.toml").open("a") as f:
+        f.write(f'\n[privacy]\nencrypt = "{mode}"\n')
+    return root
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+
+
+def _recall(hits: list[dict]) -> set[tuple]:
+    return {(h["unit_id"], h["text"], h["session"], tuple(h["hashes"])) for h in hits}
+
+
+def _files_holding(root: Path, needle: bytes) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_encrypted_content_is_never_on_disk_in_the_clear_and_reads_back_exactly(
+    tmp_path: Path, env: None
+) -> None:
+    _workspace(tmp_path, "user")
+    events = [
+        {"type": "user", "content": "CANARY-1 the vault code", "meta": {"note": "CANARY-2"}},
+        {"type": "action", "tool": "Edit", "params": {"file_path": "CANARY-3.py"}},
+        {"type": "observation", "result": {"out": "CANARY-4"}, "is_error": False},
+    ]
+    with Memory.open(tmp_path) as memory:
+        written = memory.scoped(user="ana").append_many("a1", events)
+        read = list(memory.replay("a1"))[1:]
+        assert [r.model_dump(exclude={"hash"}) for r in read] == [
+            r.model_dump(exclude={"hash"}) for r in written
+        ]
+        assert read[0].content == "CANARY-1 the vault code" and read[0].meta == {"note": "CANARY-2"}
+        assert memory.verify().ok
+    log_dir = tmp_path / ".airsspec" / "contexts"
+    assert _files_holding(log_dir, b"CANARY") == []
+    keys = list((tmp_path / ".airsspec" / "state" / "keys").iterdir())
+    assert len(keys) == 1 and keys[0].stat().st_mode & 0o777 == 0o600
+    line = json.loads((log_dir / "agent" / "a1.jsonl").read_bytes().splitlines()[1])
+    assert line["content"] == "[sealed]" and "meta" not in line and set(line["sealed"]) == {
+        "kid",
+        "nonce",
+        "ct",
+    }
+
+
+def test_a_caller_cannot_append_a_sealed_field(tmp_path: Path, env: None) -> None:
+    _workspace(tmp_path, "session")
+    with Memory.open(tmp_path) as memory, pytest.raises(InvalidEventError, match="sealed"):
+        memory.append("s1", {"type": "user", "content": "x", "sealed": {"kid": "k"}})
+
+
+def test_forgetting_a_user_leaves_no_trace_and_changes_no_one_else(
+    tmp_path: Path, env: None
+) -> None:
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        ana, ben = memory.scoped(user="ana"), memory.scoped(user="ben")
+        ana.append_many(
+            "a1", [{"type": "user", "content": f"CANARY{i} always use tabs"} for i in range(50)]
+        )
+        ana.compact("a1", force=True)
+        ana.extract("a1", force=True)
+        ana.add_learning("CANARYL never deploy on Fridays")
+        ben.append_many("b1", [{"type": "user", "content": f"ben zebra {i}"} for i in range(40)])
+        ben.compact("b1", force=True)
+        memory.project()
+        before_search = _recall(ben.search("zebra", k=100)["hits"])
+        before_context = ben.context("b1", budget=800, query="zebra")
+    state = tmp_path / ".airsspec" / "state"
+    ben_files = {
+        p: p.read_bytes()
+        for p in [state / "hot" / "b1.json", *(tmp_path / ".airsspec" / "knowledge").rglob("*.md")]
+        if b"ben" in p.read_bytes() or p.parent.name == "hot"
+    }
+    sealed = run_cli("seal", "-o", str(tmp_path / "seal.json"), cwd=tmp_path, env=ENV)
+    assert sealed.returncode == 0 and _files_holding(tmp_path / ".airsspec", b"CANARY")
+
+    done = run_cli("forget", "--user", "ana", "--by", "dpo", "--json", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["sessions"] == ["a1"] and report["records_forgotten"] > 50
+    assert report["records_in_clear"] == 0 and report["cache_entries_removed"] > 0
+
+    assert _files_holding(tmp_path, b"CANARY") == []
+    assert _files_holding(tmp_path, b"canary") == []  # not even the full-text index's words
+    assert run_cli("verify", cwd=tmp_path, env=ENV).returncode == 0
+    against = run_cli("verify", "--against", str(tmp_path / "seal.json"), cwd=tmp_path, env=ENV)
+    assert against.returncode == 0, against.stdout
+    with Memory.open(tmp_path) as memory:
+        ben = memory.scoped(user="ben")
+        # the same passages (scores are relative to the whole table, so they may move)
+        assert _recall(ben.search("zebra", k=100)["hits"]) == before_search
+        assert ben.context("b1", budget=800, query="zebra") == before_context
+        assert {p: p.read_bytes() for p in ben_files} == ben_files
+        (record,) = [r for r in memory.replay("airsspec.memory") if r.type == "forgotten"]
+        assert (record.subject, record.name, record.by, record.sessions) == (
+            "user",
+            "ana",
+            "dpo",
+            ["a1"],
+        )
+        said = [r for r in memory.replay("a1") if r.type == "user"]
+        assert {r.content for r in said} == {FORGOTTEN}
+        assert memory.learnings().learnings == []
+        hits = memory.search("always use tabs, never deploy on Fridays", k=50)["hits"]
+        assert hits and not [h for h in hits if h["session"] == "a1" or "tabs" in h["text"]]
+
+
+def test_forgetting_one_session_keeps_the_others_of_its_owner(tmp_path: Path, env: None) -> None:
+    _workspace(tmp_path, "session")
+    with Memory.open(tmp_path) as memory:
+        ana = memory.scoped(user="ana")
+        ana.append("a1", {"type": "user", "content": "CANARY first session"})
+        ana.append("a2", {"type": "user", "content": "kept second session"})
+        memory.project()
+        with pytest.raises(ScopeError):
+            memory.scoped(user="ben").forget(session="a1")
+        done = ana.forget(session="a1")
+        assert done.sessions == ["a1"] and done.keys_destroyed == 1
+        assert [r.content for r in memory.replay("a2") if r.type == "user"] == [
+            "kept second session"
+        ]
+        assert memory.verify().ok
+    assert _files_holding(tmp_path, b"CANARY") == []
+
+
+def test_forget_is_refused_where_it_cannot_shred(tmp_path: Path, env: None) -> None:
+    _workspace(tmp_path, "off")
+    with Memory.open(tmp_path) as memory:
+        memory.append("s1", {"type": "user", "content": "in the clear"})
+        with pytest.raises(ForgetError, match="not encrypted"):
+            memory.forget(session="s1")
+    refused = run_cli("forget", "--session", "s1", cwd=tmp_path, env=ENV)
+    assert refused.returncode != 0 and refused.stderr.decode().count("\n") == 1
+    assert refused.stderr.decode().startswith("airsspec: error:")
+    usage = run_cli("forget", cwd=tmp_path, env=ENV)
+    assert usage.returncode == 2
+    other = tmp_path / "user-mode"
+    other.mkdir()
+    _workspace(other, "user")
+    with Memory.open(other) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "x"})
+        with pytest.raises(ForgetError, match="forget the user"):
+            memory.forget(session="a1")  # sealed with ana's key: only all of ana can go
+
+
+def test_a_log_written_without_encryption_stays_byte_identical(tmp_path: Path, env: None) -> None:
+    _workspace(tmp_path, "off")
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "plain"})
+        assert memory.workspace.log.sealer is None
+    assert not (tmp_path / ".airsspec" / "state" / "keys").exists()
+    assert b'"content":"plain"' in snapshot(tmp_path / ".airsspec" / "contexts")["agent/a1.jsonl"]
+
+
+# ------------------------------------------------------------------ property
+
+bodies = st.one_of(
+    st.builds(lambda t: {"type": "user", "content": t}, st.text(max_size=40)),
+    st.builds(lambda t: {"type": "thought", "content": t, "meta": {"k": t}}, st.text()),
+    st.builds(
+        lambda p: {"type": "action", "tool": "Edit", "params": p},
+        st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3),
+    ),
+    st.builds(lambda r: {"type": "observation", "result": r}, st.text() | st.integers()),
+    st.builds(
+        lambda t, u: {"type": "session_started", "task": t} | ({"user": u} if u else {}),
+        st.text(min_size=1, max_size=10) | st.none(),
+        st.sampled_from([None, "ana"]),
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=st.lists(bodies, min_size=1, max_size=6), mode=st.sampled_from(["user", "session"]))
+def test_sealing_then_opening_gives_back_every_body(
+    tmp_path_factory: pytest.TempPathFactory, batch, mode
+) -> None:
+    keys = FileKeyStore(tmp_path_factory.mktemp("keys"))
+    clear = input_bodies(batch)
+    sealed = [dict(b) for b in clear]
+    Sealer(mode, keys).seal_all("s1", sealed)
+    for before, after in zip(clear, sealed, strict=True):
+        if "sealed" in after:
+            assert "meta" not in after and "origin" not in after
+            opened = Sealer(mode, keys).open({**after, "session": "s1"})
+            assert opened == {**before, "session": "s1"}
+        else:
+            names = (*CONTENT_FIELDS.get(before["type"], {}), "meta", "origin")
+            assert all(before.get(n) is None for n in names)

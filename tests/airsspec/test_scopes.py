@@ -1,0 +1,227 @@
+"""Scoped memory: a session's owner (user, agent, project) is recorded in its log, and a scoped
+reader sees, searches and writes only what its scope owns (``projections.scopes``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from airsspec import Memory
+from eventlog.errors import InvalidEventError
+from projections.analytics import AnalyticsError
+from projections.scopes import Scope, ScopeError
+from tests.conftest import run_cli, snapshot
+
+
+@pytest.fixture
+def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")
+    with Memory.open(tmp_path, create=True) as opened:
+        yield opened
+
+
+def _say(text: str) -> dict[str, str]:
+    return {"type": "user", "content": text}
+
+
+def test_scope_rule_named_fields_must_match_and_unowned_is_nobodys() -> None:
+    alice = Scope(user="alice")
+    assert alice.matches(Scope(user="alice", agent="coder"))
+    assert not alice.matches(Scope(user="bob"))
+    assert not alice.matches(Scope())  # unowned: no scoped reader sees it
+    assert alice.matches(Scope(user="*"))  # shared on purpose
+    assert Scope().matches(Scope(user="bob"))  # the unscoped reader sees everything
+    assert not Scope(user="alice", agent="coder").matches(Scope(user="alice", agent="ops"))
+    assert Scope(agent="coder").within(Scope(user="bob")) == Scope(user="bob", agent="coder")
+    assert Scope.from_env({"AIRSSPEC_USER": "u", "AIRSSPEC_AGENT": ""}) == Scope(user="u")
+
+
+def test_a_scoped_memory_records_its_scope_first_in_a_session_it_creates(memory: Memory) -> None:
+    alice = memory.scoped(user="alice", agent="coder")
+    (record,) = alice.append_many("a1", [_say("hello")])
+    assert record.seq == 2  # the session_started came first, in the same batch
+    started, said = memory.replay("a1")
+    assert started.type == "session_started"
+    assert (started.user, started.agent) == ("alice", "coder")
+    assert said.content == "hello"
+    assert memory.owner("a1") == Scope(user="alice", agent="coder")
+    assert memory.verify().ok
+
+
+def test_a_refused_first_batch_of_a_scoped_memory_writes_nothing(memory: Memory) -> None:
+    alice = memory.scoped(user="alice")
+    with pytest.raises(InvalidEventError) as caught:
+        alice.append_many("a1", [_say("ok"), {"type": "user"}])
+    assert caught.value.index == 1 and caught.value.field == "content"
+    with pytest.raises(InvalidEventError, match="written by airsspec itself"):
+        alice.append("a1", {"type": "session_started", "user": "bob"})
+    assert memory.sessions() == []
+
+
+def test_a_scoped_reader_sees_only_its_own_sessions(memory: Memory) -> None:
+    memory.scoped(user="alice").append("a1", _say("alice plans the zebra migration"))
+    memory.scoped(user="bob").append("b1", _say("bob plans the zebra rollout"))
+    memory.append("u1", _say("an unowned zebra note"))
+    bob = memory.scoped(user="bob")
+    assert [s.session for s in bob.sessions()] == ["b1"]
+    assert {s.session for s in memory.sessions()} == {"a1", "b1", "u1"}
+    for read in (lambda: list(bob.replay("a1")), lambda: bob.hot("a1"), lambda: bob.hot("u1")):
+        with pytest.raises(ScopeError, match="owned by"):
+            read()
+    assert ScopeError.kind == "forbidden"
+    hits = bob.search("zebra", k=20)["hits"]
+    assert {h["session"] for h in hits} == {"b1"}
+    everyone = memory.search("zebra", k=20)["hits"]
+    assert {h["session"] for h in everyone} == {"a1", "b1", "u1"}
+    with pytest.raises(ScopeError):
+        bob.search("zebra", session="a1")
+    assert "alice" not in bob.context("b1", budget=2000, query="zebra migration")
+    assert "alice" not in bob.context("new-session", budget=2000, query="zebra migration")
+
+
+def test_writes_to_another_owners_session_are_refused_and_the_log_is_unchanged(
+    memory: Memory,
+) -> None:
+    alice = memory.scoped(user="alice")
+    alice.append("a1", _say("mine"))
+    memory.append("u1", _say("nobody's"))
+    before = snapshot(memory.workspace.log_dir)
+    bob = memory.scoped(user="bob")
+    for write in (
+        lambda: bob.append("a1", _say("x")),
+        lambda: bob.append("u1", _say("x")),
+        lambda: bob.start_session("a1"),
+        lambda: bob.end_session("a1"),
+        lambda: memory.start_session("a1", user="bob"),
+        lambda: alice.start_session("a2", user="bob"),
+    ):
+        with pytest.raises(ScopeError):
+            write()
+    assert snapshot(memory.workspace.log_dir) == before
+    with pytest.raises(ScopeError, match="widen"):
+        alice.scoped(user="bob")
+    assert alice.scoped(agent="coder").scope == Scope(user="alice", agent="coder")
+
+
+def test_inferred_learnings_stay_with_their_users_sessions(memory: Memory) -> None:
+    alice, bob = memory.scoped(user="alice"), memory.scoped(user="bob")
+    alice.append("imported", _say("From now on, always indent with tabs in every file."))
+    found = alice.extract("imported", force=True)
+    assert [r.type for r in found][-1] == "extracted" and len(found) >= 2
+    alice.start_session("a2", task="indent the files")
+    bob.start_session("b1", task="indent the files")
+    assert "tabs" in alice.context("a2", budget=2000)
+    assert "tabs" not in bob.context("b1", budget=2000)
+    assert "tabs" not in memory.context("b1", budget=2000)  # bob's session, whoever asks
+    assert [a.text for a in bob.learnings().learnings] == []
+    assert len(alice.learnings().learnings) == len(found) - 1
+    assert len(memory.learnings().learnings) == len(found) - 1  # the workspace's view: all
+
+
+def test_a_learning_a_user_shares_as_global_reaches_every_reader(memory: Memory) -> None:
+    alice, bob = memory.scoped(user="alice"), memory.scoped(user="bob")
+    alice.add_learning("Never push to main on Fridays.", scope="global")
+    alice.add_learning("Always say hello to alice.", scope="project")
+    bob.start_session("b1", task="push to main")
+    seen = [a.text for a in bob.learnings().learnings]
+    assert seen == ["Never push to main on Fridays."]
+    assert len(alice.learnings().learnings) == 2
+    assert "Fridays" in bob.context("b1", budget=2000)
+
+
+def test_sql_sessions_view_names_the_owner_and_a_scoped_reader_sees_its_own_rows(
+    memory: Memory,
+) -> None:
+    memory.scoped(user="alice", project="api").append("a1", _say("x"))
+    memory.append("u1", _say("y"))
+    everyone = memory.analytics()
+    rows = everyone.query('SELECT session, "user", agent, project FROM sessions ORDER BY 1').rows
+    assert rows == [("a1", "alice", None, "api"), ("u1", None, None, None)]
+    mine = memory.scoped(user="alice").analytics()
+    assert mine.query("SELECT DISTINCT session FROM events").rows == [("a1",)]
+    assert mine.query("SELECT count(*) FROM records WHERE session <> 'a1'").rows == [(0,)]
+    nobody = memory.scoped(user="carol").analytics()
+    assert nobody.query("SELECT count(*) FROM events").rows == [(0,)]
+    with pytest.raises(AnalyticsError, match="Parquet"):
+        out = memory.root / "pq"
+        memory.workspace.analytics()  # the export below needs the token counts
+        from projections.analytics import export_parquet
+
+        export_parquet(memory.workspace.log_dir, None, out)
+        memory.scoped(user="alice").analytics(str(out))
+
+
+def test_cli_session_start_records_the_owner_and_the_environment_scopes_reads(
+    tmp_path: Path,
+) -> None:
+    env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
+    assert run_cli("init", cwd=tmp_path, env=env).returncode == 0
+    started = run_cli(
+        "session", "start", "a1", "--user", "alice", "--agent", "coder", cwd=tmp_path, env=env
+    )
+    assert started.returncode == 0, started.stderr
+    assert b"owned by user=alice, agent=coder" in started.stdout
+    as_bob = {**env, "AIRSSPEC_USER": "bob"}
+    stdin = b'{"type": "user", "content": "bob was here"}\n'
+    assert run_cli("append", "b1", cwd=tmp_path, stdin=stdin, env=as_bob).returncode == 0
+    listed = run_cli("sessions", "--json", cwd=tmp_path, env=as_bob)
+    assert [s["session"] for s in json.loads(listed.stdout)] == ["b1"]
+    refused = run_cli("replay", "a1", cwd=tmp_path, env=as_bob)
+    assert refused.returncode != 0
+    assert refused.stderr.decode().startswith("airsspec: error: session 'a1' is owned by")
+    assert refused.stderr.decode().count("\n") == 1
+    everyone = run_cli("sessions", "--json", cwd=tmp_path, env=env)
+    assert {s["session"] for s in json.loads(everyone.stdout)} == {"a1", "b1"}
+    bad = run_cli("session", "end", "b1", "--user", "bob", cwd=tmp_path, env=env)
+    assert bad.returncode == 2
+
+
+# ------------------------------------------------------------------ property
+
+USERS = ("u", "v", "w")
+owners = st.sampled_from([*USERS, None])
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    appends=st.lists(
+        st.tuples(st.sampled_from(["s1", "s2", "s3", "s4"]), owners, st.integers(0, 3)),
+        min_size=1,
+        max_size=10,
+    )
+)
+@example(appends=[("s1", "u", 0), ("s2", "v", 0), ("s3", None, 1)])
+def test_search_and_context_for_one_user_never_return_anothers_records(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, appends
+) -> None:
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")
+    with Memory.open(tmp_path_factory.mktemp("scopes"), create=True) as memory:
+        for session, user, n in appends:
+            writer = memory.scoped(user=user) if user else memory  # None: the workspace's
+            exists = session in memory.workspace.log.sessions()
+            owner = memory.owner(session).user if exists else user
+            try:  # each text names its session's owner
+                writer.append(session, _say(f"zebra report {n} from owner{owner or 'nobody'}"))
+            except ScopeError:
+                assert user is not None and owner != user  # refused: not the writer's
+        owned = {s: memory.owner(s).user for s in memory.workspace.log.sessions()}
+        for reader in USERS:
+            view = memory.scoped(user=reader)
+            hits = view.search("zebra report", k=50)["hits"]
+            assert all(owned[h["session"]] == reader for h in hits)
+            assert all(f"owner{reader}" in h["text"] for h in hits if h["kind"] == "message")
+            mine = [s for s, u in owned.items() if u == reader]
+            for session in [*mine, "fresh"]:
+                text = view.context(session, budget=3000, query="zebra report")
+                others = {f"owner{u}" for u in (*USERS, "nobody") if u != reader}
+                assert not any(mark in text for mark in others), (reader, session, text)
+            if mine:
+                assert any(f"owner{reader}" in h["text"] for h in hits)
