@@ -63,8 +63,9 @@ class SessionsAndLearnings:
         def _policy(self, name: str, session: str, force: bool) -> list[Record]: ...
         def project(self, tiers: Any = ..., **kwargs: Any) -> Any: ...
         def status(self) -> Any: ...
+        def reader_scope(self, session: str) -> Scope: ...
         def _memory_block(
-            self, session: str, budget: int, query: str | None
+            self, session: str, budget: int, query: str | None, reader: Scope
         ) -> tuple[str, dict[str, bool]]: ...
         def _record_access(
             self, session: str, given: dict[str, bool], query: str | None
@@ -174,7 +175,7 @@ class SessionsAndLearnings:
         the share of ``budget`` that ``context`` gives it, with none of the session's messages
         or summaries; the access is recorded as ``context`` records it."""
         validate_session_id(session)
-        block, given = self._memory_block(session, budget, query)
+        block, given = self._memory_block(session, budget, query, self.reader_scope(session))
         if given:
             self._record_access(session, given, query)
         return block
