@@ -174,18 +174,14 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         session owned by someone else, and records its scope first in a session it creates
         (a ``session_started`` event, in the same batch)."""
         log = self.workspace.log
-        if self.scope.named and session != MEMORY_SESSION:
-            validate_session_id(session)
-            if session in log.sessions():
-                self._guard(session, writing=True)
-            else:
-                from eventlog.log import prepare_events
+        validate_session_id(session)
+        if opening := self._opening(session):
+            from eventlog.log import prepare_events
 
-                bodies = prepare_events(list(events))  # refuses system types, names the index
-                started = {"type": "session_started", **self.scope.to_fields()}
-                records = list(log.append_many(session, [started, *bodies], system=True))
-                self._owners_seen[session] = self.scope
-                return self._then_hot(session, records[1:], hot)
+            bodies = prepare_events(list(events))  # refuses system types, names the index
+            records = list(log.append_many(session, [*opening, *bodies], system=True))
+            self._owners_seen[session] = self.scope
+            return self._then_hot(session, records[len(opening) :], hot)
         return self._then_hot(session, list(log.append_many(session, events)), hot)
 
     def _then_hot(self, session: str, records: list[Record], hot: bool) -> list[Record]:

@@ -96,6 +96,17 @@ class ScopedAccess:
                 f"session {session!r} is {whose}; a memory scoped to {self.scope} cannot {doing} it"
             )
 
+    def _opening(self, session: str) -> list[dict[str, Any]]:
+        """What a write to ``session`` brings first: nothing for a session this memory may
+        write to (``ScopeError`` for another owner's), and for a session it creates, its scope
+        (a ``session_started`` event, written in the same batch)."""
+        if not self.scope.named or session == MEMORY_SESSION:
+            return []
+        if session in self.workspace.log.sessions():
+            self._guard(session, writing=True)
+            return []
+        return [{"type": "session_started", **self.scope.to_fields()}]
+
     def analytics(self, parquet_source: str | None = None, sql: str | None = None) -> Analytics:
         """The SQL views (``Workspace.analytics``), holding only the sessions this memory's
         scope may read; the ``sessions`` view names each one's user, agent and project."""

@@ -64,6 +64,7 @@ class SessionsAndLearnings:
         def project(self, tiers: Any = ..., **kwargs: Any) -> Any: ...
         def status(self) -> Any: ...
         def reader_scope(self, session: str) -> Scope: ...
+        def _opening(self, session: str) -> list[dict[str, Any]]: ...
         def _memory_block(
             self, session: str, budget: int, query: str | None, reader: Scope
         ) -> tuple[str, dict[str, bool]]: ...
@@ -167,7 +168,13 @@ class SessionsAndLearnings:
 
         with file_lock(self.workspace.state_dir / "import.lock", wait=True, holder="import"):
             return import_paths(
-                self.workspace.log, fmt, paths, prefix, keep_secrets=keep_secrets, live=live
+                self.workspace.log,
+                fmt,
+                paths,
+                prefix,
+                keep_secrets=keep_secrets,
+                live=live,
+                opening=self._opening,
             )
 
     def memory_block(self, session: str, budget: int, *, query: str | None = None) -> str:

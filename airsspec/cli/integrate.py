@@ -155,6 +155,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
     from airsspec import hooks
     from airsspec.memory import Memory
     from eventlog.errors import AirsspecError
+    from projections.scopes import Scope
 
     # A hook must never block Claude Code: every problem is one stderr line and exit 1, which
     # Claude Code shows and otherwise ignores (exit 2 would block some events).
@@ -174,7 +175,10 @@ def cmd_hook(args: argparse.Namespace) -> int:
             config = hooks.workspace_for(data, Path.cwd())
             if config is None:
                 return EXIT_OK  # a project without airsspec: nothing to remember
-        memory = Memory.open(config=config) if config else open_memory(args)
+        if config is None:
+            memory = open_memory(args)
+        else:  # scoped by the environment, as every other command is (AIRSSPEC_USER, ...)
+            memory = Memory.open(config=config, **Scope.from_env().to_fields())
         with memory:
             defer = _detached(args, memory, config)
             answer = hooks.handle(

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,8 +154,13 @@ def import_paths(
     *,
     keep_secrets: bool = False,
     live: bool = False,
+    opening: Callable[[str], list[dict[str, Any]]] | None = None,
 ) -> list[ImportResult]:
     """Import every file under ``paths``; all of it, or (on any error) nothing.
+
+    ``opening(session)``, asked for every session that receives records before anything is
+    appended, may refuse it (by raising) or name events to write first in its batch (a
+    scoped caller's ``session_started`` in a session the import creates).
 
     Secrets are redacted (when the log has a redactor) and reported in each result, unless
     ``keep_secrets``: only then does ``export_session`` give back the source byte for byte.
@@ -195,10 +200,16 @@ def import_paths(
             )
     if errors:
         raise ImportFailedError(errors)
+    first = {p.session: opening(p.session) for p in planned if opening and p.events[p.skip :]}
     results = []
     for plan in planned:
         new = plan.events[plan.skip :]
-        stored = log.append_many(plan.session, new, keep_secrets=keep_secrets) if new else []
+        if first.get(plan.session):
+            batch = [*first[plan.session], *new]
+            stored = log.append_many(plan.session, batch, keep_secrets=keep_secrets, system=True)
+            stored = stored[len(first[plan.session]) :]
+        else:
+            stored = log.append_many(plan.session, new, keep_secrets=keep_secrets) if new else []
         redacted = [
             f"seq {r.seq} {where.path} ({where.kind})" for r in stored for where in r.redacted or ()
         ]

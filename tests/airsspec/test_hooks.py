@@ -278,3 +278,23 @@ def test_hooks_running_at_once_import_each_line_once(project: Path) -> None:
         assert proc.stderr is not None and proc.stderr.read() == ""
     exported = run_cli("export", "claude-code", "abc", cwd=project)
     assert exported.stdout == transcript.read_bytes()  # each line once, none lost
+
+
+def test_a_hook_run_by_a_user_records_the_session_as_that_users(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    Memory.open(project, create=True).close()
+    transcript = tmp_path / "t" / "own.jsonl"
+    transcript.parent.mkdir()
+    transcript.write_text(_line("u1", "user", "Add rate limiting to the upload API", 1))
+    payload = {**_payload(transcript), "cwd": str(project), "prompt": "Add rate limiting"}
+    done = run_cli(
+        "hook",
+        "UserPromptSubmit",
+        cwd=project,
+        stdin=json.dumps(payload).encode(),
+        env={"AIRSSPEC_USER": "alice"},
+    )
+    assert done.returncode == 0, done.stderr
+    with Memory.open(project, user="alice") as alice, Memory.open(project, user="bob") as bob:
+        assert "own" in [info.session for info in alice.sessions()]
+        assert "own" not in [info.session for info in bob.sessions()]

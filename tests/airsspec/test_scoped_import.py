@@ -1,0 +1,57 @@
+"""Imports through a scoped memory: the importing user owns the sessions an import creates, and
+an import into another user's session is refused before anything is written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from airsspec.memory import Memory
+from projections.scopes import ScopeError
+from tests.conftest import snapshot
+
+
+def _transcript(path: Path, text: str) -> Path:
+    record = {
+        "type": "user",
+        "uuid": "u1",
+        "sessionId": path.stem,
+        "timestamp": "2026-11-01T10:00:01.000Z",
+        "message": {"role": "user", "content": text},
+    }
+    path.write_text(json.dumps(record) + "\n")
+    return path
+
+
+def test_an_import_by_a_user_creates_sessions_that_user_owns(tmp_path: Path) -> None:
+    Memory.open(tmp_path / "ws", create=True).close()
+    source = _transcript(tmp_path / "mine.jsonl", "Use tabs, never spaces")
+    with Memory.open(tmp_path / "ws", user="alice") as alice:
+        (result,) = alice.import_transcripts("claude-code", [source])
+        assert result.appended == 1
+        assert alice.owner(result.session).user == "alice"
+        assert [r.type for r in alice.replay(result.session)] == ["session_started", "user"]
+    with Memory.open(tmp_path / "ws", user="bob") as bob:
+        assert result.session not in [info.session for info in bob.sessions()]
+
+
+def test_an_import_into_another_users_session_is_refused_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    Memory.open(tmp_path / "ws", create=True).close()
+    source = _transcript(tmp_path / "shared.jsonl", "first line")
+    with Memory.open(tmp_path / "ws", user="alice") as alice:
+        alice.import_transcripts("claude-code", [source])
+    grown = source.read_text() + source.read_text().replace('"u1"', '"u2"')
+    source.write_text(grown)
+    before = snapshot(tmp_path / "ws")
+    with Memory.open(tmp_path / "ws", user="bob") as bob:
+        try:
+            bob.import_transcripts("claude-code", [source])
+        except ScopeError as exc:
+            assert "alice" in str(exc)
+        else:
+            raise AssertionError("bob imported into alice's session")
+    assert snapshot(tmp_path / "ws" / "contexts") == {
+        k.removeprefix("contexts/"): v for k, v in before.items() if k.startswith("contexts/")
+    }
