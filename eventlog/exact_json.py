@@ -3,8 +3,13 @@
 Parsers quietly change some JSON: orjson reads an integer beyond 64 bits as a float
 (``18446744073709551616`` -> ``1.8446744073709552e+19``), Python's ``json`` accepts ``NaN`` and
 ``Infinity``, and deep nesting ends in ``RecursionError``. Canonical JSON (and so the log) holds
-integers in [-2**63, 2**64), finite floats, and nesting of reasonable depth; anything else is
-refused here, with a message saying what and why, before it could be stored as something else.
+integers in [-2**63, 2**64), finite floats, and at most ``MAX_DEPTH`` levels of nesting; anything
+else is refused here, with a message saying what and why, before it could be stored as something
+else.
+
+``MAX_DEPTH`` is the one nesting limit of input: a JSONL line (``append``), an event given to the
+Python API or over MCP, a record mapped by an importer. It stays well below the depth the stored
+record's readers parse (200 levels), so whatever is stored can be read, verified and replayed.
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ from eventlog.errors import EventLogError
 _LONG_INT = re.compile(r"\d{19,}")
 _LONG_INT_BYTES = re.compile(rb"\d{19,}")
 _LOW, _HIGH = -(2**63), 2**64
+
+MAX_DEPTH = 100
+"""Objects and arrays nested in one another in one event (the event itself is level 1)."""
+_OPENERS = (b"{", b"[")
 
 
 class InexactJSONError(EventLogError, ValueError):
@@ -45,19 +54,75 @@ def exact_decoder() -> json.JSONDecoder:
     return json.JSONDecoder(parse_int=_exact_int, parse_constant=_refuse_constant)
 
 
-def loads_exact(data: bytes | str) -> Any:
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> str | None:
+    """The dotted path of the first container nested deeper than ``limit`` levels in ``value``
+    (``value`` itself is level 1; ``""`` when it is that container), else ``None``."""
+    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
+    while stack:
+        item, depth, path = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.items()
+        elif isinstance(item, list | tuple):
+            children = enumerate(item)
+        else:
+            continue
+        if depth > limit:
+            return path
+        for key, child in children:
+            if isinstance(child, dict | list | tuple):
+                stack.append((child, depth + 1, f"{path}.{key}" if path else str(key)))
+    return None
+
+
+def depth_error(path: str, limit: int = MAX_DEPTH) -> str:
+    """The message for input nested deeper than ``limit`` (``path`` from ``too_deep``)."""
+    top = path.split(".")[0]
+    where = f" (under {top!r})" if top else ""
+    return f"nested more than {limit} levels deep{where}; flatten it or send it as a string"
+
+
+def bytes_too_deep(data: bytes, count: int = 1, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``count`` JSON values encoded in ``data`` may nest deeper than ``limit``: a
+    value D levels deep opens at least D containers, so fewer openers than ``limit`` more
+    than the values' own rules it out in two C-speed passes (brackets in strings counted)."""
+    return sum(map(data.count, _OPENERS)) - count >= limit
+
+
+def first_too_deep(values: list[Any], limit: int = MAX_DEPTH) -> tuple[int, str] | None:
+    """The index of the first of ``values`` nested deeper than ``limit``, and the path
+    ``too_deep`` gives, else ``None``; one encoding of the list rules most batches out."""
+    try:
+        data: bytes | None = orjson.dumps(values)
+    except (orjson.JSONEncodeError, TypeError):
+        data = None  # deeper than the encoder goes, or not JSON (refused where it is encoded)
+    if data is not None and not bytes_too_deep(data, len(values) + 1, limit):
+        return None
+    for index, value in enumerate(values):
+        path = too_deep(value, limit)
+        if path is not None:
+            return index, path
+    return None
+
+
+def loads_exact(data: bytes | str, max_depth: int | None = MAX_DEPTH) -> Any:
     """Parse JSON (orjson's speed in the common case); raise ``InexactJSONError`` for values
-    that would not be stored as given, ``ValueError`` for JSON that does not parse."""
+    that would not be stored as given or nest deeper than ``max_depth`` (``None``: a
+    document whose records are checked one by one), ``ValueError`` for JSON that does not
+    parse."""
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        if "recursion" in str(exc).lower():
-            raise InexactJSONError("nested too deeply (more than 1,024 levels)") from exc
+        if "recursion" in str(exc).lower() or "depth limit" in str(exc).lower():
+            raise InexactJSONError(depth_error("", max_depth or 1024)) from exc
         raise
     digits = _LONG_INT_BYTES if isinstance(data, bytes) else _LONG_INT
     if digits.search(data):  # possibly beyond 64 bits, which orjson turned into a float
         try:
             exact_decoder().decode(data.decode("utf-8") if isinstance(data, bytes) else data)
         except RecursionError as exc:
-            raise InexactJSONError("nested too deeply") from exc
+            raise InexactJSONError(depth_error("", max_depth or 1024)) from exc
+    if max_depth is not None:
+        raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+        if bytes_too_deep(raw, 1, max_depth) and (path := too_deep(value, max_depth)) is not None:
+            raise InexactJSONError(depth_error(path, max_depth))
     return value

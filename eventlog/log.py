@@ -34,6 +34,7 @@ from pydantic import ValidationError
 
 from eventlog.canonical import batch_json, encode_batch
 from eventlog.errors import CorruptLogError, InvalidEventError, LogSyncError, LogWriteError
+from eventlog.exact_json import depth_error, first_too_deep
 from eventlog.group_commit import GroupCommit
 from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
 from eventlog.ids import new_event_ids, utc_now
@@ -177,6 +178,14 @@ def _refuse_system(bodies: list[dict[str, Any]], system: bool) -> None:
             )
 
 
+def _refuse_deep(bodies: list[dict[str, Any]]) -> None:
+    """Refuse a body nested deeper than ``MAX_DEPTH``, naming its index and top field."""
+    found = first_too_deep(bodies)
+    if found is not None:
+        index, path = found
+        raise InvalidEventError(depth_error(""), index=index, field=path.split(".")[0] or None)
+
+
 def _invalid(exc: ValidationError) -> InvalidEventError:
     """The first invalid event of a batch, as ``InvalidEventError`` naming its fields."""
     errors = exc.errors()
@@ -233,6 +242,7 @@ def prepare_events(
         given = iter(validated)
         bodies = [event_bodies([e])[0] if isinstance(e, Event) else next(given) for e in items]
     _refuse_system(bodies, system)
+    _refuse_deep(bodies)
     return bodies
 
 
@@ -247,6 +257,7 @@ def validate_input(event: Event | dict[str, Any], *, system: bool = False) -> Ev
         except ValidationError as exc:
             raise _invalid(exc) from exc
     _refuse_system([{"type": model.type}], system)
+    _refuse_deep(event_bodies([model]))
     return model
 
 

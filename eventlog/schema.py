@@ -20,6 +20,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any, Literal, Union, get_args
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 from pydantic_core import SchemaValidator, core_schema
 
@@ -558,8 +559,24 @@ def parse_record(line: bytes | str) -> Record:
     try:
         return _record_adapter().validate_json(line)
     except ValidationError as exc:
-        if any(err["type"] == "union_tag_invalid" for err in exc.errors()):
+        errors = exc.errors()
+        if any(err["type"] == "union_tag_invalid" for err in errors):
             return UnknownRecord.model_validate_json(line)
+        if errors[0]["type"] == "json_invalid" and "recursion" in errors[0]["msg"]:
+            return _parse_deep(line)
+        raise
+
+
+def _parse_deep(line: bytes | str) -> Record:
+    """A record nested deeper than pydantic's JSON parser goes (200 levels), stored before
+    input was limited to ``MAX_DEPTH``: parsed by orjson (1,024 levels) and validated as
+    Python, so it stays readable, verifiable and replayable."""
+    data = orjson.loads(line)
+    try:
+        return _record_adapter().validate_python(data)
+    except ValidationError as exc:
+        if any(err["type"] == "union_tag_invalid" for err in exc.errors()):
+            return UnknownRecord.model_validate(data)
         raise
 
 
