@@ -40,6 +40,7 @@ from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import (
     check_new_session,
+    check_writer,
     head_path,
     list_sessions,
     open_nofollow,
@@ -51,7 +52,6 @@ from eventlog.layout import (
 from eventlog.recovery import TailState, recover
 from eventlog.schema import (
     INPUT_TYPES,
-    MEMORY_SESSION,
     SCHEMA_VERSION,
     SYSTEM_TYPES,
     Event,
@@ -378,6 +378,8 @@ class EventLog:
             existed = os.path.lexists(path)
             if not existed:
                 check_new_session(self.log_dir, session)
+                if self.redactor is not None:
+                    self.redactor.refuse_secret_id(session)
             fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             if not existed and self.durability is not Durability.OFF:
                 dir_fd = os.open(self.log_dir, os.O_RDONLY)
@@ -477,12 +479,7 @@ class EventLog:
             raise RuntimeError("EventLog is closed")
         if session not in self._handles:
             validate_session_id(session)
-        if session == MEMORY_SESSION and not system:
-            raise InvalidEventError(
-                f"session {MEMORY_SESSION!r} is airsspec's own log of learnings and feedback; "
-                "write to it with the learnings commands",
-                field="session",
-            )
+        check_writer(session, system=system)
         bodies = prepare_events(events, system=system)
         if not bodies:
             return [], []

@@ -26,14 +26,12 @@ from pydantic_core import SchemaValidator, core_schema
 
 from eventlog.errors import EventLogError
 from eventlog.ids import normalize_ts
+from eventlog.layout import MEMORY_SESSION as MEMORY_SESSION  # the workspace's own log
 
 SCHEMA_VERSION = 2
 """2 added the memory-management types of sessions and learnings (``session_started`` ...
 ``restored``); a version-1 reader keeps them as ``UnknownRecord``."""
 
-MEMORY_SESSION = "airsspec.memory"
-"""The workspace's own log: learnings a user adds without a session, feedback on learnings,
-what each context build and recall returned, archives and restores. Only airsspec writes it."""
 
 Meta = dict[str, Any]
 

@@ -21,7 +21,7 @@ from eventlog.errors import InvalidEventError
 from eventlog.exact_json import InexactJSONError, loads_exact
 from eventlog.importers import claude_code, locomo, openhands
 from eventlog.importers.sources import SourceError, Unit, json_array_units, jsonl_units, origin
-from eventlog.layout import validate_session_id
+from eventlog.layout import check_writer, validate_session_id
 from eventlog.log import EventLog, validate_input
 from eventlog.schema import Event
 
@@ -62,6 +62,17 @@ def _session_id(prefix: str, name: str, source: str) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", f"{prefix}{name}").strip(".-") or "imported"
     try:
         return validate_session_id(cleaned[:128])
+    except ValueError as exc:
+        raise SourceError(source, None, str(exc)) from exc
+
+
+def _check_session(log: EventLog, session: str, source: str) -> None:
+    """Refuse, before anything is appended, a session the log would refuse: a reserved name
+    (in any case), or a new id shaped like a secret."""
+    try:
+        check_writer(session, system=False)
+        if log.redactor is not None and session not in log.sessions():
+            log.redactor.refuse_secret_id(session)
     except ValueError as exc:
         raise SourceError(source, None, str(exc)) from exc
 
@@ -176,6 +187,7 @@ def import_paths(
             plans = _plans_for_file(fmt, path, prefix, live)
             for plan in plans:
                 plan.path = str(path)
+                _check_session(log, plan.session, str(path))
                 _finish(fmt, path, plan)
                 plan.skip = _already_imported(log, plan, fmt, path)
             planned += plans

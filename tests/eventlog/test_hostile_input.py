@@ -128,3 +128,109 @@ def test_a_deep_record_stored_before_the_limit_stays_readable_and_verifiable(
     report = verify(log)
     assert report.ok and report.records == 2
     assert any("levels deep" in w for w in report.sessions[0].warnings)
+
+
+# --------------------------------------------------------------------------- secrets
+
+GITHUB = "ghp_" + "Zq8Lm2Rt5Vw9Xy3Bn6Cd1Fg4Hj7Kp0Ts2Uv5"
+GITLAB = "glpat-" + "x8Kq2Lm5Np9Rs3Tv6Wy1Z"
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
+    ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+ORDINARY = [
+    "Run the tests again, then commit: the fix makes replay deterministic.",
+    "commit 3038a64f0b2c9e1d7a5b4c3d2e1f0a9b8c7d6e5f (HEAD -> main)",
+    "3038a64f0b2c9e1d7a5b4c3d2e1f0a9b8c7d6e5f",
+    "session 0b7c1d2e-3f4a-4b5c-8d6e-7f8091a2b3c4 started",
+    "see src/airsspec/cli/history/CommandLine1234 and usr/lib/python3/dist-packages/Foo/Bar123",
+    "class AbstractSingletonProxyFactoryBean2Helper: ThisIsAVeryLongCamelCaseIdentifierName12",
+    "https://github.com/HypothesisWorks/hypothesis/pull/3068 was merged",
+    "def test_a_deep_record_stored_before_the_limit_stays_readable_and_verifiable():",
+    "The quick brown fox jumps over the lazy dog " * 5,
+    "sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+]
+
+
+def redacted_store(tmp_path: Path, content: str) -> tuple[object, bytes]:
+    from eventlog.secrets import Redactor
+
+    with EventLog(tmp_path, durability="off", redactor=Redactor()) as log:
+        record = log.append("s", {"type": "user", "content": content})
+    return record, (tmp_path / "s.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("secret", "body"),
+    [(GITHUB, GITHUB[4:]), (GITLAB, GITLAB[6:]), (JWT, JWT.rsplit(".", 1)[1])],
+)
+def test_the_whole_token_is_redacted_not_only_its_prefix(
+    tmp_path: Path, secret: str, body: str
+) -> None:
+    import hashlib
+
+    record, stored = redacted_store(tmp_path, f"token {secret} end")
+    assert body.encode() not in stored
+    digest = hashlib.sha256(secret.encode()).hexdigest()[:8]
+    assert record.redacted[0].sha256 == digest
+    assert record.content.startswith("token [REDACTED:") and record.content.endswith(
+        f":{digest}] end"
+    )
+
+
+def test_two_tokens_of_one_kind_have_different_markers(tmp_path: Path) -> None:
+    other = "ghp_" + "Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8Ii9Jj0Kk1Ll2"
+    record, _ = redacted_store(tmp_path, f"{GITHUB} and {other}")
+    first, second = (r.sha256 for r in record.redacted)
+    assert first != second
+
+
+def test_an_aws_secret_key_alone_is_redacted(tmp_path: Path) -> None:
+    record, stored = redacted_store(tmp_path, f"export SECRET={AWS_SECRET}")
+    assert AWS_SECRET.encode() not in stored
+    assert [r.kind for r in record.redacted] == ["aws-secret-access-key"]
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_text_is_stored_as_given(tmp_path: Path, text: str) -> None:
+    record, _ = redacted_store(tmp_path, text)
+    assert record.content == text and record.redacted is None
+
+
+@pytest.mark.parametrize("session", [GITHUB, GITLAB, "AKIAQWERTYUIOPASDFGH"])
+def test_a_session_id_shaped_like_a_secret_is_refused(tmp_path: Path, session: str) -> None:
+    from eventlog.errors import InvalidSessionIdError
+    from eventlog.secrets import Redactor
+
+    with (
+        EventLog(tmp_path, durability="off", redactor=Redactor()) as log,
+        pytest.raises(InvalidSessionIdError, match="looks like a secret") as caught,
+    ):
+        log.append(session, {"type": "user", "content": "x"})
+    assert session not in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_source_documents_are_redacted_before_indexing_and_keep_their_lines() -> None:
+    from eventlog.schema import SourceIndexedRecord
+    from projections.units import source_units
+
+    event = SourceIndexedRecord(
+        v=2,
+        id="e",
+        session="airsspec.memory",
+        seq=1,
+        ts="2026-01-01T00:00:00.000000Z",
+        type="source_indexed",
+        prev=None,
+        hash="h",
+        path="notes.md",
+        size=1,
+        sha256="0" * 64,
+    )
+    text = f"# Keys\n\nuse {GITHUB}\n\n# Later\n\nplain words\n"
+    units = source_units(event, text)
+    assert all(GITHUB[4:] not in u.text for u in units)
+    assert "[REDACTED:github-token:" in units[0].text
+    assert [(u.line_from, u.line_to) for u in units] == [(1, 4), (5, 7)]
