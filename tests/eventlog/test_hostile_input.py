@@ -4,13 +4,17 @@ naming where it is, or stored so that every reader can still read it back."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from eventlog.canonical import encode_batch
 from eventlog.errors import InvalidEventError
 from eventlog.exact_json import MAX_DEPTH, InexactJSONError, loads_exact
+from eventlog.ids import format_ts, normalize_ts, parse_ts
 from eventlog.importers import ImportFailedError, import_paths
 from eventlog.jsonl_input import InvalidInputError, parse_event_lines
 from eventlog.log import EventLog
@@ -234,3 +238,40 @@ def test_source_documents_are_redacted_before_indexing_and_keep_their_lines() ->
     assert all(GITHUB[4:] not in u.text for u in units)
     assert "[REDACTED:github-token:" in units[0].text
     assert [(u.line_from, u.line_to) for u in units] == [(1, 4), (5, 7)]
+
+
+# --------------------------------------------------------------------------- timestamps
+
+
+@given(moment=st.datetimes(timezones=st.just(UTC)))
+@example(moment=datetime(999, 1, 1, tzinfo=UTC))
+@example(moment=datetime(1, 1, 1, tzinfo=UTC))
+def test_timestamps_always_have_four_digit_years_and_sort_as_times(moment: datetime) -> None:
+    text = format_ts(moment)
+    assert len(text) == 27 and text[4] == "-"
+    assert normalize_ts(text) == text
+    assert parse_ts(text) == moment
+    later = format_ts(moment + timedelta(microseconds=1)) if moment.year < 9999 else text
+    assert later >= text
+
+
+@given(first=st.datetimes(), second=st.datetimes())
+def test_timestamp_strings_compare_as_the_times(first: datetime, second: datetime) -> None:
+    a, b = format_ts(first.replace(tzinfo=UTC)), format_ts(second.replace(tzinfo=UTC))
+    assert (a < b) == (first < second)
+
+
+def test_an_early_year_is_stored_padded_and_queryable(log: EventLog) -> None:
+    record = log.append("s", {"type": "user", "content": "x", "ts": "0999-01-01T00:00:00Z"})
+    assert record.ts == "0999-01-01T00:00:00.000000Z"
+    assert [loc.record.ts for loc in log.read("s")] == [record.ts]
+
+
+@pytest.mark.parametrize("ts", ["0000-01-01T00:00:00Z", "0001-01-01T00:00:00+01:00"])
+def test_a_time_outside_years_1_to_9999_is_refused_naming_the_field(
+    log: EventLog, log_dir: Path, ts: str
+) -> None:
+    with pytest.raises(InvalidEventError) as caught:
+        log.append("s", {"type": "user", "content": "x", "ts": ts})
+    assert caught.value.field == "ts" and ts in str(caught.value)
+    assert not (log_dir / "s.jsonl").exists()
