@@ -34,7 +34,7 @@ def _batch_requests(source: str) -> list[QueryMemoryInput]:
     except OSError as exc:
         raise UsageError(f"{source}: {exc.strerror}") from exc
     requests = []
-    for number, line in enumerate(data.splitlines(), start=1):
+    for number, line in enumerate(data.split(b"\n"), start=1):  # JSONL lines end at \n only
         if not line.strip():
             continue
         try:

@@ -275,3 +275,45 @@ def test_a_time_outside_years_1_to_9999_is_refused_naming_the_field(
         log.append("s", {"type": "user", "content": "x", "ts": ts})
     assert caught.value.field == "ts" and ts in str(caught.value)
     assert not (log_dir / "s.jsonl").exists()
+
+
+# --------------------------------------------------------------------------- line separators
+
+SEPARATORS = "a\u2028b\u2029c\x85d"
+
+
+def test_a_transcript_with_unicode_line_separators_in_strings_imports_exactly(
+    log: EventLog, tmp_path: Path
+) -> None:
+    from eventlog.importers import export_session
+
+    lines = [
+        {
+            "type": "user",
+            "message": {"role": "user", "content": SEPARATORS},
+            "timestamp": "2026-01-01T00:00:00Z",
+        },
+        {
+            "type": "assistant",
+            "message": {"content": [{"type": "text", "text": "ok"}]},
+            "timestamp": "2026-01-01T00:00:01Z",
+        },
+    ]
+    data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
+    transcript = tmp_path / "sep.jsonl"
+    transcript.write_bytes(data)
+    (result,) = import_paths(log, "claude-code", [transcript], keep_secrets=True)
+    assert result.appended == 2
+    assert [loc.record.content for loc in log.read("sep")] == [SEPARATORS, "ok"]
+    assert export_session(log, "claude-code", "sep") == data
+
+
+def test_jsonl_input_splits_on_newlines_only() -> None:
+    data = (
+        json.dumps({"type": "user", "content": SEPARATORS}, ensure_ascii=False).encode()
+        + b"\r\n"
+        + json.dumps({"type": "user", "content": "second"}).encode()
+        + b"\n"
+    )
+    events = parse_event_lines(data, "in.jsonl")
+    assert [e.content for e in events] == [SEPARATORS, "second"]
