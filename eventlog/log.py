@@ -51,6 +51,7 @@ from eventlog.layout import (
 )
 from eventlog.recovery import TailState, recover
 from eventlog.schema import (
+    IMPORTER_FIELDS,
     INPUT_TYPES,
     SCHEMA_VERSION,
     SYSTEM_TYPES,
@@ -164,7 +165,18 @@ def _error_text(err: Any) -> str:
     return f"field '{_field_path(err['loc'])}': {reason}"
 
 
-def _refuse_system(bodies: list[dict[str, Any]], system: bool) -> None:
+def _refuse_system(bodies: list[dict[str, Any]], system: bool, imported: bool = False) -> None:
+    if not (system or imported) and not all(map(IMPORTER_FIELDS.isdisjoint, bodies)):
+        index, body = next(
+            (i, b) for i, b in enumerate(bodies) if not IMPORTER_FIELDS.isdisjoint(b)
+        )
+        field = min(IMPORTER_FIELDS.intersection(body))
+        raise InvalidEventError(
+            "set only by 'airsspec import' (it names the source record an event was imported "
+            "from); leave it out",
+            index=index,
+            field=field,
+        )
     if system or SYSTEM_TYPES.keys().isdisjoint(map(itemgetter("type"), bodies)):
         return
     for index, body in enumerate(bodies):
@@ -213,13 +225,14 @@ def _invalid(exc: ValidationError) -> InvalidEventError:
 
 
 def prepare_events(
-    events: Iterable[Event | dict[str, Any]], *, system: bool = False
+    events: Iterable[Event | dict[str, Any]], *, system: bool = False, imported: bool = False
 ) -> list[dict[str, Any]]:
     """Validate input events (dicts in one batch call; ``Event`` models were validated when
     they were made) and return their body fields, without the envelope.
 
     Raises ``InvalidEventError`` for the first invalid event, naming its index and field; a type
-    in ``SYSTEM_TYPES`` is refused unless ``system`` is set.
+    in ``SYSTEM_TYPES`` is refused unless ``system`` is set, a field in ``IMPORTER_FIELDS``
+    unless ``imported`` (or ``system``) is.
     """
     items = events if isinstance(events, list) else list(events)
     kinds = set(map(type, items))
@@ -241,12 +254,14 @@ def prepare_events(
             ) from exc
         given = iter(validated)
         bodies = [event_bodies([e])[0] if isinstance(e, Event) else next(given) for e in items]
-    _refuse_system(bodies, system)
+    _refuse_system(bodies, system, imported)
     _refuse_deep(bodies)
     return bodies
 
 
-def validate_input(event: Event | dict[str, Any], *, system: bool = False) -> Event:
+def validate_input(
+    event: Event | dict[str, Any], *, system: bool = False, imported: bool = False
+) -> Event:
     """One input event as its validated model (what ``append_many`` then takes without
     validating again); raises ``InvalidEventError`` as ``prepare_events`` does."""
     if isinstance(event, Event):
@@ -256,8 +271,9 @@ def validate_input(event: Event | dict[str, Any], *, system: bool = False) -> Ev
             (model,) = input_adapter().validate_python([event])
         except ValidationError as exc:
             raise _invalid(exc) from exc
-    _refuse_system([{"type": model.type}], system)
-    _refuse_deep(event_bodies([model]))
+    body = event_bodies([model])
+    _refuse_system(body, system, imported)
+    _refuse_deep(body)
     return model
 
 
@@ -448,7 +464,7 @@ class EventLog:
 
     def append(self, session: str, event: Event | dict[str, Any]) -> Record:
         """Append one event; return the stored record."""
-        return StoredRecords(*self._append(session, [event], False, False))[0]
+        return StoredRecords(*self._append(session, [event], False, False, False))[0]
 
     def append_many(
         self,
@@ -457,15 +473,17 @@ class EventLog:
         *,
         system: bool = False,
         keep_secrets: bool = False,
+        imported: bool = False,
     ) -> StoredRecords:
         """Append events atomically (all or none); return the stored records in order.
 
         Event types that only the system writes (``SYSTEM_TYPES``: a compaction) are refused
-        unless ``system`` is set, which only their writers (the compactor) do. With a
+        unless ``system`` is set, which only their writers (the compactor) do; fields only
+        importers set (``origin``) unless ``imported`` (or ``system``) is. With a
         ``redactor``, secrets are replaced before anything is written (the record's
         ``redacted`` says where) unless ``keep_secrets`` is set.
         """
-        return StoredRecords(*self._append(session, events, system, keep_secrets))
+        return StoredRecords(*self._append(session, events, system, keep_secrets, imported))
 
     def _append(
         self,
@@ -473,6 +491,7 @@ class EventLog:
         events: Iterable[Event | dict[str, Any]],
         system: bool,
         keep_secrets: bool,
+        imported: bool,
     ) -> tuple[list[dict[str, Any]], list[str]]:
         """``append_many``, returning the stored records' bodies (without ``hash``) and hashes."""
         if self._closed:
@@ -480,7 +499,7 @@ class EventLog:
         if session not in self._handles:
             validate_session_id(session)
         check_writer(session, system=system)
-        bodies = prepare_events(events, system=system)
+        bodies = prepare_events(events, system=system, imported=imported)
         if not bodies:
             return [], []
         data = batch_json(bodies)  # refuses what canonical JSON cannot hold

@@ -366,6 +366,10 @@ SYSTEM_TYPES: dict[str, str] = {"compaction": "compactor", **MEMORY_TYPES}
 """Event types only airsspec's own writers append (type -> writer); ``append`` and ``import``
 refuse them, so a hand-typed compaction can never reach the library or the hot window."""
 
+IMPORTER_FIELDS = frozenset({"origin"})
+"""Fields of an input event only importers (and airsspec's own writers) set: ``append``
+refuses them, so a hand-written ``origin`` can never pass for an imported record."""
+
 INPUT_TYPES: dict[str, type[Event]] = {
     "user": UserEvent,
     "assistant": AssistantEvent,

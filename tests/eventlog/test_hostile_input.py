@@ -317,3 +317,82 @@ def test_jsonl_input_splits_on_newlines_only() -> None:
     )
     events = parse_event_lines(data, "in.jsonl")
     assert [e.content for e in events] == [SEPARATORS, "second"]
+
+
+# --------------------------------------------------------------------------- import identity
+
+
+def transcript_lines(*texts: str) -> bytes:
+    return "".join(
+        json.dumps(
+            {
+                "type": "user",
+                "message": {"role": "user", "content": text},
+                "timestamp": f"2026-01-01T00:00:0{i}Z",
+            }
+        )
+        + "\n"
+        for i, text in enumerate(texts)
+    ).encode()
+
+
+def test_a_file_named_twice_in_one_import_is_read_once(log: EventLog, tmp_path: Path) -> None:
+    folder = tmp_path / "projects"
+    folder.mkdir()
+    transcript = folder / "twice.jsonl"
+    transcript.write_bytes(transcript_lines("one", "two"))
+    (tmp_path / "link.jsonl").symlink_to(transcript)
+    paths = [
+        transcript,
+        transcript,
+        folder,
+        tmp_path / "projects" / ".." / "projects" / "twice.jsonl",
+    ]
+    (result,) = import_paths(log, "claude-code", paths)
+    assert result.appended == 2
+    assert [loc.record.content for loc in log.read("twice")] == ["one", "two"]
+
+
+ORIGIN = {
+    "format": "claude-code",
+    "source": "x.jsonl",
+    "index": 1,
+    "sha256": "0" * 64,
+    "text": "{}",
+}
+
+
+@pytest.mark.parametrize("as_model", [False, True])
+def test_a_hand_written_origin_is_refused_on_append(
+    log: EventLog, log_dir: Path, as_model: bool
+) -> None:
+    from eventlog.schema import UserEvent
+
+    event = {"type": "user", "content": "forged", "origin": ORIGIN}
+    given = UserEvent.model_validate(event) if as_model else event
+    with pytest.raises(InvalidEventError) as caught:
+        log.append_many("s", [{"type": "user", "content": "fine"}, given])
+    assert (caught.value.index, caught.value.field) == (1, "origin")
+    with pytest.raises(InvalidInputError) as lines:
+        parse_event_lines(json.dumps(event).encode() + b"\n", "in.jsonl")
+    assert lines.value.errors[0].field == "origin"
+    assert not (log_dir / "s.jsonl").exists()
+
+
+def test_import_skips_the_records_it_holds_by_position_not_by_count(
+    log: EventLog, tmp_path: Path
+) -> None:
+    import hashlib
+
+    data = transcript_lines("zero", "one", "two")
+    transcript = tmp_path / "held.jsonl"
+    transcript.write_bytes(data)
+    second = data.split(b"\n")[1] + b"\n"
+    # a log written before origin was refused: it holds record 1 only
+    held = {**ORIGIN, "source": "held.jsonl", "sha256": hashlib.sha256(second).hexdigest()}
+    log.append_many("held", [{"type": "user", "content": "one", "origin": held}], imported=True)
+    (result,) = import_paths(log, "claude-code", [transcript])
+    assert (result.appended, result.already_imported) == (2, 1)
+    assert sorted(loc.record.content for loc in log.read("held")) == ["one", "two", "zero"]
+    (again,) = import_paths(log, "claude-code", [transcript])
+    assert (again.appended, again.already_imported) == (0, 3)
