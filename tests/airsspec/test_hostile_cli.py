@@ -330,3 +330,43 @@ def test_stored_escape_sequences_are_shown_escaped_in_text_and_exact_in_json(
     assert "\u202e" not in replay and "b\\u202eack" in replay
     exact = run_cli("replay", "s", "--json", cwd=project).stdout.splitlines()
     assert json.loads(exact[0])["content"] == ESCAPES
+
+
+# --------------------------------------------------------------------------- MCP
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        (user("deep", meta=nested(300)), f"field 'meta': nested more than {MAX_DEPTH} levels"),
+        (
+            user(
+                "forged",
+                origin={
+                    "format": "claude-code",
+                    "source": "x",
+                    "index": 0,
+                    "sha256": "0" * 64,
+                    "text": "{}",
+                },
+            ),
+            "field 'origin': set only by 'airsspec import'",
+        ),
+    ],
+)
+def test_the_mcp_append_tool_refuses_what_append_refuses(
+    project: Path, event: dict, expected: str
+) -> None:
+    import asyncio
+
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from airsspec.mcp_server import build_server
+    from airsspec.memory import Memory
+
+    before = snapshot(workspace(project))
+    with Memory.open(project) as memory:
+        server = build_server(memory)
+        with pytest.raises(ToolError, match=expected.replace("(", r"\(")):
+            asyncio.run(server.call_tool("append", {"session": "s", "events": [event]}))
+    assert snapshot(workspace(project)) == before
