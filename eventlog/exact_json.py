@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
+from itertools import accumulate
 from typing import Any
 
 import orjson
@@ -29,6 +31,8 @@ _LOW, _HIGH = -(2**63), 2**64
 MAX_DEPTH = 100
 """Objects and arrays nested in one another in one event (the event itself is level 1)."""
 _OPENERS = (b"{", b"[")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"{}[]")
+_STEPS = bytes.maketrans(b"{[}]", b"\x01\x01\xff\xff")  # +1 and -1 as signed bytes
 
 
 class InexactJSONError(EventLogError, ValueError):
@@ -55,52 +59,77 @@ def exact_decoder() -> json.JSONDecoder:
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> str | None:
-    """The dotted path of the first container nested deeper than ``limit`` levels in ``value``
-    (``value`` itself is level 1; ``""`` when it is that container), else ``None``."""
-    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
-    while stack:
-        item, depth, path = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.items()
-        elif isinstance(item, list | tuple):
-            children = enumerate(item)
-        else:
-            continue
-        if depth > limit:
-            return path
-        for key, child in children:
-            if isinstance(child, dict | list | tuple):
-                stack.append((child, depth + 1, f"{path}.{key}" if path else str(key)))
+    """The top-level key (or index) under which ``value`` nests deeper than ``limit`` levels
+    (``value`` itself is level 1; ``""`` for a container when ``limit`` is below 1), else
+    ``None``."""
+    if isinstance(value, dict):
+        tops: Any = value.items()
+    elif isinstance(value, list | tuple):
+        tops = enumerate(value)
+    else:
+        return None
+    if limit < 1:
+        return ""
+    for top, child in tops:
+        stack = [(child, 2)]
+        while stack:
+            item, depth = stack.pop()
+            if isinstance(item, dict):
+                children: Any = item.values()
+            elif isinstance(item, list | tuple):
+                children = item
+            else:
+                continue
+            if depth > limit:
+                return str(top)
+            stack += [(c, depth + 1) for c in children if isinstance(c, dict | list | tuple)]
     return None
 
 
-def depth_error(path: str, limit: int = MAX_DEPTH) -> str:
-    """The message for input nested deeper than ``limit`` (``path`` from ``too_deep``)."""
-    top = path.split(".")[0]
-    where = f" (under {top!r})" if top else ""
+def depth_error(key: str, limit: int = MAX_DEPTH) -> str:
+    """The message for input nested deeper than ``limit`` (``key`` from ``too_deep``)."""
+    where = f" (under {key!r})" if key else ""
     return f"nested more than {limit} levels deep{where}; flatten it or send it as a string"
 
 
+def json_depth(data: bytes) -> int:
+    """How deep the JSON ``data`` nests (a scalar 0, ``{}`` 1), in C-speed passes: strings
+    cut out (their escapes first, so an escaped quote does not end one), every byte but the
+    brackets dropped, and the running balance of what is left maximised."""
+    if not any(map(data.__contains__, _OPENERS)):
+        return 0
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside = b"".join(data.split(b'"')[::2])
+    return max(accumulate(array("b", outside.translate(_STEPS, _NOT_BRACKETS))))
+
+
 def bytes_too_deep(data: bytes, count: int = 1, limit: int = MAX_DEPTH) -> bool:
-    """Whether ``count`` JSON values encoded in ``data`` may nest deeper than ``limit``: a
-    value D levels deep opens at least D containers, so fewer openers than ``limit`` more
-    than the values' own rules it out in two C-speed passes (brackets in strings counted)."""
-    return sum(map(data.count, _OPENERS)) - count >= limit
+    """Whether one of ``count`` JSON values encoded in ``data`` may nest deeper than ``limit``:
+    a value D levels deep opens at least D containers, so few enough openers rule it out in
+    two passes; else ``json_depth`` of ``data`` (a list of them when ``count`` > 1) decides."""
+    if sum(map(data.count, _OPENERS)) - count < limit:
+        return False
+    return json_depth(data) - (count > 1) > limit
 
 
-def first_too_deep(values: list[Any], limit: int = MAX_DEPTH) -> tuple[int, str] | None:
-    """The index of the first of ``values`` nested deeper than ``limit``, and the path
-    ``too_deep`` gives, else ``None``; one encoding of the list rules most batches out."""
-    try:
-        data: bytes | None = orjson.dumps(values)
-    except (orjson.JSONEncodeError, TypeError):
-        data = None  # deeper than the encoder goes, or not JSON (refused where it is encoded)
+def first_too_deep(
+    values: list[Any], data: bytes | None = None, limit: int = MAX_DEPTH
+) -> tuple[int, str] | None:
+    """The index of the first of ``values`` nested deeper than ``limit``, and the key
+    ``too_deep`` gives, else ``None``. ``data``, the values' JSON as one list (encoded here
+    when not given), rules out most batches; only a batch it leaves in doubt is walked."""
+    if data is None:
+        try:
+            data = orjson.dumps(values)
+        except (orjson.JSONEncodeError, TypeError):
+            data = None  # deeper than the encoder goes, or not JSON (refused where encoded)
     if data is not None and not bytes_too_deep(data, len(values) + 1, limit):
         return None
     for index, value in enumerate(values):
-        path = too_deep(value, limit)
-        if path is not None:
-            return index, path
+        key = too_deep(value, limit)
+        if key is not None:
+            return index, key
     return None
 
 

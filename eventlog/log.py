@@ -190,12 +190,25 @@ def _refuse_system(bodies: list[dict[str, Any]], system: bool, imported: bool = 
             )
 
 
-def _refuse_deep(bodies: list[dict[str, Any]]) -> None:
-    """Refuse a body nested deeper than ``MAX_DEPTH``, naming its index and top field."""
-    found = first_too_deep(bodies)
+def _refuse_deep(bodies: list[dict[str, Any]], data: bytes | None = None) -> None:
+    """Refuse a body nested deeper than ``MAX_DEPTH``, naming its index and top field
+    (``data``: the bodies' JSON as a list, when already encoded)."""
+    found = first_too_deep(bodies, data)
     if found is not None:
-        index, path = found
-        raise InvalidEventError(depth_error(""), index=index, field=path.split(".")[0] or None)
+        index, key = found
+        raise InvalidEventError(depth_error(""), index=index, field=key or None)
+
+
+def _encoded(bodies: list[dict[str, Any]]) -> bytes:
+    """``batch_json`` of validated bodies, after refusing one nested deeper than ``MAX_DEPTH``
+    (checked on that JSON, which the append encodes anyway)."""
+    try:
+        data = batch_json(bodies)
+    except InvalidEventError:
+        _refuse_deep(bodies)  # deeper than the encoder goes: say that, not its error
+        raise
+    _refuse_deep(bodies, data)
+    return data
 
 
 def _invalid(exc: ValidationError) -> InvalidEventError:
@@ -232,7 +245,8 @@ def prepare_events(
 
     Raises ``InvalidEventError`` for the first invalid event, naming its index and field; a type
     in ``SYSTEM_TYPES`` is refused unless ``system`` is set, a field in ``IMPORTER_FIELDS``
-    unless ``imported`` (or ``system``) is.
+    unless ``imported`` (or ``system``) is. Nesting deeper than ``MAX_DEPTH`` is refused
+    when the batch is encoded (``append_many``), on the JSON it encodes anyway.
     """
     items = events if isinstance(events, list) else list(events)
     kinds = set(map(type, items))
@@ -255,7 +269,6 @@ def prepare_events(
         given = iter(validated)
         bodies = [event_bodies([e])[0] if isinstance(e, Event) else next(given) for e in items]
     _refuse_system(bodies, system, imported)
-    _refuse_deep(bodies)
     return bodies
 
 
@@ -502,7 +515,7 @@ class EventLog:
         bodies = prepare_events(events, system=system, imported=imported)
         if not bodies:
             return [], []
-        data = batch_json(bodies)  # refuses what canonical JSON cannot hold
+        data = _encoded(bodies)  # refuses what canonical JSON cannot hold, and deep nesting
         if self.redactor is not None and not keep_secrets:
             self.redactor.redact_all(bodies, data)
         handle = self._handle(session)
