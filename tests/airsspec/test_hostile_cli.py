@@ -276,29 +276,18 @@ def test_a_transcript_with_unicode_line_separators_imports(project: Path) -> Non
 def test_config_and_workspace_naming_different_workspaces_is_an_error(tmp_path: Path) -> None:
     for name in ("A", "B"):
         assert run_cli("init", str(tmp_path / name), cwd=tmp_path).returncode == 0
+
+    def append_with(workspace: str):
+        return run_cli(
+            *("-c", "B/airsspec.toml", "-w", workspace, "append", "s"),
+            cwd=tmp_path,
+            stdin=json.dumps(user("x")).encode(),
+        )
+
     before = snapshot(tmp_path)
-    result = run_cli(
-        "-c",
-        "B/airsspec.toml",
-        "-w",
-        "A/.airsspec",
-        "append",
-        "s",
-        cwd=tmp_path,
-        stdin=json.dumps(user("x")).encode(),
-    )
-    refused(result, "-w A/.airsspec", "-c B/airsspec.toml", "different workspaces")
+    refused(append_with("A/.airsspec"), "-w A/.airsspec", "-c B/airsspec.toml", "different")
     assert snapshot(tmp_path) == before
-    same = run_cli(
-        "-c",
-        "B/airsspec.toml",
-        "-w",
-        "B/.airsspec",
-        "append",
-        "s",
-        cwd=tmp_path,
-        stdin=json.dumps(user("x")).encode(),
-    )
+    same = append_with("B/.airsspec")
     assert same.returncode == 0, same.stderr
     assert (tmp_path / "B" / ".airsspec" / "contexts" / "agent" / "s.jsonl").exists()
     assert not (tmp_path / "A" / ".airsspec" / "contexts" / "agent" / "s.jsonl").exists()
