@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from eventlog.errors import InvalidSessionIdError, UnsafePathError
+from eventlog.errors import InvalidEventError, InvalidSessionIdError, UnsafePathError
 
 LOG_SUFFIX = ".jsonl"
 QUARANTINE_SUFFIX = ".jsonl.quarantine"
@@ -61,8 +61,9 @@ def reserved_session(session: str) -> str | None:
 
 
 def check_writer(session: str, *, system: bool) -> None:
-    """Refuse a write to a reserved session by anyone but airsspec (``system``), and a write
-    to a case variant of one by anyone."""
+    """Refuse a write to a reserved session by anyone but airsspec (``system``:
+    ``InvalidEventError``), and a write to a case variant of one by anyone
+    (``InvalidSessionIdError``)."""
     reserved = reserved_session(session)
     if reserved is None or (system and session == reserved):
         return
@@ -71,9 +72,10 @@ def check_writer(session: str, *, system: bool) -> None:
             f"invalid session id {session!r}: {reserved!r} is reserved for airsspec's own log "
             "(session ids are compared ignoring case)"
         )
-    raise InvalidSessionIdError(
+    raise InvalidEventError(
         f"session {reserved!r} is airsspec's own log of learnings and feedback; write to it "
-        "with the learnings commands"
+        "with the learnings commands",
+        field="session",
     )
 
 
