@@ -3,14 +3,21 @@
 Parsers quietly change some JSON: orjson reads an integer beyond 64 bits as a float
 (``18446744073709551616`` -> ``1.8446744073709552e+19``), Python's ``json`` accepts ``NaN`` and
 ``Infinity``, and deep nesting ends in ``RecursionError``. Canonical JSON (and so the log) holds
-integers in [-2**63, 2**64), finite floats, and nesting of reasonable depth; anything else is
-refused here, with a message saying what and why, before it could be stored as something else.
+integers in [-2**63, 2**64), finite floats, and at most ``MAX_DEPTH`` levels of nesting; anything
+else is refused here, with a message saying what and why, before it could be stored as something
+else.
+
+``MAX_DEPTH`` is the one nesting limit of input: a JSONL line (``append``), an event given to the
+Python API or over MCP, a record mapped by an importer. It stays well below the depth the stored
+record's readers parse (200 levels), so whatever is stored can be read, verified and replayed.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from array import array
+from itertools import accumulate
 from typing import Any
 
 import orjson
@@ -20,6 +27,12 @@ from eventlog.errors import EventLogError
 _LONG_INT = re.compile(r"\d{19,}")
 _LONG_INT_BYTES = re.compile(rb"\d{19,}")
 _LOW, _HIGH = -(2**63), 2**64
+
+MAX_DEPTH = 100
+"""Objects and arrays nested in one another in one event (the event itself is level 1)."""
+_OPENERS = (b"{", b"[")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"{}[]")
+_STEPS = bytes.maketrans(b"{[}]", b"\x01\x01\xff\xff")  # +1 and -1 as signed bytes
 
 
 class InexactJSONError(EventLogError, ValueError):
@@ -45,19 +58,100 @@ def exact_decoder() -> json.JSONDecoder:
     return json.JSONDecoder(parse_int=_exact_int, parse_constant=_refuse_constant)
 
 
-def loads_exact(data: bytes | str) -> Any:
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> str | None:
+    """The top-level key (or index) under which ``value`` nests deeper than ``limit`` levels
+    (``value`` itself is level 1; ``""`` for a container when ``limit`` is below 1), else
+    ``None``."""
+    if isinstance(value, dict):
+        tops: Any = value.items()
+    elif isinstance(value, list | tuple):
+        tops = enumerate(value)
+    else:
+        return None
+    if limit < 1:
+        return ""
+    for top, child in tops:
+        stack = [(child, 2)]
+        while stack:
+            item, depth = stack.pop()
+            if isinstance(item, dict):
+                children: Any = item.values()
+            elif isinstance(item, list | tuple):
+                children = item
+            else:
+                continue
+            if depth > limit:
+                return str(top)
+            stack += [(c, depth + 1) for c in children if isinstance(c, dict | list | tuple)]
+    return None
+
+
+def depth_error(key: str, limit: int = MAX_DEPTH) -> str:
+    """The message for input nested deeper than ``limit`` (``key`` from ``too_deep``)."""
+    where = f" (under {key!r})" if key else ""
+    return f"nested more than {limit} levels deep{where}; flatten it or send it as a string"
+
+
+def json_depth(data: bytes) -> int:
+    """How deep the JSON ``data`` nests (a scalar 0, ``{}`` 1), in C-speed passes: strings
+    cut out (their escapes first, so an escaped quote does not end one), every byte but the
+    brackets dropped, and the running balance of what is left maximised."""
+    if not any(map(data.__contains__, _OPENERS)):
+        return 0
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside = b"".join(data.split(b'"')[::2])
+    return max(accumulate(array("b", outside.translate(_STEPS, _NOT_BRACKETS))))
+
+
+def bytes_too_deep(data: bytes, count: int = 1, limit: int = MAX_DEPTH) -> bool:
+    """Whether one of ``count`` JSON values encoded in ``data`` may nest deeper than ``limit``:
+    a value D levels deep opens at least D containers, so few enough openers rule it out in
+    two passes; else ``json_depth`` of ``data`` (a list of them when ``count`` > 1) decides."""
+    if sum(map(data.count, _OPENERS)) - count < limit:
+        return False
+    return json_depth(data) - (count > 1) > limit
+
+
+def first_too_deep(
+    values: list[Any], data: bytes | None = None, limit: int = MAX_DEPTH
+) -> tuple[int, str] | None:
+    """The index of the first of ``values`` nested deeper than ``limit``, and the key
+    ``too_deep`` gives, else ``None``. ``data``, the values' JSON as one list (encoded here
+    when not given), rules out most batches; only a batch it leaves in doubt is walked."""
+    if data is None:
+        try:
+            data = orjson.dumps(values)
+        except (orjson.JSONEncodeError, TypeError):
+            data = None  # deeper than the encoder goes, or not JSON (refused where encoded)
+    if data is not None and not bytes_too_deep(data, len(values) + 1, limit):
+        return None
+    for index, value in enumerate(values):
+        key = too_deep(value, limit)
+        if key is not None:
+            return index, key
+    return None
+
+
+def loads_exact(data: bytes | str, max_depth: int | None = MAX_DEPTH) -> Any:
     """Parse JSON (orjson's speed in the common case); raise ``InexactJSONError`` for values
-    that would not be stored as given, ``ValueError`` for JSON that does not parse."""
+    that would not be stored as given or nest deeper than ``max_depth`` (``None``: a
+    document whose records are checked one by one), ``ValueError`` for JSON that does not
+    parse."""
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        if "recursion" in str(exc).lower():
-            raise InexactJSONError("nested too deeply (more than 1,024 levels)") from exc
+        if "recursion" in str(exc).lower() or "depth limit" in str(exc).lower():
+            raise InexactJSONError(depth_error("", max_depth or 1024)) from exc
         raise
     digits = _LONG_INT_BYTES if isinstance(data, bytes) else _LONG_INT
     if digits.search(data):  # possibly beyond 64 bits, which orjson turned into a float
         try:
             exact_decoder().decode(data.decode("utf-8") if isinstance(data, bytes) else data)
         except RecursionError as exc:
-            raise InexactJSONError("nested too deeply") from exc
+            raise InexactJSONError(depth_error("", max_depth or 1024)) from exc
+    if max_depth is not None:
+        raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+        if bytes_too_deep(raw, 1, max_depth) and (path := too_deep(value, max_depth)) is not None:
+            raise InexactJSONError(depth_error(path, max_depth))
     return value

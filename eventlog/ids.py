@@ -90,8 +90,14 @@ def new_event_id() -> str:
 
 
 def format_ts(moment: datetime) -> str:
-    """``moment`` as UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """``moment`` as UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``, the year always four digits
+    (``strftime("%Y")`` leaves years before 1000 unpadded, and then the strings no longer sort
+    as the times do)."""
+    m = moment.astimezone(UTC)
+    return (
+        f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}"
+        f".{m.microsecond:06d}Z"
+    )
 
 
 _second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
@@ -116,7 +122,10 @@ def parse_ts(text: str) -> datetime:
     normalized = text.upper().replace(" ", "T").replace("Z", "+00:00")
     # datetime accepts at most 6 fractional digits.
     normalized = re.sub(r"(\.\d{6})\d+", r"\1", normalized)
-    return datetime.fromisoformat(normalized)
+    try:
+        return datetime.fromisoformat(normalized)
+    except ValueError as exc:  # a day or a year that does not exist (year 0, February 30)
+        raise ValueError(f"{text!r}: {exc}") from exc
 
 
 def normalize_ts(text: str) -> str:

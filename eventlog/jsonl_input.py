@@ -50,7 +50,7 @@ def parse_event_lines(data: bytes, source: str) -> list[Event]:
     validate them again) or raise ``InvalidInputError``."""
     events: list[Event] = []
     errors: list[LineError] = []
-    for number, line in enumerate(data.splitlines(), start=1):
+    for number, line in enumerate(data.split(b"\n"), start=1):  # JSONL lines end at \n only
         if not line.strip():
             continue
         try:

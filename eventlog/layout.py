@@ -7,7 +7,10 @@ acknowledged record, kept outside the log so that a log cut at a record boundary
 A session id must be a portable file name that cannot escape ``log_dir``: 1-128 characters of
 ``A-Z a-z 0-9 . _ -``, starting with a letter or digit, not ending with a dot, not a name Windows
 reserves (``CON``, ``NUL``, ``COM0``-``COM9``...), and not equal, ignoring case, to an existing
-session (two such files would be one file on a case-insensitive file system).
+session (two such files would be one file on a case-insensitive file system). Names airsspec
+keeps for its own logs (``RESERVED_SESSIONS``) are compared case-folded too: only airsspec writes
+them, and no variant of them can be created (it would block the real one). A new session's id
+is also checked for secrets by the log (an id is stored in every record and in file names).
 
 Files under a workspace are opened with ``O_NOFOLLOW``: a symbolic link planted where a log,
 head, quarantine or state file belongs is refused (``UnsafePathError``), never followed out of
@@ -23,11 +26,17 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from eventlog.errors import InvalidSessionIdError, UnsafePathError
+from eventlog.errors import InvalidEventError, InvalidSessionIdError, UnsafePathError
 
 LOG_SUFFIX = ".jsonl"
 QUARANTINE_SUFFIX = ".jsonl.quarantine"
 HEAD_SUFFIX = ".head"
+
+MEMORY_SESSION = "airsspec.memory"
+"""The workspace's own log: learnings a user adds without a session, feedback on learnings,
+what each context build and recall returned, archives and restores. Only airsspec writes it."""
+RESERVED_SESSIONS = frozenset({MEMORY_SESSION})
+"""Session ids only airsspec writes (compared case-folded)."""
 
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") for i in range(10)}
@@ -43,6 +52,31 @@ def validate_session_id(session: object) -> str:
     if session.endswith(".") or session.split(".")[0].lower() in _RESERVED:
         raise InvalidSessionIdError(f"invalid session id {session!r}: not a portable file name")
     return session
+
+
+def reserved_session(session: str) -> str | None:
+    """The reserved name ``session`` equals ignoring case (``RESERVED_SESSIONS``), or None."""
+    folded = session.casefold()
+    return next((name for name in RESERVED_SESSIONS if name.casefold() == folded), None)
+
+
+def check_writer(session: str, *, system: bool) -> None:
+    """Refuse a write to a reserved session by anyone but airsspec (``system``:
+    ``InvalidEventError``), and a write to a case variant of one by anyone
+    (``InvalidSessionIdError``)."""
+    reserved = reserved_session(session)
+    if reserved is None or (system and session == reserved):
+        return
+    if session != reserved:
+        raise InvalidSessionIdError(
+            f"invalid session id {session!r}: {reserved!r} is reserved for airsspec's own log "
+            "(session ids are compared ignoring case)"
+        )
+    raise InvalidEventError(
+        f"session {reserved!r} is airsspec's own log of learnings and feedback; write to it "
+        "with the learnings commands",
+        field="session",
+    )
 
 
 def check_new_session(log_dir: Path, session: str) -> None:

@@ -34,11 +34,13 @@ from pydantic import ValidationError
 
 from eventlog.canonical import batch_json, encode_batch
 from eventlog.errors import CorruptLogError, InvalidEventError, LogSyncError, LogWriteError
+from eventlog.exact_json import depth_error, first_too_deep
 from eventlog.group_commit import GroupCommit
 from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import (
     check_new_session,
+    check_writer,
     head_path,
     list_sessions,
     open_nofollow,
@@ -49,8 +51,8 @@ from eventlog.layout import (
 )
 from eventlog.recovery import TailState, recover
 from eventlog.schema import (
+    IMPORTER_FIELDS,
     INPUT_TYPES,
-    MEMORY_SESSION,
     SCHEMA_VERSION,
     SYSTEM_TYPES,
     Event,
@@ -166,7 +168,18 @@ def _error_text(err: Any) -> str:
     return f"field '{_field_path(err['loc'])}': {reason}"
 
 
-def _refuse_system(bodies: list[dict[str, Any]], system: bool) -> None:
+def _refuse_system(bodies: list[dict[str, Any]], system: bool, imported: bool = False) -> None:
+    if not (system or imported) and not all(map(IMPORTER_FIELDS.isdisjoint, bodies)):
+        index, body = next(
+            (i, b) for i, b in enumerate(bodies) if not IMPORTER_FIELDS.isdisjoint(b)
+        )
+        field = min(IMPORTER_FIELDS.intersection(body))
+        raise InvalidEventError(
+            "set only by 'airsspec import' (it names the source record an event was imported "
+            "from); leave it out",
+            index=index,
+            field=field,
+        )
     if system or SYSTEM_TYPES.keys().isdisjoint(map(itemgetter("type"), bodies)):
         return
     for index, body in enumerate(bodies):
@@ -178,6 +191,27 @@ def _refuse_system(bodies: list[dict[str, Any]], system: bool) -> None:
                 index=index,
                 field="type",
             )
+
+
+def _refuse_deep(bodies: list[dict[str, Any]], data: bytes | None = None) -> None:
+    """Refuse a body nested deeper than ``MAX_DEPTH``, naming its index and top field
+    (``data``: the bodies' JSON as a list, when already encoded)."""
+    found = first_too_deep(bodies, data)
+    if found is not None:
+        index, key = found
+        raise InvalidEventError(depth_error(""), index=index, field=key or None)
+
+
+def _encoded(bodies: list[dict[str, Any]]) -> bytes:
+    """``batch_json`` of validated bodies, after refusing one nested deeper than ``MAX_DEPTH``
+    (checked on that JSON, which the append encodes anyway)."""
+    try:
+        data = batch_json(bodies)
+    except InvalidEventError:
+        _refuse_deep(bodies)  # deeper than the encoder goes: say that, not its error
+        raise
+    _refuse_deep(bodies, data)
+    return data
 
 
 def _invalid(exc: ValidationError) -> InvalidEventError:
@@ -207,13 +241,15 @@ def _invalid(exc: ValidationError) -> InvalidEventError:
 
 
 def prepare_events(
-    events: Iterable[Event | dict[str, Any]], *, system: bool = False
+    events: Iterable[Event | dict[str, Any]], *, system: bool = False, imported: bool = False
 ) -> list[dict[str, Any]]:
     """Validate input events (dicts in one batch call; ``Event`` models were validated when
     they were made) and return their body fields, without the envelope.
 
     Raises ``InvalidEventError`` for the first invalid event, naming its index and field; a type
-    in ``SYSTEM_TYPES`` is refused unless ``system`` is set.
+    in ``SYSTEM_TYPES`` is refused unless ``system`` is set, a field in ``IMPORTER_FIELDS``
+    unless ``imported`` (or ``system``) is. Nesting deeper than ``MAX_DEPTH`` is refused
+    when the batch is encoded (``append_many``), on the JSON it encodes anyway.
     """
     items = events if isinstance(events, list) else list(events)
     kinds = set(map(type, items))
@@ -235,11 +271,13 @@ def prepare_events(
             ) from exc
         given = iter(validated)
         bodies = [event_bodies([e])[0] if isinstance(e, Event) else next(given) for e in items]
-    _refuse_system(bodies, system)
+    _refuse_system(bodies, system, imported)
     return bodies
 
 
-def validate_input(event: Event | dict[str, Any], *, system: bool = False) -> Event:
+def validate_input(
+    event: Event | dict[str, Any], *, system: bool = False, imported: bool = False
+) -> Event:
     """One input event as its validated model (what ``append_many`` then takes without
     validating again); raises ``InvalidEventError`` as ``prepare_events`` does."""
     if isinstance(event, Event):
@@ -249,7 +287,9 @@ def validate_input(event: Event | dict[str, Any], *, system: bool = False) -> Ev
             (model,) = input_adapter().validate_python([event])
         except ValidationError as exc:
             raise _invalid(exc) from exc
-    _refuse_system([{"type": model.type}], system)
+    body = event_bodies([model])
+    _refuse_system(body, system, imported)
+    _refuse_deep(body)
     return model
 
 
@@ -372,6 +412,8 @@ class EventLog:
             existed = os.path.lexists(path)
             if not existed:
                 check_new_session(self.log_dir, session)
+                if self.redactor is not None:
+                    self.redactor.refuse_secret_id(session)
             fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             if not existed and self.durability is not Durability.OFF:
                 dir_fd = os.open(self.log_dir, os.O_RDONLY)
@@ -440,7 +482,7 @@ class EventLog:
 
     def append(self, session: str, event: Event | dict[str, Any]) -> Record:
         """Append one event; return the stored record."""
-        return StoredRecords(*self._append(session, [event], False, False))[0]
+        return StoredRecords(*self._append(session, [event], False, False, False))[0]
 
     def append_many(
         self,
@@ -449,15 +491,17 @@ class EventLog:
         *,
         system: bool = False,
         keep_secrets: bool = False,
+        imported: bool = False,
     ) -> StoredRecords:
         """Append events atomically (all or none); return the stored records in order.
 
         Event types that only the system writes (``SYSTEM_TYPES``: a compaction) are refused
-        unless ``system`` is set, which only their writers (the compactor) do. With a
+        unless ``system`` is set, which only their writers (the compactor) do; fields only
+        importers set (``origin``) unless ``imported`` (or ``system``) is. With a
         ``redactor``, secrets are replaced before anything is written (the record's
         ``redacted`` says where) unless ``keep_secrets`` is set.
         """
-        return StoredRecords(*self._append(session, events, system, keep_secrets))
+        return StoredRecords(*self._append(session, events, system, keep_secrets, imported))
 
     def _append(
         self,
@@ -465,22 +509,18 @@ class EventLog:
         events: Iterable[Event | dict[str, Any]],
         system: bool,
         keep_secrets: bool,
+        imported: bool,
     ) -> tuple[list[dict[str, Any]], list[str]]:
         """``append_many``, returning the stored records' bodies (without ``hash``) and hashes."""
         if self._closed:
             raise RuntimeError("EventLog is closed")
         if session not in self._handles:
             validate_session_id(session)
-        if session == MEMORY_SESSION and not system:
-            raise InvalidEventError(
-                f"session {MEMORY_SESSION!r} is airsspec's own log of learnings and feedback; "
-                "write to it with the learnings commands",
-                field="session",
-            )
-        bodies = prepare_events(events, system=system)
+        check_writer(session, system=system)
+        bodies = prepare_events(events, system=system, imported=imported)
         if not bodies:
             return [], []
-        data = batch_json(bodies)  # refuses what canonical JSON cannot hold
+        data = _encoded(bodies)  # refuses what canonical JSON cannot hold, and deep nesting
         if self.redactor is not None and not keep_secrets:
             self.redactor.redact_all(bodies, data)
         clear = None

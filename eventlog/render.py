@@ -3,10 +3,19 @@
 ``record_text`` is the content of a record as a person (or an embedder) would read it: actions as
 ``tool(params)``, observations as their result, unknown types as their JSON minus the envelope.
 It is a pure function of the record.
+
+``printable`` is how stored text reaches a person: every human-readable output of stored content
+(``replay``, ``hot``, ``context``, ``sessions``, ``query``, ``learnings``, ``sql``'s table) passes
+it, so a record holding terminal escape sequences (``\x1b]0;...\x07``, ``\x1b[2J``), carriage
+returns, Unicode line separators or bidirectional overrides shows them escaped (``\x1b``,
+``\u202e``) instead of acting on the terminal. It is applied in text output always, not only on
+a terminal (a pager or a later ``cat`` of the file would act on them too); ``--json`` keeps the
+exact values (JSON escapes what it must).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -16,6 +25,22 @@ from eventlog.schema import ActionRecord, ImportedRecord, ObservationRecord, Rec
 ENVELOPE = frozenset(
     {"v", "id", "session", "seq", "ts", "type", "prev", "hash", "meta", "batch", "origin"}
 )
+
+
+# C0 controls but newline and tab, DEL, C1 controls, line and paragraph separators, and the
+# bidirectional embeddings, overrides and isolates.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` safe to show a person: control characters (but newline and tab) and the
+    characters that reorder or break lines invisibly, written as ``\\xNN`` / ``\\uNNNN``."""
+    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
 
 
 def _json(value: Any) -> str:
@@ -41,7 +66,7 @@ def record_text(record: Record) -> str:
 def format_record(
     record: Record, seq_of_id: dict[str, int] | None = None, *, full_meta: bool = False
 ) -> str:
-    """A replay block: a header line (seq, time, type) and the indented text.
+    """A replay block: a header line (seq, time, type) and the indented text, ``printable``.
 
     ``seq_of_id`` maps event ids seen so far to their seq, so an observation can name the
     action it answers by seq. Long ``meta`` is summarised unless ``full_meta``.
@@ -60,5 +85,8 @@ def format_record(
         header += "\n    ---- compaction boundary: the conversation was compacted here ----"
     elif (record.meta or {}).get("kind") == "compact_summary":
         header += "\n    ---- compaction summary (what the agent kept of the history) ----"
-    body = "\n".join(f"    {line}" for line in record_text(record).splitlines() or [""])
-    return f"{header}\n{body}"
+    lines = record_text(record).split("\n")  # only \n: other separators are shown escaped
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()
+    body = "\n".join(f"    {line}" for line in lines)
+    return printable(f"{header}\n{body}")

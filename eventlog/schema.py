@@ -20,19 +20,18 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any, Literal, Union, get_args
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 from pydantic_core import SchemaValidator, core_schema
 
 from eventlog.errors import EventLogError
 from eventlog.ids import normalize_ts
+from eventlog.layout import MEMORY_SESSION as MEMORY_SESSION  # the workspace's own log
 
 SCHEMA_VERSION = 2
 """2 added the memory-management types of sessions and learnings (``session_started`` ...
 ``restored``); a version-1 reader keeps them as ``UnknownRecord``."""
 
-MEMORY_SESSION = "airsspec.memory"
-"""The workspace's own log: learnings a user adds without a session, feedback on learnings,
-what each context build and recall returned, archives and restores. Only airsspec writes it."""
 
 Meta = dict[str, Any]
 
@@ -395,6 +394,10 @@ SYSTEM_TYPES: dict[str, str] = {"compaction": "compactor", **MEMORY_TYPES}
 """Event types only airsspec's own writers append (type -> writer); ``append`` and ``import``
 refuse them, so a hand-typed compaction can never reach the library or the hot window."""
 
+IMPORTER_FIELDS = frozenset({"origin"})
+"""Fields of an input event only importers (and airsspec's own writers) set: ``append``
+refuses them, so a hand-written ``origin`` can never pass for an imported record."""
+
 INPUT_TYPES: dict[str, type[Event]] = {
     "user": UserEvent,
     "assistant": AssistantEvent,
@@ -594,8 +597,24 @@ def parse_record(line: bytes | str) -> Record:
     try:
         return _record_adapter().validate_json(line)
     except ValidationError as exc:
-        if any(err["type"] == "union_tag_invalid" for err in exc.errors()):
+        errors = exc.errors()
+        if any(err["type"] == "union_tag_invalid" for err in errors):
             return UnknownRecord.model_validate_json(line)
+        if errors[0]["type"] == "json_invalid" and "recursion" in errors[0]["msg"]:
+            return _parse_deep(line)
+        raise
+
+
+def _parse_deep(line: bytes | str) -> Record:
+    """A record nested deeper than pydantic's JSON parser goes (200 levels), stored before
+    input was limited to ``MAX_DEPTH``: parsed by orjson (1,024 levels) and validated as
+    Python, so it stays readable, verifiable and replayable."""
+    data = orjson.loads(line)
+    try:
+        return _record_adapter().validate_python(data)
+    except ValidationError as exc:
+        if any(err["type"] == "union_tag_invalid" for err in exc.errors()):
+            return UnknownRecord.model_validate(data)
         raise
 
 

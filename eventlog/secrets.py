@@ -2,18 +2,35 @@
 
 Detection uses the regex detectors of ``detect-secrets`` that recognise a credential by its shape
 (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, JWT, PyPI, npm, SendGrid, private-key headers, URLs
-with a password, ...), plus shapes it lacks (Anthropic API keys, OpenAI project keys, whole PEM
-private-key blocks) and any patterns the workspace configures. Keyword and entropy detectors are
-not used: they flag ordinary words and hashes, and a redaction changes what is stored.
+with a password, ...), plus shapes it lacks (Anthropic API keys, OpenAI project keys, GitHub
+fine-grained tokens, whole JWTs with their signature, whole PEM private-key blocks, AWS secret
+access keys on their own) and any patterns the workspace configures. Keyword and generic entropy
+detectors are not used: they flag ordinary words and hashes, and a redaction changes what is
+stored.
 
-Each secret becomes ``[REDACTED:<kind>:<sha256 prefix>]`` (the prefix lets two mentions of one
-secret be matched without keeping it) and the record lists what was redacted in ``redacted``:
-the dotted path of each value, the kind and the prefix. A record is never partly redacted
-silently: ``redacted`` is part of the hashed record.
+An AWS secret access key has no prefix: it is 40 characters of base64 (``A-Z a-z 0-9 / +``).
+It is recognised as exactly such a run (not part of a longer one, not followed by ``=``
+padding) that mixes upper case, lower case and digits, holds at most three ``/``, and whose
+characters have a Shannon entropy of at least 4.4 bits: a git SHA-1 (hex, one case), a path or
+URL (several ``/``) and an identifier in CamelCase (repeated letters: 4.2-4.35 bits) fall short.
+Measured: 99.3% of 200,000 random keys are found; of the 40-character runs in 8,237 text files
+of installed Python packages, none is taken for a key.
+
+The whole match of every detector is replaced (never only a group: a group can be a prefix,
+and then the secret's body would be stored), by ``[REDACTED:<kind>:<sha256 prefix>]``; the
+prefix is of the whole secret, so two mentions of one secret can be matched without keeping it,
+and two different secrets of one kind differ. The record lists what was redacted in
+``redacted``: the dotted path of each value, the kind and the prefix. A record is never partly
+redacted silently: ``redacted`` is part of the hashed record.
+
+The same detectors refuse a new session id shaped like a secret (``refuse_secret_id``: an id is
+stored in every record and names files) and redact source documents before the cold tier
+indexes them (``redact_document``).
 
 Speed: a record is scanned only when its JSON holds a run of 20 or more token characters (every
-detected shape has one) or a literal that a shape needs (``PRIVATE KEY``, ``://``...); that gate
-is two C-speed passes, so prose costs about a microsecond.
+detected shape has one; ``/`` and ``+`` count, as base64 keys hold them) or a literal that a
+shape needs (``PRIVATE KEY``, ``://``...); that gate is two C-speed passes, so prose costs about
+a microsecond.
 """
 
 from __future__ import annotations
@@ -21,14 +38,17 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import math
 import pkgutil
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from eventlog.errors import InvalidSessionIdError
 from eventlog.schema import Redaction
 
 # Detectors whose shape is too loose to redact on (they flag IPs, words, ordinary ids).
@@ -45,6 +65,10 @@ _LOOSE = frozenset(
 _OWN = {
     "anthropic-api-key": r"sk-ant-[a-z]+\d*-[A-Za-z0-9_\-]{20,}",
     "openai-api-key": r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{20,}",
+    "github-token": r"github_pat_[A-Za-z0-9_]{22,}",
+    # greedy to the end of the signature (the library's pattern stops before it)
+    "json-web-token": r"eyJ[A-Za-z0-9_=-]+\.[A-Za-z0-9_=-]+(?:\.[A-Za-z0-9_+/=-]*)?",
+    "aws-secret-access-key": r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
     "private-key-block": r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*)",
 }
@@ -58,18 +82,43 @@ _GATE_FINDS = tuple(
 _GATE_SEARCH_BELOW = 4096  # bytes: one regex pass wins on a record, plain finds on a batch
 _TOKEN_RUN = 20
 _TOKEN_TABLE = bytes(
-    ord("a") if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "_-") else ord(" ")
+    ord("a") if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "_-/+") else ord(" ")
     for c in range(256)
 )
 _RUN = b"a" * _TOKEN_RUN
 
 
+_AWS_SECRET_MIN_ENTROPY = 4.4  # bits per character; see the module
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text).values()
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts)
+
+
+def _aws_secret(text: str) -> bool:
+    """Whether a 40-character base64 run is random enough to be an AWS secret access key."""
+    return (
+        any(c.isupper() for c in text)
+        and any(c.islower() for c in text)
+        and any(c.isdigit() for c in text)
+        and text.count("/") <= 3
+        and _entropy(text) >= _AWS_SECRET_MIN_ENTROPY
+    )
+
+
+_CHECKS: dict[str, Callable[[str], bool]] = {"aws-secret-access-key": _aws_secret}
+"""Own shapes whose match must also pass a check to count as a secret."""
+
+
 @dataclass(frozen=True, slots=True)
 class Detector:
-    """One secret shape: its kind (a slug) and its pattern (group 1, if any, is the secret)."""
+    """One secret shape: its kind (a slug), its pattern (the whole match is the secret), and
+    for a shape with no prefix, a check the match must pass."""
 
     kind: str
     pattern: re.Pattern[str]
+    check: Callable[[str], bool] | None = None
 
 
 def _slug(secret_type: str) -> str:
@@ -99,7 +148,7 @@ class Redactor:
     """Finds and replaces secrets in event bodies."""
 
     def __init__(self, extra: Mapping[str, str] | None = None) -> None:
-        own = [Detector(kind, re.compile(p)) for kind, p in _OWN.items()]
+        own = [Detector(kind, re.compile(p), _CHECKS.get(kind)) for kind, p in _OWN.items()]
         custom = [Detector(kind, re.compile(p)) for kind, p in (extra or {}).items()]
         # Own and custom shapes first: a whole PEM block wins over the library's header match.
         self._first = [*own, *custom]
@@ -162,13 +211,7 @@ class Redactor:
         """``text`` with every secret replaced by its marker (each recorded in ``found``)."""
         if len(text) < 8 or not self._gated(text.encode("utf-8", "surrogatepass")):
             return text
-        spans: list[tuple[int, int, str]] = []
-        for detector in self.detectors:
-            for match in detector.pattern.finditer(text):
-                group = 1 if detector.pattern.groups and match.group(1) else 0
-                start, end = match.span(group)
-                if end > start and not any(s < end and start < e for s, e, _ in spans):
-                    spans.append((start, end, detector.kind))
+        spans = self._spans(text)
         if not spans:
             return text
         out, last = [], 0
@@ -180,3 +223,43 @@ class Redactor:
             last = end
         out.append(text[last:])
         return "".join(out)
+
+    def _spans(self, text: str) -> list[tuple[int, int, str]]:
+        """Where the secrets of ``text`` are: the whole match of each detector (the first
+        detector to claim a stretch of text names it)."""
+        spans: list[tuple[int, int, str]] = []
+        for detector in self.detectors:
+            for match in detector.pattern.finditer(text):
+                start, end = match.span()
+                if end <= start or any(s < end and start < e for s, e, _ in spans):
+                    continue
+                if detector.check is None or detector.check(match.group()):
+                    spans.append((start, end, detector.kind))
+        return spans
+
+    def kinds_in(self, text: str) -> list[str]:
+        """The kinds of secret ``text`` holds (empty when none)."""
+        if not self._gated(text.encode("utf-8", "surrogatepass")):
+            return []
+        return [kind for _, _, kind in sorted(self._spans(text))]
+
+    def refuse_secret_id(self, session: str) -> None:
+        """Refuse a session id that holds a secret (``InvalidSessionIdError``, not naming it)."""
+        kinds = self.kinds_in(session)
+        if kinds:
+            raise InvalidSessionIdError(
+                f"invalid session id: it looks like a secret ({kinds[0]}); a session id is "
+                "stored in every record and in file names, so choose another"
+            )
+
+
+_DOCUMENTS: Redactor | None = None
+
+
+def redact_document(text: str) -> str:
+    """``text`` (a source document) with every secret of the built-in shapes replaced by its
+    marker: what the cold tier indexes, embeds and returns."""
+    global _DOCUMENTS
+    if _DOCUMENTS is None:
+        _DOCUMENTS = Redactor()
+    return _DOCUMENTS.redact_text(text, "document", [])

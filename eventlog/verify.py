@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from eventlog.canonical import NotCanonicalizableError, expected_line
 from eventlog.errors import CorruptLogError, UnsafePathError
+from eventlog.exact_json import MAX_DEPTH, bytes_too_deep, too_deep
 from eventlog.heads import HeadError, headed_sessions, read_head
 from eventlog.layout import linked_sessions, reader_nofollow, session_path
 from eventlog.log import EventLog
@@ -153,6 +154,11 @@ def verify_session(log: EventLog, session: str, sealed: Anchor | None = None) ->
                 report.problem = Problem(session, seq, offset, str(fault))
                 return report
             prev = data["hash"]
+            if bytes_too_deep(raw) and too_deep(data) is not None:
+                report.warnings.append(
+                    f"seq {seq} is nested more than {MAX_DEPTH} levels deep (stored before input "
+                    "was limited): readable, but such input is refused today"
+                )
             if seq in wanted:
                 found[seq] = prev
             offset += len(raw)

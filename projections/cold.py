@@ -387,7 +387,7 @@ class ColdProjector(Projector[ColdState]):
 
     def fingerprint(self) -> dict[str, Any]:
         return {
-            "version": 3,  # 3: documents are indexed from source_indexed events
+            "version": 4,  # 3: documents are indexed from source_indexed events; 4: redacted
             "embedder": self.embedder.model_id,
             "epoch": self.store.epoch,
             "full_text": FTS_SETTINGS,

@@ -10,7 +10,8 @@ A unit is a piece of readable text with its provenance. Pure functions of their 
   ``query_memory`` can search learnings; the other memory-management records (session
   lifecycle, feedback, accesses, housekeeping) give none;
 - a source document (markdown or text under ``sources/``) is split on headings, then by size
-  with overlap; its units name the file, its SHA-256 and the lines they span.
+  with overlap, each section's secrets redacted as the log redacts them (so the lines stay
+  where they were); its units name the file, its SHA-256 and the lines they span.
 
 Every unit is full-text indexed; ``IndexPolicy`` decides which are also embedded, and from what.
 
@@ -255,6 +256,8 @@ def source_units(event: SourceIndexedRecord, text: str) -> list[Unit]:
     """Units of one source document, registered by ``event`` (a ``source_indexed`` record,
     named by the units with the document's SHA-256 and the time it was registered): sections
     start at headings; long sections are split."""
+    from eventlog.secrets import redact_document  # only documents need the detectors
+
     relative_path = event.path
     lines = text.splitlines()
     sections: list[tuple[int, int]] = []  # [first line, last line], 1-based
@@ -267,7 +270,7 @@ def source_units(event: SourceIndexedRecord, text: str) -> list[Unit]:
         sections.append((start, len(lines)))
     units: list[Unit] = []
     for first, last in sections:
-        body = "\n".join(lines[first - 1 : last]).strip()
+        body = redact_document("\n".join(lines[first - 1 : last]).strip())
         if not body:
             continue
         for piece in split_text(body):

@@ -12,6 +12,7 @@ import orjson
 
 from airsspec.cli.common import EXIT_OK, arg, command, open_memory
 from airsspec.reports import REPORTS, plot_report, run_report
+from eventlog.render import printable
 
 if TYPE_CHECKING:
     from projections.analytics import QueryResult
@@ -19,6 +20,11 @@ if TYPE_CHECKING:
 
 def _cell(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+def _shown(value: Any) -> str:
+    """A table cell as a person sees it (``printable``); csv and json keep exact values."""
+    return printable(_cell(value))
 
 
 def _print_result(result: QueryResult, fmt: str) -> None:
@@ -32,7 +38,7 @@ def _print_result(result: QueryResult, fmt: str) -> None:
         writer.writerow(result.columns)
         writer.writerows([[_cell(v) for v in row] for row in result.rows])
     else:
-        cells = [result.columns] + [[_cell(v) for v in row] for row in result.rows]
+        cells = [result.columns] + [[_shown(v) for v in row] for row in result.rows]
         widths = [min(60, max(len(r[i]) for r in cells)) for i in range(len(result.columns))]
         for n, row in enumerate(cells):
             print("  ".join(c[:60].ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())

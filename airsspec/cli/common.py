@@ -80,7 +80,8 @@ def print_json(value: Any) -> None:
 def open_memory(args: argparse.Namespace) -> Memory:
     """The workspace the global options name, scoped by the environment
     (``projections.scopes.ENV_NAMES``); a folder that is not one is refused (exit 2) and
-    nothing is created there."""
+    nothing is created there. ``-c`` and ``-w`` together must name the same workspace
+    (``-w`` the config's ``[workspace] path``), else neither is guessed: exit 2."""
     from airsspec.memory import Memory, NotAWorkspaceError
     from airsspec.settings import WorkspaceSettings, find_config
     from airsspec.workspace import Workspace
@@ -88,7 +89,14 @@ def open_memory(args: argparse.Namespace) -> Memory:
 
     scope = Scope.from_env()  # AIRSSPEC_USER, AIRSSPEC_AGENT, AIRSSPEC_PROJECT
     if args.config is not None:
-        return Memory.open(config=args.config, **scope.to_fields())
+        memory = Memory.open(config=args.config, **scope.to_fields())
+        if args.workspace is not None and Path(args.workspace).resolve() != memory.root.resolve():
+            memory.close()
+            raise UsageError(
+                f"-w {args.workspace} and -c {args.config} name different workspaces (the "
+                f"config's is {memory.root}): give one of them, or both naming the same"
+            )
+        return memory
     if args.workspace is not None:
         root = Path(args.workspace)
         if not any((root / sub).is_dir() for sub in ("contexts", "state", "knowledge")):
@@ -98,6 +106,19 @@ def open_memory(args: argparse.Namespace) -> Memory:
     if config is not None:
         return Memory.open(config=config, **scope.to_fields())
     return Memory.open(Path.cwd() / WorkspaceSettings().path, **scope.to_fields())
+
+
+def output_path(memory: Memory, value: str, option: str) -> Path:
+    """Where an ``-o``/``--out`` option writes: ``value``, refused (``UsageError``) when it
+    resolves, links followed, to the workspace folder or anything under it: an output written
+    there could overwrite a session's log or a tier's files."""
+    target, root = Path(value).resolve(), memory.root.resolve()
+    if target == root or root in target.parents:
+        raise UsageError(
+            f"{option} {value}: inside the workspace {root}; write outside it (the log and "
+            "the tiers live there)"
+        )
+    return target
 
 
 def parse_time(value: str, option: str) -> str:

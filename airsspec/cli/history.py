@@ -16,6 +16,7 @@ from airsspec.cli.common import (
     arg,
     command,
     open_memory,
+    output_path,
     parse_time,
     print_json,
 )
@@ -23,7 +24,7 @@ from airsspec.workspace import init_workspace
 from eventlog.importers import FORMATS, export_session, import_paths
 from eventlog.jsonl_input import parse_event_lines
 from eventlog.layout import validate_session_id
-from eventlog.render import format_record
+from eventlog.render import format_record, printable
 
 
 @command(
@@ -169,6 +170,8 @@ def cmd_seal(args: argparse.Namespace) -> int:
 
     key = _read_key(args.key)
     with open_memory(args) as memory:
+        if args.output not in (None, "-"):
+            output_path(memory, args.output, "--output")
         ws = memory.workspace
         report = verify(ws.log)
         if not report.ok:
@@ -262,7 +265,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             f"{i.bytes:>10}"
         )
         if i.problem:
-            print(f"airsspec: warning: {i.session}: {i.problem}", file=sys.stderr)
+            print(f"airsspec: warning: {i.session}: {printable(i.problem)}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -314,6 +317,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         from projections.analytics import export_parquet
 
         with open_memory(args) as memory:
+            output_path(memory, args.target, "parquet DIR")
             ws = memory.workspace
             memory.project(("tokens",))
             written = export_parquet(ws.log_dir, ws.state_dir / "tokens", Path(args.target))
@@ -326,6 +330,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             )
         return EXIT_OK
     with open_memory(args) as memory:
+        if args.output not in (None, "-"):
+            output_path(memory, args.output, "--output")
         ws = memory.workspace
         validate_session_id(args.target)
         if args.target not in ws.log.sessions():

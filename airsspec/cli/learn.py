@@ -12,8 +12,10 @@ from airsspec.cli.common import (
     arg,
     command,
     open_memory,
+    output_path,
     print_json,
 )
+from eventlog.render import printable
 from projections.scopes import Scope
 
 _AS_OF = arg("--as-of", metavar="TIME", help="as things stood at this RFC 3339 time (default: now)")
@@ -86,7 +88,9 @@ def _show_session(info: dict[str, Any]) -> None:
 def _row(a: Any) -> str:
     text = a.text if len(a.text) <= 90 else a.text[:89] + "\u2026"
     state = a.tier if a.status == "active" else a.status
-    return f"{a.id}  {state:<10} {a.kind:<10} {a.priority:>3}  {a.confidence:.2f}  {text}"
+    return printable(
+        f"{a.id}  {state:<10} {a.kind:<10} {a.priority:>3}  {a.confidence:.2f}  {text}"
+    )
 
 
 @command(
@@ -314,6 +318,7 @@ def cmd_reextract(args: argparse.Namespace) -> int:
 
     out = args.out or tempfile.mkdtemp(prefix="airsspec-reextract-")
     with open_memory(args) as memory:
+        output_path(memory, out, "--out")
         diff = memory.reextract(out, summarizer=args.summarizer, extractor=args.extractor)
     if args.json:
         print_json(diff)

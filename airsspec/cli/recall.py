@@ -21,6 +21,7 @@ from airsspec.cli.common import (
     progress_printer,
     validation_problem,
 )
+from eventlog.render import printable
 from projections.memory_tool import QueryMemoryInput
 from projections.units import UNIT_KINDS
 
@@ -34,7 +35,7 @@ def _batch_requests(source: str) -> list[QueryMemoryInput]:
     except OSError as exc:
         raise UsageError(f"{source}: {exc.strerror}") from exc
     requests = []
-    for number, line in enumerate(data.splitlines(), start=1):
+    for number, line in enumerate(data.split(b"\n"), start=1):  # JSONL lines end at \n only
         if not line.strip():
             continue
         try:
@@ -49,7 +50,7 @@ def _batch_requests(source: str) -> list[QueryMemoryInput]:
 def _print_hits(result: dict[str, Any]) -> None:
     hits = result["hits"]
     print(
-        f"{len(hits)} hit(s) for {result['query']!r} "
+        f"{len(hits)} hit(s) for {printable(repr(result['query']))} "
         f"({result['mode']}, {result['timings_ms']['total']:.1f} ms)"
     )
     for rank, hit in enumerate(hits, start=1):
@@ -64,7 +65,7 @@ def _print_hits(result: dict[str, Any]) -> None:
             where = f"{hit['session']} #{span}  {hit['ts']}"
         parts = " ".join(f"{name} {value:.2f}" for name, value in hit["parts"].items())
         print(f"{rank:>2}. {hit['score']:.3f}  {hit['kind']}/{hit['type']}  {where}  [{parts}]")
-        text = " ".join(hit["text"].split())
+        text = printable(" ".join(hit["text"].split()))
         print(f"    {text[:200]}{'...' if len(text) > 200 else ''}")
     for warning in result["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)

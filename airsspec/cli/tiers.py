@@ -7,7 +7,6 @@ import logging
 import os
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
 import orjson
 
@@ -18,6 +17,7 @@ from airsspec.cli.common import (
     arg,
     command,
     open_memory,
+    output_path,
     parse_time,
     print_json,
     progress_printer,
@@ -26,6 +26,7 @@ from airsspec.cli.common import (
 from airsspec.workspace import TIERS
 from compactor.errors import CompactionBusyError, NothingToCompactError
 from eventlog.layout import validate_session_id
+from eventlog.render import printable
 
 # The options project and rebuild share.
 JOBS = arg(
@@ -72,7 +73,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             if args.out:
                 raise UsageError("--out goes with --as-of (a live rebuild writes in place)")
             return report_runs(memory.rebuild(args.tier, **run), args.json, {})
-        out = Path(args.out or f"airsspec-as-of-{args.as_of.replace(':', '')}").resolve()
+        out = output_path(
+            memory, args.out or f"airsspec-as-of-{args.as_of.replace(':', '')}", "--out"
+        )
         as_of = args.as_of
         point: int | str = int(as_of) if as_of.isdigit() else parse_time(as_of, "--as-of")
         reports = memory.rebuild(args.tier, as_of=point, out=out, **run)
@@ -105,7 +108,7 @@ def cmd_hot(args: argparse.Namespace) -> int:
             if args.json:
                 print_json({"session": args.session, "budget": args.budget, "text": text})
             else:
-                print(text)
+                print(printable(text))
             return EXIT_OK
     if args.json:
         print_json(asdict(window))
@@ -123,7 +126,7 @@ def cmd_hot(args: argparse.Namespace) -> int:
     for entry in window.entries:
         text = entry.text.replace("\n", " ⏎ ")
         text = text if len(text) <= 100 else text[:97] + "..."
-        print(f"#{entry.seq:<5} {entry.type:<12} {entry.tokens:>5} tok  {text}")
+        print(printable(f"#{entry.seq:<5} {entry.type:<12} {entry.tokens:>5} tok  {text}"))
     return EXIT_OK
 
 
@@ -149,7 +152,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     if args.json or args.format != "text":
         print_json({"session": args.session, "budget": args.budget, "context": context})
     else:
-        print(context)
+        print(printable(context))
     return EXIT_OK
 
 

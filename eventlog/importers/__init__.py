@@ -3,8 +3,10 @@
 - Lossless: every imported event keeps its source record's exact text in ``origin`` (with the
   bytes around it), so ``export_session`` reproduces the source, byte for byte.
 - Idempotent: a source's records are identified by position and SHA-256; re-importing a file
-  appends only records not imported yet (a live transcript that grew), and a record that
-  changed since it was imported is refused, never silently rewritten.
+  appends only the records whose position the session does not hold yet (a live transcript
+  that grew), and a record that changed since it was imported is refused, never silently
+  rewritten. A file named twice in one import (directly, through its folder, through a link)
+  is read once. ``origin`` is set only here: ``append`` refuses it.
 - All or nothing: every file is parsed, mapped and validated, and every conflict checked, before
   anything is appended; a bad line is reported as ``file:line`` and the log is left as it was.
 """
@@ -21,7 +23,7 @@ from eventlog.errors import InvalidEventError
 from eventlog.exact_json import InexactJSONError, loads_exact
 from eventlog.importers import claude_code, locomo, openhands
 from eventlog.importers.sources import SourceError, Unit, json_array_units, jsonl_units, origin
-from eventlog.layout import validate_session_id
+from eventlog.layout import check_writer, validate_session_id
 from eventlog.log import EventLog, validate_input
 from eventlog.schema import Event
 
@@ -43,7 +45,7 @@ class _Plan:
     units: list[Unit]
     events: list[dict[str, Any] | Event]
     path: str = ""
-    skip: int = 0  # records already imported
+    done: frozenset[int] = frozenset()  # positions of the records already imported
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,20 @@ def _session_id(prefix: str, name: str, source: str) -> str:
         raise SourceError(source, None, str(exc)) from exc
 
 
+def _check_session(log: EventLog, session: str, source: str) -> None:
+    """Refuse, before anything is appended, a session the log would refuse: a reserved name
+    (in any case), or a new id shaped like a secret."""
+    try:
+        check_writer(session, system=False)
+        if log.redactor is not None and session not in log.sessions():
+            log.redactor.refuse_secret_id(session)
+    except ValueError as exc:
+        raise SourceError(source, None, str(exc)) from exc
+
+
 def _files(fmt: str, paths: Iterable[Path]) -> list[Path]:
-    found = []
+    """The files under ``paths``, each once (compared resolved, links followed)."""
+    found: list[Path] = []
     for path in paths:
         if path.is_dir():
             pattern = "*.jsonl" if fmt == "claude-code" else "*.json"
@@ -76,7 +90,13 @@ def _files(fmt: str, paths: Iterable[Path]) -> list[Path]:
             found.append(path)
         else:
             raise SourceError(str(path), None, "no such file or directory")
-    return found
+    seen: set[Path] = set()
+    unique = []
+    for path in found:
+        if path.resolve() not in seen:
+            seen.add(path.resolve())
+            unique.append(path)
+    return unique
 
 
 def _plans_for_file(fmt: str, path: Path, prefix: str, live: bool = False) -> list[_Plan]:
@@ -109,17 +129,17 @@ def _finish(fmt: str, path: Path, plan: _Plan) -> None:
         event["id"] = f"{plan.session}:{unit.index}"
         event["origin"] = origin(fmt, plan.source, unit)
         try:
-            plan.events[i] = validate_input(event)
+            plan.events[i] = validate_input(event, imported=True)
         except InvalidEventError as exc:
             where = f"record {unit.index + 1}" if unit.line == 0 else None
             message = f"{where}: {exc}" if where else str(exc)
             raise SourceError(str(path), unit.line or None, message) from exc
 
 
-def _already_imported(log: EventLog, plan: _Plan, fmt: str, path: Path) -> int:
-    """How many of the plan's records the session holds; refuse if any of them changed."""
+def _already_imported(log: EventLog, plan: _Plan, fmt: str, path: Path) -> frozenset[int]:
+    """The positions of the plan's records the session holds; refuse if any of them changed."""
     if plan.session not in log.sessions():
-        return 0
+        return frozenset()
     stored = [
         loc.record.origin
         for loc in log.read(plan.session)
@@ -143,7 +163,7 @@ def _already_imported(log: EventLog, plan: _Plan, fmt: str, path: Path) -> int:
                 f"record {held.index + 1} changed "
                 "since it was imported; refusing to import a rewritten history",
             )
-    return len(stored)
+    return frozenset(held.index for held in stored)
 
 
 def import_paths(
@@ -181,8 +201,9 @@ def import_paths(
             plans = _plans_for_file(fmt, path, prefix, live)
             for plan in plans:
                 plan.path = str(path)
+                _check_session(log, plan.session, str(path))
                 _finish(fmt, path, plan)
-                plan.skip = _already_imported(log, plan, fmt, path)
+                plan.done = _already_imported(log, plan, fmt, path)
             planned += plans
         except SourceError as exc:
             errors.append(exc)
@@ -200,20 +221,29 @@ def import_paths(
             )
     if errors:
         raise ImportFailedError(errors)
-    first = {p.session: opening(p.session) for p in planned if opening and p.events[p.skip :]}
+    news = {
+        p.session: [e for u, e in zip(p.units, p.events, strict=True) if u.index not in p.done]
+        for p in planned
+    }
+    first = {s: opening(s) for s, new in news.items() if opening and new}
     results = []
     for plan in planned:
-        new = plan.events[plan.skip :]
+        new = news[plan.session]
         if first.get(plan.session):
             batch = [*first[plan.session], *new]
             stored = log.append_many(plan.session, batch, keep_secrets=keep_secrets, system=True)
             stored = stored[len(first[plan.session]) :]
         else:
-            stored = log.append_many(plan.session, new, keep_secrets=keep_secrets) if new else []
+            stored = (
+                log.append_many(plan.session, new, keep_secrets=keep_secrets, imported=True)
+                if new
+                else []
+            )
         redacted = [
             f"seq {r.seq} {where.path} ({where.kind})" for r in stored for where in r.redacted or ()
         ]
-        results.append(ImportResult(plan.session, plan.source, len(new), plan.skip, redacted))
+        skipped = len(plan.units) - len(new)
+        results.append(ImportResult(plan.session, plan.source, len(new), skipped, redacted))
     return results
 
 

@@ -49,6 +49,13 @@ def _decode(data: bytes, source: str) -> str:
         raise SourceError(source, line, f"not UTF-8: {exc.reason}") from exc
 
 
+def _lines(text: str) -> list[str]:
+    """The lines of a JSONL text, each with its ``\n``: split on ``\n`` only, since JSON
+    strings may hold U+2028, U+2029 and U+0085, which ``str.splitlines`` also splits on."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def jsonl_units(data: bytes, source: str, *, live: bool = False) -> list[Unit]:
     """One unit per line; each line must be a JSON object. Line endings stay in ``text``.
 
@@ -57,7 +64,7 @@ def jsonl_units(data: bytes, source: str, *, live: bool = False) -> list[Unit]:
     if live and data and not data.endswith(b"\n"):
         data = data[: data.rfind(b"\n") + 1]
     units = []
-    for number, text in enumerate(_decode(data, source).splitlines(keepends=True), start=1):
+    for number, text in enumerate(_lines(_decode(data, source)), start=1):
         if not text.strip():
             raise SourceError(source, number, "blank line in a JSONL transcript")
         try:

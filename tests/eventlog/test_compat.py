@@ -55,7 +55,7 @@ def test_a_log_written_by_this_version_reads_verifies_and_is_rewritten_byte_for_
     inputs = json.loads((WRITTEN_V2 / "inputs.json").read_text())
     with EventLog(tmp_path, durability="off", redactor=Redactor()) as log:
         for batch in inputs:
-            log.append_many(batch["session"], batch["events"])
+            log.append_many(batch["session"], batch["events"], imported=True)
     rewritten = snapshot(tmp_path)
     assert rewritten == snapshot(stored)
     assert b"[REDACTED:anthropic-api-key:" in rewritten["compat.jsonl"]
