@@ -1,0 +1,152 @@
+"""``ObjectStoreLog``: the event log over a ``SessionStore`` (an S3 bucket, or a folder).
+
+It takes and gives what ``EventLog`` does (``append_many``, ``read``, ``sessions``, ``head``,
+``info``, ``recover``, ``log_dir``), so ``verify``, seals, the projectors and the commands run
+on it unchanged. Events are validated, redacted and encoded exactly as ``EventLog`` does
+(``prepare_events``, ``batch_json``, ``encode_batch``), so a session's bytes are the same.
+
+Append is optimistic: read the tail, encode the batch chained to it, ``store.append``; when
+another writer took that seq (``SeqTakenError``), read the new tail and encode again (new
+``seq``, ``prev`` and time; the same ids). An append returns once the store acknowledged the
+batch (a bucket's PUT is durable when it returns, so ``durability`` has no further say); the
+head is advanced after. Readers read the store's local layout (``store.local_dir``): the
+folder, or the bucket's read-through cache, brought up to date first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from eventlog.canonical import batch_json, encode_batch
+from eventlog.errors import InvalidEventError
+from eventlog.ids import new_event_ids, utc_now
+from eventlog.layout import session_path, validate_session_id
+from eventlog.log import Located, SessionInfo, StoredRecords, _SessionReader, prepare_events
+from eventlog.recovery import TailState
+from eventlog.schema import MEMORY_SESSION, SCHEMA_VERSION, Event, Record
+from eventlog.secrets import Redactor
+from eventlog.storage import SeqTakenError, SessionStore, StorageError
+
+_MAX_ATTEMPTS = 10_000  # a writer loses only to another's success: this bounds a livelock
+
+
+class ObjectStoreLog:
+    """Append to and read from the sessions of ``store`` (see the module)."""
+
+    def __init__(self, store: SessionStore, *, redactor: Redactor | None = None) -> None:
+        self.store = store
+        self.redactor = redactor
+        self._tails: dict[str, TailState] = {}
+        self._synced = False
+        self.conflicts = 0  # appends that lost a race and were re-chained (for benchmarks)
+
+    @property
+    def log_dir(self) -> Path:
+        """The sessions in the local layout, fully synced with the store on first use (what
+        ``verify`` and the projectors read)."""
+        if not self._synced:
+            self.store.sync(full=True)
+            self._synced = True
+        return self.store.local_dir
+
+    def __enter__(self) -> ObjectStoreLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the store."""
+        self.store.close()
+
+    def flush(self) -> None:
+        """Nothing to do: an append returns once the store acknowledged it."""
+
+    # ----------------------------------------------------------------- append
+
+    def append(self, session: str, event: Event | dict[str, Any]) -> Record:
+        """Append one event; return the stored record."""
+        return self.append_many(session, [event])[0]
+
+    def append_many(
+        self,
+        session: str,
+        events: Iterable[Event | dict[str, Any]],
+        *,
+        system: bool = False,
+        keep_secrets: bool = False,
+    ) -> StoredRecords:
+        """Append events atomically (one object: all or none); return the stored records."""
+        validate_session_id(session)
+        if session == MEMORY_SESSION and not system:
+            raise InvalidEventError(
+                f"session {MEMORY_SESSION!r} is airsspec's own log of learnings and feedback; "
+                "write to it with the learnings commands",
+                field="session",
+            )
+        bodies = prepare_events(events, system=system)
+        if not bodies:
+            return StoredRecords([], [])
+        data = batch_json(bodies)
+        if self.redactor is not None and not keep_secrets:
+            self.redactor.redact_all(bodies, data)
+        ids = new_event_ids(len(bodies))
+        tail = self._tails.get(session) or self.store.tail(session)
+        for _ in range(_MAX_ATTEMPTS):
+            stored, lines, hashes = encode_batch(
+                bodies, SCHEMA_VERSION, session, tail.seq, utc_now(), ids, tail.hash
+            )
+            try:
+                self.store.append(session, tail, lines)
+                break
+            except SeqTakenError:
+                self.conflicts += 1
+                tail = self.store.tail(session)
+        else:
+            raise StorageError(f"{session}: no seq could be taken in {_MAX_ATTEMPTS} attempts")
+        end = TailState(
+            tail.size + len(lines), tail.seq + len(bodies), hashes[-1], stored[-1]["ts"]
+        )
+        self._tails[session] = end
+        self.store.set_head(session, end.seq, hashes[-1])
+        return StoredRecords(stored, hashes)
+
+    # ----------------------------------------------------------------- read
+
+    def sessions(self) -> list[str]:
+        """Sessions with records, sorted."""
+        return self.store.sessions()
+
+    def head(self, session: str) -> TailState:
+        """The session's last record now (seq 0 when it has none)."""
+        validate_session_id(session)
+        return self.store.tail(session)
+
+    def recover(self, session: str) -> int:
+        """Bring the session's cached layout up to date; nothing is ever torn in a store whose
+        objects are whole, so no byte is quarantined (returns 0)."""
+        self.store.sync([session])
+        return 0
+
+    def info(self, session: str) -> SessionInfo:
+        """Counts, first/last time and size of a session."""
+        tail = self.head(session)
+        first_ts = None
+        if tail.seq:
+            with open(session_path(self.store.local_dir, session), "rb") as f:
+                first_ts = orjson.loads(f.readline()).get("ts")
+        return SessionInfo(session, tail.seq, first_ts, tail.ts, tail.size)
+
+    def read(
+        self, session: str, *, from_seq: int = 1, offset: int = 0, offset_seq: int = 1
+    ) -> Iterator[Located]:
+        """Records of ``session`` with ``seq >= from_seq`` (as ``EventLog.read``), from the
+        store's layout brought up to date first."""
+        self.store.tail(session)
+        path = session_path(self.store.local_dir, session)
+        if path.exists():
+            yield from _SessionReader(path, session, offset, offset_seq, from_seq)
