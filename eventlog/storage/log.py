@@ -118,8 +118,11 @@ class ObjectStoreLog:
     # ----------------------------------------------------------------- read
 
     def sessions(self) -> list[str]:
-        """Sessions with records, sorted."""
-        return self.store.sessions()
+        """Sessions with records, sorted; their cached layout is brought up to date too (a
+        long-running reader, such as a projector's catch-up, lists them first)."""
+        names = self.store.sessions()
+        self.store.sync(names)
+        return names
 
     def head(self, session: str) -> TailState:
         """The session's last record now (seq 0 when it has none)."""

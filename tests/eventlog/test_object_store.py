@@ -8,17 +8,15 @@ Run as a script, this module is the writer process of the multi-writer test (and
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bench.storage import KEYS, moto_server, new_bucket
 from eventlog.errors import InvalidSessionIdError
 from eventlog.log import EventLog
 from eventlog.verify import verify
@@ -26,21 +24,6 @@ from tests.conftest import children, run_cli, wait_for
 
 pytestmark = pytest.mark.s3
 REPO = Path(__file__).resolve().parents[2]
-KEYS = {"access_key_id": "testing", "secret_access_key": "testing", "region": "us-east-1"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _answers(endpoint: str) -> bool:
-    try:
-        urllib.request.urlopen(endpoint + "/moto-api/", timeout=1).read()
-        return True
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -48,30 +31,16 @@ def moto_endpoint() -> Iterator[str]:
     """A moto S3 server on 127.0.0.1, stopped (and checked gone) at teardown."""
     pytest.importorskip("moto", reason="moto[server] is not installed (pip install '.[s3]')")
     pytest.importorskip("obstore", reason="obstore is not installed (pip install '.[s3]')")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        assert wait_for(lambda: _answers(endpoint) or proc.poll() is not None, 30)
-        assert proc.poll() is None, "the moto server exited at start"
+    with moto_server() as (endpoint, pid):
+        started = [pid, *children(pid)]
         yield endpoint
-    finally:
-        started = [proc.pid, *children(proc.pid)]
-        proc.terminate()
-        proc.wait(timeout=10)
-        assert wait_for(lambda: not any(Path(f"/proc/{p}").exists() for p in started), 10)
+    assert wait_for(lambda: not any(Path(f"/proc/{p}").exists() for p in started), 10)
 
 
 @pytest.fixture
 def bucket_url(moto_endpoint: str) -> str:
     """A new, empty bucket (and a prefix in it)."""
-    name = f"b-{uuid.uuid4().hex[:12]}"
-    urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/{name}", method="PUT"))
-    return f"s3://{name}/team/memory"
+    return new_bucket(moto_endpoint)
 
 
 def object_log(url: str, endpoint: str, cache: Path, **options):
@@ -251,10 +220,10 @@ def test_two_machines_of_two_writers_lose_no_acknowledged_record(
     tmp_path: Path, moto_endpoint: str, bucket_url: str
 ) -> None:
     seconds = float(os.environ.get("AIRSSPEC_S3_TEST_SECONDS", "4"))
+    writer = [sys.executable, "-m", "tests.eventlog.test_object_store", bucket_url, moto_endpoint]
     writers = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.eventlog.test_object_store", bucket_url, moto_endpoint]
-            + [str(tmp_path / f"machine-{m}"), str(seconds), f"{m}{w}"],
+            [*writer, str(tmp_path / f"machine-{m}"), str(seconds), f"{m}{w}"],
             cwd=REPO,
             stdout=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": str(REPO)},
