@@ -28,6 +28,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -83,10 +84,11 @@ def open_log(target: str, endpoint: str, cache: Path):
     return ObjectStoreLog(ObjectStore(target, cache, endpoint=endpoint, **KEYS))
 
 
-def _writer(args: tuple[str, str, str, str, float, mp.Queue]) -> None:
-    target, endpoint, cache, session, seconds, out = args
+def _writer(args: tuple[str, str, str, str, float, mp.Queue, Any]) -> None:
+    target, endpoint, cache, session, seconds, out, ready = args
     log = open_log(target, endpoint, Path(cache))
     log.append(session, {"type": "user", "content": "warm-up"})
+    ready.wait()  # every writer starts timing together, after its imports and first append
     latencies = []
     deadline = time.monotonic() + seconds
     i = 0
@@ -101,12 +103,22 @@ def _writer(args: tuple[str, str, str, str, float, mp.Queue]) -> None:
 def run_writers(target: str, endpoint: str, writers: int, shared: bool, seconds: float):
     """(appends per second over all writers, p99 latency in ms) of one run."""
     ctx = mp.get_context("spawn")
-    out = ctx.Queue()
+    out, ready = ctx.Queue(), ctx.Barrier(writers)
     with tempfile.TemporaryDirectory() as tmp:
         procs = [
             ctx.Process(
                 target=_writer,
-                args=((target, endpoint, f"{tmp}/c{w}", "s" if shared else f"s{w}", seconds, out),),
+                args=(
+                    (
+                        target,
+                        endpoint,
+                        f"{tmp}/c{w}",
+                        "s" if shared else f"s{w}",
+                        seconds,
+                        out,
+                        ready,
+                    ),
+                ),
             )
             for w in range(writers)
         ]
@@ -221,7 +233,8 @@ def writers_check(endpoint: str, seconds: float) -> None:
             seqs = [s for s, _ in stored]
             gaps = sum(b - a - 1 for a, b in zip([0, *seqs], seqs, strict=False) if b > a + 1)
             dups = len(seqs) - len(set(seqs)) + len(stored) - len({i for _, i in stored})
-            rows.append((session, len(acks), len(stored), sorted(acks) == stored, gaps, dups))
+            same = "yes" if sorted(acks) == stored else "no"
+            rows.append((session, len(acks), len(stored), same, gaps, dups))
         report = verify(third)
     print_table(
         f"2 machines x 2 writers for {seconds:g} s; read and verified from a third cache",
