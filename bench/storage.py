@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import multiprocessing as mp
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -107,6 +108,7 @@ def run_writers(target: str, endpoint: str, writers: int, shared: bool, seconds:
     with tempfile.TemporaryDirectory() as tmp:
         procs = [
             ctx.Process(
+                daemon=True,
                 target=_writer,
                 args=(
                     (
@@ -251,6 +253,7 @@ def main() -> None:
     parser.add_argument("--visibility", type=int, default=300, metavar="APPENDS")
     parser.add_argument("--writers-check", type=float, metavar="SECONDS")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so the moto server is stopped
     with moto_server() as (endpoint, _):
         if args.writers_check:
             writers_check(endpoint, args.writers_check)

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from eventlog.canonical import batch_json, encode_batch
-from eventlog.errors import InvalidEventError
+from eventlog.errors import CorruptLogError, InvalidEventError
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import session_path, validate_session_id
 from eventlog.log import Located, SessionInfo, StoredRecords, _SessionReader, prepare_events
@@ -95,7 +95,7 @@ class ObjectStoreLog:
         if self.redactor is not None and not keep_secrets:
             self.redactor.redact_all(bodies, data)
         ids = new_event_ids(len(bodies))
-        tail = self._tails.get(session) or self.store.tail(session)
+        tail = self._tails.get(session) or self._first_tail(session)
         for _ in range(_MAX_ATTEMPTS):
             stored, lines, hashes = encode_batch(
                 bodies, SCHEMA_VERSION, session, tail.seq, utc_now(), ids, tail.hash
@@ -114,6 +114,21 @@ class ObjectStoreLog:
         self._tails[session] = end
         self.store.set_head(session, end.seq, hashes[-1])
         return StoredRecords(stored, hashes)
+
+    def _first_tail(self, session: str) -> TailState:
+        """The tail, checked once per session against the stored head: a head past the last
+        record means records were removed, and appending would fill the cut with new ones."""
+        head = self.store.head(session)  # first: a head read after the tail could be newer
+        tail = self.store.tail(session)
+        if head is not None and head.seq > tail.seq:
+            raise CorruptLogError(
+                session_path(self.store.local_dir, session),
+                seq=tail.seq + 1,
+                offset=tail.size,
+                reason=f"the log ends at seq {tail.seq}, but its head names seq {head.seq}: "
+                "records were removed from the end (nothing was appended; run verify)",
+            )
+        return tail
 
     # ----------------------------------------------------------------- read
 

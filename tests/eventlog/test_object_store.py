@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.storage import KEYS, moto_server, new_bucket
-from eventlog.errors import InvalidSessionIdError
+from eventlog.errors import CorruptLogError, InvalidSessionIdError
 from eventlog.log import EventLog
 from eventlog.verify import verify
 from tests.conftest import children, run_cli, wait_for
@@ -180,6 +180,11 @@ def test_verify_names_the_cut_when_a_sessions_newest_object_is_deleted(
         assert session.problem is not None and session.records == 4
         assert "the log ends at seq 4, but its head names seq 6" in session.problem.message
         assert session.problem.seq == 5
+    with pytest.raises(CorruptLogError, match="head names seq 6: records were removed"):
+        object_log(bucket_url, moto_endpoint, tmp_path / "writer").append(
+            "s", {"type": "user", "content": "x"}
+        )
+    assert len(raw_objects(bucket_url, moto_endpoint, "s")) == 2, "the cut was not filled"
 
 
 def test_storage_url_in_airsspec_toml_puts_every_command_on_the_bucket(
