@@ -50,7 +50,12 @@ class ConditionalWritesError(StorageError):
 
 class SeqTakenError(StorageError):
     """Another writer appended first: the head given to ``append`` is no longer the session's
-    end. Re-read the tail, re-chain, retry (``ObjectStoreLog`` does)."""
+    end. Re-read the tail (``tail``, when the store already read it), re-chain, retry
+    (``ObjectStoreLog`` does)."""
+
+    def __init__(self, message: str, tail: TailState | None = None) -> None:
+        super().__init__(message)
+        self.tail = tail
 
 
 class SealExistsError(StorageError):

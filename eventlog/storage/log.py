@@ -15,6 +15,8 @@ folder, or the bucket's read-through cache, brought up to date first.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -96,6 +98,7 @@ class ObjectStoreLog:
             self.redactor.redact_all(bodies, data)
         ids = new_event_ids(len(bodies))
         tail = self._tails.get(session) or self._first_tail(session)
+        lost = 0
         for _ in range(_MAX_ATTEMPTS):
             stored, lines, hashes = encode_batch(
                 bodies, SCHEMA_VERSION, session, tail.seq, utc_now(), ids, tail.hash
@@ -103,9 +106,12 @@ class ObjectStoreLog:
             try:
                 self.store.append(session, tail, lines)
                 break
-            except SeqTakenError:
+            except SeqTakenError as taken:
                 self.conflicts += 1
-                tail = self.store.tail(session)
+                lost += 1
+                if lost > 1:  # several writers keep colliding: spread them out (with jitter)
+                    time.sleep(random.uniform(0, min(0.05, 0.002 * 2**lost)))
+                tail = taken.tail or self.store.tail(session)
         else:
             raise StorageError(f"{session}: no seq could be taken in {_MAX_ATTEMPTS} attempts")
         end = TailState(

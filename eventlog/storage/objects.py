@@ -221,7 +221,8 @@ class ObjectStore:
             if mine and self.cache.read(session, mine[0], entries) == data:
                 return
             raise SeqTakenError(
-                f"{self.url}/{key}: another writer took seq {after.seq + 1}"
+                f"{self.url}/{key}: another writer took seq {after.seq + 1}",
+                self.cache.tail(session, entries),
             ) from exc
         with self.cache.locked(session):
             entries = self.cache.entries(session)
