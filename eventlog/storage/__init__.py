@@ -92,8 +92,9 @@ class SessionStore(Protocol):
         """The stored head (last acknowledged seq and hash; it may lag the end, never lead)."""
         ...
 
-    def set_head(self, session: str, seq: int, digest: str) -> None:
-        """Advance the head to ``seq`` (never moves it back)."""
+    def set_head(self, session: str, seq: int, digest: str) -> bool:
+        """Advance the head to ``seq`` (never moves it back); True when another writer had
+        moved it since this store last did (the session has other writers now)."""
         ...
 
     def claim(self, session: str) -> None:

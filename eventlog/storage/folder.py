@@ -109,14 +109,16 @@ class FolderStore:
         """The head file's seq and hash."""
         return read_head(self.folder, session)
 
-    def set_head(self, session: str, seq: int, digest: str) -> None:
-        """Rewrite the head file in place unless it already names a later seq."""
+    def set_head(self, session: str, seq: int, digest: str) -> bool:
+        """Rewrite the head file in place unless it already names a later seq (writers on
+        one folder share its lock, never starve: always False)."""
         fd = open_nofollow(head_path(self.folder, session), os.O_RDWR | os.O_CREAT)
         try:
             if decode_head_seq(os.pread(fd, HEAD_SIZE, 0)) < seq:
                 os.pwrite(fd, encode_head(session, seq, digest), 0)
         finally:
             os.close(fd)
+        return False
 
     def claim(self, session: str) -> None:
         """Refuse an id equal, ignoring case, to an existing session's (as ``EventLog``)."""

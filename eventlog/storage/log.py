@@ -34,6 +34,10 @@ from eventlog.secrets import Redactor
 from eventlog.storage import SeqTakenError, SessionStore, StorageError
 
 _MAX_ATTEMPTS = 10_000  # a writer loses only to another's success: this bounds a livelock
+# For this long after another writer was seen on a session, an append first reads the newest
+# end instead of trusting its own: a writer whose last append won would otherwise keep winning
+# (its tail is current, the losers' must be fetched), starving the others.
+_CONTENDED_S = 1.0
 
 
 class ObjectStoreLog:
@@ -44,6 +48,8 @@ class ObjectStoreLog:
         self.redactor = redactor
         self._tails: dict[str, TailState] = {}
         self._synced = False
+        self._contended: dict[str, float] = {}  # session -> when another writer was last seen
+        self._last_append_s = 0.0  # how long the last append took (the pause under contention)
         self.conflicts = 0  # appends that lost a race and were re-chained (for benchmarks)
 
     @property
@@ -97,8 +103,15 @@ class ObjectStoreLog:
         if self.redactor is not None and not keep_secrets:
             self.redactor.redact_all(bodies, data)
         ids = new_event_ids(len(bodies))
-        tail = self._tails.get(session) or self._first_tail(session)
-        lost = 0
+        started = time.monotonic()
+        tail = self._tails.get(session)
+        if tail is None:
+            tail = self._first_tail(session)
+        elif time.monotonic() - self._contended.get(session, -_CONTENDED_S) < _CONTENDED_S:
+            # Others write here too. Give a writer that lost the last round the time to fetch
+            # what it lost to (about one append), then start from the newest end.
+            time.sleep(random.uniform(0, min(self._last_append_s, 0.05)))
+            tail = self.store.tail(session)
         for _ in range(_MAX_ATTEMPTS):
             stored, lines, hashes = encode_batch(
                 bodies, SCHEMA_VERSION, session, tail.seq, utc_now(), ids, tail.hash
@@ -108,9 +121,7 @@ class ObjectStoreLog:
                 break
             except SeqTakenError as taken:
                 self.conflicts += 1
-                lost += 1
-                if lost > 1:  # several writers keep colliding: spread them out (with jitter)
-                    time.sleep(random.uniform(0, min(0.05, 0.002 * 2**lost)))
+                self._contended[session] = time.monotonic()
                 tail = taken.tail or self.store.tail(session)
         else:
             raise StorageError(f"{session}: no seq could be taken in {_MAX_ATTEMPTS} attempts")
@@ -118,7 +129,9 @@ class ObjectStoreLog:
             tail.size + len(lines), tail.seq + len(bodies), hashes[-1], stored[-1]["ts"]
         )
         self._tails[session] = end
-        self.store.set_head(session, end.seq, hashes[-1])
+        self._last_append_s = time.monotonic() - started
+        if self.store.set_head(session, end.seq, hashes[-1]):
+            self._contended[session] = time.monotonic()
         return StoredRecords(stored, hashes)
 
     def _first_tail(self, session: str) -> TailState:

@@ -24,7 +24,7 @@ Every read goes through the node's cache (``cache``): objects are fetched once.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,6 +61,17 @@ def _first_of(key: str) -> int | None:
     name = key.rsplit("/", 1)[-1]
     digits = name.removesuffix(".jsonl")
     return int(digits) if len(digits) == _SEQ_DIGITS and digits.isdigit() else None
+
+
+def _valid(names: Iterable[str]) -> list[str]:
+    """The names that are session ids, sorted (a key someone else put there is not one)."""
+    valid = []
+    for name in names:
+        try:
+            valid.append(validate_session_id(name))
+        except InvalidSessionIdError:
+            continue
+    return sorted(valid)
 
 
 class ObjectStore:
@@ -167,7 +178,7 @@ class ObjectStore:
     def sync(self, sessions: list[str] | None = None, *, full: bool = False) -> None:
         """Fetch the objects and heads the cache lacks (see ``ObjectCache``)."""
         if sessions is None:
-            heads = [m["path"].rsplit("/", 1)[-1] for m in self._list("heads/")]
+            heads = _valid(m["path"].rsplit("/", 1)[-1] for m in self._list("heads/"))
             sessions = sorted({*self.sessions(), *heads})
         for session in sessions:
             self._sync(session, full=full, head=True)
@@ -244,14 +255,7 @@ class ObjectStore:
     def sessions(self) -> list[str]:
         """Sessions with objects under ``log/``."""
         listed = self._call("LIST", "log/", obstore.list_with_delimiter, "log/")
-        names = (p.rstrip("/").rsplit("/", 1)[-1] for p in listed["common_prefixes"])
-        valid = []
-        for name in names:
-            try:
-                valid.append(validate_session_id(name))
-            except InvalidSessionIdError:
-                continue
-        return sorted(valid)
+        return _valid(p.rstrip("/").rsplit("/", 1)[-1] for p in listed["common_prefixes"])
 
     def _fetch_head(self, session: str) -> tuple[str | None, int, bytes | None]:
         got = self._get(f"heads/{session}")
@@ -274,24 +278,27 @@ class ObjectStore:
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
             raise HeadError(f"{self.url}/heads/{session}: unreadable head ({exc})") from exc
 
-    def set_head(self, session: str, seq: int, digest: str) -> None:
+    def set_head(self, session: str, seq: int, digest: str) -> bool:
         """Advance the head object with ``If-Match`` (create it if absent); a writer that
-        finds it already at or past ``seq`` leaves it."""
+        finds it already at or past ``seq`` leaves it. True when another writer had moved it
+        since this store last wrote or read it."""
         key = f"heads/{session}"
+        others = False
         for _ in range(50):
             etag, known = self._heads.get(session) or self._fetch_head(session)[:2]
             if known >= seq:
-                return
+                return True  # another writer's later append is acknowledged past ours
             mode: Any = "create" if etag is None else {"e_tag": etag}
+            data = encode_head(session, seq, digest)
             try:
-                put = self._call(
-                    "PUT", key, obstore.put, key, encode_head(session, seq, digest), mode=mode
-                )
+                put = self._call("PUT", key, obstore.put, key, data, mode=mode)
             except (AlreadyExistsError, PreconditionError):
+                others = True
                 self._fetch_head(session)
                 continue
             self._heads[session] = (put["e_tag"], seq)
-            return
+            return others
+        return True
 
     def claim(self, session: str) -> None:
         """Create ``claims/{casefolded id}``; refuse an id another case already holds."""
