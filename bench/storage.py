@@ -71,8 +71,9 @@ def moto_server() -> Iterator[tuple[str, int]]:
 def serve_moto(port: int) -> None:
     """moto's S3 server on 127.0.0.1, one request at a time. moto checks a write's condition
     (``If-None-Match``, ``If-Match``) and then writes, without a lock: two creates of one key
-    arriving together could both succeed (seen once in 4,000 contended appends), which no store
-    that enforces the condition allows. Serialized, the condition holds."""
+    arriving together could both succeed (the likely cause of one acknowledged record missing
+    from one of three unserialized 60 s runs of ``--writers-check``), which no store that
+    enforces the condition allows. Serialized, the condition holds."""
     import threading
 
     from moto.moto_server.werkzeug_app import (

@@ -213,12 +213,12 @@ def test_storage_url_in_airsspec_toml_puts_every_command_on_the_bucket(
     for machine in (b, tmp_path / "c"):  # c: verify is the first command it runs
         checked = run_cli("verify", "s1", cwd=machine)
         assert checked.stdout == b"OK: 1 session(s), 1 record(s) verified\n", checked.stderr
-    bad = run_cli("sessions", cwd=tmp_path / "b", env={"AIRSSPEC_STORAGE_URL": "gs://x"})
-    assert (
-        bad.returncode != 0
-        and bad.stderr.startswith(b"airsspec: error:")
-        and b"[storage] url" in bad.stderr
-    )
+    bad = run_cli("sessions", cwd=b, env={"AIRSSPEC_STORAGE_URL": "gs://x"})
+    assert bad.returncode != 0 and bad.stderr.startswith(b"airsspec: error:")
+    assert b"[storage] url" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    down = run_cli("sessions", cwd=b, env={"AIRSSPEC_STORAGE_ENDPOINT": "http://127.0.0.1:1"})
+    assert down.returncode != 0 and down.stderr.startswith(b"airsspec: error: s3://")
+    assert b"LIST failed" in down.stderr and len(down.stderr.splitlines()) == 1
 
 
 def test_two_machines_of_two_writers_lose_no_acknowledged_record(
