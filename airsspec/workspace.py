@@ -92,7 +92,11 @@ class Workspace:
 
             options = storage.model_dump(exclude={"url"})
             return open_object_log(
-                storage.url, self.state_dir / "objects", redactor=redactor, **options
+                storage.url,
+                self.state_dir / "objects",
+                redactor=redactor,
+                sealer=self.sealer(),
+                **options,
             )
         return EventLog(
             self.log_dir,

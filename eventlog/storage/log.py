@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -27,11 +27,22 @@ from eventlog.canonical import batch_json, encode_batch
 from eventlog.errors import CorruptLogError, InvalidEventError
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import session_path, validate_session_id
-from eventlog.log import Located, SessionInfo, StoredRecords, _SessionReader, prepare_events
+from eventlog.log import (
+    EventLog,
+    Located,
+    SessionInfo,
+    StoredRecords,
+    _SessionReader,
+    _unsealed,
+    prepare_events,
+)
 from eventlog.recovery import TailState
 from eventlog.schema import MEMORY_SESSION, SCHEMA_VERSION, Event, Record
 from eventlog.secrets import Redactor
 from eventlog.storage import SeqTakenError, SessionStore, StorageError
+
+if TYPE_CHECKING:
+    from eventlog.crypto import Sealer
 
 _MAX_ATTEMPTS = 10_000  # a writer loses only to another's success: this bounds a livelock
 # For this long after another writer was seen on a session, an append first reads the newest
@@ -43,9 +54,16 @@ _CONTENDED_S = 1.0
 class ObjectStoreLog:
     """Append to and read from the sessions of ``store`` (see the module)."""
 
-    def __init__(self, store: SessionStore, *, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        redactor: Redactor | None = None,
+        sealer: Sealer | None = None,
+    ) -> None:
         self.store = store
         self.redactor = redactor
+        self.sealer = sealer  # eventlog.crypto: sealed at append, opened at read (as EventLog)
         self._tails: dict[str, TailState] = {}
         self._synced = False
         self._contended: dict[str, float] = {}  # session -> when another writer was last seen
@@ -102,6 +120,10 @@ class ObjectStoreLog:
         data = batch_json(bodies)
         if self.redactor is not None and not keep_secrets:
             self.redactor.redact_all(bodies, data)
+        clear = None
+        if self.sealer is not None:  # before encoding: the chain covers the ciphertext
+            clear = [dict(body) for body in bodies]
+            self.sealer.seal_all(session, bodies)
         ids = new_event_ids(len(bodies))
         started = time.monotonic()
         tail = self._tails.get(session)
@@ -132,6 +154,8 @@ class ObjectStoreLog:
         self._last_append_s = time.monotonic() - started
         if self.store.set_head(session, end.seq, hashes[-1]):
             self._contended[session] = time.monotonic()
+        if clear is not None:  # the caller gets what it appended, opened
+            stored = [_unsealed(s, c) for s, c in zip(stored, clear, strict=True)]
         return StoredRecords(stored, hashes)
 
     def _first_tail(self, session: str) -> TailState:
@@ -186,4 +210,6 @@ class ObjectStoreLog:
         self.store.tail(session)
         path = session_path(self.store.local_dir, session)
         if path.exists():
-            yield from _SessionReader(path, session, offset, offset_seq, from_seq)
+            reader = _SessionReader(path, session, offset, offset_seq, from_seq)
+            # EventLog's opening step reads nothing of its log but the sealer
+            yield from reader if self.sealer is None else EventLog._opened(self, reader)  # type: ignore[arg-type]

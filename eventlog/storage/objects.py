@@ -346,6 +346,7 @@ def open_object_log(
     cache_root: Path,
     *,
     redactor: Any = None,
+    sealer: Any = None,
     **options: Any,
 ) -> Any:
     """An ``ObjectStoreLog`` over ``url``, caching under ``cache_root/{digest of url and
@@ -357,4 +358,4 @@ def open_object_log(
 
     digest = hashlib.sha256(f"{url}\n{options.get('endpoint') or ''}".encode()).hexdigest()
     store = ObjectStore(url, cache_root / digest[:16], **options)
-    return ObjectStoreLog(store, redactor=redactor)
+    return ObjectStoreLog(store, redactor=redactor, sealer=sealer)

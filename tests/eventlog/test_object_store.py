@@ -276,3 +276,22 @@ def _writer(url: str, endpoint: str, cache: str, seconds: str, name: str) -> Non
 
 if __name__ == "__main__":
     _writer(*sys.argv[1:6])
+
+
+def test_sealed_content_reaches_the_bucket_only_as_ciphertext(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    from airsspec.workspace import Workspace
+
+    (tmp_path / "airsspec.toml").write_text(
+        f'[storage]\nurl = "{bucket_url}"\nendpoint = "{moto_endpoint}"\nregion = "us-east-1"\n'
+        'access_key_id = "testing"\nsecret_access_key = "testing"\n'
+        '[privacy]\nencrypt = "session"\n'
+    )
+    with Workspace.open(config=tmp_path / "airsspec.toml") as ws:
+        stored = ws.log.append("s", {"type": "user", "content": "the launch code is 0000"})
+        assert stored.content == "the launch code is 0000"
+        assert [r.record.content for r in ws.log.read("s")] == ["the launch code is 0000"]
+        assert verify(ws.log).ok
+    ((_, data),) = raw_objects(bucket_url, moto_endpoint, "s")
+    assert b"launch code" not in data and b'"sealed"' in data
