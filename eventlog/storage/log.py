@@ -3,7 +3,7 @@
 It takes and gives what ``EventLog`` does (``append_many``, ``read``, ``sessions``, ``head``,
 ``info``, ``recover``, ``log_dir``), so ``verify``, seals, the projectors and the commands run
 on it unchanged. Events are validated, redacted and encoded exactly as ``EventLog`` does
-(``prepare_events``, ``batch_json``, ``encode_batch``), so a session's bytes are the same.
+(``bodies_to_append``, ``encode_batch``), so a session's bytes are the same.
 
 Append is optimistic: read the tail, encode the batch chained to it, ``store.append``; when
 another writer took that seq (``SeqTakenError``), read the new tail and encode again (new
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from eventlog.canonical import batch_json, encode_batch
-from eventlog.errors import CorruptLogError, InvalidEventError
+from eventlog.canonical import encode_batch
+from eventlog.errors import CorruptLogError
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import session_path, validate_session_id
 from eventlog.log import (
@@ -34,10 +34,10 @@ from eventlog.log import (
     StoredRecords,
     _SessionReader,
     _unsealed,
-    prepare_events,
+    bodies_to_append,
 )
 from eventlog.recovery import TailState
-from eventlog.schema import MEMORY_SESSION, SCHEMA_VERSION, Event, Record
+from eventlog.schema import SCHEMA_VERSION, Event, Record
 from eventlog.secrets import Redactor
 from eventlog.storage import SeqTakenError, SessionStore, StorageError
 
@@ -108,22 +108,9 @@ class ObjectStoreLog:
     ) -> StoredRecords:
         """Append events atomically (one object: all or none); return the stored records."""
         validate_session_id(session)
-        if session == MEMORY_SESSION and not system:
-            raise InvalidEventError(
-                f"session {MEMORY_SESSION!r} is airsspec's own log of learnings and feedback; "
-                "write to it with the learnings commands",
-                field="session",
-            )
-        bodies = prepare_events(events, system=system)
+        bodies, clear = bodies_to_append(self, session, events, system, keep_secrets)
         if not bodies:
             return StoredRecords([], [])
-        data = batch_json(bodies)
-        if self.redactor is not None and not keep_secrets:
-            self.redactor.redact_all(bodies, data)
-        clear = None
-        if self.sealer is not None:  # before encoding: the chain covers the ciphertext
-            clear = [dict(body) for body in bodies]
-            self.sealer.seal_all(session, bodies)
         ids = new_event_ids(len(bodies))
         started = time.monotonic()
         tail = self._tails.get(session)
