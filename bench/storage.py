@@ -232,29 +232,40 @@ def visibility_table(endpoint: str, count: int) -> None:
     )
 
 
+def two_machines(url: str, endpoint: str, folder: Path, seconds: float) -> dict[str, list]:
+    """Run 2 machines (caches under ``folder``) x 2 writer processes appending to a shared
+    and a private session each for ``seconds``; every record acknowledged, by session, as
+    (seq, id). A writer that fails raises ``RuntimeError``."""
+    repo = Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, "-m", "tests.eventlog.test_object_store", url, endpoint]
+    procs = [
+        subprocess.Popen(
+            [*cmd, str(folder / f"machine-{m}"), str(seconds), f"{m}{w}"],
+            cwd=repo,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(repo)},
+        )
+        for m in "AB"
+        for w in "12"
+    ]
+    acked: dict[str, list[tuple[int, str]]] = {}
+    for proc in procs:
+        out = proc.communicate(timeout=seconds + 120)[0]
+        if proc.returncode != 0:
+            raise RuntimeError(f"writer {proc.args[-1]} exited with {proc.returncode}")
+        for line in out.decode().splitlines():
+            session, seq, id_ = line.split()
+            acked.setdefault(session, []).append((int(seq), id_))
+    return acked
+
+
 def writers_check(endpoint: str, seconds: float) -> None:
     """2 machines x 2 writer processes on shared and private sessions: the done-when."""
     from eventlog.verify import verify
 
     url = new_bucket(endpoint)
-    repo = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "tests.eventlog.test_object_store", url, endpoint]
-        procs = [
-            subprocess.Popen(
-                [*cmd, f"{tmp}/machine-{m}", str(seconds), f"{m}{w}"],
-                cwd=repo,
-                stdout=subprocess.PIPE,
-                env={**os.environ, "PYTHONPATH": str(repo)},
-            )
-            for m in "AB"
-            for w in "12"
-        ]
-        acked: dict[str, list[tuple[int, str]]] = {}
-        for proc in procs:
-            for line in proc.communicate()[0].decode().splitlines():
-                session, seq, id_ = line.split()
-                acked.setdefault(session, []).append((int(seq), id_))
+        acked = two_machines(url, endpoint, Path(tmp), seconds)
         third = open_log(url, endpoint, Path(tmp) / "machine-C")
         rows = []
         for session, acks in sorted(acked.items()):

@@ -8,7 +8,6 @@ Run as a script, this module is the writer process of the multi-writer test (and
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -16,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.storage import KEYS, moto_server, new_bucket
+from bench.storage import KEYS, moto_server, new_bucket, two_machines
 from eventlog.errors import CorruptLogError, InvalidSessionIdError
 from eventlog.log import EventLog
 from eventlog.verify import verify
 from tests.conftest import children, run_cli, wait_for
 
 pytestmark = pytest.mark.s3
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -225,24 +223,7 @@ def test_two_machines_of_two_writers_lose_no_acknowledged_record(
     tmp_path: Path, moto_endpoint: str, bucket_url: str
 ) -> None:
     seconds = float(os.environ.get("AIRSSPEC_S3_TEST_SECONDS", "4"))
-    writer = [sys.executable, "-m", "tests.eventlog.test_object_store", bucket_url, moto_endpoint]
-    writers = [
-        subprocess.Popen(
-            [*writer, str(tmp_path / f"machine-{m}"), str(seconds), f"{m}{w}"],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-        for m in "AB"
-        for w in "12"
-    ]
-    acked: dict[str, list[tuple[int, str]]] = {}
-    for proc in writers:
-        out, _ = proc.communicate(timeout=seconds + 60)
-        assert proc.returncode == 0
-        for line in out.decode().splitlines():
-            session, seq, id_ = line.split()
-            acked.setdefault(session, []).append((int(seq), id_))
+    acked = two_machines(bucket_url, moto_endpoint, tmp_path, seconds)
     assert set(acked) == {"shared", "p-A1", "p-A2", "p-B1", "p-B2"}
     third = object_log(bucket_url, moto_endpoint, tmp_path / "machine-C")
     for session, acks in acked.items():
