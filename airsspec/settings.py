@@ -132,6 +132,8 @@ class PrivacySettings(_Section):
     (``eventlog.crypto``): per ``user`` (else per session), per ``session``, or ``off``."""
 
     encrypt: EncryptMode = "off"
+
+
 class StorageSettings(_Section):
     """``[storage]``: where the log is kept. No ``url``: the workspace's folder. A ``url``
     (``s3://bucket/prefix``): an S3-compatible bucket, cached under ``state/objects/``; the
