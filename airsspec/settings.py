@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from eventlog.crypto import EncryptMode
 from eventlog.errors import AirsspecError
 from eventlog.schema import MESSAGE_TYPES_DEFAULT
+from eventlog.storage import parse_url
 from projections.learning_rules import LearningSettings
 from projections.units import IndexPolicy, RecallWeights
 
@@ -133,6 +134,27 @@ class PrivacySettings(_Section):
     encrypt: EncryptMode = "off"
 
 
+class StorageSettings(_Section):
+    """``[storage]``: where the log is kept. No ``url``: the workspace's folder. A ``url``
+    (``s3://bucket/prefix``): an S3-compatible bucket, cached under ``state/objects/``; the
+    endpoint, region and credentials default to the standard AWS variables. ``single_writer``
+    allows a store that does not enforce conditional writes, for one writer only."""
+
+    url: str | None = None
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    single_writer: bool = False
+
+    @field_validator("url")
+    @classmethod
+    def _bucket_url(cls, value: str | None) -> str | None:
+        if value:
+            parse_url(value)  # ValueError names what is wrong
+        return value or None
+
+
 class Settings(_Section):
     """Every section of airsspec.toml, validated and frozen."""
 
@@ -144,6 +166,7 @@ class Settings(_Section):
     cold: ColdSettings = ColdSettings()
     learnings: LearningsSettings = LearningsSettings()
     privacy: PrivacySettings = PrivacySettings()
+    storage: StorageSettings = StorageSettings()
 
 
 SECTIONS: dict[str, type[_Section]] = {

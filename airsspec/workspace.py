@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
     from compactor.extractor import Extractor
     from compactor.summarizers import Summarizer
     from eventlog.crypto import Sealer
+    from eventlog.storage.log import ObjectStoreLog
     from projections.analytics import Analytics
     from projections.cold import ColdProjector
     from projections.embedders import Embedder
@@ -80,14 +81,28 @@ class Workspace:
         return cls(Path(root), settings, config_path)
 
     @cached_property
-    def log(self) -> EventLog:
-        """The workspace's event log (opened once, with its settings)."""
+    def log(self) -> EventLog | ObjectStoreLog:
+        """The workspace's event log (opened once, with its settings): the folder's, or with
+        ``[storage] url`` the bucket's, cached under ``state/objects``."""
         secrets = self.settings.secrets
+        redactor = Redactor(secrets.patterns) if secrets.redact else None
+        storage = self.settings.storage
+        if storage.url is not None:
+            from eventlog.storage.objects import open_object_log
+
+            options = storage.model_dump(exclude={"url"})
+            return open_object_log(
+                storage.url,
+                self.state_dir / "objects",
+                redactor=redactor,
+                sealer=self.sealer(),
+                **options,
+            )
         return EventLog(
             self.log_dir,
             durability=self.settings.log.durability,
             batch_interval_ms=self.settings.log.batch_interval_ms,
-            redactor=Redactor(secrets.patterns) if secrets.redact else None,
+            redactor=redactor,
             sealer=self.sealer(),
         )
 

@@ -293,6 +293,33 @@ def validate_input(
     return model
 
 
+def bodies_to_append(
+    log: Any,
+    session: str,
+    events: Iterable[Event | dict[str, Any]],
+    system: bool,
+    keep_secrets: bool,
+    imported: bool = False,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """What an append of ``events`` to ``session`` stores, before encoding: the bodies,
+    validated (``prepare_events``), refused if canonical JSON cannot hold them or they nest too
+    deep, redacted by ``log.redactor`` unless ``keep_secrets``, and sealed by ``log.sealer``;
+    with them, the bodies as they were before sealing (None when nothing was sealed). Every log
+    (this one, ``eventlog.storage.log``'s) appends through it, so they store the same bytes."""
+    check_writer(session, system=system)
+    bodies = prepare_events(events, system=system, imported=imported)
+    if not bodies:
+        return [], None
+    data = _encoded(bodies)  # refuses what canonical JSON cannot hold, and deep nesting
+    if log.redactor is not None and not keep_secrets:
+        log.redactor.redact_all(bodies, data)
+    clear = None
+    if log.sealer is not None:  # before encoding: the chain covers the ciphertext
+        clear = [dict(body) for body in bodies]
+        log.sealer.seal_all(session, bodies)
+    return bodies, clear
+
+
 class EventLog:
     """Append to and read from the session logs under ``log_dir``."""
 
@@ -516,17 +543,9 @@ class EventLog:
             raise RuntimeError("EventLog is closed")
         if session not in self._handles:
             validate_session_id(session)
-        check_writer(session, system=system)
-        bodies = prepare_events(events, system=system, imported=imported)
+        bodies, clear = bodies_to_append(self, session, events, system, keep_secrets, imported)
         if not bodies:
             return [], []
-        data = _encoded(bodies)  # refuses what canonical JSON cannot hold, and deep nesting
-        if self.redactor is not None and not keep_secrets:
-            self.redactor.redact_all(bodies, data)
-        clear = None
-        if self.sealer is not None:  # before encoding: the chain covers the ciphertext
-            clear = [dict(body) for body in bodies]
-            self.sealer.seal_all(session, bodies)
         handle = self._handle(session)
         if self._commit is not None and self._commit.failed:
             self._collect()

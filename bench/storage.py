@@ -1,0 +1,308 @@
+"""The log on an S3-compatible bucket next to the local folder: append rate and p99 latency
+with 1 and 4 writers (on one session, and each on its own), and how long machine B takes to
+see machine A's append.
+
+The bucket is a moto server on loopback (started here), so the figures measure the protocol's
+requests (create-only PUT per batch, head PUT, LIST and GET to catch up) against a Python S3
+emulator sharing this machine's cores, not a real store's latency. Local appends use the
+default durability (``always``: fdatasync before returning). Each writer is a process with its
+own cache (its own machine). Rates and percentiles are medians over ``--repeats`` runs.
+
+    python bench/storage.py [--seconds 3] [--repeats 3] [--visibility 300]
+    python bench/storage.py --writers-check 60   # the done-when at full length: 2 machines x 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import print_table
+from eventlog.log import EventLog
+
+KEYS = {"access_key_id": "testing", "secret_access_key": "testing", "region": "us-east-1"}
+CONTENT = "Run the failing test again with -x and show me the first traceback line."
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[tuple[str, int]]:
+    """A moto S3 server on a free loopback port: its endpoint and pid. Stopped on exit."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--serve-moto", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(endpoint + "/moto-api/", timeout=1).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the moto server did not start") from None
+                time.sleep(0.05)
+        yield endpoint, proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def serve_moto(port: int) -> None:
+    """moto's S3 server on 127.0.0.1, one request at a time. moto checks a write's condition
+    (``If-None-Match``, ``If-Match``) and then writes, without a lock: two creates of one key
+    arriving together could both succeed (the likely cause of one acknowledged record missing
+    from one of three unserialized 60 s runs of ``--writers-check``), which no store that
+    enforces the condition allows. Serialized, the condition holds."""
+    import threading
+
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import run_simple
+
+    os.environ.setdefault("MOTO_PORT", str(port))
+    app = DomainDispatcherApplication(create_backend_app)
+    lock = threading.Lock()
+
+    def serialized(environ: dict, start_response: Any) -> list[bytes]:
+        with lock:
+            return list(app(environ, start_response))
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    run_simple("127.0.0.1", port, serialized, threaded=True, request_handler=MotoRequestHandler)
+
+
+def new_bucket(endpoint: str) -> str:
+    """Create an empty bucket; its url (with a prefix)."""
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{name}", method="PUT"))
+    return f"s3://{name}/bench"
+
+
+def open_log(target: str, endpoint: str, cache: Path):
+    """The local log in folder ``target``, or the object log on bucket url ``target``."""
+    if not target.startswith("s3://"):
+        return EventLog(target)
+    from eventlog.storage.log import ObjectStoreLog
+    from eventlog.storage.objects import ObjectStore
+
+    return ObjectStoreLog(ObjectStore(target, cache, endpoint=endpoint, **KEYS))
+
+
+def _writer(args: tuple[str, str, str, str, float, mp.Queue, Any]) -> None:
+    target, endpoint, cache, session, seconds, out, ready = args
+    log = open_log(target, endpoint, Path(cache))
+    log.append(session, {"type": "user", "content": "warm-up"})
+    ready.wait()  # every writer starts timing together, after its imports and first append
+    latencies = []
+    deadline = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < deadline:
+        start = time.perf_counter()
+        log.append(session, {"type": "user", "content": CONTENT, "meta": {"i": i}})
+        latencies.append(time.perf_counter() - start)
+        i += 1
+    out.put(latencies)
+
+
+def run_writers(target: str, endpoint: str, writers: int, shared: bool, seconds: float):
+    """(appends per second over all writers, p99 latency in ms) of one run."""
+    ctx = mp.get_context("spawn")
+    out, ready = ctx.Queue(), ctx.Barrier(writers)
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = [
+            ctx.Process(
+                daemon=True,
+                target=_writer,
+                args=(
+                    (
+                        target,
+                        endpoint,
+                        f"{tmp}/c{w}",
+                        "s" if shared else f"s{w}",
+                        seconds,
+                        out,
+                        ready,
+                    ),
+                ),
+            )
+            for w in range(writers)
+        ]
+        for p in procs:
+            p.start()
+        results = [out.get(timeout=seconds + 120) for _ in procs]
+        for p in procs:
+            p.join()
+    latencies = sorted(x for r in results for x in r)
+    p99 = latencies[int(0.99 * (len(latencies) - 1))] * 1000
+    return len(latencies) / seconds, p99
+
+
+def appends_table(endpoint: str, seconds: float, repeats: int) -> None:
+    rows = []
+    for writers, shared in ((1, True), (4, True), (4, False)):
+        figures: dict[str, list[tuple[float, float]]] = {"local": [], "bucket": []}
+        for _ in range(repeats):
+            with tempfile.TemporaryDirectory() as folder:
+                figures["local"].append(run_writers(folder, endpoint, writers, shared, seconds))
+            url = new_bucket(endpoint)
+            figures["bucket"].append(run_writers(url, endpoint, writers, shared, seconds))
+        local_rate = statistics.median(r for r, _ in figures["local"])
+        local_p99 = statistics.median(p for _, p in figures["local"])
+        rate = statistics.median(r for r, _ in figures["bucket"])
+        p99 = statistics.median(p for _, p in figures["bucket"])
+        where = "one session" if shared else "own sessions"
+        rows.append(
+            (f"{writers} writer(s), {where}", rate, local_rate, rate / local_rate, p99, local_p99)
+        )
+    print_table(
+        f"appends of one ~370-byte event, {seconds:g} s per run, median of {repeats}",
+        ["writers", "bucket /s", "local /s", "ratio", "bucket p99 ms", "local p99 ms"],
+        rows,
+    )
+
+
+def _watcher(args: tuple[str, str, str, int, mp.Queue]) -> None:
+    target, endpoint, cache, count, out = args
+    log = open_log(target, endpoint, Path(cache))
+    seen: dict[int, float] = {}
+    last = 0
+    deadline = time.monotonic() + 120
+    while last < count and time.monotonic() < deadline:
+        seq = log.head("v").seq
+        now = time.time()
+        for s in range(last + 1, seq + 1):
+            seen[s] = now
+        last = max(last, seq)
+    out.put(seen)
+
+
+def visibility(target: str, endpoint: str, count: int) -> tuple[float, float]:
+    """(p50, p99) ms from A's acknowledged append to B's first sight of it."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    with tempfile.TemporaryDirectory() as tmp:
+        writer = open_log(target, endpoint, Path(tmp) / "a")
+        writer.append("v", {"type": "user", "content": "start"})
+        watcher = ctx.Process(target=_watcher, args=((target, endpoint, f"{tmp}/b", count, out),))
+        watcher.start()
+        time.sleep(1.0)  # let B import and reach its polling loop before the clock starts
+        acked: dict[int, float] = {}
+        for i in range(count - 1):
+            record = writer.append("v", {"type": "user", "content": f"{i}"})
+            acked[record.seq] = time.time()
+            time.sleep(0.01)
+        seen = out.get(timeout=180)
+        watcher.join()
+    delays = sorted((seen[s] - t) * 1000 for s, t in acked.items() if s in seen)
+    return statistics.median(delays), delays[int(0.99 * (len(delays) - 1))]
+
+
+def visibility_table(endpoint: str, count: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        local = visibility(folder, endpoint, count)
+    bucket = visibility(new_bucket(endpoint), endpoint, count)
+    print_table(
+        f"machine B sees machine A's append (B polls the session's end), {count} appends",
+        ["store", "p50 ms", "p99 ms", "p50 ratio to local"],
+        [("bucket", *bucket, bucket[0] / local[0]), ("local folder", *local, 1.0)],
+    )
+
+
+def two_machines(url: str, endpoint: str, folder: Path, seconds: float) -> dict[str, list]:
+    """Run 2 machines (caches under ``folder``) x 2 writer processes appending to a shared
+    and a private session each for ``seconds``; every record acknowledged, by session, as
+    (seq, id). A writer that fails raises ``RuntimeError``."""
+    repo = Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, "-m", "tests.eventlog.test_object_store", url, endpoint]
+    procs = [
+        subprocess.Popen(
+            [*cmd, str(folder / f"machine-{m}"), str(seconds), f"{m}{w}"],
+            cwd=repo,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(repo)},
+        )
+        for m in "AB"
+        for w in "12"
+    ]
+    acked: dict[str, list[tuple[int, str]]] = {}
+    for proc in procs:
+        out = proc.communicate(timeout=seconds + 120)[0]
+        if proc.returncode != 0:
+            raise RuntimeError(f"writer {proc.args[-1]} exited with {proc.returncode}")
+        for line in out.decode().splitlines():
+            session, seq, id_ = line.split()
+            acked.setdefault(session, []).append((int(seq), id_))
+    return acked
+
+
+def writers_check(endpoint: str, seconds: float) -> None:
+    """2 machines x 2 writer processes on shared and private sessions: the done-when."""
+    from eventlog.verify import verify
+
+    url = new_bucket(endpoint)
+    with tempfile.TemporaryDirectory() as tmp:
+        acked = two_machines(url, endpoint, Path(tmp), seconds)
+        third = open_log(url, endpoint, Path(tmp) / "machine-C")
+        rows = []
+        for session, acks in sorted(acked.items()):
+            stored = [(r.record.seq, r.record.id) for r in third.read(session)]
+            seqs = [s for s, _ in stored]
+            gaps = sum(b - a - 1 for a, b in zip([0, *seqs], seqs, strict=False) if b > a + 1)
+            dups = len(seqs) - len(set(seqs)) + len(stored) - len({i for _, i in stored})
+            same = "yes" if sorted(acks) == stored else f"no: {sorted(set(acks) ^ set(stored))}"
+            rows.append((session, len(acks), len(stored), same, gaps, dups))
+        report = verify(third)
+    print_table(
+        f"2 machines x 2 writers for {seconds:g} s; read and verified from a third cache",
+        ["session", "acknowledged", "stored", "same records", "gaps", "duplicates"],
+        rows,
+    )
+    print(f"\nverify from machine C: {'OK' if report.ok else 'FAILED'}, {report.records} records")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--visibility", type=int, default=300, metavar="APPENDS")
+    parser.add_argument("--writers-check", type=float, metavar="SECONDS")
+    parser.add_argument("--serve-moto", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_moto:
+        serve_moto(args.serve_moto)
+        return
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so the moto server is stopped
+    with moto_server() as (endpoint, _):
+        if args.writers_check:
+            writers_check(endpoint, args.writers_check)
+            return
+        appends_table(endpoint, args.seconds, args.repeats)
+        visibility_table(endpoint, args.visibility)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""The log on an S3-compatible bucket (a moto server on loopback) and on the storage protocol's
+folder: the same bytes as the local log, seqs taken once by whoever creates their object, and
+``verify`` over the concatenation of a session's objects.
+
+Run as a script, this module is the writer process of the multi-writer test (and the bench).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.storage import KEYS, moto_server, new_bucket, two_machines
+from eventlog.errors import CorruptLogError, InvalidSessionIdError
+from eventlog.log import EventLog
+from eventlog.verify import verify
+from tests.conftest import children, run_cli, wait_for
+
+pytestmark = pytest.mark.s3
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint() -> Iterator[str]:
+    """A moto S3 server on 127.0.0.1, stopped (and checked gone) at teardown."""
+    pytest.importorskip("moto", reason="moto[server] is not installed (pip install '.[s3]')")
+    pytest.importorskip("obstore", reason="obstore is not installed (pip install '.[s3]')")
+    with moto_server() as (endpoint, pid):
+        started = [pid, *children(pid)]
+        yield endpoint
+    assert wait_for(lambda: not any(Path(f"/proc/{p}").exists() for p in started), 10)
+
+
+@pytest.fixture
+def bucket_url(moto_endpoint: str) -> str:
+    """A new, empty bucket (and a prefix in it)."""
+    return new_bucket(moto_endpoint)
+
+
+def object_log(url: str, endpoint: str, cache: Path, **options):
+    """The log over ``url``, caching under ``cache`` (one simulated machine)."""
+    from eventlog.storage.log import ObjectStoreLog
+    from eventlog.storage.objects import ObjectStore
+
+    return ObjectStoreLog(ObjectStore(url, cache, endpoint=endpoint, **KEYS, **options))
+
+
+def raw_objects(url: str, endpoint: str, session: str) -> list[tuple[str, bytes]]:
+    """A session's objects in key order, straight from the bucket (no cache)."""
+    import obstore
+    from obstore.store import S3Store
+
+    bucket, prefix = url[5:].split("/", 1)
+    store = S3Store(
+        bucket, prefix=prefix, endpoint=endpoint, client_options={"allow_http": True}, **KEYS
+    )
+    keys = sorted(m["path"] for b in obstore.list(store, f"log/{session}/") for m in b)
+    return [(k, bytes(obstore.get(store, k).bytes())) for k in keys]
+
+
+EVENTS = [
+    {"type": "user", "content": "hello"},
+    [{"type": "thought", "content": "a batch"}, {"type": "assistant", "content": "of two"}],
+    {"type": "action", "tool": "ls", "meta": {"n": 1.5, "ünï": "cödé"}},
+]
+
+
+@pytest.fixture
+def fixed_clock(monkeypatch: pytest.MonkeyPatch):
+    """Ids and times from a counter that ``restart()`` rewinds, so logs given the same events
+    store the same bytes."""
+    import eventlog.log
+    import eventlog.storage.log
+
+    counter = [0]
+
+    def ids(n: int) -> list[str]:
+        counter[0] += n
+        return [f"id-{i:06d}" for i in range(counter[0] - n, counter[0])]
+
+    for module in (eventlog.log, eventlog.storage.log):
+        monkeypatch.setattr(module, "new_event_ids", ids)
+        monkeypatch.setattr(module, "utc_now", lambda: "2026-01-01T00:00:00.000000Z")
+    return lambda: counter.__setitem__(0, 0)
+
+
+def _append_all(log, session: str) -> None:
+    for item in EVENTS:
+        log.append_many(session, item if isinstance(item, list) else [item])
+
+
+def test_bucket_objects_concatenate_to_the_local_log_byte_for_byte(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str, fixed_clock
+) -> None:
+    from eventlog.storage.folder import FolderStore
+    from eventlog.storage.log import ObjectStoreLog
+
+    with EventLog(tmp_path / "local", durability="off") as local:
+        _append_all(local, "s1")
+    expected = (tmp_path / "local" / "s1.jsonl").read_bytes()
+    remote = object_log(bucket_url, moto_endpoint, tmp_path / "cache")
+    folder = ObjectStoreLog(FolderStore(tmp_path / "folder", durable=False))
+    for log in (remote, folder):
+        fixed_clock()
+        _append_all(log, "s1")
+        assert log.store.read_bytes("s1") == expected
+    assert (tmp_path / "folder" / "s1.jsonl").read_bytes() == expected
+    objects = raw_objects(bucket_url, moto_endpoint, "s1")
+    assert [k.rsplit("/", 1)[1] for k, _ in objects] == [f"{n:020d}.jsonl" for n in (1, 2, 4)]
+    assert b"".join(data for _, data in objects) == expected  # not only the cache's copy
+    for log in (remote, folder):
+        report = verify(log)
+        assert report.ok and report.records == 4 and report.sessions[0].head_seq == 4
+    fresh = object_log(bucket_url, moto_endpoint, tmp_path / "other-cache")
+    assert [r.raw for r in fresh.read("s1")] == expected.splitlines()
+    assert fresh.info("s1").records == 4 and fresh.sessions() == ["s1"]
+
+
+def test_two_machines_racing_for_one_seq_both_land_rechained(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    a = object_log(bucket_url, moto_endpoint, tmp_path / "a")
+    b = object_log(bucket_url, moto_endpoint, tmp_path / "b")
+    a.append("s", {"type": "user", "content": "a1"})
+    b.append("s", {"type": "user", "content": "b1"})  # b's cache learns a1 first
+    a.append("s", {"type": "user", "content": "a2"})  # a still believes seq 1 is the end
+    assert a.conflicts == 1, "a lost seq 2 to b and re-chained"
+    records = [r.record for r in object_log(bucket_url, moto_endpoint, tmp_path / "c").read("s")]
+    assert [(r.seq, r.content) for r in records] == [(1, "a1"), (2, "b1"), (3, "a2")]
+    assert [r.prev for r in records[1:]] == [r.hash for r in records[:-1]]
+
+
+def test_a_session_id_differing_only_in_case_is_refused_across_machines(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    object_log(bucket_url, moto_endpoint, tmp_path / "a").append(
+        "Build", {"type": "user", "content": "x"}
+    )
+    other = object_log(bucket_url, moto_endpoint, tmp_path / "b")
+    with pytest.raises(InvalidSessionIdError, match="'Build' exists and differs only in case"):
+        other.append("build", {"type": "user", "content": "y"})
+    assert other.sessions() == ["Build"]
+
+
+def test_a_store_that_ignores_if_none_match_is_refused_for_many_writers(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    import obstore
+
+    from eventlog.storage import ConditionalWritesError
+
+    log = object_log(bucket_url, moto_endpoint, tmp_path / "a")
+    # a store that overwrites where it should refuse: a create that is a plain PUT
+    log.store._create = lambda key, data: obstore.put(log.store._store, key, data)["e_tag"]
+    with pytest.raises(ConditionalWritesError, match="single_writer = true"):
+        log.append("s", {"type": "user", "content": "x"})
+    assert log.sessions() == [], "nothing was appended"
+    single = object_log(bucket_url, moto_endpoint, tmp_path / "b", single_writer=True)
+    single.store._create = log.store._create
+    assert single.append("s", {"type": "user", "content": "x"}).seq == 1
+
+
+def test_verify_names_the_cut_when_a_sessions_newest_object_is_deleted(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    log = object_log(bucket_url, moto_endpoint, tmp_path / "a")
+    for i in range(3):
+        log.append_many("s", [{"type": "user", "content": f"{i}"}] * 2)
+    assert verify(log).ok
+    log.store.delete_object("log/s/00000000000000000005.jsonl")
+    for cache in ("a", "fresh"):  # the writer's own cache mirrors the cut as a fresh one does
+        report = verify(object_log(bucket_url, moto_endpoint, tmp_path / cache))
+        (session,) = report.sessions
+        assert session.problem is not None and session.records == 4
+        assert "the log ends at seq 4, but its head names seq 6" in session.problem.message
+        assert session.problem.seq == 5
+    with pytest.raises(CorruptLogError, match="head names seq 6: records were removed"):
+        object_log(bucket_url, moto_endpoint, tmp_path / "writer").append(
+            "s", {"type": "user", "content": "x"}
+        )
+    assert len(raw_objects(bucket_url, moto_endpoint, "s")) == 2, "the cut was not filled"
+
+
+def test_storage_url_in_airsspec_toml_puts_every_command_on_the_bucket(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    config = (
+        f'[storage]\nurl = "{bucket_url}"\nendpoint = "{moto_endpoint}"\nregion = "us-east-1"\n'
+        'access_key_id = "testing"\nsecret_access_key = "testing"\n'
+    )
+    for machine in ("a", "b"):  # two machines sharing the bucket
+        (tmp_path / machine).mkdir()
+        (tmp_path / machine / "airsspec.toml").write_text(config)
+    added = run_cli(
+        "append", "s1", "--json", cwd=tmp_path / "a", stdin=b'{"type":"user","content":"hi"}\n'
+    )
+    assert added.returncode == 0, added.stderr
+    assert not (tmp_path / "a" / ".airsspec" / "contexts" / "agent" / "s1.jsonl").exists()
+    objects = b"".join(data for _, data in raw_objects(bucket_url, moto_endpoint, "s1"))
+    b = tmp_path / "b"  # another machine, its own cache
+    replayed = run_cli("replay", "s1", "--json", cwd=b)
+    assert replayed.returncode == 0 and replayed.stdout == objects, replayed.stderr
+    listed = run_cli("sessions", cwd=b)
+    assert listed.returncode == 0 and listed.stdout.splitlines()[1].split()[:2] == [b"s1", b"1"]
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "airsspec.toml").write_text(config)
+    for machine in (b, tmp_path / "c"):  # c: verify is the first command it runs
+        checked = run_cli("verify", "s1", cwd=machine)
+        assert checked.stdout == b"OK: 1 session(s), 1 record(s) verified\n", checked.stderr
+    bad = run_cli("sessions", cwd=b, env={"AIRSSPEC_STORAGE_URL": "gs://x"})
+    assert bad.returncode != 0 and bad.stderr.startswith(b"airsspec: error:")
+    assert b"[storage] url" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    down = run_cli("sessions", cwd=b, env={"AIRSSPEC_STORAGE_ENDPOINT": "http://127.0.0.1:1"})
+    assert down.returncode != 0 and down.stderr.startswith(b"airsspec: error: s3://")
+    assert b"LIST failed" in down.stderr and len(down.stderr.splitlines()) == 1
+
+
+def test_two_machines_of_two_writers_lose_no_acknowledged_record(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    seconds = float(os.environ.get("AIRSSPEC_S3_TEST_SECONDS", "4"))
+    acked = two_machines(bucket_url, moto_endpoint, tmp_path, seconds)
+    assert set(acked) == {"shared", "p-A1", "p-A2", "p-B1", "p-B2"}
+    third = object_log(bucket_url, moto_endpoint, tmp_path / "machine-C")
+    for session, acks in acked.items():
+        stored = [(r.record.seq, r.record.id) for r in third.read(session)]
+        assert sorted(acks) == stored, f"{session}: acknowledged != stored"
+        assert [seq for seq, _ in stored] == list(range(1, len(stored) + 1))  # no gap, no dup
+        assert len({id_ for _, id_ in stored}) == len(stored)
+    report = verify(third)
+    assert report.ok and report.records == sum(map(len, acked.values()))
+    last = raw_objects(bucket_url, moto_endpoint, "shared")[-1][0]
+    third.store.delete_object(last)
+    cut = verify(object_log(bucket_url, moto_endpoint, tmp_path / "machine-D"), ["shared"])
+    problem = cut.sessions[0].problem
+    assert problem is not None and "records were removed from the end" in problem.message
+
+
+def _writer(url: str, endpoint: str, cache: str, seconds: str, name: str) -> None:
+    """Append to the shared session and to a private one until ``seconds`` pass, printing
+    ``session seq id`` for each record once its append returned."""
+    log = object_log(url, endpoint, Path(cache))
+    deadline = time.monotonic() + float(seconds)
+    i = 0
+    while time.monotonic() < deadline:
+        session = "shared" if i % 2 == 0 else f"p-{name}"
+        events = [{"type": "user", "content": f"{name}:{i}"}] * (1 + i % 3 // 2)
+        for record in log.append_many(session, events):
+            sys.stdout.write(f"{session} {record.seq} {record.id}\n")
+        sys.stdout.flush()
+        i += 1
+
+
+if __name__ == "__main__":
+    _writer(*sys.argv[1:6])
+
+
+def test_sealed_content_reaches_the_bucket_only_as_ciphertext(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    from airsspec.workspace import Workspace
+
+    (tmp_path / "airsspec.toml").write_text(
+        f'[storage]\nurl = "{bucket_url}"\nendpoint = "{moto_endpoint}"\nregion = "us-east-1"\n'
+        'access_key_id = "testing"\nsecret_access_key = "testing"\n'
+        '[privacy]\nencrypt = "session"\n'
+    )
+    with Workspace.open(config=tmp_path / "airsspec.toml") as ws:
+        stored = ws.log.append("s", {"type": "user", "content": "the launch code is 0000"})
+        assert stored.content == "the launch code is 0000"
+        assert [r.record.content for r in ws.log.read("s")] == ["the launch code is 0000"]
+        assert verify(ws.log).ok
+    ((_, data),) = raw_objects(bucket_url, moto_endpoint, "s")
+    assert b"launch code" not in data and b'"sealed"' in data
