@@ -27,7 +27,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from airsspec.serve.tokens import check_user
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    logging.getLogger("mcp").setLevel(logging.WARNING)
+    for noisy in ("mcp", "watchfiles"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     user = check_user(args.user or getpass.getuser())
     with open_memory(args) as memory:
         served = Served(memory, local_user=user)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from functools import partial
 from typing import Any
 
 import anyio
@@ -126,19 +127,24 @@ def _hook_endpoint(served: Served) -> Any:
 
         payload = await read_json(request)
         event = request.path_params["event"]
-        handle = getattr(hooks, "handle", None) or _handle_hook
+        handle = getattr(hooks, "handle", None)
+        if handle is None:  # the hook functions the CLI runs
+            budget = int(request.query_params.get("budget") or 2000)
+            handle = partial(_handle_hook, budget=budget)
         result = await run(served, request, lambda m: handle(m, event, payload), writes=True)
         return JSONResponse(result)
 
     return guarded(handler)
 
 
-def _handle_hook(memory: Any, event: str, payload: dict[str, Any]) -> dict[str, Any]:
+def _handle_hook(
+    memory: Any, event: str, payload: dict[str, Any], *, budget: int
+) -> dict[str, Any]:
     """A hook's answer with the hook functions the CLI runs (``session-start``, ``import``)."""
     from airsspec import hooks
 
     if event in ("session-start", "SessionStart"):
-        return {"context": hooks.session_context(memory, payload, 2000)}
+        return {"context": hooks.session_context(memory, payload, budget)}
     if event in ("import", *hooks.EVENTS):
         return {"appended": hooks.import_transcript(memory, payload)}
     raise BadRequestError(f"unknown hook event {event!r}; known: session-start, import")

@@ -256,9 +256,12 @@ def serve(
 
 
 @contextlib.contextmanager
-def serving(served: Served, *, host: str = "127.0.0.1", port: int = 0) -> Any:
+def serving(
+    served: Served, *, host: str = "127.0.0.1", port: int = 0, discover: bool = False
+) -> Any:
     """Run the server in a thread of this process for the ``with`` block; yields its address
-    (tests, benchmarks and the demo use it; ``serve`` is the command's blocking form)."""
+    (tests, benchmarks and the demo use it; ``serve`` is the command's blocking form). With
+    ``discover``, the discovery file is written too, so local clients use it."""
     import threading
 
     import uvicorn
@@ -273,8 +276,12 @@ def serving(served: Served, *, host: str = "127.0.0.1", port: int = 0) -> Any:
             if not thread.is_alive():
                 raise ServeError("the server stopped while starting (see its log)")
             thread.join(0.01)
+        if discover:
+            write_state(served, address(sock))
         yield address(sock)
     finally:
+        if discover:
+            remove_state(served)
         server.should_exit = True
         thread.join(30)
         sock.close()

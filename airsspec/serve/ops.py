@@ -51,6 +51,14 @@ def _record(record: Any) -> dict[str, Any] | None:
     return None if record is None else record.model_dump(mode="json", exclude_none=True)
 
 
+def _cold_lag(memory: Any) -> int:
+    """Records the cold tier has not indexed yet (``Memory.status`` checks every tier)."""
+    from projections.status import tier_status
+
+    (cold,) = memory.workspace.projectors(("cold",))
+    return tier_status(memory.workspace.log, cold).lag_records
+
+
 # ---------------------------------------------------------------------------- the operations
 
 
@@ -114,7 +122,7 @@ def query_memory(
     answer = memory.search(
         query, k=k, session=session, since=since, until=until, kinds=kinds, fresh=False
     )
-    lag = sum(t.lag_records for t in memory.status() if t.tier == "cold")
+    lag = _cold_lag(memory)
     if lag:  # the background indexer has not reached them yet: say so, never wait for it
         answer["warnings"].append(f"{lag} recent record(s) not indexed yet; not searched")
     answer["unindexed"] = lag
