@@ -144,21 +144,20 @@ def hook_rows(workspace: Path, env: dict, repeats: int) -> list[list[object]]:
     payload = json.dumps({"session_id": "hook", "transcript_path": str(transcript)}).encode()
     hook = [PY, "-m", "airsspec", "-w", str(workspace), "hook", "import"]
 
-    def run(command: list[str], extra: dict | None = None) -> float:
-        return median_seconds(
-            lambda: subprocess.run(
-                command,
-                input=payload,
-                env={**env, **(extra or {})},
-                capture_output=True,
-                check=True,
-            ),
-            repeats,
-        )
-
-    bare = run([PY, "-c", "pass"])
-    served = run(hook)
-    alone = run(hook, {"AIRSSPEC_NO_SERVER": "1"})
+    commands = {
+        "bare": ([PY, "-c", "pass"], {}),
+        "served": (hook, {}),
+        "alone": (hook, {"AIRSSPEC_NO_SERVER": "1"}),
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(repeats):  # interleaved: the machine's load drifts alike for all three
+        for name, (command, extra) in commands.items():
+            started = time.perf_counter()
+            subprocess.run(
+                command, input=payload, env={**env, **extra}, capture_output=True, check=True
+            )
+            times[name].append(time.perf_counter() - started)
+    bare, served, alone = (statistics.median(times[n]) for n in ("bare", "served", "alone"))
     return [
         ["python -c pass (baseline)", bare * 1000, 1.0],
         ["hook import via airsspec serve", served * 1000, served / bare],

@@ -167,6 +167,9 @@ def bind(host: str, port: int, path: str | None) -> socket.socket:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # Accepted connections inherit it: a keep-alive answer written in two sends must
+            # not wait for the client's delayed ACK (40 ms per request).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.bind((host, port))
     except OSError as exc:
         where = path or f"{host}:{port}"

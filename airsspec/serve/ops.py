@@ -52,11 +52,19 @@ def _record(record: Any) -> dict[str, Any] | None:
 
 
 def _cold_lag(memory: Any) -> int:
-    """Records the cold tier has not indexed yet (``Memory.status`` checks every tier)."""
-    from projections.status import tier_status
+    """Records the cold tier has not indexed yet: each session's head against the cold tier's
+    checkpoints (``Memory.status`` also reads every output of every tier: too slow per query)."""
+    from projections.engine import log_tail
 
+    log = memory.workspace.log
     (cold,) = memory.workspace.projectors(("cold",))
-    return tier_status(memory.workspace.log, cold).lag_records
+    manifest = cold.read_manifest()
+    lag = 0
+    for session in log.sessions():
+        entry = manifest.get(session)
+        done = entry.checkpoint.seq if entry is not None and entry.checkpoint else 0
+        lag += max(0, log_tail(log, session).seq - done)
+    return lag
 
 
 # ---------------------------------------------------------------------------- the operations
