@@ -181,7 +181,7 @@ def bind(host: str, port: int, path: str | None) -> socket.socket:
 def address(sock: socket.socket) -> dict[str, Any]:
     """How a client reaches ``sock``: a url, and the socket path for a Unix socket."""
     if sock.family == socket.AF_UNIX:
-        return {"url": "http://localhost", "socket": sock.getsockname()}
+        return {"url": "http://localhost", "socket": os.path.abspath(sock.getsockname())}
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     return {"url": f"http://{shown}:{port}", "socket": None}

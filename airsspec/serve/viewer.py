@@ -31,7 +31,11 @@ ENV = Environment(
     loader=FileSystemLoader(HERE / "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
 )
-ENV.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False, default=str)
+ENV.filters["pretty"] = lambda value: (  # a text result as it is; anything else as JSON
+    value
+    if isinstance(value, str)
+    else json.dumps(value, indent=2, ensure_ascii=False, default=str)
+)
 MAX_RECORDS = 5000  # a timeline page shows at most this many records
 
 
