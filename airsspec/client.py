@@ -54,10 +54,15 @@ class Server:
     def request(self, method: str, path: str, body: object = None) -> tuple[int, object]:
         """Send one request; the status and the decoded JSON answer."""
         data = b"" if body is None else json.dumps(body).encode()
+        scope = "".join(
+            f"X-Airsspec-{name}: {value}\r\n"
+            for name in ("User", "Agent", "Project")
+            if (value := os.environ.get(f"AIRSSPEC_{name.upper()}", "")).isprintable() and value
+        )  # the scope the CLI would take from the same variables
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
             f"Authorization: Bearer {self.token}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(data)}\r\n\r\n"
+            f"{scope}Content-Length: {len(data)}\r\n\r\n"
         )
         with self._connect() as sock:
             sock.sendall(head.encode() + data)
@@ -87,12 +92,13 @@ def _alive(pid: object) -> bool:
     return True
 
 
-def _workspace(workspace: str | None, config: str | None) -> str:
-    """The workspace folder the CLI would open (the same rules, without loading settings)."""
+def _workspace(workspace: str | None, config: str | None, start: str | None = None) -> str:
+    """The workspace folder the CLI would open (the same rules, without loading settings),
+    looking for ``airsspec.toml`` from ``start`` (default: the current folder) up."""
     if workspace is not None:
         return workspace
     if config is None:
-        folder = os.getcwd()
+        folder = os.path.abspath(start or os.getcwd())
         while True:
             candidate = os.path.join(folder, "airsspec.toml")
             if os.path.isfile(candidate):
@@ -113,10 +119,13 @@ def _workspace(workspace: str | None, config: str | None) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(config)), path)
 
 
-def find_server(workspace: str | None = None, config: str | None = None) -> Server | None:
+def find_server(
+    workspace: str | None = None, config: str | None = None, start: str | None = None
+) -> Server | None:
     """The server running for the workspace, or None."""
     try:
-        with open(os.path.join(_workspace(workspace, config), STATE), encoding="utf-8") as file:
+        folder = _workspace(workspace, config, start)
+        with open(os.path.join(folder, STATE), encoding="utf-8") as file:
             info = json.load(file)
     except (OSError, ValueError):
         return None
@@ -131,7 +140,7 @@ def find_server(workspace: str | None = None, config: str | None = None) -> Serv
 def _parse(argv: list[str]) -> dict | None:
     """The options of a command the fast path serves, or None for anything else."""
     known = {
-        "hook": {"--budget": int, "--json": None},
+        "hook": {"--budget": int, "--recall": int, "--json": None},
         "append": {"--json": None},
         "context": {"--budget": int, "--query": str, "--format": str, "--json": None},
         "query": {
@@ -189,25 +198,17 @@ def _print(value: object) -> None:
 
 
 def _hook(server: Server, opts: dict) -> int | None:
-    if len(opts["args"]) != 1:
-        return None
-    try:
-        payload = json.loads(_stdin() or b"{}")
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(payload, dict):
-        return None
-    budget = opts.get("--budget")
-    path = f"/v1/hooks/{opts['args'][0]}" + (f"?budget={budget}" if budget else "")
-    status, answer = server.request("POST", path, payload)
-    if status != 200:  # a hook never blocks Claude Code: one line, exit 1
+    query = "&".join(
+        f"{name}={opts[f'--{name}']}" for name in ("budget", "recall") if f"--{name}" in opts
+    )
+    path = f"/v1/hooks/{opts['args'][0]}" + (f"?{query}" if query else "")
+    status, answer = server.request("POST", path, opts["payload"])
+    if status != 200 or not isinstance(answer, dict):  # a hook never blocks Claude Code
         return _fail(answer.get("detail") if isinstance(answer, dict) else answer, 1)
-    if answer is None:
-        return 0
-    if opts.get("--json") or not isinstance(answer, dict) or set(answer) - {"context", "appended"}:
-        _print(answer)
-    elif answer.get("context"):
-        print(answer["context"])
+    if opts.get("--json"):
+        _print(answer["answer"])
+    else:
+        sys.stdout.write(answer["stdout"])  # what the hook command prints
     return 0
 
 
@@ -288,7 +289,17 @@ def dispatch(argv: list[str]) -> int | None:
     opts = _parse(argv)
     if opts is None:
         return None
-    server = find_server(opts["workspace"], opts["config"])
+    start = None
+    if opts["command"] == "hook":  # the payload names the project the hook runs in
+        try:
+            opts["payload"] = json.loads(_stdin() or b"{}")
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(opts["payload"], dict) or len(opts["args"]) != 1:
+            return None
+        cwd = opts["payload"].get("cwd")
+        start = cwd if isinstance(cwd, str) and cwd else None
+    server = find_server(opts["workspace"], opts["config"], start)
     if server is None:
         return None
     handler = {"hook": _hook, "append": _append, "context": _context, "query": _query}

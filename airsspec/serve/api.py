@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-from functools import partial
 from typing import Any
 
 import anyio
@@ -44,6 +43,8 @@ def status_of(exc: BaseException) -> int:
     explicit = getattr(exc, "status", None)
     if isinstance(explicit, int):
         return explicit
+    if getattr(exc, "kind", None) == "forbidden":  # another owner's session
+        return 403
     if isinstance(exc, NoSuchSessionError):
         return 404
     if isinstance(exc, PermissionError):
@@ -121,25 +122,53 @@ def _op_endpoint(served: Served, op: Op) -> Any:
     return guarded(handler)
 
 
+ALIASES = {"session-start": "SessionStart"}  # what earlier installs ran (as the CLI maps them)
+
+
+def _number(request: Request, name: str, default: int) -> int:
+    try:
+        return int(request.query_params.get(name) or default)
+    except ValueError as exc:
+        raise BadRequestError(f"{name}: not a whole number") from exc
+
+
 def _hook_endpoint(served: Served) -> Any:
     async def handler(request: Request) -> Response:
         from airsspec import hooks
 
         payload = await read_json(request)
         event = request.path_params["event"]
-        handle = getattr(hooks, "handle", None)
-        if handle is None:  # the hook functions the CLI runs
-            budget = int(request.query_params.get("budget") or 2000)
-            handle = partial(_handle_hook, budget=budget)
-        result = await run(served, request, lambda m: handle(m, event, payload), writes=True)
-        return JSONResponse(result)
+        budget, recall = _number(request, "budget", 2000), _number(request, "recall", 0)
+        if not hasattr(hooks, "handle"):  # the hook functions the CLI runs
+            answer = await run(
+                served, request, lambda m: _handle_hook(m, event, payload, budget), writes=True
+            )
+            text = answer.get("context") or ""
+            return JSONResponse({"answer": answer, "stdout": f"{text}\n" if text else ""})
+        event = ALIASES.get(event, event)
+        if event == "import":  # earlier installs: PostToolUse, Stop and PreCompact
+            named = payload.get("hook_event_name")
+            event = named if named in ("PostToolUse", "Stop", "PreCompact") else "Stop"
+        principal = request.user.principal
+
+        def defer(job: Any) -> None:  # the slow part runs after the answer, in the server
+            served.later(principal, lambda m: hooks.run_job(m, job))
+
+        answer = await run(
+            served,
+            request,
+            lambda m: hooks.handle(
+                m, event, payload, budget=budget, recall_budget=recall, defer=defer
+            ),
+            writes=True,
+        )
+        shown = "" if answer is None else json.dumps(answer, ensure_ascii=False) + "\n"
+        return JSONResponse({"answer": answer, "stdout": shown})
 
     return guarded(handler)
 
 
-def _handle_hook(
-    memory: Any, event: str, payload: dict[str, Any], *, budget: int
-) -> dict[str, Any]:
+def _handle_hook(memory: Any, event: str, payload: dict[str, Any], budget: int) -> dict[str, Any]:
     """A hook's answer with the hook functions the CLI runs (``session-start``, ``import``)."""
     from airsspec import hooks
 

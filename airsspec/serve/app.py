@@ -81,6 +81,7 @@ class TokenBackend(AuthenticationBackend):
         principal = self.served.principal(request_token(conn))
         if principal is None:
             return None
+        principal = principal.narrowed(conn.headers)
         scopes = ["read"] if principal.read_only else ["read", "write"]
         return AuthCredentials(scopes), PrincipalUser(principal)
 

@@ -11,7 +11,9 @@ sessions that changed. When another ``airsspec watch`` already holds the workspa
 leaves the background work to it.
 
 Each request acts for a principal (a token's user); ``view`` is that user's scoped memory
-(``Memory.scoped(user=...)``), so a user reads and writes only what is theirs.
+(``Memory.scoped(user=...)``), so a user reads and writes only what is theirs. The user who
+started the server (its local token, in the discovery file) is the workspace's owner: unscoped,
+as the CLI is, unless a request narrows it (``X-Airsspec-User``/``-Agent``/``-Project``).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class Served:
         # The token of the user who started the server, written only to the discovery file
         # (mode 0600): local clients (hooks, the CLI) read it there.
         self.local_token = "airs_local_" + secrets.token_urlsafe(32)
-        self.local = Principal(local_user, False, "local")
+        self.local = Principal(local_user, False, "local", owner=True)
         self._views: dict[str, Any] = {}
         self.background = Background(self) if background else None
 
@@ -61,13 +63,13 @@ class Served:
         return self.tokens.lookup(token)
 
     def view(self, principal: Principal) -> Any:
-        """The memory as ``principal``'s user sees it."""
+        """The memory as ``principal`` may see it (``Memory.scoped`` to its scope)."""
         scoped = getattr(self.memory, "scoped", None)
-        if scoped is None:  # a memory without scopes: one user's view is all of it
+        if scoped is None or not principal.scope:  # the owner's view: all of it
             return self.memory
-        if principal.user not in self._views:
-            self._views[principal.user] = scoped(user=principal.user)
-        return self._views[principal.user]
+        if principal.scope not in self._views:
+            self._views[principal.scope] = scoped(**dict(principal.scope))
+        return self._views[principal.scope]
 
     # ------------------------------------------------------------------ calls
 
@@ -79,6 +81,18 @@ class Served:
             )
         with self.lock:
             return fn(self.view(principal))
+
+    def later(self, principal: Principal, fn: Callable[[Any], Any]) -> None:
+        """``fn(view)`` in a thread of its own, after the caller has its answer (a hook's
+        deferred work); a failure is logged."""
+
+        def work() -> None:
+            try:
+                self.call(principal, fn, writes=True)
+            except Exception:  # degrade, never crash: the next hook or step retries
+                log.exception("deferred work failed")
+
+        threading.Thread(target=work, name="serve-later", daemon=True).start()
 
     # ------------------------------------------------------------------ life
 

@@ -16,9 +16,10 @@ import json
 import os
 import re
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from eventlog.errors import AirsspecError
 
@@ -30,13 +31,34 @@ class TokenError(AirsspecError, ValueError):
     """A token request that cannot be done (bad user name, unknown id, damaged file)."""
 
 
+SCOPE_HEADERS = {
+    "user": "x-airsspec-user",
+    "agent": "x-airsspec-agent",
+    "project": "x-airsspec-project",
+}
+"""Headers that narrow a request's scope (the light client sends AIRSSPEC_USER/AGENT/PROJECT)."""
+
+
 @dataclass(frozen=True)
 class Principal:
-    """Who a request acts for: a user, and whether it may write."""
+    """Who a request acts for: a user, whether it may write, and the scope its reads and
+    writes are limited to (``scope``: field -> value; empty only for the workspace's owner)."""
 
     user: str
     read_only: bool = False
     token_id: str | None = None
+    owner: bool = False  # the user who started the server: every session, unless narrowed
+    scope: tuple[tuple[str, str], ...] = ()
+
+    def narrowed(self, headers: Any) -> Principal:
+        """This principal with the scope a request asks for: a token's user always; the
+        owner's only what the headers name; an agent or a project narrows either."""
+        fields = {} if self.owner else {"user": self.user}
+        for name, header in SCOPE_HEADERS.items():
+            value = headers.get(header)
+            if value and (name != "user" or self.owner):
+                fields[name] = value
+        return replace(self, scope=tuple(sorted(fields.items())))
 
 
 @dataclass(frozen=True)
