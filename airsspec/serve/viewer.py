@@ -51,9 +51,10 @@ async def _read(served: Served, request: Request, fn: Any) -> Any:
     return await anyio.to_thread.run_sync(lambda: served.call(principal, fn))
 
 
-def _session_row(info: Any) -> dict[str, Any]:
+def _session_row(info: Any, owner: Any) -> dict[str, Any]:
     row = {k: getattr(info, k, None) for k in ("session", "records", "first_ts", "last_ts")}
-    row.update({k: getattr(info, k, None) for k in ("user", "agent", "project", "problem")})
+    row.update({k: getattr(owner, k, None) for k in ("user", "agent", "project")})
+    row["problem"] = info.problem
     return row
 
 
@@ -112,7 +113,8 @@ def routes(served: Served) -> list[Any]:
         }
 
         def read(memory: Any) -> tuple[list[dict[str, Any]], set[str] | None]:
-            rows = [_session_row(info) for info in memory.sessions()]
+            owners = memory.owners() if hasattr(memory, "owners") else {}
+            rows = [_session_row(info, owners.get(info.session)) for info in memory.sessions()]
             found = None
             if filters["text"]:
                 hits = memory.search(filters["text"], k=100, fresh=False)["hits"]

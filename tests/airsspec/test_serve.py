@@ -70,7 +70,8 @@ def test_http_answers_are_the_python_apis(server, memory: Memory, tokens) -> Non
     with client(url, tokens["alice"]) as http:
         appended = http.post("/v1/sessions/s1/events", json={"events": EVENTS})
         assert appended.status_code == 200, appended.text
-        assert appended.json()["seqs"] == [1, 2]
+        seqs = appended.json()["seqs"]  # a scoped writer's new session starts with its owner
+        assert len(seqs) == 2 and seqs[1] == seqs[0] + 1
         replayed = http.post("/v1/sessions/s1/replay", json={}).json()
         listed = http.get("/v1/sessions").json()
         context = http.post("/v1/sessions/s1/context", json={"budget": 200}).json()
@@ -86,8 +87,8 @@ def test_a_search_answers_at_once_and_says_what_is_not_indexed(server, tokens) -
     with client(url, tokens["alice"]) as http:
         http.post("/v1/sessions/s1/events", json={"events": EVENTS}).raise_for_status()
         answer = http.post("/v1/search", json={"query": "token bucket"}).json()
-    assert answer["unindexed"] == 2
-    assert "2 recent record(s) not indexed yet" in answer["warnings"][-1]
+    assert answer["unindexed"] >= 2  # (and a scoped writer's session_started)
+    assert f"{answer['unindexed']} recent record(s) not indexed yet" in answer["warnings"][-1]
 
 
 def test_the_background_indexer_makes_an_append_searchable(memory: Memory, tokens) -> None:
@@ -196,7 +197,8 @@ def test_another_users_token_reads_nothing_and_writes_nothing(
         assert http.post("/v1/sessions/s1/replay", json={}).status_code in (403, 404)
         found = http.post("/v1/search", json={"query": "token bucket"}).json()
         assert found["hits"] == []
-        http.post("/v1/sessions/s1/events", json={"events": EVENTS})
+        refused = http.post("/v1/sessions/s1/events", json={"events": EVENTS})
+        assert refused.status_code == 403, refused.text
     assert [r.hash for r in alice.replay("s1")] == before
 
 
@@ -210,7 +212,10 @@ def test_a_read_only_token_reads_but_cannot_write(server, memory: Memory, tokens
         assert refused.status_code == 403
         assert "read-only" in refused.json()["detail"]
         assert http.post("/v1/sessions/s1/start", json={}).status_code == 403
-        assert len(http.post("/v1/sessions/s1/replay", json={}).json()) == 2
+        replayed = http.post("/v1/sessions/s1/replay", json={}).json()
+        assert [r["content"] for r in replayed if r["type"] in ("user", "assistant")] == [
+            e["content"] for e in EVENTS
+        ]
     assert snapshot(memory.root / "contexts") == before
 
 
@@ -283,10 +288,10 @@ def test_the_mcp_tools_over_http_through_the_sdk_client(server, tokens) -> None:
     k = tools["query_memory"].input_schema["properties"]["k"]
     assert (k["minimum"], k["maximum"]) == (1, MAX_K) and k["description"]
     assert not done["appended"].is_error
-    assert done["appended"].structured_content["seqs"] == [1, 2]
+    assert len(done["appended"].structured_content["seqs"]) == 2
     assert done["extra"].is_error and "surprise" in done["extra"].content[0].text
     assert done["bounded"].is_error
-    assert done["listed"].structured_content["result"][0]["records"] == 2
+    assert done["listed"].structured_content["result"][0]["records"] >= 2
 
     read_only = asyncio.run(asyncio.wait_for(run(tokens["reader"]), 60))
     assert read_only["appended"].is_error
