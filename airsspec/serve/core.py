@@ -49,7 +49,8 @@ class Served:
         # (mode 0600): local clients (hooks, the CLI) read it there.
         self.local_token = "airs_local_" + secrets.token_urlsafe(32)
         self.local = Principal(local_user, False, "local", owner=True)
-        self._views: dict[str, Any] = {}
+        self._views: dict[Any, Any] = {}
+        self._later: list[threading.Thread] = []
         self.background = Background(self) if background else None
 
     # ------------------------------------------------------------------ who
@@ -92,7 +93,9 @@ class Served:
             except Exception:  # degrade, never crash: the next hook or step retries
                 log.exception("deferred work failed")
 
-        threading.Thread(target=work, name="serve-later", daemon=True).start()
+        thread = threading.Thread(target=work, name="serve-later", daemon=True)
+        self._later = [t for t in self._later if t.is_alive()] + [thread]
+        thread.start()
 
     # ------------------------------------------------------------------ life
 
@@ -102,7 +105,9 @@ class Served:
             self.background.start()
 
     def stop(self) -> None:
-        """Stop the background work, saving what it did."""
+        """Finish deferred work, then stop the background work, saving what it did."""
+        for thread in self._later:
+            thread.join(60)
         if self.background is not None:
             self.background.stop()
 

@@ -336,3 +336,63 @@ def _up(http: httpx.Client) -> bool:
         return http.get("/v1/health").status_code == 200
     except httpx.TransportError:
         return False
+
+
+def test_a_hook_posted_to_the_server_imports_the_transcript(server, memory: Memory, tmp_path):
+    url, served = server
+    transcript = tmp_path / "abc.jsonl"
+    line = {
+        "type": "user",
+        "uuid": "u1",
+        "sessionId": "abc",
+        "timestamp": "2026-11-01T10:00:01.000Z",
+        "message": {"role": "user", "content": "Please add rate limiting to the upload API"},
+    }
+    transcript.write_text(json.dumps(line) + "\n")
+    payload = {
+        "session_id": "abc",
+        "transcript_path": str(transcript),
+        "cwd": str(tmp_path),
+        "hook_event_name": "Stop",
+    }
+    with client(url, served.local_token) as http:
+        answer = http.post("/v1/hooks/import", json=payload)
+        assert answer.status_code == 200, answer.text
+        assert set(answer.json()) == {"answer", "stdout"}
+        bad = http.post("/v1/hooks/import", content=b"[1]")
+        assert bad.status_code == 400 and "not a JSON object" in bad.json()["detail"]
+    texts = [getattr(r, "content", None) for r in memory.replay("abc")]
+    assert "Please add rate limiting to the upload API" in texts
+
+
+@pytest.mark.slow
+def test_the_light_client_reaches_a_server_on_a_unix_socket(tmp_path: Path) -> None:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    sock = tmp_path / "serve.sock"
+    env = {**os.environ, "AIRSSPEC_COLD_EMBEDDER": "hash", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "airsspec", "serve", "--socket", str(sock)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None and "serve.sock" in proc.stdout.readline().decode()
+        assert os.stat(sock).st_mode & 0o077 == 0
+        line = b'{"type": "user", "content": "over the socket"}\n'
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "airsspec", "append", "s9"],
+            cwd=tmp_path,
+            env=env,
+            input=line,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0 and b"appended 1 record(s) to s9" in done.stdout
+        assert b"| pydantic" not in done.stderr  # the light client did it, through the socket
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    assert proc.returncode == 0 and not sock.exists()
