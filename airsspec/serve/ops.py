@@ -51,22 +51,6 @@ def _record(record: Any) -> dict[str, Any] | None:
     return None if record is None else record.model_dump(mode="json", exclude_none=True)
 
 
-def _cold_lag(memory: Any) -> int:
-    """Records the cold tier has not indexed yet: each session's head against the cold tier's
-    checkpoints (``Memory.status`` also reads every output of every tier: too slow per query)."""
-    from projections.engine import log_tail
-
-    log = memory.workspace.log
-    (cold,) = memory.workspace.projectors(("cold",))
-    manifest = cold.read_manifest()
-    lag = 0
-    for session in log.sessions():
-        entry = manifest.get(session)
-        done = entry.checkpoint.seq if entry is not None and entry.checkpoint else 0
-        lag += max(0, log_tail(log, session).seq - done)
-    return lag
-
-
 # ---------------------------------------------------------------------------- the operations
 
 
@@ -125,16 +109,11 @@ def query_memory(
 ) -> dict[str, Any]:
     """Search everything this agent has seen or done, including history compacted out of
     the context window: messages, tool calls and results, summaries, added documents.
-    Returns the best passages, each with session, seq range, time and ids. Answers at once
-    from what is indexed; ``warnings`` says when recent records are not indexed yet."""
-    answer = memory.search(
-        query, k=k, session=session, since=since, until=until, kinds=kinds, fresh=False
-    )
-    lag = _cold_lag(memory)
-    if lag:  # the background indexer has not reached them yet: say so, never wait for it
-        answer["warnings"].append(f"{lag} recent record(s) not indexed yet; not searched")
-    answer["unindexed"] = lag
-    return answer
+    Returns the best passages, each with session, seq range, time and ids. Answers at once:
+    records not indexed yet are searched in the log, and ``warnings`` says so."""
+    from airsspec.serve.fresh import search_now
+
+    return search_now(memory, query, k=k, session=session, since=since, until=until, kinds=kinds)
 
 
 def sessions(memory: Any) -> list[dict[str, Any]]:

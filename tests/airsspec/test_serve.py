@@ -82,13 +82,21 @@ def test_http_answers_are_the_python_apis(server, memory: Memory, tokens) -> Non
     assert context["context"] == view.context("s1", 200)
 
 
-def test_a_search_answers_at_once_and_says_what_is_not_indexed(server, tokens) -> None:
+def test_a_search_finds_what_is_not_indexed_yet_and_says_so(server, memory, tokens) -> None:
     url, _ = server  # no background indexer: nothing appended is indexed
     with client(url, tokens["alice"]) as http:
         http.post("/v1/sessions/s1/events", json={"events": EVENTS}).raise_for_status()
-        answer = http.post("/v1/search", json={"query": "token bucket"}).json()
+        answer = http.post("/v1/search", json={"query": "token bucket", "k": 1}).json()
+        elsewhere = http.post(
+            "/v1/search", json={"query": "token bucket", "since": "2999-01-01T00:00:00Z"}
+        ).json()
     assert answer["unindexed"] >= 2  # (and a scoped writer's session_started)
     assert f"{answer['unindexed']} recent record(s) not indexed yet" in answer["warnings"][-1]
+    (hit,) = answer["hits"]
+    assert (hit["text"], hit["tier"], hit["session"]) == (EVENTS[1]["content"], "log", "s1")
+    stored = [r for r in memory.replay("s1") if getattr(r, "content", None) == hit["text"]]
+    assert hit["hashes"] == [stored[0].hash]  # provenance, as any hit's
+    assert elsewhere["hits"] == []  # the filters hold for the scanned records too
 
 
 def test_the_background_indexer_makes_an_append_searchable(memory: Memory, tokens) -> None:
