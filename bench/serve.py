@@ -3,8 +3,9 @@
 1. Requests/s, p50 and p99 of append, context and search over HTTP with 1, 8 and 32 concurrent
    clients (each a keep-alive connection of its own), next to the same call made the way it is
    made without a server: one ``airsspec`` process per call (``AIRSSPEC_NO_SERVER=1``).
-2. A hook (``airsspec hook import`` with its JSON on stdin, as Claude Code runs it) through the
-   server, next to ``python -c pass`` and to the same hook without a server, in the same run.
+2. A hook (``airsspec hook import`` with its JSON on stdin, as Claude Code runs it) and an
+   ``airsspec append`` through the server, next to ``python -c pass`` and to the same commands
+   without a server, in the same run.
 3. Time from an append to a search that finds it, while 8 other clients keep appending.
 
     python bench/serve.py [--requests 200] [--embedder minilm|hash]
@@ -143,26 +144,27 @@ def hook_rows(workspace: Path, env: dict, repeats: int) -> list[list[object]]:
     transcript.write_text(json.dumps(line) + "\n")
     payload = json.dumps({"session_id": "hook", "transcript_path": str(transcript)}).encode()
     hook = [PY, "-m", "airsspec", "-w", str(workspace), "hook", "import"]
-
-    commands = {
-        "bare": ([PY, "-c", "pass"], {}),
-        "served": (hook, {}),
-        "alone": (hook, {"AIRSSPEC_NO_SERVER": "1"}),
+    append = [PY, "-m", "airsspec", "-w", str(workspace), "append", "bench-append"]
+    line = json.dumps(event(1)).encode() + b"\n"
+    alone = {"AIRSSPEC_NO_SERVER": "1"}
+    commands = {  # name: (argv, extra environment, standard input)
+        "python -c pass (baseline)": ([PY, "-c", "pass"], {}, b""),
+        "hook import via airsspec serve": (hook, {}, payload),
+        "hook import without a server": (hook, alone, payload),
+        "append via airsspec serve": (append, {}, line),
+        "append without a server": (append, alone, line),
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(repeats):  # interleaved: the machine's load drifts alike for all three
-        for name, (command, extra) in commands.items():
+    for _ in range(repeats):  # interleaved: the machine's load drifts alike for all of them
+        for name, (command, extra, stdin) in commands.items():
             started = time.perf_counter()
             subprocess.run(
-                command, input=payload, env={**env, **extra}, capture_output=True, check=True
+                command, input=stdin, env={**env, **extra}, capture_output=True, check=True
             )
             times[name].append(time.perf_counter() - started)
-    bare, served, alone = (statistics.median(times[n]) for n in ("bare", "served", "alone"))
-    return [
-        ["python -c pass (baseline)", bare * 1000, 1.0],
-        ["hook import via airsspec serve", served * 1000, served / bare],
-        ["hook import without a server", alone * 1000, alone / bare],
-    ]
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    bare = medians["python -c pass (baseline)"]
+    return [[name, value * 1000, value / bare] for name, value in medians.items()]
 
 
 def searchable(info: dict, rounds: int) -> tuple[float, float]:
@@ -242,7 +244,7 @@ def main() -> None:
                 rows,
             )
             print_table(
-                f"Hook latency (median of {args.repeats})",
+                f"Hook and append latency, one process each (median of {args.repeats})",
                 ["command", "ms", "x python -c pass"],
                 hook_rows(workspace, env, args.repeats),
             )
