@@ -140,7 +140,7 @@ def find_server(
 def _parse(argv: list[str]) -> dict | None:
     """The options of a command the fast path serves, or None for anything else."""
     known = {
-        "hook": {"--budget": int, "--recall": int, "--json": None},
+        "hook": {"--budget": int, "--recall": int},
         "append": {"--json": None},
         "context": {"--budget": int, "--query": str, "--format": str, "--json": None},
         "query": {
@@ -205,10 +205,7 @@ def _hook(server: Server, opts: dict) -> int | None:
     status, answer = server.request("POST", path, opts["payload"])
     if status != 200 or not isinstance(answer, dict):  # a hook never blocks Claude Code
         return _fail(answer.get("detail") if isinstance(answer, dict) else answer, 1)
-    if opts.get("--json"):
-        _print(answer["answer"])
-    else:
-        sys.stdout.write(answer["stdout"])  # what the hook command prints
+    sys.stdout.write(answer["stdout"])  # what the hook command prints
     return 0
 
 

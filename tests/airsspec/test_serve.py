@@ -29,10 +29,6 @@ EVENTS = [
     {"type": "user", "content": "Please add rate limiting to the public API"},
     {"type": "assistant", "content": "I will use a token bucket per API key"},
 ]
-SCOPED = hasattr(Memory, "scoped")
-needs_scopes = pytest.mark.xfail(
-    not SCOPED, reason="Memory.scoped (per-user views) is not in this tree yet", strict=True
-)
 
 
 @pytest.fixture
@@ -75,7 +71,7 @@ def test_http_answers_are_the_python_apis(server, memory: Memory, tokens) -> Non
         replayed = http.post("/v1/sessions/s1/replay", json={}).json()
         listed = http.get("/v1/sessions").json()
         context = http.post("/v1/sessions/s1/context", json={"budget": 200}).json()
-    view = getattr(memory, "scoped", lambda **_: memory)(user="alice")
+    view = memory.scoped(user="alice")
     stored = [r.model_dump(mode="json", exclude_none=True) for r in view.replay("s1")]
     assert replayed == stored
     assert [s["session"] for s in listed] == ["s1"]
@@ -191,7 +187,6 @@ def test_a_request_without_a_token_reads_nothing_and_writes_nothing(
     assert snapshot(memory.root / "contexts") == before
 
 
-@needs_scopes
 def test_another_users_token_reads_nothing_and_writes_nothing(
     server, memory: Memory, tokens
 ) -> None:

@@ -28,7 +28,6 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SCOPED = hasattr(Memory, "scoped")
 INJECTED = "<script>window.__pwned = 1</script><img src=x onerror='window.__pwned = 2'>"
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
@@ -66,8 +65,8 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def owned(memory: Memory, user: str) -> Memory:
-    """``memory`` as ``user`` writes it (sessions owned by them), where scopes exist."""
-    return memory.scoped(user=user) if SCOPED else memory
+    """``memory`` as ``user`` writes it (sessions owned by them)."""
+    return memory.scoped(user=user)
 
 
 @pytest.fixture
@@ -104,10 +103,9 @@ def test_sign_in_filter_open_follow_a_summary_and_search(site, page) -> None:
     rows = page.locator("table.sessions tbody tr")
     assert rows.count() == 1 and rows.first.inner_text().startswith("beta")
     shot(page, "02-filtered")
-    if SCOPED:  # sessions know their owner
-        page.goto(url + "/?user=alice")
-        assert page.locator("table.sessions tbody tr").count() == 1
-        assert page.locator("table.sessions tbody tr").first.inner_text().startswith("alpha")
+    page.goto(url + "/?user=alice")  # sessions know their owner
+    assert page.locator("table.sessions tbody tr").count() == 1
+    assert page.locator("table.sessions tbody tr").first.inner_text().startswith("alpha")
 
     page.goto(url + "/")
     page.click("a:has-text('alpha')")
@@ -149,7 +147,6 @@ def test_stored_markup_is_shown_as_text_and_never_runs(site, page) -> None:
     assert page.evaluate("window.__pwned") is None
 
 
-@pytest.mark.skipif(not SCOPED, reason="Memory.scoped (per-user views) is not in this tree yet")
 def test_a_users_viewer_shows_only_their_sessions(site, page) -> None:
     url, _, alice = site
     page.goto(f"{url}/?token={alice}")
