@@ -112,3 +112,29 @@ def test_a_dead_servers_discovery_file_is_ignored(workspace: Memory) -> None:
     code, out, err, imported = airsspec(workspace, "context", "s1", "--budget", "100")
     assert (code, err) == (0, "") and "add rate limiting" in out
     assert [n for n in imported if n.startswith("pydantic")]  # the full command ran
+
+
+@pytest.mark.slow
+def test_a_hook_finds_the_server_of_the_project_its_payload_names(served, tmp_path) -> None:
+    payload = json.dumps({"session_id": "abc", "cwd": str(served.root.parent)}).encode()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "AIRSSPEC_COLD_EMBEDDER": "hash"}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    runs = {}
+    for name, extra in (("fast", {}), ("full", {"AIRSSPEC_NO_SERVER": "1"})):
+        runs[name] = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "airsspec", "hook", "SessionStart"],
+            cwd=elsewhere,
+            input=payload,
+            env={**env, **extra},
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    assert runs["fast"].returncode == runs["full"].returncode == 0
+    assert runs["fast"].stdout == runs["full"].stdout and runs["fast"].stdout
+    loaded = {
+        name: {line.split("|")[-1].strip() for line in run.stderr.decode().splitlines()}
+        for name, run in runs.items()
+    }
+    assert not heavy(loaded["fast"]) and heavy(loaded["full"])
