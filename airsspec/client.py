@@ -176,7 +176,9 @@ def _parse(argv: list[str]) -> dict | None:
         except (StopIteration, ValueError):
             return None
     parsed["command"] = command
-    return parsed if command is not None else None
+    if command is None or (parsed["workspace"] and parsed["config"]):
+        return None  # -w with -c: the full command checks that they agree
+    return parsed
 
 
 def _stdin() -> bytes | None:
@@ -256,8 +258,13 @@ def _context(server: Server, opts: dict) -> int | None:
         return None
     if opts.get("--json") or body["format"] != "text":
         _print(answer)
-    else:
-        print(answer["context"])
+        return 0
+    text = answer["context"]
+    if not all(line.replace("\t", "").isprintable() for line in text.split("\n")):
+        from eventlog.render import printable  # rare: control characters, escaped as the CLI does
+
+        text = printable(text)
+    print(text)
     return 0
 
 

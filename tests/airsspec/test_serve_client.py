@@ -138,3 +138,12 @@ def test_a_hook_finds_the_server_of_the_project_its_payload_names(served, tmp_pa
         for name, run in runs.items()
     }
     assert not heavy(loaded["fast"]) and heavy(loaded["full"])
+
+
+@pytest.mark.slow
+def test_stored_control_characters_are_escaped_as_the_full_command_does(served) -> None:
+    served.append_many("s1", [{"type": "user", "content": "red \x1b[31malert\x1b[0m\u202e"}])
+    fast = airsspec(served, "context", "s1", "--budget", "200")
+    full = airsspec(served, "context", "s1", "--budget", "200", server=False)
+    assert fast[:3] == full[:3] and "\\x1b[31m" in fast[1]
+    assert "\x1b" not in fast[1] and "\u202e" not in fast[1]
