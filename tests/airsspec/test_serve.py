@@ -400,3 +400,47 @@ def test_the_light_client_reaches_a_server_on_a_unix_socket(tmp_path: Path) -> N
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
     assert proc.returncode == 0 and not sock.exists()
+
+
+def test_the_owners_token_sees_everything_unless_a_scope_header_narrows_it(
+    server, memory: Memory, tokens
+) -> None:
+    url, served = server
+    memory.scoped(user="alice").append_many("sa", EVENTS)
+    memory.scoped(user="bob").append_many("sb", EVENTS)
+    with client(url, served.local_token) as http:
+        everything = {s["session"] for s in http.get("/v1/sessions").json()}
+        narrowed = http.get("/v1/sessions", headers={"X-Airsspec-User": "alice"}).json()
+    assert everything == {"sa", "sb"}
+    assert [s["session"] for s in narrowed] == ["sa"]
+    with client(url, tokens["bob"]) as http:  # a token's user cannot be widened by a header
+        mine = http.get("/v1/sessions", headers={"X-Airsspec-User": "alice"}).json()
+    assert [s["session"] for s in mine] == ["sb"]
+
+
+def test_another_users_token_reads_nothing_through_mcp_either(server, memory, tokens) -> None:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    url, _ = server
+    memory.scoped(user="alice").append_many("s1", EVENTS)
+
+    async def run() -> tuple:
+        headers = {"Authorization": f"Bearer {tokens['bob']}"}
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=60) as http,
+            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            listed = await session.call_tool("sessions", {})
+            replayed = await session.call_tool("replay", {"session": "s1"})
+            found = await session.call_tool("query_memory", {"query": "token bucket"})
+            written = await session.call_tool("append", {"session": "s1", "events": EVENTS})
+            return listed, replayed, found, written
+
+    listed, replayed, found, written = asyncio.run(asyncio.wait_for(run(), 60))
+    assert listed.structured_content["result"] == []
+    assert replayed.is_error and found.structured_content["hits"] == []
+    assert written.is_error
+    assert len(list(memory.replay("s1"))) == 3  # alice's session_started and her two events
