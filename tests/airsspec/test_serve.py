@@ -7,6 +7,7 @@ file only while it runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -255,20 +256,26 @@ def test_listening_beyond_loopback_needs_a_token(memory: Memory) -> None:
     check_exposure(served, "0.0.0.0", None)
 
 
-def test_the_mcp_tools_over_http_through_the_sdk_client(server, tokens) -> None:
+@contextlib.asynccontextmanager
+async def mcp_session(url: str, token: str):
+    """An initialised session of the SDK's client over streamable HTTP, with ``token``."""
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
+    async with (
+        httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def test_the_mcp_tools_over_http_through_the_sdk_client(server, tokens) -> None:
     url, _ = server
 
     async def run(token: str) -> dict:
-        headers = {"Authorization": f"Bearer {token}"}
-        async with (
-            httpx.AsyncClient(headers=headers, timeout=60) as http,
-            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with mcp_session(url, token) as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
             appended = await session.call_tool("append", {"session": "s1", "events": EVENTS})
             extra = await session.call_tool("sessions", {"surprise": 1})
@@ -419,20 +426,11 @@ def test_the_owners_token_sees_everything_unless_a_scope_header_narrows_it(
 
 
 def test_another_users_token_reads_nothing_through_mcp_either(server, memory, tokens) -> None:
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-
     url, _ = server
     memory.scoped(user="alice").append_many("s1", EVENTS)
 
     async def run() -> tuple:
-        headers = {"Authorization": f"Bearer {tokens['bob']}"}
-        async with (
-            httpx.AsyncClient(headers=headers, timeout=60) as http,
-            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with mcp_session(url, tokens["bob"]) as session:
             listed = await session.call_tool("sessions", {})
             replayed = await session.call_tool("replay", {"session": "s1"})
             found = await session.call_tool("query_memory", {"query": "token bucket"})
