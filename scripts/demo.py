@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -124,6 +126,91 @@ def watch_demo(target: Path) -> None:
     print(daemon.stderr.read().rstrip())
     daemon.wait(timeout=30)
     run(target, "hot", "review-release-specs", "--budget", "40")
+
+
+def serve_demo(target: Path) -> None:
+    """Start ``airsspec serve``, call it with curl and from a hook, photograph the viewer."""
+    token = run(target, "token", "create", "--user", "demo").strip()
+    print("\n$ airsspec serve --port 0 &", flush=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "airsspec", "serve", "--port", "0"],
+        cwd=target,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        print(server.stdout.readline().rstrip(), flush=True)  # printed once it listens
+        state = json.loads((target / ".airsspec" / "state" / "serve.json").read_text())
+        url = state["url"]
+        body = '{"query": "per API key limits", "k": 2}'
+        print(f"\n$ curl -H 'Authorization: Bearer airs_...' -X POST {url}/v1/search -d '{body}'")
+        found = subprocess.run(
+            [
+                "curl",
+                "-s",
+                "-H",
+                f"Authorization: Bearer {token}",
+                "-X",
+                "POST",
+                f"{url}/v1/search",
+                "-d",
+                body,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        for hit in json.loads(found.stdout)["hits"]:
+            print(f"  {hit['session']} #{hit['seq_from']}: {hit['text'][:100]}")
+        started = time.perf_counter()
+        run(
+            target,
+            "hook",
+            "session-start",
+            stdin='{"session_id": "a-new-session"}\n',
+            max_lines=4,
+            width=120,
+        )
+        print(f"(the hook went through the server: {time.perf_counter() - started:.2f} s)")
+        shot = target.parent / "viewer.png"
+        if viewer_screenshot(f"{url}/sessions/spec-rate-limiter?token={token}", shot):
+            print(f"\nthe viewer, as a browser shows it: {shot}")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    print(
+        f"stopped; discovery file left behind: {(target / '.airsspec/state/serve.json').exists()}"
+    )
+
+
+def viewer_screenshot(url: str, path: Path) -> bool:
+    """A screenshot of ``url`` with Playwright and the system's Chromium, when both exist."""
+    chromium = shutil.which("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        chromium = None
+    if chromium is None:
+        print("\n(no screenshot: Playwright or Chromium is not installed)")
+        return False
+    args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+    ]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=args)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(url)
+        page.screenshot(path=str(path))
+        browser.close()
+    return True
 
 
 def main() -> None:
@@ -359,6 +446,9 @@ def main() -> None:
 
     print("\n== 16. An MCP client (the official SDK) asks the memory over stdio ==")
     asyncio.run(mcp_demo(target))
+
+    print("\n== 17. One warm process: airsspec serve for agents, hooks and people ==")
+    serve_demo(target)
     print(f"\nDemo workspace: {target} (delete it at will; the example stays untouched)")
 
 

@@ -15,11 +15,11 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from airsspec.cli import analytics, history, integrate, learn, privacy, recall, tiers
+from airsspec.cli import analytics, history, integrate, learn, privacy, recall, serve, tiers
 from airsspec.cli.common import COMMANDS, EXIT_FAILED, EXIT_OK, EXIT_USAGE, GROUP_HELP
 from eventlog.errors import AirsspecError, CorruptLogError, LogWriteError
 
-GROUPS = (history, tiers, recall, learn, analytics, integrate, privacy)
+GROUPS = (history, tiers, recall, learn, analytics, integrate, privacy, serve)
 
 
 def _version() -> str:

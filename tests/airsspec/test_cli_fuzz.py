@@ -29,7 +29,7 @@ from tests.conftest import run_cli, snapshot
 
 pytestmark = pytest.mark.slow
 
-SKIPPED = {"watch", "mcp"}
+SKIPPED = {"watch", "mcp", "serve"}  # they run until stopped
 VALUES = [
     "",
     "-",

@@ -12,9 +12,10 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from airsspec.serve.ops import OPS
 from tests.conftest import run_cli
 
-TOOLS = {"query_memory", "context", "append", "replay", "sessions", "health"}
+TOOLS = {op.name for op in OPS}  # the tools are the operations the HTTP API offers too
 
 
 def _json(result) -> object:
@@ -57,7 +58,7 @@ async def _session_run(workspace: Path) -> None:
         assert {t["tier"] for t in health["tiers"]} >= {"hot", "cold"}
 
         for name, arguments, expected in [
-            ("query_memory", {"query": "x", "k": 0}, "k must be between 1 and 100"),
+            ("query_memory", {"query": "x", "k": 0}, "greater than or equal to 1"),
             ("append", {"session": "s1", "events": [{"type": "nope"}]}, "unknown event type"),
             ("replay", {"session": "missing"}, "no session 'missing'"),
             ("context", {"session": "../x", "budget": 10}, "invalid session id"),

@@ -1,0 +1,91 @@
+"""Serving: ``serve`` (the warm HTTP server) and ``token`` (who may call it)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+
+from airsspec.cli.common import EXIT_OK, arg, command, open_memory, print_json
+
+
+@command(
+    "serve",
+    arg("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"),
+    arg("--port", type=int, default=8750, help="TCP port (default 8750; 0: any free port)"),
+    arg("--socket", metavar="PATH", help="listen on this Unix socket instead of TCP"),
+    arg("--user", help="the user of local clients (hooks, the CLI; default: your login name)"),
+    json_flag=False,
+)
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve this workspace's memory from one warm process: the HTTP API (/v1), MCP over
+    streamable HTTP (/mcp) and the web viewer (/); hooks and the CLI use it when it runs."""
+    import logging
+    import sys
+
+    from airsspec.serve.app import serve
+    from airsspec.serve.core import Served
+    from airsspec.serve.tokens import check_user
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    for noisy in ("mcp", "watchfiles"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    user = check_user(args.user or getpass.getuser())
+    with open_memory(args) as memory:
+        served = Served(memory, local_user=user)
+
+        def ready(where: dict) -> None:
+            shown = where["socket"] or where["url"]
+            print(f"airsspec serve: {memory.root} at {shown} (viewer: {where['url']}/)", flush=True)
+
+        serve(served, host=args.host, port=args.port, path=args.socket, ready=ready)
+    return EXIT_OK
+
+
+@command(
+    "token",
+    arg("action", choices=("create", "list", "revoke")),
+    arg("id", nargs="?", help="the token id to revoke"),
+    arg("--user", help="the user the token acts for (create)"),
+    arg("--read-only", action="store_true", help="the token may only read (create)"),
+)
+def cmd_token(args: argparse.Namespace) -> int:
+    """Create a bearer token for 'airsspec serve' (printed once; stored hashed), list the tokens
+    (ids and users, never the tokens), or revoke one by id."""
+    from airsspec.cli.common import UsageError
+    from airsspec.serve.tokens import TokenStore
+
+    with open_memory(args) as memory:
+        store = TokenStore(memory.root)
+        if args.action == "create":
+            if not args.user:
+                raise UsageError("token create needs --user NAME")
+            entry, token = store.create(args.user, read_only=args.read_only)
+            if args.json:
+                print_json(
+                    {
+                        "id": entry.id,
+                        "user": entry.user,
+                        "read_only": entry.read_only,
+                        "token": token,
+                    }
+                )
+            else:
+                print(token)
+            return EXIT_OK
+        if args.action == "revoke":
+            if not args.id:
+                raise UsageError("token revoke needs the token's ID (see airsspec token list)")
+            entry = store.revoke(args.id)
+            if args.json:
+                print_json({"revoked": entry.id, "user": entry.user})
+            else:
+                print(f"revoked token {entry.id} of {entry.user}")
+            return EXIT_OK
+        entries = store.entries()
+    if args.json:
+        print_json([{k: v for k, v in vars(e).items() if k != "sha256"} for e in entries])
+    else:
+        for e in entries:
+            mode = "read-only" if e.read_only else "read-write"
+            print(f"{e.id}  {e.user}  {mode}  {e.created}")
+    return EXIT_OK

@@ -1,0 +1,315 @@
+"""The light client: hooks and the CLI's hot commands through a running ``airsspec serve``.
+
+A command started by a hook or an agent pays for Python's start-up and for what it imports;
+loading the log's models, the settings and the tiers costs more than the work itself. When a
+server runs for the workspace, ``dispatch`` sends the command there instead, importing only a
+few modules of the standard library: ``hook``, ``append``, ``context`` and ``query --json``. It
+finds the server by the workspace's discovery file (``state/serve.json``, written by the
+server, mode 0600, holding its address and a token for local clients); a file whose pid is
+dead is ignored.
+
+Whatever the fast path cannot do exactly as the full command would, it leaves to it (returns
+None): no server, an option it does not know, input that is not JSON, or a request the server
+refuses as invalid (the full command then prints its own message; nothing was written, since
+an append is all or none). ``AIRSSPEC_NO_SERVER=1`` turns the fast path off.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import sys
+
+STATE = os.path.join("state", "serve.json")
+TIMEOUT_S = 120.0
+
+
+class ClientError(OSError):
+    """The server's answer could not be read (it went away mid-request, or is not HTTP)."""
+
+
+class Server:
+    """A running server, as its discovery file describes it.
+
+    Requests are written on a plain socket (HTTP/1.1, one request per connection): the
+    standard library's ``http.client`` imports the ``email`` package, which alone costs a hook
+    a good part of Python's own start-up."""
+
+    def __init__(self, info: dict) -> None:
+        self.url = str(info["url"])
+        self.socket = info.get("socket")
+        self.token = os.environ.get("AIRSSPEC_TOKEN") or info.get("token")
+
+    def _connect(self) -> socket.socket:
+        if self.socket:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(TIMEOUT_S)
+            sock.connect(self.socket)
+            return sock
+        host, _, port = self.url.split("://", 1)[1].rpartition(":")
+        return socket.create_connection((host.strip("[]"), int(port)), TIMEOUT_S)
+
+    def request(self, method: str, path: str, body: object = None) -> tuple[int, object]:
+        """Send one request; the status and the decoded JSON answer."""
+        data = b"" if body is None else json.dumps(body).encode()
+        scope = "".join(
+            f"X-Airsspec-{name}: {value}\r\n"
+            for name in ("User", "Agent", "Project")
+            if (value := os.environ.get(f"AIRSSPEC_{name.upper()}", "")).isprintable() and value
+        )  # the scope the CLI would take from the same variables
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+            f"Authorization: Bearer {self.token}\r\nContent-Type: application/json\r\n"
+            f"{scope}Content-Length: {len(data)}\r\n\r\n"
+        )
+        with self._connect() as sock:
+            sock.sendall(head.encode() + data)
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        answer = b"".join(chunks)
+        header, _, payload = answer.partition(b"\r\n\r\n")
+        try:
+            status = int(header.split(b" ", 2)[1])
+        except (IndexError, ValueError) as exc:
+            raise ClientError(f"not an HTTP answer: {answer[:80]!r}") from exc
+        if b"transfer-encoding: chunked" in header.lower():
+            raise ClientError("a chunked answer (this client reads whole answers)")
+        return status, json.loads(payload or b"null")
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _workspace(workspace: str | None, config: str | None, start: str | None = None) -> str:
+    """The workspace folder the CLI would open (the same rules, without loading settings),
+    looking for ``airsspec.toml`` from ``start`` (default: the current folder) up."""
+    if workspace is not None:
+        return workspace
+    if config is None:
+        folder = os.path.abspath(start or os.getcwd())
+        while True:
+            candidate = os.path.join(folder, "airsspec.toml")
+            if os.path.isfile(candidate):
+                config = candidate
+                break
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    path = os.environ.get("AIRSSPEC_WORKSPACE_PATH")
+    if config is None:
+        return os.path.join(os.getcwd(), path or ".airsspec")
+    if path is None:
+        import tomllib
+
+        with open(config, "rb") as file:
+            path = tomllib.load(file).get("workspace", {}).get("path", ".airsspec")
+    return os.path.join(os.path.dirname(os.path.abspath(config)), path)
+
+
+def find_server(
+    workspace: str | None = None, config: str | None = None, start: str | None = None
+) -> Server | None:
+    """The server running for the workspace, or None."""
+    try:
+        folder = _workspace(workspace, config, start)
+        with open(os.path.join(folder, STATE), encoding="utf-8") as file:
+            info = json.load(file)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not _alive(info.get("pid")) or "url" not in info:
+        return None
+    return Server(info)
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+def _parse(argv: list[str]) -> dict | None:
+    """The options of a command the fast path serves, or None for anything else."""
+    known = {
+        "hook": {"--budget": int, "--recall": int},
+        "append": {"--json": None},
+        "context": {"--budget": int, "--query": str, "--format": str, "--json": None},
+        "query": {
+            "-k": int,
+            "--session": str,
+            "--since": str,
+            "--until": str,
+            "--kind": list,
+            "--json": None,
+        },
+    }
+    parsed: dict = {"workspace": None, "config": None, "args": []}
+    items = iter(argv)
+    command = None
+    for item in items:
+        try:
+            if command is None and item in ("-w", "--workspace", "-c", "--config"):
+                parsed["workspace" if item in ("-w", "--workspace") else "config"] = next(items)
+            elif command is None and item in known:
+                command = item
+            elif command is not None and item in known[command]:
+                kind = known[command][item]
+                if kind is None:
+                    parsed[item] = True
+                elif kind is list:
+                    parsed.setdefault(item, []).append(next(items))
+                else:
+                    parsed[item] = kind(next(items))
+            elif command is not None and not item.startswith("-"):
+                parsed["args"].append(item)
+            else:
+                return None
+        except (StopIteration, ValueError):
+            return None
+    parsed["command"] = command
+    if command is None or (parsed["workspace"] and parsed["config"]):
+        return None  # -w with -c: the full command checks that they agree
+    return parsed
+
+
+def _stdin() -> bytes | None:
+    """Standard input's bytes, left readable again for the full command if it runs after."""
+    if sys.stdin is None:
+        return None
+    raw = sys.stdin.buffer.read()
+    sys.stdin = io.TextIOWrapper(io.BytesIO(raw))
+    return raw
+
+
+def _fail(detail: object, code: int) -> int:
+    print(f"airsspec: error: {detail}", file=sys.stderr)
+    return code
+
+
+def _print(value: object) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def _hook(server: Server, opts: dict) -> int | None:
+    query = "&".join(
+        f"{name}={opts[f'--{name}']}" for name in ("budget", "recall") if f"--{name}" in opts
+    )
+    path = f"/v1/hooks/{opts['args'][0]}" + (f"?{query}" if query else "")
+    status, answer = server.request("POST", path, opts["payload"])
+    if status != 200 or not isinstance(answer, dict):  # a hook never blocks Claude Code
+        return _fail(answer.get("detail") if isinstance(answer, dict) else answer, 1)
+    sys.stdout.write(answer["stdout"])  # what the hook command prints
+    return 0
+
+
+def _append(server: Server, opts: dict) -> int | None:
+    if not 1 <= len(opts["args"]) <= 2 or opts["args"][1:] not in ([], ["-"]):
+        return None
+    raw = _stdin()
+    if raw is None:
+        return None
+    events = []
+    for line in raw.splitlines():
+        if line.strip():
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                return None
+    if not events:
+        return None
+    session = opts["args"][0]
+    status, answer = server.request("POST", f"/v1/sessions/{session}/events", {"events": events})
+    if status != 200 or not isinstance(answer, dict):
+        return None  # the full command validates and says what is wrong, line by line
+    if opts.get("--json"):
+        _, records = server.request(
+            "POST",
+            f"/v1/sessions/{session}/replay",
+            {"from_seq": answer["seqs"][0], "limit": len(events)},
+        )
+        _print(records)
+    else:
+        first, last = answer["seqs"][0], answer["seqs"][-1]
+        span = f"seq {first}" if first == last else f"seq {first}-{last}"
+        print(f"appended {answer['appended']} record(s) to {session} ({span})")
+    return 0
+
+
+def _context(server: Server, opts: dict) -> int | None:
+    if len(opts["args"]) != 1 or "--budget" not in opts:
+        return None
+    session = opts["args"][0]
+    body = {
+        "budget": opts["--budget"],
+        "query": opts.get("--query"),
+        "format": opts.get("--format", "text"),
+    }
+    status, answer = server.request("POST", f"/v1/sessions/{session}/context", body)
+    if status != 200 or not isinstance(answer, dict):
+        return None
+    if opts.get("--json") or body["format"] != "text":
+        _print(answer)
+        return 0
+    text = answer["context"]
+    if not all(line.replace("\t", "").isprintable() for line in text.split("\n")):
+        from eventlog.render import printable  # rare: control characters, escaped as the CLI does
+
+        text = printable(text)
+    print(text)
+    return 0
+
+
+def _query(server: Server, opts: dict) -> int | None:
+    if len(opts["args"]) != 1 or not opts.get("--json"):
+        return None  # the human form is the full command's
+    body = {
+        "query": opts["args"][0],
+        "k": opts.get("-k", 10),
+        "session": opts.get("--session"),
+        "since": opts.get("--since"),
+        "until": opts.get("--until"),
+        "kinds": opts.get("--kind"),
+    }
+    status, answer = server.request("POST", "/v1/search", body)
+    if status != 200:
+        return None
+    _print(answer)
+    return 0
+
+
+def dispatch(argv: list[str]) -> int | None:
+    """Run ``argv`` through a running server; None when the full command must run it."""
+    if os.environ.get("AIRSSPEC_NO_SERVER"):
+        return None
+    opts = _parse(argv)
+    if opts is None:
+        return None
+    start = None
+    if opts["command"] == "hook":  # the payload names the project the hook runs in
+        try:
+            opts["payload"] = json.loads(_stdin() or b"{}")
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(opts["payload"], dict) or len(opts["args"]) != 1:
+            return None
+        cwd = opts["payload"].get("cwd")
+        start = cwd if isinstance(cwd, str) and cwd else None
+    server = find_server(opts["workspace"], opts["config"], start)
+    if server is None:
+        return None
+    handler = {"hook": _hook, "append": _append, "context": _context, "query": _query}
+    try:
+        return handler[opts["command"]](server, opts)
+    except (ConnectionRefusedError, FileNotFoundError):
+        return None  # nothing was sent: the server went away, the full command does it
+    except (OSError, ValueError) as exc:  # sent: running it again could repeat it
+        return _fail(f"airsspec serve at {server.socket or server.url}: {exc}", 1)

@@ -1,0 +1,276 @@
+"""The HTTP API under ``/v1``: the operations of ``ops`` as JSON endpoints, and their OpenAPI.
+
+A request body is the operation's arguments (``Op.arguments``: unknown keys refused); a path's
+``{session}`` is one of them. Answers are JSON; a refusal is ``application/problem+json``
+(RFC 9457) whose ``detail`` is the message the CLI prints after ``airsspec: error:``, with a
+status by what the caller can do: 400 a bad request, 401 no valid token, 403 a read-only token
+asked to write, 404 no such session, 409 busy or nothing to do. No traceback ever leaves the
+server: an unexpected failure is logged and answered 500 without details.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+import anyio
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from airsspec.cli.common import validation_problem
+from airsspec.serve.core import Served
+from airsspec.serve.ops import OPS, Op
+from eventlog.errors import AirsspecError, CorruptLogError, LogWriteError
+
+log = logging.getLogger("airsspec.serve")
+PROBLEM = "application/problem+json"
+
+
+class BadRequestError(AirsspecError, ValueError):
+    """A request the API cannot read (not JSON, not an object)."""
+
+
+def status_of(exc: BaseException) -> int:
+    """The HTTP status of an error, by what the caller can do about it."""
+    from airsspec.daemon import DaemonBusyError
+    from airsspec.memory import NoSuchSessionError
+    from compactor.errors import CompactionBusyError, NothingToCompactError
+
+    explicit = getattr(exc, "status", None)
+    if isinstance(explicit, int):
+        return explicit
+    if getattr(exc, "kind", None) == "forbidden":  # another owner's session
+        return 403
+    if isinstance(exc, NoSuchSessionError):
+        return 404
+    if isinstance(exc, PermissionError):
+        return 403
+    if isinstance(exc, CompactionBusyError | NothingToCompactError | DaemonBusyError):
+        return 409
+    if isinstance(exc, CorruptLogError | LogWriteError):
+        return 500
+    return 400
+
+
+def problem(status: int, detail: str, title: str | None = None) -> Response:
+    """An ``application/problem+json`` answer."""
+    titles = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
+    body = {
+        "type": "about:blank",
+        "title": title or titles.get(status, "Conflict" if status == 409 else "Error"),
+        "status": status,
+        "detail": detail,
+    }
+    headers = {"WWW-Authenticate": 'Bearer realm="airsspec"'} if status == 401 else None
+    return JSONResponse(body, status, headers=headers, media_type=PROBLEM)
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    """The request's JSON object (an empty body is ``{}``)."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise BadRequestError(f"request body is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise BadRequestError("request body is not a JSON object")
+    return data
+
+
+async def run(served: Served, request: Request, fn: Any, *, writes: bool) -> Any:
+    """``fn(view)`` for the request's principal, in a worker thread."""
+    principal = request.user.principal
+    return await anyio.to_thread.run_sync(lambda: served.call(principal, fn, writes=writes))
+
+
+def guarded(handler: Any) -> Any:
+    """``handler``'s answer, or the problem its error is."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except ValidationError as exc:
+            return problem(400, validation_problem(exc))
+        except AirsspecError as exc:
+            return problem(status_of(exc), str(exc))
+        except Exception:  # never a traceback to the caller; the server's log has it
+            log.exception("unexpected failure on %s %s", request.method, request.url.path)
+            return problem(500, "internal error (see the server's log)", "Internal Server Error")
+
+    return endpoint
+
+
+def _op_endpoint(served: Served, op: Op) -> Any:
+    async def handler(request: Request) -> Response:
+        data = await read_json(request) if request.method == "POST" else {}
+        for name, value in request.path_params.items():
+            if name in data and data[name] != value:
+                raise BadRequestError(f"field {name!r}: {data[name]!r} differs from the path")
+            data[name] = value
+        arguments = op.arguments.model_validate(data)
+        result = await run(
+            served, request, lambda m: op.call(m, arguments), writes=not op.read_only
+        )
+        return JSONResponse(result)
+
+    return guarded(handler)
+
+
+ALIASES = {"session-start": "SessionStart"}  # what earlier installs ran (as the CLI maps them)
+
+
+def _number(request: Request, name: str, default: int) -> int:
+    try:
+        return int(request.query_params.get(name) or default)
+    except ValueError as exc:
+        raise BadRequestError(f"{name}: not a whole number") from exc
+
+
+def _hook_endpoint(served: Served) -> Any:
+    async def handler(request: Request) -> Response:
+        from airsspec import hooks
+
+        payload = await read_json(request)
+        event = request.path_params["event"]
+        budget, recall = _number(request, "budget", 2000), _number(request, "recall", 0)
+        if not hasattr(hooks, "handle"):  # the hook functions the CLI runs
+            answer = await run(
+                served, request, lambda m: _handle_hook(m, event, payload, budget), writes=True
+            )
+            text = answer.get("context") or ""
+            return JSONResponse({"answer": answer, "stdout": f"{text}\n" if text else ""})
+        event = ALIASES.get(event, event)
+        if event == "import":  # earlier installs: PostToolUse, Stop and PreCompact
+            named = payload.get("hook_event_name")
+            event = named if named in ("PostToolUse", "Stop", "PreCompact") else "Stop"
+        principal = request.user.principal
+
+        def defer(job: Any) -> None:  # the slow part runs after the answer, in the server
+            served.later(principal, lambda m: hooks.run_job(m, job))
+
+        answer = await run(
+            served,
+            request,
+            lambda m: hooks.handle(
+                m, event, payload, budget=budget, recall_budget=recall, defer=defer
+            ),
+            writes=True,
+        )
+        shown = "" if answer is None else json.dumps(answer, ensure_ascii=False) + "\n"
+        return JSONResponse({"answer": answer, "stdout": shown})
+
+    return guarded(handler)
+
+
+def _handle_hook(memory: Any, event: str, payload: dict[str, Any], budget: int) -> dict[str, Any]:
+    """A hook's answer with the hook functions the CLI runs (``session-start``, ``import``)."""
+    from airsspec import hooks
+
+    if event in ("session-start", "SessionStart"):
+        return {"context": hooks.session_context(memory, payload, budget)}
+    if event in ("import", *hooks.EVENTS):
+        return {"appended": hooks.import_transcript(memory, payload)}
+    raise BadRequestError(f"unknown hook event {event!r}; known: session-start, import")
+
+
+async def health(request: Request) -> Response:
+    """Liveness, open to anyone: says nothing about the memory's content."""
+    return JSONResponse({"status": "ok", "pid": os.getpid()})
+
+
+def openapi(served: Served) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the API, generated from the operations' models."""
+    schemas: dict[str, Any] = {
+        "Problem": {
+            "type": "object",
+            "properties": {k: {"type": "string"} for k in ("type", "title", "detail")}
+            | {"status": {"type": "integer"}},
+        }
+    }
+    paths: dict[str, Any] = {}
+    errors = {
+        str(code): {"description": text, "content": {PROBLEM: {"schema": {"$ref": ref}}}}
+        for code, text, ref in [
+            (400, "bad request", "#/components/schemas/Problem"),
+            (401, "no valid token", "#/components/schemas/Problem"),
+            (403, "read-only token", "#/components/schemas/Problem"),
+            (404, "no such session", "#/components/schemas/Problem"),
+            (409, "busy, or nothing to do", "#/components/schemas/Problem"),
+        ]
+    }
+    for op in OPS:
+        path = f"/v1{op.path}"
+        in_path = [p for p in ("session",) if "{" + p + "}" in op.path]
+        body = op.arguments.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(body.pop("$defs", {}))
+        for name in in_path:
+            body["properties"].pop(name, None)
+            body["required"] = [r for r in body.get("required", []) if r != name]
+        entry: dict[str, Any] = {
+            "operationId": op.name,
+            "summary": op.description.split(". ")[0],
+            "description": op.description,
+            "parameters": [
+                {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
+                for n in in_path
+            ],
+            "responses": {
+                "200": {"description": "the result", "content": {"application/json": {}}},
+                **errors,
+            },
+            "x-read-only": op.read_only,
+        }
+        if op.method == "POST":
+            schemas[op.arguments.__name__] = body
+            ref = {"$ref": f"#/components/schemas/{op.arguments.__name__}"}
+            entry["requestBody"] = {"content": {"application/json": {"schema": ref}}}
+        paths.setdefault(path, {})[op.method.lower()] = entry
+    paths["/v1/hooks/{event}"] = {
+        "post": {
+            "operationId": "hook",
+            "summary": "Run one Claude Code hook with its JSON input",
+            "parameters": [{"name": "event", "in": "path", "required": True}],
+            "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+            "responses": {"200": {"description": "the hook's answer"}, **errors},
+        }
+    }
+    paths["/v1/health"] = {
+        "get": {
+            "operationId": "liveness",
+            "summary": "Liveness (no token needed)",
+            "security": [],
+            "responses": {"200": {"description": "the server runs"}},
+        }
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "airsspec memory", "version": "1"},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }
+
+
+def routes(served: Served) -> list[Route]:
+    """Every route of the API."""
+    document = openapi(served)
+
+    async def openapi_endpoint(request: Request) -> Response:
+        return JSONResponse(document)
+
+    made = [
+        Route("/v1/health", health, methods=["GET"]),
+        Route("/v1/openapi.json", openapi_endpoint, methods=["GET"]),
+        Route("/v1/hooks/{event}", _hook_endpoint(served), methods=["POST"]),
+    ]
+    made += [Route(f"/v1{op.path}", _op_endpoint(served, op), methods=[op.method]) for op in OPS]
+    return made

@@ -1,0 +1,291 @@
+"""The ASGI application of ``airsspec serve`` (Starlette on uvicorn), and running it.
+
+Routes: ``/v1/...`` the HTTP API (``api``), ``/mcp`` the MCP server over streamable HTTP (the
+official SDK's session manager, the tools of ``ops``), ``/`` the viewer (``viewer``). Every
+request but ``GET /v1/health``, the login page and static files needs a token: a bearer token
+(``Authorization: Bearer ...``), the viewer's HttpOnly cookie, or ``?token=`` once (the viewer
+turns it into the cookie). The token decides the user whose scoped memory the request sees.
+
+Discovery: while it runs, the server keeps ``state/serve.json`` (url or socket, pid, and the
+token of the user who started it; mode 0600) so local clients find it (``airsspec.client``);
+the file is removed at exit, and a client ignores one whose pid is dead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials, AuthenticationBackend, BaseUser
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from airsspec.serve import api
+from airsspec.serve.core import Served
+from airsspec.serve.tokens import Principal
+from eventlog.errors import AirsspecError
+
+COOKIE = "airsspec_token"
+OPEN_PATHS = ("/v1/health", "/login", "/static/")
+STATE_FILE = "serve.json"
+
+
+class ServeError(AirsspecError):
+    """The server cannot start as asked (binding beyond loopback without tokens, a busy port)."""
+
+
+class PrincipalUser(BaseUser):
+    """An authenticated request's user (Starlette's ``request.user``)."""
+
+    def __init__(self, principal: Principal) -> None:
+        self.principal = principal
+
+    @property
+    def is_authenticated(self) -> bool:
+        """Always: an unauthenticated request has no ``PrincipalUser``."""
+        return True
+
+    @property
+    def display_name(self) -> str:
+        """The user's name."""
+        return self.principal.user
+
+
+def request_token(conn: HTTPConnection) -> str | None:
+    """The token a request carries: bearer header, then ``?token=``, then the cookie."""
+    header = conn.headers.get("authorization", "")
+    if header[:7].lower() == "bearer ":
+        return header[7:].strip()
+    return conn.query_params.get("token") or conn.cookies.get(COOKIE)
+
+
+class TokenBackend(AuthenticationBackend):
+    """Starlette authentication by the workspace's tokens."""
+
+    def __init__(self, served: Served) -> None:
+        self.served = served
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        """The principal of the request's token, or None (unauthenticated)."""
+        principal = self.served.principal(request_token(conn))
+        if principal is None:
+            return None
+        principal = principal.narrowed(conn.headers)
+        scopes = ["read"] if principal.read_only else ["read", "write"]
+        return AuthCredentials(scopes), PrincipalUser(principal)
+
+
+class RequireToken:
+    """Refuses (401) a request without a valid token, open paths aside."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass an authenticated request on; answer 401 (the viewer: the login page)."""
+        path = scope.get("path", "")
+        user = scope.get("user")
+        if (
+            scope["type"] != "http"
+            or path.startswith(OPEN_PATHS)
+            or isinstance(user, PrincipalUser)
+        ):
+            await self.app(scope, receive, send)
+            return
+        if not path.startswith(("/v1/", "/mcp")):
+            from starlette.responses import RedirectResponse
+
+            await RedirectResponse("/login", 303)(scope, receive, send)
+            return
+        response = api.problem(401, "a valid bearer token is needed (airsspec token create)")
+        await response(scope, receive, send)
+
+
+def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
+    """The application: API, MCP over HTTP and viewer over ``served``."""
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+
+    from airsspec.mcp_server import build_server
+    from airsspec.serve import viewer
+
+    def run_tool(op: Any, arguments: Any, ctx: Any) -> Any:
+        request = ctx.request_context.request
+        user = request.scope.get("user") if request is not None else None
+        if not isinstance(user, PrincipalUser):  # RequireToken lets none through; be sure
+            raise api.BadRequestError("a valid bearer token is needed")
+        return served.call(user.principal, lambda m: op.call(m, arguments), writes=not op.read_only)
+
+    mcp = build_server(run_tool)
+    mcp.streamable_http_app(host=host, stateless_http=True, json_response=True)
+    manager = mcp.session_manager
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        served.start()
+        try:
+            async with manager.run():
+                yield
+        finally:
+            served.stop()
+
+    routes: list[Any] = [
+        *api.routes(served),
+        Route("/mcp", StreamableHTTPASGIApp(manager), methods=["GET", "POST", "DELETE"]),
+        *viewer.routes(served),
+    ]
+    middleware = [
+        Middleware(AuthenticationMiddleware, backend=TokenBackend(served)),
+        Middleware(RequireToken),
+    ]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def _loopback(host: str) -> bool:
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+
+def bind(host: str, port: int, path: str | None) -> socket.socket:
+    """The listening socket: a Unix socket at ``path``, else TCP ``host:port``."""
+    try:
+        if path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                Path(path).unlink()
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(path)
+            os.chmod(path, 0o600)
+        else:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # Accepted connections inherit it: a keep-alive answer written in two sends must
+            # not wait for the client's delayed ACK (40 ms per request).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        where = path or f"{host}:{port}"
+        raise ServeError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
+    sock.listen(128)
+    return sock
+
+
+def address(sock: socket.socket) -> dict[str, Any]:
+    """How a client reaches ``sock``: a url, and the socket path for a Unix socket."""
+    if sock.family == socket.AF_UNIX:
+        return {"url": "http://localhost", "socket": os.path.abspath(sock.getsockname())}
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return {"url": f"http://{shown}:{port}", "socket": None}
+
+
+def state_path(memory: Any) -> Path:
+    """The discovery file of ``memory``'s workspace."""
+    return memory.workspace.state_dir / STATE_FILE
+
+
+def write_state(served: Served, where: dict[str, Any]) -> Path:
+    """Write the discovery file (0600, whole then renamed)."""
+    path = state_path(served.memory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    info = {**where, "pid": os.getpid(), "user": served.local.user, "token": served.local_token}
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(info, out)
+    partial.replace(path)
+    return path
+
+
+def remove_state(served: Served) -> None:
+    """Remove the discovery file if it is this process's."""
+    path = state_path(served.memory)
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+            path.unlink()
+
+
+def check_exposure(served: Served, host: str, path: str | None) -> None:
+    """Refuse to listen beyond loopback while no token exists."""
+    if path is None and not _loopback(host) and not served.tokens.entries():
+        raise ServeError(
+            f"refusing to listen on {host} (beyond this machine) with no token configured; "
+            "create one first: airsspec token create --user NAME"
+        )
+
+
+def serve(
+    served: Served,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8750,
+    path: str | None = None,
+    ready: Any = None,
+) -> None:
+    """Run the server until SIGINT/SIGTERM; ``ready(address)`` is called once it listens."""
+    import uvicorn
+
+    check_exposure(served, host, path)
+    sock = bind(host, port, path)
+    where = address(sock)
+    app = create_app(served, host=host)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    server = uvicorn.Server(config)
+    write_state(served, where)
+    if ready is not None:
+        ready(where)
+    logging.getLogger("airsspec.serve").info("serving %s on %s", served.memory.root, where)
+    # uvicorn stops on SIGINT/SIGTERM, then raises the signal again for the handler that was
+    # there before it: that handler ignores it, so the discovery file is removed and the
+    # command exits 0.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        remove_state(served)
+        sock.close()
+        if path is not None:
+            with contextlib.suppress(OSError):
+                Path(path).unlink()
+
+
+@contextlib.contextmanager
+def serving(
+    served: Served, *, host: str = "127.0.0.1", port: int = 0, discover: bool = False
+) -> Any:
+    """Run the server in a thread of this process for the ``with`` block; yields its address
+    (tests, benchmarks and the demo use it; ``serve`` is the command's blocking form). With
+    ``discover``, the discovery file is written too, so local clients use it."""
+    import threading
+
+    import uvicorn
+
+    sock = bind(host, port, None)
+    app = create_app(served, host=host)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:  # uvicorn sets it once the lifespan has started
+            if not thread.is_alive():
+                raise ServeError("the server stopped while starting (see its log)")
+            thread.join(0.01)
+        if discover:
+            write_state(served, address(sock))
+        yield address(sock)
+    finally:
+        if discover:
+            remove_state(served)
+        server.should_exit = True
+        thread.join(30)
+        sock.close()

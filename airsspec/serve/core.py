@@ -1,0 +1,185 @@
+"""The served memory: one ``Memory`` for the whole process, one lock, and the background work.
+
+Every call from the HTTP API, the MCP tools, the viewer and the hooks endpoint runs in a worker
+thread under one lock (``Served.call``), so the tiers a call folds in this process (hot after an
+append, learnings after a read) are never written by two threads at once. The cold tier is
+embedded by the daemon's ``ColdIndexer`` thread outside that lock, so a search never waits for a
+catch-up: it answers from what is indexed and says how many records are not yet (``ops``). Appends
+made by other processes are noticed with watchfiles, as ``airsspec watch`` does, and the
+daemon's step (hot, compaction and learnings when due, warm, then a cold request) runs for the
+sessions that changed. When another ``airsspec watch`` already holds the workspace, the server
+leaves the background work to it.
+
+Each request acts for a principal (a token's user); ``view`` is that user's scoped memory
+(``Memory.scoped(user=...)``), so a user reads and writes only what is theirs. The user who
+started the server (its local token, in the discovery file) is the workspace's owner: unscoped,
+as the CLI is, unless a request narrows it (``X-Airsspec-User``/``-Agent``/``-Project``).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import secrets
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from airsspec.serve.tokens import Principal, TokenStore
+from eventlog.errors import AirsspecError
+
+log = logging.getLogger("airsspec.serve")
+
+
+class ReadOnlyTokenError(AirsspecError):
+    """A write asked for with a read-only token."""
+
+    status = 403
+
+
+class Served:
+    """One workspace's memory as the server holds it (see the module)."""
+
+    def __init__(self, memory: Any, *, local_user: str, background: bool = True) -> None:
+        self.memory = memory
+        self.lock = threading.RLock()
+        self.tokens = TokenStore(memory.root)
+        # The token of the user who started the server, written only to the discovery file
+        # (mode 0600): local clients (hooks, the CLI) read it there.
+        self.local_token = "airs_local_" + secrets.token_urlsafe(32)
+        self.local = Principal(local_user, False, "local", owner=True)
+        self._views: dict[Any, Any] = {}
+        self._later: list[threading.Thread] = []
+        self.background = Background(self) if background else None
+
+    # ------------------------------------------------------------------ who
+
+    def principal(self, token: str | None) -> Principal | None:
+        """Who ``token`` acts for, or None when it is not valid."""
+        if not token:
+            return None
+        if secrets.compare_digest(token, self.local_token):
+            return self.local
+        return self.tokens.lookup(token)
+
+    def view(self, principal: Principal) -> Any:
+        """The memory as ``principal`` may see it (``Memory.scoped`` to its scope)."""
+        scoped = getattr(self.memory, "scoped", None)
+        if scoped is None or not principal.scope:  # the owner's view: all of it
+            return self.memory
+        if principal.scope not in self._views:
+            self._views[principal.scope] = scoped(**dict(principal.scope))
+        return self._views[principal.scope]
+
+    # ------------------------------------------------------------------ calls
+
+    def call(self, principal: Principal, fn: Callable[[Any], Any], *, writes: bool = False) -> Any:
+        """``fn(view)`` under the lock; ``writes`` refused for a read-only principal."""
+        if writes and principal.read_only:
+            raise ReadOnlyTokenError(
+                f"the token of {principal.user!r} is read-only; this request writes"
+            )
+        with self.lock:
+            return fn(self.view(principal))
+
+    def later(self, principal: Principal, fn: Callable[[Any], Any]) -> None:
+        """``fn(view)`` in a thread of its own, after the caller has its answer (a hook's
+        deferred work); a failure is logged."""
+
+        def work() -> None:
+            try:
+                self.call(principal, fn, writes=True)
+            except Exception:  # degrade, never crash: the next hook or step retries
+                log.exception("deferred work failed")
+
+        thread = threading.Thread(target=work, name="serve-later", daemon=True)
+        self._later = [t for t in self._later if t.is_alive()] + [thread]
+        thread.start()
+
+    # ------------------------------------------------------------------ life
+
+    def start(self) -> None:
+        """Start the background work (when asked for and no other daemon holds it)."""
+        if self.background is not None:
+            self.background.start()
+
+    def stop(self) -> None:
+        """Finish deferred work, then stop the background work, saving what it did."""
+        for thread in self._later:
+            thread.join(60)
+        if self.background is not None:
+            self.background.stop()
+
+
+class Background:
+    """The daemon's policies, driven inside the server (see the module)."""
+
+    def __init__(self, served: Served) -> None:
+        from airsspec.daemon import Daemon, DaemonBusyError
+
+        self.served = served
+        self.daemon = Daemon(served.memory)
+        self.busy_error = DaemonBusyError
+        self.held = False
+        self.queue: queue.Queue[set[str] | None] = queue.Queue()
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        """Take the watch lock and start the stepper, the watcher and the cold indexer."""
+        try:
+            self.daemon.acquire()
+        except self.busy_error as exc:
+            log.warning("airsspec serve: background work left to the running daemon: %s", exc)
+            return
+        self.held = True
+        self.daemon.cold.start()
+        for target, name in ((self._steps, "serve-steps"), (self._watch, "serve-watch")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        self.queue.put(set())  # a first step over every session
+
+    def _steps(self) -> None:
+        while not self.daemon.stop_event.is_set():
+            item = self.queue.get()
+            if item is None:
+                return
+            wanted = set(item)
+            while not self.queue.empty():  # merge what piled up while the last step ran
+                more = self.queue.get_nowait()
+                if more is None:
+                    return
+                wanted |= more
+            try:
+                with self.served.lock:
+                    self.daemon.step(wanted or None)
+            except Exception:  # degrade, never crash: the next change retries
+                log.exception("background step failed; will retry on the next change")
+
+    def _watch(self) -> None:
+        import watchfiles
+
+        from eventlog.layout import LOG_SUFFIX
+
+        logs = self.served.memory.workspace.log_dir
+        logs.mkdir(parents=True, exist_ok=True)
+        for changes in watchfiles.watch(
+            logs, stop_event=self.daemon.stop_event, debounce=20, step=5, raise_interrupt=False
+        ):
+            names = {Path(p).name for _, p in changes}
+            sessions = {n[: -len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}
+            if sessions:
+                self.queue.put(sessions)
+
+    def stop(self) -> None:
+        """Stop every thread; the cold indexer saves what it embedded."""
+        if not self.held:
+            return
+        self.daemon.stop_event.set()
+        self.queue.put(None)
+        for thread in self.threads:
+            thread.join(10)
+        self.daemon.cold.stop()
+        self.daemon.release()
+        self.held = False

@@ -1,0 +1,305 @@
+"""The operations a served memory offers, declared once for the HTTP API and the MCP tools.
+
+Each operation is a function ``(memory, **arguments) -> JSON`` whose keyword parameters carry
+their type, bounds and description (``Annotated[..., Field(...)]``); the fields of a search are
+those of ``QueryMemoryInput`` and the events of an append are the event models the log accepts,
+so no field is spelled twice. From one declaration come the HTTP request body (``arguments``: a
+model refusing unknown keys), its OpenAPI schema, and the MCP tool (name, description from the
+docstring, input schema, ``readOnlyHint``/``destructiveHint``). Validation of values the log
+itself checks (session ids, event fields) is left to ``Memory``, so its messages are the CLI's.
+Nothing here is ever destructive: every write appends to the log.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, create_model
+
+from eventlog.schema import INPUT_TYPES, SYSTEM_TYPES, LearningKind, LearningScope
+from projections.memory_tool import QueryMemoryInput
+
+# What a caller may append: the event models of the log, the system ones aside (derived).
+AppendableEvent = Annotated[
+    Union[tuple(m for t, m in INPUT_TYPES.items() if t not in SYSTEM_TYPES)],  # noqa: UP007
+    Field(discriminator="type"),
+]
+
+Session = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=128,
+        description="session id: letters, digits, '.', '_' or '-', starting with a letter or digit",
+    ),
+]
+Budget = Annotated[int, Field(ge=1, le=1_000_000, description="token budget of the context")]
+Limit = Annotated[int, Field(ge=1, le=10_000, description="at most this many records")]
+
+
+def _query_field(name: str) -> Any:
+    """A parameter typed and bounded as ``QueryMemoryInput`` declares that field."""
+    info = QueryMemoryInput.model_fields[name]
+    return Annotated[info.annotation, info]
+
+
+def _record(record: Any) -> dict[str, Any] | None:
+    return None if record is None else record.model_dump(mode="json", exclude_none=True)
+
+
+# ---------------------------------------------------------------------------- the operations
+
+
+def append(
+    memory: Any,
+    session: Session,
+    events: Annotated[
+        SkipValidation[list[AppendableEvent]],
+        Field(min_length=1, max_length=10_000, description="events to append, all or none"),
+    ],
+) -> dict[str, Any]:
+    """Append events to a session's log, atomically (all or none). Each event is an object
+    with a type: user/assistant/thought (content), action (tool, params), observation
+    (result, action_id, is_error); optional id, ts and meta."""
+    if not isinstance(events, list) or not events:
+        from eventlog.errors import InvalidEventError
+
+        raise InvalidEventError("events: give a list of one or more events")
+    records = memory.append_many(session, events)
+    return {
+        "session": session,
+        "appended": len(records),
+        "seqs": [r.seq for r in records],
+        "ids": [r.id for r in records],
+        "hashes": [r.hash for r in records],
+    }
+
+
+def context(
+    memory: Any,
+    session: Session,
+    budget: Budget = 4000,
+    query: Annotated[
+        str | None, Field(max_length=10_000, description="recall passages for this first")
+    ] = None,
+    format: Annotated[
+        Literal["text", "anthropic", "openai"],
+        Field(description="text, or a messages list for the Anthropic or OpenAI SDK"),
+    ] = "text",
+) -> dict[str, Any]:
+    """What a session should see next within ``budget`` tokens: its memory (task, phase,
+    learnings), its latest summary and newest messages; with ``query``, recalled passages not
+    already visible. A new session starts with what the latest other sessions left."""
+    text = memory.context(session, budget, query=query, format=format)
+    return {"session": session, "budget": budget, "context": text}
+
+
+def query_memory(
+    memory: Any,
+    query: _query_field("query"),
+    k: _query_field("k") = 10,
+    session: _query_field("session") = None,
+    since: _query_field("since") = None,
+    until: _query_field("until") = None,
+    kinds: _query_field("kinds") = None,
+) -> dict[str, Any]:
+    """Search everything this agent has seen or done, including history compacted out of
+    the context window: messages, tool calls and results, summaries, added documents.
+    Returns the best passages, each with session, seq range, time and ids. Answers at once:
+    records not indexed yet are searched in the log, and ``warnings`` says so."""
+    from airsspec.serve.fresh import search_now
+
+    return search_now(memory, query, k=k, session=session, since=since, until=until, kinds=kinds)
+
+
+def sessions(memory: Any) -> list[dict[str, Any]]:
+    """Every session: records, first and last time, bytes (and a problem, if unreadable)."""
+    return [asdict(info) for info in memory.sessions()]
+
+
+def replay(
+    memory: Any,
+    session: Session,
+    from_seq: Annotated[int, Field(ge=1, description="first seq to return")] = 1,
+    until_seq: Annotated[int | None, Field(ge=1, description="last seq to return")] = None,
+    limit: Limit = 200,
+) -> list[dict[str, Any]]:
+    """The records of a session as stored (at most ``limit``), from ``from_seq``."""
+    out = []
+    for record in memory.replay(session, from_seq=from_seq, until=until_seq):
+        out.append(_record(record))
+        if len(out) == limit:
+            break
+    return out
+
+
+def learnings(
+    memory: Any,
+    reader: Annotated[
+        str | None, Field(max_length=128, description="the session reading (ranks by its task)")
+    ] = None,
+    cue: Annotated[str, Field(max_length=10_000, description="what is relevant now")] = "",
+) -> dict[str, Any]:
+    """Every learning (corrections, preferences, patterns, decisions, fixes, anchors) with its
+    tier, status, priority and the evidence (session and seq) it came from, and open conflicts."""
+    if reader is not None:
+        memory.check_session(reader)
+    found = memory.learnings(reader=reader, cue=cue)
+    return {
+        "now": found.now,
+        "learnings": [a.to_json() for a in found.learnings],
+        "conflicts": [c.to_json() for c in found.conflicts],
+    }
+
+
+def add_learning(
+    memory: Any,
+    text: Annotated[str, Field(min_length=1, max_length=10_000, description="the learning")],
+    kind: Annotated[LearningKind, Field(description="what kind of learning")] = "preference",
+    scope: Annotated[LearningScope, Field(description="where it applies")] = "project",
+    session: Annotated[
+        str | None, Field(max_length=128, description="the session it is from")
+    ] = None,
+) -> dict[str, Any] | None:
+    """Record a learning the user states directly (explicit, confirmed)."""
+    return _record(memory.add_learning(text, kind=kind, scope=scope, session=session))
+
+
+def learning_feedback(
+    memory: Any,
+    learning_id: Annotated[str, Field(min_length=1, max_length=200, description="id or prefix")],
+    verdict: Annotated[Literal["confirmed", "rejected"], Field(description="the verdict")],
+    reason: Annotated[str, Field(max_length=10_000, description="why")] = "",
+) -> dict[str, Any] | None:
+    """Confirm or reject a learning; a rejected one never reaches a prompt again."""
+    return _record(memory.feedback(learning_id, verdict, reason=reason))
+
+
+def start_session(
+    memory: Any,
+    session: Session,
+    task: Annotated[str | None, Field(max_length=10_000, description="what it is for")] = None,
+    phase: Annotated[str | None, Field(max_length=100, description="a configured phase")] = None,
+) -> dict[str, Any] | None:
+    """Record that a session starts (created, or resumed) with its task and phase."""
+    return _record(memory.start_session(session, task=task, phase=phase))
+
+
+def set_phase(
+    memory: Any,
+    session: Session,
+    phase: Annotated[str, Field(min_length=1, max_length=100, description="a configured phase")],
+) -> dict[str, Any] | None:
+    """Move a session to another configured phase."""
+    return _record(memory.set_phase(session, phase))
+
+
+def end_session(
+    memory: Any,
+    session: Session,
+    status: Annotated[
+        str, Field(min_length=1, max_length=100, description="how it ended")
+    ] = "done",
+) -> dict[str, Any] | None:
+    """Record that a session ended; its learnings are extracted at once."""
+    return _record(memory.end_session(session, status=status))
+
+
+def compact(
+    memory: Any,
+    session: Session,
+    force: Annotated[bool, Field(description="compact even within budget")] = False,
+) -> dict[str, Any]:
+    """Compact a session's oldest history into a summary if its hot window is over budget
+    (or ``force``); the summary is appended to the log, nothing is removed."""
+    return {"session": session, "compaction": _record(memory.compact(session, force=force))}
+
+
+def verify(
+    memory: Any,
+    sessions: Annotated[
+        list[str] | None, Field(max_length=10_000, description="sessions to check (default all)")
+    ] = None,
+) -> dict[str, Any]:
+    """Check every record's schema, the seq continuity, the hash chains and the heads."""
+    report = memory.verify(sessions)
+    return {
+        "ok": report.ok,
+        "records": report.records,
+        "sessions": [asdict(s) for s in report.sessions],
+    }
+
+
+def health(memory: Any) -> dict[str, Any]:
+    """Every tier's lag and what is degraded, capacity of the learning tiers, open conflicts,
+    and ``attention``: what needs a person (empty when all is well)."""
+    return memory.health()
+
+
+# ---------------------------------------------------------------------------- the declaration
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation: its function, whether it writes, and where it lives in HTTP."""
+
+    fn: Callable[..., Any]
+    read_only: bool
+    method: str
+    path: str
+
+    @property
+    def name(self) -> str:
+        """The tool name (and the OpenAPI operation id)."""
+        return self.fn.__name__
+
+    @property
+    def description(self) -> str:
+        """The function's docstring, one paragraph."""
+        return " ".join((self.fn.__doc__ or "").split())
+
+    @cached_property
+    def parameters(self) -> list[inspect.Parameter]:
+        """The keyword parameters (the memory aside), with their annotations resolved."""
+        signature = inspect.signature(self.fn, eval_str=True)
+        return list(signature.parameters.values())[1:]
+
+    @cached_property
+    def arguments(self) -> type[BaseModel]:
+        """The request model: these parameters, unknown keys refused."""
+        fields = {
+            p.name: (p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
+            for p in self.parameters
+        }
+        name = "".join(part.title() for part in self.name.split("_")) + "Request"
+        return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+
+    def call(self, memory: Any, arguments: BaseModel) -> Any:
+        """Run on ``memory`` with validated ``arguments``."""
+        values = {p.name: getattr(arguments, p.name) for p in self.parameters}
+        return self.fn(memory, **values)
+
+
+OPS: tuple[Op, ...] = (
+    Op(append, False, "POST", "/sessions/{session}/events"),
+    Op(context, True, "POST", "/sessions/{session}/context"),
+    Op(query_memory, True, "POST", "/search"),
+    Op(sessions, True, "GET", "/sessions"),
+    Op(replay, True, "POST", "/sessions/{session}/replay"),
+    Op(learnings, True, "POST", "/learnings/query"),
+    Op(add_learning, False, "POST", "/learnings"),
+    Op(learning_feedback, False, "POST", "/learnings/feedback"),
+    Op(start_session, False, "POST", "/sessions/{session}/start"),
+    Op(set_phase, False, "POST", "/sessions/{session}/phase"),
+    Op(end_session, False, "POST", "/sessions/{session}/end"),
+    Op(compact, False, "POST", "/sessions/{session}/compact"),
+    Op(verify, True, "POST", "/verify"),
+    Op(health, True, "GET", "/status"),
+)
+"""Every operation; the HTTP API and the MCP tools are generated from this tuple."""
+
+BY_NAME = {op.name: op for op in OPS}

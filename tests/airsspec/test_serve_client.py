@@ -1,0 +1,149 @@
+"""The light client: with ``airsspec serve`` running, hooks and the hot CLI commands go to it
+without loading the heavy modules, and print what the full commands print; with no server (or
+a dead one's discovery file) the commands run as they always did."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airsspec.memory import Memory
+from airsspec.serve.app import serving, state_path
+from airsspec.serve.core import Served
+from tests.conftest import REPO
+
+HEAVY = ("pydantic", "eventlog.schema", "airsspec.memory", "airsspec.cli")
+
+
+def heavy(names) -> list[str]:
+    """The heavy modules among ``names``."""
+    return [n for n in names if any(n == h or n.startswith(h + ".") for h in HEAVY)]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    with Memory.open(tmp_path, create=True) as memory:
+        memory.append_many("s1", [{"type": "user", "content": "add rate limiting"}])
+        memory.project(("cold",))
+        yield memory
+
+
+def airsspec(memory: Memory, *args: str, stdin: bytes = b"", server: bool = True):
+    """Run the command; returns (exit code, stdout, stderr, the modules it imported)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "AIRSSPEC_COLD_EMBEDDER": "hash"}
+    if not server:
+        env["AIRSSPEC_NO_SERVER"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "airsspec", "-w", str(memory.root), *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    err = done.stderr.decode()
+    imported = {line.split("|")[-1].strip() for line in err.splitlines() if "import time:" in line}
+    shown = "\n".join(line for line in err.splitlines() if "import time:" not in line)
+    return done.returncode, done.stdout.decode(), shown, imported
+
+
+@pytest.fixture
+def served(workspace: Memory):
+    with serving(Served(workspace, local_user="owner", background=False), discover=True):
+        yield workspace
+
+
+def test_the_client_loads_none_of_the_heavy_modules() -> None:
+    code = "import sys, airsspec.client; print(sorted(sys.modules))"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, check=True)
+    names = json.loads(loaded.stdout.decode().replace("'", '"'))
+    assert not heavy(names)
+    assert "http.client" not in names  # it brings the email package
+
+
+@pytest.mark.slow
+def test_hot_commands_through_the_server_print_what_the_full_commands_print(served) -> None:
+    for args, stdin in [
+        (("context", "s1", "--budget", "100"), b""),
+        (("context", "s1", "--budget", "100", "--json"), b""),
+        (("hook", "session-start"), json.dumps({"session_id": "new"}).encode()),
+    ]:
+        fast = airsspec(served, *args, stdin=stdin)
+        full = airsspec(served, *args, stdin=stdin, server=False)
+        assert fast[:3] == full[:3], args
+        assert not heavy(fast[3]), args  # it went to the server
+        assert [n for n in full[3] if n.startswith("pydantic")]
+    appended = airsspec(served, "append", "s1", stdin=b'{"type": "user", "content": "more"}\n')
+    assert appended[:2] == (0, "appended 1 record(s) to s1 (seq 2)\n")
+    assert not heavy(appended[3])
+    assert [r.content for r in served.replay("s1")] == ["add rate limiting", "more"]
+    found = airsspec(served, "query", "rate limiting", "--json")
+    assert json.loads(found[1])["hits"][0]["text"] == "add rate limiting"
+
+
+@pytest.mark.slow
+def test_a_refused_append_is_reported_by_the_full_command_and_writes_nothing(served) -> None:
+    bad = b'{"type": "user", "content": "fine"}\n{"type": "nope"}\n'
+    fast = airsspec(served, "append", "s1", stdin=bad)
+    full = airsspec(served, "append", "s1", stdin=bad, server=False)
+    assert fast[:3] == full[:3]
+    assert fast[0] == 2 and "<stdin>:2" in fast[2]
+    assert len(list(served.replay("s1"))) == 1
+
+
+@pytest.mark.slow
+def test_a_dead_servers_discovery_file_is_ignored(workspace: Memory) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True
+    )
+    state = state_path(workspace)
+    state.write_text(
+        json.dumps(
+            {"url": "http://127.0.0.1:9", "pid": int(dead.stdout), "token": "x", "socket": None}
+        )
+    )
+    code, out, err, imported = airsspec(workspace, "context", "s1", "--budget", "100")
+    assert (code, err) == (0, "") and "add rate limiting" in out
+    assert [n for n in imported if n.startswith("pydantic")]  # the full command ran
+
+
+@pytest.mark.slow
+def test_a_hook_finds_the_server_of_the_project_its_payload_names(served, tmp_path) -> None:
+    payload = json.dumps({"session_id": "abc", "cwd": str(served.root.parent)}).encode()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "AIRSSPEC_COLD_EMBEDDER": "hash"}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    runs = {}
+    for name, extra in (("fast", {}), ("full", {"AIRSSPEC_NO_SERVER": "1"})):
+        runs[name] = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "airsspec", "hook", "SessionStart"],
+            cwd=elsewhere,
+            input=payload,
+            env={**env, **extra},
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    assert runs["fast"].returncode == runs["full"].returncode == 0
+    assert runs["fast"].stdout == runs["full"].stdout and runs["fast"].stdout
+    loaded = {
+        name: {line.split("|")[-1].strip() for line in run.stderr.decode().splitlines()}
+        for name, run in runs.items()
+    }
+    assert not heavy(loaded["fast"]) and heavy(loaded["full"])
+
+
+@pytest.mark.slow
+def test_stored_control_characters_are_escaped_as_the_full_command_does(served) -> None:
+    served.append_many("s1", [{"type": "user", "content": "red \x1b[31malert\x1b[0m\u202e"}])
+    fast = airsspec(served, "context", "s1", "--budget", "200")
+    full = airsspec(served, "context", "s1", "--budget", "200", server=False)
+    assert fast[:3] == full[:3] and "\\x1b[31m" in fast[1]
+    assert "\x1b" not in fast[1] and "\u202e" not in fast[1]
