@@ -71,7 +71,10 @@ class Job:
     def from_json(cls, data: Any) -> Job:
         """A job from ``to_json``'s output; ``HookInputError`` for anything else."""
         try:
-            sessions = tuple(validate_session_id(s) for s in data["sessions"])
+            listed = data["sessions"]
+            if not isinstance(listed, list):
+                raise TypeError("sessions is not a list")
+            sessions = tuple(validate_session_id(s) for s in listed)
             status = data.get("end_status")
         except (TypeError, KeyError, AttributeError) as exc:
             raise HookInputError(f"not a hook job: {data!r}") from exc
@@ -115,7 +118,15 @@ def _transcript(payload: dict[str, Any], key: str = "transcript_path") -> Path |
         return None
     if not isinstance(value, str) or not value:
         raise HookInputError(f"hook input: {key} is not a path: {value!r}")
-    return Path(value).expanduser()
+    return expand(value, key)
+
+
+def expand(value: str, key: str) -> Path:
+    """The payload's path ``value`` (field ``key``) with ``~`` expanded."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError as exc:  # ~user of no known user
+        raise HookInputError(f"hook input: {key} {value!r}: {exc}") from exc
 
 
 def capture(memory: Memory, payload: dict[str, Any], *, subagents: bool = True) -> int:

@@ -1,0 +1,95 @@
+"""The hooks against hostile or careless input: a settings file of an odd shape is refused with
+one error line and left as it was, a hook given a payload it cannot use says so in one line
+(never a traceback: it must not block Claude Code), and the user's own hooks survive
+``install`` and ``uninstall`` even when they sit in the group airsspec installed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airsspec.hooks import HookInputError, entries, handle, settings_file, workspace_for
+from airsspec.memory import Memory
+from tests.conftest import run_cli
+
+THEIR_HOOK = {"type": "command", "command": "prettier --write ."}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    (tmp_path / ".claude").mkdir()
+    return tmp_path
+
+
+def test_a_group_whose_hooks_is_not_a_list_is_refused_with_one_line(project: Path) -> None:
+    settings = project / ".claude" / "settings.local.json"
+    for odd in (
+        '{"hooks": {"Stop": [{"hooks": 5}]}}\n',
+        '{"hooks": {"Stop": [{"hooks": null}]}}\n',
+    ):
+        settings.write_text(odd)
+        for action in ("install", "uninstall"):
+            result = run_cli("hooks", action, "--project", str(project), cwd=project)
+            err = result.stderr.decode()
+            assert result.returncode != 0
+            assert err.startswith("airsspec: error:") and err.count("\n") == 1, err
+            assert "hooks.Stop" in err
+            assert settings.read_text() == odd
+
+
+def test_uninstall_keeps_a_hook_the_user_added_to_airsspecs_group(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"model": "opus"}\n')
+    assert settings_file.install(settings, entries("local"))
+    data = json.loads(settings.read_text())
+    # what Claude Code's /hooks menu does when the user adds a hook to matcher "*"
+    data["hooks"]["PostToolUse"][0]["hooks"].append(THEIR_HOOK)
+    settings.write_text(json.dumps(data, indent=2))
+    removed, outcome = settings_file.uninstall(settings)
+    assert (removed, outcome) == (7, "edited")
+    assert json.loads(settings.read_text()) == {
+        "model": "opus",
+        "hooks": {"PostToolUse": [{"matcher": "*", "hooks": [THEIR_HOOK]}]},
+    }
+
+
+def test_install_again_keeps_a_hook_the_user_added_to_airsspecs_group(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    assert settings_file.install(settings, entries("local"))
+    data = json.loads(settings.read_text())
+    data["hooks"]["PostToolUse"][0]["hooks"].append(THEIR_HOOK)
+    settings.write_text(json.dumps(data, indent=2))
+    assert settings_file.install(settings, entries("local", after=["--budget", "500"]))
+    groups = json.loads(settings.read_text())["hooks"]["PostToolUse"]
+    assert any(THEIR_HOOK in g["hooks"] for g in groups)
+    assert sum("--budget 500" in json.dumps(g) for g in groups) == 1
+    assert sum("airsspec-hook" in json.dumps(g) for g in groups) == 1
+
+
+@pytest.mark.parametrize("key", ["transcript_path", "cwd"])
+def test_a_path_naming_an_unknown_users_home_is_one_error_line(project: Path, key: str) -> None:
+    payload = {"session_id": "abc", "transcript_path": str(project / "t" / "abc.jsonl")}
+    payload[key] = "~no-such-user-here/abc.jsonl"
+    result = run_cli("hook", "Stop", cwd=project, stdin=json.dumps(payload).encode())
+    err = result.stderr.decode()
+    assert result.returncode == 1
+    assert err.startswith("airsspec: error:") and err.count("\n") == 1, err
+
+
+def test_handle_and_workspace_for_wrap_an_unknown_home(tmp_path: Path) -> None:
+    with pytest.raises(HookInputError):
+        workspace_for({"cwd": "~no-such-user-here"}, tmp_path)
+    with Memory.open(tmp_path / "p", create=True) as memory:
+        payload = {"session_id": "abc", "transcript_path": "~no-such-user-here/abc.jsonl"}
+        with pytest.raises(HookInputError):
+            handle(memory, "Stop", payload)
+
+
+def test_a_job_whose_sessions_is_a_string_is_refused(tmp_path: Path) -> None:
+    from airsspec.hooks import Job
+
+    with pytest.raises(HookInputError):
+        Job.from_json({"sessions": "abc"})  # not the sessions a, b and c
