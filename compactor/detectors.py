@@ -125,9 +125,18 @@ _CHANGE_LOG = re.compile(
 _CODE = re.compile(r"[{};=]\s*$|^\s*(#|//|/\*|\*(?!\*)|def |class |import |from \S+ import)|`{3}")
 
 
+# Terminal control: escape sequences (colours, titles, links) and the other control characters
+# a pasted or captured output carries; a learning is read in a prompt or a terminal, not run.
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?"
+    r"|[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]"
+)
+
+
 def clip(text: str, limit: int = MAX_TEXT) -> str:
-    """``text`` on one line, at most ``limit`` characters (an ellipsis marks a cut)."""
-    text = " ".join(text.split())
+    """``text`` on one line without terminal control, at most ``limit`` characters (an
+    ellipsis marks a cut)."""
+    text = " ".join(_CONTROL.sub("", text).split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
 
 
