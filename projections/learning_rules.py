@@ -43,12 +43,13 @@ Tiers for a reader session S:
 - **cold**: the rest; searchable only. Rejected (hot -> cold), superseded or merged learnings
   are cold and never loaded; archived ones are not loaded until restored.
 
-Conflicts: two learnings about the same subject (content words overlap) with opposite polarity
-("always X" / "never X"). Rules, in order: merge if compatible (same polarity: the later one
-counts as another statement of the earlier; an error -> fix only ever merges with the same
-error -> fix); explicit beats inferred; project-specific beats
-global; recency wins. Every resolution is listed (learning_a, learning_b, resolution, winner,
-reason); one where the older learning wins over a newer one is *open* (health asks a person).
+Conflicts: two learnings about the same subject (content words overlap) that take opposite
+sides on a word they share ("always X" / "never X"; "A over B" / "B over A": ``stance``).
+Rules, in order: merge if compatible (the same side on every shared word: the later one counts
+as another statement of the earlier; an error -> fix only ever merges with the same error ->
+fix); explicit beats inferred; project-specific beats global; recency wins. Every resolution
+is listed (learning_a, learning_b, resolution, winner, reason); one where the older learning
+wins over a newer one is *open* (health asks a person).
 """
 
 from __future__ import annotations
@@ -107,6 +108,30 @@ def negative(text: str) -> bool:
     """Whether ``text`` states something not to do."""
     lowered = text.lower().replace("\u2019", "'")
     return any(re.search(rf"(?<![a-z']){re.escape(w)}(?![a-z'])", lowered) for w in NEGATIONS)
+
+
+_PIVOT = re.compile(r"\s(?:over|rather than|instead of)\s", re.I)
+_LEAD = re.compile(r"^\W*(?:no|nope|actually)\b\W*", re.I)  # a correction's opening word
+
+
+def stance(text: str) -> dict[str, bool]:
+    """The content words of ``text``, each with whether the text is for it: "A over B" (rather
+    than, instead of) is for A and against B (the other way after a negation: "never A over
+    B"); any other statement is for or against all its words alike (``negative``)."""
+    parts = _PIVOT.split(text, maxsplit=1)
+    if len(parts) == 1:
+        return dict.fromkeys(content_words(text), not negative(text))
+    first = _LEAD.sub("", parts[0])
+    pro = not negative(first)
+    return {
+        **dict.fromkeys(content_words(parts[1]), not pro),
+        **dict.fromkeys(content_words(first), pro),
+    }
+
+
+def _agree(a: dict[str, bool], b: dict[str, bool]) -> bool:
+    """Whether two stances take the same side on every word they share."""
+    return all(a[w] == b[w] for w in a.keys() & b.keys())
 
 
 def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
@@ -332,6 +357,7 @@ def assess(
     # Conflicts, in the order the learnings were recorded: each is compared with the active
     # ones before it about the same subject.
     words = {i: content_words(a.text) for i, a in items.items()}
+    stances = {i: stance(a.text) for i, a in items.items()}
     sessions = {i: {a.session} for i, a in items.items()}
     active: list[Assessed] = []
     for b in items.values():
@@ -343,7 +369,7 @@ def assess(
                 continue
             if (a.kind in CONFLICT_KINDS) != opposable or (not opposable and a.kind != b.kind):
                 continue
-            if not opposable or negative(a.text) == negative(b.text):
+            if not opposable or _agree(stances[a.id], stances[b.id]):
                 a.mentions += 1
                 sessions[a.id].add(b.session)
                 a.last_activity = max(a.last_activity, b.ts)
