@@ -58,7 +58,8 @@ class HookInputError(AirsspecError, ValueError):
 @dataclass(frozen=True)
 class Job:
     """Work a hook leaves for later: run the due policies on ``sessions`` (the main one
-    first), after ending the main one with ``end_status`` when it is given."""
+    first), after ending the main one with ``end_status`` when it is given (and the session
+    has not ended already: a second SessionEnd, or the job run again, ends nothing)."""
 
     sessions: tuple[str, ...]
     end_status: str | None = None
@@ -92,8 +93,9 @@ def run_job(memory: Memory, job: Job) -> dict[str, Any]:
     done: dict[str, Any] = {}
     if job.end_status is not None:
         memory.check_session(main)
-        memory.end_session(main, status=job.end_status)  # extracts the session's learnings
-        done["ended"] = main
+        if memory.session_info(main).get("ended") is None:  # a second SessionEnd ends nothing
+            memory.end_session(main, status=job.end_status)  # extracts the session's learnings
+            done["ended"] = main
     for session in job.sessions:
         try:
             memory.check_session(session)

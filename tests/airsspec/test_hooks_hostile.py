@@ -93,3 +93,28 @@ def test_a_job_whose_sessions_is_a_string_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(HookInputError):
         Job.from_json({"sessions": "abc"})  # not the sessions a, b and c
+
+
+def test_a_session_end_job_run_twice_ends_the_session_once(tmp_path: Path) -> None:
+    from airsspec.hooks import Job, run_job
+
+    transcript = tmp_path / "t" / "abc.jsonl"
+    transcript.parent.mkdir()
+    line = {
+        "type": "user",
+        "uuid": "u1",
+        "sessionId": "abc",
+        "timestamp": "2026-11-01T10:00:01.000Z",
+        "message": {"role": "user", "content": "Add a health check"},
+    }
+    transcript.write_text(json.dumps(line) + "\n")
+    payload = {"session_id": "abc", "transcript_path": str(transcript)}
+    with Memory.open(tmp_path / "p", create=True) as memory:
+        handle(memory, "UserPromptSubmit", {**payload, "prompt": "Add a health check"})
+        for _ in range(2):  # installed in two scopes, or the job run again by hand
+            run_job(memory, Job(("abc",), "logout"))
+        ends = [r for r in memory.replay("abc") if r.type == "session_ended"]
+        assert len(ends) == 1
+        handle(memory, "SessionStart", {**payload, "source": "resume"})
+        run_job(memory, Job(("abc",), "logout"))  # a resumed session ends again
+        assert sum(r.type == "session_ended" for r in memory.replay("abc")) == 2
