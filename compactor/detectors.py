@@ -238,7 +238,9 @@ def _error_line(text: str) -> str:
 
 
 def _answered(records: Sequence[Record]) -> dict[int, ActionRecord | None]:
-    """For each observation (by index), the action it answers (by tool-use id, else the last)."""
+    """For each observation (by index), the action it answers: by tool-use id (None when that
+    call is not among ``records``: never a guess, or a fetched page could pass for the answer
+    to a question asked meanwhile), else the last."""
     action_of: dict[str, ActionRecord] = {}
     answered: dict[int, ActionRecord | None] = {}
     last: ActionRecord | None = None
@@ -249,7 +251,7 @@ def _answered(records: Sequence[Record]) -> dict[int, ActionRecord | None]:
                 action_of[use] = record
         elif isinstance(record, ObservationRecord):
             use = _meta(record).get("tool_use_id")
-            answered[index] = action_of.get(use, last) if use is not None else last
+            answered[index] = action_of.get(use) if use is not None else last
     return answered
 
 
