@@ -131,17 +131,20 @@ def _depth(text: str, pos: int) -> int:
 
 def _insert(text: str, start: int, item: str) -> str:
     """``text`` with ``item`` (``"key": value`` or a value) added last to the container
-    opening at ``start``, on its own line in the file's indentation."""
+    opening at ``start``, on its own line in the file's indentation and line ending."""
     unit, depth = _unit(text), _depth(text, start) + 1
+    newline = "\r\n" if "\r\n" in text else "\n"
     if unit is not None:
-        item = item.replace("\n", "\n" + unit * depth)
+        item = item.replace("\n", newline + unit * depth)
     items = _items(text, start)
     if items:
-        sep = ",\n" + unit * depth if unit is not None else ", "
+        sep = "," + newline + unit * depth if unit is not None else ", "
         end = items[-1][3]
         return text[:end] + sep + item + text[end:]
     close = _close_of(text, start)
-    inner = f"\n{unit * depth}{item}\n{unit * (depth - 1)}" if unit is not None else item
+    inner = (
+        f"{newline}{unit * depth}{item}{newline}{unit * (depth - 1)}" if unit is not None else item
+    )
     return text[: start + 1] + inner + text[close:]
 
 

@@ -118,3 +118,15 @@ def test_a_session_end_job_run_twice_ends_the_session_once(tmp_path: Path) -> No
         handle(memory, "SessionStart", {**payload, "source": "resume"})
         run_job(memory, Job(("abc",), "logout"))  # a resumed session ends again
         assert sum(r.type == "session_ended" for r in memory.replay("abc")) == 2
+
+
+def test_a_crlf_file_gets_crlf_entries_and_uninstall_gives_its_bytes_back(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    original = b'{\r\n  "model": "opus",\r\n  "hooks": {\r\n    "Stop": []\r\n  }\r\n}\r\n'
+    settings.write_bytes(original)
+    assert settings_file.install(settings, entries("local"))
+    installed = settings.read_bytes()
+    assert installed.count(b"\n") == installed.count(b"\r\n") > 10  # no line in another style
+    assert json.loads(installed)["model"] == "opus"
+    settings_file.uninstall(settings)
+    assert settings.read_bytes() == original
