@@ -27,8 +27,8 @@ prompt takes learnings in: standing first, then hot before warm, then matching t
 priority. So no access count, recency or confidence lifts an inferred learning over one the user
 stated: priority only orders learnings of the same standing. An inferred learning also needs
 evidence before it reaches a prompt (hot or warm): stated in at least ``EVIDENCE_SESSIONS``
-distinct sessions (statements that merge count), or confirmed; until then it is cold (still
-searchable), unless a session recalls it explicitly.
+distinct sessions (statements that merge count; a subagent's session is its parent's), or
+confirmed; until then it is cold (still searchable), unless a session recalls it explicitly.
 
 Tiers for a reader session S:
 
@@ -82,6 +82,13 @@ NEGATIONS = frozenset(_NEGATION_TEXT.split())
 _POLARITY_WORDS = NEGATIONS | {"always", "prefer", "preferred", "must"}
 CONFLICT_KINDS = frozenset({"correction", "preference", "decision", "pattern"})
 EVIDENCE_SESSIONS = 2  # distinct sessions an inferred learning must be stated in to be loaded
+SUBAGENT = ".agent-"  # a subagent's session is <session>.agent-<id>: the same conversation
+
+
+def conversation(session: str) -> str:
+    """The session a subagent's session belongs to (itself for any other session): a subagent
+    restating its parent is no evidence from a second session."""
+    return session.split(SUBAGENT, 1)[0]
 
 
 def _stem(word: str) -> str:
@@ -358,7 +365,7 @@ def assess(
     # ones before it about the same subject.
     words = {i: content_words(a.text) for i, a in items.items()}
     stances = {i: stance(a.text) for i, a in items.items()}
-    sessions = {i: {a.session} for i, a in items.items()}
+    sessions = {i: {conversation(a.session)} for i, a in items.items()}
     active: list[Assessed] = []
     for b in items.values():
         if b.status != "active" or b.kind == "anchor":
@@ -371,7 +378,7 @@ def assess(
                 continue
             if not opposable or _agree(stances[a.id], stances[b.id]):
                 a.mentions += 1
-                sessions[a.id].add(b.session)
+                sessions[a.id].add(conversation(b.session))
                 a.last_activity = max(a.last_activity, b.ts)
                 a.last_match = max(a.last_match, b.ts)
                 a.confirmed = a.confirmed or b.confirmed

@@ -129,3 +129,17 @@ def test_a_tool_result_whose_call_is_not_in_the_range_is_never_the_users_answer(
         {**_seen("8080"), "meta": {"tool_use_id": "q"}},
     )
     assert _kept(records) == ["8080"]
+
+
+def test_a_subagent_restating_its_parent_is_not_evidence_from_a_second_session(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path)
+    said = "The issue is the stale lockfile in the build cache."
+    world.add("s1", learning("La", said, 0, explicit=False, kind="decision"))
+    world.add("s1.agent-a1b2", learning("Lb", said, 0, explicit=False, kind="decision"))
+    once = by_id(world.assess(0), "La")
+    assert (once.seen_in, once.tier) == (1, "cold")  # one conversation, however many agents
+    world.add("s2", learning("Lc", said, 1, explicit=False, kind="decision"))
+    twice = by_id(world.assess(1), "La")
+    assert twice.seen_in == 2 and twice.tier != "cold"
