@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 FORMAT = "claude-code"
 RECENT = 3  # earlier sessions whose open tasks and topics a starting session sees
 TASK_CHARS = 200  # a session's task: the first line of its first prompt, at most this long
-MAX_STATUS = 200  # a session_ended status is at most this long; another reason is "other"
+MAX_STATUS = 200  # a session_ended status: printable, at most this long; another is "other"
 OPEN = ("pending", "in_progress")  # todo states that leave a task open
 EVENTS = (
     "SessionStart",
@@ -237,7 +237,7 @@ def handle(
         except AirsspecError:
             return None  # nothing was said in this session
         reason = payload.get("reason")
-        known = isinstance(reason, str) and 0 < len(reason) <= MAX_STATUS
+        known = isinstance(reason, str) and 0 < len(reason) <= MAX_STATUS and reason.isprintable()
         status = (reason if known else "other") if event_name == "SessionEnd" else None
         later(Job((session, *_subagent_sessions(memory, session)), status))
     return None

@@ -130,3 +130,24 @@ def test_a_crlf_file_gets_crlf_entries_and_uninstall_gives_its_bytes_back(tmp_pa
     assert json.loads(installed)["model"] == "opus"
     settings_file.uninstall(settings)
     assert settings.read_bytes() == original
+
+
+@pytest.mark.parametrize("reason", ["\x1b]0;owned\x07", "x" * 201, 5, None])
+def test_a_session_end_reason_that_is_not_a_short_printable_word_is_other(
+    tmp_path: Path, reason: object
+) -> None:
+    transcript = tmp_path / "t" / "abc.jsonl"
+    transcript.parent.mkdir()
+    line = {
+        "type": "user",
+        "uuid": "u1",
+        "sessionId": "abc",
+        "timestamp": "2026-11-01T10:00:01.000Z",
+        "message": {"role": "user", "content": "Add a health check"},
+    }
+    transcript.write_text(json.dumps(line) + "\n")
+    payload = {"session_id": "abc", "transcript_path": str(transcript), "reason": reason}
+    jobs: list = []
+    with Memory.open(tmp_path / "p", create=True) as memory:
+        handle(memory, "SessionEnd", payload, defer=jobs.append)
+    assert [job.end_status for job in jobs] == ["other"]
