@@ -46,10 +46,11 @@ Tiers for a reader session S:
 Conflicts: two learnings about the same subject (content words overlap) that take opposite
 sides on a word they share ("always X" / "never X"; "A over B" / "B over A": ``stance``).
 Rules, in order: merge if compatible (the same side on every shared word: the later one counts
-as another statement of the earlier; an error -> fix only ever merges with the same error ->
-fix); explicit beats inferred; project-specific beats global; recency wins. Every resolution
-is listed (learning_a, learning_b, resolution, winner, reason); one where the older learning
-wins over a newer one is *open* (health asks a person).
+as another statement of the earlier, or the earlier of the later when the later stands higher,
+so the user saying what was inferred keeps the user's standing; an error -> fix only ever
+merges with the same error -> fix); explicit beats inferred; project-specific beats global;
+recency wins. Every resolution is listed (learning_a, learning_b, resolution, winner, reason);
+one where the older learning wins over a newer one is *open* (health asks a person).
 """
 
 from __future__ import annotations
@@ -377,14 +378,20 @@ def assess(
             if (a.kind in CONFLICT_KINDS) != opposable or (not opposable and a.kind != b.kind):
                 continue
             if not opposable or _agree(stances[a.id], stances[b.id]):
-                a.mentions += 1
-                sessions[a.id].add(conversation(b.session))
-                a.last_activity = max(a.last_activity, b.ts)
-                a.last_match = max(a.last_match, b.ts)
-                a.confirmed = a.confirmed or b.confirmed
-                b.status, b.superseded_by = "merged", a.id
+                # the later one counts as another statement of the earlier, unless it stands
+                # higher (the user said what was inferred): then the earlier counts for it
+                keep, gone = (b, a) if standing(b) < standing(a) else (a, b)
+                keep.mentions += gone.mentions
+                sessions[keep.id] |= sessions[gone.id]
+                keep.last_activity = max(keep.last_activity, gone.last_activity)
+                keep.last_match = max(keep.last_match, gone.last_match)
+                keep.confirmed = keep.confirmed or gone.confirmed
+                keep.contradictions += gone.contradictions
+                gone.status, gone.superseded_by = "merged", keep.id
                 result.conflicts.append(
-                    Resolution(a.id, b.id, "merged", a.id, "compatible: the same statement again")
+                    Resolution(
+                        a.id, b.id, "merged", keep.id, "compatible: the same statement again"
+                    )
                 )
                 break
             winner, reason = _resolve(a, b)

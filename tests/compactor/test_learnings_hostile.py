@@ -133,3 +133,19 @@ def test_a_subagent_restating_its_parent_is_not_evidence_from_a_second_session(
     world.add("s2", learning("Lc", said, 1, explicit=False, kind="decision"))
     twice = by_id(world.assess(1), "La")
     assert twice.seen_in == 2 and twice.tier != "cold"
+
+
+@pytest.mark.parametrize("source", ["extractive", "user"])
+def test_the_user_saying_what_the_agent_inferred_keeps_the_users_standing(
+    tmp_path: Path, source: str
+) -> None:
+    world = World(tmp_path)
+    said = "Always run ruff before committing."
+    world.add("s1", learning("La", said, 0, explicit=False, kind="decision"))
+    world.add("s2", learning("Lb", said, 1, explicit=True, source=source))
+    assessment = world.assess(2)
+    kept = [a for a in assessment.learnings if a.status == "active"]
+    assert [a.id for a in kept] == ["Lb"]  # the inference merges into the user's statement
+    assert kept[0].standing == (0 if source == "user" else 1)
+    assert (kept[0].seen_in, kept[0].mentions) == (2, 2)
+    assert by_id(assessment, "La").superseded_by == "Lb"
