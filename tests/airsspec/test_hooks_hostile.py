@@ -95,9 +95,8 @@ def test_a_job_whose_sessions_is_a_string_is_refused(tmp_path: Path) -> None:
         Job.from_json({"sessions": "abc"})  # not the sessions a, b and c
 
 
-def test_a_session_end_job_run_twice_ends_the_session_once(tmp_path: Path) -> None:
-    from airsspec.hooks import Job, run_job
-
+def _one_prompt(tmp_path: Path) -> dict:
+    """The payload of session abc, whose transcript holds one prompt."""
     transcript = tmp_path / "t" / "abc.jsonl"
     transcript.parent.mkdir()
     line = {
@@ -108,7 +107,13 @@ def test_a_session_end_job_run_twice_ends_the_session_once(tmp_path: Path) -> No
         "message": {"role": "user", "content": "Add a health check"},
     }
     transcript.write_text(json.dumps(line) + "\n")
-    payload = {"session_id": "abc", "transcript_path": str(transcript)}
+    return {"session_id": "abc", "transcript_path": str(transcript)}
+
+
+def test_a_session_end_job_run_twice_ends_the_session_once(tmp_path: Path) -> None:
+    from airsspec.hooks import Job, run_job
+
+    payload = _one_prompt(tmp_path)
     with Memory.open(tmp_path / "p", create=True) as memory:
         handle(memory, "UserPromptSubmit", {**payload, "prompt": "Add a health check"})
         for _ in range(2):  # installed in two scopes, or the job run again by hand
@@ -136,17 +141,7 @@ def test_a_crlf_file_gets_crlf_entries_and_uninstall_gives_its_bytes_back(tmp_pa
 def test_a_session_end_reason_that_is_not_a_short_printable_word_is_other(
     tmp_path: Path, reason: object
 ) -> None:
-    transcript = tmp_path / "t" / "abc.jsonl"
-    transcript.parent.mkdir()
-    line = {
-        "type": "user",
-        "uuid": "u1",
-        "sessionId": "abc",
-        "timestamp": "2026-11-01T10:00:01.000Z",
-        "message": {"role": "user", "content": "Add a health check"},
-    }
-    transcript.write_text(json.dumps(line) + "\n")
-    payload = {"session_id": "abc", "transcript_path": str(transcript), "reason": reason}
+    payload = {**_one_prompt(tmp_path), "reason": reason}
     jobs: list = []
     with Memory.open(tmp_path / "p", create=True) as memory:
         handle(memory, "SessionEnd", payload, defer=jobs.append)
