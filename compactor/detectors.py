@@ -56,12 +56,21 @@ _SELF = re.compile(
     r"ground rules?|house rules?)",
     re.I,
 )
-_PROJECT_RULE = re.compile(
+_PROJECT_SUBJECT = re.compile(
     r"\b(in this (project|repo|repository|codebase)|this (project|repo|codebase) (uses|is|has)|"
-    r"our (project|codebase|team|stack|convention))\b.*\b(always|never|must|only|convention|"
-    r"rule|uses?)\b",
+    r"our (project|codebase|team|stack|convention))\b",
     re.I,
 )
+_PROJECT_WORD = re.compile(r"\b(always|never|must|only|convention|rule|uses?)\b", re.I)
+
+
+def _project_rule(sentence: str) -> Any:
+    """The project named, then a rule word after it: two searches, so a long line repeating
+    the phrase costs linear time (one pattern with ``.*`` between them is quadratic)."""
+    subject = _PROJECT_SUBJECT.search(sentence)
+    return subject and _PROJECT_WORD.search(sentence, subject.end())
+
+
 _CORRECTION = re.compile(
     r"^(no|nope|wrong|actually|not quite|that's (wrong|not)|that is (wrong|not)|stop|instead)"
     r"\b|\b(i (said|told you|asked for)|you (should|shouldn't|should not) have|please don't|"
@@ -93,7 +102,7 @@ _ERROR_TEXT = re.compile(r"^(error|fatal|traceback)|\b(error|exception|failed)\b
 # Statement detectors in the order they are tried: (detector, kind of learning, pattern).
 STATEMENTS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("self", "anchor", _SELF.search),
-    ("project_rule", "anchor", _PROJECT_RULE.search),
+    ("project_rule", "anchor", _project_rule),
     ("correction", "correction", _CORRECTION.search),
     ("preference", "preference", _PREFERENCE.search),
     ("decision", "decision", _DECISION.search),

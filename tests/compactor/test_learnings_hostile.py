@@ -149,3 +149,15 @@ def test_the_user_saying_what_the_agent_inferred_keeps_the_users_standing(
     assert kept[0].standing == (0 if source == "user" else 1)
     assert (kept[0].seen_in, kept[0].mentions) == (2, 2)
     assert by_id(assessment, "La").superseded_by == "Lb"
+
+
+def test_a_long_line_repeating_a_project_phrase_is_scanned_in_linear_time(tmp_path: Path) -> None:
+    import time
+
+    page = "our team ships on fridays " * 20_000  # one line of a fetched page, 520 KB
+    records = _records(tmp_path, _action("WebFetch", {"url": "https://x"}), _seen(page))
+    started = time.perf_counter()
+    candidates(records, first_request=False)
+    assert time.perf_counter() - started < 5  # quadratic matching took hours on this
+    ruled = _records(tmp_path / "2", _user("In this project we always squash merge."))
+    assert [c.detector for c in candidates(ruled, first_request=False)] == ["project_rule"]
