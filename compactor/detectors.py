@@ -56,12 +56,21 @@ _SELF = re.compile(
     r"ground rules?|house rules?)",
     re.I,
 )
-_PROJECT_RULE = re.compile(
+_PROJECT_SUBJECT = re.compile(
     r"\b(in this (project|repo|repository|codebase)|this (project|repo|codebase) (uses|is|has)|"
-    r"our (project|codebase|team|stack|convention))\b.*\b(always|never|must|only|convention|"
-    r"rule|uses?)\b",
+    r"our (project|codebase|team|stack|convention))\b",
     re.I,
 )
+_PROJECT_WORD = re.compile(r"\b(always|never|must|only|convention|rule|uses?)\b", re.I)
+
+
+def _project_rule(sentence: str) -> Any:
+    """The project named, then a rule word after it: two searches, so a long line repeating
+    the phrase costs linear time (one pattern with ``.*`` between them is quadratic)."""
+    subject = _PROJECT_SUBJECT.search(sentence)
+    return subject and _PROJECT_WORD.search(sentence, subject.end())
+
+
 _CORRECTION = re.compile(
     r"^(no|nope|wrong|actually|not quite|that's (wrong|not)|that is (wrong|not)|stop|instead)"
     r"\b|\b(i (said|told you|asked for)|you (should|shouldn't|should not) have|please don't|"
@@ -93,7 +102,7 @@ _ERROR_TEXT = re.compile(r"^(error|fatal|traceback)|\b(error|exception|failed)\b
 # Statement detectors in the order they are tried: (detector, kind of learning, pattern).
 STATEMENTS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("self", "anchor", _SELF.search),
-    ("project_rule", "anchor", _PROJECT_RULE.search),
+    ("project_rule", "anchor", _project_rule),
     ("correction", "correction", _CORRECTION.search),
     ("preference", "preference", _PREFERENCE.search),
     ("decision", "decision", _DECISION.search),
@@ -125,9 +134,18 @@ _CHANGE_LOG = re.compile(
 _CODE = re.compile(r"[{};=]\s*$|^\s*(#|//|/\*|\*(?!\*)|def |class |import |from \S+ import)|`{3}")
 
 
+# Terminal control: escape sequences (colours, titles, links) and the other control characters
+# a pasted or captured output carries; a learning is read in a prompt or a terminal, not run.
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?"
+    r"|[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]"
+)
+
+
 def clip(text: str, limit: int = MAX_TEXT) -> str:
-    """``text`` on one line, at most ``limit`` characters (an ellipsis marks a cut)."""
-    text = " ".join(text.split())
+    """``text`` on one line without terminal control, at most ``limit`` characters (an
+    ellipsis marks a cut)."""
+    text = " ".join(_CONTROL.sub("", text).split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
 
 
@@ -229,7 +247,9 @@ def _error_line(text: str) -> str:
 
 
 def _answered(records: Sequence[Record]) -> dict[int, ActionRecord | None]:
-    """For each observation (by index), the action it answers (by tool-use id, else the last)."""
+    """For each observation (by index), the action it answers: by tool-use id (None when that
+    call is not among ``records``: never a guess, or a fetched page could pass for the answer
+    to a question asked meanwhile), else the last."""
     action_of: dict[str, ActionRecord] = {}
     answered: dict[int, ActionRecord | None] = {}
     last: ActionRecord | None = None
@@ -240,7 +260,7 @@ def _answered(records: Sequence[Record]) -> dict[int, ActionRecord | None]:
                 action_of[use] = record
         elif isinstance(record, ObservationRecord):
             use = _meta(record).get("tool_use_id")
-            answered[index] = action_of.get(use, last) if use is not None else last
+            answered[index] = action_of.get(use) if use is not None else last
     return answered
 
 

@@ -27,8 +27,8 @@ prompt takes learnings in: standing first, then hot before warm, then matching t
 priority. So no access count, recency or confidence lifts an inferred learning over one the user
 stated: priority only orders learnings of the same standing. An inferred learning also needs
 evidence before it reaches a prompt (hot or warm): stated in at least ``EVIDENCE_SESSIONS``
-distinct sessions (statements that merge count), or confirmed; until then it is cold (still
-searchable), unless a session recalls it explicitly.
+distinct sessions (statements that merge count; a subagent's session is its parent's), or
+confirmed; until then it is cold (still searchable), unless a session recalls it explicitly.
 
 Tiers for a reader session S:
 
@@ -43,12 +43,14 @@ Tiers for a reader session S:
 - **cold**: the rest; searchable only. Rejected (hot -> cold), superseded or merged learnings
   are cold and never loaded; archived ones are not loaded until restored.
 
-Conflicts: two learnings about the same subject (content words overlap) with opposite polarity
-("always X" / "never X"). Rules, in order: merge if compatible (same polarity: the later one
-counts as another statement of the earlier; an error -> fix only ever merges with the same
-error -> fix); explicit beats inferred; project-specific beats
-global; recency wins. Every resolution is listed (learning_a, learning_b, resolution, winner,
-reason); one where the older learning wins over a newer one is *open* (health asks a person).
+Conflicts: two learnings about the same subject (content words overlap) that take opposite
+sides on a word they share ("always X" / "never X"; "A over B" / "B over A": ``stance``).
+Rules, in order: merge if compatible (the same side on every shared word: the later one counts
+as another statement of the earlier, or the earlier of the later when the later stands higher,
+so the user saying what was inferred keeps the user's standing; an error -> fix only ever
+merges with the same error -> fix); explicit beats inferred; project-specific beats global;
+recency wins. Every resolution is listed (learning_a, learning_b, resolution, winner, reason);
+one where the older learning wins over a newer one is *open* (health asks a person).
 """
 
 from __future__ import annotations
@@ -81,6 +83,13 @@ NEGATIONS = frozenset(_NEGATION_TEXT.split())
 _POLARITY_WORDS = NEGATIONS | {"always", "prefer", "preferred", "must"}
 CONFLICT_KINDS = frozenset({"correction", "preference", "decision", "pattern"})
 EVIDENCE_SESSIONS = 2  # distinct sessions an inferred learning must be stated in to be loaded
+SUBAGENT = ".agent-"  # a subagent's session is <session>.agent-<id>: the same conversation
+
+
+def conversation(session: str) -> str:
+    """The session a subagent's session belongs to (itself for any other session): a subagent
+    restating its parent is no evidence from a second session."""
+    return session.split(SUBAGENT, 1)[0]
 
 
 def _stem(word: str) -> str:
@@ -107,6 +116,30 @@ def negative(text: str) -> bool:
     """Whether ``text`` states something not to do."""
     lowered = text.lower().replace("\u2019", "'")
     return any(re.search(rf"(?<![a-z']){re.escape(w)}(?![a-z'])", lowered) for w in NEGATIONS)
+
+
+_PIVOT = re.compile(r"\s(?:over|rather than|instead of)\s", re.I)
+_LEAD = re.compile(r"^\W*(?:no|nope|actually)\b\W*", re.I)  # a correction's opening word
+
+
+def stance(text: str) -> dict[str, bool]:
+    """The content words of ``text``, each with whether the text is for it: "A over B" (rather
+    than, instead of) is for A and against B (the other way after a negation: "never A over
+    B"); any other statement is for or against all its words alike (``negative``)."""
+    parts = _PIVOT.split(text, maxsplit=1)
+    if len(parts) == 1:
+        return dict.fromkeys(content_words(text), not negative(text))
+    first = _LEAD.sub("", parts[0])
+    pro = not negative(first)
+    return {
+        **dict.fromkeys(content_words(parts[1]), not pro),
+        **dict.fromkeys(content_words(first), pro),
+    }
+
+
+def _agree(a: dict[str, bool], b: dict[str, bool]) -> bool:
+    """Whether two stances take the same side on every word they share."""
+    return all(a[w] == b[w] for w in a.keys() & b.keys())
 
 
 def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
@@ -332,7 +365,8 @@ def assess(
     # Conflicts, in the order the learnings were recorded: each is compared with the active
     # ones before it about the same subject.
     words = {i: content_words(a.text) for i, a in items.items()}
-    sessions = {i: {a.session} for i, a in items.items()}
+    stances = {i: stance(a.text) for i, a in items.items()}
+    sessions = {i: {conversation(a.session)} for i, a in items.items()}
     active: list[Assessed] = []
     for b in items.values():
         if b.status != "active" or b.kind == "anchor":
@@ -343,15 +377,21 @@ def assess(
                 continue
             if (a.kind in CONFLICT_KINDS) != opposable or (not opposable and a.kind != b.kind):
                 continue
-            if not opposable or negative(a.text) == negative(b.text):
-                a.mentions += 1
-                sessions[a.id].add(b.session)
-                a.last_activity = max(a.last_activity, b.ts)
-                a.last_match = max(a.last_match, b.ts)
-                a.confirmed = a.confirmed or b.confirmed
-                b.status, b.superseded_by = "merged", a.id
+            if not opposable or _agree(stances[a.id], stances[b.id]):
+                # the later one counts as another statement of the earlier, unless it stands
+                # higher (the user said what was inferred): then the earlier counts for it
+                keep, gone = (b, a) if standing(b) < standing(a) else (a, b)
+                keep.mentions += gone.mentions
+                sessions[keep.id] |= sessions[gone.id]
+                keep.last_activity = max(keep.last_activity, gone.last_activity)
+                keep.last_match = max(keep.last_match, gone.last_match)
+                keep.confirmed = keep.confirmed or gone.confirmed
+                keep.contradictions += gone.contradictions
+                gone.status, gone.superseded_by = "merged", keep.id
                 result.conflicts.append(
-                    Resolution(a.id, b.id, "merged", a.id, "compatible: the same statement again")
+                    Resolution(
+                        a.id, b.id, "merged", keep.id, "compatible: the same statement again"
+                    )
                 )
                 break
             winner, reason = _resolve(a, b)

@@ -22,7 +22,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airsspec.hooks.events import EVENTS, Defer, HookInputError, Job, handle, run_job
+from airsspec.hooks.events import (
+    EVENTS,
+    Defer,
+    HookInputError,
+    Job,
+    expand,
+    handle,
+    run_job,
+)
 from airsspec.hooks.settings_file import MARKER, SCOPES, HookSettingsError, settings_path
 
 TIMEOUT = 60  # seconds Claude Code gives a hook before it stops waiting
@@ -46,7 +54,7 @@ def workspace_for(payload: dict[str, Any], default: Path) -> Path | None:
     from airsspec.settings import find_config
 
     cwd = payload.get("cwd")
-    folder = Path(cwd).expanduser() if isinstance(cwd, str) and cwd else default
+    folder = expand(cwd, "cwd") if isinstance(cwd, str) and cwd else default
     return find_config(folder)
 
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 FORMAT = "claude-code"
 RECENT = 3  # earlier sessions whose open tasks and topics a starting session sees
 TASK_CHARS = 200  # a session's task: the first line of its first prompt, at most this long
-MAX_STATUS = 200  # a session_ended status is at most this long; another reason is "other"
+MAX_STATUS = 200  # a session_ended status: printable, at most this long; another is "other"
 OPEN = ("pending", "in_progress")  # todo states that leave a task open
 EVENTS = (
     "SessionStart",
@@ -58,7 +58,8 @@ class HookInputError(AirsspecError, ValueError):
 @dataclass(frozen=True)
 class Job:
     """Work a hook leaves for later: run the due policies on ``sessions`` (the main one
-    first), after ending the main one with ``end_status`` when it is given."""
+    first), after ending the main one with ``end_status`` when it is given (and the session
+    has not ended already: a second SessionEnd, or the job run again, ends nothing)."""
 
     sessions: tuple[str, ...]
     end_status: str | None = None
@@ -71,7 +72,10 @@ class Job:
     def from_json(cls, data: Any) -> Job:
         """A job from ``to_json``'s output; ``HookInputError`` for anything else."""
         try:
-            sessions = tuple(validate_session_id(s) for s in data["sessions"])
+            listed = data["sessions"]
+            if not isinstance(listed, list):
+                raise TypeError("sessions is not a list")
+            sessions = tuple(validate_session_id(s) for s in listed)
             status = data.get("end_status")
         except (TypeError, KeyError, AttributeError) as exc:
             raise HookInputError(f"not a hook job: {data!r}") from exc
@@ -89,8 +93,9 @@ def run_job(memory: Memory, job: Job) -> dict[str, Any]:
     done: dict[str, Any] = {}
     if job.end_status is not None:
         memory.check_session(main)
-        memory.end_session(main, status=job.end_status)  # extracts the session's learnings
-        done["ended"] = main
+        if memory.session_info(main).get("ended") is None:  # a second SessionEnd ends nothing
+            memory.end_session(main, status=job.end_status)  # extracts the session's learnings
+            done["ended"] = main
     for session in job.sessions:
         try:
             memory.check_session(session)
@@ -115,7 +120,15 @@ def _transcript(payload: dict[str, Any], key: str = "transcript_path") -> Path |
         return None
     if not isinstance(value, str) or not value:
         raise HookInputError(f"hook input: {key} is not a path: {value!r}")
-    return Path(value).expanduser()
+    return expand(value, key)
+
+
+def expand(value: str, key: str) -> Path:
+    """The payload's path ``value`` (field ``key``) with ``~`` expanded."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError as exc:  # ~user of no known user
+        raise HookInputError(f"hook input: {key} {value!r}: {exc}") from exc
 
 
 def capture(memory: Memory, payload: dict[str, Any], *, subagents: bool = True) -> int:
@@ -224,7 +237,7 @@ def handle(
         except AirsspecError:
             return None  # nothing was said in this session
         reason = payload.get("reason")
-        known = isinstance(reason, str) and 0 < len(reason) <= MAX_STATUS
+        known = isinstance(reason, str) and 0 < len(reason) <= MAX_STATUS and reason.isprintable()
         status = (reason if known else "other") if event_name == "SessionEnd" else None
         later(Job((session, *_subagent_sessions(memory, session)), status))
     return None

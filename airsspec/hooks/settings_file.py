@@ -53,11 +53,14 @@ def settings_path(scope: str, project: Path, home: Path | None = None) -> Path:
     raise HookSettingsError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
 
 
+def _is_our_hook(hook: Any) -> bool:
+    return isinstance(hook, dict) and MARKER in str(hook.get("command", ""))
+
+
 def is_ours(group: Any) -> bool:
-    """Whether a hook group is one airsspec installed (found by its marker)."""
-    return isinstance(group, dict) and any(
-        isinstance(h, dict) and MARKER in str(h.get("command", "")) for h in group.get("hooks", [])
-    )
+    """Whether a hook group holds a hook airsspec installed (found by its marker)."""
+    hooks = group.get("hooks") if isinstance(group, dict) else None
+    return isinstance(hooks, list) and any(_is_our_hook(h) for h in hooks)
 
 
 # ---------------------------------------------------------------------- the JSON text
@@ -128,17 +131,20 @@ def _depth(text: str, pos: int) -> int:
 
 def _insert(text: str, start: int, item: str) -> str:
     """``text`` with ``item`` (``"key": value`` or a value) added last to the container
-    opening at ``start``, on its own line in the file's indentation."""
+    opening at ``start``, on its own line in the file's indentation and line ending."""
     unit, depth = _unit(text), _depth(text, start) + 1
+    newline = "\r\n" if "\r\n" in text else "\n"
     if unit is not None:
-        item = item.replace("\n", "\n" + unit * depth)
+        item = item.replace("\n", newline + unit * depth)
     items = _items(text, start)
     if items:
-        sep = ",\n" + unit * depth if unit is not None else ", "
+        sep = "," + newline + unit * depth if unit is not None else ", "
         end = items[-1][3]
         return text[:end] + sep + item + text[end:]
     close = _close_of(text, start)
-    inner = f"\n{unit * depth}{item}\n{unit * (depth - 1)}" if unit is not None else item
+    inner = (
+        f"{newline}{unit * depth}{item}{newline}{unit * (depth - 1)}" if unit is not None else item
+    )
     return text[: start + 1] + inner + text[close:]
 
 
@@ -178,7 +184,9 @@ def _read(path: Path) -> str | None:
             f"{path}: field 'hooks' is a {type(hooks).__name__}, expected an object of events"
         )
     for event, groups in hooks.items():
-        if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
+        if not isinstance(groups, list) or not all(
+            isinstance(g, dict) and isinstance(g.get("hooks", []), list) for g in groups
+        ):
             raise HookSettingsError(
                 f"{path}: field 'hooks.{event}' is not a list of hook groups (objects with "
                 f"'hooks'); found {json.dumps(groups, ensure_ascii=False)[:80]}"
@@ -217,6 +225,24 @@ def _copy(source: Path, copy: Path) -> None:
 # ---------------------------------------------------------------------- install and uninstall
 
 
+def _cut_ours(text: str, start: int) -> tuple[str, int]:
+    """``text`` without airsspec's hooks in the list of groups opening at ``start``, and how
+    many groups held one: a group left with no hook goes whole, a hook the user added to
+    airsspec's group (as Claude Code's ``/hooks`` menu does for the same matcher) stays."""
+    groups = json.loads(text[start : _close_of(text, start) + 1])
+    mine = [i for i, g in enumerate(groups) if is_ours(g)]
+    for index in reversed(mine):
+        hooks = groups[index]["hooks"]
+        if all(_is_our_hook(h) for h in hooks):
+            text = _remove(text, start, index)
+            continue
+        inner = _member(text, _items(text, start)[index][2], "hooks")
+        assert inner is not None
+        for k in reversed([k for k, h in enumerate(hooks) if _is_our_hook(h)]):
+            text = _remove(text, inner[1], k)
+    return text, len(mine)
+
+
 def add_entries(text: str, entries: dict[str, dict[str, Any]]) -> str:
     """``text`` with one airsspec group per event (an older one replaced, an equal one kept)."""
     for event, group in entries.items():
@@ -236,8 +262,7 @@ def add_entries(text: str, entries: dict[str, dict[str, Any]]) -> str:
         items = _items(text, found[1])
         if mine and json.loads(text[items[mine[0]][2] : items[mine[0]][3]]) == group:
             continue
-        for index in reversed(mine):
-            text = _remove(text, found[1], index)
+        text, _ = _cut_ours(text, found[1])
         found = _member(text, hooks[1], event)
         assert found is not None
         text = _insert(text, found[1], _render(group, unit))
@@ -255,12 +280,11 @@ def remove_entries(text: str) -> tuple[str, int]:
     for event in list(json.loads(text[hooks[1] : hooks[2]])):
         found = _member(text, hooks[1], event)
         assert found is not None
-        groups = json.loads(text[found[1] : found[2]])
-        mine = [i for i, g in enumerate(groups) if is_ours(g)]
-        for index in reversed(mine):
-            text = _remove(text, found[1], index)
-        removed += len(mine)
-        if mine and len(mine) == len(groups):  # the event held only ours
+        text, cut = _cut_ours(text, found[1])
+        removed += cut
+        found = _member(text, hooks[1], event)
+        assert found is not None
+        if cut and not json.loads(text[found[1] : found[2]]):  # the event held only ours
             index = [k for k, *_ in _items(text, hooks[1])].index(event)
             text = _remove(text, hooks[1], index)
         hooks = _member(text, top, "hooks")
