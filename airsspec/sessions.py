@@ -129,11 +129,22 @@ class SessionsAndLearnings:
             session, [{"type": "phase_changed", "phase": self._phase(phase)}]
         )[0]
 
-    def end_session(self, session: str, *, status: str = "done") -> Record:
+    def end_session(
+        self, session: str, *, status: str = "done", once: bool = False
+    ) -> Record | None:
         """Record that ``session`` ended with ``status``; its remaining records are read by the
-        extractor at once, and its hot learnings become warm."""
+        extractor at once, and its hot learnings become warm. ``once``: only if it has not
+        ended since it last started (None then); callers ending one session at once (two hooks
+        for one SessionEnd) take turns, so it is recorded once."""
+        from compactor.compactor import file_lock
+
         self.check_session(session)
-        record = self._system_append(session, [{"type": "session_ended", "status": status}])[0]
+        lock = self.workspace.state_dir / "session-end.lock"
+        with file_lock(lock, wait=True, holder="session end"):
+            if once and self.session_info(session).get("ended") is not None:
+                return None
+            ended = {"type": "session_ended", "status": status}
+            record = self._system_append(session, [ended])[0]
         self.extract(session)
         return record
 

@@ -8,6 +8,7 @@ Exit codes: 0 success; 1 the log or a check failed (for example ``verify`` found
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,8 +74,13 @@ def command(
 
 
 def print_json(value: Any) -> None:
-    """``value`` as indented JSON on stdout."""
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+    """``value`` as indented JSON on stdout (an integer orjson cannot hold, such as a budget
+    given as 2**64, is printed exactly by the standard encoder)."""
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:
+        text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    sys.stdout.write(text + "\n")
 
 
 def open_memory(args: argparse.Namespace) -> Memory:

@@ -74,15 +74,15 @@ def cmd_session(args: argparse.Namespace) -> int:
 
 
 def _show_session(info: dict[str, Any]) -> None:
-    print(f"session {info['session']}: {info.get('status') or 'no lifecycle recorded'}")
+    lines = [f"session {info['session']}: {info.get('status') or 'no lifecycle recorded'}"]
     for key in ("task", "phase", "guidance", "started", "ended", "messages"):
         if info.get(key) is not None:
-            print(f"  {key}: {info[key]}")
+            lines.append(f"  {key}: {info[key]}")
     for key in ("files_changed", "decisions", "discoveries"):
         values = info.get(key) or []
-        print(f"  {key.replace('_', ' ')}: {len(values)}")
-        for value in values:
-            print(f"    - {value}")
+        lines.append(f"  {key.replace('_', ' ')}: {len(values)}")
+        lines += [f"    - {value}" for value in values]
+    print(printable("\n".join(lines)))  # stored text: escapes shown, never run
 
 
 def _row(a: Any) -> str:

@@ -91,11 +91,11 @@ def run_job(memory: Memory, job: Job) -> dict[str, Any]:
     """Do what ``job`` says; return what was appended, per session and policy."""
     main, *_ = job.sessions
     done: dict[str, Any] = {}
-    if job.end_status is not None:
-        memory.check_session(main)
-        if memory.session_info(main).get("ended") is None:  # a second SessionEnd ends nothing
-            memory.end_session(main, status=job.end_status)  # extracts the session's learnings
-            done["ended"] = main
+    # A second SessionEnd (hooks in two scopes, a job run again) ends nothing; the session's
+    # learnings are extracted as it ends.
+    ending = job.end_status is not None
+    if ending and memory.end_session(main, status=job.end_status, once=True) is not None:
+        done["ended"] = main
     for session in job.sessions:
         try:
             memory.check_session(session)

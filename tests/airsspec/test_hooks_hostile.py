@@ -146,3 +146,34 @@ def test_a_session_end_reason_that_is_not_a_short_printable_word_is_other(
     with Memory.open(tmp_path / "p", create=True) as memory:
         handle(memory, "SessionEnd", payload, defer=jobs.append)
     assert [job.end_status for job in jobs] == ["other"]
+
+
+def test_session_end_jobs_running_at_once_end_the_session_once(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import children
+
+    payload = _one_prompt(tmp_path)
+    workspace = tmp_path / "p"
+    with Memory.open(workspace, create=True) as memory:
+        handle(memory, "UserPromptSubmit", {**payload, "prompt": "Add a health check"})
+    job = json.dumps({"sessions": ["abc"], "end_status": "logout"})
+    command = [sys.executable, "-m", "airsspec", "-w", str(workspace / ".airsspec")]
+    jobs = [
+        subprocess.Popen([*command, "hook", "run-job", "--job", job], stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    for proc in jobs:
+        assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+        assert not children(proc.pid)
+    with Memory.open(workspace) as memory:
+        assert sum(r.type == "session_ended" for r in memory.replay("abc")) == 1
+
+
+def test_session_show_prints_stored_escapes_as_text(tmp_path: Path) -> None:
+    with Memory.open(tmp_path / "p", create=True) as memory:
+        memory.start_session("s1", task="retitle \x1b]0;owned\x07 the terminal")
+    shown = run_cli("-w", str(tmp_path / "p" / ".airsspec"), "session", "show", "s1", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert b"\x1b" not in shown.stdout and b"\\x1b]0;owned\\x07" in shown.stdout
