@@ -27,6 +27,9 @@ from eventlog.secrets import Redactor
 
 if TYPE_CHECKING:  # each part is imported by the method that makes it: a command pays only
     # for what it uses (lancedb and anthropic take seconds, duckdb and numpy a tenth)
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
+
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
     from compactor.summarizers import Summarizer
@@ -220,7 +223,17 @@ class Workspace:
             ann_min_rows=self.settings.cold.ann_min_rows,
             policy=self.settings.cold,  # an IndexPolicy, with the section's other keys
             storage_options=self.settings.storage.object_store_options() if shared else None,
+            lease=self._bucket_lease("cold") if shared else None,
         )
+
+    def _bucket_lease(self, name: str) -> Callable[[], AbstractContextManager[Any]] | None:
+        """With ``[storage] url``: the lease a shared tier's writer holds across machines
+        (``eventlog.storage.lease``); else None (the local lock suffices)."""
+        if self.settings.storage.url is None:
+            return None
+        from eventlog.storage.lease import Lease
+
+        return lambda: Lease(self.log.store, name).held()
 
     @property
     def cold_location(self) -> Path | str:

@@ -29,8 +29,8 @@ import re
 import shutil
 import unicodedata
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
@@ -400,10 +400,13 @@ class ColdProjector(Projector[ColdState]):
         ann_min_rows: int = 20_000,
         policy: IndexPolicy | None = None,
         storage_options: dict[str, str] | None = None,
+        lease: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> None:
         """``vectors_dir``: the table's folder, or a bucket url reached with
-        ``storage_options``."""
+        ``storage_options``; ``lease`` makes ``exclusive`` hold one across machines too (a
+        table on a bucket has writers on several)."""
         super().__init__(out_dir)
+        self.lease = lease
         self.sources_dir = sources_dir
         self.embedder = embedder
         self.ann_min_rows = ann_min_rows
@@ -521,7 +524,8 @@ class ColdProjector(Projector[ColdState]):
         lock.parent.mkdir(parents=True, exist_ok=True)
         with lock.open("a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
+            with self.lease() if self.lease is not None else nullcontext():
+                yield
 
     def finish(self) -> None:
         self.store.maintain(self.ann_min_rows)

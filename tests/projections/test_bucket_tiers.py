@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.storage import KEYS
-from tests.conftest import run_cli
+from tests.conftest import run_cli, wait_for
 
 pytestmark = pytest.mark.s3
 pytest.importorskip("deltalake", reason="deltalake is not installed (pip install '.[s3]')")
@@ -159,3 +159,43 @@ def test_sql_parquet_reads_an_export_on_the_bucket_without_httpfs(
     missing = run_cli("sql", sql, "--parquet", f"{bucket_url}/none", cwd=remote.parent)
     assert missing.returncode != 0 and missing.stderr.startswith(b"airsspec: error: --parquet")
     assert len(missing.stderr.splitlines()) == 1
+
+
+def test_one_machine_at_a_time_holds_a_shared_tiers_lease(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    from eventlog.storage.lease import Lease, LeaseTimeoutError
+    from eventlog.storage.objects import ObjectStore
+
+    a, b = (ObjectStore(bucket_url, tmp_path / m, endpoint=moto_endpoint, **KEYS) for m in "ab")
+    with Lease(a, "cold", ttl=30).held():
+        assert not Lease(b, "cold").try_acquire()
+        with pytest.raises(LeaseTimeoutError), Lease(b, "cold").held(wait_s=0.3):
+            pass
+    taken = Lease(b, "cold", ttl=30)
+    assert taken.try_acquire(), "a released lease was not free"
+    late = Lease(a, "cold", ttl=0.01)  # b's lease is valid: a waits
+    assert not late.try_acquire()
+    expired = Lease(a, "x", ttl=0.01)
+    assert expired.try_acquire()
+    thief = Lease(b, "x", ttl=30)
+
+    assert wait_for(thief.try_acquire, 5), "an expired lease was never taken over"
+    assert not expired.renew() and expired.lost
+    expired.release()  # refused by If-Match: the thief's lease stays
+    assert not Lease(a, "x").try_acquire()
+
+
+def test_cold_projector_on_a_bucket_writes_under_the_lease(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    from eventlog.storage.lease import Lease
+
+    remote = _config(tmp_path / "remote", bucket_url, moto_endpoint)
+    with _open(remote) as memory:
+        memory.append("s1", {"type": "user", "content": "hello"})
+        (cold,) = memory.workspace.projectors(("cold",))
+        store = memory.workspace.log.store
+        with cold.exclusive():
+            assert not Lease(store, "cold").try_acquire(), "another machine could write too"
+        assert Lease(store, "cold").try_acquire(), "the lease outlived the writer"
