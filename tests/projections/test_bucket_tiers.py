@@ -133,7 +133,7 @@ def test_delta_table_on_the_bucket_answers_sql_like_the_local_log(
     assert any("/session_date=" in k and k.endswith(".parquet") for k in keys)
 
 
-def test_sql_parquet_reads_an_export_on_the_bucket_without_httpfs(
+def test_sql_parquet_and_report_read_the_bucket_without_httpfs(
     tmp_path: Path, moto_endpoint: str, bucket_url: str
 ) -> None:
     import obstore
@@ -156,6 +156,10 @@ def test_sql_parquet_reads_an_export_on_the_bucket_without_httpfs(
     )
     assert from_bucket.returncode == 0, from_bucket.stderr
     assert from_bucket.stdout == from_disk.stdout and from_disk.stdout.count(b"\n") == 8
+    for name, shown in (("sessions", b'"s2"'), ("tools", b'"grep"')):  # Delta table, local log
+        reports = [run_cli("report", name, "--json", cwd=c.parent) for c in (remote, local)]
+        assert reports[0].returncode == 0, reports[0].stderr
+        assert reports[0].stdout == reports[1].stdout and shown in reports[0].stdout
     missing = run_cli("sql", sql, "--parquet", f"{bucket_url}/none", cwd=remote.parent)
     assert missing.returncode != 0 and missing.stderr.startswith(b"airsspec: error: --parquet")
     assert len(missing.stderr.splitlines()) == 1
