@@ -75,6 +75,30 @@ def exported_positions(table: Any) -> dict[str, int]:
     return {session: seq for session, seq in rows}
 
 
+def _log_ends(log_dir: Path) -> dict[str, int] | None:
+    """Session -> its last seq, from each file's last record (None if one cannot be read:
+    the caller then loads the log to find out)."""
+    import os
+
+    from eventlog.layout import list_sessions, open_nofollow, session_path
+    from eventlog.recovery import inspect_tail
+
+    ends = {}
+    for session in list_sessions(log_dir):
+        path = session_path(log_dir, session)
+        try:
+            fd = open_nofollow(path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            ends[session] = inspect_tail(fd, path, os.fstat(fd).st_size)[1].seq
+        except (OSError, AirsspecError):
+            return None
+        finally:
+            os.close(fd)
+    return ends
+
+
 def export_delta(
     log_dir: Path,
     location: str | Path,
@@ -86,10 +110,17 @@ def export_delta(
 
     deltalake = _deltalake()
     options = _options(location, storage_options)
+    table = open_table(location, storage_options)
+    ends = _log_ends(log_dir)
+    if table is not None and ends is not None:
+        positions = exported_positions(table)
+        if all(positions.get(s, 0) >= seq for s, seq in ends.items()):
+            return 0  # up to date: the log need not be loaded
     analytics = Analytics(log_dir)
     try:
-        for _ in range(_ATTEMPTS):
-            table = open_table(location, storage_options)
+        for attempt in range(_ATTEMPTS):
+            if attempt:
+                table = open_table(location, storage_options)
             rows = export_rows(analytics, None if table is None else exported_positions(table))
             if rows.num_rows == 0:
                 return 0
