@@ -210,7 +210,7 @@ class Analytics:
         self.parquet = parquet_source is not None
         self.con = duckdb.connect(":memory:")
         self._storage_options = storage_options
-        self._dataset = dataset
+        self.dataset = dataset
         try:
             self._build(log_dir, tokens_dir, parquet_source, wanted, temp_dir)
         except duckdb.Error as exc:
@@ -229,8 +229,8 @@ class Analytics:
             temp_dir.mkdir(parents=True, exist_ok=True)
         self.con.execute(f"SET temp_directory = {_quote(str(temp_dir) if temp_dir else '')}")
         readable: list[str] = []
-        if self._dataset is not None:
-            self._dataset_views(self._dataset)
+        if self.dataset is not None:
+            self._dataset_views(self.dataset)
         elif parquet_source is not None:
             readable += self._parquet_views(parquet_source)
         else:
@@ -386,9 +386,9 @@ class Analytics:
         allowed = ", ".join(map(_quote, sorted(sessions)))
         kept = f"WHERE session IS NULL OR session NOT IN ({allowed})" if allowed else ""
         try:
-            if self._dataset is not None:  # views over the table: filtered, not deleted from
+            if self.dataset is not None:  # views over the table: filtered, not deleted from
                 self._export_views("exported", f"WHERE session IN ({allowed or 'NULL'})")
-            for table in _BASES if self._dataset is None else ("token_counts",):
+            for table in _BASES if self.dataset is None else ("token_counts",):
                 self.con.execute(f"DELETE FROM {table} {kept}")
         except duckdb.Error as exc:
             raise AnalyticsError(_first_line(exc)) from exc

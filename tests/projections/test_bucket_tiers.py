@@ -117,7 +117,7 @@ def test_delta_table_on_the_bucket_answers_sql_like_the_local_log(
             got = on_bucket.analytics(sql=sql)
             expected = on_disk.analytics(sql=sql)
             assert got.query(sql).rows == expected.query(sql).rows, sql
-            assert got._dataset is not None and expected._dataset is None  # read the table
+            assert got.dataset is not None and expected.dataset is None  # read the table
         options = on_bucket.workspace.settings.storage.object_store_options()
         location = on_bucket.workspace.analytics_location
         assert exported_positions(open_table(location, options)) == {"s1": 4, "s2": 3}
@@ -203,3 +203,20 @@ def test_cold_projector_on_a_bucket_writes_under_the_lease(
         with cold.exclusive():
             assert not Lease(store, "cold").try_acquire(), "another machine could write too"
         assert Lease(store, "cold").try_acquire(), "the lease outlived the writer"
+
+
+def test_local_delta_table_is_exported_once_and_answers_like_the_log(tmp_path: Path) -> None:
+    from projections.analytics import Analytics
+    from projections.delta import delta_dataset
+
+    config = _config(tmp_path / "ws", None, "")
+    with _open(config) as memory:
+        for session, events in SESSIONS.items():
+            memory.append_many(session, events)
+        ws = memory.workspace
+        assert ws.export_delta() == 5 and ws.export_delta() == 0
+        assert (ws.root / "analytics" / "events" / "_delta_log").is_dir()
+        table = Analytics(ws.log_dir, dataset=delta_dataset(ws.analytics_location))
+        log = Analytics(ws.log_dir)
+        for sql in QUERIES[1:]:
+            assert table.query(sql).rows == log.query(sql).rows, sql
