@@ -154,6 +154,25 @@ class StorageSettings(_Section):
             parse_url(value)  # ValueError names what is wrong
         return value or None
 
+    def tier_url(self, name: str) -> str | None:
+        """Where the derived tier ``name`` is shared on the bucket (``{url}/{name}``); None
+        without a url (the tier stays in the workspace's folder)."""
+        return None if self.url is None else f"{self.url.rstrip('/')}/{name}"
+
+    def object_store_options(self) -> dict[str, str]:
+        """The endpoint, region and keys as Lance and Delta take them (absent ones default to
+        the standard AWS variables); plain HTTP is allowed for an ``http://`` endpoint."""
+        given = {
+            "aws_endpoint": self.endpoint,
+            "aws_region": self.region,
+            "aws_access_key_id": self.access_key_id,
+            "aws_secret_access_key": self.secret_access_key,
+        }
+        options = {k: v for k, v in given.items() if v}
+        if (self.endpoint or "").startswith("http://"):
+            options["allow_http"] = "true"
+        return options
+
 
 class Settings(_Section):
     """Every section of airsspec.toml, validated and frozen."""

@@ -27,6 +27,9 @@ from eventlog.secrets import Redactor
 
 if TYPE_CHECKING:  # each part is imported by the method that makes it: a command pays only
     # for what it uses (lancedb and anthropic take seconds, duckdb and numpy a tenth)
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
+
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
     from compactor.summarizers import Summarizer
@@ -210,15 +213,33 @@ class Workspace:
         from projections.cold import ColdProjector
         from projections.embedding_cache import CachedEmbedder
 
+        shared = base == self.root  # an as-of copy keeps its own table beside it
         return ColdProjector(
             base / "state" / "cold",
-            base / "knowledge" / "vectors",
+            self.cold_location if shared else base / "knowledge" / "vectors",
             self.sources_dir,
             # shared by as-of copies: vectors are keyed by content, never by position
             CachedEmbedder(self.embedder(), self.state_dir / "caches" / "embeddings.sqlite"),
             ann_min_rows=self.settings.cold.ann_min_rows,
             policy=self.settings.cold,  # an IndexPolicy, with the section's other keys
+            storage_options=self.settings.storage.object_store_options() if shared else None,
+            lease=self._bucket_lease("cold") if shared else None,
         )
+
+    def _bucket_lease(self, name: str) -> Callable[[], AbstractContextManager[Any]] | None:
+        """With ``[storage] url``: the lease a shared tier's writer holds across machines
+        (``eventlog.storage.lease``); else None (the local lock suffices)."""
+        if self.settings.storage.url is None:
+            return None
+        from eventlog.storage.lease import Lease
+
+        return lambda: Lease(self.log.store, name).held()
+
+    @property
+    def cold_location(self) -> Path | str:
+        """The cold tier's Lance table: ``{url}/cold`` on the bucket with ``[storage] url``
+        (one table every machine reads), else ``knowledge/vectors``."""
+        return self.settings.storage.tier_url("cold") or self.vectors_dir
 
     def embedder(self) -> Embedder:
         """The cold tier's embedder (one shared instance per process and choice)."""
@@ -234,7 +255,13 @@ class Workspace:
 
         embedder = self.embedder()
         # a long-lived agent sees rows a projector adds within a second
-        store = ColdStore(self.vectors_dir, embedder.model_id, embedder.dim, timedelta(seconds=1))
+        store = ColdStore(
+            self.cold_location,
+            embedder.model_id,
+            embedder.dim,
+            timedelta(seconds=1),
+            self.settings.storage.object_store_options(),
+        )
         # the [cold] section is a RecallWeights, with the section's other keys
         return Recall(store, embedder, self.settings.cold, self.log)
 
@@ -309,12 +336,39 @@ class Workspace:
         tables = tables_needed(sql) if sql is not None else None
         if tables is None or "token_counts" in tables:
             Runner(self.log, self.projectors(("tokens",))).catch_up()  # the one tier SQL reads
+        options = self.settings.storage.object_store_options()
+        dataset = None
+        if parquet_source is None and self.settings.storage.url is not None:
+            from projections.delta import delta_dataset
+
+            self.export_delta()  # the shared table, brought up to the log's end
+            dataset = delta_dataset(self.analytics_location, options)
         return Analytics(
-            self.log_dir,
+            self.log.log_dir,  # on a bucket: its synced cache
             self.state_dir / "tokens",
             parquet_source,
             tables=tables,
             temp_dir=self.state_dir / "tmp" / "duckdb",
+            dataset=dataset,
+            storage_options=options,
+        )
+
+    @property
+    def analytics_location(self) -> Path | str:
+        """The analytics Delta table: ``{url}/analytics/events`` on the bucket with
+        ``[storage] url``, else ``analytics/events`` under the workspace."""
+        url = self.settings.storage.tier_url("analytics/events")
+        return url or self.root / "analytics" / "events"
+
+    def export_delta(self) -> int:
+        """Append the log's records past the Delta table's positions to it; returns the
+        records added."""
+        from projections.delta import export_delta
+
+        return export_delta(
+            self.log.log_dir,
+            self.analytics_location,
+            self.settings.storage.object_store_options(),
         )
 
     def token_counter(self) -> TokenCounter:

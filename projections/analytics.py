@@ -11,15 +11,18 @@ Views (typed columns; times are UTC TIMESTAMPs):
   latency, error or not (unanswered actions have no outcome).
 - ``compactions``: range, tokens before/after, summarizer, reason.
 
-The source is the JSONL log, or Parquet written by ``export_parquet`` (a local folder or a remote
-prefix such as ``s3://bucket/airsspec`` through DuckDB's own support): the views are the same.
+The source is the JSONL log, Parquet written by ``export_parquet`` (a local folder, or a remote
+prefix such as ``s3://bucket/airsspec`` read through a pyarrow dataset), or the Delta table of
+``projections.delta`` (a pyarrow dataset of its current version): the views are the same. A
+dataset is scanned by pyarrow, so DuckDB needs no extension (``httpfs``) to read a bucket.
 
 User SQL runs in a sandbox where writing is impossible, not merely filtered:
 - JSONL: the log files a query needs (listed without following symbolic links) are loaded into
   in-memory tables first; then external access is turned off with no path allowed at all, and the
   configuration is locked. No statement can read or write any file after that; the worst a
   statement could do is change the in-memory copy, which vanishes with the connection.
-- Parquet: only the Parquet files themselves (or the remote prefix) are readable; the log is not.
+- Parquet: only the Parquet files themselves are readable; the log is not. A dataset (a remote
+  prefix, the Delta table) is read by pyarrow: DuckDB itself may read no file at all.
 - In every mode a parser-level allow-list runs first: SELECT (WITH ..., FROM-first, VALUES) and
   EXPLAIN of one SELECT only; ``EXPLAIN ANALYZE`` of anything else is refused, as is everything
   that is not a query (COPY, ATTACH, SET, INSTALL, PRAGMA, CALL, CREATE ...).
@@ -197,11 +200,17 @@ class Analytics:
         *,
         tables: Collection[str] | None = None,
         temp_dir: Path | None = None,
+        dataset: Any = None,
+        storage_options: dict[str, str] | None = None,
     ) -> None:
+        """``dataset``: a pyarrow dataset of exported rows (the Delta table) read instead of
+        the log; ``storage_options`` reach a remote ``parquet_source`` (endpoint, keys)."""
         wanted = set(_BASES if tables is None else tables)
         self.skipped: list[str] = []  # damaged session files left out, with why
         self.parquet = parquet_source is not None
         self.con = duckdb.connect(":memory:")
+        self._storage_options = storage_options
+        self.dataset = dataset
         try:
             self._build(log_dir, tokens_dir, parquet_source, wanted, temp_dir)
         except duckdb.Error as exc:
@@ -220,7 +229,9 @@ class Analytics:
             temp_dir.mkdir(parents=True, exist_ok=True)
         self.con.execute(f"SET temp_directory = {_quote(str(temp_dir) if temp_dir else '')}")
         readable: list[str] = []
-        if parquet_source is not None:
+        if self.dataset is not None:
+            self._dataset_views(self.dataset)
+        elif parquet_source is not None:
             readable += self._parquet_views(parquet_source)
         else:
             self._jsonl_tables(log_dir, wanted)
@@ -279,29 +290,38 @@ class Analytics:
         """Views over the export; returns what the sandbox may read (those files only)."""
         source = source.removeprefix("file://")  # a local folder, whichever way it is named
         if "://" in source:
-            readable = [source.rstrip("/") + "/"]
-            pattern = _quote(readable[0] + "**/*.parquet")
-        else:
-            folder = Path(source)
-            if not folder.is_dir():
-                raise AnalyticsError(f"--parquet {source}: no such folder")
-            readable = sorted(
-                str(p.resolve()) for p in folder.rglob("*.parquet") if not p.is_symlink()
-            )
-            if not readable:
-                raise AnalyticsError(f"--parquet {source}: no Parquet files (run export parquet)")
-            pattern = "[" + ", ".join(map(_quote, readable)) + "]"
+            from projections.delta import remote_parquet
+
+            self._dataset_views(remote_parquet(source, self._storage_options))
+            return []
+        folder = Path(source)
+        if not folder.is_dir():
+            raise AnalyticsError(f"--parquet {source}: no such folder")
+        readable = sorted(str(p.resolve()) for p in folder.rglob("*.parquet") if not p.is_symlink())
+        if not readable:
+            raise AnalyticsError(f"--parquet {source}: no Parquet files (run export parquet)")
+        pattern = "[" + ", ".join(map(_quote, readable)) + "]"
         options = "hive_partitioning = true, union_by_name = true"
-        scan = f"read_parquet({pattern}, {options})"
+        self._export_views(f"read_parquet({pattern}, {options})")
+        return readable
+
+    def _dataset_views(self, dataset: Any) -> None:
+        """Views over a pyarrow dataset of exported rows (scanned by pyarrow, not DuckDB)."""
+        self.con.register("exported", dataset)
+        self._export_views("exported")
+
+    def _export_views(self, scan: str, where: str = "") -> None:
+        """``raw_events`` and ``records`` over exported rows (``scan``), filtered by ``where``."""
         present = {row[0] for row in self.con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
         # An export by an older version lacks newer columns: they read as NULL.
         cols = ", ".join(
             _name(k) if k in present else f"NULL::{t} AS {_name(k)}"
             for k, t in EVENT_COLUMNS.items()
         )
-        self.con.execute(f"CREATE VIEW raw_events AS SELECT {cols} FROM {scan}")
-        self.con.execute(f"CREATE VIEW records AS SELECT session, seq, raw FROM {scan}")
-        return readable
+        self.con.execute(f"CREATE OR REPLACE VIEW raw_events AS SELECT {cols} FROM {scan} {where}")
+        self.con.execute(
+            f"CREATE OR REPLACE VIEW records AS SELECT session, seq, raw FROM {scan} {where}"
+        )
 
     def _token_table(self, tokens_dir: Path | None, wanted: bool) -> None:
         files = (
@@ -356,7 +376,8 @@ class Analytics:
 
     def restrict(self, sessions: Collection[str]) -> None:
         """Keep only ``sessions`` in every table (a reader scope's: ``Memory.analytics``).
-        A Parquet export holds every session and is read in place, so it is refused."""
+        A Parquet export holds every session and is read in place, so it is refused; the
+        Delta table's views are filtered instead."""
         if self.parquet:
             raise AnalyticsError(
                 "a scoped reader cannot query a Parquet export (it holds every session); "
@@ -365,7 +386,9 @@ class Analytics:
         allowed = ", ".join(map(_quote, sorted(sessions)))
         kept = f"WHERE session IS NULL OR session NOT IN ({allowed})" if allowed else ""
         try:
-            for table in _BASES:
+            if self.dataset is not None:  # views over the table: filtered, not deleted from
+                self._export_views("exported", f"WHERE session IN ({allowed or 'NULL'})")
+            for table in _BASES if self.dataset is None else ("token_counts",):
                 self.con.execute(f"DELETE FROM {table} {kept}")
         except duckdb.Error as exc:
             raise AnalyticsError(_first_line(exc)) from exc
@@ -390,6 +413,26 @@ class Analytics:
         self.con.close()
 
 
+def export_rows(analytics: Analytics, after: dict[str, int] | None = None) -> Any:
+    """The rows an export holds (an Arrow table): the columns of ``events`` plus ``raw`` and
+    ``session_date`` (the UTC date of the session's first record), in (session, seq) order;
+    with ``after`` (session -> seq), only the records past those positions."""
+    past = ""
+    if after:
+        analytics.con.register("exported_to", _positions_table(after))
+        past = "LEFT JOIN exported_to p USING (session) WHERE e.seq > coalesce(p.seq, 0)"
+    return analytics.con.sql(f"""SELECT e.* FROM (SELECT e.*, r.raw,
+        strftime(min(e.ts) OVER (PARTITION BY e.session), '%Y-%m-%d') AS session_date
+        FROM raw_events e JOIN records r USING (session, seq)) e {past}
+        ORDER BY e.session, e.seq""").to_arrow_table()
+
+
+def _positions_table(after: dict[str, int]) -> Any:
+    import pyarrow as pa
+
+    return pa.table({"session": list(after), "seq": list(after.values())})
+
+
 def export_parquet(log_dir: Path, tokens_dir: Path | None, out_dir: Path) -> int:
     """Write the log as Parquet partitioned by session date (the UTC date of each session's first
     record), with the columns of ``events`` plus ``raw``. Returns the records written."""
@@ -401,10 +444,7 @@ def export_parquet(log_dir: Path, tokens_dir: Path | None, out_dir: Path) -> int
     out_dir.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(":memory:")  # a writable connection, separate from the sandbox
     try:
-        table = analytics.con.sql("""SELECT e.*, r.raw,
-            strftime(min(e.ts) OVER (PARTITION BY e.session), '%Y-%m-%d') AS session_date
-            FROM raw_events e JOIN records r USING (session, seq)
-            ORDER BY e.session, e.seq""").to_arrow_table()
+        table = export_rows(analytics)
         con.register("exported", table)
         try:
             con.execute(

@@ -29,8 +29,8 @@ import re
 import shutil
 import unicodedata
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
@@ -80,9 +80,16 @@ def _lancedb() -> Any:
 _SESSION: Any = None
 
 
-def _connect(directory: Path, read_consistency: timedelta | None) -> Any:
+def _connect(
+    directory: Path | str,
+    read_consistency: timedelta | None,
+    storage_options: dict[str, str] | None = None,
+) -> Any:
     """A connection sharing one Lance session whose caches are bounded: Lance's defaults
-    (gigabytes) let a long-running daemon's memory grow with every version it commits."""
+    (gigabytes) let a long-running daemon's memory grow with every version it commits.
+    ``directory`` is a folder, or a bucket url (``s3://...``) reached with ``storage_options``
+    (endpoint, region, keys); Lance commits there with conditional writes, so writers on
+    several machines retry instead of overwriting each other's versions."""
     global _SESSION
     lancedb = _lancedb()
     if _SESSION is None:
@@ -92,7 +99,10 @@ def _connect(directory: Path, read_consistency: timedelta | None) -> Any:
         )
     try:
         return lancedb.connect(
-            directory, read_consistency_interval=read_consistency, session=_SESSION
+            directory,
+            read_consistency_interval=read_consistency,
+            session=_SESSION,
+            storage_options=storage_options or None,
         )
     except ValueError as exc:  # a path Lance cannot parse: a control character in a name
         raise ColdPathError(
@@ -182,14 +192,17 @@ class ColdStore:
 
     def __init__(
         self,
-        directory: Path,
+        directory: Path | str,
         embedder_id: str,
         dim: int,
         read_consistency: timedelta = timedelta(0),
+        storage_options: dict[str, str] | None = None,
     ) -> None:
         """``read_consistency``: how stale a read may be (0: check for new versions at every
-        read, as a writer must; readers may allow a little, to skip that check)."""
+        read, as a writer must; readers may allow a little, to skip that check).
+        ``directory`` may be a bucket url, reached with ``storage_options``."""
         self.directory = directory
+        self.storage_options = storage_options
         self.read_consistency = read_consistency
         self.embedder_id = embedder_id
         self.dim = dim
@@ -200,7 +213,7 @@ class ColdStore:
         """The table, or None if it is missing, unreadable or made by another embedder."""
         if self._table is None:
             try:
-                table = _connect(self.directory, self.read_consistency).open_table(TABLE)
+                table = self._connection().open_table(TABLE)
                 info = json.loads(table.schema.metadata[_META_KEY])
             except Exception:  # missing, corrupt: lance raises ValueError, OSError, others
                 return None
@@ -208,6 +221,14 @@ class ColdStore:
                 return None
             self._table, self._epoch = table, info["epoch"]
         return self._table
+
+    def _connection(self) -> Any:
+        return _connect(self.directory, self.read_consistency, self.storage_options)
+
+    @property
+    def local(self) -> Path | None:
+        """The table's folder, or None when it is on a bucket."""
+        return self.directory if isinstance(self.directory, Path) else None
 
     @property
     def epoch(self) -> str | None:
@@ -219,17 +240,19 @@ class ColdStore:
         self.remove()
         info = {"epoch": uuid.uuid4().hex, "embedder": self.embedder_id, "dim": self.dim}
         schema = unit_schema(self.dim, {_META_KEY: json.dumps(info).encode()})
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self._table = _connect(self.directory, self.read_consistency).create_table(
-            TABLE, schema=schema
-        )
+        if self.local is not None:
+            self.local.mkdir(parents=True, exist_ok=True)
+        self._table = self._connection().create_table(TABLE, schema=schema)
         self._epoch = info["epoch"]
         return self._table
 
     def remove(self) -> None:
         """Delete the table (the tier rebuilds it)."""
         self._table = self._epoch = None
-        shutil.rmtree(self.directory / f"{TABLE}.lance", ignore_errors=True)
+        if self.local is None:
+            self._connection().drop_table(TABLE, ignore_missing=True)
+        else:
+            shutil.rmtree(self.local / f"{TABLE}.lance", ignore_errors=True)
 
     def delete(self, where: str) -> None:
         """Delete the rows matching a Lance filter. A filter fails when an index file is
@@ -277,7 +300,7 @@ class ColdStore:
         try:
             table.add(pa.table(columns, schema=table.schema))
         except (RuntimeError, OSError, ValueError) as exc:
-            raise _machine_refused(exc, self.directory) from exc
+            raise _machine_refused(exc, self.local or Path(self.directory)) from exc
 
     def maintain(self, ann_min_rows: int) -> None:
         """Create missing indexes (the ANN index once the table is big enough, retrained as it
@@ -371,19 +394,28 @@ class ColdProjector(Projector[ColdState]):
     def __init__(
         self,
         out_dir: Path,
-        vectors_dir: Path,
+        vectors_dir: Path | str,
         sources_dir: Path | None,
         embedder: CachedEmbedder,
         ann_min_rows: int = 20_000,
         policy: IndexPolicy | None = None,
+        storage_options: dict[str, str] | None = None,
+        lease: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> None:
+        """``vectors_dir``: the table's folder, or a bucket url reached with
+        ``storage_options``; ``lease`` makes ``exclusive`` hold one across machines too (a
+        table on a bucket has writers on several)."""
         super().__init__(out_dir)
+        self.lease = lease
         self.sources_dir = sources_dir
         self.embedder = embedder
         self.ann_min_rows = ann_min_rows
         self.policy = policy or IndexPolicy()
-        _check_path(vectors_dir)
-        self.store = ColdStore(vectors_dir, embedder.model_id, embedder.dim)
+        if isinstance(vectors_dir, Path):
+            _check_path(vectors_dir)
+        self.store = ColdStore(
+            vectors_dir, embedder.model_id, embedder.dim, storage_options=storage_options
+        )
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -477,7 +509,8 @@ class ColdProjector(Projector[ColdState]):
         self.store.remove()
 
     def disk_bytes(self) -> int:
-        return super().disk_bytes() + folder_size(self.store.directory)
+        local = self.store.local  # a table on a bucket takes no space here
+        return super().disk_bytes() + (0 if local is None else folder_size(local))
 
     def item_count(self) -> int:
         table = self.store.open()
@@ -491,7 +524,8 @@ class ColdProjector(Projector[ColdState]):
         lock.parent.mkdir(parents=True, exist_ok=True)
         with lock.open("a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
+            with self.lease() if self.lease is not None else nullcontext():
+                yield
 
     def finish(self) -> None:
         self.store.maintain(self.ann_min_rows)

@@ -106,3 +106,25 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
     }
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    """A moto S3 server on 127.0.0.1 (tests marked ``s3``), stopped (and checked gone) at
+    teardown."""
+    pytest.importorskip("moto", reason="moto[server] is not installed (pip install '.[s3]')")
+    pytest.importorskip("obstore", reason="obstore is not installed (pip install '.[s3]')")
+    from bench.storage import moto_server
+
+    with moto_server() as (endpoint, pid):
+        started = [pid, *children(pid)]
+        yield endpoint
+    assert wait_for(lambda: not any(Path(f"/proc/{p}").exists() for p in started), 10)
+
+
+@pytest.fixture
+def bucket_url(moto_endpoint: str) -> str:
+    """A new, empty bucket (and a prefix in it)."""
+    from bench.storage import new_bucket
+
+    return new_bucket(moto_endpoint)

@@ -10,35 +10,17 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bench.storage import KEYS, moto_server, new_bucket, two_machines
+from bench.storage import KEYS, two_machines
 from eventlog.errors import CorruptLogError, InvalidSessionIdError
 from eventlog.log import EventLog
 from eventlog.verify import verify
-from tests.conftest import children, run_cli, wait_for
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.s3
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    """A moto S3 server on 127.0.0.1, stopped (and checked gone) at teardown."""
-    pytest.importorskip("moto", reason="moto[server] is not installed (pip install '.[s3]')")
-    pytest.importorskip("obstore", reason="obstore is not installed (pip install '.[s3]')")
-    with moto_server() as (endpoint, pid):
-        started = [pid, *children(pid)]
-        yield endpoint
-    assert wait_for(lambda: not any(Path(f"/proc/{p}").exists() for p in started), 10)
-
-
-@pytest.fixture
-def bucket_url(moto_endpoint: str) -> str:
-    """A new, empty bucket (and a prefix in it)."""
-    return new_bucket(moto_endpoint)
 
 
 def object_log(url: str, endpoint: str, cache: Path, **options):
