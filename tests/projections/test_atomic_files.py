@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 from projections.files import atomic_write, remove_stale_temporaries, temporary_name
+from tests.conftest import wait_for
 
 
 def test_a_live_writers_temporary_is_kept_and_a_dead_writers_is_removed(tmp_path: Path) -> None:
@@ -60,3 +61,26 @@ def test_writers_in_many_threads_never_lose_their_temporaries_to_a_cleanup(tmp_p
     cleaner.join()
     assert errors == []
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
+
+
+def test_one_projection_writer_at_a_time_across_threads_and_processes(tmp_path: Path) -> None:
+    """A catch-up holds its projector's lock: another thread, or another process, waits."""
+    from airsspec import Memory
+
+    with Memory.open(tmp_path, create=True) as memory:
+        (projector,) = memory.workspace.projectors(("hot",))
+    entered = threading.Event()
+    with projector.exclusive():
+        other = threading.Thread(target=lambda: projector.exclusive().__enter__() or entered.set())
+        other.start()
+        held_out = not wait_for(entered.is_set, 0.5)
+        code = (
+            "import fcntl, sys; f = open(sys.argv[1], 'a'); "
+            "fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)"
+        )
+        lock = projector.out_dir.with_name("hot.lock")
+        refused = subprocess.run([sys.executable, "-c", code, str(lock)], capture_output=True)
+    assert held_out, "a second thread entered while the first held the lock"
+    assert refused.returncode != 0 and b"BlockingIOError" in refused.stderr
+    assert wait_for(entered.is_set, 30)  # and it gets in once the first is done
+    other.join()
