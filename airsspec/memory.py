@@ -172,7 +172,12 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         session's hot tier follows unless ``hot`` is false (the ``append`` command leaves
         every tier to ``project`` and the daemon). A scoped memory refuses (``ScopeError``) a
         session owned by someone else, and records its scope first in a session it creates
-        (a ``session_started`` event, in the same batch)."""
+        (a ``session_started`` event, in the same batch).
+
+        Once the records are stored the append has succeeded: if bringing the hot tier
+        current then fails (a full disk, say), that is logged as a warning, not raised, since
+        a caller that saw an error would append the records again; the tier catches up at the
+        next call that reads it."""
         log = self.workspace.log
         validate_session_id(session)
         if opening := self._opening(session):
@@ -186,7 +191,14 @@ class Memory(ScopedAccess, SessionsAndLearnings):
 
     def _then_hot(self, session: str, records: list[Record], hot: bool) -> list[Record]:
         if hot:
-            self.project(("hot",), sessions=[session])
+            try:
+                self.project(("hot",), sessions=[session])
+            except (OSError, AirsspecError) as exc:
+                logger.warning(
+                    "airsspec: warning: %s: appended, but the hot tier was not updated: %s",
+                    session,
+                    exc,
+                )
         return records
 
     def sessions(self) -> list[SessionInfo]:

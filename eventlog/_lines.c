@@ -4,7 +4,15 @@
    through the orjson function it is given, SHA-256 chain, stored lines), without the
    interpreter's per-record work; a property test holds the two byte-for-byte equal.
    GroupCommit is group_commit.PyGroupCommit on a thread of its own that never takes the
-   interpreter lock. When this module is not built, the pure-Python versions run. */
+   interpreter lock. When this module is not built, the pure-Python versions run.
+
+   Safety: encode_batch copies the lists it is given into tuples before running any Python code
+   (dumps, or a dict subclass's methods, may change the lists). A GroupCommit's close() may be
+   called from several threads (one joins the thread, the others wait for it); a fork while
+   one runs leaves the child a GroupCommit whose locks are free, with nothing marked and no
+   sync in flight, whose thread starts again on the child's first mark(). A failed sync is
+   never lost: room for it is reserved when a file is marked, and collect() clears failures
+   only once it has built the list it returns. The module uses multi-phase initialisation. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -95,13 +103,25 @@ PyDoc_STRVAR(encode_batch_doc,
 static PyObject *
 encode_batch(PyObject *self, PyObject *args)
 {
-    PyObject *bodies, *version, *session, *ts, *ids, *prev, *dumps, *option;
+    PyObject *body_list, *version, *session, *ts, *id_list, *prev, *dumps, *option;
     Py_ssize_t seq;
-    if (!PyArg_ParseTuple(args, "O!OUnUO!OOO", &PyList_Type, &bodies, &version, &session, &seq,
-                          &ts, &PyList_Type, &ids, &prev, &dumps, &option))
+    if (!PyArg_ParseTuple(args, "O!OUnUO!OOO", &PyList_Type, &body_list, &version, &session,
+                          &seq, &ts, &PyList_Type, &id_list, &prev, &dumps, &option))
         return NULL;
-    Py_ssize_t count = PyList_GET_SIZE(bodies);
-    if (PyList_GET_SIZE(ids) != count) {
+    /* Owned copies: dumps, or a body's own methods (a dict subclass), run Python code that
+       may empty or refill the caller's lists while this loop holds their items. */
+    PyObject *bodies = PyList_AsTuple(body_list);
+    if (bodies == NULL)
+        return NULL;
+    PyObject *ids = PyList_AsTuple(id_list);
+    if (ids == NULL) {
+        Py_DECREF(bodies);
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(bodies);
+    if (PyTuple_GET_SIZE(ids) != count) {
+        Py_DECREF(bodies);
+        Py_DECREF(ids);
         PyErr_SetString(PyExc_ValueError, "encode_batch needs one id per body");
         return NULL;
     }
@@ -119,12 +139,12 @@ encode_batch(PyObject *self, PyObject *args)
         goto fail;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *body = PyList_GET_ITEM(bodies, i);
+        PyObject *body = PyTuple_GET_ITEM(bodies, i);
         if (!PyDict_Check(body)) {
             PyErr_SetString(PyExc_TypeError, "encode_batch needs dict bodies");
             goto fail;
         }
-        PyObject *record = envelope(body, version, PyList_GET_ITEM(ids, i), session, seq + i + 1,
+        PyObject *record = envelope(body, version, PyTuple_GET_ITEM(ids, i), session, seq + i + 1,
                                     ts, i + 1, count_obj, prev);
         if (record == NULL)
             goto fail;
@@ -174,6 +194,8 @@ encode_batch(PyObject *self, PyObject *args)
     Py_DECREF(records);
     Py_DECREF(hashes);
     Py_DECREF(prev);
+    Py_DECREF(bodies);
+    Py_DECREF(ids);
     return result;
 fail:
     PyMem_Free(out);
@@ -183,6 +205,8 @@ fail:
     Py_XDECREF(records);
     Py_XDECREF(hashes);
     Py_DECREF(prev);
+    Py_DECREF(bodies);
+    Py_DECREF(ids);
     return NULL;
 }
 
@@ -199,34 +223,60 @@ typedef struct {
     long long first;
 } Failure;
 
-typedef struct {
+typedef struct GroupCommit {
     PyObject_HEAD
     pthread_mutex_t mutex;
     pthread_cond_t wake;  /* the thread's interval wait; signalled to stop it */
     pthread_cond_t idle;  /* signalled when a sync ends */
+    pthread_mutex_t closing; /* held through close(): one closer joins, the others wait */
     pthread_t thread;
-    int initialized, started, stopping;
+    int initialized, started, stopping, closed;
     struct timespec interval;
     Dirty *dirty;
     size_t n_dirty, cap_dirty;
-    int in_flight; /* the fd being synced, or -1 */
+    int in_flight; /* the fd being synced, or -1: one sync at a time */
     Failure *failures;
     size_t n_failures, cap_failures;
-    int failed; /* n_failures > 0, readable without the mutex */
+    unsigned long long failure_base; /* how many failures were ever collected: failures[0]'s number */
+    Failure spill; /* a failure kept when even the reserved room could not be had */
+    int spilled;
+    int failed; /* a failure is kept, readable without the mutex */
+    struct GroupCommit *prev_live, *next_live; /* every initialized one, for the fork handlers */
 } GroupCommit;
+
+/* Every initialized GroupCommit, so a fork can hold all their mutexes (the child then finds
+   them free, not held by a thread it does not have). */
+static pthread_mutex_t live_mutex = PTHREAD_MUTEX_INITIALIZER;
+static GroupCommit *live;
+static int fail_allocations; /* test hook: the next n grows fail (see _fail_allocations) */
 
 static int
 grow(void **items, size_t *cap, size_t size, size_t need)
 {
     if (need <= *cap)
         return 0;
-    size_t grown_cap = *cap ? *cap * 2 : 8;
+    if (__atomic_load_n(&fail_allocations, __ATOMIC_RELAXED) > 0) {
+        __atomic_sub_fetch(&fail_allocations, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    size_t grown_cap = *cap ? *cap : 8;
+    while (grown_cap < need)
+        grown_cap *= 2;
     void *grown = realloc(*items, grown_cap * size);
     if (grown == NULL)
         return -1;
     *items = grown;
     *cap = grown_cap;
     return 0;
+}
+
+/* With the mutex held: room for every failure the marked files could still report (each
+   dirty fd and the sync in flight), so a sync that fails never needs memory to be kept. */
+static int
+reserve_failures(GroupCommit *self)
+{
+    return grow((void **)&self->failures, &self->cap_failures, sizeof(Failure),
+                self->n_failures + self->n_dirty + 1);
 }
 
 /* With the mutex held: take fd out of the dirty list; its first seq, or -1 if absent. */
@@ -243,7 +293,33 @@ take_dirty(GroupCommit *self, int fd)
     return -1;
 }
 
-/* With the mutex held: fdatasync fd (releasing the mutex meanwhile), keeping a failure. */
+/* With the mutex held: wait until no sync is in flight (syncs run one at a time, so one that
+   takes a file's dirty entry has synced it before anyone else looks). */
+static void
+wait_idle_locked(GroupCommit *self)
+{
+    while (self->in_flight != -1)
+        pthread_cond_wait(&self->idle, &self->mutex);
+}
+
+/* With the mutex held: keep a failed sync (in the reserved room; failing that, in the spill
+   slot; the flag is set whatever happens, so flush and close raise). */
+static void
+keep_failure(GroupCommit *self, Failure failure)
+{
+    if (self->n_failures < self->cap_failures
+        || grow((void **)&self->failures, &self->cap_failures, sizeof(Failure),
+                self->n_failures + 1) == 0)
+        self->failures[self->n_failures++] = failure;
+    else if (!self->spilled || failure.first < self->spill.first) {
+        self->spill = failure;
+        self->spilled = 1;
+    }
+    __atomic_store_n(&self->failed, 1, __ATOMIC_RELEASE);
+}
+
+/* With the mutex held and no sync in flight: fdatasync fd (releasing the mutex meanwhile),
+   keeping a failure. */
 static void
 sync_locked(GroupCommit *self, int fd, long long first)
 {
@@ -252,11 +328,8 @@ sync_locked(GroupCommit *self, int fd, long long first)
     int failed = fdatasync(fd) != 0, err = errno;
     pthread_mutex_lock(&self->mutex);
     self->in_flight = -1;
-    if (failed && grow((void **)&self->failures, &self->cap_failures, sizeof(Failure),
-                       self->n_failures + 1) == 0) {
-        self->failures[self->n_failures++] = (Failure){fd, err, first};
-        __atomic_store_n(&self->failed, 1, __ATOMIC_RELEASE);
-    }
+    if (failed)
+        keep_failure(self, (Failure){fd, err, first});
     pthread_cond_broadcast(&self->idle);
 }
 
@@ -264,6 +337,7 @@ sync_locked(GroupCommit *self, int fd, long long first)
 static void
 round_locked(GroupCommit *self)
 {
+    wait_idle_locked(self);
     size_t n = self->n_dirty;
     if (n == 0)
         return;
@@ -273,6 +347,7 @@ round_locked(GroupCommit *self)
     for (size_t i = 0; i < n; i++)
         fds[i] = self->dirty[i].fd;
     for (size_t i = 0; i < n; i++) {
+        wait_idle_locked(self);
         long long first = take_dirty(self, fds[i]); /* gone if forgotten meanwhile */
         if (first >= 0)
             sync_locked(self, fds[i], first);
@@ -309,19 +384,84 @@ commit_loop(void *arg)
     return NULL;
 }
 
+/* With the mutex held: start the thread (at init, and in a forked child at its first mark). */
+static int
+start_locked(GroupCommit *self)
+{
+    int err = pthread_create(&self->thread, NULL, commit_loop, self);
+    if (err == 0)
+        self->started = 1;
+    return err;
+}
+
+/* Stop and join the thread once, whichever threads call this; the others wait for the join. */
 static void
 stop(GroupCommit *self)
 {
-    if (!self->started)
+    if (!self->initialized)
         return;
     Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&self->closing);
     pthread_mutex_lock(&self->mutex);
+    self->closed = 1;
+    int join = self->started;
     self->stopping = 1;
+    self->started = 0;
     pthread_cond_signal(&self->wake);
     pthread_mutex_unlock(&self->mutex);
-    pthread_join(self->thread, NULL);
+    if (join)
+        pthread_join(self->thread, NULL);
+    pthread_mutex_unlock(&self->closing);
     Py_END_ALLOW_THREADS
-    self->started = 0;
+}
+
+static void
+init_sync_objects(GroupCommit *self)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_mutex_init(&self->mutex, NULL);
+    pthread_mutex_init(&self->closing, NULL);
+    pthread_cond_init(&self->wake, &attr);
+    pthread_cond_init(&self->idle, NULL);
+    pthread_condattr_destroy(&attr);
+}
+
+/* Fork handlers: the forking thread holds every GroupCommit's mutex across fork(), so none is
+   mid-update; the child has no commit thread, so its copies are made free and idle, and the
+   thread starts again at the child's first mark(). */
+static void
+before_fork(void)
+{
+    pthread_mutex_lock(&live_mutex);
+    for (GroupCommit *gc = live; gc != NULL; gc = gc->next_live) {
+        pthread_mutex_lock(&gc->closing);
+        pthread_mutex_lock(&gc->mutex);
+    }
+}
+
+static void
+after_fork_in_parent(void)
+{
+    for (GroupCommit *gc = live; gc != NULL; gc = gc->next_live) {
+        pthread_mutex_unlock(&gc->mutex);
+        pthread_mutex_unlock(&gc->closing);
+    }
+    pthread_mutex_unlock(&live_mutex);
+}
+
+static void
+after_fork_in_child(void)
+{
+    for (GroupCommit *gc = live; gc != NULL; gc = gc->next_live) {
+        /* A condition variable may still list the parent's waiters: start it afresh. */
+        init_sync_objects(gc);
+        gc->started = 0;     /* the thread was the parent's */
+        gc->in_flight = -1;  /* a sync in flight was the parent's thread's; the parent ends it */
+        gc->n_dirty = 0;     /* the parent's writes: the parent syncs them */
+    }
+    pthread_mutex_init(&live_mutex, NULL);
 }
 
 static int
@@ -342,21 +482,22 @@ GroupCommit_init(GroupCommit *self, PyObject *args, PyObject *kwds)
     self->interval.tv_sec = (time_t)interval;
     self->interval.tv_nsec = (long)((interval - (double)self->interval.tv_sec) * 1e9);
     self->in_flight = -1;
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_mutex_init(&self->mutex, NULL);
-    pthread_cond_init(&self->wake, &attr);
-    pthread_cond_init(&self->idle, NULL);
-    pthread_condattr_destroy(&attr);
+    init_sync_objects(self);
+    pthread_mutex_lock(&live_mutex);
     self->initialized = 1;
-    int err = pthread_create(&self->thread, NULL, commit_loop, self);
+    self->next_live = live;
+    if (live != NULL)
+        live->prev_live = self;
+    live = self;
+    pthread_mutex_lock(&self->mutex);
+    int err = start_locked(self);
+    pthread_mutex_unlock(&self->mutex);
+    pthread_mutex_unlock(&live_mutex);
     if (err != 0) {
         errno = err;
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }
-    self->started = 1;
     return 0;
 }
 
@@ -365,7 +506,16 @@ GroupCommit_dealloc(GroupCommit *self)
 {
     stop(self);
     if (self->initialized) {
+        pthread_mutex_lock(&live_mutex);
+        if (self->prev_live != NULL)
+            self->prev_live->next_live = self->next_live;
+        else
+            live = self->next_live;
+        if (self->next_live != NULL)
+            self->next_live->prev_live = self->prev_live;
+        pthread_mutex_unlock(&live_mutex);
         pthread_mutex_destroy(&self->mutex);
+        pthread_mutex_destroy(&self->closing);
         pthread_cond_destroy(&self->wake);
         pthread_cond_destroy(&self->idle);
     }
@@ -374,15 +524,27 @@ GroupCommit_dealloc(GroupCommit *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static int
+check_initialized(GroupCommit *self)
+{
+    if (self->initialized)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, "GroupCommit.__init__ was not called");
+    return -1;
+}
+
 static PyObject *
 GroupCommit_mark(GroupCommit *self, PyObject *args)
 {
     int fd;
     long long first;
-    if (!PyArg_ParseTuple(args, "iL", &fd, &first))
+    if (!PyArg_ParseTuple(args, "iL", &fd, &first) || check_initialized(self) < 0)
         return NULL;
-    int ok = 1;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->mutex);
+    if (!self->started && !self->stopping && !self->closed)
+        err = start_locked(self); /* a forked child's first mark */
     size_t i = 0;
     while (i < self->n_dirty && self->dirty[i].fd != fd)
         i++;
@@ -390,24 +552,39 @@ GroupCommit_mark(GroupCommit *self, PyObject *args)
         if (first < self->dirty[i].first)
             self->dirty[i].first = first;
     }
-    else if (grow((void **)&self->dirty, &self->cap_dirty, sizeof(Dirty), i + 1) == 0)
+    else if (grow((void **)&self->dirty, &self->cap_dirty, sizeof(Dirty), i + 1) == 0) {
         self->dirty[self->n_dirty++] = (Dirty){fd, first};
-    else
-        ok = 0;
+        if (reserve_failures(self) < 0) {
+            /* No room to keep its failure later: sync it now, as `always` would. */
+            wait_idle_locked(self);
+            if (take_dirty(self, fd) >= 0)
+                sync_locked(self, fd, first);
+        }
+    }
+    else {
+        /* Cannot remember it is dirty: sync it now (the write is already done, so raising
+           would report a stored record as not stored). */
+        wait_idle_locked(self);
+        sync_locked(self, fd, first);
+    }
     pthread_mutex_unlock(&self->mutex);
-    if (!ok)
-        return PyErr_NoMemory();
+    Py_END_ALLOW_THREADS
+    if (err != 0) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
     Py_RETURN_NONE;
 }
 
 static PyObject *
 GroupCommit_run_once(GroupCommit *self, PyObject *unused)
 {
+    if (check_initialized(self) < 0)
+        return NULL;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->mutex);
     round_locked(self);
-    while (self->in_flight != -1) /* a sync the thread began before this round */
-        pthread_cond_wait(&self->idle, &self->mutex);
+    wait_idle_locked(self); /* a sync the thread began before this round */
     pthread_mutex_unlock(&self->mutex);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
@@ -417,13 +594,12 @@ static PyObject *
 GroupCommit_forget(GroupCommit *self, PyObject *args)
 {
     int fd;
-    if (!PyArg_ParseTuple(args, "i", &fd))
+    if (!PyArg_ParseTuple(args, "i", &fd) || check_initialized(self) < 0)
         return NULL;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->mutex);
+    wait_idle_locked(self); /* fd's sync may be the one in flight */
     long long first = take_dirty(self, fd);
-    while (self->in_flight == fd)
-        pthread_cond_wait(&self->idle, &self->mutex);
     if (first >= 0)
         sync_locked(self, fd, first);
     pthread_mutex_unlock(&self->mutex);
@@ -434,15 +610,37 @@ GroupCommit_forget(GroupCommit *self, PyObject *args)
 static PyObject *
 GroupCommit_collect(GroupCommit *self, PyObject *unused)
 {
+    if (check_initialized(self) < 0)
+        return NULL;
+    /* Copy the failures out under the mutex (no Python code runs there: a finalizer run by an
+       allocation could take the interpreter lock's turn, or call back into this object),
+       build the list without it, then drop exactly the failures the list holds. Nothing is
+       dropped if any step fails. */
     pthread_mutex_lock(&self->mutex);
-    Failure *taken = self->failures;
-    size_t n = self->n_failures;
-    self->failures = NULL;
-    self->n_failures = self->cap_failures = 0;
-    __atomic_store_n(&self->failed, 0, __ATOMIC_RELEASE);
+    unsigned long long base = self->failure_base;
+    size_t n = self->n_failures, all = n + (self->spilled ? 1 : 0);
+    Failure spill = self->spill;
+    int spilled = self->spilled;
+    Failure *taken = NULL;
+    int no_memory = 0;
+    if (all > 0) {
+        if (__atomic_load_n(&fail_allocations, __ATOMIC_RELAXED) > 0) {
+            __atomic_sub_fetch(&fail_allocations, 1, __ATOMIC_RELAXED);
+            no_memory = 1;
+        }
+        else if ((taken = malloc(all * sizeof(Failure))) == NULL)
+            no_memory = 1;
+        else {
+            memcpy(taken, self->failures, n * sizeof(Failure));
+            if (spilled)
+                taken[n] = spill;
+        }
+    }
     pthread_mutex_unlock(&self->mutex);
-    PyObject *out = PyList_New((Py_ssize_t)n);
-    for (size_t i = 0; out != NULL && i < n; i++) {
+    if (no_memory)
+        return PyErr_NoMemory();
+    PyObject *out = PyList_New((Py_ssize_t)all);
+    for (size_t i = 0; out != NULL && i < all; i++) {
         PyObject *item = Py_BuildValue("(iiL)", taken[i].fd, taken[i].err, taken[i].first);
         if (item == NULL)
             Py_CLEAR(out);
@@ -450,6 +648,22 @@ GroupCommit_collect(GroupCommit *self, PyObject *unused)
             PyList_SET_ITEM(out, (Py_ssize_t)i, item);
     }
     free(taken);
+    if (out == NULL)
+        return NULL;
+    pthread_mutex_lock(&self->mutex);
+    /* Another collect may have taken some of them meanwhile: drop only what is still there. */
+    unsigned long long end = base + n;
+    if (end > self->failure_base) {
+        size_t k = (size_t)(end - self->failure_base);
+        memmove(self->failures, self->failures + k, (self->n_failures - k) * sizeof(Failure));
+        self->n_failures -= k;
+        self->failure_base = end;
+    }
+    if (spilled && self->spilled && memcmp(&spill, &self->spill, sizeof spill) == 0)
+        self->spilled = 0;
+    if (self->n_failures == 0 && !self->spilled)
+        __atomic_store_n(&self->failed, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&self->mutex);
     return out;
 }
 
@@ -475,7 +689,8 @@ static PyMethodDef GroupCommit_methods[] = {
      "forget(fd): sync fd if it is marked, then drop it (before it is closed)."},
     {"collect", (PyCFunction)GroupCommit_collect, METH_NOARGS,
      "The failed syncs since the last call: a list of (fd, errno, first)."},
-    {"close", (PyCFunction)GroupCommit_close, METH_NOARGS, "Stop the thread (no final sync)."},
+    {"close", (PyCFunction)GroupCommit_close, METH_NOARGS,
+     "Stop the thread (no final sync); safe to call again, from any thread."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -498,39 +713,81 @@ static PyTypeObject GroupCommitType = {
     .tp_getset = GroupCommit_getset,
 };
 
+static PyObject *
+fail_allocations_hook(PyObject *self, PyObject *arg)
+{
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    __atomic_store_n(&fail_allocations, (int)n, __ATOMIC_RELAXED);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"encode_batch", encode_batch, METH_VARARGS, encode_batch_doc},
+    {"_fail_allocations", fail_allocations_hook, METH_O,
+     "_fail_allocations(n): for tests, the group commit's next n allocations fail."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "eventlog._lines", "The append path's inner loop in C.", -1, methods,
-};
-
-PyMODINIT_FUNC
-PyInit__lines(void)
+/* Process-wide state, set up once whichever interpreter imports the module first: the
+   interned keys, the digest, the fork handlers. */
+static int
+init_process_state(void)
 {
+    static int done;
+    if (done)
+        return 0;
 #define KEY(var, text)                                                                          \
     if ((var = PyUnicode_InternFromString(text)) == NULL)                                       \
-        return NULL;
+        return -1;
     KEY(k_v, "v") KEY(k_id, "id") KEY(k_session, "session") KEY(k_seq, "seq") KEY(k_ts, "ts")
     KEY(k_batch, "batch") KEY(k_prev, "prev") KEY(k_option, "option")
 #undef KEY
     sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
     if (sha256 == NULL) {
         PyErr_SetString(PyExc_ImportError, "OpenSSL has no SHA-256");
-        return NULL;
+        return -1;
     }
-    if (PyType_Ready(&GroupCommitType) < 0)
-        return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL)
-        return NULL;
+    int err = pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+    if (err != 0) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_ImportError);
+        return -1;
+    }
+    done = 1;
+    return 0;
+}
+
+static int
+exec_module(PyObject *m)
+{
+    if (init_process_state() < 0 || PyType_Ready(&GroupCommitType) < 0)
+        return -1;
     Py_INCREF(&GroupCommitType);
     if (PyModule_AddObject(m, "GroupCommit", (PyObject *)&GroupCommitType) < 0) {
         Py_DECREF(&GroupCommitType);
-        Py_DECREF(m);
-        return NULL;
+        return -1;
     }
-    return m;
+    return 0;
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, exec_module},
+    {0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "eventlog._lines",
+    .m_doc = "The append path's inner loop in C.",
+    .m_size = 0,
+    .m_methods = methods,
+    .m_slots = slots,
+};
+
+PyMODINIT_FUNC
+PyInit__lines(void)
+{
+    return PyModuleDef_Init(&module);
 }

@@ -15,6 +15,10 @@ Invariants:
   OS reports it once, so the log keeps it (``LogSyncError``), refuses further appends to that
   file and raises it again from ``flush`` and ``close``.
 - Readers never yield a partial record or a part of an unfinished batch.
+- A log may be shared by threads (``close`` from several at once closes once) and survives a
+  fork: the child drops the descriptors it inherited (a lock taken through a shared descriptor
+  would not exclude the parent) and its locks, held perhaps by a thread it does not have, and
+  opens its own at its first append.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -152,6 +157,15 @@ class _Handle:
         os.close(self.fd)
         if self.head_fd is not None:
             os.close(self.head_fd)
+
+
+def _after_fork_in_child() -> None:
+    for log in list(_open_logs):
+        log._forked()
+
+
+_open_logs: weakref.WeakSet[EventLog] = weakref.WeakSet()
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _again(failure: LogSyncError) -> LogSyncError:
@@ -341,10 +355,21 @@ class EventLog:
         self._handles_mutex = threading.Lock()
         self._sync_failure: LogSyncError | None = None  # the first sync of this log that failed
         self._closed = False
+        self._closing = threading.Lock()  # held through close: every file is closed once
         self._sync_each = self.durability is Durability.ALWAYS
         self._commit = (
             GroupCommit(self.batch_interval) if self.durability is Durability.BATCH else None
         )
+        _open_logs.add(self)
+
+    def _forked(self) -> None:
+        """In a forked child: fresh locks and no inherited descriptors (the group commit
+        drops the parent's files on its own)."""
+        self._handles_mutex = threading.Lock()
+        self._closing = threading.Lock()
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -356,19 +381,20 @@ class EventLog:
 
     def close(self) -> None:
         """Flush, stop the group commit, and close every file; raises ``LogSyncError`` (after
-        closing) if a sync of this log failed."""
-        if self._closed:
-            return
-        try:
-            self.flush()
-        finally:
-            self._closed = True
-            if self._commit is not None:
-                self._commit.close()
-            with self._handles_mutex:
-                for handle in self._handles.values():
-                    handle.close()
-                self._handles.clear()
+        closing) if a sync of this log failed. Closing again, from any thread, does nothing."""
+        with self._closing:
+            if self._closed:
+                return
+            try:
+                self.flush()
+            finally:
+                self._closed = True
+                if self._commit is not None:
+                    self._commit.close()
+                with self._handles_mutex:
+                    for handle in self._handles.values():
+                        handle.close()
+                    self._handles.clear()
 
     def flush(self) -> None:
         """Make everything appended through this log durable now; raises ``LogSyncError`` if

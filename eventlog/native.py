@@ -5,6 +5,10 @@ group commit on a thread that never takes the interpreter lock.
 ``lines`` is the extension, or None when it is not built (no compiler or OpenSSL headers at
 install) or ``AIRSSPEC_PURE_PYTHON=1`` is set; then the pure-Python steps run, which write
 the same bytes and keep the same promises (tests hold the two equal), only slower.
+
+``AIRSSPEC_REQUIRE_NATIVE=1`` turns a missing extension into an error at import (CI sets it,
+so a build that silently fell back to Python fails instead of passing slower). It checks the
+build only: with ``AIRSSPEC_PURE_PYTHON=1`` as well, the Python steps still run.
 """
 
 from __future__ import annotations
@@ -12,9 +16,28 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
+from eventlog.errors import AirsspecError
+
+
+class NativeExtensionMissingError(AirsspecError, ImportError):
+    """``AIRSSPEC_REQUIRE_NATIVE=1`` is set and the C extension cannot be imported."""
+
+
 lines: ModuleType | None = None
-if os.environ.get("AIRSSPEC_PURE_PYTHON") != "1":
+_built: ModuleType | None = None
+_why: ImportError | None = None
+if (
+    os.environ.get("AIRSSPEC_PURE_PYTHON") != "1"
+    or os.environ.get("AIRSSPEC_REQUIRE_NATIVE") == "1"
+):
     try:
-        from eventlog import _lines as lines
-    except ImportError:
-        lines = None
+        from eventlog import _lines as _built
+    except ImportError as exc:
+        _why = exc
+if _built is None and os.environ.get("AIRSSPEC_REQUIRE_NATIVE") == "1":
+    raise NativeExtensionMissingError(
+        "AIRSSPEC_REQUIRE_NATIVE=1 but the C extension eventlog._lines cannot be imported "
+        f"({_why}); build it with `pip install -e .` (needs a C compiler and OpenSSL headers)"
+    ) from _why
+if os.environ.get("AIRSSPEC_PURE_PYTHON") != "1":
+    lines = _built

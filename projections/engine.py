@@ -28,7 +28,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -46,7 +46,7 @@ from eventlog.layout import (
 from eventlog.log import EventLog, Located
 from eventlog.recovery import TailState, inspect_tail, record_ending_at
 from eventlog.schema import Record
-from projections.files import atomic_write, folder_size, remove_stale_temporaries
+from projections.files import atomic_write, folder_size, remove_stale_temporaries, writer_lock
 
 S = TypeVar("S")
 # Libraries whose background runtime can deadlock a forked child: once one is loaded, sessions are
@@ -150,9 +150,10 @@ class Projector(ABC, Generic[S]):
         """Work after each catch-up, once its sessions are saved (index upkeep, say)."""
 
     def exclusive(self) -> AbstractContextManager[object]:
-        """Held for a whole catch-up. Per-session files are replaced whole, so most projectors
-        need nothing; one whose sessions share a store serialises writers here."""
-        return nullcontext()
+        """Held for a whole catch-up: one writer of this projection at a time, across threads
+        and processes, so a writer that folded less never saves over one that folded more
+        (nor records a manifest entry for output another wrote)."""
+        return writer_lock(self.out_dir.with_name(f"{self.out_dir.name}.lock"))
 
     def reset(self) -> None:
         """Delete every output of this projector (before a rebuild)."""

@@ -3,35 +3,111 @@
 A reader (or a restart after SIGKILL) sees either the old file or the new one, never a mix.
 Projection files are not fsynced: they are derived, and a file damaged by a power loss fails
 to load and is rebuilt from the log.
+
+Each temporary belongs to one call of one writer: its name carries the writer's pid, thread
+and a per-process counter (``.tmp-{pid}-{thread}-{n}-{name}``), so writers in several threads
+and processes never share one. ``remove_stale_temporaries`` deletes only those whose owning
+process is gone (a live writer's temporary is about to be renamed, and deleting it would fail
+that writer's rename). ``writer_lock`` serialises the writers of one projection across
+threads and processes.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import itertools
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _TMP_MARK = ".tmp-"
+_calls = itertools.count()  # next() on a count is atomic under the interpreter lock
+_live: set[str] = set()  # this process's temporaries being written (set.add/discard are atomic)
+
+
+def temporary_name(name: str) -> str:
+    """A temporary's name for ``name``, unique to this process, thread and call."""
+    return f"{_TMP_MARK}{os.getpid()}-{threading.get_ident()}-{next(_calls)}-{name}"
 
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` (a link planted at ``path`` is replaced, never followed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{_TMP_MARK}{os.getpid()}-{path.name}")
-    tmp.unlink(missing_ok=True)  # a stale temporary, or something planted in its place
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    tmp = path.with_name(temporary_name(path.name))
+    tmp.unlink(missing_ok=True)  # only something planted can have this call's name
+    _live.add(tmp.name)
+    try:
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+        )
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a failed write (disk full) leaves nothing behind
+            raise
+    finally:
+        _live.discard(tmp.name)
+
+
+def _owner_alive(tmp_name: str) -> bool:
+    """Is the process that named this temporary still running? A name without a pid has no
+    owner to wait for."""
+    pid = tmp_name[len(_TMP_MARK) :].split("-", 1)[0]
+    if not pid.isdigit() or int(pid) <= 0:
+        return False
+    if int(pid) == os.getpid():
+        # Ours: alive while a call writes it (one left by an earlier process that had this
+        # pid is stale).
+        return tmp_name in _live
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a process of another user has that pid
+    return True
 
 
 def remove_stale_temporaries(folder: Path) -> int:
-    """Delete temporaries a killed writer left behind; return how many."""
+    """Delete temporaries a killed writer left behind (their owning process is gone); return
+    how many. A live writer's temporary is left for it to rename."""
     if not folder.is_dir():
         return 0
-    stale = list(folder.glob(f"{_TMP_MARK}*"))
-    for tmp in stale:
-        tmp.unlink(missing_ok=True)
-    return len(stale)
+    removed = 0
+    for tmp in folder.glob(f"{_TMP_MARK}*"):
+        if not _owner_alive(tmp.name):
+            tmp.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+@contextmanager
+def writer_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if missing) for the block: one writer at a
+    time, whether in another thread (each call opens its own file description) or process.
+    The kernel drops it when the holder dies, so a killed writer never leaves it held."""
+    fd = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        # A read-only workspace: nobody can write here, so an idle catch-up (which writes
+        # nothing) needs no lock; one that must write fails on its own write.
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+    if fd is None:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def folder_size(folder: Path) -> int:
