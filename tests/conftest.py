@@ -22,7 +22,8 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # per test (derandomize) and from the explicit @example cases, never from a database left by an
 # earlier run. `make fuzz` (HYPOTHESIS_PROFILE=fuzz) explores with random seeds and more examples;
 # what it finds is added to the test as an explicit @example.
-settings.register_profile("replay", derandomize=True, database=None, print_blob=True)
+# No deadline: how long an example takes on a loaded machine is no verdict (benchmarks time).
+settings.register_profile("replay", derandomize=True, database=None, print_blob=True, deadline=None)
 settings.register_profile("fuzz", derandomize=False, print_blob=True, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "replay"))
 
