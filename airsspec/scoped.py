@@ -14,6 +14,7 @@ object (an unowned one is looked up again: ``start_session`` may still give it o
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eventlog.schema import MEMORY_SESSION
@@ -115,3 +116,18 @@ class ScopedAccess:
         if allowed is not None:
             analytics.restrict(allowed)
         return analytics
+
+    def export_parquet(self, target: Path) -> int:
+        """The whole log as Parquet under ``target`` (partitioned by session date), with token
+        counts; how many records were written. A scoped memory is refused (``ScopeError``): the
+        export holds every session."""
+        from projections.analytics import export_parquet
+
+        if self.scope.named:
+            raise ScopeError(
+                f"export parquet holds every session; a memory scoped to {self.scope} "
+                "cannot write it"
+            )
+        self.project(("tokens",))
+        log_dir = self.workspace.log.log_dir  # on a bucket: its synced cache
+        return export_parquet(log_dir, self.workspace.state_dir / "tokens", target)

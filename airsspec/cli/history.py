@@ -314,13 +314,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write an imported session back in its source format, byte for byte; or, with 'parquet DIR',
     the whole log as Parquet for analysis at scale."""
     if args.format == "parquet":
-        from projections.analytics import export_parquet
-
         with open_memory(args) as memory:
             output_path(memory, args.target, "parquet DIR")
-            ws = memory.workspace
-            memory.project(("tokens",))
-            written = export_parquet(ws.log_dir, ws.state_dir / "tokens", Path(args.target))
+            written = memory.export_parquet(Path(args.target))
         if args.json:
             print_json({"format": "parquet", "records": written, "written_to": args.target})
         else:

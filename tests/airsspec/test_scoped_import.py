@@ -55,3 +55,20 @@ def test_an_import_into_another_users_session_is_refused_and_writes_nothing(
     assert snapshot(tmp_path / "ws" / "contexts") == {
         k.removeprefix("contexts/"): v for k, v in before.items() if k.startswith("contexts/")
     }
+
+
+def test_a_scoped_reader_cannot_export_every_session_as_parquet(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
+    assert run_cli("init", cwd=tmp_path, env=env).returncode == 0
+    with Memory.open(tmp_path / ".airsspec", user="alice") as alice:
+        alice.append("a1", {"type": "user", "content": "alice's private note"})
+    refused = run_cli(
+        "export", "parquet", str(tmp_path / "pq"), cwd=tmp_path, env={**env, "AIRSSPEC_USER": "bob"}
+    )
+    assert refused.returncode == 2 and not (tmp_path / "pq").exists()
+    assert refused.stderr.startswith(b"airsspec: error: export parquet holds every session")
+    done = run_cli("export", "parquet", str(tmp_path / "pq"), "--json", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert b'"records": 2' in done.stdout  # session_started and the note
