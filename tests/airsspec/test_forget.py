@@ -217,3 +217,13 @@ def test_sealing_then_opening_gives_back_every_body(
         else:
             names = (*CONTENT_FIELDS.get(before["type"], {}), "meta", "origin")
             assert all(before.get(n) is None for n in names)
+
+
+def test_a_bad_privacy_setting_is_refused_naming_the_key(tmp_path: Path) -> None:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path, env=ENV).returncode == 0
+    with (tmp_path / "airsspec.toml").open("a") as f:
+        f.write('\n[privacy]\nencrypt = "yes"\n')
+    refused = run_cli("sessions", cwd=tmp_path, env=ENV)
+    assert refused.returncode == 2
+    assert "[privacy] encrypt" in refused.stderr.decode()
+    assert refused.stderr.decode().count("\n") == 1
