@@ -4,15 +4,17 @@ hash chain, seals and every other subject's memory stay as they were."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airsspec import Memory
 from airsspec.forgetting import ForgetError
+from compactor.errors import NothingToCompactError
 from eventlog.crypto import CONTENT_FIELDS, FORGOTTEN, FileKeyStore, Sealer
 from eventlog.errors import InvalidEventError
 from eventlog.schema import input_bodies
@@ -227,3 +229,39 @@ def test_a_bad_privacy_setting_is_refused_naming_the_key(tmp_path: Path) -> None
     assert refused.returncode == 2
     assert "[privacy] encrypt" in refused.stderr.decode()
     assert refused.stderr.decode().count("\n") == 1
+
+
+@settings(
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    appends=st.lists(
+        st.tuples(st.sampled_from(["u", "v"]), st.integers(0, 2), st.integers(1, 12)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_forget_leaves_every_file_tier_as_a_rebuild_would(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, appends
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    root = _workspace(tmp_path_factory.mktemp("forget"), "user")
+    tiers = ("hot", "warm", "learnings")
+    with Memory.open(root) as memory:
+        for user, n, count in appends:
+            events = [{"type": "user", "content": f"{user} always says {i}"} for i in range(count)]
+            memory.scoped(user=user).append_many(f"{user}{n}", events)
+        memory.project()
+        compactable = [s for s in memory.workspace.log.sessions() if s.startswith(("u", "v"))]
+        for session in compactable[:1]:
+            with contextlib.suppress(NothingToCompactError):  # too few messages
+                memory.compact(session, force=True)
+        if any(user == "u" for user, _, _ in appends):
+            memory.forget(user="u")
+        state = memory.root / "state"
+        after = {t: snapshot(state / t) for t in ("hot", "learnings")}
+        library = snapshot(memory.root / "knowledge" / "library")
+        memory.rebuild(tiers)
+        assert {t: snapshot(state / t) for t in ("hot", "learnings")} == after
+        assert snapshot(memory.root / "knowledge" / "library") == library
