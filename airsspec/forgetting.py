@@ -153,7 +153,7 @@ def forget(
 
     # 4. purge every derived copy
     tiers = _purge(memory, sorted(touched), cold)
-    removed = cold.embedder.discard(hashes) if cold is not None else 0
+    removed = cold.embedder.discard(hashes) if cold is not None else _drop_cold(memory)
     shutil.rmtree(memory.workspace.state_dir / "tmp" / "duckdb", ignore_errors=True)
     return Forgotten(
         subject=event["subject"],
@@ -170,12 +170,23 @@ def forget(
 
 
 def _cold_projector(memory: Memory) -> Any:
-    """The cold tier's projector, or None when its embedder cannot run here (its rows are
-    then dropped all the same, and rebuilt when it can)."""
+    """The cold tier's projector, or None when its embedder cannot run here (the tier and
+    the cache are then removed whole: ``_drop_cold``)."""
     if memory.embedder_problem() is not None:
         return None
     (cold,) = memory.workspace.projectors(("cold",))
     return cold
+
+
+def _drop_cold(memory: Memory) -> int:
+    """With no embedder to refold it, the cold tier and the embedding cache go whole (both
+    are projections: ``project`` rebuilds them once the embedder runs); returns 0."""
+    ws = memory.workspace
+    shutil.rmtree(ws.vectors_dir, ignore_errors=True)
+    shutil.rmtree(ws.state_dir / "cold", ignore_errors=True)
+    shutil.rmtree(ws.state_dir / "caches", ignore_errors=True)
+    (ws.state_dir / "cold.manifest.json").unlink(missing_ok=True)
+    return 0
 
 
 def _purge(memory: Memory, sessions: list[str], cold: Any) -> list[str]:

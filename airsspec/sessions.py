@@ -193,6 +193,8 @@ class SessionsAndLearnings:
         the share of ``budget`` that ``context`` gives it, with none of the session's messages
         or summaries; the access is recorded as ``context`` records it."""
         validate_session_id(session)
+        if session in self.workspace.log.sessions():
+            self.check_session(session)  # a scoped memory's own sessions only
         block, given = self._memory_block(session, budget, query, self.reader_scope(session))
         if given:
             self._record_access(session, given, query)

@@ -4,15 +4,17 @@ hash chain, seals and every other subject's memory stay as they were."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airsspec import Memory
 from airsspec.forgetting import ForgetError
+from compactor.errors import NothingToCompactError
 from eventlog.crypto import CONTENT_FIELDS, FORGOTTEN, FileKeyStore, Sealer
 from eventlog.errors import InvalidEventError
 from eventlog.schema import input_bodies
@@ -65,11 +67,8 @@ def test_encrypted_content_is_never_on_disk_in_the_clear_and_reads_back_exactly(
     keys = list((tmp_path / ".airsspec" / "state" / "keys").iterdir())
     assert len(keys) == 1 and keys[0].stat().st_mode & 0o777 == 0o600
     line = json.loads((log_dir / "agent" / "a1.jsonl").read_bytes().splitlines()[1])
-    assert line["content"] == "[sealed]" and "meta" not in line and set(line["sealed"]) == {
-        "kid",
-        "nonce",
-        "ct",
-    }
+    assert line["content"] == "[sealed]" and "meta" not in line
+    assert set(line["sealed"]) == {"kid", "nonce", "ct"}
 
 
 def test_a_caller_cannot_append_a_sealed_field(tmp_path: Path, env: None) -> None:
@@ -217,3 +216,49 @@ def test_sealing_then_opening_gives_back_every_body(
         else:
             names = (*CONTENT_FIELDS.get(before["type"], {}), "meta", "origin")
             assert all(before.get(n) is None for n in names)
+
+
+def test_a_bad_privacy_setting_is_refused_naming_the_key(tmp_path: Path) -> None:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path, env=ENV).returncode == 0
+    with (tmp_path / "airsspec.toml").open("a") as f:
+        f.write('\n[privacy]\nencrypt = "yes"\n')
+    refused = run_cli("sessions", cwd=tmp_path, env=ENV)
+    assert refused.returncode == 2
+    assert "[privacy] encrypt" in refused.stderr.decode()
+    assert refused.stderr.decode().count("\n") == 1
+
+
+@settings(
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    appends=st.lists(
+        st.tuples(st.sampled_from(["u", "v"]), st.integers(0, 2), st.integers(1, 12)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_forget_leaves_every_file_tier_as_a_rebuild_would(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, appends
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    root = _workspace(tmp_path_factory.mktemp("forget"), "user")
+    tiers = ("hot", "warm", "learnings")
+    with Memory.open(root) as memory:
+        for user, n, count in appends:
+            events = [{"type": "user", "content": f"{user} always says {i}"} for i in range(count)]
+            memory.scoped(user=user).append_many(f"{user}{n}", events)
+        memory.project()
+        compactable = [s for s in memory.workspace.log.sessions() if s.startswith(("u", "v"))]
+        for session in compactable[:1]:
+            with contextlib.suppress(NothingToCompactError):  # too few messages
+                memory.compact(session, force=True)
+        if any(user == "u" for user, _, _ in appends):
+            memory.forget(user="u")
+        state = memory.root / "state"
+        after = {t: snapshot(state / t) for t in ("hot", "learnings")}
+        library = snapshot(memory.root / "knowledge" / "library")
+        memory.rebuild(tiers)
+        assert {t: snapshot(state / t) for t in ("hot", "learnings")} == after
+        assert snapshot(memory.root / "knowledge" / "library") == library
