@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from airsspec.cli import build_parser, main
@@ -142,6 +142,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(argv=invocation(), stdin=st.sampled_from(STDIN))
+# Found by fuzzing: a chart named with an extension matplotlib cannot write.
+@example(argv=["report", "sessions", "--plot", "x.jsonl"], stdin=b"")
 def test_any_invocation_exits_0_1_or_2_and_a_failure_changes_no_log(
     project: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], stdin: bytes
 ) -> None:
