@@ -28,9 +28,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "replay")
 FUZZ_SCALE = int(os.environ.get("HYPOTHESIS_FUZZ_SCALE", "10"))
 settings.register_profile("replay", derandomize=True, database=None, print_blob=True)
-settings.register_profile(
-    "fuzz", derandomize=False, print_blob=True, max_examples=100 * FUZZ_SCALE
-)
+settings.register_profile("fuzz", derandomize=False, print_blob=True, max_examples=100 * FUZZ_SCALE)
 settings.load_profile(PROFILE)
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import run_cli
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
@@ -19,7 +17,7 @@ def _workspace(root: Path) -> Path:
     assert run_cli("init", str(root), cwd=root).returncode == 0
     for name, n in (("alpha", 12), ("beta", 6)):
         lines = "".join(
-            json.dumps({"type": "user", "content": f"{name} walrus note {i} about the lexer"}) + "\n"
+            json.dumps({"type": "user", "content": f"{name} walrus note {i} on the lexer"}) + "\n"
             for i in range(n)
         )
         assert run_cli("append", name, cwd=root, stdin=lines.encode()).returncode == 0
