@@ -13,6 +13,13 @@ content hash and embedding. Invariants:
 - The table carries an ``epoch`` (in its schema metadata) that checkpoints name: a deleted or
   replaced table invalidates every checkpoint, and the tier rebuilds.
 - One writer at a time: a catch-up holds ``state/cold.lock``.
+- Lance writes each file of the table once. After each catch-up the SHA-256 of every file is
+  recorded (``state/cold.files.json``, a file's digest taken when it is first seen, never
+  updated); a deep check (``damage``) compares them, so a damaged byte anywhere in the table is
+  named, and ``project`` rebuilds the tier from the log.
+- Lance's failures (its exceptions, and a Rust panic, which pyo3 raises as a ``BaseException``)
+  are wrapped here: a write that fails on the table's files is ``ColdDamagedError`` (the runner
+  rebuilds the tier), a read that fails finds no table.
 - The full-text index is created with the table's first rows and refreshed as rows arrive
   (unindexed rows are searched too, by scan); the ANN index (IVF-PQ, about sqrt(rows)
   partitions) is built once the table has ``ann_min_rows`` rows and retrained each time the
@@ -21,7 +28,9 @@ content hash and embedding. Invariants:
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -44,7 +53,7 @@ from eventlog.errors import AirsspecError
 from eventlog.layout import read_nofollow
 from eventlog.schema import Record, SourceIndexedRecord
 from projections.embedding_cache import CachedEmbedder, text_sha256
-from projections.engine import Checkpoint, Projector
+from projections.engine import Checkpoint, DamagedOutputError, Projector
 from projections.files import atomic_write, folder_size
 from projections.sources import read_source
 from projections.units import (
@@ -69,9 +78,11 @@ LANCE_METADATA_CACHE_BYTES = 32 * 2**20
 def _lancedb() -> Any:
     """lancedb, imported on first use: it takes seconds to import, and a process that has it
     loaded must not fork (see ``Runner``), so commands that never touch the cold tier skip it.
-    Lance's own log lines (WARN when an index file is missing, which the caller already reports
-    as degraded) stay off the terminal unless ``LANCE_LOG`` asks for them."""
+    Lance's and lancedb's own log lines (WARN when an index file is missing or damaged, which
+    the caller already reports as degraded) stay off the terminal unless ``LANCE_LOG`` (or
+    ``LANCEDB_LOG``) asks for them."""
     os.environ.setdefault("LANCE_LOG", "error")
+    os.environ.setdefault("LANCEDB_LOG", "error")  # lancedb's own logger, as LANCE_LOG
     import lancedb
 
     return lancedb
@@ -127,6 +138,33 @@ def _machine_refused(exc: Exception, path: Path) -> Exception:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+
+
+class ColdDamagedError(DamagedOutputError):
+    """The cold table's files cannot be read or written as they are (damaged on disk)."""
+
+
+def lance_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is Lance failing (to be wrapped): any ``Exception``, or a Rust panic,
+    which pyo3 raises as ``PanicException``, a ``BaseException`` (its class exists only once a
+    panic happened, so it is known by name). An interrupt or an exit is not."""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
+
+
+@contextmanager
+def damage_named(what: str) -> Iterator[None]:
+    """Turn a Lance failure inside the block into ``ColdDamagedError`` naming ``what``; an error
+    the machine gave (disk full, permissions: an ``OSError`` with an errno) passes as it is."""
+    try:
+        yield
+    except BaseException as exc:
+        refused = _machine_refused(exc, Path(what)) if isinstance(exc, Exception) else exc
+        if not lance_failed(exc) or isinstance(exc, AirsspecError):
+            raise
+        # a file gone from the table (ENOENT) is damage; the machine refusing a write is not
+        if isinstance(refused, OSError) and refused.errno not in (None, errno.ENOENT):
+            raise refused from exc
+        raise ColdDamagedError(f"{what}: {_first_line(exc)}") from exc
 
 
 def quote(value: str) -> str:
@@ -202,7 +240,9 @@ class ColdStore:
             try:
                 table = _connect(self.directory, self.read_consistency).open_table(TABLE)
                 info = json.loads(table.schema.metadata[_META_KEY])
-            except Exception:  # missing, corrupt: lance raises ValueError, OSError, others
+            except BaseException as exc:  # missing, corrupt: lance raises many kinds, or panics
+                if not lance_failed(exc) or isinstance(exc, ColdPathError):
+                    raise
                 return None
             if info.get("embedder") != self.embedder_id:
                 return None
@@ -226,34 +266,49 @@ class ColdStore:
         self._epoch = info["epoch"]
         return self._table
 
+    @property
+    def table_dir(self) -> Path:
+        """The table's folder (``units.lance``)."""
+        return self.directory / f"{TABLE}.lance"
+
     def remove(self) -> None:
         """Delete the table (the tier rebuilds it)."""
         self._table = self._epoch = None
-        shutil.rmtree(self.directory / f"{TABLE}.lance", ignore_errors=True)
+        shutil.rmtree(self.table_dir, ignore_errors=True)
+
+    def file_digests(self, known: dict[str, str]) -> dict[str, str]:
+        """The SHA-256 of every file of the table, by path under its folder: a file in
+        ``known`` keeps the digest given (Lance never rewrites a file, so a later change is
+        damage, never a new truth); a new one is read."""
+        found: dict[str, str] = {}
+        if not self.table_dir.is_dir():
+            return found
+        for path in sorted(self.table_dir.rglob("*")):
+            name = path.relative_to(self.table_dir).as_posix()
+            if name in _REWRITTEN or not path.is_file():
+                continue
+            found[name] = known.get(name) or _sha256(path)
+        return found
 
     def delete(self, where: str) -> None:
         """Delete the rows matching a Lance filter. A filter fails when an index file is
         damaged: the indexes are then dropped (``maintain`` builds them again) and it is
-        retried; damage beyond the indexes raises."""
+        retried; damage beyond the indexes raises ``ColdDamagedError``."""
         table = self.open()
         if table is None:
             return
         try:
-            if table.count_rows(where) > 0:
-                table.delete(where)
-        except Exception as exc:  # lance raises many kinds: IO, protobuf, range errors
-            self.drop_indexes(f"a filter failed ({_first_line(exc)})")
-            if table.count_rows(where) > 0:
-                table.delete(where)
-
-    def drop_indexes(self, why: str) -> None:
-        """Drop every index of the table (its rows stay); ``maintain`` makes them again."""
-        table = self.open()
-        if table is None:
-            return
-        logger.warning("airsspec: warning: the cold tier's indexes are rebuilt: %s", why)
-        for index in table.list_indices():
-            table.drop_index(index.name)
+            with damage_named(str(self.table_dir)):
+                if table.count_rows(where) > 0:
+                    table.delete(where)
+        except ColdDamagedError as exc:
+            with damage_named(str(self.table_dir)):
+                for index in table.list_indices():
+                    table.drop_index(index.name)
+                if table.count_rows(where) > 0:
+                    table.delete(where)
+            # said only when it helped: otherwise the caller names the damage once
+            logger.warning("airsspec: warning: the cold tier's indexes are rebuilt: %s", exc)
 
     def add(self, units: list[Unit], vectors: list[np.ndarray | None], contexts: list[str]) -> None:
         """Append ``units`` with their embeddings (None: full-text only, no vector; vector
@@ -274,21 +329,24 @@ class ColdStore:
             self.dim,
             mask=pa.array(missing) if missing.any() else None,
         )
-        try:
+        with damage_named(str(self.table_dir)):
             table.add(pa.table(columns, schema=table.schema))
-        except (RuntimeError, OSError, ValueError) as exc:
-            raise _machine_refused(exc, self.directory) from exc
 
     def maintain(self, ann_min_rows: int) -> None:
         """Create missing indexes (the ANN index once the table is big enough, retrained as it
         grows) and compact the table, folding new rows into the indexes, once
         ``INDEX_REFRESH_ROWS`` rows are unindexed."""
-        from lancedb.index import FTS, Bitmap, BTree
-
         table = self.open()
-        rows = 0 if table is None else table.count_rows()
+        with damage_named(str(self.table_dir)):
+            rows = 0 if table is None else table.count_rows()
         if rows == 0:
             return
+        with damage_named(str(self.table_dir)):
+            self._maintain(table, rows, ann_min_rows)
+
+    def _maintain(self, table: Any, rows: int, ann_min_rows: int) -> None:
+        from lancedb.index import FTS, Bitmap, BTree
+
         listed = table.list_indices()
         indexed = {i.columns[0]: i.name for i in listed}
         wanted: dict[str, Any] = {
@@ -328,6 +386,16 @@ class ColdStore:
 
 
 ANN_PREFIX = "vector_ivf"  # an ANN index is named for its partition count: vector_ivf316
+# The one file of a table Lance rewrites in place (a hint; the manifests it points to are not).
+_REWRITTEN = frozenset({"_versions/latest_version_hint.json"})
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def ann_partitions(rows: int) -> int:
@@ -474,6 +542,7 @@ class ColdProjector(Projector[ColdState]):
         for session in self.sessions():  # the table goes whole, so no per-session delete
             self._checkpoint_path(session).unlink()
         self.manifest_path.unlink(missing_ok=True)
+        self.files_path.unlink(missing_ok=True)
         self.store.remove()
 
     def disk_bytes(self) -> int:
@@ -481,7 +550,58 @@ class ColdProjector(Projector[ColdState]):
 
     def item_count(self) -> int:
         table = self.store.open()
-        return 0 if table is None else table.count_rows()
+        try:
+            with damage_named(str(self.store.table_dir)):
+                return 0 if table is None else table.count_rows()
+        except ColdDamagedError:
+            return 0  # ``damage`` names it
+
+    @property
+    def files_path(self) -> Path:
+        """``state/cold.files.json``: the table's epoch and each of its files' SHA-256."""
+        return self.out_dir.with_name(f"{self.out_dir.name}.files.json")
+
+    def _recorded_files(self) -> tuple[str | None, dict[str, str]]:
+        try:
+            data = orjson.loads(read_nofollow(self.files_path))
+            return data["epoch"], dict(data["files"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None, {}
+
+    def _record_files(self) -> None:
+        """Record the digest of each file the table has now (a known file keeps the digest it
+        was first recorded with; a file Lance removed is forgotten)."""
+        epoch = self.store.epoch
+        if epoch is None:
+            self.files_path.unlink(missing_ok=True)
+            return
+        recorded_epoch, known = self._recorded_files()
+        files = self.store.file_digests(known if recorded_epoch == epoch else {})
+        if (recorded_epoch, known) == (epoch, files):
+            return  # an idle catch-up writes nothing
+        atomic_write(
+            self.files_path,
+            orjson.dumps({"epoch": epoch, "files": files}, option=orjson.OPT_SORT_KEYS),
+        )
+
+    def damage(self) -> list[str]:
+        """Each file of the table that is missing or whose bytes differ from those recorded
+        when it was written (none when nothing was recorded yet, or the table was replaced
+        since)."""
+        epoch, known = self._recorded_files()
+        if not known or self.store.epoch not in (None, epoch):
+            return []
+        table_dir = self.store.table_dir
+        # named from the workspace down (knowledge/vectors/units.lance/...)
+        shown = table_dir.relative_to(self.store.directory.parent.parent)
+        problems = []
+        for name, digest in sorted(known.items()):
+            path = table_dir / name
+            if not path.is_file():
+                problems.append(f"{shown / name}: missing")
+            elif _sha256(path) != digest:
+                problems.append(f"{shown / name}: changed after it was written")
+        return problems
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -495,3 +615,4 @@ class ColdProjector(Projector[ColdState]):
 
     def finish(self) -> None:
         self.store.maintain(self.ann_min_rows)
+        self._record_files()

@@ -16,11 +16,15 @@ exactly from its checkpoint. Invariants the runner upholds:
 - The manifest also holds a SHA-256 of each session's output files as written. A deep catch-up
   (``project``, ``status``, ``verify --tiers``) compares it too, so an edit that keeps a file's
   size and mtime is still found and repaired; the daemon's catch-ups compare identities only.
+- Files a tier's sessions share (the cold tier's table) are checked whole by ``damage`` in a deep
+  catch-up; damage found there, or met while folding (``DamagedOutputError``), rebuilds that
+  tier from the log, once per catch-up, with a warning naming it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import multiprocessing
 import os
 import sys
@@ -35,7 +39,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
 
-from eventlog.errors import CorruptLogError, UnsafePathError
+from eventlog.errors import AirsspecError, CorruptLogError, UnsafePathError
 from eventlog.layout import (
     LOG_SUFFIX,
     open_nofollow,
@@ -47,6 +51,8 @@ from eventlog.log import EventLog, Located
 from eventlog.recovery import TailState, inspect_tail, record_ending_at
 from eventlog.schema import Record
 from projections.files import atomic_write, folder_size, remove_stale_temporaries
+
+logger = logging.getLogger(__name__)
 
 S = TypeVar("S")
 # Libraries whose background runtime can deadlock a forked child: once one is loaded, sessions are
@@ -74,6 +80,11 @@ class Checkpoint:
 
 START = Checkpoint(0, None, 0)
 OUTPUT_CHANGED = "its output was deleted or changed after it was written"
+
+
+class DamagedOutputError(AirsspecError):
+    """A tier's saved files cannot be read or written as they are (damaged on disk). The
+    runner answers it by rebuilding the tier from the log."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +178,12 @@ class Projector(ABC, Generic[S]):
     def item_count(self) -> int:
         """Items in the projection (for ``status``)."""
         return len(self.sessions())
+
+    def damage(self) -> list[str]:
+        """What is wrong with files the tier's sessions share, each named, found by reading them
+        whole (a deep check: ``status``, ``verify --tiers``, ``project``). Empty by default:
+        per-session files are compared with their digests (``output_changed``)."""
+        return []
 
     def disk_bytes(self) -> int:
         """Bytes the projection takes on disk (for ``status``)."""
@@ -431,6 +448,32 @@ class Runner:
         return self.catch_up(stop_at)
 
     def _run(
+        self, projector: Projector[Any], stop_at: StopAt | None, only: set[str] | None
+    ) -> RunReport:
+        """One tier's catch-up; a tier whose shared files are damaged (found by a deep check,
+        or met while folding) is rebuilt from the log instead, with a warning naming the
+        damage. A second failure in the rebuild is raised."""
+        problems = projector.damage() if self.deep else []
+        if not problems:
+            try:
+                return self._run_tier(projector, stop_at, only)
+            except DamagedOutputError as exc:
+                problems = [str(exc)]
+        why = problems[0] + (f" and {len(problems) - 1} more" if len(problems) > 1 else "")
+        logger.warning(
+            "airsspec: warning: %s: its files are damaged (%s); rebuilding the tier from the log",
+            projector.name,
+            why,
+        )
+        projector.reset()
+        report = self._run_tier(projector, stop_at, None)
+        for outcome in report.outcomes:
+            outcome.rebuilt_because = (
+                outcome.rebuilt_because or f"the tier's files were damaged ({why})"
+            )
+        return report
+
+    def _run_tier(
         self, projector: Projector[Any], stop_at: StopAt | None, only: set[str] | None
     ) -> RunReport:
         sessions = self.log.sessions()

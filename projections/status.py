@@ -2,7 +2,7 @@
 
 Lag is the number of records in the log that a tier has not folded yet. A session whose saved
 state cannot be read, or no longer matches the log, is listed as degraded (the next ``project``
-rebuilds it).
+rebuilds it). So is each damaged file a tier's sessions share (the cold table's), named.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def tier_status(log: EventLog, projector: Projector[Any]) -> TierStatus:
         len(projector.sessions()),
         0,
     )
+    status.degraded += [f"{problem} (project repairs it)" for problem in projector.damage()]
     for session in log.sessions():
         head = log_tail(log, session)
         cached = manifest.get(session)
