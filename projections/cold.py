@@ -302,13 +302,24 @@ class ColdStore:
                 if table.count_rows(where) > 0:
                     table.delete(where)
         except ColdDamagedError as exc:
+            self.drop_indexes(str(exc), say=False)
             with damage_named(str(self.table_dir)):
-                for index in table.list_indices():
-                    table.drop_index(index.name)
                 if table.count_rows(where) > 0:
                     table.delete(where)
             # said only when it helped: otherwise the caller names the damage once
             logger.warning("airsspec: warning: the cold tier's indexes are rebuilt: %s", exc)
+
+    def drop_indexes(self, why: str, *, say: bool = True) -> None:
+        """Drop every index of the table (its rows stay); ``maintain`` makes them again.
+        ``say``: warn, naming ``why``."""
+        table = self.open()
+        if table is None:
+            return
+        if say:
+            logger.warning("airsspec: warning: the cold tier's indexes are rebuilt: %s", why)
+        with damage_named(str(self.table_dir)):
+            for index in table.list_indices():
+                table.drop_index(index.name)
 
     def add(self, units: list[Unit], vectors: list[np.ndarray | None], contexts: list[str]) -> None:
         """Append ``units`` with their embeddings (None: full-text only, no vector; vector
@@ -388,6 +399,7 @@ class ColdStore:
 ANN_PREFIX = "vector_ivf"  # an ANN index is named for its partition count: vector_ivf316
 # The one file of a table Lance rewrites in place (a hint; the manifests it points to are not).
 _REWRITTEN = frozenset({"_versions/latest_version_hint.json"})
+_INDEX_FILES = "_indices/"  # an index's files, which dropping the index leaves unread
 
 
 def _sha256(path: Path) -> str:
@@ -584,24 +596,41 @@ class ColdProjector(Projector[ColdState]):
             orjson.dumps({"epoch": epoch, "files": files}, option=orjson.OPT_SORT_KEYS),
         )
 
-    def damage(self) -> list[str]:
-        """Each file of the table that is missing or whose bytes differ from those recorded
-        when it was written (none when nothing was recorded yet, or the table was replaced
-        since)."""
+    def _damaged(self) -> list[tuple[str, str]]:
+        """(file under the table's folder, what is wrong with it) for each recorded file that
+        is missing or whose bytes differ from those recorded."""
         epoch, known = self._recorded_files()
         if not known or self.store.epoch not in (None, epoch):
-            return []
-        table_dir = self.store.table_dir
-        # named from the workspace down (knowledge/vectors/units.lance/...)
-        shown = table_dir.relative_to(self.store.directory.parent.parent)
-        problems = []
+            return []  # nothing recorded yet, or the table was replaced since
+        found = []
         for name, digest in sorted(known.items()):
-            path = table_dir / name
+            path = self.store.table_dir / name
             if not path.is_file():
-                problems.append(f"{shown / name}: missing")
+                found.append((name, "missing"))
             elif _sha256(path) != digest:
-                problems.append(f"{shown / name}: changed after it was written")
-        return problems
+                found.append((name, "changed after it was written"))
+        return found
+
+    def damage(self) -> list[str]:
+        """Each file of the table that is missing or whose bytes differ from those recorded
+        when it was written, named from the workspace down (knowledge/vectors/...)."""
+        shown = self.store.table_dir.relative_to(self.store.directory.parent.parent)
+        return [f"{shown / name}: {what}" for name, what in self._damaged()]
+
+    def repair(self, problems: list[str]) -> bool:
+        """Damage in index files only is repaired by dropping the indexes (``finish`` makes
+        them again, and the dropped files are no longer compared); other damage rebuilds."""
+        damaged = self._damaged()
+        if not damaged or any(not name.startswith(_INDEX_FILES) for name, _ in damaged):
+            return False
+        self.store.drop_indexes(problems[0])
+        epoch, known = self._recorded_files()
+        kept = {n: d for n, d in known.items() if not n.startswith(_INDEX_FILES)}
+        atomic_write(
+            self.files_path,
+            orjson.dumps({"epoch": epoch, "files": kept}, option=orjson.OPT_SORT_KEYS),
+        )
+        return True
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
