@@ -44,6 +44,7 @@ from eventlog.layout import (
     LOG_SUFFIX,
     open_nofollow,
     read_nofollow,
+    reader_nofollow,
     session_path,
     validate_session_id,
 )
@@ -185,6 +186,11 @@ class Projector(ABC, Generic[S]):
         per-session files are compared with their digests (``output_changed``)."""
         return []
 
+    def repair(self, problems: list[str]) -> bool:
+        """Repair the ``damage`` found in place, if this tier can (True); else (the default)
+        the runner rebuilds the tier from the log."""
+        return False
+
     def disk_bytes(self) -> int:
         """Bytes the projection takes on disk (for ``status``)."""
         return folder_size(self.out_dir)
@@ -307,6 +313,7 @@ class SessionOutcome:
     rebuilt_because: str | None = None
     failed: str | None = None
     cancelled: bool = False  # stopped early on request; saved where it stopped
+    error: CorruptLogError | UnsafePathError | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -330,6 +337,30 @@ class RunReport:
     def rebuilt(self) -> list[SessionOutcome]:
         """Sessions projected again from zero, with why."""
         return [o for o in self.outcomes if o.rebuilt_because]
+
+    def raise_failed(self) -> None:
+        """Raise why the first skipped session's log could not be read (for a caller that
+        asked for one session's tier, which must not answer from a stale state)."""
+        for outcome in self.failed:
+            if outcome.error is not None:
+                raise outcome.error
+
+
+def with_line(exc: CorruptLogError) -> CorruptLogError:
+    """``exc`` naming the line of the log file its byte offset is on, counted from the file
+    (the offset alone does not tell a person where to look)."""
+    lines = 1
+    try:
+        with reader_nofollow(exc.path) as handle:
+            left = exc.offset
+            while left > 0 and (block := handle.read(min(left, 1 << 20))):
+                lines += block.count(b"\n")
+                left -= len(block)
+    except OSError:
+        return exc
+    return CorruptLogError(
+        exc.path, seq=exc.seq, offset=exc.offset, reason=f"line {lines}: {exc.reason}"
+    )
 
 
 Progress = Callable[[str, int, int], None]  # (projector, sessions done, sessions total)
@@ -454,6 +485,8 @@ class Runner:
         or met while folding) is rebuilt from the log instead, with a warning naming the
         damage. A second failure in the rebuild is raised."""
         problems = projector.damage() if self.deep else []
+        if problems and projector.repair(problems):
+            problems = []
         if not problems:
             try:
                 return self._run_tier(projector, stop_at, only)
@@ -580,7 +613,8 @@ class Runner:
         try:
             return self._fold_session(projector, session, stop_at)
         except (CorruptLogError, UnsafePathError) as exc:
-            return SessionOutcome(session, failed=str(exc)), None
+            error = with_line(exc) if isinstance(exc, CorruptLogError) else exc
+            return SessionOutcome(session, failed=str(error), error=error), None
 
     def _fold_session(
         self, projector: Projector[Any], session: str, stop_at: StopAt | None

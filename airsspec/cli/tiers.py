@@ -25,6 +25,7 @@ from airsspec.cli.common import (
 )
 from airsspec.workspace import TIERS
 from compactor.errors import CompactionBusyError, NothingToCompactError
+from eventlog.errors import CorruptLogError
 from eventlog.layout import validate_session_id
 from eventlog.render import printable
 
@@ -168,6 +169,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "sessions": len(infos),
         "records": sum(i.records for i in infos),
         "bytes": sum(i.bytes for i in infos),
+        "unreadable": {i.session: i.problem for i in infos if i.problem},
     }
     degraded = [f"{t.tier}: {d}" for t in tiers for d in t.degraded]
     if embedder:
@@ -187,6 +189,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"log: {log_summary['sessions']} session(s), {log_summary['records']} record(s), "
         f"{log_summary['bytes']:,} bytes"
     )
+    for info in infos:
+        if info.problem:
+            print(f"unreadable: {info.session}: {info.problem}")
     for t in tiers:
         behind = f", behind in {len(t.behind_sessions)} session(s)" if t.behind_sessions else ""
         print(
@@ -207,6 +212,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     threshold, into the warm library. Hot and warm follow at once; the cold tier follows in
     project, query and watch."""
     results = []
+    damaged: list[str] = []
     with open_memory(args) as memory:
         sessions = args.sessions or [info.session for info in memory.sessions()]
         for session in sessions:
@@ -216,6 +222,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
                 record = memory.compact(session, force=args.force)
             except (NothingToCompactError, CompactionBusyError) as exc:
                 results.append({"session": session, "compacted": False, "why": str(exc)})
+                continue
+            except CorruptLogError as exc:  # named; the other sessions are still compacted
+                print(f"airsspec: error: {exc}", file=sys.stderr)
+                damaged.append(session)
                 continue
             if record is None:
                 results.append(
@@ -241,9 +251,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
                     "reason": record.reason,
                 }
             )
+    exit_code = EXIT_FAILED if damaged else EXIT_OK
     if args.json:
         print_json(results)
-        return EXIT_OK
+        return exit_code
     for r in results:
         if not r["compacted"]:
             print(f"{r['session']}: not compacted: {r['why']}")
@@ -255,7 +266,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
             f"#{r['to_seq']} ({r['messages']} messages, {r['chunks']} chunks, {used}); hot "
             f"window {r['tokens_before']} -> {r['tokens_after']} tokens ({r['reason']})"
         )
-    return EXIT_OK
+    return exit_code
 
 
 @command(

@@ -103,3 +103,60 @@ def test_a_copy_of_a_workspace_with_damaged_cold_files_is_repaired_not_a_traceba
     assert b"cold:" not in degraded, degraded
     answer = run_cli("query", "walrus lexer", cwd=root, env=HASH)
     assert b"(hybrid" in answer.stdout and b"walrus note" in answer.stdout
+
+
+LOGS = Path(".airsspec/contexts/agent")
+
+
+def test_a_stray_file_among_the_logs_is_named_and_the_other_sessions_are_unaffected(
+    tmp_path: Path,
+) -> None:
+    root = _workspace(tmp_path)
+    assert run_cli("project", cwd=root, env=HASH).returncode == 0
+    (root / LOGS / "stray.jsonl").write_bytes(b"not a record at all\n")
+    status = run_cli("status", cwd=root, env=HASH)
+    assert status.returncode == 0, status.stderr
+    assert b"unreadable: stray: " in status.stdout and b"stray.jsonl" in status.stdout
+    assert b"hot: stray: not projected: its log cannot be read" in status.stdout
+    health = run_cli("health", cwd=root, env=HASH)
+    assert b"Traceback" not in health.stderr and b"airsspec: error" not in health.stderr
+    assert b"stray: not projected" in health.stdout  # needs a person: named, exit 1
+    hot = run_cli("hot", "alpha", cwd=root, env=HASH)
+    assert hot.returncode == 0 and b"alpha walrus note 11" in hot.stdout
+
+
+@pytest.mark.parametrize("projected", [False, True], ids=["fresh", "stale-window"])
+@pytest.mark.parametrize(
+    "command",
+    [["hot", "alpha"], ["context", "alpha", "--budget", "500"], ["compact", "--force", "alpha"]],
+    ids=lambda c: c[0],
+)
+def test_a_corrupt_middle_line_is_named_by_file_and_line(
+    tmp_path: Path, command: list[str], projected: bool
+) -> None:
+    root = _workspace(tmp_path)
+    if projected:  # a hot window from before the damage must not be shown as current
+        assert run_cli("project", "--tier", "hot", cwd=root).returncode == 0
+    log = root / LOGS / "alpha.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join([*lines[:2], b'{"this is": not json\n', *lines[3:]]))
+    damaged = log.read_bytes()
+    result = run_cli(*command, cwd=root, env=HASH)
+    assert result.returncode == 1
+    error = _one_error_line(result.stderr)
+    assert "alpha.jsonl" in error and "line 3" in error, error
+    assert log.read_bytes() == damaged
+    other = run_cli(*[("beta" if part == "alpha" else part) for part in command], cwd=root)
+    assert other.returncode == 0, other.stderr
+    assert b"beta walrus note" in other.stdout or b"history-001.md" in other.stdout
+
+
+def test_compacting_every_session_names_a_damaged_one_and_compacts_the_others(
+    tmp_path: Path,
+) -> None:
+    root = _workspace(tmp_path)
+    (root / LOGS / "stray.jsonl").write_bytes(b"not a record at all\n")
+    result = run_cli("compact", "--force", cwd=root, env=HASH)
+    assert result.returncode == 1
+    assert "stray.jsonl" in _one_error_line(result.stderr)
+    assert b"alpha: history-001.md" in result.stdout and b"beta: history-002.md" in result.stdout
