@@ -13,10 +13,9 @@ content hash and embedding. Invariants:
 - The table carries an ``epoch`` (in its schema metadata) that checkpoints name: a deleted or
   replaced table invalidates every checkpoint, and the tier rebuilds.
 - One writer at a time: a catch-up holds ``state/cold.lock``.
-- Lance writes each file of the table once. After each catch-up the SHA-256 of every file is
-  recorded (``state/cold.files.json``, a file's digest taken when it is first seen, never
-  updated); a deep check (``damage``) compares them, so a damaged byte anywhere in the table is
-  named, and ``project`` rebuilds the tier from the log.
+- After each catch-up the SHA-256 of every new file of the table is recorded
+  (``state/cold.files.json``, see ``projections.table_files``); a deep check (``damage``)
+  compares them, so a damaged byte anywhere in the table is named, and ``project`` repairs it.
 - Lance's failures (its exceptions, and a Rust panic, which pyo3 raises as a ``BaseException``)
   are wrapped here: a write that fails on the table's files is ``ColdDamagedError`` (the runner
   rebuilds the tier), a read that fails finds no table.
@@ -30,7 +29,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -56,6 +54,7 @@ from projections.embedding_cache import CachedEmbedder, text_sha256
 from projections.engine import Checkpoint, DamagedOutputError, Projector
 from projections.files import atomic_write, folder_size
 from projections.sources import read_source
+from projections.table_files import TableFiles
 from projections.units import (
     UNIT_FIELDS,
     IndexPolicy,
@@ -276,20 +275,6 @@ class ColdStore:
         self._table = self._epoch = None
         shutil.rmtree(self.table_dir, ignore_errors=True)
 
-    def file_digests(self, known: dict[str, str]) -> dict[str, str]:
-        """The SHA-256 of every file of the table, by path under its folder: a file in
-        ``known`` keeps the digest given (Lance never rewrites a file, so a later change is
-        damage, never a new truth); a new one is read."""
-        found: dict[str, str] = {}
-        if not self.table_dir.is_dir():
-            return found
-        for path in sorted(self.table_dir.rglob("*")):
-            name = path.relative_to(self.table_dir).as_posix()
-            if name in _REWRITTEN or not path.is_file():
-                continue
-            found[name] = known.get(name) or _sha256(path)
-        return found
-
     def delete(self, where: str) -> None:
         """Delete the rows matching a Lance filter. A filter fails when an index file is
         damaged: the indexes are then dropped (``maintain`` builds them again) and it is
@@ -343,19 +328,20 @@ class ColdStore:
         with damage_named(str(self.table_dir)):
             table.add(pa.table(columns, schema=table.schema))
 
-    def maintain(self, ann_min_rows: int) -> None:
+    def maintain(self, ann_min_rows: int) -> bool:
         """Create missing indexes (the ANN index once the table is big enough, retrained as it
         grows) and compact the table, folding new rows into the indexes, once
-        ``INDEX_REFRESH_ROWS`` rows are unindexed."""
+        ``INDEX_REFRESH_ROWS`` rows are unindexed. Returns whether old versions' files were
+        cleaned up (the one way the table loses files)."""
         table = self.open()
         with damage_named(str(self.table_dir)):
             rows = 0 if table is None else table.count_rows()
         if rows == 0:
-            return
+            return False
         with damage_named(str(self.table_dir)):
-            self._maintain(table, rows, ann_min_rows)
+            return self._maintain(table, rows, ann_min_rows)
 
-    def _maintain(self, table: Any, rows: int, ann_min_rows: int) -> None:
+    def _maintain(self, table: Any, rows: int, ann_min_rows: int) -> bool:
         from lancedb.index import FTS, Bitmap, BTree
 
         listed = table.list_indices()
@@ -373,6 +359,8 @@ class ColdStore:
         fts = indexed.get("search_text")
         if fts and table.index_stats(fts).num_unindexed_rows >= INDEX_REFRESH_ROWS:
             table.optimize(cleanup_older_than=VERSIONS_KEPT_FOR)
+            return True
+        return False
 
     def _train_ann(self, table: Any, rows: int, current: list[str]) -> None:
         """(Re)train the IVF-PQ index when there is none, or the table has four times the rows
@@ -397,17 +385,7 @@ class ColdStore:
 
 
 ANN_PREFIX = "vector_ivf"  # an ANN index is named for its partition count: vector_ivf316
-# The one file of a table Lance rewrites in place (a hint; the manifests it points to are not).
-_REWRITTEN = frozenset({"_versions/latest_version_hint.json"})
 _INDEX_FILES = "_indices/"  # an index's files, which dropping the index leaves unread
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def ann_partitions(rows: int) -> int:
@@ -464,6 +442,8 @@ class ColdProjector(Projector[ColdState]):
         self.policy = policy or IndexPolicy()
         _check_path(vectors_dir)
         self.store = ColdStore(vectors_dir, embedder.model_id, embedder.dim)
+        # state/cold.files.json: beside the checkpoints, as the manifest is
+        self.files = TableFiles(self.store.table_dir, out_dir.with_name("cold.files.json"))
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -554,7 +534,7 @@ class ColdProjector(Projector[ColdState]):
         for session in self.sessions():  # the table goes whole, so no per-session delete
             self._checkpoint_path(session).unlink()
         self.manifest_path.unlink(missing_ok=True)
-        self.files_path.unlink(missing_ok=True)
+        self.files.remove()
         self.store.remove()
 
     def disk_bytes(self) -> int:
@@ -568,68 +548,20 @@ class ColdProjector(Projector[ColdState]):
         except ColdDamagedError:
             return 0  # ``damage`` names it
 
-    @property
-    def files_path(self) -> Path:
-        """``state/cold.files.json``: the table's epoch and each of its files' SHA-256."""
-        return self.out_dir.with_name(f"{self.out_dir.name}.files.json")
-
-    def _recorded_files(self) -> tuple[str | None, dict[str, str]]:
-        try:
-            data = orjson.loads(read_nofollow(self.files_path))
-            return data["epoch"], dict(data["files"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None, {}
-
-    def _record_files(self) -> None:
-        """Record the digest of each file the table has now (a known file keeps the digest it
-        was first recorded with; a file Lance removed is forgotten)."""
-        epoch = self.store.epoch
-        if epoch is None:
-            self.files_path.unlink(missing_ok=True)
-            return
-        recorded_epoch, known = self._recorded_files()
-        files = self.store.file_digests(known if recorded_epoch == epoch else {})
-        if (recorded_epoch, known) == (epoch, files):
-            return  # an idle catch-up writes nothing
-        atomic_write(
-            self.files_path,
-            orjson.dumps({"epoch": epoch, "files": files}, option=orjson.OPT_SORT_KEYS),
-        )
-
-    def _damaged(self) -> list[tuple[str, str]]:
-        """(file under the table's folder, what is wrong with it) for each recorded file that
-        is missing or whose bytes differ from those recorded."""
-        epoch, known = self._recorded_files()
-        if not known or self.store.epoch not in (None, epoch):
-            return []  # nothing recorded yet, or the table was replaced since
-        found = []
-        for name, digest in sorted(known.items()):
-            path = self.store.table_dir / name
-            if not path.is_file():
-                found.append((name, "missing"))
-            elif _sha256(path) != digest:
-                found.append((name, "changed after it was written"))
-        return found
-
     def damage(self) -> list[str]:
         """Each file of the table that is missing or whose bytes differ from those recorded
         when it was written, named from the workspace down (knowledge/vectors/...)."""
         shown = self.store.table_dir.relative_to(self.store.directory.parent.parent)
-        return [f"{shown / name}: {what}" for name, what in self._damaged()]
+        return [f"{shown / name}: {what}" for name, what in self.files.damaged(self.store.epoch)]
 
     def repair(self, problems: list[str]) -> bool:
         """Damage in index files only is repaired by dropping the indexes (``finish`` makes
         them again, and the dropped files are no longer compared); other damage rebuilds."""
-        damaged = self._damaged()
+        damaged = self.files.damaged(self.store.epoch)
         if not damaged or any(not name.startswith(_INDEX_FILES) for name, _ in damaged):
             return False
         self.store.drop_indexes(problems[0])
-        epoch, known = self._recorded_files()
-        kept = {n: d for n, d in known.items() if not n.startswith(_INDEX_FILES)}
-        atomic_write(
-            self.files_path,
-            orjson.dumps({"epoch": epoch, "files": kept}, option=orjson.OPT_SORT_KEYS),
-        )
+        self.files.forget(_INDEX_FILES)
         return True
 
     @contextmanager
@@ -643,5 +575,5 @@ class ColdProjector(Projector[ColdState]):
             yield
 
     def finish(self) -> None:
-        self.store.maintain(self.ann_min_rows)
-        self._record_files()
+        cleaned = self.store.maintain(self.ann_min_rows)
+        self.files.record(self.store.epoch, cleaned=cleaned)
