@@ -160,3 +160,33 @@ def test_compacting_every_session_names_a_damaged_one_and_compacts_the_others(
     assert result.returncode == 1
     assert "stray.jsonl" in _one_error_line(result.stderr)
     assert b"alpha: history-001.md" in result.stdout and b"beta: history-002.md" in result.stdout
+
+
+def test_a_missing_cold_file_is_named_and_project_rebuilds_the_tier(tmp_path: Path) -> None:
+    root = _workspace(tmp_path)
+    assert run_cli("project", cwd=root, env=HASH).returncode == 0
+    gone = sorted((root / TABLE / "data").glob("*.lance"))[0]
+    gone.unlink()
+    status = run_cli("status", cwd=root, env=HASH)
+    assert f"data/{gone.name}: missing (project repairs it)".encode() in status.stdout
+    project = run_cli("project", cwd=root, env=HASH)
+    assert project.returncode == 0 and b"Traceback" not in project.stderr
+    assert run_cli("status", cwd=root, env=HASH).stdout.endswith(b"degraded: nothing\n")
+
+
+class PanicException(BaseException):  # what pyo3 raises for a Rust panic (by name)
+    pass
+
+
+def test_a_lance_panic_is_wrapped_as_damage_but_an_interrupt_is_not() -> None:
+    from projections.cold import ColdDamagedError, damage_named
+
+    expected = r"units\.lance: index out of bounds"
+    with pytest.raises(ColdDamagedError, match=expected) as caught, damage_named("units.lance"):
+        raise PanicException("index out of bounds")
+    assert isinstance(caught.value.__cause__, PanicException)
+    with pytest.raises(KeyboardInterrupt), damage_named("units.lance"):
+        raise KeyboardInterrupt
+    with pytest.raises(OSError) as refused, damage_named("units.lance"):
+        raise RuntimeError("LanceError(IO): No space left on device (os error 28)")
+    assert refused.value.errno == 28 and not isinstance(refused.value, ColdDamagedError)
