@@ -74,11 +74,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             if args.out:
                 raise UsageError("--out goes with --as-of (a live rebuild writes in place)")
             return report_runs(memory.rebuild(args.tier, **run), args.json, {})
-        out = output_path(
-            memory, args.out or f"airsspec-as-of-{args.as_of.replace(':', '')}", "--out"
-        )
         as_of = args.as_of
         point: int | str = int(as_of) if as_of.isdigit() else parse_time(as_of, "--as-of")
+        out = output_path(memory, args.out or f"airsspec-as-of-{as_of.replace(':', '')}", "--out")
         reports = memory.rebuild(args.tier, as_of=point, out=out, **run)
     return report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
 
