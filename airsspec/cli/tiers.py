@@ -37,6 +37,18 @@ JOBS = arg(
     help="worker processes for folding sessions (default: one per CPU core)",
 )
 TIER = arg("--tier", choices=(*TIERS, "all"), default="all")
+MAX_TOKENS = 2**63 - 1  # a budget is printed back in JSON, whose integers stop at 64 bits
+
+
+def tokens(value: str) -> int:
+    """A token budget: an integer up to ``MAX_TOKENS`` (argparse names the option if not)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of tokens: {value!r}") from None
+    if number > MAX_TOKENS:
+        raise argparse.ArgumentTypeError(f"{value}: more tokens than any budget ({MAX_TOKENS})")
+    return number
 
 
 @command(
@@ -86,7 +98,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     arg("session"),
     arg(
         "--budget",
-        type=int,
+        type=tokens,
         metavar="TOKENS",
         help="print format_history: summary then newest messages within TOKENS",
     ),
@@ -132,7 +144,7 @@ def cmd_hot(args: argparse.Namespace) -> int:
 @command(
     "context",
     arg("session"),
-    arg("--budget", type=int, required=True, metavar="TOKENS", help="the token budget"),
+    arg("--budget", type=tokens, required=True, metavar="TOKENS", help="the token budget"),
     arg("--query", metavar="TEXT", help="also recall passages about this"),
     arg("--format", choices=("text", "anthropic", "openai"), default="text"),
 )
