@@ -28,12 +28,9 @@ REWRITTEN = frozenset({"_versions/latest_version_hint.json"})
 
 
 def sha256_of(path: Path) -> str:
-    """The SHA-256 of a file's bytes, read in blocks."""
-    digest = hashlib.sha256()
+    """The SHA-256 of a file's bytes."""
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 class TableFiles:
