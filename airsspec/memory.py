@@ -375,9 +375,11 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         return [tier_status(self.workspace.log, p) for p in self.workspace.projectors()]
 
     def hot(self, session: str) -> HotWindow:
-        """The hot window of ``session`` (brought up to date first)."""
+        """The hot window of ``session`` (brought up to date first); ``CorruptLogError``
+        naming the file and line when its log cannot be read."""
         self.check_session(session)
-        self.project(("hot",), sessions=[session])
+        (report,) = self.project(("hot",), sessions=[session], warn=False)
+        report.raise_failed()
         window = self.workspace.load_hot(session)
         assert window is not None
         return window

@@ -30,8 +30,30 @@ REPORTS = {
 }
 
 
+# The formats a chart is written in, named by the file's extension: matplotlib's own backends
+# write these without an outside program (``.pgf`` needs LaTeX, ``.jsonl`` is no picture).
+PLOT_FORMATS = ("png", "svg", "pdf")
+
+
 class PlotUnavailableError(AirsspecError):
     """Charts need matplotlib (the ``plot`` extra), which is not installed."""
+
+
+class PlotPathError(AirsspecError, ValueError):
+    """A ``--plot`` file whose extension names no format a chart is written in."""
+
+
+def plot_format(path: Path) -> str:
+    """The format ``path``'s extension names (one of ``PLOT_FORMATS``), or ``PlotPathError``:
+    checked before a report runs, so a wrong name costs nothing and writes nothing."""
+    fmt = path.suffix.removeprefix(".").lower()
+    if fmt not in PLOT_FORMATS:
+        raise PlotPathError(
+            f"--plot {str(path)!r}: a chart is written as "
+            + ", ".join(f".{f}" for f in PLOT_FORMATS)
+            + " (the file's extension names the format)"
+        )
+    return fmt
 
 
 def run_report(analytics: Analytics, name: str) -> QueryResult:
@@ -40,8 +62,9 @@ def run_report(analytics: Analytics, name: str) -> QueryResult:
 
 
 def plot_report(name: str, result: QueryResult, path: Path) -> None:
-    """Write a PNG chart of the report: error rate per tool, tokens per session, or cumulative
-    tokens per session over time."""
+    """Write a chart of the report (PNG, SVG or PDF as ``path``'s extension says): error rate
+    per tool, tokens per session, or cumulative tokens per session over time."""
+    fmt = plot_format(path)
     try:
         import matplotlib
     except ImportError as exc:
@@ -53,7 +76,7 @@ def plot_report(name: str, result: QueryResult, path: Path) -> None:
 
     rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
     if name == "tools":
-        _plot_tools(plt, rows, path)
+        _plot_tools(plt, rows, path, fmt)
         return
     fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
     if name == "sessions":
@@ -77,11 +100,11 @@ def plot_report(name: str, result: QueryResult, path: Path) -> None:
         ax.legend(fontsize="small")
         fig.autofmt_xdate()
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, format=fmt)
     plt.close(fig)
 
 
-def _plot_tools(plt: Any, rows: list[dict[str, Any]], path: Path) -> None:
+def _plot_tools(plt: Any, rows: list[dict[str, Any]], path: Path, fmt: str) -> None:
     """Three panels per tool: calls (errors in red), error rate, and median latency."""
     tools = [r["tool"] for r in rows]
     fig, (calls, rate, latency) = plt.subplots(
@@ -98,5 +121,5 @@ def _plot_tools(plt: Any, rows: list[dict[str, Any]], path: Path) -> None:
     latency.set_title("Median latency (s)")
     calls.invert_yaxis()
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, format=fmt)
     plt.close(fig)

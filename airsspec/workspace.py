@@ -3,6 +3,8 @@
 A workspace is a folder (``.airsspec/`` by default) laid out so:
 ``contexts/agent/`` holds the frozen logs (the only source of truth); ``knowledge/``, ``state/``
 hold projections that can be deleted and rebuilt; ``sources/`` holds documents the user adds.
+Its folders are its own: a symbolic link at any of them is refused when the workspace is opened
+(``check_layout``), so nothing is read or written outside it through one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from airsspec.settings import (
     find_config,
     load_settings,
 )
+from eventlog.errors import UnsafePathError
 from eventlog.log import EventLog
 from eventlog.secrets import Redactor
 
@@ -44,6 +47,29 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
 
 TIERS = ("hot", "warm", "tokens", "learnings", "cold")
 SUBDIRS = ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources", "state")
+# Folders whose entries are each a folder of the workspace's own (a tier's state, DuckDB's temp
+# folder): a link directly inside one is refused too.
+HOLDERS = ("knowledge", "state", "state/tmp")
+
+
+def check_layout(root: Path) -> None:
+    """Refuse (``UnsafePathError``) a symbolic link at any folder of the layout under ``root``
+    (``contexts/``, ``contexts/agent/``, ``knowledge/`` ..., ``sources/``, ``state/``) or
+    directly inside ``knowledge/``, ``state/`` or ``state/tmp/``: following one would read or
+    write outside the workspace (through DuckDB's temp folder, SQL would read what it points
+    to). The root itself may be a link: it is where the user put the workspace."""
+    folders = {str(Path(sub).parent) for sub in SUBDIRS if "/" in sub} | set(SUBDIRS)
+    for folder in sorted(folders):
+        if (root / folder).is_symlink():
+            raise UnsafePathError(root / folder)
+    for holder in HOLDERS:
+        try:
+            with os.scandir(root / holder) as entries:
+                linked = sorted(Path(e.path) for e in entries if e.is_symlink())
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if linked:
+            raise UnsafePathError(linked[0])
 
 
 @dataclass
@@ -53,6 +79,9 @@ class Workspace:
     root: Path
     settings: Settings
     config_path: Path | None = None
+
+    def __post_init__(self) -> None:
+        check_layout(self.root)  # once, as the workspace is opened
 
     @classmethod
     def open(

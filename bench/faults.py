@@ -145,7 +145,9 @@ class Campaign:
             self.failures.append(f"verify failed: {verify.stdout[-500:]}")
         for session, ids in self.acked.items():
             path = self.logs / f"{session}.jsonl"
-            stored = {json.loads(line)["id"] for line in path.read_text().splitlines()}
+            # a writer killed before its first append left no file (and acknowledged nothing)
+            lines = path.read_text().splitlines() if path.exists() else []
+            stored = {json.loads(line)["id"] for line in lines}
             if missing := ids - stored:
                 self.failures.append(f"{session}: {len(missing)} acknowledged records missing")
         if deep:

@@ -137,7 +137,8 @@ class Compactor:
     def compact(self, session: str, *, force: bool = False) -> CompactionRecord | None:
         """Compact ``session`` if it is due (or ``force``); return the appended event."""
         with file_lock(self.lock_dir / f"compact-{session}.lock", wait=False):
-            Runner(self.log, [self.hot]).catch_up(sessions=[session])
+            (report,) = Runner(self.log, [self.hot]).catch_up(sessions=[session])
+            report.raise_failed()  # a damaged log is named, never taken for a missing session
             window = load_hot(self.hot.out_dir, session)
             if window is None:
                 raise NothingToCompactError(f"no session {session!r}")

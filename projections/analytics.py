@@ -39,7 +39,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import duckdb
 
-from eventlog.errors import AirsspecError
+from eventlog.errors import AirsspecError, UnsafePathError
 from eventlog.layout import list_sessions, session_path
 from eventlog.schema import RECORD_TYPES, Record
 from projections.scopes import Scope
@@ -185,6 +185,16 @@ def _empty_columns() -> str:
     return ", ".join(f"NULL::{t} AS {_name(k)}" for k, t in EVENT_COLUMNS.items())
 
 
+def own_folder(folder: Path) -> None:
+    """Make ``folder`` (and its parent) if missing; ``UnsafePathError`` when either is a
+    symbolic link. DuckDB may read and write its temp folder even with external access off,
+    so a link there (or one level up) would let SQL read whatever it points to."""
+    for path in (folder.parent, folder):  # before making anything: never through a link
+        if path.is_symlink():
+            raise UnsafePathError(path)
+    folder.mkdir(parents=True, exist_ok=True)
+
+
 class Analytics:
     """The analytics views of one log (or of its Parquet export), sandboxed for user SQL.
 
@@ -208,6 +218,8 @@ class Analytics:
         wanted = set(_BASES if tables is None else tables)
         self.skipped: list[str] = []  # damaged session files left out, with why
         self.parquet = parquet_source is not None
+        if temp_dir is not None:
+            own_folder(temp_dir)
         self.con = duckdb.connect(":memory:")
         self._storage_options = storage_options
         self.dataset = dataset
@@ -225,8 +237,6 @@ class Analytics:
         wanted: set[str],
         temp_dir: Path | None,
     ) -> None:
-        if temp_dir is not None:
-            temp_dir.mkdir(parents=True, exist_ok=True)
         self.con.execute(f"SET temp_directory = {_quote(str(temp_dir) if temp_dir else '')}")
         readable: list[str] = []
         if self.dataset is not None:

@@ -13,6 +13,12 @@ content hash and embedding. Invariants:
 - The table carries an ``epoch`` (in its schema metadata) that checkpoints name: a deleted or
   replaced table invalidates every checkpoint, and the tier rebuilds.
 - One writer at a time: a catch-up holds ``state/cold.lock``.
+- After each catch-up the SHA-256 of every new file of the table is recorded
+  (``state/cold.files.json``, see ``projections.table_files``); a deep check (``damage``)
+  compares them, so a damaged byte anywhere in the table is named, and ``project`` repairs it.
+- Lance's failures (its exceptions, and a Rust panic, which pyo3 raises as a ``BaseException``)
+  are wrapped here: a write that fails on the table's files is ``ColdDamagedError`` (the runner
+  rebuilds the tier), a read that fails finds no table.
 - The full-text index is created with the table's first rows and refreshed as rows arrive
   (unindexed rows are searched too, by scan); the ANN index (IVF-PQ, about sqrt(rows)
   partitions) is built once the table has ``ann_min_rows`` rows and retrained each time the
@@ -21,6 +27,7 @@ content hash and embedding. Invariants:
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -44,9 +51,10 @@ from eventlog.errors import AirsspecError
 from eventlog.layout import read_nofollow
 from eventlog.schema import Record, SourceIndexedRecord
 from projections.embedding_cache import CachedEmbedder, text_sha256
-from projections.engine import Checkpoint, Projector
+from projections.engine import Checkpoint, DamagedOutputError, Projector
 from projections.files import atomic_write, folder_size
 from projections.sources import read_source
+from projections.table_files import TableFiles
 from projections.units import (
     UNIT_FIELDS,
     IndexPolicy,
@@ -69,9 +77,11 @@ LANCE_METADATA_CACHE_BYTES = 32 * 2**20
 def _lancedb() -> Any:
     """lancedb, imported on first use: it takes seconds to import, and a process that has it
     loaded must not fork (see ``Runner``), so commands that never touch the cold tier skip it.
-    Lance's own log lines (WARN when an index file is missing, which the caller already reports
-    as degraded) stay off the terminal unless ``LANCE_LOG`` asks for them."""
+    Lance's and lancedb's own log lines (WARN when an index file is missing or damaged, which
+    the caller already reports as degraded) stay off the terminal unless ``LANCE_LOG`` (or
+    ``LANCEDB_LOG``) asks for them."""
     os.environ.setdefault("LANCE_LOG", "error")
+    os.environ.setdefault("LANCEDB_LOG", "error")  # lancedb's own logger, as LANCE_LOG
     import lancedb
 
     return lancedb
@@ -137,6 +147,33 @@ def _machine_refused(exc: Exception, path: Path) -> Exception:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+
+
+class ColdDamagedError(DamagedOutputError):
+    """The cold table's files cannot be read or written as they are (damaged on disk)."""
+
+
+def lance_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is Lance failing (to be wrapped): any ``Exception``, or a Rust panic,
+    which pyo3 raises as ``PanicException``, a ``BaseException`` (its class exists only once a
+    panic happened, so it is known by name). An interrupt or an exit is not."""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
+
+
+@contextmanager
+def damage_named(what: str) -> Iterator[None]:
+    """Turn a Lance failure inside the block into ``ColdDamagedError`` naming ``what``; an error
+    the machine gave (disk full, permissions: an ``OSError`` with an errno) passes as it is."""
+    try:
+        yield
+    except BaseException as exc:
+        refused = _machine_refused(exc, Path(what)) if isinstance(exc, Exception) else exc
+        if not lance_failed(exc) or isinstance(exc, AirsspecError):
+            raise
+        # a file gone from the table (ENOENT) is damage; the machine refusing a write is not
+        if isinstance(refused, OSError) and refused.errno not in (None, errno.ENOENT):
+            raise refused from exc
+        raise ColdDamagedError(f"{what}: {_first_line(exc)}") from exc
 
 
 def quote(value: str) -> str:
@@ -215,7 +252,9 @@ class ColdStore:
             try:
                 table = self._connection().open_table(TABLE)
                 info = json.loads(table.schema.metadata[_META_KEY])
-            except Exception:  # missing, corrupt: lance raises ValueError, OSError, others
+            except BaseException as exc:  # missing, corrupt: lance raises many kinds, or panics
+                if not lance_failed(exc) or isinstance(exc, ColdPathError):
+                    raise
                 return None
             if info.get("embedder") != self.embedder_id:
                 return None
@@ -246,6 +285,11 @@ class ColdStore:
         self._epoch = info["epoch"]
         return self._table
 
+    @property
+    def table_dir(self) -> str:
+        """The table's folder (``units.lance``): a path, or a url on a bucket."""
+        return f"{str(self.directory).rstrip('/')}/{TABLE}.lance"
+
     def remove(self) -> None:
         """Delete the table (the tier rebuilds it)."""
         self._table = self._epoch = None
@@ -257,26 +301,33 @@ class ColdStore:
     def delete(self, where: str) -> None:
         """Delete the rows matching a Lance filter. A filter fails when an index file is
         damaged: the indexes are then dropped (``maintain`` builds them again) and it is
-        retried; damage beyond the indexes raises."""
+        retried; damage beyond the indexes raises ``ColdDamagedError``."""
         table = self.open()
         if table is None:
             return
         try:
-            if table.count_rows(where) > 0:
-                table.delete(where)
-        except Exception as exc:  # lance raises many kinds: IO, protobuf, range errors
-            self.drop_indexes(f"a filter failed ({_first_line(exc)})")
-            if table.count_rows(where) > 0:
-                table.delete(where)
+            with damage_named(str(self.table_dir)):
+                if table.count_rows(where) > 0:
+                    table.delete(where)
+        except ColdDamagedError as exc:
+            self.drop_indexes(str(exc), say=False)
+            with damage_named(str(self.table_dir)):
+                if table.count_rows(where) > 0:
+                    table.delete(where)
+            # said only when it helped: otherwise the caller names the damage once
+            logger.warning("airsspec: warning: the cold tier's indexes are rebuilt: %s", exc)
 
-    def drop_indexes(self, why: str) -> None:
-        """Drop every index of the table (its rows stay); ``maintain`` makes them again."""
+    def drop_indexes(self, why: str, *, say: bool = True) -> None:
+        """Drop every index of the table (its rows stay); ``maintain`` makes them again.
+        ``say``: warn, naming ``why``."""
         table = self.open()
         if table is None:
             return
-        logger.warning("airsspec: warning: the cold tier's indexes are rebuilt: %s", why)
-        for index in table.list_indices():
-            table.drop_index(index.name)
+        if say:
+            logger.warning("airsspec: warning: the cold tier's indexes are rebuilt: %s", why)
+        with damage_named(str(self.table_dir)):
+            for index in table.list_indices():
+                table.drop_index(index.name)
 
     def add(self, units: list[Unit], vectors: list[np.ndarray | None], contexts: list[str]) -> None:
         """Append ``units`` with their embeddings (None: full-text only, no vector; vector
@@ -297,21 +348,25 @@ class ColdStore:
             self.dim,
             mask=pa.array(missing) if missing.any() else None,
         )
-        try:
+        with damage_named(str(self.table_dir)):
             table.add(pa.table(columns, schema=table.schema))
-        except (RuntimeError, OSError, ValueError) as exc:
-            raise _machine_refused(exc, self.local or Path(self.directory)) from exc
 
-    def maintain(self, ann_min_rows: int) -> None:
+    def maintain(self, ann_min_rows: int) -> bool:
         """Create missing indexes (the ANN index once the table is big enough, retrained as it
         grows) and compact the table, folding new rows into the indexes, once
-        ``INDEX_REFRESH_ROWS`` rows are unindexed."""
+        ``INDEX_REFRESH_ROWS`` rows are unindexed. Returns whether old versions' files were
+        cleaned up (the one way the table loses files)."""
+        table = self.open()
+        with damage_named(str(self.table_dir)):
+            rows = 0 if table is None else table.count_rows()
+        if rows == 0:
+            return False
+        with damage_named(str(self.table_dir)):
+            return self._maintain(table, rows, ann_min_rows)
+
+    def _maintain(self, table: Any, rows: int, ann_min_rows: int) -> bool:
         from lancedb.index import FTS, Bitmap, BTree
 
-        table = self.open()
-        rows = 0 if table is None else table.count_rows()
-        if rows == 0:
-            return
         listed = table.list_indices()
         indexed = {i.columns[0]: i.name for i in listed}
         wanted: dict[str, Any] = {
@@ -327,6 +382,8 @@ class ColdStore:
         fts = indexed.get("search_text")
         if fts and table.index_stats(fts).num_unindexed_rows >= INDEX_REFRESH_ROWS:
             table.optimize(cleanup_older_than=VERSIONS_KEPT_FOR)
+            return True
+        return False
 
     def _train_ann(self, table: Any, rows: int, current: list[str]) -> None:
         """(Re)train the IVF-PQ index when there is none, or the table has four times the rows
@@ -351,6 +408,7 @@ class ColdStore:
 
 
 ANN_PREFIX = "vector_ivf"  # an ANN index is named for its partition count: vector_ivf316
+_INDEX_FILES = "_indices/"  # an index's files, which dropping the index leaves unread
 
 
 def ann_partitions(rows: int) -> int:
@@ -416,6 +474,11 @@ class ColdProjector(Projector[ColdState]):
         self.store = ColdStore(
             vectors_dir, embedder.model_id, embedder.dim, storage_options=storage_options
         )
+        # state/cold.files.json: beside the checkpoints, as the manifest is (a table on a
+        # bucket has no files here to compare)
+        local = self.store.local
+        table_dir = None if local is None else local / f"{TABLE}.lance"
+        self.files = TableFiles(table_dir, out_dir.with_name("cold.files.json"))
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -506,6 +569,7 @@ class ColdProjector(Projector[ColdState]):
         for session in self.sessions():  # the table goes whole, so no per-session delete
             self._checkpoint_path(session).unlink()
         self.manifest_path.unlink(missing_ok=True)
+        self.files.remove()
         self.store.remove()
 
     def disk_bytes(self) -> int:
@@ -514,7 +578,30 @@ class ColdProjector(Projector[ColdState]):
 
     def item_count(self) -> int:
         table = self.store.open()
-        return 0 if table is None else table.count_rows()
+        try:
+            with damage_named(str(self.store.table_dir)):
+                return 0 if table is None else table.count_rows()
+        except ColdDamagedError:
+            return 0  # ``damage`` names it
+
+    def damage(self) -> list[str]:
+        """Each file of the table that is missing or whose bytes differ from those recorded
+        when it was written, named from the workspace down (knowledge/vectors/...)."""
+        damaged = self.files.damaged(self.store.epoch)
+        if not damaged or self.store.local is None:
+            return []
+        shown = self.files.table_dir.relative_to(self.store.local.parent.parent)
+        return [f"{shown / name}: {what}" for name, what in damaged]
+
+    def repair(self, problems: list[str]) -> bool:
+        """Damage in index files only is repaired by dropping the indexes (``finish`` makes
+        them again, and the dropped files are no longer compared); other damage rebuilds."""
+        damaged = self.files.damaged(self.store.epoch)
+        if not damaged or any(not name.startswith(_INDEX_FILES) for name, _ in damaged):
+            return False
+        self.store.drop_indexes(problems[0])
+        self.files.forget(_INDEX_FILES)
+        return True
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -528,4 +615,5 @@ class ColdProjector(Projector[ColdState]):
                 yield
 
     def finish(self) -> None:
-        self.store.maintain(self.ann_min_rows)
+        cleaned = self.store.maintain(self.ann_min_rows)
+        self.files.record(self.store.epoch, cleaned=cleaned)

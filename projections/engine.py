@@ -16,11 +16,15 @@ exactly from its checkpoint. Invariants the runner upholds:
 - The manifest also holds a SHA-256 of each session's output files as written. A deep catch-up
   (``project``, ``status``, ``verify --tiers``) compares it too, so an edit that keeps a file's
   size and mtime is still found and repaired; the daemon's catch-ups compare identities only.
+- Files a tier's sessions share (the cold tier's table) are checked whole by ``damage`` in a deep
+  catch-up; damage found there, or met while folding (``DamagedOutputError``), rebuilds that
+  tier from the log, once per catch-up, with a warning naming it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import multiprocessing
 import os
 import sys
@@ -35,11 +39,12 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
 
-from eventlog.errors import CorruptLogError, UnsafePathError
+from eventlog.errors import AirsspecError, CorruptLogError, UnsafePathError
 from eventlog.layout import (
     LOG_SUFFIX,
     open_nofollow,
     read_nofollow,
+    reader_nofollow,
     session_path,
     validate_session_id,
 )
@@ -47,6 +52,8 @@ from eventlog.log import EventLog, Located
 from eventlog.recovery import TailState, inspect_tail, record_ending_at
 from eventlog.schema import Record
 from projections.files import atomic_write, folder_size, remove_stale_temporaries, writer_lock
+
+logger = logging.getLogger(__name__)
 
 S = TypeVar("S")
 # Libraries whose background runtime can deadlock a forked child: once one is loaded, sessions are
@@ -74,6 +81,11 @@ class Checkpoint:
 
 START = Checkpoint(0, None, 0)
 OUTPUT_CHANGED = "its output was deleted or changed after it was written"
+
+
+class DamagedOutputError(AirsspecError):
+    """A tier's saved files cannot be read or written as they are (damaged on disk). The
+    runner answers it by rebuilding the tier from the log."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +180,17 @@ class Projector(ABC, Generic[S]):
     def item_count(self) -> int:
         """Items in the projection (for ``status``)."""
         return len(self.sessions())
+
+    def damage(self) -> list[str]:
+        """What is wrong with files the tier's sessions share, each named, found by reading them
+        whole (a deep check: ``status``, ``verify --tiers``, ``project``). Empty by default:
+        per-session files are compared with their digests (``output_changed``)."""
+        return []
+
+    def repair(self, problems: list[str]) -> bool:
+        """Repair the ``damage`` found in place, if this tier can (True); else (the default)
+        the runner rebuilds the tier from the log."""
+        return False
 
     def disk_bytes(self) -> int:
         """Bytes the projection takes on disk (for ``status``)."""
@@ -291,6 +314,7 @@ class SessionOutcome:
     rebuilt_because: str | None = None
     failed: str | None = None
     cancelled: bool = False  # stopped early on request; saved where it stopped
+    error: CorruptLogError | UnsafePathError | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -314,6 +338,30 @@ class RunReport:
     def rebuilt(self) -> list[SessionOutcome]:
         """Sessions projected again from zero, with why."""
         return [o for o in self.outcomes if o.rebuilt_because]
+
+    def raise_failed(self) -> None:
+        """Raise why the first skipped session's log could not be read (for a caller that
+        asked for one session's tier, which must not answer from a stale state)."""
+        for outcome in self.failed:
+            if outcome.error is not None:
+                raise outcome.error
+
+
+def with_line(exc: CorruptLogError) -> CorruptLogError:
+    """``exc`` naming the line of the log file its byte offset is on, counted from the file
+    (the offset alone does not tell a person where to look)."""
+    lines = 1
+    try:
+        with reader_nofollow(exc.path) as handle:
+            left = exc.offset
+            while left > 0 and (block := handle.read(min(left, 1 << 20))):
+                lines += block.count(b"\n")
+                left -= len(block)
+    except OSError:
+        return exc
+    return CorruptLogError(
+        exc.path, seq=exc.seq, offset=exc.offset, reason=f"line {lines}: {exc.reason}"
+    )
 
 
 Progress = Callable[[str, int, int], None]  # (projector, sessions done, sessions total)
@@ -434,6 +482,34 @@ class Runner:
     def _run(
         self, projector: Projector[Any], stop_at: StopAt | None, only: set[str] | None
     ) -> RunReport:
+        """One tier's catch-up; a tier whose shared files are damaged (found by a deep check,
+        or met while folding) is rebuilt from the log instead, with a warning naming the
+        damage. A second failure in the rebuild is raised."""
+        problems = projector.damage() if self.deep else []
+        if problems and projector.repair(problems):
+            problems = []
+        if not problems:
+            try:
+                return self._run_tier(projector, stop_at, only)
+            except DamagedOutputError as exc:
+                problems = [str(exc)]
+        why = problems[0] + (f" and {len(problems) - 1} more" if len(problems) > 1 else "")
+        logger.warning(
+            "airsspec: warning: %s: its files are damaged (%s); rebuilding the tier from the log",
+            projector.name,
+            why,
+        )
+        projector.reset()
+        report = self._run_tier(projector, stop_at, None)
+        for outcome in report.outcomes:
+            outcome.rebuilt_because = (
+                outcome.rebuilt_because or f"the tier's files were damaged ({why})"
+            )
+        return report
+
+    def _run_tier(
+        self, projector: Projector[Any], stop_at: StopAt | None, only: set[str] | None
+    ) -> RunReport:
         sessions = self.log.sessions()
         manifest = projector.read_manifest()
         if set(manifest) != set(sessions):
@@ -538,7 +614,8 @@ class Runner:
         try:
             return self._fold_session(projector, session, stop_at)
         except (CorruptLogError, UnsafePathError) as exc:
-            return SessionOutcome(session, failed=str(exc)), None
+            error = with_line(exc) if isinstance(exc, CorruptLogError) else exc
+            return SessionOutcome(session, failed=str(error), error=error), None
 
     def _fold_session(
         self, projector: Projector[Any], session: str, stop_at: StopAt | None

@@ -2,7 +2,8 @@
 
 Lag is the number of records in the log that a tier has not folded yet. A session whose saved
 state cannot be read, or no longer matches the log, is listed as degraded (the next ``project``
-rebuilds it).
+rebuilds it). So is each damaged file a tier's sessions share (the cold table's), named, and
+a session whose log cannot be read (a stray file among the logs): the others are unaffected.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from eventlog.errors import CorruptLogError, UnsafePathError
 from eventlog.log import EventLog
 from projections.engine import OUTPUT_CHANGED, Projector, log_tail, record_at
 
@@ -37,8 +39,13 @@ def tier_status(log: EventLog, projector: Projector[Any]) -> TierStatus:
         len(projector.sessions()),
         0,
     )
+    status.degraded += [f"{problem} (project repairs it)" for problem in projector.damage()]
     for session in log.sessions():
-        head = log_tail(log, session)
+        try:
+            head = log_tail(log, session)
+        except (CorruptLogError, UnsafePathError):  # the log's own listing names the problem
+            status.degraded.append(f"{session}: not projected: its log cannot be read")
+            continue
         cached = manifest.get(session)
         checkpoint = cached.checkpoint if cached else None
         if projector.output_changed(session, cached, deep=True):

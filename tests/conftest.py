@@ -22,10 +22,32 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # per test (derandomize) and from the explicit @example cases, never from a database left by an
 # earlier run. `make fuzz` (HYPOTHESIS_PROFILE=fuzz) explores with random seeds and more examples;
 # what it finds is added to the test as an explicit @example.
+# Under fuzz every property test runs FUZZ_SCALE times the examples it replays: the profile's
+# max_examples covers tests that name none, and a test's own ``@settings(max_examples=N)`` (which
+# overrides any profile) is scaled at collection (``pytest_collection_modifyitems``).
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "replay")
+FUZZ_SCALE = int(os.environ.get("HYPOTHESIS_FUZZ_SCALE", "10"))
 # No deadline: how long an example takes on a loaded machine is no verdict (benchmarks time).
 settings.register_profile("replay", derandomize=True, database=None, print_blob=True, deadline=None)
-settings.register_profile("fuzz", derandomize=False, print_blob=True, max_examples=1000)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "replay"))
+settings.register_profile("fuzz", derandomize=False, print_blob=True, max_examples=100 * FUZZ_SCALE)
+settings.load_profile(PROFILE)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under the fuzz profile, scale each property test's own ``max_examples`` by FUZZ_SCALE
+    (hypothesis reads a test's settings when it runs, from the attribute ``@settings`` sets)."""
+    if PROFILE != "fuzz":
+        return
+    profile = settings.get_profile("fuzz")
+    for item in items:
+        test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        own = getattr(test, "_hypothesis_internal_use_settings", None)
+        if not hasattr(test, "hypothesis") or own is None:
+            continue
+        if own.max_examples < profile.max_examples:
+            test._hypothesis_internal_use_settings = settings(
+                own, max_examples=own.max_examples * FUZZ_SCALE
+            )
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from airsspec.cli.common import EXIT_OK, arg, command, open_memory
-from airsspec.reports import REPORTS, plot_report, run_report
+from airsspec.reports import REPORTS, plot_format, plot_report, run_report
 from eventlog.render import printable
 
 if TYPE_CHECKING:
@@ -78,11 +78,17 @@ def cmd_sql(args: argparse.Namespace) -> int:
 @command(
     "report",
     arg("name", choices=sorted(REPORTS)),
-    arg("--plot", metavar="FILE.png", help="also draw the report as a PNG chart"),
+    arg(
+        "--plot",
+        metavar="FILE.png",
+        help="also draw the report as a chart (.png, .svg or .pdf, as the extension says)",
+    ),
     arg("--parquet", metavar="DIR|URL", help="read exported Parquet instead"),
 )
 def cmd_report(args: argparse.Namespace) -> int:
     """Named reports: tools (error rates, latency), sessions, tokens (per session per day)."""
+    if args.plot:
+        plot_format(Path(args.plot))  # a name no chart can take is refused before any work
     with open_memory(args) as memory:
         analytics = memory.analytics(args.parquet, sql=REPORTS[args.name])
         try:

@@ -117,8 +117,12 @@ def open_memory(args: argparse.Namespace) -> Memory:
 def output_path(memory: Memory, value: str, option: str) -> Path:
     """Where an ``-o``/``--out`` option writes: ``value``, refused (``UsageError``) when it
     resolves, links followed, to the workspace folder or anything under it: an output written
-    there could overwrite a session's log or a tier's files."""
-    target, root = Path(value).resolve(), memory.root.resolve()
+    there could overwrite a session's log or a tier's files; or one no file name can hold (a
+    lone surrogate: text that is not a name in any encoding)."""
+    try:
+        target, root = Path(value).resolve(), memory.root.resolve()
+    except (UnicodeEncodeError, ValueError) as exc:
+        raise UsageError(f"{option} {value!r}: not a path this system can name ({exc})") from exc
     if target == root or root in target.parents:
         raise UsageError(
             f"{option} {value}: inside the workspace {root}; write outside it (the log and "

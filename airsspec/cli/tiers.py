@@ -25,6 +25,7 @@ from airsspec.cli.common import (
 )
 from airsspec.workspace import TIERS
 from compactor.errors import CompactionBusyError, NothingToCompactError
+from eventlog.errors import CorruptLogError
 from eventlog.layout import validate_session_id
 from eventlog.render import printable
 
@@ -36,6 +37,18 @@ JOBS = arg(
     help="worker processes for folding sessions (default: one per CPU core)",
 )
 TIER = arg("--tier", choices=(*TIERS, "all"), default="all")
+MAX_TOKENS = 2**63 - 1  # a budget is printed back in JSON, whose integers stop at 64 bits
+
+
+def tokens(value: str) -> int:
+    """A token budget: an integer up to ``MAX_TOKENS`` (argparse names the option if not)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of tokens: {value!r}") from None
+    if number > MAX_TOKENS:
+        raise argparse.ArgumentTypeError(f"{value}: more tokens than any budget ({MAX_TOKENS})")
+    return number
 
 
 @command(
@@ -73,11 +86,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             if args.out:
                 raise UsageError("--out goes with --as-of (a live rebuild writes in place)")
             return report_runs(memory.rebuild(args.tier, **run), args.json, {})
-        out = output_path(
-            memory, args.out or f"airsspec-as-of-{args.as_of.replace(':', '')}", "--out"
-        )
         as_of = args.as_of
         point: int | str = int(as_of) if as_of.isdigit() else parse_time(as_of, "--as-of")
+        out = output_path(memory, args.out or f"airsspec-as-of-{as_of.replace(':', '')}", "--out")
         reports = memory.rebuild(args.tier, as_of=point, out=out, **run)
     return report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
 
@@ -87,7 +98,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     arg("session"),
     arg(
         "--budget",
-        type=int,
+        type=tokens,
         metavar="TOKENS",
         help="print format_history: summary then newest messages within TOKENS",
     ),
@@ -133,7 +144,7 @@ def cmd_hot(args: argparse.Namespace) -> int:
 @command(
     "context",
     arg("session"),
-    arg("--budget", type=int, required=True, metavar="TOKENS", help="the token budget"),
+    arg("--budget", type=tokens, required=True, metavar="TOKENS", help="the token budget"),
     arg("--query", metavar="TEXT", help="also recall passages about this"),
     arg("--format", choices=("text", "anthropic", "openai"), default="text"),
 )
@@ -168,6 +179,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "sessions": len(infos),
         "records": sum(i.records for i in infos),
         "bytes": sum(i.bytes for i in infos),
+        "unreadable": {i.session: i.problem for i in infos if i.problem},
     }
     degraded = [f"{t.tier}: {d}" for t in tiers for d in t.degraded]
     if embedder:
@@ -187,6 +199,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"log: {log_summary['sessions']} session(s), {log_summary['records']} record(s), "
         f"{log_summary['bytes']:,} bytes"
     )
+    for info in infos:
+        if info.problem:
+            print(f"unreadable: {info.session}: {info.problem}")
     for t in tiers:
         behind = f", behind in {len(t.behind_sessions)} session(s)" if t.behind_sessions else ""
         print(
@@ -207,6 +222,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     threshold, into the warm library. Hot and warm follow at once; the cold tier follows in
     project, query and watch."""
     results = []
+    damaged: list[str] = []
     with open_memory(args) as memory:
         sessions = args.sessions or [info.session for info in memory.sessions()]
         for session in sessions:
@@ -216,6 +232,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
                 record = memory.compact(session, force=args.force)
             except (NothingToCompactError, CompactionBusyError) as exc:
                 results.append({"session": session, "compacted": False, "why": str(exc)})
+                continue
+            except CorruptLogError as exc:  # named; the other sessions are still compacted
+                print(f"airsspec: error: {exc}", file=sys.stderr)
+                damaged.append(session)
                 continue
             if record is None:
                 results.append(
@@ -241,9 +261,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
                     "reason": record.reason,
                 }
             )
+    exit_code = EXIT_FAILED if damaged else EXIT_OK
     if args.json:
         print_json(results)
-        return EXIT_OK
+        return exit_code
     for r in results:
         if not r["compacted"]:
             print(f"{r['session']}: not compacted: {r['why']}")
@@ -255,7 +276,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
             f"#{r['to_seq']} ({r['messages']} messages, {r['chunks']} chunks, {used}); hot "
             f"window {r['tokens_before']} -> {r['tokens_after']} tokens ({r['reason']})"
         )
-    return EXIT_OK
+    return exit_code
 
 
 @command(

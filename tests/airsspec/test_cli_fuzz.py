@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from airsspec.cli import build_parser, main
@@ -142,6 +142,13 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(argv=invocation(), stdin=st.sampled_from(STDIN))
+# Found by fuzzing: a chart named with an extension matplotlib cannot write; a point in time or
+# a folder no file name can hold (a lone surrogate); a budget past 64 bits, printed back in JSON.
+@example(argv=["report", "sessions", "--plot", "x.jsonl"], stdin=b"")
+@example(argv=["rebuild", "--as-of", "\ud800"], stdin=b"")
+@example(argv=["rebuild", "--as-of", "1", "--out", "\ud800"], stdin=b"")
+@example(argv=["context", "--json", "alpha", "--budget", "18446744073709551616"], stdin=b"")
+@example(argv=["hot", "--json", "alpha", "--budget", "18446744073709551616"], stdin=b"")
 def test_any_invocation_exits_0_1_or_2_and_a_failure_changes_no_log(
     project: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], stdin: bytes
 ) -> None:

@@ -1,0 +1,103 @@
+"""The record of a Lance table's files: the SHA-256 of each, taken when it is first seen.
+
+Lance writes each file of a table once (data, deletion, index, transaction and manifest files;
+only the latest-version hint is rewritten in place). So a recorded file whose bytes now differ,
+or that is gone while still recorded, was damaged after it was written. Invariants:
+
+- A digest is taken once, when its file is first seen, and never updated: a damaged file is
+  never recorded as the new truth. A file that is gone is forgotten only after Lance cleaned up
+  old versions (the one way it removes files); until then it is named as missing.
+- The record names the table's epoch: a table replaced since is not compared (nothing recorded
+  of it yet).
+- The record is derived, written atomically beside the tier's state; deleted, it is taken again
+  from the files as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import orjson
+
+from eventlog.layout import read_nofollow
+from projections.files import atomic_write
+
+# The one file of a table Lance rewrites in place (a hint; the manifests it points to are not).
+REWRITTEN = frozenset({"_versions/latest_version_hint.json"})
+
+
+def sha256_of(path: Path) -> str:
+    """The SHA-256 of a file's bytes."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+class TableFiles:
+    """The digests of the files under ``table_dir``, kept in ``record_path``."""
+
+    def __init__(self, table_dir: Path | None, record_path: Path) -> None:
+        """``table_dir`` None: the table has no local files (it is on a bucket)."""
+        self.table_dir = table_dir
+        self.record_path = record_path
+
+    def read(self) -> tuple[str | None, dict[str, str]]:
+        """(epoch, digest by path under the table's folder) as recorded; (None, {}) if none."""
+        try:
+            data = orjson.loads(read_nofollow(self.record_path))
+            return data["epoch"], dict(data["files"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None, {}
+
+    def _write(self, epoch: str, files: dict[str, str]) -> None:
+        data = {"epoch": epoch, "files": files}
+        atomic_write(self.record_path, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+
+    def record(self, epoch: str | None, *, cleaned: bool) -> None:
+        """Record the files the table of ``epoch`` has now (None: there is no table): a file
+        already recorded keeps its digest, a new one is read. A recorded file that is gone is
+        forgotten only when ``cleaned`` (Lance removed old versions' files since the last
+        record); otherwise it stays, to be named as missing. An unchanged record is not
+        written again."""
+        if epoch is None:
+            self.remove()
+            return
+        if self.table_dir is None:
+            return
+        recorded_epoch, known = self.read()
+        known = known if recorded_epoch == epoch else {}
+        files: dict[str, str] = {}
+        if self.table_dir.is_dir():
+            for path in sorted(self.table_dir.rglob("*")):
+                name = path.relative_to(self.table_dir).as_posix()
+                if name not in REWRITTEN and path.is_file():
+                    files[name] = known.get(name) or sha256_of(path)
+        if not cleaned:
+            files = {**known, **files}
+        if (recorded_epoch, known) != (epoch, files):
+            self._write(epoch, files)
+
+    def damaged(self, epoch: str | None) -> list[tuple[str, str]]:
+        """(path under the table's folder, what is wrong) for each recorded file missing or
+        changed; ``epoch`` is the table's now (None when it cannot be opened: compared too)."""
+        recorded_epoch, known = self.read()
+        if not known or epoch not in (None, recorded_epoch) or self.table_dir is None:
+            return []
+        found = []
+        for name, digest in sorted(known.items()):
+            path = self.table_dir / name
+            if not path.is_file():
+                found.append((name, "missing"))
+            elif sha256_of(path) != digest:
+                found.append((name, "changed after it was written"))
+        return found
+
+    def forget(self, prefix: str) -> None:
+        """Stop comparing the files under ``prefix`` (files the table no longer reads)."""
+        epoch, known = self.read()
+        if epoch is not None:
+            self._write(epoch, {n: d for n, d in known.items() if not n.startswith(prefix)})
+
+    def remove(self) -> None:
+        """Delete the record (the table went with it)."""
+        self.record_path.unlink(missing_ok=True)

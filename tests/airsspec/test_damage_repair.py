@@ -1,0 +1,192 @@
+"""Damage is named and repaired, never shown as a traceback: a chart file named for no image
+format, damaged cold-tier files, stray and corrupt files among the logs. Each case is one
+``airsspec: error:`` (or warning) line, the other sessions unaffected, and ``project`` repairs
+what is derived."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
+
+
+def _workspace(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    assert run_cli("init", str(root), cwd=root).returncode == 0
+    for name, n in (("alpha", 12), ("beta", 6)):
+        lines = "".join(
+            json.dumps({"type": "user", "content": f"{name} walrus note {i} on the lexer"}) + "\n"
+            for i in range(n)
+        )
+        assert run_cli("append", name, cwd=root, stdin=lines.encode()).returncode == 0
+    return root
+
+
+def _one_error_line(stderr: bytes) -> str:
+    text = stderr.decode()
+    assert "Traceback" not in text and "panicked" not in text, text
+    errors = [line for line in text.splitlines() if line.startswith("airsspec: error:")]
+    assert len(errors) == 1, text
+    return errors[0]
+
+
+def test_a_chart_named_for_no_image_format_is_refused_in_one_line(tmp_path: Path) -> None:
+    root = _workspace(tmp_path)
+    refused = run_cli("report", "sessions", "--plot", "x.jsonl", cwd=root)
+    assert refused.returncode == 2
+    assert "x.jsonl" in _one_error_line(refused.stderr)
+    assert not (root / "x.jsonl").exists()
+    written = run_cli("report", "sessions", "--plot", "chart.svg", cwd=root)
+    assert written.returncode == 0, written.stderr
+    assert b"<svg" in (root / "chart.svg").read_bytes()[:400]
+
+
+def _xor_lance_files(table: Path, under: str) -> list[Path]:
+    """Flip every seventh byte of each Lance file under ``table/under`` (in place)."""
+    damaged = sorted((table / under).rglob("*.lance"))
+    for path in damaged:
+        data = bytearray(path.read_bytes())
+        for i in range(0, len(data), 7):
+            data[i] ^= 0xFF
+        path.write_bytes(bytes(data))
+    assert damaged
+    return damaged
+
+
+TABLE = Path(".airsspec/knowledge/vectors/units.lance")
+
+
+def test_damaged_cold_files_are_named_and_project_rebuilds_them(tmp_path: Path) -> None:
+    root = _workspace(tmp_path)
+    assert run_cli("project", cwd=root, env=HASH).returncode == 0
+    damaged = _xor_lance_files(root / TABLE, "data")
+    status = run_cli("status", cwd=root, env=HASH)
+    assert status.returncode == 0 and b"Traceback" not in status.stderr
+    named = status.stdout.decode().splitlines()[-1]
+    assert all(f"data/{p.name}: changed after it was written" in named for p in damaged), named
+    verify = run_cli("verify", "--tiers", cwd=root, env=HASH)
+    assert verify.returncode == 1
+    assert f"FAIL tier cold: {TABLE.relative_to('.airsspec')}/data/" in verify.stdout.decode()
+    query = run_cli("query", "walrus lexer", cwd=root, env=HASH)
+    assert query.returncode == 0, query.stderr
+    assert b"Traceback" not in query.stderr and b"panicked" not in query.stderr
+    assert b"walrus note" in query.stdout and b"warning:" in query.stderr  # degraded, said so
+    project = run_cli("project", cwd=root, env=HASH)
+    assert project.returncode == 0, project.stderr
+    assert b"cold: rebuilt alpha: the tier's files were damaged" in project.stdout
+    assert run_cli("status", cwd=root, env=HASH).stdout.endswith(b"degraded: nothing\n")
+    again = run_cli("query", "walrus lexer", cwd=root, env=HASH)
+    assert b"(hybrid" in again.stdout and again.stderr == b""
+
+
+@pytest.mark.parametrize("command", ["query", "project"])
+def test_a_copy_of_a_workspace_with_damaged_cold_files_is_repaired_not_a_traceback(
+    tmp_path: Path, command: str
+) -> None:
+    original = _workspace(tmp_path / "original")
+    assert run_cli("project", cwd=original, env=HASH).returncode == 0
+    _xor_lance_files(original / TABLE, ".")
+    root = tmp_path / "copy"
+    shutil.copytree(original, root)  # new inodes: every session's output is projected again
+    args = ["query", "walrus lexer"] if command == "query" else ["project"]
+    result = run_cli(*args, cwd=root, env=HASH)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    assert b"Traceback" not in result.stderr and b"panicked" not in result.stderr
+    # (query brings only the cold tier up to date: the others still say they were copied)
+    degraded = run_cli("status", cwd=root, env=HASH).stdout.splitlines()[-1]
+    assert b"cold:" not in degraded, degraded
+    answer = run_cli("query", "walrus lexer", cwd=root, env=HASH)
+    assert b"(hybrid" in answer.stdout and b"walrus note" in answer.stdout
+
+
+LOGS = Path(".airsspec/contexts/agent")
+
+
+def test_a_stray_file_among_the_logs_is_named_and_the_other_sessions_are_unaffected(
+    tmp_path: Path,
+) -> None:
+    root = _workspace(tmp_path)
+    assert run_cli("project", cwd=root, env=HASH).returncode == 0
+    (root / LOGS / "stray.jsonl").write_bytes(b"not a record at all\n")
+    status = run_cli("status", cwd=root, env=HASH)
+    assert status.returncode == 0, status.stderr
+    assert b"unreadable: stray: " in status.stdout and b"stray.jsonl" in status.stdout
+    assert b"hot: stray: not projected: its log cannot be read" in status.stdout
+    health = run_cli("health", cwd=root, env=HASH)
+    assert b"Traceback" not in health.stderr and b"airsspec: error" not in health.stderr
+    assert b"stray: not projected" in health.stdout  # needs a person: named, exit 1
+    hot = run_cli("hot", "alpha", cwd=root, env=HASH)
+    assert hot.returncode == 0 and b"alpha walrus note 11" in hot.stdout
+
+
+@pytest.mark.parametrize("projected", [False, True], ids=["fresh", "stale-window"])
+@pytest.mark.parametrize(
+    "command",
+    [["hot", "alpha"], ["context", "alpha", "--budget", "500"], ["compact", "--force", "alpha"]],
+    ids=lambda c: c[0],
+)
+def test_a_corrupt_middle_line_is_named_by_file_and_line(
+    tmp_path: Path, command: list[str], projected: bool
+) -> None:
+    root = _workspace(tmp_path)
+    if projected:  # a hot window from before the damage must not be shown as current
+        assert run_cli("project", "--tier", "hot", cwd=root).returncode == 0
+    log = root / LOGS / "alpha.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join([*lines[:2], b'{"this is": not json\n', *lines[3:]]))
+    damaged = log.read_bytes()
+    result = run_cli(*command, cwd=root, env=HASH)
+    assert result.returncode == 1
+    error = _one_error_line(result.stderr)
+    assert "alpha.jsonl" in error and "line 3" in error, error
+    assert log.read_bytes() == damaged
+    other = run_cli(*[("beta" if part == "alpha" else part) for part in command], cwd=root)
+    assert other.returncode == 0, other.stderr
+    assert b"beta walrus note" in other.stdout or b"history-001.md" in other.stdout
+
+
+def test_compacting_every_session_names_a_damaged_one_and_compacts_the_others(
+    tmp_path: Path,
+) -> None:
+    root = _workspace(tmp_path)
+    (root / LOGS / "stray.jsonl").write_bytes(b"not a record at all\n")
+    result = run_cli("compact", "--force", cwd=root, env=HASH)
+    assert result.returncode == 1
+    assert "stray.jsonl" in _one_error_line(result.stderr)
+    assert b"alpha: history-001.md" in result.stdout and b"beta: history-002.md" in result.stdout
+
+
+def test_a_missing_cold_file_is_named_and_project_rebuilds_the_tier(tmp_path: Path) -> None:
+    root = _workspace(tmp_path)
+    assert run_cli("project", cwd=root, env=HASH).returncode == 0
+    gone = sorted((root / TABLE / "data").glob("*.lance"))[0]
+    gone.unlink()
+    status = run_cli("status", cwd=root, env=HASH)
+    assert f"data/{gone.name}: missing (project repairs it)".encode() in status.stdout
+    project = run_cli("project", cwd=root, env=HASH)
+    assert project.returncode == 0 and b"Traceback" not in project.stderr
+    assert run_cli("status", cwd=root, env=HASH).stdout.endswith(b"degraded: nothing\n")
+
+
+class PanicException(BaseException):  # what pyo3 raises for a Rust panic (by name)
+    pass
+
+
+def test_a_lance_panic_is_wrapped_as_damage_but_an_interrupt_is_not() -> None:
+    from projections.cold import ColdDamagedError, damage_named
+
+    expected = r"units\.lance: index out of bounds"
+    with pytest.raises(ColdDamagedError, match=expected) as caught, damage_named("units.lance"):
+        raise PanicException("index out of bounds")
+    assert isinstance(caught.value.__cause__, PanicException)
+    with pytest.raises(KeyboardInterrupt), damage_named("units.lance"):
+        raise KeyboardInterrupt
+    with pytest.raises(OSError) as refused, damage_named("units.lance"):
+        raise RuntimeError("LanceError(IO): No space left on device (os error 28)")
+    assert refused.value.errno == 28 and not isinstance(refused.value, ColdDamagedError)
