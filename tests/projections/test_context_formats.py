@@ -69,10 +69,12 @@ def valid(format: str, messages: list[dict[str, Any]]) -> None:
 
 
 @pytest.fixture
-def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def tool_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A memory whose session ``s1`` ran two tools (one failed); ``old`` holds a fact."""
     monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
-    with Memory.open(tmp_path, create=True) as opened:
-        yield opened
+    with Memory.open(tmp_path, create=True) as memory:
+        tool_session(memory)
+        yield memory
 
 
 def tool_session(memory: Memory) -> None:
@@ -92,10 +94,9 @@ def tool_session(memory: Memory) -> None:
 
 @pytest.mark.parametrize("format", ["anthropic", "openai"])
 def test_context_messages_pair_tool_calls_and_pass_the_sdk_types(
-    memory: Memory, format: str
+    tool_memory: Memory, format: str
 ) -> None:
-    tool_session(memory)
-    messages = memory.context("s1", 2000, query="staging password rotates", format=format)
+    messages = tool_memory.context("s1", 2000, query="staging password rotates", format=format)
     valid(format, messages)
     dumped = orjson.dumps(messages).decode()
     assert "[recalled from old" in dumped and "rotates on Mondays" in dumped
