@@ -65,11 +65,19 @@ def test_no_hit_under_the_relevance_floor(memory: Memory) -> None:
     assert "ok" not in texts and not any(t.startswith("bash(") for t in texts)
 
 
-def test_context_recalls_nothing_under_the_floor(memory: Memory) -> None:
-    memory.append("now", {"type": "user", "content": "What is the canary plan?"})
-    text = memory.context("now", 4000, query="canary plan for the kubernetes release")
+def test_context_recalls_nothing_under_the_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    with Memory.open(tmp_path, create=True) as memory:
+        for _ in range(3):  # (a reply right after a passage shares its full-text words)
+            memory.append("old", {"type": "user", "content": "ok"})
+            memory.append("old", {"type": "action", "tool": "bash", "params": {"cmd": "pytest"}})
+        memory.append("old", {"type": "user", "content": "The canary plan: 5% of pods first."})
+        memory.append("now", {"type": "user", "content": "Go on."})
+        text = memory.context("now", 300, query="what is the canary plan")
     recalled = [line for line in text.splitlines() if line.startswith("[recalled from")]
-    assert any("canary" in line for line in recalled)
+    assert any("canary plan" in line for line in recalled)
     assert not any(line.endswith("] ok") or "bash(" in line for line in recalled), recalled
 
 
