@@ -390,7 +390,8 @@ def quality(work: Path) -> None:
         [[label, *(str(w) for _, w in picks)] for label, picks in chosen.items()],
     )
     print_table(
-        "Cold projection of each conversation (airsspec project --tier cold, empty cache)",
+        "Cold projection of each conversation (airsspec project --tier cold, "
+        + ("embeddings from --cache)" if CACHE else "empty cache)"),
         ["conversation", "turns", "seconds", "turns/s"],
         [[s, n, t, n / t] for s, n, t in timings],
     )
