@@ -410,12 +410,12 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         counter = self.workspace.token_counter()
         block, given = self._memory_block(session, budget, query, reader)
         parts: list[str] = [block] if block else []
+        recalled = ""
         if window is None or window.summary is None:
             parts += self._earlier_sessions(session, budget // 3, reader)
         if query is not None:
             room = (budget - counter.count("\n\n".join(parts))) // 2
             visible = self.workspace.format_history(session, budget)
-            recalled = ""
             for passage in self._recalled(query, visible, room, reader):  # best first
                 candidate = f"{recalled}\n{passage}" if recalled else passage
                 if counter.count(candidate) <= room:
@@ -434,7 +434,37 @@ class Memory(ScopedAccess, SessionsAndLearnings):
             self._record_access(session, given, query)
         if format == "text":
             return text
-        return [{"role": "user", "content": text}] if text else []
+        return self._messages(format, session, window, parts, recalled, history)
+
+    def _messages(
+        self,
+        format: Literal["anthropic", "openai"],
+        session: str,
+        window: HotWindow | None,
+        parts: list[str],
+        recalled: str,
+        history: str,
+    ) -> list[dict[str, Any]]:
+        """The context ``context`` chose, as that API's ``messages``
+        (``projections.context_formats``): the summary and the newest messages ``history``
+        holds are split back into the summary text and the hot entries."""
+        from projections.context_formats import build_messages
+        from projections.hot import render_entry
+
+        entries = list(window.uncovered) if window else []
+        while entries and render_entry(entries[0]) not in history:  # the oldest that fit
+            entries.pop(0)
+        shown = "\n".join(render_entry(e) for e in entries)
+        summary = history[: len(history) - len(shown)].strip("\n") if shown else history
+        records = {}
+        if entries:
+            read = self.workspace.log.read(session, from_seq=entries[0].seq)
+            records = {located.record.seq: located.record for located in read}
+        shown_recalled = recalled if recalled and recalled in parts else ""
+        lead = [p for p in parts if p is not recalled] + ([summary] if summary else [])
+        return build_messages(
+            format, lead=lead, recalled=shown_recalled, entries=entries, records=records
+        )
 
     def _memory_block(
         self, session: str, budget: int, query: str | None, reader: Scope

@@ -359,6 +359,10 @@ weight_lexical = 0.25
 weight_recency = 0.0
 weight_anchor = 0.1
 recency_half_life_days = 30.0
+# Relevance floor: hits scoring below it are dropped (from query and from what context
+# recalls), and a hit never scores 0. An unrelated passage ("ok", a bare command) scores about
+# 0.05; 0 turns the floor off.
+min_score = 0.15
 
 [learnings]
 # What crosses sessions. An extractor reads each session's new messages and records learnings

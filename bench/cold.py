@@ -77,11 +77,32 @@ def recall_at(ranked: list[str | None], evidence: tuple[str, ...], k: int) -> fl
 # ---------------------------------------------------------------------------- quality
 
 
+CACHE: Path | None = None
+"""An embedding cache kept between runs (``--cache``): copied into each workspace before it is
+projected and back after, so a rerun measures quality without embedding the turns again."""
+
+
+def _copy_cache(source: Path, target: Path) -> None:
+    import sqlite3
+
+    if not source.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+        src.backup(dst)
+
+
+def workspace_cache(root: Path) -> Path:
+    return root / ".airsspec" / "state" / "caches" / "embeddings.sqlite"
+
+
 def import_conversation(raw: dict, root: Path) -> None:
     cli("init", str(root), cwd=root)
     source = root / f"{raw['sample_id']}.json"
     source.write_text(json.dumps([raw]))
     cli("import", "locomo", str(source), cwd=root)
+    if CACHE is not None:
+        _copy_cache(CACHE, workspace_cache(root))
 
 
 def ask(root: Path, questions: list[Question], k: int, env: dict | None = None) -> list[dict]:
@@ -162,11 +183,32 @@ WEIGHTS = ("weight_semantic", "weight_lexical", "weight_recency", "weight_anchor
 """The grid's weights, in order: ``RecallWeights`` fields and ``[cold]`` keys."""
 
 
-def rescore(candidates: dict, weights: tuple[float, ...]) -> list[str | None]:
+def rescore(
+    candidates: dict, weights: tuple[float, ...], diversity: float = 0.0
+) -> list[str | None]:
     """The best 10 of a question's candidate pool under other weights: (semantic, lexical,
-    recency, anchor) scored as ``query_memory`` scores them, and an optional fifth, the weight
-    of a session-support signal that was measured and not adopted (the mean score of the two
-    best candidates from the unit's session, a missing second counting 0)."""
+    recency, anchor) scored as ``query_memory`` scores them (one hit per message, none under
+    the relevance floor), and an optional fifth, the weight of a session-support signal that
+    was measured and not adopted (the mean score of the two best candidates from the unit's
+    session, a missing second counting 0). ``diversity`` (measured, not adopted) picks the 10
+    greedily, each pick's score lowered by ``diversity`` for every hit already picked from its
+    session."""
+    ranked = _rescored(candidates, weights)
+    if not diversity:
+        return [dia for _, dia, _ in ranked][:10]
+    picked: list[str | None] = []
+    per_session: dict[str, int] = {}
+    pool = list(ranked)
+    while pool and len(picked) < 10:
+        best = min(pool, key=lambda item: item[0] + diversity * per_session.get(item[2], 0))
+        pool.remove(best)
+        picked.append(best[1])
+        per_session[best[2]] = per_session.get(best[2], 0) + 1
+    return picked
+
+
+def _rescored(candidates: dict, weights: tuple[float, ...]) -> list[tuple[float, str | None, str]]:
+    """(minus score, dia_id, LoCoMo session) of each message of the pool, best first."""
     hits = candidates["hits"]
     weights4 = RecallWeights(**dict(zip(WEIGHTS, weights[:4], strict=True)))
     session = weights[4] if len(weights) > 4 else 0.0
@@ -184,7 +226,14 @@ def rescore(candidates: dict, weights: tuple[float, ...]) -> list[str | None]:
         )
         for hit, value in zip(hits, base, strict=True)
     )
-    return [dia for _, _, dia in scored][:10]
+    out, seen = [], set()
+    for minus, unit_id, dia in scored:
+        message = unit_id.rsplit(":", 1)[0]
+        if message in seen or -minus <= 0 or -minus < weights4.min_score:
+            continue
+        seen.add(message)
+        out.append((minus, dia, (dia or "").split(":")[0]))
+    return out
 
 
 GRID = [
@@ -195,6 +244,7 @@ GRID = [
     if s + lex > 0
 ]
 SESSION_GRID = [(*w, session) for w in GRID for session in (0.1, 0.2, 0.4)]
+DIVERSITY = (0.0, 0.02, 0.05, 0.1, 0.2)
 
 
 def weights_env(weights: tuple[float, ...]) -> dict[str, str]:
@@ -210,7 +260,9 @@ def quality(work: Path) -> None:
     timings = []
 
     def add(method: str, sample: str, question: Question, ranked: list[str | None]) -> None:
+        top = [dia for dia in ranked[:10] if dia]  # a dia_id is "D<session>:<turn>"
         scores = [recall_at(ranked, question.evidence, k) for k in KS]
+        scores += [len(set(top)), len({dia.split(":")[0] for dia in top})]
         methods.setdefault(method, {}).setdefault(sample, []).append((question.category, scores))
 
     for conversation in conversations:
@@ -225,6 +277,8 @@ def quality(work: Path) -> None:
         questions = asked(conversation)
         results = ask(root, questions, 10)
         candidates = candidate_pools(root, questions)
+        if CACHE is not None:
+            _copy_cache(workspace_cache(root), CACHE)
         per_conversation_candidates[conversation.sample_id] = list(
             zip(questions, candidates, strict=True)
         )
@@ -271,6 +325,20 @@ def quality(work: Path) -> None:
                 ranked = [rescore(c, best) for _, c in pairs]
             for (question, _), ranking in zip(pairs, ranked, strict=True):
                 add(label, sample, question, ranking)
+    label = "  + session diversity (re-scored pools; measured, not adopted)"
+    for sample in samples:
+        others = [s for s in samples if s != sample]
+        best_div = max(
+            ((w, d) for _, w in grid_scores[:20] for d in DIVERSITY),
+            key=lambda wd: statistics.fmean(
+                recall_at(rescore(c, wd[0], wd[1]), q.evidence, 10)
+                for s in others
+                for q, c in per_conversation_candidates[s]
+            ),
+        )
+        chosen.setdefault(label, []).append((sample, best_div))
+        for question, c in per_conversation_candidates[sample]:
+            add(label, sample, question, rescore(c, *best_div))
 
     header = [
         "method",
@@ -278,6 +346,8 @@ def quality(work: Path) -> None:
         "recall@5",
         "recall@10",
         *(f"cat {c} r@10" for c in CATEGORIES),
+        "messages in top 10",
+        "sessions in top 10",
     ]
     table = []
     for method, by_sample in methods.items():
@@ -287,6 +357,7 @@ def quality(work: Path) -> None:
         for category in CATEGORIES:
             values = [s[1] for c, s in scored if c == category]
             row.append(f"{statistics.fmean(values):.3f}" if values else "-")
+        row += [f"{statistics.fmean(s[2 + i] for _, s in scored):.1f}" for i in range(2)]
         table.append(row)
     print_table(
         "Retrieval on LoCoMo dev, categories 1-4: recall of the evidence turns", header, table
@@ -319,7 +390,8 @@ def quality(work: Path) -> None:
         [[label, *(str(w) for _, w in picks)] for label, picks in chosen.items()],
     )
     print_table(
-        "Cold projection of each conversation (airsspec project --tier cold, empty cache)",
+        "Cold projection of each conversation (airsspec project --tier cold, "
+        + ("embeddings from --cache)" if CACHE else "empty cache)"),
         ["conversation", "turns", "seconds", "turns/s"],
         [[s, n, t, n / t] for s, n, t in timings],
     )
@@ -564,9 +636,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument(
+        "--cache", type=Path, help="an embedding cache kept between runs (quality only)"
+    )
+    parser.add_argument(
         "--only", choices=("quality", "searchable", "latency"), help="run one measurement"
     )
     args = parser.parse_args()
+    global CACHE
+    CACHE = args.cache.resolve() if args.cache else None
     if not DATA.exists():
         sys.exit(f"{DATA} is absent: the LoCoMo measurements need ../shared/data")
     with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:

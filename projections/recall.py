@@ -190,7 +190,8 @@ class Recall:
             "full-text" if query_vector is None else "semantic" if text_rows is None else "hybrid"
         )
         candidates = _candidates(vector_rows, text_rows, query_vector)
-        ranked = self._rank(result.query, candidates)
+        ranked = _one_per_message(self._rank(result.query, candidates), candidates)
+        ranked = [r for r in ranked if r[1] > 0 and r[1] >= self.weights.min_score]
         # a repeated text may be a restatement (see _distinct): read a row more for each
         texts = [candidates[u].text for u, _, _ in ranked[: 2 * k]]
         ranked = ranked[: k + len(texts) - len(set(texts))]
@@ -305,7 +306,16 @@ class Recall:
                     ):
                         continue
                     units.append(unit)
-        ranked = BM25([u.text for u in units]).top(query, k)
+        # one unit per message here too: a long message's chunks are one passage
+        ranked = BM25([u.text for u in units]).top(query, 4 * k)
+        firsts: dict[Any, int] = {}
+        for i, _ in ranked:
+            unit = units[i]
+            firsts.setdefault(
+                (unit.session, unit.record_seq) if unit.kind == "message" else unit.unit_id, i
+            )
+        keep = set(firsts.values())
+        ranked = [(i, score) for i, score in ranked if i in keep and score > 0][:k]
         best = ranked[0][1] if ranked else 1.0
         return [
             Hit(
@@ -329,7 +339,7 @@ def _pool() -> ThreadPoolExecutor:
 
 
 # Searches read only what ranking needs; the full rows of the k winners are read after.
-_RANK_COLUMNS = ["unit_id", "ts", "text"]
+_RANK_COLUMNS = ["unit_id", "ts", "text", "kind"]
 
 
 @dataclass(slots=True)
@@ -337,6 +347,7 @@ class _Candidate:
     row_id: int
     ts: str | None
     text: str
+    kind: str
     semantic: float = 0.0
     lexical: float = 0.0
 
@@ -363,7 +374,7 @@ def _candidates(
     found: dict[str, _Candidate] = {}
     if vector_rows is not None:
         for row in vector_rows.select(["_rowid", *_RANK_COLUMNS, "_distance"]).to_pylist():
-            candidate = _Candidate(row["_rowid"], row["ts"], row["text"])
+            candidate = _Candidate(row["_rowid"], row["ts"], row["text"], row["kind"])
             candidate.semantic = 1.0 - row["_distance"]
             found[row["unit_id"]] = candidate
     if text_rows is not None and text_rows.num_rows:
@@ -376,12 +387,31 @@ def _candidates(
         for index, row in enumerate(rows):
             candidate = found.get(row["unit_id"])
             if candidate is None:
-                candidate = _Candidate(row["_rowid"], row["ts"], row["text"])
+                candidate = _Candidate(row["_rowid"], row["ts"], row["text"], row["kind"])
                 if similarities is not None:
                     candidate.semantic = float(similarities[index])
                 found[row["unit_id"]] = candidate
             candidate.lexical = float(row["_score"])
     return found
+
+
+def _one_per_message(
+    ranked: list[tuple[str, float, dict[str, float]]], candidates: dict[str, _Candidate]
+) -> list[tuple[str, float, dict[str, float]]]:
+    """``ranked`` with one entry per message: the chunks of a long message (unit ids
+    ``session:seq:part``) stand for one passage, so only its best chunk keeps a place (its
+    score, its text; the hit's provenance, seq and hash, is the whole record's) and the k hits
+    are k different passages. Summaries, sources and learnings are passages of their own."""
+    seen: set[str] = set()
+    kept = []
+    for item in ranked:  # best first: the first chunk of a message met is its best
+        if candidates[item[0]].kind == "message":
+            message = item[0].rsplit(":", 1)[0]
+            if message in seen:
+                continue
+            seen.add(message)
+        kept.append(item)
+    return kept
 
 
 def _distinct(hits: list[Hit]) -> list[Hit]:

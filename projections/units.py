@@ -103,6 +103,9 @@ class RecallWeights(BaseModel):
     weight_recency: float = Field(0.0, ge=0)
     weight_anchor: float = Field(0.1, ge=0)
     recency_half_life_days: float = Field(30.0, gt=0)
+    # hits scoring below this are dropped (never a hit scored 0): an unrelated passage scores
+    # about 0.05 (cosine near 0.1, no shared word); see airsspec.toml [cold]
+    min_score: float = Field(0.15, ge=0)
 
     def score(self, parts: dict[str, float]) -> float:
         """A candidate's score from its parts (``semantic``, ``lexical``, ``recency``,

@@ -76,8 +76,12 @@ def _print_hits(result: dict[str, Any]) -> None:
     arg("text", nargs="?", help="what to look for"),
     arg("-k", type=int, default=10, help="hits to return (default 10)"),
     arg("--session", help="only this session"),
-    arg("--since", metavar="TIME", help="only from this RFC 3339 time on"),
-    arg("--until", metavar="TIME", help="only up to this RFC 3339 time"),
+    arg("--since", metavar="TIME", help="only from this RFC 3339 time on (inclusive)"),
+    arg(
+        "--until",
+        metavar="TIME",
+        help="only up to this RFC 3339 time, inclusive (a hit at TIME is kept)",
+    ),
     arg(
         "--kind",
         action="append",

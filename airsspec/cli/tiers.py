@@ -160,7 +160,9 @@ def cmd_context(args: argparse.Namespace) -> int:
                 "left",
                 file=sys.stderr,
             )
-    if args.json or args.format != "text":
+    if args.format != "text":  # the list to pass as the SDK's ``messages``
+        print_json({"session": args.session, "budget": args.budget, "messages": context})
+    elif args.json:
         print_json({"session": args.session, "budget": args.budget, "context": context})
     else:
         print(printable(context))

@@ -37,7 +37,13 @@ def test_an_append_is_in_the_context_at_once(memory: Memory) -> None:
     text = memory.context("s1", budget=100)
     assert "rate limiting" in text and "Token bucket" in text
     messages = memory.context("s1", budget=100, format="anthropic")
-    assert messages == [{"role": "user", "content": text}]
+    assert messages == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Add rate limiting to the upload API"}],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "Token bucket it is"}]},
+    ]
 
 
 def test_context_recalls_what_is_not_visible_within_budget(memory: Memory) -> None:

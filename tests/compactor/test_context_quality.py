@@ -188,6 +188,14 @@ def test_no_prompt_ends_inside_a_token_a_json_line_or_a_bullet(tmp_path: Path) -
                     json.loads(line[line.index("(") + 1 : -1])  # a whole JSON line
 
 
+def message_text(message: dict) -> str:
+    """The text of one Anthropic or OpenAI message (its blocks', tool calls' and results')."""
+    content = message.get("content") or ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text") or str(b.get("content") or b.get("input")) for b in content)
+
+
 @pytest.mark.parametrize("fmt", ["text", "anthropic", "openai"])
 def test_context_is_deterministic_and_within_budget(tmp_path: Path, fmt: str) -> None:
     with open_memory(tmp_path, window=6) as memory:
@@ -201,7 +209,7 @@ def test_context_is_deterministic_and_within_budget(tmp_path: Path, fmt: str) ->
             for query in (None, "which port does service 3 use"):
                 first = memory.context("s", budget, query=query, format=fmt)
                 assert first == memory.context("s", budget, query=query, format=fmt)
-                text = first if fmt == "text" else "".join(m["content"] for m in first)
+                text = first if fmt == "text" else "\n".join(map(message_text, first))
                 assert COUNTER.count(text) <= budget
         recalled = memory.context("s", 2000, query="which port does service 3 use")
         assert "the port of service 3 is 8003" in recalled

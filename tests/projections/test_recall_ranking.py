@@ -1,0 +1,93 @@
+"""query_memory ranks passages, not chunks: a long message's chunks are one hit, so the k hits
+are k different passages; and nothing under the relevance floor is returned or recalled."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from airsspec.memory import Memory
+
+TOPICS = ["rollback", "canary", "autoscaler", "ingress", "secrets", "quota"]
+
+
+def long_message(topic: str, number: int) -> str:
+    """About 3,700 characters on ``topic``: four chunks or more, every one about it."""
+    sentence = (
+        f"Deployment note {number}: the kubernetes {topic} step of the release failed, "
+        f"so we reviewed the {topic} settings of the cluster again and wrote them down. "
+    )
+    return sentence * 25
+
+
+@pytest.fixture
+def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    with Memory.open(tmp_path, create=True) as opened:
+        for number, topic in enumerate(TOPICS):
+            opened.append("ops", {"type": "assistant", "content": long_message(topic, number)})
+        opened.append("ops", {"type": "user", "content": "ok"})
+        opened.append("ops", {"type": "action", "tool": "bash", "params": {"cmd": "pytest"}})
+        yield opened
+
+
+def test_no_two_hits_are_chunks_of_one_message(memory: Memory) -> None:
+    records = {r.seq: r for r in memory.replay("ops")}
+    assert sum(len(r.content) > 3000 for r in records.values() if r.type == "assistant") == 6
+    hits = memory.search("kubernetes release step failed cluster settings", k=10)["hits"]
+    messages = [(h["session"], h["record_seq"]) for h in hits if h["kind"] == "message"]
+    assert len(messages) == len(set(messages)) and len(set(messages)) >= len(TOPICS)
+    for hit in hits:  # the hit's provenance is the whole record's
+        record = records[hit["record_seq"]]
+        assert (hit["seq_from"], hit["seq_to"]) == (record.seq, record.seq)
+        assert list(hit["event_ids"]) == [record.id] and list(hit["hashes"]) == [record.hash]
+        assert hit["text"] in record.content
+
+
+def test_the_log_scan_also_gives_one_hit_per_message(memory: Memory) -> None:
+    memory.project(("cold",))
+    shutil.rmtree(memory.workspace.vectors_dir)
+    answer = memory.search("kubernetes release step failed", k=10, fresh=False)
+    assert answer["mode"] == "log-scan"
+    messages = [h["record_seq"] for h in answer["hits"]]
+    assert len(messages) == len(set(messages)) == len(TOPICS)
+
+
+def test_no_hit_under_the_relevance_floor(memory: Memory) -> None:
+    floor = memory.workspace.settings.cold.min_score
+    assert floor > 0
+    for query in ("kubernetes canary", "what did the user reply", "zebra migration patterns"):
+        for hit in memory.search(query, k=20)["hits"]:
+            assert hit["score"] >= floor and hit["score"] > 0, (query, hit["score"])
+    texts = [h["text"] for h in memory.search("kubernetes canary rollout", k=20)["hits"]]
+    assert "ok" not in texts and not any(t.startswith("bash(") for t in texts)
+
+
+def test_context_recalls_nothing_under_the_floor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    with Memory.open(tmp_path, create=True) as memory:
+        for _ in range(3):  # (a reply right after a passage shares its full-text words)
+            memory.append("old", {"type": "user", "content": "ok"})
+            memory.append("old", {"type": "action", "tool": "bash", "params": {"cmd": "pytest"}})
+        memory.append("old", {"type": "user", "content": "The canary plan: 5% of pods first."})
+        memory.append("now", {"type": "user", "content": "Go on."})
+        text = memory.context("now", 300, query="what is the canary plan")
+    recalled = [line for line in text.splitlines() if line.startswith("[recalled from")]
+    assert any("canary plan" in line for line in recalled)
+    assert not any(line.endswith("] ok") or "bash(" in line for line in recalled), recalled
+
+
+def test_a_floor_of_zero_is_configurable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    monkeypatch.setenv("AIRSSPEC_COLD_MIN_SCORE", "0")
+    with Memory.open(tmp_path, create=True) as memory:
+        assert memory.workspace.settings.cold.min_score == 0
+        memory.append("s", {"type": "user", "content": "ok"})
+        memory.append("s", {"type": "user", "content": "the canary release plan"})
+        hits = memory.search("canary release", k=10)["hits"]
+        assert hits[0]["text"] == "the canary release plan"
+        assert all(h["score"] > 0 for h in hits)  # a zero score is never a hit
