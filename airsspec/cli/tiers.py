@@ -63,6 +63,13 @@ def cmd_project(args: argparse.Namespace) -> int:
         help="stop each session at this seq, or at this RFC 3339 time",
     ),
     arg("--out", metavar="DIR", help="where --as-of writes (default: ./airsspec-as-of-POINT)"),
+    arg(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="ray: rebuild the cold tier on Ray Data (the [ray] extra); local: --jobs processes",
+    ),
+    arg("--address", metavar="ADDR", help="with --engine ray: the Ray cluster (default: local)"),
 )
 def cmd_rebuild(args: argparse.Namespace) -> int:
     """Delete tiers and replay the log from zero; with --as-of, materialise them as they were at a
@@ -72,7 +79,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         if args.as_of is None:
             if args.out:
                 raise UsageError("--out goes with --as-of (a live rebuild writes in place)")
-            return report_runs(memory.rebuild(args.tier, **run), args.json, {})
+            engine = {"engine": args.engine, "address": args.address}
+            return report_runs(memory.rebuild(args.tier, **run, **engine), args.json, {})
         out = output_path(
             memory, args.out or f"airsspec-as-of-{args.as_of.replace(':', '')}", "--out"
         )
