@@ -223,8 +223,7 @@ def rebuild_cold(memory: Memory, address: str | None = None, embed_actors: int =
             )
             ends = folded.select_columns(["session", "end", "previous", "failed"]).take_all()
             written = (
-                folded.select_columns(["session", "units"])
-                .map_batches(
+                folded.map_batches(
                     _Embed,
                     fn_constructor_kwargs={"where": where},
                     compute=ray.data.ActorPoolStrategy(size=embed_actors),
@@ -239,7 +238,7 @@ def rebuild_cold(memory: Memory, address: str | None = None, embed_actors: int =
                         "version": base.data_storage_version,
                     },
                     batch_size=None,
-                    num_cpus=0.5,
+                    num_cpus=0.25,
                 )
                 .take_all()
             )

@@ -121,8 +121,7 @@ def test_ray_rebuild_equals_local_rebuild_in_one_version(tmp_path: Path, cluster
     assert data_versions(memory) == [2]  # created empty at 1, every row in one commit
 
     # The checkpoints are the local rebuild's: an incremental run folds only what is new.
-    session = memory.sessions()[0].session
-    memory.append(session, {"type": "user", "content": "and the retry budget?"})
+    memory.append("session-1", {"type": "user", "content": "and the retry budget?"})
     reports = memory.project("cold")
     assert reports[0].applied == 1 and not reports[0].rebuilt
     assert len(cold_rows(memory)) == len(local) + 1
