@@ -147,7 +147,15 @@ def test_engine_ray_without_the_extra_is_one_error_line(tmp_path: Path) -> None:
     Memory.open(tmp_path, create=True).close()
     hide = "import sys; sys.modules['ray'] = None; sys.modules['lance'] = None; "
     run = "from airsspec.cli import main; sys.exit(main())"
-    args = ["--config", str(tmp_path / "airsspec.toml"), "rebuild", "--tier", "cold", "--engine", "ray"]
+    args = [
+        "--config",
+        str(tmp_path / "airsspec.toml"),
+        "rebuild",
+        "--tier",
+        "cold",
+        "--engine",
+        "ray",
+    ]
     done = subprocess.run(
         [sys.executable, "-c", hide + run, *args],
         capture_output=True,
