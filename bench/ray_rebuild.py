@@ -18,19 +18,21 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from airsspec.memory import Memory
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-LOCOMO = DATA / "locomo-dev" / "locomo-dev.json"
+from airsspec.memory import Memory
+from bench.common import print_table
+from bench.locomo_data import load
+
 PER_SESSION = 100
 
 
@@ -40,17 +42,9 @@ def build(root: Path, records: int) -> Memory:
     config = root / "airsspec.toml"
     config.write_text(config.read_text().replace('embedder = "minilm"', 'embedder = "hash"'))
     memory = Memory.open(root)
-    turns = [
-        t
-        for c in json.loads(LOCOMO.read_text())
-        for k, v in c["conversation"].items()
-        if k.split("_")[-1].isdigit() and isinstance(v, list)
-        for t in v
-    ]
-    events = [
-        {"type": "user" if i % 2 else "assistant", "content": turns[i % len(turns)]["text"]}
-        for i in range(records)
-    ]
+    turns = [turn for conversation in load() for turn in conversation.turns]
+    # the turns again and again, without their times (a log keeps each session in time order)
+    events = [{k: v for k, v in turns[i % len(turns)].items() if k != "ts"} for i in range(records)]
     for start in range(0, records, PER_SESSION):
         memory.append_many(f"s{start // PER_SESSION:06d}", events[start : start + PER_SESSION])
     return memory
@@ -111,16 +105,21 @@ def main() -> None:
             cluster.shutdown()
         memory.close()
     base, ours = statistics.median(local), statistics.median(ray)
-    print(
+    print_table(
         f"cold rebuild, {args.records:,} records, {len(expected):,} rows, hash embedder, "
-        f"median of {args.repeat}"
-    )
-    print("| engine | seconds | records/s | rows, vectors equal | data commits | vs local |")
-    print("|---|---|---|---|---|---|")
-    print(f"| local --jobs 2 (baseline) | {base:.1f} | {args.records / base:,.0f} | - | - | 1.00 |")
-    print(
-        f"| ray, 2-node loopback | {ours:.1f} | {args.records / ours:,.0f} | "
-        f"{'yes' if same else 'NO'} | {sorted(commits)} | {base / ours:.2f} |"
+        f"median of {args.repeat}",
+        ["engine", "seconds", "records/s", "rows, vectors equal", "data commits", "speed-up"],
+        [
+            ["local --jobs 2 (baseline)", base, args.records / base, "-", "-", 1.0],
+            [
+                "ray, 2-node loopback",
+                ours,
+                args.records / ours,
+                "yes" if same else "NO",
+                str(sorted(commits)),
+                base / ours,
+            ],
+        ],
     )
 
 
