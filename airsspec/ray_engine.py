@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 EXTRA = "ray"  # pip install 'airsspec[ray]'
-SESSIONS_PER_BLOCK = 64  # a fold task's sessions: small enough to spread, big enough to amortise
+SESSIONS_PER_BLOCK = 64  # a fold task's most sessions: spread over nodes, startup amortised
 
 
 class EngineUnavailableError(AirsspecError):
@@ -182,8 +182,9 @@ def _rows(units: list[Any], contexts: list[str], vectors: list[Any], schema: Any
 @contextmanager
 def _cluster(ray: Any, address: str | None) -> Iterator[None]:
     """Connect to ``address``, or start a local Ray for the run; disconnect or stop after."""
-    if ray.is_initialized():
-        ray.shutdown()
+    if ray.is_initialized():  # the caller's own connection: used as it is, left open
+        yield
+        return
     quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
     if address is None:
         ray.init(**quiet)
@@ -215,7 +216,11 @@ def rebuild_cold(memory: Memory, address: str | None = None, embed_actors: int =
         sessions = log.sessions()
         log_ids = {s: file_identity(os.path.join(log.log_dir, s + LOG_SUFFIX)) for s in sessions}
         with _cluster(ray, address):
-            blocks = max(1, -(-len(sessions) // SESSIONS_PER_BLOCK))
+            # at least two blocks per CPU, so every node folds; more for many sessions
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            blocks = min(
+                max(1, len(sessions)), max(2 * cpus, -(-len(sessions) // SESSIONS_PER_BLOCK))
+            )
             folded = (
                 ray.data.from_items([{"session": s} for s in sessions], override_num_blocks=blocks)
                 .map_batches(_fold_block, fn_kwargs={"where": where}, batch_size=None)
