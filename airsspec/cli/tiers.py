@@ -75,6 +75,10 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     """Delete tiers and replay the log from zero; with --as-of, materialise them as they were at a
     point into another folder."""
     run = {"jobs": args.jobs, "progress": progress_printer()}
+    if args.address and args.engine != "ray":
+        raise UsageError("--address goes with --engine ray")
+    if args.as_of is not None and args.engine == "ray":
+        raise UsageError("--engine ray rebuilds the live cold tier; --as-of runs locally")
     with open_memory(args) as memory:
         if args.as_of is None:
             if args.out:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from airsspec.memory import Memory
-from tests.conftest import REPO, SHARED_DATA, children, wait_for
+from tests.conftest import REPO, SHARED_DATA, children, run_cli, wait_for
 
 LOCOMO = SHARED_DATA / "locomo-dev" / "locomo-dev.json"
 
@@ -168,3 +168,20 @@ def test_engine_ray_without_the_extra_is_one_error_line(tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("airsspec: error:"), done.stderr
     assert "[ray]" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--address", "127.0.0.1:6379"],
+        ["--engine", "ray", "--as-of", "3", "--out", "past"],
+    ],
+)
+def test_ray_options_out_of_place_are_one_error_line(tmp_path: Path, args: list[str]) -> None:
+    Memory.open(tmp_path, create=True).close()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    done = run_cli("rebuild", "--tier", "cold", *args, cwd=tmp_path)
+    assert done.returncode != 0
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("airsspec: error:"), lines
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing was rebuilt
