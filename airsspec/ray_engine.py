@@ -24,13 +24,13 @@ import os
 import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from eventlog.errors import AirsspecError, CorruptLogError, UnsafePathError
 from eventlog.layout import LOG_SUFFIX
+from projections.cold import TABLE
 from projections.engine import (
     START,
     Checkpoint,
@@ -138,7 +138,9 @@ class _Embed:
         return {"session": batch["session"], "units": rows}
 
 
-def _write_block(batch: dict[str, Any], uri: str, schema: Any, version: str) -> dict[str, Any]:
+def _write_block(
+    batch: dict[str, Any], uri: str, schema: Any, version: str, options: dict[str, str] | None
+) -> dict[str, Any]:
     """Write ``batch``'s rows as Lance fragments (not committed); returns them pickled."""
     import lance.fragment
 
@@ -152,7 +154,7 @@ def _write_block(batch: dict[str, Any], uri: str, schema: Any, version: str) -> 
         return {"fragments": []}
     table = _rows(units, contexts, vectors, schema)
     fragments = lance.fragment.write_fragments(
-        table, uri, schema=schema, data_storage_version=version
+        table, uri, schema=schema, data_storage_version=version, storage_options=options
     )
     return {"fragments": [pickle.dumps(fragments)]}
 
@@ -211,8 +213,10 @@ def rebuild_cold(memory: Memory, address: str | None = None, embed_actors: int =
     with projector.exclusive():
         projector.reset()
         table = projector.store.create()
-        uri = str(Path(projector.store.directory) / "units.lance")
-        base = lance.dataset(uri)
+        # a folder or a bucket url (the store's own options reach it)
+        uri = f"{str(projector.store.directory).rstrip('/')}/{TABLE}.lance"
+        options = projector.store.storage_options
+        base = lance.dataset(uri, storage_options=options)
         sessions = log.sessions()
         log_ids = {s: file_identity(os.path.join(log.log_dir, s + LOG_SUFFIX)) for s in sessions}
         with _cluster(ray, address):
@@ -241,6 +245,7 @@ def rebuild_cold(memory: Memory, address: str | None = None, embed_actors: int =
                         "uri": uri,
                         "schema": base.schema,
                         "version": base.data_storage_version,
+                        "options": options,
                     },
                     batch_size=None,
                     num_cpus=0.25,
@@ -250,7 +255,10 @@ def rebuild_cold(memory: Memory, address: str | None = None, embed_actors: int =
         fragments = [f for row in written for f in pickle.loads(row["fragments"])]
         if fragments:
             lance.LanceDataset.commit(
-                uri, lance.LanceOperation.Append(fragments), read_version=base.version
+                uri,
+                lance.LanceOperation.Append(fragments),
+                read_version=base.version,
+                storage_options=options,
             )
         table.checkout_latest()
         return _checkpoint(projector, ends, log_ids)
