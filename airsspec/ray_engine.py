@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -188,12 +189,14 @@ def _cluster(ray: Any, address: str | None) -> Iterator[None]:
         yield
         return
     quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
-    if address is None:
-        ray.init(**quiet)
-    else:
+    with warnings.catch_warnings():
+        # Ray's processes are exec'd, not forked copies of this one: Lance's fork warning is moot
+        warnings.filterwarnings("ignore", message="lance is not fork-safe")
         ray.init(address=address, **quiet)
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
+        # Ray Data's plan and progress lines stay off the terminal: the CLI reports the rebuild
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
         yield
     finally:
         ray.shutdown()
@@ -210,7 +213,8 @@ def rebuild_cold(memory: Memory, address: str | None = None, embed_actors: int =
         str(workspace.root),
         None if workspace.config_path is None else str(workspace.config_path),
     )
-    with projector.exclusive():
+    # Ray starts before the table is touched: lancedb's runtime is not to be forked
+    with _cluster(ray, address), projector.exclusive():
         projector.reset()
         table = projector.store.create()
         # a folder or a bucket url (the store's own options reach it)
@@ -219,39 +223,36 @@ def rebuild_cold(memory: Memory, address: str | None = None, embed_actors: int =
         base = lance.dataset(uri, storage_options=options)
         sessions = log.sessions()
         log_ids = {s: file_identity(os.path.join(log.log_dir, s + LOG_SUFFIX)) for s in sessions}
-        with _cluster(ray, address):
-            # at least two blocks per CPU, so every node folds; more for many sessions
-            cpus = int(ray.cluster_resources().get("CPU", 1))
-            blocks = min(
-                max(1, len(sessions)), max(2 * cpus, -(-len(sessions) // SESSIONS_PER_BLOCK))
+        # at least two blocks per CPU, so every node folds; more for many sessions
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        blocks = min(max(1, len(sessions)), max(2 * cpus, -(-len(sessions) // SESSIONS_PER_BLOCK)))
+        folded = (
+            ray.data.from_items([{"session": s} for s in sessions], override_num_blocks=blocks)
+            .map_batches(_fold_block, fn_kwargs={"where": where}, batch_size=None)
+            .materialize()
+        )
+        ends = folded.select_columns(["session", "end", "previous", "failed"]).take_all()
+        written = (
+            folded.map_batches(
+                _Embed,
+                fn_constructor_kwargs={"where": where},
+                compute=ray.data.ActorPoolStrategy(min_size=1, max_size=embed_actors),
+                batch_size=8,
+                num_cpus=0.5,
             )
-            folded = (
-                ray.data.from_items([{"session": s} for s in sessions], override_num_blocks=blocks)
-                .map_batches(_fold_block, fn_kwargs={"where": where}, batch_size=None)
-                .materialize()
+            .map_batches(
+                _write_block,
+                fn_kwargs={
+                    "uri": uri,
+                    "schema": base.schema,
+                    "version": base.data_storage_version,
+                    "options": options,
+                },
+                batch_size=None,
+                num_cpus=0.25,
             )
-            ends = folded.select_columns(["session", "end", "previous", "failed"]).take_all()
-            written = (
-                folded.map_batches(
-                    _Embed,
-                    fn_constructor_kwargs={"where": where},
-                    compute=ray.data.ActorPoolStrategy(size=embed_actors),
-                    batch_size=8,
-                    num_cpus=0.5,
-                )
-                .map_batches(
-                    _write_block,
-                    fn_kwargs={
-                        "uri": uri,
-                        "schema": base.schema,
-                        "version": base.data_storage_version,
-                        "options": options,
-                    },
-                    batch_size=None,
-                    num_cpus=0.25,
-                )
-                .take_all()
-            )
+            .take_all()
+        )
         fragments = [f for row in written for f in pickle.loads(row["fragments"])]
         if fragments:
             lance.LanceDataset.commit(
