@@ -67,6 +67,8 @@ bench: $(STAMP) check-native
 	$(PY) bench/serve.py
 	$(PY) bench/storage.py
 	$(PY) bench/privacy.py
+	$(PY) -m pytest tests/projections/test_ray_rebuild.py -m ray -q  # needs the [ray] extra
+	$(PY) bench/ray_rebuild.py --records 2000
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -318,12 +318,22 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         out: str | Path | None = None,
         jobs: int = 1,
         progress: Progress | None = None,
+        engine: str = "local",
+        address: str | None = None,
     ) -> list[RunReport]:
         """Delete ``tiers`` and replay the log; with ``as_of``, materialise them as they were
-        at that seq or time into ``out`` (a folder outside the workspace) instead."""
+        at that seq or time into ``out`` (a folder outside the workspace) instead. With
+        ``engine="ray"`` the cold tier is rebuilt on Ray (``airsspec.ray_engine``; at
+        ``address``, else on a local Ray started for the run), the other tiers here."""
         from projections.engine import Runner
 
         chosen = self._tiers(tiers)
+        if engine == "ray" and as_of is None and out is None and "cold" in chosen:
+            from airsspec.ray_engine import rebuild_cold
+
+            others = tuple(t for t in chosen if t != "cold")
+            reports = self.rebuild(others, jobs=jobs, progress=progress) if others else []
+            return [*reports, rebuild_cold(self, address)]
         if as_of is None:
             if out is not None:
                 raise InvalidQueryError("out goes with as_of (a live rebuild writes in place)")

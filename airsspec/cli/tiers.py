@@ -76,16 +76,28 @@ def cmd_project(args: argparse.Namespace) -> int:
         help="stop each session at this seq, or at this RFC 3339 time",
     ),
     arg("--out", metavar="DIR", help="where --as-of writes (default: ./airsspec-as-of-POINT)"),
+    arg(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="ray: rebuild the cold tier on Ray Data (the [ray] extra); local: --jobs processes",
+    ),
+    arg("--address", metavar="ADDR", help="with --engine ray: the Ray cluster (default: local)"),
 )
 def cmd_rebuild(args: argparse.Namespace) -> int:
     """Delete tiers and replay the log from zero; with --as-of, materialise them as they were at a
     point into another folder."""
     run = {"jobs": args.jobs, "progress": progress_printer()}
+    if args.address and args.engine != "ray":
+        raise UsageError("--address goes with --engine ray")
+    if args.as_of is not None and args.engine == "ray":
+        raise UsageError("--engine ray rebuilds the live cold tier; --as-of runs locally")
     with open_memory(args) as memory:
         if args.as_of is None:
             if args.out:
                 raise UsageError("--out goes with --as-of (a live rebuild writes in place)")
-            return report_runs(memory.rebuild(args.tier, **run), args.json, {})
+            engine = {"engine": args.engine, "address": args.address}
+            return report_runs(memory.rebuild(args.tier, **run, **engine), args.json, {})
         as_of = args.as_of
         point: int | str = int(as_of) if as_of.isdigit() else parse_time(as_of, "--as-of")
         out = output_path(memory, args.out or f"airsspec-as-of-{as_of.replace(':', '')}", "--out")
