@@ -111,13 +111,13 @@ class FileKeyStore:
                 return known
             path = self._path(kid)
             try:
-                data = path.read_bytes()
+                data = _read_key(path)
             except FileNotFoundError:
                 if not create:
                     return None
                 data = self._create(path)
             except OSError as exc:
-                raise KeyStoreError(f"{path}: {exc.strerror}") from exc
+                raise KeyStoreError(f"{path}: {_why(exc)}") from exc
             if len(data) != 32:
                 raise KeyStoreError(f"{path}: a key file holds 32 bytes (found {len(data)})")
             self._cache[kid] = data
@@ -129,7 +129,7 @@ class FileKeyStore:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except FileExistsError:
-            return path.read_bytes()  # another process made it first: theirs is the key
+            return _read_key(path)  # another process made it first: theirs is the key
         try:
             os.write(fd, key)
             os.fsync(fd)
@@ -147,6 +147,8 @@ class FileKeyStore:
                 fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
             except FileNotFoundError:
                 return False
+            except OSError as exc:
+                raise KeyStoreError(f"{path}: {_why(exc)}; the key is not destroyed") from exc
             try:
                 os.write(fd, b"\0" * 32)
                 os.fsync(fd)
@@ -155,6 +157,24 @@ class FileKeyStore:
             path.unlink()
             _sync_dir(self.folder)
             return True
+
+
+def _read_key(path: Path) -> bytes:
+    """A key file's bytes, never through a symlink: a link put in place of a key file would
+    make the store read, and ``destroy`` leave, key material it does not own."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        return os.read(fd, 33)
+    finally:
+        os.close(fd)
+
+
+def _why(exc: OSError) -> str:
+    import errno
+
+    if exc.errno == errno.ELOOP:
+        return "a symlink stands where a key file should be (refused: not a regular key file)"
+    return exc.strerror or str(exc)
 
 
 def _sync_dir(folder: Path) -> None:
