@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id
+from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id, learning_subject
 from eventlog.errors import AirsspecError
 from eventlog.schema import MEMORY_SESSION
 from projections.scopes import ScopeError
@@ -126,6 +126,10 @@ def forget(
             if name == MEMORY_SESSION and kid not in kids:
                 continue
             touched.add(name)
+            if located.record.type == "learning":
+                # what was said of it (a verdict's reason) is sealed under its own key; it
+                # follows its learning (a learning precedes its feedback in the reading order)
+                kids.add(key_id(learning_subject(located.record.learning_id)))
             if kid in kids:
                 forgotten += 1
             elif _has_content(located.record):
@@ -138,8 +142,11 @@ def forget(
                     if (text := cold.policy.embedded_text(unit)) is not None:
                         hashes.add(text_sha256(text))
 
-    # 2. destroy the keys, 3. record it
-    destroyed = sum(sealer.forget_key(kid) for kid in sorted(kids))
+    # 2. destroy the keys, 3. record it (a learning's key exists only once it had feedback)
+    named = {key_id(subject) for subject in subjects}
+    gone = {kid for kid in sorted(kids) if sealer.forget_key(kid)}
+    destroyed = len(gone)
+    kids = named | gone
     asker = by or memory.scope.user or getpass.getuser()
     event = {
         "type": "forgotten",

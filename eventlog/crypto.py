@@ -64,6 +64,7 @@ CONTENT_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "learning": {"text": _text},
     "session_started": {"task": _text},
     "memory_accessed": {"query": _text},
+    "learning_feedback": {"reason": _text},
 }
 """Per type, the fields sealed and the placeholder each keeps in the clear record."""
 
@@ -191,6 +192,11 @@ def key_id(subject: str) -> str:
     return hashlib.sha256(b"airsspec-key\0" + subject.encode("utf-8")).hexdigest()[:32]
 
 
+def learning_subject(learning_id: str) -> str:
+    """The subject of the key sealing what is said about learning ``learning_id``."""
+    return f"learning:{learning_id}"
+
+
 @functools.lru_cache(maxsize=4096)
 def _aad(session: str, kind: str) -> bytes:
     return f"airsspec-sealed\0{session}\0{kind}".encode()
@@ -235,7 +241,11 @@ class Sealer:
     def subject(self, session: str, body: dict[str, Any]) -> str:
         """Whose key seals ``body`` of ``session``: the user a learning names (one added
         outside a session), else (``mode = "user"``) the user owning the session, else the
-        session. What a context build gave a session is sealed as that session's."""
+        session. What a context build gave a session is sealed as that session's; a reason
+        given for a learning's verdict is sealed under a key of that learning, destroyed
+        when its owner is forgotten (the feedback record cannot name the owner)."""
+        if body["type"] == "learning_feedback":
+            return learning_subject(body["learning_id"])
         if body["type"] == "memory_accessed":
             session = body["reader"]
         elif body["type"] == "learning" and body.get("user"):

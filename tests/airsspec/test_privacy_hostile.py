@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from airsspec import Memory
-from eventlog.crypto import FileKeyStore, KeyStoreError, key_id
+from eventlog.crypto import FORGOTTEN, FileKeyStore, KeyStoreError, key_id
+from eventlog.schema import MEMORY_SESSION
 from tests.conftest import run_cli
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
@@ -63,3 +64,44 @@ def test_a_key_file_replaced_by_a_symlink_is_refused_not_followed(tmp_path: Path
     with pytest.raises(KeyStoreError, match="a symlink stands"):
         FileKeyStore(tmp_path / "keys").destroy(kid)
     assert elsewhere.read_bytes() == b"k" * 32  # the target was neither used nor touched
+
+
+def _workspace(root: Path, mode: str) -> None:
+    assert run_cli("init", str(root), cwd=root, env=ENV).returncode == 0
+    with (root / "airsspec.toml").open("a") as f:
+        f.write(f'\n[privacy]\nencrypt = "{mode}"\n')
+
+
+def _files_holding(root: Path, needle: bytes) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def _reasons(memory: Memory) -> set[str]:
+    return {r.reason for r in memory.replay(MEMORY_SESSION) if r.type == "learning_feedback"}
+
+
+@pytest.mark.parametrize("mode", ["user", "session"])
+def test_a_reason_given_when_rejecting_a_learning_is_forgotten_with_it(
+    tmp_path: Path, env: None, mode: str
+) -> None:
+    _workspace(tmp_path, mode)
+    with Memory.open(tmp_path) as memory:
+        ana, ben = memory.scoped(user="ana"), memory.scoped(user="ben")
+        ana.append("a1", {"type": "user", "content": "hello"})
+        in_session = ana.add_learning("prefers tabs", session="a1")
+        ana.feedback(in_session.learning_id, "rejected", reason="CANARY1 my diagnosis")
+        ben.append("b1", {"type": "user", "content": "hi"})
+        kept = ben.add_learning("ben likes zebras", session="b1")
+        ben.feedback(kept.learning_id, "confirmed", reason="ben's own reason")
+        memory.project()
+        assert _files_holding(tmp_path / ".airsspec" / "contexts", b"CANARY1") == []
+        assert _reasons(memory) == {"CANARY1 my diagnosis", "ben's own reason"}
+        assert ana.learning(in_session.learning_id).status == "rejected"
+        if mode == "user":
+            ana.forget(user="ana")
+        else:
+            ana.forget(session="a1")
+        assert _files_holding(tmp_path, b"CANARY1") == []
+        assert _reasons(memory) == {FORGOTTEN, "ben's own reason"}
+        assert ben.learning(kept.learning_id).confirmed
+        assert memory.verify().ok
