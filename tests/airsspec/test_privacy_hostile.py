@@ -4,6 +4,9 @@ user's sessions through any door, and a key file the store does not own is never
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,3 +108,50 @@ def test_a_reason_given_when_rejecting_a_learning_is_forgotten_with_it(
         assert _reasons(memory) == {FORGOTTEN, "ben's own reason"}
         assert ben.learning(kept.learning_id).confirmed
         assert memory.verify().ok
+
+
+_KILLED_AFTER_THE_KEYS = """
+import os, signal, sys
+from airsspec import Memory
+from eventlog.crypto import Sealer, key_id
+
+real = Sealer.forget_key
+def forget_key(self, kid):
+    done = real(self, kid)
+    if kid == key_id("user:ana"):  # ana's content is unreadable now: die before recording it
+        os.kill(os.getpid(), signal.SIGKILL)
+    return done
+Sealer.forget_key = forget_key
+with Memory.open(sys.argv[1]) as memory:
+    memory.forget(user="ana")
+"""
+
+
+@pytest.mark.slow
+def test_a_forget_killed_once_the_keys_are_gone_leaves_no_plaintext_a_project_keeps(
+    tmp_path: Path, env: None
+) -> None:
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        ana = memory.scoped(user="ana")
+        ana.append_many("a1", [{"type": "user", "content": f"CANARY{i} tabs"} for i in range(40)])
+        ana.compact("a1", force=True)
+        memory.project()
+    assert _files_holding(tmp_path / ".airsspec" / "state", b"CANARY")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_AFTER_THE_KEYS, str(tmp_path)],
+        env={**os.environ, **ENV},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _, err = child.communicate(timeout=300)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    assert child.poll() is not None  # nothing this test started is left running
+    assert run_cli("project", cwd=tmp_path, env=ENV).returncode == 0
+    assert _files_holding(tmp_path, b"CANARY") == []
+    assert run_cli("verify", cwd=tmp_path, env=ENV).returncode == 0
