@@ -14,6 +14,7 @@ import pytest
 from airsspec import Memory
 from eventlog.crypto import FORGOTTEN, FileKeyStore, KeyStoreError, key_id
 from eventlog.schema import MEMORY_SESSION
+from projections.scopes import Scope, ScopeError
 from tests.conftest import run_cli
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
@@ -155,3 +156,19 @@ def test_a_forget_killed_once_the_keys_are_gone_leaves_no_plaintext_a_project_ke
     assert run_cli("project", cwd=tmp_path, env=ENV).returncode == 0
     assert _files_holding(tmp_path, b"CANARY") == []
     assert run_cli("verify", cwd=tmp_path, env=ENV).returncode == 0
+
+
+def test_a_scoped_memory_cannot_widen_its_reads_through_a_scope_argument(
+    tmp_path: Path, env: None
+) -> None:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path, env=ENV).returncode == 0
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "ANACANARY tabs"})
+        ben = memory.scoped(user="ben")
+        ben.append("b1", {"type": "user", "content": "ben zebra tabs"})
+        for wider in (Scope(), Scope(user="ana"), Scope(agent="x")):
+            with pytest.raises(ScopeError):
+                ben.search("ANACANARY tabs", k=20, scope=wider)
+        narrower = ben.search("tabs", k=20, scope=Scope(user="ben", project="p"))
+        assert narrower["hits"] == []  # b1 names no project: a narrower reader sees less
+        assert {h["session"] for h in ben.search("tabs", k=20)["hits"]} == {"b1"}
