@@ -28,6 +28,7 @@ import functools
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -35,6 +36,10 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from eventlog.errors import AirsspecError
+
+KEY_RECHECK_SECONDS = 0.05
+"""How long a process uses a key without looking at its file again (a key another process
+destroyed is honoured within this time; looking on every record costs a third of the rate)."""
 
 SEALED = "[sealed]"
 FORGOTTEN = "[forgotten]"
@@ -96,7 +101,7 @@ class FileKeyStore:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._cache: dict[str, bytes] = {}
+        self._cache: dict[str, tuple[tuple[int, ...], bytes]] = {}  # kid -> (file id, key)
         self._mutex = threading.Lock()
 
     def _path(self, kid: str) -> Path:
@@ -106,22 +111,30 @@ class FileKeyStore:
 
     def key(self, kid: str, *, create: bool) -> bytes | None:
         """See ``KeyStore.key``; a new key is written with ``O_EXCL`` and synced, so two
-        processes making the same key agree on one."""
+        processes making the same key agree on one. The file is looked at on every call (a
+        cached key is used only while the same file holds it): a key another process
+        destroyed is gone here too, at once."""
         with self._mutex:
-            if (known := self._cache.get(kid)) is not None:
-                return known
             path = self._path(kid)
             try:
+                found = os.stat(path, follow_symlinks=False)
+                file_id = (found.st_dev, found.st_ino, found.st_ctime_ns)
+                known = self._cache.get(kid)
+                if known is not None and known[0] == file_id:
+                    return known[1]
                 data = _read_key(path)
             except FileNotFoundError:
+                self._cache.pop(kid, None)
                 if not create:
                     return None
                 data = self._create(path)
+                found = os.stat(path, follow_symlinks=False)
+                file_id = (found.st_dev, found.st_ino, found.st_ctime_ns)
             except OSError as exc:
                 raise KeyStoreError(f"{path}: {_why(exc)}") from exc
             if len(data) != 32:
                 raise KeyStoreError(f"{path}: a key file holds 32 bytes (found {len(data)})")
-            self._cache[kid] = data
+            self._cache[kid] = (file_id, data)
             return data
 
     def _create(self, path: Path) -> bytes:
@@ -219,18 +232,25 @@ class Sealer:
         self.mode = mode
         self.keys = keys
         self.owner_of = owner_of or (lambda session: None)
-        self._ciphers: dict[str, Any] = {}  # kid -> AESGCM, made once per key
+        self._ciphers: dict[str, tuple[bytes, Any, float]] = {}  # kid -> key, AESGCM, checked
 
     def _cipher(self, kid: str, *, create: bool) -> Any:
-        """The AES-GCM cipher of key ``kid`` (None when the key is gone)."""
+        """The AES-GCM cipher of key ``kid`` (None when the key is gone). The key store is
+        asked again once ``KEY_RECHECK_SECONDS`` have passed: a key destroyed by another
+        process (``forget``) stops opening records here too, and a key made again is not
+        confused with the old one."""
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        cipher = self._ciphers.get(kid)
-        if cipher is None:
-            key = self.keys.key(kid, create=create)
-            if key is None:
-                return None
-            cipher = self._ciphers[kid] = AESGCM(key)
+        now = time.monotonic()
+        known = self._ciphers.get(kid)
+        if known is not None and now - known[2] < KEY_RECHECK_SECONDS:
+            return known[1]
+        key = self.keys.key(kid, create=create)
+        if key is None:
+            self._ciphers.pop(kid, None)
+            return None
+        cipher = known[1] if known is not None and known[0] == key else AESGCM(key)
+        self._ciphers[kid] = (key, cipher, now)
         return cipher
 
     def forget_key(self, kid: str) -> bool:

@@ -197,3 +197,22 @@ def test_of_two_users_starting_one_session_at_once_only_the_first_writes_to_it(
             ana.append("race", {"type": "user", "content": "ana was here"})
         said = [r.content for r in first.replay("race") if r.type == "user"]
         assert said == ["ben was here"]
+
+
+def test_a_forget_in_another_process_is_honoured_by_an_open_memory(
+    tmp_path: Path, env: None
+) -> None:
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as server:
+        ana = server.scoped(user="ana")
+        ana.append("a1", {"type": "user", "content": "CANARY in an open memory"})
+        assert [r.content for r in server.replay("a1") if r.type == "user"] == [
+            "CANARY in an open memory"
+        ]
+        done = run_cli("forget", "--user", "ana", cwd=tmp_path, env=ENV)
+        assert done.returncode == 0, done.stderr
+        assert [r.content for r in server.replay("a1") if r.type == "user"] == [FORGOTTEN]
+        ana.append("a1", {"type": "user", "content": "said after being forgotten"})
+    with Memory.open(tmp_path) as later:  # what was appended after is readable, not lost
+        said = [r.content for r in later.replay("a1") if r.type == "user"]
+        assert said == [FORGOTTEN, "said after being forgotten"]
