@@ -7,13 +7,17 @@ The log is never rewritten (an invariant), so forgetting is crypto-shredding: wi
 1. reads the subject's records one last time (while the keys exist) for the embedding cache's
    keys of their texts, and counts records written before encryption was on (they stay readable:
    the report says how many);
-2. destroys the keys: the user's key and each of its sessions' (or the one session's);
-3. appends a ``forgotten`` event to the workspace's own log: whom, who asked, which sessions and
+2. drops every derived copy of those sessions while the keys still exist (each tier's output,
+   the cold table's rows, old versions and indexes, their cached embeddings, DuckDB's spill
+   folder), so a crash after step 3 leaves nothing in the clear that ``project`` would not fold
+   again as forgotten;
+3. destroys the keys: the user's key and each of its sessions' (or the one session's), and the
+   key of each of their learnings that was given a verdict (its reason is sealed under it);
+4. appends a ``forgotten`` event to the workspace's own log: whom, who asked, which sessions and
    keys (the time is the record's);
-4. purges the derived copies: each tier drops the sessions and folds them again (their records
-   now read ``[forgotten]``: no units, no learnings), the cold table is compacted and its old
-   versions and indexes removed, the embedding cache loses those vectors and is vacuumed,
-   DuckDB's spill folder is emptied.
+5. drops the sessions again (a daemon may have folded them between 2 and 3) and folds them
+   (their records now read ``[forgotten]``: no units, no learnings), then removes the cold
+   table's new old versions. Running ``forget`` again after a crash completes it.
 
 Other subjects' records, summaries and recall are untouched (each tier refolds only the
 sessions named). Parquet written by ``export parquet`` reads the stored lines, so it holds
@@ -31,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id
+from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id, learning_subject
 from eventlog.errors import AirsspecError
 from eventlog.schema import MEMORY_SESSION
 from projections.scopes import ScopeError
@@ -126,6 +130,10 @@ def forget(
             if name == MEMORY_SESSION and kid not in kids:
                 continue
             touched.add(name)
+            if located.record.type == "learning":
+                # what was said of it (a verdict's reason) is sealed under its own key; it
+                # follows its learning (a learning precedes its feedback in the reading order)
+                kids.add(key_id(learning_subject(located.record.learning_id)))
             if kid in kids:
                 forgotten += 1
             elif _has_content(located.record):
@@ -138,8 +146,18 @@ def forget(
                     if (text := cold.policy.embedded_text(unit)) is not None:
                         hashes.add(text_sha256(text))
 
-    # 2. destroy the keys, 3. record it
-    destroyed = sum(sealer.forget_key(kid) for kid in sorted(kids))
+    # 2. drop every derived copy while the keys still exist: a crash past step 3 then leaves
+    #    nothing in the clear that a later ``project`` would not fold again as forgotten
+    ordered = sorted(touched)
+    _drop(memory, ordered, cold)
+    removed = cold.embedder.discard(hashes) if cold is not None else _drop_cold(memory)
+    shutil.rmtree(memory.workspace.state_dir / "tmp" / "duckdb", ignore_errors=True)
+
+    # 3. destroy the keys, 4. record it (a learning's key exists only once it had feedback)
+    named = {key_id(subject) for subject in subjects}
+    gone = {kid for kid in sorted(kids) if sealer.forget_key(kid)}
+    destroyed = len(gone)
+    kids = named | gone
     asker = by or memory.scope.user or getpass.getuser()
     event = {
         "type": "forgotten",
@@ -151,9 +169,10 @@ def forget(
     }
     memory._memory_event(event)
 
-    # 4. purge every derived copy
-    tiers = _purge(memory, sorted(touched), cold)
-    removed = cold.embedder.discard(hashes) if cold is not None else _drop_cold(memory)
+    # 5. drop again (a daemon may have folded them meanwhile) and fold them, now forgotten
+    tiers = _purge(memory, ordered, cold)
+    if cold is not None:
+        removed += cold.embedder.discard(hashes)
     shutil.rmtree(memory.workspace.state_dir / "tmp" / "duckdb", ignore_errors=True)
     return Forgotten(
         subject=event["subject"],
@@ -189,27 +208,44 @@ def _drop_cold(memory: Memory) -> int:
     return 0
 
 
-def _purge(memory: Memory, sessions: list[str], cold: Any) -> list[str]:
-    """Drop ``sessions`` from every tier and fold them again (forgotten records add nothing);
-    the cold table then keeps no old version, deletion file or index holding them."""
-    from datetime import timedelta
-
+def _tiers(cold: Any) -> list[str]:
     from airsspec.workspace import TIERS
 
-    tiers = [t for t in TIERS if t != "cold" or cold is not None]
-    for projector in memory.workspace.projectors(tuple(tiers)):
+    return [t for t in TIERS if t != "cold" or cold is not None]
+
+
+def _drop(memory: Memory, sessions: list[str], cold: Any) -> None:
+    """Drop ``sessions`` from every tier; the cold table then keeps no old version, deletion
+    file or index holding them."""
+    for projector in memory.workspace.projectors(tuple(_tiers(cold))):
         with projector.exclusive():
             for session in sessions:
                 projector.drop(session)
+    _compact_cold(cold, reindex=True)
+
+
+def _purge(memory: Memory, sessions: list[str], cold: Any) -> list[str]:
+    """Drop ``sessions`` from every tier and fold them again (forgotten records add nothing)."""
+    tiers = _tiers(cold)
+    _drop(memory, sessions, cold)
     memory.project(tuple(tiers), sessions=sessions, warn=False)
-    if cold is not None and (table := cold.store.open()) is not None:
-        # Every old version goes (a reader still on one fails once and reopens): they hold
-        # the rows just deleted. Lance warns of exactly that, on purpose here.
-        with cold.exclusive(), warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
-            for index in table.list_indices():  # the full-text index holds their words
+    _compact_cold(cold, reindex=False)  # the refold wrote versions of its own
+    return tiers
+
+
+def _compact_cold(cold: Any, *, reindex: bool) -> None:
+    """Remove every old version of the cold table (a reader still on one fails once and
+    reopens: they hold the rows just deleted; Lance warns of exactly that, on purpose here);
+    with ``reindex``, drop and rebuild its indexes (the full-text index holds their words)."""
+    from datetime import timedelta
+
+    if cold is None or (table := cold.store.open()) is None:
+        return
+    with cold.exclusive(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
+        if reindex:
+            for index in table.list_indices():
                 table.drop_index(index.name)
             table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
             cold.store.maintain(cold.ann_min_rows)
-            table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
-    return tiers
+        table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)

@@ -74,8 +74,13 @@ class ScopedAccess:
         return found
 
     def visible_sessions(self, scope: Scope | None = None) -> set[str] | None:
-        """The sessions ``scope`` (default: this memory's) may read; None: all of them."""
+        """The sessions ``scope`` (default: this memory's) may read; None: all of them. A
+        scope that does not keep every value this memory's names is refused (``ScopeError``):
+        like ``scoped``, an argument narrows, never widens."""
         scope = self.scope if scope is None else scope
+        for name, value in self.scope.to_fields().items():
+            if getattr(scope, name) != value:
+                raise ScopeError(f"a memory scoped to {self.scope} cannot read as {scope}")
         if not scope.named:
             return None
         return {s for s, owner in self.owners().items() if scope.matches(owner)}
@@ -107,6 +112,32 @@ class ScopedAccess:
             self._guard(session, writing=True)
             return []
         return [{"type": "session_started", **self.scope.to_fields()}]
+
+    def library_entries(self) -> list[dict[str, Any]]:
+        """The warm library's files (``history-NNN.md``, with session and range) of the
+        sessions this memory's scope may read, ordered by number."""
+        self.project(("warm",))
+        (warm,) = self.workspace.projectors(("warm",))
+        allowed = self.visible_sessions()
+        return [e for e in warm.entries() if allowed is None or e["session"] in allowed]
+
+    def library_file(self, number: int) -> tuple[dict[str, Any], str] | None:
+        """Library file ``number``: its entry and text (None: no such file). A file of a
+        session this memory's scope may not read is refused (``ScopeError``)."""
+        from projections.warm import library_file_name
+
+        (warm,) = self.workspace.projectors(("warm",))
+        name = library_file_name(number)
+        self.project(("warm",))
+        entry = next((e for e in warm.entries() if e["file"] == name), None)
+        path = warm.library_dir / name
+        if entry is None and self.scope.named:
+            return None  # a file no fold names has no owner a scoped reader could match
+        if entry is not None:
+            self._guard(entry["session"])
+        if not path.exists():
+            return None
+        return entry or {}, path.read_text(encoding="utf-8")
 
     def analytics(self, parquet_source: str | None = None, sql: str | None = None) -> Analytics:
         """The SQL views (``Workspace.analytics``), holding only the sessions this memory's

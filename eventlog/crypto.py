@@ -28,6 +28,7 @@ import functools
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -35,6 +36,10 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from eventlog.errors import AirsspecError
+
+KEY_RECHECK_SECONDS = 0.05
+"""How long a process uses a key without looking at its file again (a key another process
+destroyed is honoured within this time; looking on every record costs a third of the rate)."""
 
 SEALED = "[sealed]"
 FORGOTTEN = "[forgotten]"
@@ -64,6 +69,7 @@ CONTENT_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "learning": {"text": _text},
     "session_started": {"task": _text},
     "memory_accessed": {"query": _text},
+    "learning_feedback": {"reason": _text},
 }
 """Per type, the fields sealed and the placeholder each keeps in the clear record."""
 
@@ -95,7 +101,7 @@ class FileKeyStore:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._cache: dict[str, bytes] = {}
+        self._cache: dict[str, tuple[tuple[int, ...], bytes]] = {}  # kid -> (file id, key)
         self._mutex = threading.Lock()
 
     def _path(self, kid: str) -> Path:
@@ -105,22 +111,30 @@ class FileKeyStore:
 
     def key(self, kid: str, *, create: bool) -> bytes | None:
         """See ``KeyStore.key``; a new key is written with ``O_EXCL`` and synced, so two
-        processes making the same key agree on one."""
+        processes making the same key agree on one. The file is looked at on every call (a
+        cached key is used only while the same file holds it): a key another process
+        destroyed is gone here too, at once."""
         with self._mutex:
-            if (known := self._cache.get(kid)) is not None:
-                return known
             path = self._path(kid)
             try:
-                data = path.read_bytes()
+                found = os.stat(path, follow_symlinks=False)
+                file_id = (found.st_dev, found.st_ino, found.st_ctime_ns)
+                known = self._cache.get(kid)
+                if known is not None and known[0] == file_id:
+                    return known[1]
+                data = _read_key(path)
             except FileNotFoundError:
+                self._cache.pop(kid, None)
                 if not create:
                     return None
                 data = self._create(path)
+                found = os.stat(path, follow_symlinks=False)
+                file_id = (found.st_dev, found.st_ino, found.st_ctime_ns)
             except OSError as exc:
-                raise KeyStoreError(f"{path}: {exc.strerror}") from exc
+                raise KeyStoreError(f"{path}: {_why(exc)}") from exc
             if len(data) != 32:
                 raise KeyStoreError(f"{path}: a key file holds 32 bytes (found {len(data)})")
-            self._cache[kid] = data
+            self._cache[kid] = (file_id, data)
             return data
 
     def _create(self, path: Path) -> bytes:
@@ -129,7 +143,7 @@ class FileKeyStore:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except FileExistsError:
-            return path.read_bytes()  # another process made it first: theirs is the key
+            return _read_key(path)  # another process made it first: theirs is the key
         try:
             os.write(fd, key)
             os.fsync(fd)
@@ -147,6 +161,8 @@ class FileKeyStore:
                 fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
             except FileNotFoundError:
                 return False
+            except OSError as exc:
+                raise KeyStoreError(f"{path}: {_why(exc)}; the key is not destroyed") from exc
             try:
                 os.write(fd, b"\0" * 32)
                 os.fsync(fd)
@@ -155,6 +171,24 @@ class FileKeyStore:
             path.unlink()
             _sync_dir(self.folder)
             return True
+
+
+def _read_key(path: Path) -> bytes:
+    """A key file's bytes, never through a symlink: a link put in place of a key file would
+    make the store read, and ``destroy`` leave, key material it does not own."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        return os.read(fd, 33)
+    finally:
+        os.close(fd)
+
+
+def _why(exc: OSError) -> str:
+    import errno
+
+    if exc.errno == errno.ELOOP:
+        return "a symlink stands where a key file should be (refused: not a regular key file)"
+    return exc.strerror or str(exc)
 
 
 def _sync_dir(folder: Path) -> None:
@@ -169,6 +203,11 @@ def _sync_dir(folder: Path) -> None:
 def key_id(subject: str) -> str:
     """The id of a subject's key (``user:ana``, ``session:s1``): derived, never listed."""
     return hashlib.sha256(b"airsspec-key\0" + subject.encode("utf-8")).hexdigest()[:32]
+
+
+def learning_subject(learning_id: str) -> str:
+    """The subject of the key sealing what is said about learning ``learning_id``."""
+    return f"learning:{learning_id}"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -193,18 +232,25 @@ class Sealer:
         self.mode = mode
         self.keys = keys
         self.owner_of = owner_of or (lambda session: None)
-        self._ciphers: dict[str, Any] = {}  # kid -> AESGCM, made once per key
+        self._ciphers: dict[str, tuple[bytes, Any, float]] = {}  # kid -> key, AESGCM, checked
 
     def _cipher(self, kid: str, *, create: bool) -> Any:
-        """The AES-GCM cipher of key ``kid`` (None when the key is gone)."""
+        """The AES-GCM cipher of key ``kid`` (None when the key is gone). The key store is
+        asked again once ``KEY_RECHECK_SECONDS`` have passed: a key destroyed by another
+        process (``forget``) stops opening records here too, and a key made again is not
+        confused with the old one."""
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        cipher = self._ciphers.get(kid)
-        if cipher is None:
-            key = self.keys.key(kid, create=create)
-            if key is None:
-                return None
-            cipher = self._ciphers[kid] = AESGCM(key)
+        now = time.monotonic()
+        known = self._ciphers.get(kid)
+        if known is not None and now - known[2] < KEY_RECHECK_SECONDS:
+            return known[1]
+        key = self.keys.key(kid, create=create)
+        if key is None:
+            self._ciphers.pop(kid, None)
+            return None
+        cipher = known[1] if known is not None and known[0] == key else AESGCM(key)
+        self._ciphers[kid] = (key, cipher, now)
         return cipher
 
     def forget_key(self, kid: str) -> bool:
@@ -215,7 +261,11 @@ class Sealer:
     def subject(self, session: str, body: dict[str, Any]) -> str:
         """Whose key seals ``body`` of ``session``: the user a learning names (one added
         outside a session), else (``mode = "user"``) the user owning the session, else the
-        session. What a context build gave a session is sealed as that session's."""
+        session. What a context build gave a session is sealed as that session's; a reason
+        given for a learning's verdict is sealed under a key of that learning, destroyed
+        when its owner is forgotten (the feedback record cannot name the owner)."""
+        if body["type"] == "learning_feedback":
+            return learning_subject(body["learning_id"])
         if body["type"] == "memory_accessed":
             session = body["reader"]
         elif body["type"] == "learning" and body.get("user"):

@@ -300,23 +300,17 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_library(args: argparse.Namespace) -> int:
     """List the warm library's history-NNN.md files."""
     with open_memory(args) as memory:
-        ws = memory.workspace
-        memory.project(("warm",))
-        (warm,) = ws.projectors(("warm",))
-        entries = warm.entries()
         if args.show is not None:
-            from projections.warm import library_file_name
-
-            path = warm.library_dir / library_file_name(args.show)
-            if not path.exists():
-                raise UsageError(f"no {path.name} in {warm.library_dir}")
-            text = path.read_text(encoding="utf-8")
+            found = memory.library_file(args.show)
+            if found is None:
+                raise UsageError(f"no history-{args.show:03d}.md in the warm library")
+            entry, text = found
             if args.json:
-                entry = next((e for e in entries if e["file"] == path.name), {})
                 print_json({**entry, "text": text})
             else:
                 sys.stdout.write(text)
             return EXIT_OK
+        entries = memory.library_entries()
     if args.json:
         print_json(entries)
         return EXIT_OK
