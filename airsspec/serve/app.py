@@ -38,6 +38,19 @@ from eventlog.errors import AirsspecError
 
 COOKIE = "airsspec_token"
 OPEN_PATHS = ("/v1/health", "/login", "/static/")
+API_PATHS = ("/v1/", "/mcp")
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+PAGE_HEADERS = [  # the viewer's pages: only our own script and styles, never in a frame
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self'; "
+        b"img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    ),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
 STATE_FILE = "serve.json"
 
 
@@ -63,10 +76,15 @@ class PrincipalUser(BaseUser):
 
 
 def request_token(conn: HTTPConnection) -> str | None:
-    """The token a request carries: bearer header, then ``?token=``, then the cookie."""
+    """The token a request carries: the bearer header; for the viewer's pages also
+    ``?token=`` then the cookie. The API and MCP take only the header: a browser sends the
+    cookie by itself, to a form of any page of the same site (another local port is one), and
+    a url's token ends up in logs and histories."""
     header = conn.headers.get("authorization", "")
     if header[:7].lower() == "bearer ":
         return header[7:].strip()
+    if conn.url.path.startswith(API_PATHS):
+        return None
     return conn.query_params.get("token") or conn.cookies.get(COOKIE)
 
 
@@ -112,6 +130,47 @@ class RequireToken:
         await response(scope, receive, send)
 
 
+class BrowserGuard:
+    """What a browser may be made to send by a page of another origin is refused here: a
+    request naming a host other than loopback while the server listens only there (a DNS
+    name rebound to 127.0.0.1, which would make that page same-origin with us), and a request
+    that changes something sent with another page's ``Origin`` (a forged form). Every answer
+    carries ``PAGE_HEADERS``."""
+
+    def __init__(self, app: ASGIApp, *, loopback: bool) -> None:
+        self.app = app
+        self.loopback = loopback
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse (403) what a foreign page sent; add the page headers to the rest."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        origin = headers.get("origin")
+        refusal = None
+        if self.loopback and not (name in LOOPBACK_NAMES or name.startswith("127.")):
+            refusal = f"host {host!r} is not this machine's loopback name"
+        elif (
+            scope["method"] not in SAFE_METHODS
+            and origin is not None
+            and origin.split("://", 1)[-1] != host
+        ):
+            refusal = f"a request from the page of {origin!r} may not change anything here"
+        if refusal is not None:
+            await api.problem(403, refusal)(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *PAGE_HEADERS]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
 def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
     """The application: API, MCP over HTTP and viewer over ``served``."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -145,14 +204,15 @@ def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
         *viewer.routes(served),
     ]
     middleware = [
+        Middleware(BrowserGuard, loopback=_loopback(host)),
         Middleware(AuthenticationMiddleware, backend=TokenBackend(served)),
         Middleware(RequireToken),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
-def _loopback(host: str) -> bool:
-    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+def _loopback(host: str | None) -> bool:
+    return host is None or host in LOOPBACK_NAMES or host.startswith("127.")
 
 
 def bind(host: str, port: int, path: str | None) -> socket.socket:

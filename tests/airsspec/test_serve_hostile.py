@@ -82,10 +82,27 @@ def test_the_viewers_cookie_does_not_authenticate_the_api(server, tokens) -> Non
         written = browser.post(
             "/v1/sessions/csrf/events",
             content=json.dumps({"events": EVENTS}),
-            headers={"Content-Type": "text/plain", "Origin": "http://127.0.0.1:1"},
+            headers={"Content-Type": "text/plain"},
         )
         assert written.status_code == 401, written.text
         assert browser.post("/mcp", json={}).status_code == 401
+        forged = browser.post(  # as a browser sends it: with the page's origin
+            "/v1/sessions/csrf/events",
+            content=json.dumps({"events": EVENTS}),
+            headers={"Content-Type": "text/plain", "Origin": "http://127.0.0.1:1"},
+        )
+        assert forged.status_code == 403, forged.text
+
+
+def test_a_name_rebound_to_loopback_reaches_nothing(server, tokens) -> None:
+    url, _ = server  # a page of evil.example whose name now resolves to 127.0.0.1
+    port = url.rsplit(":", 1)[1]
+    with http(url, tokens["alice"], Host=f"evil.example:{port}") as rebound:
+        assert rebound.get("/v1/health").status_code == 403
+        assert rebound.get("/login").status_code == 403
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost"):
+        with http(url, tokens["alice"], Host=host) as local:
+            assert local.get("/v1/sessions").status_code == 200, host
 
 
 def test_a_form_of_another_origin_cannot_sign_in_or_out(server, tokens) -> None:
