@@ -14,6 +14,7 @@ the file is removed at exit, and a client ignores one whose pid is dead.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import logging
 import os
@@ -40,7 +41,6 @@ COOKIE = "airsspec_token"
 OPEN_PATHS = ("/v1/health", "/login", "/static/")
 API_PATHS = ("/v1/", "/mcp")
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
 PAGE_HEADERS = [  # the viewer's pages: only our own script and styles, never in a frame
     (
         b"content-security-policy",
@@ -151,7 +151,7 @@ class BrowserGuard:
         name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
         origin = headers.get("origin")
         refusal = None
-        if self.loopback and not (name in LOOPBACK_NAMES or name.startswith("127.")):
+        if self.loopback and not _loopback(name):
             refusal = f"host {host!r} is not this machine's loopback name"
         elif (
             scope["method"] not in SAFE_METHODS
@@ -211,8 +211,15 @@ def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
-def _loopback(host: str | None) -> bool:
-    return host is None or host in LOOPBACK_NAMES or host.startswith("127.")
+def _loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine's loopback: ``localhost`` or a
+    loopback address, never a name that merely starts like one (``127.0.0.1.evil.example``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def bind(host: str, port: int, path: str | None) -> socket.socket:

@@ -16,7 +16,7 @@ import pytest
 from airsspec import client as light
 from airsspec.memory import Memory
 from airsspec.serve import api
-from airsspec.serve.app import COOKIE, serving
+from airsspec.serve.app import COOKIE, ServeError, check_exposure, serving
 from airsspec.serve.core import Served
 from airsspec.serve.tokens import TokenStore
 
@@ -97,10 +97,11 @@ def test_the_viewers_cookie_does_not_authenticate_the_api(server, tokens) -> Non
 def test_a_name_rebound_to_loopback_reaches_nothing(server, tokens) -> None:
     url, _ = server  # a page of evil.example whose name now resolves to 127.0.0.1
     port = url.rsplit(":", 1)[1]
-    with http(url, tokens["alice"], Host=f"evil.example:{port}") as rebound:
-        assert rebound.get("/v1/health").status_code == 403
-        assert rebound.get("/login").status_code == 403
-    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost"):
+    for name in ("evil.example", "127.0.0.1.evil.example", "localhost.evil.example"):
+        with http(url, tokens["alice"], Host=f"{name}:{port}") as rebound:
+            assert rebound.get("/v1/health").status_code == 403, name
+            assert rebound.get("/v1/sessions").status_code == 403, name
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost", f"127.1.2.3:{port}"):
         with http(url, tokens["alice"], Host=host) as local:
             assert local.get("/v1/sessions").status_code == 200, host
 
@@ -162,6 +163,13 @@ def test_pages_forbid_framing_and_scripts_of_other_origins(server, tokens) -> No
     assert page.headers["x-frame-options"] == "DENY"
     assert "script-src 'self'" in page.headers["content-security-policy"]
     assert page.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_name_that_starts_like_loopback_is_beyond_it(memory: Memory) -> None:
+    served = Served(memory, local_user="owner", background=False)
+    with pytest.raises(ServeError):  # it may resolve anywhere: tokens needed, as for any host
+        check_exposure(served, "127.0.0.1.evil.example", None)
+    check_exposure(served, "127.0.0.2", None)
 
 
 def write_state(memory: Memory, info: dict, mode: int = 0o600) -> Path:
