@@ -155,11 +155,17 @@ def _op_endpoint(served: Served, op: Op) -> Any:
 ALIASES = {"session-start": "SessionStart"}  # what earlier installs ran (as the CLI maps them)
 
 
+MAX_BUDGET = 1_000_000  # tokens a hook's answer may be asked for (as the context operation)
+
+
 def _number(request: Request, name: str, default: int) -> int:
     try:
-        return int(request.query_params.get(name) or default)
+        value = int(request.query_params.get(name) or default)
     except ValueError as exc:
         raise BadRequestError(f"{name}: not a whole number") from exc
+    if not 0 <= value <= MAX_BUDGET:
+        raise BadRequestError(f"{name}: {value} is not between 0 and {MAX_BUDGET}")
+    return value
 
 
 def _hook_endpoint(served: Served) -> Any:

@@ -59,7 +59,11 @@ class Served:
         """Who ``token`` acts for, or None when it is not valid."""
         if not token:
             return None
-        if secrets.compare_digest(token, self.local_token):
+        # As bytes: a header decodes as latin-1, and ``compare_digest`` refuses a str that
+        # is not ASCII (a TypeError, answered 500, for any such token).
+        if secrets.compare_digest(
+            token.encode("utf-8", "surrogateescape"), self.local_token.encode()
+        ):
             return self.local
         return self.tokens.lookup(token)
 

@@ -133,6 +133,36 @@ def test_a_body_too_large_is_refused_before_it_is_read(server, tokens) -> None:
         assert alice.post("/v1/sessions/s1/events", content=deep).status_code == 400
 
 
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /v1/sessions HTTP/1.1\r\nAuthorization: Bearer \xe9\xe9\r\n",
+        b"GET /?token=%C3%A9 HTTP/1.1\r\n",
+        b"GET / HTTP/1.1\r\nCookie: airsspec_token=\xe9\r\n",
+    ],
+)
+def test_a_token_that_is_not_ascii_is_refused_not_a_server_error(server, request_bytes) -> None:
+    url, _ = server
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), 30) as conn:
+        conn.sendall(request_bytes + b"Host: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    assert status in (303, 401), answer[:200]
+
+
+def test_a_hooks_budget_out_of_bounds_is_refused(server) -> None:
+    url, served = server
+    with http(url, served.local_token) as owner:
+        for budget in ("-5", "99999999999999999999999"):
+            answer = owner.post(
+                f"/v1/hooks/SessionStart?budget={budget}", json={"session_id": "s1"}
+            )
+            assert answer.status_code == 400, (budget, answer.text)
+
+
 def test_scope_holds_for_every_route_and_spelling(server, memory, tokens) -> None:
     url, _ = server
     with http(url, tokens["alice"]) as alice:
