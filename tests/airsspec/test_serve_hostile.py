@@ -17,7 +17,7 @@ from airsspec import client as light
 from airsspec.memory import Memory
 from airsspec.serve import api
 from airsspec.serve.app import COOKIE, ServeError, check_exposure, serving
-from airsspec.serve.core import Served
+from airsspec.serve.core import MAX_VIEWS, Served
 from airsspec.serve.tokens import TokenStore
 
 SECRET = "the owner's secret plan"
@@ -161,6 +161,15 @@ def test_a_hooks_budget_out_of_bounds_is_refused(server) -> None:
                 f"/v1/hooks/SessionStart?budget={budget}", json={"session_id": "s1"}
             )
             assert answer.status_code == 400, (budget, answer.text)
+
+
+def test_scopes_a_caller_invents_are_not_all_kept(server, tokens) -> None:
+    url, served = server
+    with http(url, tokens["bob"]) as bob:
+        for n in range(MAX_VIEWS + 20):
+            answer = bob.get("/v1/sessions", headers={"X-Airsspec-Agent": f"agent-{n}"})
+            assert answer.status_code == 200
+    assert len(served._views) <= MAX_VIEWS
 
 
 def test_scope_holds_for_every_route_and_spelling(server, memory, tokens) -> None:
