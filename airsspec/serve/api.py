@@ -92,16 +92,7 @@ def problem(status: int, detail: str, title: str | None = None) -> Response:
 
 async def read_json(request: Request) -> dict[str, Any]:
     """The request's JSON object (an empty body is ``{}``)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY:
-        raise BodyTooLargeError(f"request body of {declared} bytes; at most {MAX_BODY}")
-    chunks, size = [], 0
-    async for chunk in request.stream():  # counted as it comes: a chunked body has no length
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise BodyTooLargeError(f"request body beyond {MAX_BODY} bytes")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    raw = await request.body()  # at most MAX_BODY: the application's ``BodyLimit`` sees to it
     if not raw.strip():
         return {}
     try:

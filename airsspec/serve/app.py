@@ -171,6 +171,38 @@ class BrowserGuard:
         await self.app(scope, receive, send_with_headers)
 
 
+class BodyLimit:
+    """No request body beyond ``api.MAX_BODY`` is taken in, on any route (the MCP transport
+    reads a body whole, so does the sign-in form, open to anyone): a declared length beyond it
+    is answered 413 at once; a chunked body that grows beyond it fails the read
+    (``BodyTooLargeError``: the API answers it 413)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse or cut off a body too large; pass the rest on."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > api.MAX_BODY:
+            detail = f"request body of {int(declared)} bytes; at most {api.MAX_BODY}"
+            await api.problem(413, detail)(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Any:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > api.MAX_BODY:
+                raise api.BodyTooLargeError(f"request body beyond {api.MAX_BODY} bytes")
+            return message
+
+        await self.app(scope, counted, send)
+
+
 def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
     """The application: API, MCP over HTTP and viewer over ``served``."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -205,6 +237,7 @@ def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
     ]
     middleware = [
         Middleware(BrowserGuard, loopback=_loopback(host)),
+        Middleware(BodyLimit),
         Middleware(AuthenticationMiddleware, backend=TokenBackend(served)),
         Middleware(RequireToken),
     ]

@@ -129,6 +129,18 @@ def test_a_body_too_large_is_refused_before_it_is_read(server, tokens) -> None:
         big = b'{"events": [' + b" " * (api.MAX_BODY + 1) + b"]}"
         refused = alice.post("/v1/sessions/s1/events", content=big)
         assert refused.status_code == 413, refused.text[:200]
+        mcp = alice.post("/mcp", content=big, headers={"Accept": "application/json"})
+        assert mcp.status_code == 413
+
+        def chunks():
+            for _ in range(api.MAX_BODY // 65536 + 2):
+                yield b" " * 65536
+
+        chunked = alice.post("/v1/sessions/s1/events", content=chunks())  # no length given
+        assert chunked.status_code == 413, chunked.text[:200]
+    with http(url) as anyone:  # the sign-in form is open to anyone
+        assert anyone.post("/login", content=big).status_code == 413
+    with http(url, tokens["alice"]) as alice:
         deep = b"[" * 100_000 + b"]" * 100_000
         assert alice.post("/v1/sessions/s1/events", content=deep).status_code == 400
 
