@@ -123,6 +123,14 @@ def test_a_token_in_the_query_string_is_for_the_viewers_sign_in_only(server, tok
         assert anyone.get(f"/v1/sessions?token={tokens['alice']}").status_code == 401
 
 
+def test_signing_out_is_a_form_not_a_link(server, tokens) -> None:
+    url, _ = server
+    with http(url) as browser:
+        browser.cookies.set(COOKIE, tokens["alice"])
+        assert browser.get("/logout").status_code == 405  # an <img src> of any page
+        assert browser.get("/").status_code == 200
+
+
 def test_a_body_too_large_is_refused_before_it_is_read(server, tokens) -> None:
     url, _ = server
     with http(url, tokens["alice"]) as alice:
