@@ -49,7 +49,7 @@ PAGE_HEADERS = [  # the viewer's pages: only our own script and styles, never in
     ),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer makes a browser send Origin: null
 ]
 STATE_FILE = "serve.json"
 
