@@ -88,8 +88,8 @@ def _alive(pid: object) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # someone else's process: alive
-        return True
+    except PermissionError:  # another user's process: the pid was reused, ours is gone
+        return False
     return True
 
 

@@ -260,6 +260,18 @@ def test_the_client_ignores_a_discovery_file_others_could_write(memory: Memory, 
     assert light.find_server(str(memory.root)) is None  # a link: not the server's own file
 
 
+def test_the_client_ignores_a_discovery_file_whose_pid_is_another_users(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_state(memory, {"pid": 4242, "token": "t", "url": "http://127.0.0.1:8750"})
+
+    def kill(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")  # the pid is another user's now
+
+    monkeypatch.setattr(light.os, "kill", kill)
+    assert light.find_server(str(memory.root)) is None
+
+
 def test_the_client_reports_a_garbage_answer_without_a_traceback(memory, capsys) -> None:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
