@@ -299,7 +299,10 @@ def write_state(served: Served, where: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     info = {**where, "pid": os.getpid(), "user": served.local.user, "token": served.local_token}
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with contextlib.suppress(FileNotFoundError):  # a leftover, or a link planted there
+        partial.unlink()
+    # A new file of ours, never through a link: it is about to hold the local token.
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         json.dump(info, out)
     partial.replace(path)

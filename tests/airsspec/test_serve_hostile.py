@@ -17,6 +17,7 @@ from airsspec import client as light
 from airsspec.memory import Memory
 from airsspec.serve import api
 from airsspec.serve.app import COOKIE, ServeError, check_exposure, serving
+from airsspec.serve.app import write_state as write_discovery
 from airsspec.serve.core import MAX_VIEWS, Served
 from airsspec.serve.tokens import TokenStore
 
@@ -270,6 +271,19 @@ def test_the_client_ignores_a_discovery_file_whose_pid_is_another_users(
 
     monkeypatch.setattr(light.os, "kill", kill)
     assert light.find_server(str(memory.root)) is None
+
+
+def test_the_discovery_file_is_written_through_no_planted_link(memory, tmp_path) -> None:
+    served = Served(memory, local_user="owner", background=False)
+    target = tmp_path / "victim.txt"
+    target.write_text("untouched\n")
+    state = memory.workspace.state_dir
+    state.mkdir(parents=True, exist_ok=True)
+    (state / f"serve.json.{os.getpid()}.tmp").symlink_to(target)
+    path = write_discovery(served, {"url": "http://127.0.0.1:1", "socket": None})
+    assert target.read_text() == "untouched\n"
+    assert not path.is_symlink() and path.stat().st_mode & 0o777 == 0o600
+    assert json.loads(path.read_text())["token"] == served.local_token
 
 
 def test_the_client_reports_a_garbage_answer_without_a_traceback(memory, capsys) -> None:
