@@ -3,8 +3,10 @@
 Routes: ``/v1/...`` the HTTP API (``api``), ``/mcp`` the MCP server over streamable HTTP (the
 official SDK's session manager, the tools of ``ops``), ``/`` the viewer (``viewer``). Every
 request but ``GET /v1/health``, the login page and static files needs a token: a bearer token
-(``Authorization: Bearer ...``), the viewer's HttpOnly cookie, or ``?token=`` once (the viewer
-turns it into the cookie). The token decides the user whose scoped memory the request sees.
+(``Authorization: Bearer ...``); for the viewer's pages also its HttpOnly cookie, or ``?token=``
+once (the viewer turns it into the cookie). The token decides the user whose scoped memory the
+request sees. What a page of another origin could make a browser send is refused
+(``BrowserGuard``), and no body beyond ``api.MAX_BODY`` is taken in (``BodyLimit``).
 
 Discovery: while it runs, the server keeps ``state/serve.json`` (url or socket, pid, and the
 token of the user who started it; mode 0600) so local clients find it (``airsspec.client``);

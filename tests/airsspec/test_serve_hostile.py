@@ -20,6 +20,7 @@ from airsspec.serve.app import COOKIE, ServeError, check_exposure, serving
 from airsspec.serve.app import write_state as write_discovery
 from airsspec.serve.core import MAX_VIEWS, Served
 from airsspec.serve.tokens import TokenStore
+from tests.airsspec.test_scoped_import import _transcript as transcript
 
 SECRET = "the owner's secret plan"
 EVENTS = [{"type": "user", "content": SECRET}]
@@ -49,18 +50,6 @@ def http(url: str, token: str | None = None, **headers: str) -> httpx.Client:
     if token:
         headers["Authorization"] = f"Bearer {token}"
     return httpx.Client(base_url=url, headers=headers, timeout=60, follow_redirects=False)
-
-
-def transcript(path: Path, text: str) -> Path:
-    line = {
-        "type": "user",
-        "uuid": "u1",
-        "sessionId": path.stem,
-        "timestamp": "2026-11-01T10:00:01.000Z",
-        "message": {"role": "user", "content": text},
-    }
-    path.write_text(json.dumps(line) + "\n")
-    return path
 
 
 def test_a_tokens_hook_cannot_make_the_server_read_its_files(server, tmp_path, tokens) -> None:
