@@ -238,6 +238,8 @@ def _hook(server: Server, opts: dict) -> int | None:
     )
     path = f"/v1/hooks/{opts['args'][0]}" + (f"?{query}" if query else "")
     status, answer = server.request("POST", path, opts["payload"])
+    if status == 403 and os.environ.get("AIRSSPEC_TOKEN"):
+        return None  # a token may not have the server read files: the full command reads them
     if status != 200 or not isinstance(answer, dict):  # a hook never blocks Claude Code
         return _fail(answer.get("detail") if isinstance(answer, dict) else answer, 1)
     sys.stdout.write(answer["stdout"])  # what the hook command prints

@@ -5,9 +5,11 @@ token only to a server its own user started on this machine."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
+import sys
 from pathlib import Path
 
 import httpx2 as httpx
@@ -62,6 +64,19 @@ def test_a_tokens_hook_cannot_make_the_server_read_its_files(server, tmp_path, t
             assert refused.status_code == 403, (event, refused.text)
         assert SECRET not in bob.post("/v1/sessions/owners/replay", json={}).text
         assert bob.post("/v1/search", json={"query": SECRET}).json()["hits"] == []
+
+
+def test_a_hook_sent_with_a_users_token_falls_back_to_the_full_command(
+    memory, tmp_path, tokens, monkeypatch
+) -> None:
+    owned = transcript(tmp_path / "mine.jsonl", "my own prompt")
+    payload = json.dumps({"session_id": "mine", "transcript_path": str(owned)}).encode()
+    monkeypatch.setenv("AIRSSPEC_TOKEN", tokens["bob"])
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(payload)))
+    served = Served(memory, local_user="owner", background=False)
+    with serving(served, discover=True):
+        assert light.dispatch(["-w", str(memory.root), "hook", "Stop"]) is None
+    assert sys.stdin.read() == payload.decode()  # left for the full command to read
 
 
 def test_the_viewers_cookie_does_not_authenticate_the_api(server, tokens) -> None:
