@@ -20,6 +20,7 @@ import io
 import json
 import os
 import socket
+import stat
 import sys
 
 STATE = os.path.join("state", "serve.json")
@@ -87,8 +88,8 @@ def _alive(pid: object) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # someone else's process: alive
-        return True
+    except PermissionError:  # another user's process: the pid was reused, ours is gone
+        return False
     return True
 
 
@@ -125,13 +126,45 @@ def find_server(
     """The server running for the workspace, or None."""
     try:
         folder = _workspace(workspace, config, start)
-        with open(os.path.join(folder, STATE), encoding="utf-8") as file:
+        # Not through a link, and only as the server writes it: this user's, 0600. A file
+        # someone else could write would send the token (AIRSSPEC_TOKEN too) where it says.
+        fd = os.open(os.path.join(folder, STATE), os.O_RDONLY | os.O_NOFOLLOW)
+        with open(fd, encoding="utf-8") as file:
+            st = os.fstat(file.fileno())
+            if st.st_uid != os.getuid() or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode):
+                return None
             info = json.load(file)
     except (OSError, ValueError):
         return None
     if not isinstance(info, dict) or not _alive(info.get("pid")) or "url" not in info:
         return None
+    if not _local(info):
+        return None
     return Server(info)
+
+
+def _local(info: dict) -> bool:
+    """Whether the discovery file names a server of this machine: a Unix socket of this user,
+    or a url on a loopback address (``airsspec serve`` writes no other)."""
+    where = info.get("socket")
+    if where:
+        try:
+            st = os.stat(str(where))
+        except OSError:
+            return False
+        return st.st_uid == os.getuid() and stat.S_ISSOCK(st.st_mode)
+    url = str(info["url"])
+    if not url.startswith("http://"):
+        return False
+    host = url[7:].rpartition(":")[0]
+    if host in ("localhost", "[::1]"):
+        return True
+    parts = host.split(".")
+    return (
+        len(parts) == 4
+        and parts[0] == "127"
+        and all(p.isdigit() and len(p) <= 3 and int(p) < 256 for p in parts)
+    )
 
 
 # ---------------------------------------------------------------------------- commands
@@ -205,6 +238,8 @@ def _hook(server: Server, opts: dict) -> int | None:
     )
     path = f"/v1/hooks/{opts['args'][0]}" + (f"?{query}" if query else "")
     status, answer = server.request("POST", path, opts["payload"])
+    if status == 403 and os.environ.get("AIRSSPEC_TOKEN"):
+        return None  # a token may not have the server read files: the full command reads them
     if status != 200 or not isinstance(answer, dict):  # a hook never blocks Claude Code
         return _fail(answer.get("detail") if isinstance(answer, dict) else answer, 1)
     sys.stdout.write(answer["stdout"])  # what the hook command prints

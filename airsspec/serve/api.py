@@ -28,10 +28,25 @@ from eventlog.errors import AirsspecError, CorruptLogError, LogWriteError
 
 log = logging.getLogger("airsspec.serve")
 PROBLEM = "application/problem+json"
+MAX_BODY = 16 * 1024 * 1024  # bytes a request body may hold: more is refused, never buffered
+SERVER_FILES = ("transcript_path", "agent_transcript_path")  # a hook payload's server paths
 
 
 class BadRequestError(AirsspecError, ValueError):
     """A request the API cannot read (not JSON, not an object)."""
+
+
+class BodyTooLargeError(AirsspecError, ValueError):
+    """A request body beyond ``MAX_BODY``: send less per request."""
+
+    status = 413
+
+
+class ServerFilesError(AirsspecError, PermissionError):
+    """A hook naming files of the server's machine, sent with a token other than the local
+    one: the server would read them as its own user, for whoever holds the token."""
+
+    status = 403
 
 
 def status_of(exc: BaseException) -> int:
@@ -58,7 +73,13 @@ def status_of(exc: BaseException) -> int:
 
 def problem(status: int, detail: str, title: str | None = None) -> Response:
     """An ``application/problem+json`` answer."""
-    titles = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
+    titles = {
+        400: "Bad Request",
+        401: "Unauthorized",
+        403: "Forbidden",
+        404: "Not Found",
+        413: "Content Too Large",
+    }
     body = {
         "type": "about:blank",
         "title": title or titles.get(status, "Conflict" if status == 409 else "Error"),
@@ -71,7 +92,7 @@ def problem(status: int, detail: str, title: str | None = None) -> Response:
 
 async def read_json(request: Request) -> dict[str, Any]:
     """The request's JSON object (an empty body is ``{}``)."""
-    raw = await request.body()
+    raw = await request.body()  # at most MAX_BODY: the application's ``BodyLimit`` sees to it
     if not raw.strip():
         return {}
     try:
@@ -125,11 +146,17 @@ def _op_endpoint(served: Served, op: Op) -> Any:
 ALIASES = {"session-start": "SessionStart"}  # what earlier installs ran (as the CLI maps them)
 
 
+MAX_BUDGET = 1_000_000  # tokens a hook's answer may be asked for (as the context operation)
+
+
 def _number(request: Request, name: str, default: int) -> int:
     try:
-        return int(request.query_params.get(name) or default)
+        value = int(request.query_params.get(name) or default)
     except ValueError as exc:
         raise BadRequestError(f"{name}: not a whole number") from exc
+    if not 0 <= value <= MAX_BUDGET:
+        raise BadRequestError(f"{name}: {value} is not between 0 and {MAX_BUDGET}")
+    return value
 
 
 def _hook_endpoint(served: Served) -> Any:
@@ -138,6 +165,13 @@ def _hook_endpoint(served: Served) -> Any:
 
         payload = await read_json(request)
         event = request.path_params["event"]
+        named = [key for key in SERVER_FILES if payload.get(key)]
+        if named and not request.user.principal.owner:
+            raise ServerFilesError(
+                f"hook input names a file of the server's machine ({', '.join(named)}): "
+                "only the server's local token may (a token's user would read it through "
+                "the server)"
+            )
         budget, recall = _number(request, "budget", 2000), _number(request, "recall", 0)
         if not hasattr(hooks, "handle"):  # the hook functions the CLI runs
             answer = await run(

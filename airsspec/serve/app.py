@@ -3,8 +3,10 @@
 Routes: ``/v1/...`` the HTTP API (``api``), ``/mcp`` the MCP server over streamable HTTP (the
 official SDK's session manager, the tools of ``ops``), ``/`` the viewer (``viewer``). Every
 request but ``GET /v1/health``, the login page and static files needs a token: a bearer token
-(``Authorization: Bearer ...``), the viewer's HttpOnly cookie, or ``?token=`` once (the viewer
-turns it into the cookie). The token decides the user whose scoped memory the request sees.
+(``Authorization: Bearer ...``); for the viewer's pages also its HttpOnly cookie, or ``?token=``
+once (the viewer turns it into the cookie). The token decides the user whose scoped memory the
+request sees. What a page of another origin could make a browser send is refused
+(``BrowserGuard``), and no body beyond ``api.MAX_BODY`` is taken in (``BodyLimit``).
 
 Discovery: while it runs, the server keeps ``state/serve.json`` (url or socket, pid, and the
 token of the user who started it; mode 0600) so local clients find it (``airsspec.client``);
@@ -14,6 +16,7 @@ the file is removed at exit, and a client ignores one whose pid is dead.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import logging
 import os
@@ -38,6 +41,18 @@ from eventlog.errors import AirsspecError
 
 COOKIE = "airsspec_token"
 OPEN_PATHS = ("/v1/health", "/login", "/static/")
+API_PATHS = ("/v1/", "/mcp")
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+PAGE_HEADERS = [  # the viewer's pages: only our own script and styles, never in a frame
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self'; "
+        b"img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    ),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer makes a browser send Origin: null
+]
 STATE_FILE = "serve.json"
 
 
@@ -63,10 +78,15 @@ class PrincipalUser(BaseUser):
 
 
 def request_token(conn: HTTPConnection) -> str | None:
-    """The token a request carries: bearer header, then ``?token=``, then the cookie."""
+    """The token a request carries: the bearer header; for the viewer's pages also
+    ``?token=`` then the cookie. The API and MCP take only the header: a browser sends the
+    cookie by itself, to a form of any page of the same site (another local port is one), and
+    a url's token ends up in logs and histories."""
     header = conn.headers.get("authorization", "")
     if header[:7].lower() == "bearer ":
         return header[7:].strip()
+    if conn.url.path.startswith(API_PATHS):
+        return None
     return conn.query_params.get("token") or conn.cookies.get(COOKIE)
 
 
@@ -112,6 +132,79 @@ class RequireToken:
         await response(scope, receive, send)
 
 
+class BrowserGuard:
+    """What a browser may be made to send by a page of another origin is refused here: a
+    request naming a host other than loopback while the server listens only there (a DNS
+    name rebound to 127.0.0.1, which would make that page same-origin with us), and a request
+    that changes something sent with another page's ``Origin`` (a forged form). Every answer
+    carries ``PAGE_HEADERS``."""
+
+    def __init__(self, app: ASGIApp, *, loopback: bool) -> None:
+        self.app = app
+        self.loopback = loopback
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse (403) what a foreign page sent; add the page headers to the rest."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        origin = headers.get("origin")
+        refusal = None
+        if self.loopback and not _loopback(name):
+            refusal = f"host {host!r} is not this machine's loopback name"
+        elif (
+            scope["method"] not in SAFE_METHODS
+            and origin is not None
+            and origin.split("://", 1)[-1] != host
+        ):
+            refusal = f"a request from the page of {origin!r} may not change anything here"
+        if refusal is not None:
+            await api.problem(403, refusal)(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *PAGE_HEADERS]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class BodyLimit:
+    """No request body beyond ``api.MAX_BODY`` is taken in, on any route (the MCP transport
+    reads a body whole, so does the sign-in form, open to anyone): a declared length beyond it
+    is answered 413 at once; a chunked body that grows beyond it fails the read
+    (``BodyTooLargeError``: the API answers it 413)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse or cut off a body too large; pass the rest on."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > api.MAX_BODY:
+            detail = f"request body of {int(declared)} bytes; at most {api.MAX_BODY}"
+            await api.problem(413, detail)(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Any:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > api.MAX_BODY:
+                raise api.BodyTooLargeError(f"request body beyond {api.MAX_BODY} bytes")
+            return message
+
+        await self.app(scope, counted, send)
+
+
 def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
     """The application: API, MCP over HTTP and viewer over ``served``."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -145,6 +238,8 @@ def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
         *viewer.routes(served),
     ]
     middleware = [
+        Middleware(BrowserGuard, loopback=_loopback(host)),
+        Middleware(BodyLimit),
         Middleware(AuthenticationMiddleware, backend=TokenBackend(served)),
         Middleware(RequireToken),
     ]
@@ -152,7 +247,14 @@ def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
 
 
 def _loopback(host: str) -> bool:
-    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+    """Whether ``host`` (a name or an address) is this machine's loopback: ``localhost`` or a
+    loopback address, never a name that merely starts like one (``127.0.0.1.evil.example``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def bind(host: str, port: int, path: str | None) -> socket.socket:
@@ -199,7 +301,10 @@ def write_state(served: Served, where: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     info = {**where, "pid": os.getpid(), "user": served.local.user, "token": served.local_token}
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with contextlib.suppress(FileNotFoundError):  # a leftover, or a link planted there
+        partial.unlink()
+    # A new file of ours, never through a link: it is about to hold the local token.
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         json.dump(info, out)
     partial.replace(path)

@@ -22,6 +22,7 @@ import logging
 import queue
 import secrets
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from airsspec.serve.tokens import Principal, TokenStore
 from eventlog.errors import AirsspecError
 
 log = logging.getLogger("airsspec.serve")
+MAX_VIEWS = 64  # scoped views kept between requests
 
 
 class ReadOnlyTokenError(AirsspecError):
@@ -49,7 +51,7 @@ class Served:
         # (mode 0600): local clients (hooks, the CLI) read it there.
         self.local_token = "airs_local_" + secrets.token_urlsafe(32)
         self.local = Principal(local_user, False, "local", owner=True)
-        self._views: dict[Any, Any] = {}
+        self._views: OrderedDict[Any, Any] = OrderedDict()  # the latest MAX_VIEWS scopes
         self._later: list[threading.Thread] = []
         self.background = Background(self) if background else None
 
@@ -59,7 +61,11 @@ class Served:
         """Who ``token`` acts for, or None when it is not valid."""
         if not token:
             return None
-        if secrets.compare_digest(token, self.local_token):
+        # As bytes: a header decodes as latin-1, and ``compare_digest`` refuses a str that
+        # is not ASCII (a TypeError, answered 500, for any such token).
+        if secrets.compare_digest(
+            token.encode("utf-8", "surrogateescape"), self.local_token.encode()
+        ):
             return self.local
         return self.tokens.lookup(token)
 
@@ -68,9 +74,13 @@ class Served:
         scoped = getattr(self.memory, "scoped", None)
         if scoped is None or not principal.scope:  # the owner's view: all of it
             return self.memory
-        if principal.scope not in self._views:
-            self._views[principal.scope] = scoped(**dict(principal.scope))
-        return self._views[principal.scope]
+        # Kept for the next request of the same scope, but not every scope ever asked for:
+        # the agent and project headers are the caller's to choose.
+        view = self._views.pop(principal.scope, None) or scoped(**dict(principal.scope))
+        self._views[principal.scope] = view
+        while len(self._views) > MAX_VIEWS:
+            self._views.popitem(last=False)
+        return view
 
     # ------------------------------------------------------------------ calls
 

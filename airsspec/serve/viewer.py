@@ -180,7 +180,7 @@ def routes(served: Served) -> list[Any]:
 
     return [
         Route("/login", login, methods=["GET", "POST"]),
-        Route("/logout", logout, methods=["GET", "POST"]),
+        Route("/logout", logout, methods=["POST"]),  # a link of any page cannot sign out
         Route("/", sessions),
         Route("/sessions/{session}", session),
         Route("/verify", verify),

@@ -1,0 +1,312 @@
+"""``airsspec serve`` against a hostile caller: a token reaches only its user's memory by every
+route, server files stay the server's, a browser page of another origin cannot act with the
+viewer's cookie, a body too large is refused before it is held, and the light client sends its
+token only to a server its own user started on this machine."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from airsspec import client as light
+from airsspec.memory import Memory
+from airsspec.serve import api
+from airsspec.serve.app import COOKIE, ServeError, check_exposure, serving
+from airsspec.serve.app import write_state as write_discovery
+from airsspec.serve.core import MAX_VIEWS, Served
+from airsspec.serve.tokens import TokenStore
+from tests.airsspec.test_scoped_import import _transcript as transcript
+
+SECRET = "the owner's secret plan"
+EVENTS = [{"type": "user", "content": SECRET}]
+
+
+@pytest.fixture
+def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    with Memory.open(tmp_path / "ws", create=True) as memory:
+        yield memory
+
+
+@pytest.fixture
+def tokens(memory: Memory) -> dict[str, str]:
+    store = TokenStore(memory.root)
+    return {"alice": store.create("alice")[1], "bob": store.create("bob")[1]}
+
+
+@pytest.fixture
+def server(memory: Memory):
+    served = Served(memory, local_user="owner", background=False)
+    with serving(served) as where:
+        yield where["url"], served
+
+
+def http(url: str, token: str | None = None, **headers: str) -> httpx.Client:
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.Client(base_url=url, headers=headers, timeout=60, follow_redirects=False)
+
+
+def test_a_tokens_hook_cannot_make_the_server_read_its_files(server, tmp_path, tokens) -> None:
+    url, _ = server
+    owned = transcript(tmp_path / "owners.jsonl", SECRET)  # a file only the server may read
+    payload = {"session_id": "owners", "transcript_path": str(owned), "cwd": str(tmp_path)}
+    with http(url, tokens["bob"]) as bob:
+        for event in ("import", "Stop", "PostToolUse", "SessionStart"):
+            refused = bob.post(f"/v1/hooks/{event}", json={**payload, "source": "resume"})
+            assert refused.status_code == 403, (event, refused.text)
+        assert SECRET not in bob.post("/v1/sessions/owners/replay", json={}).text
+        assert bob.post("/v1/search", json={"query": SECRET}).json()["hits"] == []
+
+
+def test_a_hook_sent_with_a_users_token_falls_back_to_the_full_command(
+    memory, tmp_path, tokens, monkeypatch
+) -> None:
+    owned = transcript(tmp_path / "mine.jsonl", "my own prompt")
+    payload = json.dumps({"session_id": "mine", "transcript_path": str(owned)}).encode()
+    monkeypatch.setenv("AIRSSPEC_TOKEN", tokens["bob"])
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(payload)))
+    served = Served(memory, local_user="owner", background=False)
+    with serving(served, discover=True):
+        assert light.dispatch(["-w", str(memory.root), "hook", "Stop"]) is None
+    assert sys.stdin.read() == payload.decode()  # left for the full command to read
+
+
+def test_the_viewers_cookie_does_not_authenticate_the_api(server, tokens) -> None:
+    url, _ = server  # a page of another local port is the same site: SameSite does not stop it
+    with http(url) as browser:
+        browser.cookies.set(COOKIE, tokens["alice"])
+        assert browser.get("/").status_code == 200  # the viewer: yes
+        written = browser.post(
+            "/v1/sessions/csrf/events",
+            content=json.dumps({"events": EVENTS}),
+            headers={"Content-Type": "text/plain"},
+        )
+        assert written.status_code == 401, written.text
+        assert browser.post("/mcp", json={}).status_code == 401
+        forged = browser.post(  # as a browser sends it: with the page's origin
+            "/v1/sessions/csrf/events",
+            content=json.dumps({"events": EVENTS}),
+            headers={"Content-Type": "text/plain", "Origin": "http://127.0.0.1:1"},
+        )
+        assert forged.status_code == 403, forged.text
+
+
+def test_a_name_rebound_to_loopback_reaches_nothing(server, tokens) -> None:
+    url, _ = server  # a page of evil.example whose name now resolves to 127.0.0.1
+    port = url.rsplit(":", 1)[1]
+    for name in ("evil.example", "127.0.0.1.evil.example", "localhost.evil.example"):
+        with http(url, tokens["alice"], Host=f"{name}:{port}") as rebound:
+            assert rebound.get("/v1/health").status_code == 403, name
+            assert rebound.get("/v1/sessions").status_code == 403, name
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost", f"127.1.2.3:{port}"):
+        with http(url, tokens["alice"], Host=host) as local:
+            assert local.get("/v1/sessions").status_code == 200, host
+
+
+def test_a_form_of_another_origin_cannot_sign_in_or_out(server, tokens) -> None:
+    url, _ = server
+    with http(url) as browser:
+        forged = browser.post(
+            "/login", data={"token": tokens["bob"]}, headers={"Origin": "http://127.0.0.1:1"}
+        )
+        assert forged.status_code == 403 and COOKIE not in forged.cookies
+        own = browser.post("/login", data={"token": tokens["bob"]}, headers={"Origin": url})
+        assert own.status_code == 303 and COOKIE in own.cookies
+
+
+def test_a_token_in_the_query_string_is_for_the_viewers_sign_in_only(server, tokens) -> None:
+    url, _ = server  # a url's token ends up in logs and histories: the API never takes it
+    with http(url) as anyone:
+        assert anyone.get(f"/v1/sessions?token={tokens['alice']}").status_code == 401
+
+
+def test_signing_out_is_a_form_not_a_link(server, tokens) -> None:
+    url, _ = server
+    with http(url) as browser:
+        browser.cookies.set(COOKIE, tokens["alice"])
+        assert browser.get("/logout").status_code == 405  # an <img src> of any page
+        assert browser.get("/").status_code == 200
+
+
+def test_a_body_too_large_is_refused_before_it_is_read(server, tokens) -> None:
+    url, _ = server
+    with http(url, tokens["alice"]) as alice:
+        big = b'{"events": [' + b" " * (api.MAX_BODY + 1) + b"]}"
+        refused = alice.post("/v1/sessions/s1/events", content=big)
+        assert refused.status_code == 413, refused.text[:200]
+        mcp = alice.post("/mcp", content=big, headers={"Accept": "application/json"})
+        assert mcp.status_code == 413
+
+        def chunks():
+            for _ in range(api.MAX_BODY // 65536 + 2):
+                yield b" " * 65536
+
+        chunked = alice.post("/v1/sessions/s1/events", content=chunks())  # no length given
+        assert chunked.status_code == 413, chunked.text[:200]
+    with http(url) as anyone:  # the sign-in form is open to anyone
+        assert anyone.post("/login", content=big).status_code == 413
+    with http(url, tokens["alice"]) as alice:
+        deep = b"[" * 100_000 + b"]" * 100_000
+        assert alice.post("/v1/sessions/s1/events", content=deep).status_code == 400
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /v1/sessions HTTP/1.1\r\nAuthorization: Bearer \xe9\xe9\r\n",
+        b"GET /?token=%C3%A9 HTTP/1.1\r\n",
+        b"GET / HTTP/1.1\r\nCookie: airsspec_token=\xe9\r\n",
+    ],
+)
+def test_a_token_that_is_not_ascii_is_refused_not_a_server_error(server, request_bytes) -> None:
+    url, _ = server
+    port = int(url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), 30) as conn:
+        conn.sendall(request_bytes + b"Host: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    assert status in (303, 401), answer[:200]
+
+
+def test_a_hooks_budget_out_of_bounds_is_refused(server) -> None:
+    url, served = server
+    with http(url, served.local_token) as owner:
+        for budget in ("-5", "99999999999999999999999"):
+            answer = owner.post(
+                f"/v1/hooks/SessionStart?budget={budget}", json={"session_id": "s1"}
+            )
+            assert answer.status_code == 400, (budget, answer.text)
+
+
+def test_scopes_a_caller_invents_are_not_all_kept(server, tokens) -> None:
+    url, served = server
+    with http(url, tokens["bob"]) as bob:
+        for n in range(MAX_VIEWS + 20):
+            answer = bob.get("/v1/sessions", headers={"X-Airsspec-Agent": f"agent-{n}"})
+            assert answer.status_code == 200
+    assert len(served._views) <= MAX_VIEWS
+
+
+def test_scope_holds_for_every_route_and_spelling(server, memory, tokens) -> None:
+    url, _ = server
+    with http(url, tokens["alice"]) as alice:
+        assert alice.post("/v1/sessions/s1/events", json={"events": EVENTS}).status_code == 200
+    spellings = ["s1", "S1", "%73%31", "..%2fs1", "s1%00", "airsspec.memory"]
+    with http(url, tokens["bob"], **{"X-Airsspec-User": "alice"}) as bob:
+        for name in spellings:
+            for op in ("replay", "context"):
+                answer = bob.post(f"/v1/sessions/{name}/{op}", json={"budget": 100})
+                assert SECRET not in answer.text, (name, op)
+                assert answer.status_code < 500 and "Traceback" not in answer.text
+            page = bob.get(f"/sessions/{name}")
+            assert SECRET not in page.text and "Traceback" not in page.text
+        for path in ("/", "/search?q=secret", "/learnings", "/verify", "/v1/sessions"):
+            assert SECRET not in bob.get(path).text and "s1" not in bob.get(path).text, path
+        for path in ("/v1/verify", "/v1/search"):
+            answer = bob.post(path, json={"query": "secret plan"})
+            assert SECRET not in answer.text, path
+        assert bob.post("/v1/sessions/s1/replay", json={}).status_code in (403, 404)
+        appended = bob.post("/v1/sessions/s1/events", json={"events": EVENTS})
+        assert appended.status_code == 403
+
+
+def test_pages_forbid_framing_and_scripts_of_other_origins(server, tokens) -> None:
+    url, _ = server
+    with http(url, tokens["alice"]) as alice:
+        page = alice.get("/")
+    assert page.headers["x-frame-options"] == "DENY"
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_name_that_starts_like_loopback_is_beyond_it(memory: Memory) -> None:
+    served = Served(memory, local_user="owner", background=False)
+    with pytest.raises(ServeError):  # it may resolve anywhere: tokens needed, as for any host
+        check_exposure(served, "127.0.0.1.evil.example", None)
+    check_exposure(served, "127.0.0.2", None)
+
+
+def write_state(memory: Memory, info: dict, mode: int = 0o600) -> Path:
+    path = memory.workspace.state_dir / "serve.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(info))
+    os.chmod(path, mode)
+    return path
+
+
+def test_the_client_ignores_a_discovery_file_off_loopback(memory: Memory) -> None:
+    base = {"pid": os.getpid(), "token": "airs_local_x", "socket": None}
+    for url in ("http://10.1.2.3:80", "http://example.com:8750", "http://0.0.0.0:8750"):
+        write_state(memory, {**base, "url": url})
+        assert light.find_server(str(memory.root)) is None, url
+    write_state(memory, {**base, "url": "http://127.0.0.1:8750"})
+    assert light.find_server(str(memory.root)) is not None  # the file as the server writes it
+
+
+def test_the_client_ignores_a_discovery_file_others_could_write(memory: Memory, tmp_path) -> None:
+    info = {"pid": os.getpid(), "token": "airs_local_x", "url": "http://127.0.0.1:8750"}
+    path = write_state(memory, info, 0o666)
+    assert light.find_server(str(memory.root)) is None  # anyone may have written it
+    elsewhere = tmp_path / "planted.json"
+    elsewhere.write_text(json.dumps(info))
+    os.chmod(elsewhere, 0o600)
+    path.unlink()
+    path.symlink_to(elsewhere)
+    assert light.find_server(str(memory.root)) is None  # a link: not the server's own file
+
+
+def test_the_client_ignores_a_discovery_file_whose_pid_is_another_users(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_state(memory, {"pid": 4242, "token": "t", "url": "http://127.0.0.1:8750"})
+
+    def kill(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")  # the pid is another user's now
+
+    monkeypatch.setattr(light.os, "kill", kill)
+    assert light.find_server(str(memory.root)) is None
+
+
+def test_the_discovery_file_is_written_through_no_planted_link(memory, tmp_path) -> None:
+    served = Served(memory, local_user="owner", background=False)
+    target = tmp_path / "victim.txt"
+    target.write_text("untouched\n")
+    state = memory.workspace.state_dir
+    state.mkdir(parents=True, exist_ok=True)
+    (state / f"serve.json.{os.getpid()}.tmp").symlink_to(target)
+    path = write_discovery(served, {"url": "http://127.0.0.1:1", "socket": None})
+    assert target.read_text() == "untouched\n"
+    assert not path.is_symlink() and path.stat().st_mode & 0o777 == 0o600
+    assert json.loads(path.read_text())["token"] == served.local_token
+
+
+def test_the_client_reports_a_garbage_answer_without_a_traceback(memory, capsys) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    import threading
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n<html>not json")
+        conn.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    write_state(memory, {"pid": os.getpid(), "token": "t", "url": f"http://127.0.0.1:{port}"})
+    code = light.dispatch(["-w", str(memory.root), "query", "x", "--json"])
+    thread.join(10)
+    listener.close()
+    assert code == 1 and "airsspec: error:" in capsys.readouterr().err
