@@ -320,8 +320,9 @@ memory_events = st.one_of(
         st.sampled_from(["preference", "decision"]),
     ),
     st.builds(
-        lambda t, u: {"type": "session_started", "task": t, "phase": "discover"}
-        | ({"user": u} if u else {}),
+        lambda t, u: (
+            {"type": "session_started", "task": t, "phase": "discover"} | ({"user": u} if u else {})
+        ),
         st.text(max_size=20),
         st.sampled_from([None, "u", "v", "*"]),
     ),
