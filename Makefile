@@ -35,6 +35,7 @@ test: $(STAMP) chromium
 # it finds into an explicit @example on the test that found it.
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -m 'not slow' -p no:cacheprovider $(FUZZ_ARGS) tests
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -p no:cacheprovider $(FUZZ_ARGS) tests/airsspec/test_cli_fuzz.py
 
 # The extension's tests once more with the extension built under AddressSanitizer: a use after
 # free, an overflow or a double free aborts the run. The instrumented build takes the place of
