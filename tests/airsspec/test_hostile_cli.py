@@ -355,7 +355,7 @@ def test_the_mcp_append_tool_refuses_what_append_refuses(
 
     before = snapshot(workspace(project))
     with Memory.open(project) as memory:
-        server = build_server(memory)
+        server = build_server(lambda op, arguments, ctx: op.call(memory, arguments))
         with pytest.raises(ToolError, match=expected.replace("(", r"\(")):
             asyncio.run(server.call_tool("append", {"session": "s", "events": [event]}))
     assert snapshot(workspace(project)) == before

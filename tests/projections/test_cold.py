@@ -17,7 +17,7 @@ from projections.embedders import Embedder, HashEmbedder, make_embedder
 from projections.embedding_cache import CachedEmbedder
 from projections.engine import Runner
 from projections.recall import Recall
-from projections.units import CHUNK_CHARS, IndexPolicy, split_text
+from projections.units import CHUNK_CHARS, IndexPolicy, RecallWeights, split_text
 
 WORDS = [
     *("alpha", "beta", "gamma", "delta", "parser", "deadline"),
@@ -379,12 +379,14 @@ def test_a_learning_that_quotes_a_message_does_not_take_a_second_place(tmp_path:
     )
     projector = cold(tmp_path)
     Runner(log, [projector]).catch_up()
-    hits = recall(projector).query_memory(quoted, k=3).hits
+    # No relevance floor here: every message takes a place, so a second place is visible.
+    unfloored = Recall(projector.store, projector.embedder.embedder, RecallWeights(min_score=0))
+    hits = unfloored.query_memory(quoted, k=3).hits
     assert len(hits) == 3
     assert [(h.text, h.kind) for h in hits].count((quoted, "message")) == 1
     assert quoted not in [h.text for h in hits if h.kind == "learning"]
     log.append("s", {"type": "user", "content": quoted})  # said again: a second event
     Runner(log, [projector]).catch_up()
-    hits = recall(projector).query_memory(quoted, k=4).hits
+    hits = unfloored.query_memory(quoted, k=4).hits
     assert [h.text for h in hits].count(quoted) == 2
     assert sorted(h.kind for h in hits if h.text == quoted) == ["message", "message"]
