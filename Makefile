@@ -27,9 +27,10 @@ chromium:
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
 		|| echo "chromium not installed (needs root and apt): tests/browser will skip"; }
 
+# Two workers (pytest-xdist), one test file each at a time: most tests wait on subprocesses.
 test: $(STAMP) chromium
 	$(PY) -m ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 # Property tests with random seeds and more examples (`make test` replays fixed seeds). Turn what
 # it finds into an explicit @example on the test that found it.
