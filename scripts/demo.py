@@ -130,6 +130,8 @@ def watch_demo(target: Path) -> None:
 
 def serve_demo(target: Path) -> None:
     """Start ``airsspec serve``, call it with curl and from a hook, photograph the viewer."""
+    # A token reads only its user's sessions: give the spec session an owner first.
+    run(target, "session", "start", "spec-rate-limiter", "--user", "demo")
     token = run(target, "token", "create", "--user", "demo").strip()
     print("\n$ airsspec serve --port 0 &", flush=True)
     server = subprocess.Popen(
@@ -162,7 +164,9 @@ def serve_demo(target: Path) -> None:
             text=True,
             check=True,
         )
-        for hit in json.loads(found.stdout)["hits"]:
+        hits = json.loads(found.stdout)["hits"]
+        assert hits, f"the demo user's search found nothing: {found.stdout[:300]}"
+        for hit in hits:
             print(f"  {hit['session']} #{hit['seq_from']}: {hit['text'][:100]}")
         started = time.perf_counter()
         run(
