@@ -73,14 +73,19 @@ class ScopedAccess:
             self._owners_seen[session] = found
         return found
 
-    def visible_sessions(self, scope: Scope | None = None) -> set[str] | None:
-        """The sessions ``scope`` (default: this memory's) may read; None: all of them. A
-        scope that does not keep every value this memory's names is refused (``ScopeError``):
-        like ``scoped``, an argument narrows, never widens."""
+    def _narrowed(self, scope: Scope | None) -> Scope:
+        """``scope`` (default: this memory's), refused (``ScopeError``) unless it keeps every
+        value this memory's scope names: like ``scoped``, an argument narrows, never widens."""
         scope = self.scope if scope is None else scope
         for name, value in self.scope.to_fields().items():
             if getattr(scope, name) != value:
                 raise ScopeError(f"a memory scoped to {self.scope} cannot read as {scope}")
+        return scope
+
+    def visible_sessions(self, scope: Scope | None = None) -> set[str] | None:
+        """The sessions ``scope`` (default: this memory's) may read; None: all of them
+        (``_narrowed``: an argument narrows, never widens)."""
+        scope = self._narrowed(scope)
         if not scope.named:
             return None
         return {s for s, owner in self.owners().items() if scope.matches(owner)}

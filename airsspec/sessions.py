@@ -65,6 +65,7 @@ class SessionsAndLearnings:
         def status(self) -> Any: ...
         def reader_scope(self, session: str) -> Scope: ...
         def _opening(self, session: str) -> list[dict[str, Any]]: ...
+        def _narrowed(self, scope: Scope | None) -> Scope: ...
         def _memory_block(
             self, session: str, budget: int, query: str | None, reader: Scope
         ) -> tuple[str, dict[str, bool]]: ...
@@ -233,6 +234,8 @@ class SessionsAndLearnings:
         if scope is None:
             owners = {s.session: s.info.get("owner") for s in states}
             scope = self.scope.within(Scope.of(owners.get(reader or "")))
+        else:
+            scope = self._narrowed(scope)  # an argument narrows, never widens
         return assess(
             states,
             moment,

@@ -169,6 +169,8 @@ def test_a_scoped_memory_cannot_widen_its_reads_through_a_scope_argument(
         for wider in (Scope(), Scope(user="ana"), Scope(agent="x")):
             with pytest.raises(ScopeError):
                 ben.search("ANACANARY tabs", k=20, scope=wider)
+            with pytest.raises(ScopeError):
+                ben.learnings(scope=wider)
         narrower = ben.search("tabs", k=20, scope=Scope(user="ben", project="p"))
         assert narrower["hits"] == []  # b1 names no project: a narrower reader sees less
         assert {h["session"] for h in ben.search("tabs", k=20)["hits"]} == {"b1"}
