@@ -23,12 +23,10 @@ import socket
 import stat
 import sys
 
+from airsspec.errors import ClientError
+
 STATE = os.path.join("state", "serve.json")
 TIMEOUT_S = 120.0
-
-
-class ClientError(OSError):
-    """The server's answer could not be read (it went away mid-request, or is not HTTP)."""
 
 
 class Server:

@@ -25,15 +25,21 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from airsspec.errors import (
+    AirsspecError,
+    InvalidQueryError,
+    NoSuchSessionError,
+    NotAWorkspaceError,
+    ScopeError,
+)
 from airsspec.scoped import ScopedAccess
 from airsspec.sessions import SessionsAndLearnings
 from airsspec.settings import CONFIG_NAME
 from airsspec.workspace import TIERS, Workspace, init_workspace
-from eventlog.errors import AirsspecError
 from eventlog.ids import format_ts, normalize_ts
 from eventlog.layout import validate_session_id
 from eventlog.schema import MEMORY_SESSION
-from projections.scopes import Scope, ScopeError
+from projections.scopes import Scope
 
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
     import threading
@@ -51,18 +57,6 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
 
 ContextFormat = Literal["text", "anthropic", "openai"]
 logger = logging.getLogger(__name__)
-
-
-class NotAWorkspaceError(AirsspecError):
-    """The path holds no airsspec workspace (and ``create`` was not asked for)."""
-
-
-class NoSuchSessionError(AirsspecError):
-    """The session named has no log in this workspace."""
-
-
-class InvalidQueryError(AirsspecError, ValueError):
-    """A search or context request that cannot run (empty query, k out of range, bad time)."""
 
 
 def _moment(value: str | datetime | None, name: str) -> str | None:
@@ -195,7 +189,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
                 self.project(("hot",), sessions=[session])
             except (OSError, AirsspecError) as exc:
                 logger.warning(
-                    "airsspec: warning: %s: appended, but the hot tier was not updated: %s",
+                    "%s: appended, but the hot tier was not updated: %s",
                     session,
                     exc,
                 )
@@ -204,7 +198,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
     def sessions(self) -> list[SessionInfo]:
         """Every session: records, first and last time, bytes; a session whose log cannot be
         read is listed with its ``problem`` (the others are unaffected)."""
-        from eventlog.errors import CorruptLogError, UnsafePathError
+        from airsspec.errors import CorruptLogError, UnsafePathError
         from eventlog.log import SessionInfo
 
         log = self.workspace.log
@@ -290,7 +284,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
 
         chosen = self._tiers(tiers)
         if "cold" in chosen and (problem := self.embedder_problem()):
-            logger.warning("airsspec: warning: the cold tier was not updated: %s", problem)
+            logger.warning("the cold tier was not updated: %s", problem)
             chosen = tuple(t for t in chosen if t != "cold")
         if "cold" in chosen and self.register_sources() and sessions is not None:
             sessions = {*sessions, MEMORY_SESSION}
@@ -302,7 +296,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         for report in reports if warn else ():
             for outcome in report.failed:
                 logger.warning(
-                    "airsspec: warning: %s: skipped %s (its log is damaged; the other sessions "
+                    "%s: skipped %s (its log is damaged; the other sessions "
                     "are current): %s",
                     report.projector,
                     outcome.session,
@@ -364,13 +358,13 @@ class Memory(ScopedAccess, SessionsAndLearnings):
                 self.workspace.state_dir / "sources.json",
             )
         except AirsspecError as exc:
-            logger.warning("airsspec: warning: documents under sources/ not registered: %s", exc)
+            logger.warning("documents under sources/ not registered: %s", exc)
             return []
         return [record.path for record in records]
 
     def embedder_problem(self) -> str | None:
         """Why the cold tier's embedder cannot run here (None when it can)."""
-        from projections.embedders import EmbedderUnavailable
+        from airsspec.errors import EmbedderUnavailable
 
         try:
             self.workspace.embedder().check()
@@ -666,7 +660,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         """Run each process that writes derived events (the compactor, then the learnings
         extractor) on ``session`` when it is due; what each appended. A policy busy in
         another process, or with too little to work on, appends nothing."""
-        from compactor.errors import CompactionBusyError, NothingToCompactError
+        from airsspec.errors import CompactionBusyError, NothingToCompactError
 
         appended: dict[str, list[Record]] = {}
         for name in ("compact", "extract"):

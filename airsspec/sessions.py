@@ -15,11 +15,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eventlog.errors import AirsspecError
+from airsspec.errors import LearningError, ScopeError
 from eventlog.ids import parse_ts, utc_now
 from eventlog.layout import validate_session_id
 from eventlog.schema import MEMORY_SESSION
-from projections.scopes import Scope, ScopeError
+from projections.scopes import Scope
 
 if TYPE_CHECKING:
     from airsspec.workspace import Workspace
@@ -29,10 +29,6 @@ if TYPE_CHECKING:
 
 _DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
-class LearningError(AirsspecError, ValueError):
-    """A learnings or session request that cannot be done (unknown id, phase or duration)."""
 
 
 def parse_duration(text: str) -> timedelta:
@@ -206,7 +202,7 @@ class SessionsAndLearnings:
     def extract(self, session: str, *, force: bool = False) -> list[Record]:
         """Run the learnings extractor on ``session`` if it is due (or ``force``); return what
         it appended (learnings, then the ``extracted`` mark)."""
-        from compactor.errors import CompactionBusyError
+        from airsspec.errors import CompactionBusyError
 
         try:
             return self._policy("extract", session, force)

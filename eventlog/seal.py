@@ -20,16 +20,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eventlog.canonical import canonical_json
-from eventlog.errors import EventLogError
+from eventlog.errors import SealError
 from eventlog.ids import utc_now
 from eventlog.log import EventLog
 from eventlog.verify import Anchor
 
 SEAL_FORMAT = "airsspec-seal/1"
-
-
-class SealError(EventLogError):
-    """A seal that cannot be used: unreadable, of another format, or its signature is wrong."""
 
 
 class SealedHead(BaseModel):

@@ -21,10 +21,10 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from eventlog.canonical import NotCanonicalizableError, expected_line
-from eventlog.errors import CorruptLogError, UnsafePathError
+from eventlog.canonical import expected_line
+from eventlog.errors import CorruptLogError, HeadError, NotCanonicalizableError, UnsafePathError
 from eventlog.exact_json import MAX_DEPTH, bytes_too_deep, too_deep
-from eventlog.heads import HeadError, headed_sessions, read_head
+from eventlog.heads import headed_sessions, read_head
 from eventlog.layout import linked_sessions, reader_nofollow, session_path
 from eventlog.log import EventLog
 from eventlog.schema import parse_record

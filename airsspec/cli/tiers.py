@@ -23,9 +23,8 @@ from airsspec.cli.common import (
     progress_printer,
     report_runs,
 )
+from airsspec.errors import CompactionBusyError, CorruptLogError, NothingToCompactError
 from airsspec.workspace import TIERS
-from compactor.errors import CompactionBusyError, NothingToCompactError
-from eventlog.errors import CorruptLogError
 from eventlog.layout import validate_session_id
 from eventlog.render import printable
 
@@ -352,7 +351,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     if args.log_level != "debug":
         logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per change is noise
-    from airsspec.daemon import Daemon, DaemonBusyError
+    from airsspec.daemon import Daemon
+    from airsspec.errors import DaemonBusyError
 
     with open_memory(args) as memory:
         daemon = Daemon(memory)
