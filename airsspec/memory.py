@@ -36,7 +36,7 @@ from airsspec.scoped import ScopedAccess
 from airsspec.sessions import SessionsAndLearnings
 from airsspec.settings import CONFIG_NAME
 from airsspec.workspace import TIERS, Workspace, init_workspace
-from eventlog.ids import format_ts, normalize_ts
+from eventlog.bound import Bound
 from eventlog.layout import validate_session_id
 from eventlog.schema import MEMORY_SESSION
 from projections.scopes import Scope
@@ -50,36 +50,13 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
     from eventlog.log import SessionInfo
     from eventlog.schema import Event, Record
     from eventlog.verify import VerifyReport
-    from projections.engine import Progress, RunReport, StopAt
+    from projections.engine import Progress, RunReport
     from projections.hot import HotWindow
     from projections.memory_tool import QueryMemoryInput
     from projections.status import TierStatus
 
 ContextFormat = Literal["text", "anthropic", "openai"]
 logger = logging.getLogger(__name__)
-
-
-def _moment(value: str | datetime | None, name: str) -> str | None:
-    if value is None:
-        return None
-    try:
-        if isinstance(value, datetime):
-            if value.tzinfo is None:
-                raise ValueError("a datetime needs a time zone (use datetime.now(UTC))")
-            return format_ts(value)
-        return normalize_ts(value)
-    except (ValueError, OverflowError) as exc:
-        raise InvalidQueryError(f"{name}: {exc}") from exc
-
-
-def _as_of(point: int | str | datetime) -> StopAt:
-    from projections.engine import stop_after
-
-    if isinstance(point, int):
-        return stop_after(seq=point)
-    moment = _moment(point, "as_of")
-    assert moment is not None
-    return stop_after(ts=moment)
 
 
 class Memory(ScopedAccess, SessionsAndLearnings):
@@ -228,13 +205,10 @@ class Memory(ScopedAccess, SessionsAndLearnings):
     ) -> Iterator[Record]:
         """The records of ``session`` from ``from_seq`` up to ``until`` (a seq or a time)."""
         self.check_session(session)
-        limit_seq = until if isinstance(until, int) else None
-        limit_ts = None if isinstance(until, int) else _moment(until, "until")
+        bound = None if until is None else Bound.parse(until, "until")
         for located in self.workspace.log.read(session, from_seq=from_seq):
             record = located.record
-            if (limit_seq is not None and record.seq > limit_seq) or (
-                limit_ts is not None and record.ts > limit_ts
-            ):
+            if bound is not None and bound.passed(record):
                 return
             yield record
 
@@ -296,8 +270,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         for report in reports if warn else ():
             for outcome in report.failed:
                 logger.warning(
-                    "%s: skipped %s (its log is damaged; the other sessions "
-                    "are current): %s",
+                    "%s: skipped %s (its log is damaged; the other sessions are current): %s",
                     report.projector,
                     outcome.session,
                     outcome.failed,
@@ -308,7 +281,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         self,
         tiers: Iterable[str] | str = TIERS,
         *,
-        as_of: int | str | datetime | None = None,
+        as_of: Bound | int | str | datetime | None = None,
         out: str | Path | None = None,
         jobs: int = 1,
         progress: Progress | None = None,
@@ -340,7 +313,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         target, live = Path(out).resolve(), self.root.resolve()
         if target == live or live in target.parents:
             raise InvalidQueryError(f"{target} is inside the workspace; choose a folder outside")
-        stop = _as_of(as_of)
+        stop = Bound.parse(as_of, "as_of").passed
         projectors = self.workspace.projectors(chosen, root=target)
         return Runner(self.workspace.log, projectors, progress, jobs=jobs).rebuild(stop)
 
@@ -598,8 +571,8 @@ class Memory(ScopedAccess, SessionsAndLearnings):
                 query=query,
                 k=k,
                 session=session,
-                since=_moment(since, "since"),
-                until=_moment(until, "until"),
+                since=Bound.time(since, "since"),
+                until=Bound.time(until, "until"),
                 kinds=list(kinds) if kinds is not None else None,
             )
         except ValidationError as exc:

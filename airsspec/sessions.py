@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airsspec.errors import LearningError, ScopeError
+from eventlog.bound import Bound
 from eventlog.ids import parse_ts, utc_now
 from eventlog.layout import validate_session_id
 from eventlog.schema import MEMORY_SESSION
@@ -40,10 +41,8 @@ def parse_duration(text: str) -> timedelta:
 
 
 def _moment(value: str | datetime | None) -> str:
-    """``value`` as a normalised time (``InvalidQueryError`` naming ``now``); None: now."""
-    from airsspec.memory import _moment as normalised
-
-    return normalised(value, "now") or utc_now()
+    """``value`` as a normalised time (``InvalidBoundError`` naming ``now``); None: now."""
+    return Bound.time(value, "now") or utc_now()
 
 
 class SessionsAndLearnings:

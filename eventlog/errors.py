@@ -222,6 +222,11 @@ class InvalidQueryError(BadInputError, ValueError):
     """A search or context request that cannot run (empty query, k out of range, bad time)."""
 
 
+class InvalidBoundError(InvalidQueryError):
+    """A seq or a time bounding a read (``--until``, ``--as-of``, ``since``, ``now``) that is
+    neither a whole number nor an RFC 3339 time with an offset (see ``eventlog.bound``)."""
+
+
 class AnalyticsError(BadInputError):
     """A query that cannot run: not read-only, or invalid SQL."""
 
@@ -509,6 +514,7 @@ __all__ = [
     "ImportFailedError",
     "InexactJSONError",
     "IntegrityError",
+    "InvalidBoundError",
     "InvalidEventError",
     "InvalidInputError",
     "InvalidQueryError",

@@ -664,9 +664,8 @@ class Runner:
 
 
 def stop_after(seq: int | None = None, ts: str | None = None) -> StopAt:
-    """Stop before the first record past ``seq`` or later than ``ts`` (normalised UTC)."""
-    if seq is not None:
-        return lambda record: record.seq > seq
-    if ts is not None:
-        return lambda record: record.ts > ts
-    raise ValueError("stop_after needs a seq or a time")
+    """Stop before the first record past ``seq`` or later than ``ts`` (normalised UTC): the
+    ``eventlog.bound.Bound`` of either."""
+    from eventlog.bound import Bound
+
+    return Bound(seq=seq, ts=ts).passed

@@ -23,7 +23,6 @@ from airsspec.errors import EXIT_OK as EXIT_OK
 from airsspec.errors import EXIT_USAGE as EXIT_USAGE
 from airsspec.errors import UsageError as UsageError
 from airsspec.errors import validation_problem as validation_problem
-from eventlog.ids import normalize_ts
 
 if TYPE_CHECKING:
     from airsspec.memory import Memory
@@ -128,14 +127,6 @@ def output_path(memory: Memory, value: str, option: str) -> Path:
             "the tiers live there)"
         )
     return target
-
-
-def parse_time(value: str, option: str) -> str:
-    """``value`` as a normalised RFC 3339 time, or a ``UsageError`` naming ``option``."""
-    try:
-        return normalize_ts(value)
-    except ValueError as exc:
-        raise UsageError(f"{option}: {exc}") from exc
 
 
 def progress_printer() -> Callable[[str, int, int], None] | None:

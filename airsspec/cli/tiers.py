@@ -18,13 +18,13 @@ from airsspec.cli.common import (
     command,
     open_memory,
     output_path,
-    parse_time,
     print_json,
     progress_printer,
     report_runs,
 )
 from airsspec.errors import CompactionBusyError, CorruptLogError, NothingToCompactError
 from airsspec.workspace import TIERS
+from eventlog.bound import Bound
 from eventlog.layout import validate_session_id
 from eventlog.render import printable
 
@@ -98,7 +98,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             engine = {"engine": args.engine, "address": args.address}
             return report_runs(memory.rebuild(args.tier, **run, **engine), args.json, {})
         as_of = args.as_of
-        point: int | str = int(as_of) if as_of.isdigit() else parse_time(as_of, "--as-of")
+        point = Bound.parse(as_of, "--as-of")
         out = output_path(memory, args.out or f"airsspec-as-of-{as_of.replace(':', '')}", "--out")
         reports = memory.rebuild(args.tier, as_of=point, out=out, **run)
     return report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
