@@ -31,6 +31,7 @@ from airsspec.errors import (
     NoSuchSessionError,
     NotAWorkspaceError,
     ScopeError,
+    field_of,
 )
 from airsspec.scoped import ScopedAccess
 from airsspec.sessions import SessionsAndLearnings
@@ -577,8 +578,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
             )
         except ValidationError as exc:
             error = exc.errors()[0]
-            field = ".".join(str(p) for p in error["loc"]) or "query"
-            raise InvalidQueryError(f"{field}: {error['msg']}") from exc
+            raise InvalidQueryError(f"{field_of(error, 'query')}: {error['msg']}") from exc
         return self.query(request, fresh=fresh, scope=scope)
 
     def query(
