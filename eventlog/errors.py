@@ -20,8 +20,7 @@ field of a pydantic validation error, the one spelling every front end uses.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -150,9 +149,9 @@ class NotCanonicalizableError(InvalidEventError):
     body's position and ``field`` the dotted path of the value when one can be named."""
 
 
-@dataclass(frozen=True, slots=True)
-class LineError:
-    """One invalid input line: its number, field and problem."""
+class LineError(NamedTuple):
+    """One invalid input line: its number, field and problem (a tuple, not a dataclass: this
+    module is imported by the light client, where ``dataclasses`` would cost its start-up)."""
 
     line: int
     field: str | None
