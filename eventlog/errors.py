@@ -56,58 +56,50 @@ class CompactorError(AirsspecError):
 class BadInputError(AirsspecError):
     """The input or the command is wrong: fix it and ask again; nothing was written."""
 
-    exit_code = EXIT_USAGE
-    http_status = 400
+    exit_code, http_status = EXIT_USAGE, 400
 
 
 class NotFoundError(AirsspecError):
     """What was named does not exist (a session, a workspace)."""
 
-    exit_code = EXIT_USAGE
-    http_status = 404
+    exit_code, http_status = EXIT_USAGE, 404
 
 
 class ForbiddenError(AirsspecError):
     """The caller may not do this (scope, token, a file reached through a link): asking again
     will not help."""
 
-    exit_code = EXIT_USAGE
-    http_status = 403
+    exit_code, http_status = EXIT_USAGE, 403
 
 
 class ConflictError(AirsspecError):
     """Someone else is doing this work now, or there is nothing to do: try again later."""
 
-    exit_code = EXIT_FAILED
-    http_status = 409
+    exit_code, http_status = EXIT_FAILED, 409
 
 
 class IntegrityError(AirsspecError):
     """Stored bytes are damaged or do not check out: ``verify`` shows where."""
 
-    exit_code = EXIT_FAILED
-    http_status = 500
+    exit_code, http_status = EXIT_FAILED, 500
 
 
 class WriteFailedError(AirsspecError):
     """The machine refused a write (disk full, permissions, a failed sync)."""
 
-    exit_code = EXIT_FAILED
-    http_status = 500
+    exit_code, http_status = EXIT_FAILED, 500
 
 
 class ConfigurationError(AirsspecError):
     """The settings or the set-up do not allow this: change the configuration."""
 
-    exit_code = EXIT_USAGE
-    http_status = 400
+    exit_code, http_status = EXIT_USAGE, 400
 
 
 class UnavailableError(AirsspecError):
     """A dependency is missing or cannot be reached (an extra, a model, a store, a server)."""
 
-    exit_code = EXIT_USAGE
-    http_status = 400
+    exit_code, http_status = EXIT_USAGE, 400
 
 
 # ---- bad input ---------------------------------------------------------------------------------
