@@ -218,6 +218,11 @@ class InvalidBoundError(InvalidQueryError):
     neither a whole number nor an RFC 3339 time with an offset (see ``eventlog.bound``)."""
 
 
+class OutputInsideWorkspaceError(InvalidQueryError):
+    """A file to write resolves inside the workspace folder (or names no possible path): it
+    could overwrite a session's log or a tier's files."""
+
+
 class AnalyticsError(BadInputError):
     """A query that cannot run: not read-only, or invalid SQL."""
 
@@ -319,6 +324,21 @@ class DaemonBusyError(ConflictError):
     """Another daemon already watches this workspace."""
 
 
+class SessionExistsError(ConflictError, EventLogError):
+    """An append meant to create a session found it already created (another writer got there
+    first, under the session's lock): nothing was written. The caller checks who owns it now
+    and writes again as an ordinary append, or gives up."""
+
+    def __init__(self, session: str) -> None:
+        self.session = session
+        super().__init__(
+            f"session {session!r} was created by another writer first; nothing was written"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:
+        return type(self), (self.session,)
+
+
 # ---- integrity / corrupt -----------------------------------------------------------------------
 
 
@@ -340,6 +360,10 @@ class CorruptLogError(IntegrityError, EventLogError):
 
 def _rebuild_corrupt(path: Path, seq: int | None, offset: int, reason: str) -> CorruptLogError:
     return CorruptLogError(path, seq=seq, offset=offset, reason=reason)
+
+
+class VerifyFailedError(IntegrityError):
+    """The log does not verify, so it cannot be sealed (the sessions that fail are named)."""
 
 
 class HeadError(IntegrityError, EventLogError, ValueError):
@@ -522,6 +546,7 @@ __all__ = [
     "NotCanonicalizableError",
     "NotFoundError",
     "NothingToCompactError",
+    "OutputInsideWorkspaceError",
     "PlotPathError",
     "PlotUnavailableError",
     "ReadOnlyTokenError",
@@ -531,6 +556,7 @@ __all__ = [
     "SeqTakenError",
     "ServeError",
     "ServerFilesError",
+    "SessionExistsError",
     "SettingsError",
     "SourceError",
     "StorageError",
@@ -540,6 +566,7 @@ __all__ = [
     "UnknownEventTypeError",
     "UnsafePathError",
     "UsageError",
+    "VerifyFailedError",
     "WriteFailedError",
     "field_of",
     "validation_problem",
