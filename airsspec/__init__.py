@@ -10,14 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airsspec.memory import (
-        AsyncMemory,
+    from airsspec.errors import (
+        AirsspecError,
         InvalidQueryError,
-        Memory,
         NoSuchSessionError,
         NotAWorkspaceError,
     )
-    from eventlog.errors import AirsspecError
+    from airsspec.memory import AsyncMemory, Memory
 
 __all__ = [
     "AirsspecError",
@@ -47,18 +46,19 @@ def _check_layers() -> None:
 
 _check_layers()
 
-_FROM_MEMORY = {"AsyncMemory", "InvalidQueryError", "Memory", "NoSuchSessionError"}
+_FROM_MEMORY = {"AsyncMemory", "Memory"}
+_FROM_ERRORS = {"AirsspecError", "InvalidQueryError", "NoSuchSessionError", "NotAWorkspaceError"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _FROM_MEMORY or name == "NotAWorkspaceError":
+    if name in _FROM_MEMORY:
         from airsspec import memory
 
         return getattr(memory, name)
-    if name == "AirsspecError":
-        from eventlog.errors import AirsspecError
+    if name in _FROM_ERRORS:
+        from airsspec import errors
 
-        return AirsspecError
+        return getattr(errors, name)
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version
 

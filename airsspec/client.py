@@ -27,10 +27,6 @@ STATE = os.path.join("state", "serve.json")
 TIMEOUT_S = 120.0
 
 
-class ClientError(OSError):
-    """The server's answer could not be read (it went away mid-request, or is not HTTP)."""
-
-
 class Server:
     """A running server, as its discovery file describes it.
 
@@ -75,10 +71,18 @@ class Server:
         try:
             status = int(header.split(b" ", 2)[1])
         except (IndexError, ValueError) as exc:
-            raise ClientError(f"not an HTTP answer: {answer[:80]!r}") from exc
+            raise _client_error(f"not an HTTP answer: {answer[:80]!r}") from exc
         if b"transfer-encoding: chunked" in header.lower():
-            raise ClientError("a chunked answer (this client reads whole answers)")
+            raise _client_error("a chunked answer (this client reads whole answers)")
         return status, json.loads(payload or b"null")
+
+
+def _client_error(message: str) -> OSError:
+    """A ``ClientError``, its module imported only when one is raised (a hook's start-up
+    does not pay for every error class)."""
+    from airsspec.errors import ClientError
+
+    return ClientError(message)
 
 
 def _alive(pid: object) -> bool:

@@ -25,18 +25,14 @@ from pathlib import Path
 
 import watchfiles
 
-from airsspec.memory import Memory, NoSuchSessionError
-from eventlog.errors import AirsspecError
+from airsspec.errors import DaemonBusyError, NoSuchSessionError
+from airsspec.memory import Memory
 from eventlog.layout import LOG_SUFFIX
 from eventlog.schema import MEMORY_SESSION
 
 log = logging.getLogger("airsspec.watch")
 COLD_NICE = 10  # the cold tier embeds with the CPU left over
 STOP_WAIT_S = 10.0  # how long a stop waits for the cold tier's index upkeep
-
-
-class DaemonBusyError(AirsspecError):
-    """Another daemon already watches this workspace."""
 
 
 class Daemon:

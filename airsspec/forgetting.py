@@ -35,18 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from airsspec.errors import ForgetError, ScopeError
 from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id, learning_subject
-from eventlog.errors import AirsspecError
 from eventlog.schema import MEMORY_SESSION
-from projections.scopes import ScopeError
 
 if TYPE_CHECKING:
     from airsspec.memory import Memory
-
-
-class ForgetError(AirsspecError, ValueError):
-    """A forget request that cannot be done (nothing named, encryption off, a session sealed
-    with its user's key)."""
 
 
 @dataclass

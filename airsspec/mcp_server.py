@@ -24,8 +24,8 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import ToolAnnotations
 from pydantic import ConfigDict
 
+from airsspec.errors import AirsspecError
 from airsspec.serve.ops import OPS, Op
-from eventlog.errors import AirsspecError
 
 INSTRUCTIONS = (
     "Long-term memory of this agent workspace: an append-only, hash-chained log of every "

@@ -25,15 +25,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
+from airsspec.errors import (
+    AirsspecError,
+    InvalidQueryError,
+    NoSuchSessionError,
+    NotAWorkspaceError,
+    ScopeError,
+    field_of,
+)
 from airsspec.scoped import ScopedAccess
 from airsspec.sessions import SessionsAndLearnings
 from airsspec.settings import CONFIG_NAME
 from airsspec.workspace import TIERS, Workspace, init_workspace
-from eventlog.errors import AirsspecError
-from eventlog.ids import format_ts, normalize_ts
+from eventlog.bound import Bound
 from eventlog.layout import validate_session_id
 from eventlog.schema import MEMORY_SESSION
-from projections.scopes import Scope, ScopeError
+from projections.scopes import Scope
 
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
     import threading
@@ -44,48 +51,13 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
     from eventlog.log import SessionInfo
     from eventlog.schema import Event, Record
     from eventlog.verify import VerifyReport
-    from projections.engine import Progress, RunReport, StopAt
+    from projections.engine import Progress, RunReport
     from projections.hot import HotWindow
     from projections.memory_tool import QueryMemoryInput
     from projections.status import TierStatus
 
 ContextFormat = Literal["text", "anthropic", "openai"]
 logger = logging.getLogger(__name__)
-
-
-class NotAWorkspaceError(AirsspecError):
-    """The path holds no airsspec workspace (and ``create`` was not asked for)."""
-
-
-class NoSuchSessionError(AirsspecError):
-    """The session named has no log in this workspace."""
-
-
-class InvalidQueryError(AirsspecError, ValueError):
-    """A search or context request that cannot run (empty query, k out of range, bad time)."""
-
-
-def _moment(value: str | datetime | None, name: str) -> str | None:
-    if value is None:
-        return None
-    try:
-        if isinstance(value, datetime):
-            if value.tzinfo is None:
-                raise ValueError("a datetime needs a time zone (use datetime.now(UTC))")
-            return format_ts(value)
-        return normalize_ts(value)
-    except (ValueError, OverflowError) as exc:
-        raise InvalidQueryError(f"{name}: {exc}") from exc
-
-
-def _as_of(point: int | str | datetime) -> StopAt:
-    from projections.engine import stop_after
-
-    if isinstance(point, int):
-        return stop_after(seq=point)
-    moment = _moment(point, "as_of")
-    assert moment is not None
-    return stop_after(ts=moment)
 
 
 class Memory(ScopedAccess, SessionsAndLearnings):
@@ -195,7 +167,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
                 self.project(("hot",), sessions=[session])
             except (OSError, AirsspecError) as exc:
                 logger.warning(
-                    "airsspec: warning: %s: appended, but the hot tier was not updated: %s",
+                    "%s: appended, but the hot tier was not updated: %s",
                     session,
                     exc,
                 )
@@ -204,7 +176,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
     def sessions(self) -> list[SessionInfo]:
         """Every session: records, first and last time, bytes; a session whose log cannot be
         read is listed with its ``problem`` (the others are unaffected)."""
-        from eventlog.errors import CorruptLogError, UnsafePathError
+        from airsspec.errors import CorruptLogError, UnsafePathError
         from eventlog.log import SessionInfo
 
         log = self.workspace.log
@@ -234,13 +206,10 @@ class Memory(ScopedAccess, SessionsAndLearnings):
     ) -> Iterator[Record]:
         """The records of ``session`` from ``from_seq`` up to ``until`` (a seq or a time)."""
         self.check_session(session)
-        limit_seq = until if isinstance(until, int) else None
-        limit_ts = None if isinstance(until, int) else _moment(until, "until")
+        bound = None if until is None else Bound.parse(until, "until")
         for located in self.workspace.log.read(session, from_seq=from_seq):
             record = located.record
-            if (limit_seq is not None and record.seq > limit_seq) or (
-                limit_ts is not None and record.ts > limit_ts
-            ):
+            if bound is not None and bound.passed(record):
                 return
             yield record
 
@@ -290,7 +259,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
 
         chosen = self._tiers(tiers)
         if "cold" in chosen and (problem := self.embedder_problem()):
-            logger.warning("airsspec: warning: the cold tier was not updated: %s", problem)
+            logger.warning("the cold tier was not updated: %s", problem)
             chosen = tuple(t for t in chosen if t != "cold")
         if "cold" in chosen and self.register_sources() and sessions is not None:
             sessions = {*sessions, MEMORY_SESSION}
@@ -302,8 +271,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         for report in reports if warn else ():
             for outcome in report.failed:
                 logger.warning(
-                    "airsspec: warning: %s: skipped %s (its log is damaged; the other sessions "
-                    "are current): %s",
+                    "%s: skipped %s (its log is damaged; the other sessions are current): %s",
                     report.projector,
                     outcome.session,
                     outcome.failed,
@@ -314,7 +282,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         self,
         tiers: Iterable[str] | str = TIERS,
         *,
-        as_of: int | str | datetime | None = None,
+        as_of: Bound | int | str | datetime | None = None,
         out: str | Path | None = None,
         jobs: int = 1,
         progress: Progress | None = None,
@@ -346,7 +314,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         target, live = Path(out).resolve(), self.root.resolve()
         if target == live or live in target.parents:
             raise InvalidQueryError(f"{target} is inside the workspace; choose a folder outside")
-        stop = _as_of(as_of)
+        stop = Bound.parse(as_of, "as_of").passed
         projectors = self.workspace.projectors(chosen, root=target)
         return Runner(self.workspace.log, projectors, progress, jobs=jobs).rebuild(stop)
 
@@ -364,13 +332,13 @@ class Memory(ScopedAccess, SessionsAndLearnings):
                 self.workspace.state_dir / "sources.json",
             )
         except AirsspecError as exc:
-            logger.warning("airsspec: warning: documents under sources/ not registered: %s", exc)
+            logger.warning("documents under sources/ not registered: %s", exc)
             return []
         return [record.path for record in records]
 
     def embedder_problem(self) -> str | None:
         """Why the cold tier's embedder cannot run here (None when it can)."""
-        from projections.embedders import EmbedderUnavailable
+        from airsspec.errors import EmbedderUnavailable
 
         try:
             self.workspace.embedder().check()
@@ -604,14 +572,13 @@ class Memory(ScopedAccess, SessionsAndLearnings):
                 query=query,
                 k=k,
                 session=session,
-                since=_moment(since, "since"),
-                until=_moment(until, "until"),
+                since=Bound.time(since, "since"),
+                until=Bound.time(until, "until"),
                 kinds=list(kinds) if kinds is not None else None,
             )
         except ValidationError as exc:
             error = exc.errors()[0]
-            field = ".".join(str(p) for p in error["loc"]) or "query"
-            raise InvalidQueryError(f"{field}: {error['msg']}") from exc
+            raise InvalidQueryError(f"{field_of(error, 'query')}: {error['msg']}") from exc
         return self.query(request, fresh=fresh, scope=scope)
 
     def query(
@@ -666,7 +633,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         """Run each process that writes derived events (the compactor, then the learnings
         extractor) on ``session`` when it is due; what each appended. A policy busy in
         another process, or with too little to work on, appends nothing."""
-        from compactor.errors import CompactionBusyError, NothingToCompactError
+        from airsspec.errors import CompactionBusyError, NothingToCompactError
 
         appended: dict[str, list[Record]] = {}
         for name in ("compact", "extract"):

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eventlog.errors import AirsspecError, CorruptLogError, UnsafePathError
+from airsspec.errors import CorruptLogError, EngineUnavailableError, UnsafePathError
 from eventlog.layout import LOG_SUFFIX
 from projections.cold import TABLE
 from projections.engine import (
@@ -49,10 +49,6 @@ logger = logging.getLogger(__name__)
 
 EXTRA = "ray"  # pip install 'airsspec[ray]'
 SESSIONS_PER_BLOCK = 64  # a fold task's most sessions: spread over nodes, startup amortised
-
-
-class EngineUnavailableError(AirsspecError):
-    """The Ray engine was asked for but its extra is not installed."""
 
 
 def _imports() -> tuple[Any, Any]:

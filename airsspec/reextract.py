@@ -54,7 +54,8 @@ def reextract(
 ) -> dict[str, Any]:
     """Replay ``memory``'s log into ``out`` with another summarizer and/or extractor; return
     what changed (see the module)."""
-    from airsspec.memory import InvalidQueryError, Memory
+    from airsspec.errors import InvalidQueryError
+    from airsspec.memory import Memory
     from airsspec.workspace import SUBDIRS, Workspace
 
     target, live = Path(out).resolve(), memory.root.resolve()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eventlog.errors import AirsspecError
+from airsspec.errors import PlotPathError, PlotUnavailableError
 
 if TYPE_CHECKING:  # duckdb loads only when a report runs
     from projections.analytics import Analytics, QueryResult
@@ -33,14 +33,6 @@ REPORTS = {
 # The formats a chart is written in, named by the file's extension: matplotlib's own backends
 # write these without an outside program (``.pgf`` needs LaTeX, ``.jsonl`` is no picture).
 PLOT_FORMATS = ("png", "svg", "pdf")
-
-
-class PlotUnavailableError(AirsspecError):
-    """Charts need matplotlib (the ``plot`` extra), which is not installed."""
-
-
-class PlotPathError(AirsspecError, ValueError):
-    """A ``--plot`` file whose extension names no format a chart is written in."""
 
 
 def plot_format(path: Path) -> str:

@@ -17,8 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airsspec.errors import ScopeError
 from eventlog.schema import MEMORY_SESSION
-from projections.scopes import Scope, ScopeError
+from projections.scopes import Scope
 
 if TYPE_CHECKING:
     from airsspec.workspace import Workspace

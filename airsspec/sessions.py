@@ -15,11 +15,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eventlog.errors import AirsspecError
+from airsspec.errors import LearningError, ScopeError
+from eventlog.bound import Bound
 from eventlog.ids import parse_ts, utc_now
 from eventlog.layout import validate_session_id
 from eventlog.schema import MEMORY_SESSION
-from projections.scopes import Scope, ScopeError
+from projections.scopes import Scope
 
 if TYPE_CHECKING:
     from airsspec.workspace import Workspace
@@ -31,10 +32,6 @@ _DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-class LearningError(AirsspecError, ValueError):
-    """A learnings or session request that cannot be done (unknown id, phase or duration)."""
-
-
 def parse_duration(text: str) -> timedelta:
     """``30d``, ``12h``, ``2w``... as a timedelta; ``LearningError`` for anything else."""
     match = _DURATION.match(text.strip().lower())
@@ -44,10 +41,8 @@ def parse_duration(text: str) -> timedelta:
 
 
 def _moment(value: str | datetime | None) -> str:
-    """``value`` as a normalised time (``InvalidQueryError`` naming ``now``); None: now."""
-    from airsspec.memory import _moment as normalised
-
-    return normalised(value, "now") or utc_now()
+    """``value`` as a normalised time (``InvalidBoundError`` naming ``now``); None: now."""
+    return Bound.time(value, "now") or utc_now()
 
 
 class SessionsAndLearnings:
@@ -206,7 +201,7 @@ class SessionsAndLearnings:
     def extract(self, session: str, *, force: bool = False) -> list[Record]:
         """Run the learnings extractor on ``session`` if it is due (or ``force``); return what
         it appended (learnings, then the ``extracted`` mark)."""
-        from compactor.errors import CompactionBusyError
+        from airsspec.errors import CompactionBusyError
 
         try:
             return self._policy("extract", session, force)

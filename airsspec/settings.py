@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from airsspec.errors import SettingsError
 from eventlog.crypto import EncryptMode
-from eventlog.errors import AirsspecError
 from eventlog.schema import MESSAGE_TYPES_DEFAULT
 from eventlog.storage import parse_url
 from projections.learning_rules import LearningSettings
@@ -26,10 +26,6 @@ from projections.units import IndexPolicy, RecallWeights
 
 CONFIG_NAME = "airsspec.toml"
 ENV_PREFIX = "AIRSSPEC_"
-
-
-class SettingsError(AirsspecError, ValueError):
-    """A configuration value is missing, unknown or not allowed."""
 
 
 class _Section(BaseModel):

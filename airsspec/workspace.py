@@ -16,6 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airsspec.errors import UnsafePathError
 from airsspec.settings import (
     CONFIG_NAME,
     DEFAULT_TOML,
@@ -24,7 +25,6 @@ from airsspec.settings import (
     find_config,
     load_settings,
 )
-from eventlog.errors import UnsafePathError
 from eventlog.log import EventLog
 from eventlog.secrets import Redactor
 

@@ -42,7 +42,7 @@ from airsspec.memory import Memory  # noqa: E402
 from bench.common import print_table  # noqa: E402
 from bench.locomo_data import DATA as LOCOMO  # noqa: E402
 from bench.locomo_data import load  # noqa: E402
-from compactor.errors import NothingToCompactError  # noqa: E402
+from eventlog.errors import NothingToCompactError  # noqa: E402
 from eventlog.importers import import_paths  # noqa: E402
 from eventlog.importers.sources import jsonl_units  # noqa: E402
 from eventlog.render import record_text  # noqa: E402

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from compactor.anthropic_summarizer import AnthropicSummarizer
 from compactor.detectors import clip
-from compactor.errors import SummarizerError
 from compactor.extractor import Found, RulesExtractor
+from eventlog.errors import SummarizerError
 from eventlog.render import record_text
 from eventlog.schema import ExtractorInfo, Record
 

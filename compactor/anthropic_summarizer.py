@@ -14,8 +14,8 @@ from typing import Any
 
 import anthropic
 
-from compactor.errors import SummarizerError
 from compactor.summarizers import PROMPT_VERSION, Message
+from eventlog.errors import SummarizerError
 from eventlog.schema import SummarizerInfo
 from projections.fitting import SECTION_TITLES
 

@@ -26,8 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from compactor.errors import CompactionBusyError, NothingToCompactError, SummarizerError
 from compactor.summarizers import ExtractiveSummarizer, Message, Summarizer
+from eventlog.errors import CompactionBusyError, NothingToCompactError, SummarizerError
 from eventlog.log import EventLog
 from eventlog.render import record_text
 from eventlog.schema import (

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from compactor.compactor import file_lock
 from compactor.detectors import RULES_VERSION, candidates, keep
-from compactor.errors import SummarizerError
+from eventlog.errors import SummarizerError
 from eventlog.log import EventLog
 from eventlog.schema import MEMORY_SESSION, ExtractorInfo, Record
 from projections.engine import Runner

@@ -19,17 +19,11 @@ from typing import Any
 
 import orjson
 
-from eventlog.errors import InvalidEventError
+from eventlog.errors import NotCanonicalizableError
 from eventlog.native import lines
 
 _OPTIONS = orjson.OPT_SORT_KEYS
 _DUMPS = (orjson.dumps, _OPTIONS)
-
-
-class NotCanonicalizableError(InvalidEventError):
-    """The value cannot be expressed as canonical JSON (NaN, integers beyond 64 bits, ...):
-    an event the log refuses. From ``batch_json`` and ``encode_batch``, ``index`` is the
-    body's position and ``field`` the dotted path of the value when one can be named."""
 
 
 def canonical_json(value: Any) -> bytes:

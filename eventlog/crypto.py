@@ -35,7 +35,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
-from eventlog.errors import AirsspecError
+from eventlog.errors import KeyStoreError
 
 KEY_RECHECK_SECONDS = 0.05
 """How long a process uses a key without looking at its file again (a key another process
@@ -78,10 +78,6 @@ DROPPED_FIELDS = ("meta", "origin")
 
 _SEALED_NAMES = {kind: (*rules, *DROPPED_FIELDS) for kind, rules in CONTENT_FIELDS.items()}
 _NO_RULES: dict[str, Callable[[Any], Any]] = {}
-
-
-class KeyStoreError(AirsspecError):
-    """A data key cannot be read, made or destroyed (permissions, a damaged key file)."""
 
 
 class KeyStore(Protocol):

@@ -1,33 +1,115 @@
-"""Errors of airsspec memory: one root (``AirsspecError``, here in the lowest layer so every
-package can subclass it), and the event log's errors, subclassed by what the caller can do.
+"""Every error airsspec raises on purpose, in one place, by what the caller can do about it.
 
-- ``InvalidEventError``: the input is wrong (fix the input; nothing was written).
-- ``InvalidSessionIdError``: the session id is not a safe, portable file name.
-- ``CorruptLogError``: a stored record is damaged in the middle of a log (never repaired
-  automatically; ``verify`` shows where).
-- ``LogWriteError``: the operating system refused a write (disk full, permissions); the log
-  was restored to exactly its previous bytes.
-- ``LogSyncError``: a sync to disk failed after a write; the records since the last good sync
-  may never reach the disk, so the log takes no more appends to that file.
-- ``UnsafePathError``: a file the log would open is a symbolic link (or not a regular file);
-  it is never followed, so nothing outside the workspace is read or written through it.
+One root, ``AirsspecError``, here in the lowest layer so every package can import it. Below it,
+one class per category (bad input, not found, forbidden, conflict, integrity, write failed,
+configuration, unavailable); each concrete error subclasses its category (and, where a caller
+already catches one, the built-in it stands for: ``ValueError``, ``OSError``...). A category
+declares what the front ends do with its errors, so no front end spells a list of classes:
+
+- ``exit_code``: the command line's exit status (1 the log, a check or the machine failed, or
+  the work is busy; 2 the caller's input or setup is wrong and nothing was written);
+- ``http_status``: the HTTP API's answer (400, 403, 404, 409, 413, 500);
+- ``report()``: the lines the command line prints on stderr.
+
+``EventLogError`` and ``CompactorError`` name the package an error comes from; they carry no
+category of their own. Third-party exceptions are wrapped where they are caught
+(``raise ... from exc``), never listed here. ``field_of`` and ``validation_problem`` name the
+field of a pydantic validation error, the one spelling every front end uses.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+# ---- the root and the package markers ---------------------------------------------------------
 
 
 class AirsspecError(Exception):
     """Root of every error airsspec raises on purpose: catch this one to catch them all."""
 
+    exit_code: int = EXIT_USAGE
+    http_status: int = 400
+
+    def report(self) -> list[str]:
+        """The lines the command line prints on stderr for this error."""
+        return [f"airsspec: error: {self}"]
+
 
 class EventLogError(AirsspecError):
-    """Root of every error raised by the event log."""
+    """Raised by the event log (its category says what to do about it)."""
 
 
-class InvalidEventError(EventLogError, ValueError):
+class CompactorError(AirsspecError):
+    """Raised by the compactor or the learnings extractor (its category says what to do)."""
+
+
+# ---- categories --------------------------------------------------------------------------------
+
+
+class BadInputError(AirsspecError):
+    """The input or the command is wrong: fix it and ask again; nothing was written."""
+
+    exit_code, http_status = EXIT_USAGE, 400
+
+
+class NotFoundError(AirsspecError):
+    """What was named does not exist (a session, a workspace)."""
+
+    exit_code, http_status = EXIT_USAGE, 404
+
+
+class ForbiddenError(AirsspecError):
+    """The caller may not do this (scope, token, a file reached through a link): asking again
+    will not help."""
+
+    exit_code, http_status = EXIT_USAGE, 403
+
+
+class ConflictError(AirsspecError):
+    """Someone else is doing this work now, or there is nothing to do: try again later."""
+
+    exit_code, http_status = EXIT_FAILED, 409
+
+
+class IntegrityError(AirsspecError):
+    """Stored bytes are damaged or do not check out: ``verify`` shows where."""
+
+    exit_code, http_status = EXIT_FAILED, 500
+
+
+class WriteFailedError(AirsspecError):
+    """The machine refused a write (disk full, permissions, a failed sync)."""
+
+    exit_code, http_status = EXIT_FAILED, 500
+
+
+class ConfigurationError(AirsspecError):
+    """The settings or the set-up do not allow this: change the configuration."""
+
+    exit_code, http_status = EXIT_USAGE, 400
+
+
+class UnavailableError(AirsspecError):
+    """A dependency is missing or cannot be reached (an extra, a model, a store, a server)."""
+
+    exit_code, http_status = EXIT_USAGE, 400
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+
+class UsageError(BadInputError):
+    """A command-line value that cannot be used."""
+
+
+class InvalidEventError(BadInputError, EventLogError, ValueError):
     """An event given to ``append`` does not satisfy the schema.
 
     ``index`` is the position of the event in the batch (0-based), ``field`` the dotted path of
@@ -53,11 +135,214 @@ def _rebuild_invalid(
     return error
 
 
-class InvalidSessionIdError(EventLogError, ValueError):
+class NotCanonicalizableError(InvalidEventError):
+    """The value cannot be expressed as canonical JSON (NaN, integers beyond 64 bits, ...):
+    an event the log refuses. From ``batch_json`` and ``encode_batch``, ``index`` is the
+    body's position and ``field`` the dotted path of the value when one can be named."""
+
+
+class LineError(NamedTuple):
+    """One invalid input line: its number, field and problem (a tuple, not a dataclass: this
+    module is imported by the light client, where ``dataclasses`` would cost its start-up)."""
+
+    line: int
+    field: str | None
+    message: str
+
+
+class InvalidInputError(InvalidEventError):
+    """One or more lines of a JSONL input are not valid events; nothing was appended."""
+
+    def __init__(self, source: str, errors: list[LineError]) -> None:
+        self.source = source
+        self.errors = errors
+        first = errors[0]
+        super().__init__(first.message, index=first.line - 1, field=first.field)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.source, self.errors)
+
+    def lines(self) -> list[str]:
+        """``source:line: field 'f': message`` for every invalid line."""
+        out = []
+        for err in self.errors:
+            where = f" field '{err.field}':" if err.field else ""
+            out.append(f"{self.source}:{err.line}:{where} {err.message}")
+        return out
+
+    def report(self) -> list[str]:
+        """Every invalid line, then how many (a user fixes the file in one pass)."""
+        return [*self.lines(), f"nothing appended: {len(self.errors)} invalid line(s)"]
+
+
+class InvalidSessionIdError(BadInputError, EventLogError, ValueError):
     """A session id that could escape the log folder or is not a portable file name."""
 
 
-class CorruptLogError(EventLogError):
+class InexactJSONError(BadInputError, EventLogError, ValueError):
+    """JSON that cannot be stored exactly (a number out of range, NaN, too deep)."""
+
+
+class UnknownEventTypeError(BadInputError, EventLogError, ValueError):
+    """An input event names no type this version can append."""
+
+
+class SourceError(BadInputError, EventLogError, ValueError):
+    """A source file cannot be imported; names the file and the line."""
+
+    def __init__(self, source: str, line: int | None, message: str) -> None:
+        self.source, self.line, self.message = source, line, message
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: {message}")
+
+
+class ImportFailedError(SourceError):
+    """One or more sources cannot be imported; nothing was appended."""
+
+    def __init__(self, errors: list[SourceError]) -> None:
+        self.errors = errors
+        super().__init__(errors[0].source, errors[0].line, errors[0].message)
+
+    def report(self) -> list[str]:
+        """Every source's problem, then how many."""
+        lines = [f"airsspec: error: {error}" for error in self.errors]
+        return [*lines, f"nothing imported: {len(self.errors)} source(s) with problems"]
+
+
+class InvalidQueryError(BadInputError, ValueError):
+    """A search or context request that cannot run (empty query, k out of range, bad time)."""
+
+
+class InvalidBoundError(InvalidQueryError):
+    """A seq or a time bounding a read (``--until``, ``--as-of``, ``since``, ``now``) that is
+    neither a whole number nor an RFC 3339 time with an offset (see ``eventlog.bound``)."""
+
+
+class OutputInsideWorkspaceError(InvalidQueryError):
+    """A file to write resolves inside the workspace folder (or names no possible path): it
+    could overwrite a session's log or a tier's files."""
+
+
+class AnalyticsError(BadInputError):
+    """A query that cannot run: not read-only, or invalid SQL."""
+
+
+class LearningError(BadInputError, ValueError):
+    """A learnings or session request that cannot be done (unknown id, phase or duration)."""
+
+
+class ForgetError(BadInputError, ValueError):
+    """A forget request that cannot be done (nothing named, encryption off, a session sealed
+    with its user's key)."""
+
+
+class HookInputError(BadInputError, ValueError):
+    """The JSON Claude Code sent is not what a hook expects."""
+
+
+class HookSettingsError(BadInputError, ValueError):
+    """A settings file airsspec will not edit (not JSON, an unexpected shape, a broken link)."""
+
+
+class TokenError(BadInputError, ValueError):
+    """A token request that cannot be done (bad user name, unknown id, damaged file)."""
+
+
+class BadRequestError(BadInputError, ValueError):
+    """A request the HTTP API cannot read (not JSON, not an object)."""
+
+
+class BodyTooLargeError(BadInputError, ValueError):
+    """A request body beyond the API's limit: send less per request."""
+
+    http_status = 413
+
+
+class PlotPathError(BadInputError, ValueError):
+    """A ``--plot`` file whose extension names no format a chart is written in."""
+
+
+class ColdPathError(BadInputError, ValueError):
+    """The cold tier's folder is a path Lance refuses."""
+
+
+# ---- not found ---------------------------------------------------------------------------------
+
+
+class NotAWorkspaceError(NotFoundError):
+    """The path holds no airsspec workspace (and ``create`` was not asked for)."""
+
+
+class NoSuchSessionError(NotFoundError):
+    """The session named has no log in this workspace."""
+
+
+# ---- forbidden ---------------------------------------------------------------------------------
+
+
+class ScopeError(ForbiddenError):
+    """A reader or writer scope may not touch a session: it is owned by someone else, or by
+    no one (the caller cannot fix this by retrying)."""
+
+
+class ReadOnlyTokenError(ForbiddenError):
+    """A write asked for with a read-only token."""
+
+
+class ServerFilesError(ForbiddenError, PermissionError):
+    """A hook naming files of the server's machine, sent with a token other than the local
+    one: the server would read them as its own user, for whoever holds the token."""
+
+
+class UnsafePathError(ForbiddenError, EventLogError, OSError):
+    """A log, head, state or source file is a symbolic link or not a regular file: refused.
+
+    An ``OSError`` too, so a loader that treats an unreadable derived file as missing (and
+    rebuilds it) treats a planted link the same way."""
+
+    def __init__(self, path: Path, what: str = "a symbolic link") -> None:
+        self.path = path
+        self.what = what
+        super().__init__(f"{path}: is {what}; refusing to follow it out of the workspace")
+
+    def __reduce__(self) -> tuple[type, tuple[Path, str]]:
+        return type(self), (self.path, self.what)
+
+
+# ---- conflict / busy ---------------------------------------------------------------------------
+
+
+class CompactionBusyError(ConflictError, CompactorError):
+    """Another compactor (or extractor) holds this session's lock."""
+
+
+class NothingToCompactError(ConflictError, CompactorError):
+    """The session has too few uncovered messages to compact."""
+
+
+class DaemonBusyError(ConflictError):
+    """Another daemon already watches this workspace."""
+
+
+class SessionExistsError(ConflictError, EventLogError):
+    """An append meant to create a session found it already created (another writer got there
+    first, under the session's lock): nothing was written. The caller checks who owns it now
+    and writes again as an ordinary append, or gives up."""
+
+    def __init__(self, session: str) -> None:
+        self.session = session
+        super().__init__(
+            f"session {session!r} was created by another writer first; nothing was written"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:
+        return type(self), (self.session,)
+
+
+# ---- integrity / corrupt -----------------------------------------------------------------------
+
+
+class CorruptLogError(IntegrityError, EventLogError):
     """A stored record cannot be read: bad JSON, schema violation, or a broken sequence."""
 
     def __init__(self, path: Path, *, seq: int | None, offset: int, reason: str) -> None:
@@ -77,7 +362,37 @@ def _rebuild_corrupt(path: Path, seq: int | None, offset: int, reason: str) -> C
     return CorruptLogError(path, seq=seq, offset=offset, reason=reason)
 
 
-class LogWriteError(EventLogError, OSError):
+class VerifyFailedError(IntegrityError):
+    """The log does not verify, so it cannot be sealed (the sessions that fail are named)."""
+
+
+class HeadError(IntegrityError, EventLogError, ValueError):
+    """A head file that cannot be read (damaged, or not written by airsspec)."""
+
+    exit_code, http_status = EXIT_USAGE, 400  # as the command line always exited on it
+
+
+class SealError(IntegrityError, EventLogError):
+    """A seal that cannot be used: unreadable, of another format, or its signature is wrong."""
+
+    exit_code, http_status = EXIT_USAGE, 400  # as the command line always exited on it
+
+
+class DamagedOutputError(IntegrityError):
+    """A tier's saved files cannot be read or written as they are (damaged on disk). The
+    runner answers it by rebuilding the tier from the log."""
+
+    exit_code, http_status = EXIT_USAGE, 400  # as the command line always exited on it
+
+
+class ColdDamagedError(DamagedOutputError):
+    """The cold table's files cannot be read or written as they are (damaged on disk)."""
+
+
+# ---- write / storage ---------------------------------------------------------------------------
+
+
+class LogWriteError(WriteFailedError, EventLogError, OSError):
     """The OS refused to write; the log file was truncated back to its previous length."""
 
 
@@ -88,16 +403,171 @@ class LogSyncError(LogWriteError):
     later append to that file, and its ``flush`` and ``close`` raise it again."""
 
 
-class UnsafePathError(EventLogError, OSError):
-    """A log, head, state or source file is a symbolic link or not a regular file: refused.
+# ---- configuration -----------------------------------------------------------------------------
 
-    An ``OSError`` too, so a loader that treats an unreadable derived file as missing (and
-    rebuilds it) treats a planted link the same way."""
 
-    def __init__(self, path: Path, what: str = "a symbolic link") -> None:
-        self.path = path
-        self.what = what
-        super().__init__(f"{path}: is {what}; refusing to follow it out of the workspace")
+class SettingsError(ConfigurationError, ValueError):
+    """A configuration value is missing, unknown or not allowed."""
 
-    def __reduce__(self) -> tuple[type, tuple[Path, str]]:
-        return type(self), (self.path, self.what)
+
+class ServeError(ConfigurationError):
+    """The server cannot start as asked (binding beyond loopback without tokens, a busy port)."""
+
+
+# ---- unavailable dependency --------------------------------------------------------------------
+
+
+class NativeExtensionMissingError(UnavailableError, ImportError):
+    """``AIRSSPEC_REQUIRE_NATIVE=1`` is set and the C extension cannot be imported."""
+
+
+class EmbedderUnavailable(UnavailableError, RuntimeError):
+    """The embedder cannot load or run; callers degrade to full-text search."""
+
+
+class PlotUnavailableError(UnavailableError):
+    """Charts need matplotlib (the ``plot`` extra), which is not installed."""
+
+
+class EngineUnavailableError(UnavailableError):
+    """The Ray engine was asked for but its extra is not installed."""
+
+
+class DeltaExportError(UnavailableError):
+    """The Delta table could not be read or written (the store refused, or it is damaged)."""
+
+
+class KeyStoreError(UnavailableError):
+    """A data key cannot be read, made or destroyed (permissions, a damaged key file)."""
+
+
+class SummarizerError(UnavailableError, CompactorError):
+    """A summarizer backend failed (network, API error, bad response); the compactor falls back
+    to the extractive summarizer and records that it did."""
+
+    exit_code = EXIT_FAILED  # the work failed, as for every compactor error
+
+
+class ClientError(UnavailableError, OSError):
+    """The server's answer could not be read (it went away mid-request, or is not HTTP)."""
+
+    exit_code = EXIT_FAILED  # as for any failure of the machine to answer
+
+
+class StorageError(UnavailableError, EventLogError):
+    """The store could not be reached or refused a request (network, permissions, bucket);
+    nothing was acknowledged by the call that raised it."""
+
+
+class ConditionalWritesError(StorageError):
+    """The store does not enforce create-only writes (``If-None-Match: *``), so two writers
+    could both take one seq: refused unless the log is configured for a single writer."""
+
+
+class SeqTakenError(StorageError):
+    """Another writer appended first: the head given to ``append`` is no longer the session's
+    end. Re-read the tail (``tail``, when the store already read it), re-chain, retry
+    (``ObjectStoreLog`` does)."""
+
+    def __init__(self, message: str, tail: Any = None) -> None:
+        super().__init__(message)
+        self.tail = tail  # an ``eventlog.recovery.TailState`` or None
+
+
+class SealExistsError(StorageError):
+    """A seal of that name is already stored; seals are never replaced."""
+
+
+class LeaseTimeoutError(StorageError):
+    """Another machine held the lease for longer than this one would wait."""
+
+
+# ---- naming the field of a validation error ----------------------------------------------------
+
+
+def field_of(error: Mapping[str, Any], default: str = "") -> str:
+    """The dotted field path of one pydantic error (``error["loc"]``), or ``default`` when the
+    error is about the whole value."""
+    return ".".join(str(part) for part in error["loc"]) or default
+
+
+def validation_problem(exc: Any, default: str = "line") -> str:
+    """``field 'f': message`` for the first problem of a pydantic ``ValidationError``."""
+    error = exc.errors()[0]
+    return f"field {field_of(error, default)!r}: {error['msg']}"
+
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "AirsspecError",
+    "AnalyticsError",
+    "BadInputError",
+    "BadRequestError",
+    "BodyTooLargeError",
+    "ClientError",
+    "ColdDamagedError",
+    "ColdPathError",
+    "CompactionBusyError",
+    "CompactorError",
+    "ConditionalWritesError",
+    "ConfigurationError",
+    "ConflictError",
+    "CorruptLogError",
+    "DaemonBusyError",
+    "DamagedOutputError",
+    "DeltaExportError",
+    "EmbedderUnavailable",
+    "EngineUnavailableError",
+    "EventLogError",
+    "ForbiddenError",
+    "ForgetError",
+    "HeadError",
+    "HookInputError",
+    "HookSettingsError",
+    "ImportFailedError",
+    "InexactJSONError",
+    "IntegrityError",
+    "InvalidBoundError",
+    "InvalidEventError",
+    "InvalidInputError",
+    "InvalidQueryError",
+    "InvalidSessionIdError",
+    "KeyStoreError",
+    "LearningError",
+    "LeaseTimeoutError",
+    "LineError",
+    "LogSyncError",
+    "LogWriteError",
+    "NativeExtensionMissingError",
+    "NoSuchSessionError",
+    "NotAWorkspaceError",
+    "NotCanonicalizableError",
+    "NotFoundError",
+    "NothingToCompactError",
+    "OutputInsideWorkspaceError",
+    "PlotPathError",
+    "PlotUnavailableError",
+    "ReadOnlyTokenError",
+    "ScopeError",
+    "SealError",
+    "SealExistsError",
+    "SeqTakenError",
+    "ServeError",
+    "ServerFilesError",
+    "SessionExistsError",
+    "SettingsError",
+    "SourceError",
+    "StorageError",
+    "SummarizerError",
+    "TokenError",
+    "UnavailableError",
+    "UnknownEventTypeError",
+    "UnsafePathError",
+    "UsageError",
+    "VerifyFailedError",
+    "WriteFailedError",
+    "field_of",
+    "validation_problem",
+]

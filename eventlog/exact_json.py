@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from eventlog.errors import EventLogError
+from eventlog.errors import InexactJSONError
 
 _LONG_INT = re.compile(r"\d{19,}")
 _LONG_INT_BYTES = re.compile(rb"\d{19,}")
@@ -33,10 +33,6 @@ MAX_DEPTH = 100
 _OPENERS = (b"{", b"[")
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"{}[]")
 _STEPS = bytes.maketrans(b"{[}]", b"\x01\x01\xff\xff")  # +1 and -1 as signed bytes
-
-
-class InexactJSONError(EventLogError, ValueError):
-    """JSON that cannot be stored exactly (a number out of range, NaN, too deep)."""
 
 
 def _exact_int(text: str) -> int:

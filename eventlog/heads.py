@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 
-from eventlog.errors import EventLogError
+from eventlog.errors import HeadError
 from eventlog.layout import HEAD_SUFFIX, read_nofollow
 
 HEAD_SIZE = 512
@@ -33,10 +33,6 @@ class Head:
     session: str
     seq: int
     hash: str | None
-
-
-class HeadError(EventLogError, ValueError):
-    """A head file that cannot be read (damaged, or not written by airsspec)."""
 
 
 def encode_head(session: str, seq: int, digest: str | None) -> bytes:

@@ -38,7 +38,13 @@ import orjson
 from pydantic import ValidationError
 
 from eventlog.canonical import batch_json, encode_batch
-from eventlog.errors import CorruptLogError, InvalidEventError, LogSyncError, LogWriteError
+from eventlog.errors import (
+    CorruptLogError,
+    InvalidEventError,
+    LogSyncError,
+    LogWriteError,
+    field_of,
+)
 from eventlog.exact_json import depth_error, first_too_deep
 from eventlog.group_commit import GroupCommit
 from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
@@ -173,13 +179,9 @@ def _again(failure: LogSyncError) -> LogSyncError:
     return LogSyncError(failure.errno, failure.strerror)
 
 
-def _field_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in loc)
-
-
 def _error_text(err: Any) -> str:
     reason = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
-    return f"field '{_field_path(err['loc'])}': {reason}"
+    return f"field '{field_of(err)}': {reason}"
 
 
 def _refuse_system(bodies: list[dict[str, Any]], system: bool, imported: bool = False) -> None:
@@ -249,7 +251,7 @@ def _invalid(exc: ValidationError) -> InvalidEventError:
     parts = [_error_text(err) for err in located]
     if len(parts) == 1:
         return InvalidEventError(
-            parts[0].split(": ", 1)[1], index=index, field=_field_path(located[0]["loc"])
+            parts[0].split(": ", 1)[1], index=index, field=field_of(located[0])
         )
     return InvalidEventError("; ".join(parts), index=index)
 
@@ -750,7 +752,7 @@ class _SessionReader:
         except (ValidationError, ValueError) as exc:
             reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
             if isinstance(exc, ValidationError):
-                reason = f"{_field_path(exc.errors()[0]['loc'])}: {reason}"
+                reason = f"{field_of(exc.errors()[0])}: {reason}"
             raise CorruptLogError(
                 self.path, seq=expected, offset=offset, reason=f"unreadable record ({reason})"
             ) from exc

@@ -16,12 +16,7 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-from eventlog.errors import AirsspecError
-
-
-class NativeExtensionMissingError(AirsspecError, ImportError):
-    """``AIRSSPEC_REQUIRE_NATIVE=1`` is set and the C extension cannot be imported."""
-
+from eventlog.errors import NativeExtensionMissingError
 
 lines: ModuleType | None = None
 _built: ModuleType | None = None

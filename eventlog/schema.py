@@ -24,7 +24,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 from pydantic_core import SchemaValidator, core_schema
 
-from eventlog.errors import EventLogError
+from eventlog.errors import UnknownEventTypeError
 from eventlog.ids import normalize_ts
 from eventlog.layout import MEMORY_SESSION as MEMORY_SESSION  # the workspace's own log
 
@@ -774,10 +774,6 @@ def validate_event(data: Event | dict[str, Any]) -> Event:
             else f"missing 'type'; allowed: {allowed}"
         )
     return INPUT_TYPES[kind].model_validate(data)
-
-
-class UnknownEventTypeError(EventLogError, ValueError):
-    """An input event names no type this version can append."""
 
 
 MESSAGE_TYPES_DEFAULT = ("user", "assistant", "thought", "action", "observation")

@@ -20,16 +20,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eventlog.canonical import canonical_json
-from eventlog.errors import EventLogError
+from eventlog.errors import SealError, field_of
 from eventlog.ids import utc_now
 from eventlog.log import EventLog
 from eventlog.verify import Anchor
 
 SEAL_FORMAT = "airsspec-seal/1"
-
-
-class SealError(EventLogError):
-    """A seal that cannot be used: unreadable, of another format, or its signature is wrong."""
 
 
 class SealedHead(BaseModel):
@@ -102,8 +98,9 @@ def load_seal(data: bytes, key: bytes | None = None) -> tuple[Seal, list[str]]:
         seal = Seal.model_validate_json(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(map(str, err["loc"])) or "seal"
-        raise SealError(f"not an {SEAL_FORMAT} seal: field '{where}': {err['msg']}") from exc
+        raise SealError(
+            f"not an {SEAL_FORMAT} seal: field '{field_of(err, 'seal')}': {err['msg']}"
+        ) from exc
     warnings = []
     if key is not None:
         if seal.signature is None:

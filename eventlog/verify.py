@@ -21,10 +21,16 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from eventlog.canonical import NotCanonicalizableError, expected_line
-from eventlog.errors import CorruptLogError, UnsafePathError
+from eventlog.canonical import expected_line
+from eventlog.errors import (
+    CorruptLogError,
+    HeadError,
+    NotCanonicalizableError,
+    UnsafePathError,
+    field_of,
+)
 from eventlog.exact_json import MAX_DEPTH, bytes_too_deep, too_deep
-from eventlog.heads import HeadError, headed_sessions, read_head
+from eventlog.heads import headed_sessions, read_head
 from eventlog.layout import linked_sessions, reader_nofollow, session_path
 from eventlog.log import EventLog
 from eventlog.schema import parse_record
@@ -210,7 +216,7 @@ def _check_line(raw: bytes, session: str, seq: int, prev: str | None) -> dict:
         parse_record(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise _Fault(f"schema: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from exc
+        raise _Fault(f"schema: field '{field_of(err)}': {err['msg']}") from exc
     if data["session"] != session:
         raise _Fault(f"record belongs to session {data['session']!r}")
     if data["seq"] != seq:

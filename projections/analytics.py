@@ -39,7 +39,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import duckdb
 
-from eventlog.errors import AirsspecError, UnsafePathError
+from eventlog.errors import AnalyticsError, UnsafePathError
 from eventlog.layout import list_sessions, session_path
 from eventlog.schema import RECORD_TYPES, Record
 from projections.scopes import Scope
@@ -95,10 +95,6 @@ _NEEDS: dict[str, set[str]] = {
     "compactions": {"raw_events"},
 }
 _BASES = ("raw_events", "records", "token_counts")
-
-
-class AnalyticsError(AirsspecError):
-    """A query that cannot run: not read-only, or invalid SQL."""
 
 
 @dataclass(frozen=True)

@@ -47,11 +47,11 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from eventlog.errors import AirsspecError
+from eventlog.errors import AirsspecError, ColdDamagedError, ColdPathError
 from eventlog.layout import read_nofollow
 from eventlog.schema import Record, SourceIndexedRecord
 from projections.embedding_cache import CachedEmbedder, text_sha256
-from projections.engine import Checkpoint, DamagedOutputError, Projector
+from projections.engine import Checkpoint, Projector
 from projections.files import atomic_write, folder_size
 from projections.sources import read_source
 from projections.table_files import TableFiles
@@ -121,10 +121,6 @@ def _connect(
         ) from exc
 
 
-class ColdPathError(AirsspecError, ValueError):
-    """The cold tier's folder is a path Lance refuses."""
-
-
 def _check_path(directory: Path) -> None:
     """Raise ``ColdPathError`` for a folder Lance would refuse (a name holding a control
     character): a writer checks it when it is made, before any tier writes beside it."""
@@ -147,10 +143,6 @@ def _machine_refused(exc: Exception, path: Path) -> Exception:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
-
-
-class ColdDamagedError(DamagedOutputError):
-    """The cold table's files cannot be read or written as they are (damaged on disk)."""
 
 
 def lance_failed(exc: BaseException) -> bool:
@@ -315,7 +307,7 @@ class ColdStore:
                 if table.count_rows(where) > 0:
                     table.delete(where)
             # said only when it helped: otherwise the caller names the damage once
-            logger.warning("airsspec: warning: the cold tier's indexes are rebuilt: %s", exc)
+            logger.warning("the cold tier's indexes are rebuilt: %s", exc)
 
     def drop_indexes(self, why: str, *, say: bool = True) -> None:
         """Drop every index of the table (its rows stay); ``maintain`` makes them again.
@@ -324,7 +316,7 @@ class ColdStore:
         if table is None:
             return
         if say:
-            logger.warning("airsspec: warning: the cold tier's indexes are rebuilt: %s", why)
+            logger.warning("the cold tier's indexes are rebuilt: %s", why)
         with damage_named(str(self.table_dir)):
             for index in table.list_indices():
                 table.drop_index(index.name)

@@ -21,15 +21,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from eventlog.errors import AirsspecError
+from eventlog.errors import AirsspecError, DeltaExportError
 
 PARTITION = "session_date"
 _KEY = ("session_date", "session", "seq")
 _ATTEMPTS = 8  # commits lost to another exporter before giving up
-
-
-class DeltaExportError(AirsspecError):
-    """The Delta table could not be read or written (the store refused, or it is damaged)."""
 
 
 def _deltalake() -> Any:
@@ -191,7 +187,7 @@ def remote_parquet(url: str, storage_options: dict[str, str] | None = None) -> A
     import pyarrow.dataset as ds
     from pyarrow.lib import ArrowException
 
-    from projections.analytics import AnalyticsError
+    from eventlog.errors import AnalyticsError
 
     if not url.startswith("s3://"):
         raise AnalyticsError(f"--parquet {url}: only s3:// urls and local folders are read")

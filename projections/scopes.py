@@ -27,8 +27,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from eventlog.errors import AirsspecError
-
 SHARED = "*"
 """A recorded scope value that every reader's value matches (shared on purpose)."""
 
@@ -98,10 +96,3 @@ def learning_visible(reader: Scope, owner: Scope, item: Mapping[str, Any]) -> bo
     if item.get("scope") == "global" and item.get("source") == "user":
         return True
     return reader.matches(owner)
-
-
-class ScopeError(AirsspecError):
-    """A reader or writer scope may not touch a session: it is owned by someone else, or by
-    no one (the caller cannot fix this by retrying; an HTTP front answers 403)."""
-
-    kind = "forbidden"

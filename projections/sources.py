@@ -49,7 +49,7 @@ def source_files(folder: Path | None) -> list[Path]:
         for name in sorted(dirs) + sorted(files):
             path = Path(parent) / name
             if path.is_symlink():
-                logger.warning("airsspec: warning: %s is a symbolic link; not indexed", path)
+                logger.warning("%s is a symbolic link; not indexed", path)
             elif name in files and path.suffix.lower() in SOURCE_SUFFIXES:
                 found.append(path)
     return sorted(found)
@@ -93,7 +93,7 @@ def register_sources(log: EventLog, sources_dir: Path, state: Path) -> list[Sour
             try:
                 data = read_nofollow(file)
             except (OSError, UnsafePathError) as exc:  # replaced by a link since it was listed
-                logger.warning("airsspec: warning: %s", exc)
+                logger.warning("%s", exc)
                 continue
             sha = hashlib.sha256(data).hexdigest()
             if entry is None or entry["sha256"] != sha:

@@ -16,22 +16,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from pydantic import ValidationError
 
-from eventlog.errors import AirsspecError
-from eventlog.ids import normalize_ts
+# exit codes and the usage error are declared with every error; commands import them from here
+from airsspec.errors import EXIT_FAILED as EXIT_FAILED
+from airsspec.errors import EXIT_OK as EXIT_OK
+from airsspec.errors import EXIT_USAGE as EXIT_USAGE
+from airsspec.errors import UsageError as UsageError
+from airsspec.errors import validation_problem as validation_problem
 
 if TYPE_CHECKING:
     from airsspec.memory import Memory
     from projections.engine import RunReport
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
 Handler = Callable[[argparse.Namespace], int]
-
-
-class UsageError(AirsspecError):
-    """A command-line value that cannot be used."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +85,8 @@ def open_memory(args: argparse.Namespace) -> Memory:
     (``projections.scopes.ENV_NAMES``); a folder that is not one is refused (exit 2) and
     nothing is created there. ``-c`` and ``-w`` together must name the same workspace
     (``-w`` the config's ``[workspace] path``), else neither is guessed: exit 2."""
-    from airsspec.memory import Memory, NotAWorkspaceError
+    from airsspec.errors import NotAWorkspaceError
+    from airsspec.memory import Memory
     from airsspec.settings import WorkspaceSettings, find_config
     from airsspec.workspace import Workspace
     from projections.scopes import Scope
@@ -129,21 +127,6 @@ def output_path(memory: Memory, value: str, option: str) -> Path:
             "the tiers live there)"
         )
     return target
-
-
-def parse_time(value: str, option: str) -> str:
-    """``value`` as a normalised RFC 3339 time, or a ``UsageError`` naming ``option``."""
-    try:
-        return normalize_ts(value)
-    except ValueError as exc:
-        raise UsageError(f"{option}: {exc}") from exc
-
-
-def validation_problem(exc: ValidationError) -> str:
-    """The first problem of a validation error, naming its field."""
-    error = exc.errors()[0]
-    field = ".".join(str(p) for p in error["loc"]) or "line"
-    return f"field {field!r}: {error['msg']}"
 
 
 def progress_printer() -> Callable[[str, int, int], None] | None:

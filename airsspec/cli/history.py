@@ -17,10 +17,10 @@ from airsspec.cli.common import (
     command,
     open_memory,
     output_path,
-    parse_time,
     print_json,
 )
 from airsspec.workspace import init_workspace
+from eventlog.bound import Bound
 from eventlog.importers import FORMATS, export_session, import_paths
 from eventlog.jsonl_input import parse_event_lines
 from eventlog.layout import validate_session_id
@@ -208,11 +208,7 @@ def _until(value: str | None) -> Callable[[Any], bool]:
     """A predicate 'record is past the --until bound' (a seq or a time)."""
     if value is None:
         return lambda record: False
-    if value.isdigit():
-        limit = int(value)
-        return lambda record: record.seq > limit
-    moment = parse_time(value, "--until")
-    return lambda record: record.ts > moment
+    return Bound.parse(value, "--until").passed
 
 
 @command(

@@ -153,8 +153,8 @@ def cmd_hook(args: argparse.Namespace) -> int:
     import json
 
     from airsspec import hooks
+    from airsspec.errors import AirsspecError
     from airsspec.memory import Memory
-    from eventlog.errors import AirsspecError
     from projections.scopes import Scope
 
     # A hook must never block Claude Code: every problem is one stderr line and exit 1, which

@@ -148,7 +148,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         path = fetch_tokenizer()
         print(f"the minilm tokenizer is at {path} (SHA-256 checked)")
         return EXIT_OK
-    from projections.embedders import EmbedderUnavailable, make_embedder
+    from airsspec.errors import EmbedderUnavailable
+    from projections.embedders import make_embedder
 
     problem = None
     try:

@@ -18,14 +18,13 @@ from airsspec.cli.common import (
     command,
     open_memory,
     output_path,
-    parse_time,
     print_json,
     progress_printer,
     report_runs,
 )
+from airsspec.errors import CompactionBusyError, CorruptLogError, NothingToCompactError
 from airsspec.workspace import TIERS
-from compactor.errors import CompactionBusyError, NothingToCompactError
-from eventlog.errors import CorruptLogError
+from eventlog.bound import Bound
 from eventlog.layout import validate_session_id
 from eventlog.render import printable
 
@@ -99,7 +98,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             engine = {"engine": args.engine, "address": args.address}
             return report_runs(memory.rebuild(args.tier, **run, **engine), args.json, {})
         as_of = args.as_of
-        point: int | str = int(as_of) if as_of.isdigit() else parse_time(as_of, "--as-of")
+        point = Bound.parse(as_of, "--as-of")
         out = output_path(memory, args.out or f"airsspec-as-of-{as_of.replace(':', '')}", "--out")
         reports = memory.rebuild(args.tier, as_of=point, out=out, **run)
     return report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
@@ -352,7 +351,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     if args.log_level != "debug":
         logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per change is noise
-    from airsspec.daemon import Daemon, DaemonBusyError
+    from airsspec.daemon import Daemon
+    from airsspec.errors import DaemonBusyError
 
     with open_memory(args) as memory:
         daemon = Daemon(memory)

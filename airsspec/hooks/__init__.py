@@ -22,16 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airsspec.hooks.events import (
-    EVENTS,
-    Defer,
-    HookInputError,
-    Job,
-    expand,
-    handle,
-    run_job,
-)
-from airsspec.hooks.settings_file import MARKER, SCOPES, HookSettingsError, settings_path
+from airsspec.errors import HookInputError, HookSettingsError
+from airsspec.hooks.events import EVENTS, Defer, Job, expand, handle, run_job
+from airsspec.hooks.settings_file import MARKER, SCOPES, settings_path
 
 TIMEOUT = 60  # seconds Claude Code gives a hook before it stops waiting
 BACKGROUND = ("PostToolUse", "Stop", "SubagentStop")  # capture only: nothing to answer

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from eventlog.errors import AirsspecError
+from airsspec.errors import AirsspecError, HookInputError
 from eventlog.layout import validate_session_id
 
 if TYPE_CHECKING:
@@ -49,10 +49,6 @@ EVENTS = (
     "PreCompact",
     "SessionEnd",
 )
-
-
-class HookInputError(AirsspecError, ValueError):
-    """The JSON Claude Code sent is not what a hook expects."""
 
 
 @dataclass(frozen=True)

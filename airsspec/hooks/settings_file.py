@@ -29,17 +29,13 @@ from json.decoder import scanstring
 from pathlib import Path
 from typing import Any
 
-from eventlog.errors import AirsspecError
+from airsspec.errors import HookSettingsError
 
 MARKER = "airsspec-hook"
 SCOPES = ("local", "project", "user")
 BACKUP, CREATED = ".airsspec-backup", ".airsspec-created"
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
-
-
-class HookSettingsError(AirsspecError, ValueError):
-    """A settings file airsspec will not edit (not JSON, an unexpected shape, a broken link)."""
 
 
 def settings_path(scope: str, project: Path, home: Path | None = None) -> Path:

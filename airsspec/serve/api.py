@@ -21,54 +21,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from airsspec.cli.common import validation_problem
+from airsspec.errors import (
+    AirsspecError,
+    BadRequestError,
+    ServerFilesError,
+    validation_problem,
+)
 from airsspec.serve.core import Served
 from airsspec.serve.ops import OPS, Op
-from eventlog.errors import AirsspecError, CorruptLogError, LogWriteError
 
 log = logging.getLogger("airsspec.serve")
 PROBLEM = "application/problem+json"
 MAX_BODY = 16 * 1024 * 1024  # bytes a request body may hold: more is refused, never buffered
 SERVER_FILES = ("transcript_path", "agent_transcript_path")  # a hook payload's server paths
-
-
-class BadRequestError(AirsspecError, ValueError):
-    """A request the API cannot read (not JSON, not an object)."""
-
-
-class BodyTooLargeError(AirsspecError, ValueError):
-    """A request body beyond ``MAX_BODY``: send less per request."""
-
-    status = 413
-
-
-class ServerFilesError(AirsspecError, PermissionError):
-    """A hook naming files of the server's machine, sent with a token other than the local
-    one: the server would read them as its own user, for whoever holds the token."""
-
-    status = 403
-
-
-def status_of(exc: BaseException) -> int:
-    """The HTTP status of an error, by what the caller can do about it."""
-    from airsspec.daemon import DaemonBusyError
-    from airsspec.memory import NoSuchSessionError
-    from compactor.errors import CompactionBusyError, NothingToCompactError
-
-    explicit = getattr(exc, "status", None)
-    if isinstance(explicit, int):
-        return explicit
-    if getattr(exc, "kind", None) == "forbidden":  # another owner's session
-        return 403
-    if isinstance(exc, NoSuchSessionError):
-        return 404
-    if isinstance(exc, PermissionError):
-        return 403
-    if isinstance(exc, CompactionBusyError | NothingToCompactError | DaemonBusyError):
-        return 409
-    if isinstance(exc, CorruptLogError | LogWriteError):
-        return 500
-    return 400
 
 
 def problem(status: int, detail: str, title: str | None = None) -> Response:
@@ -119,7 +84,7 @@ def guarded(handler: Any) -> Any:
         except ValidationError as exc:
             return problem(400, validation_problem(exc))
         except AirsspecError as exc:
-            return problem(status_of(exc), str(exc))
+            return problem(exc.http_status, str(exc))
         except Exception:  # never a traceback to the caller; the server's log has it
             log.exception("unexpected failure on %s %s", request.method, request.url.path)
             return problem(500, "internal error (see the server's log)", "Internal Server Error")

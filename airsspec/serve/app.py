@@ -34,10 +34,10 @@ from starlette.requests import HTTPConnection
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from airsspec.errors import BodyTooLargeError, ServeError
 from airsspec.serve import api
 from airsspec.serve.core import Served
 from airsspec.serve.tokens import Principal
-from eventlog.errors import AirsspecError
 
 COOKIE = "airsspec_token"
 OPEN_PATHS = ("/v1/health", "/login", "/static/")
@@ -54,10 +54,6 @@ PAGE_HEADERS = [  # the viewer's pages: only our own script and styles, never in
     (b"referrer-policy", b"same-origin"),  # no-referrer makes a browser send Origin: null
 ]
 STATE_FILE = "serve.json"
-
-
-class ServeError(AirsspecError):
-    """The server cannot start as asked (binding beyond loopback without tokens, a busy port)."""
 
 
 class PrincipalUser(BaseUser):
@@ -199,7 +195,7 @@ class BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > api.MAX_BODY:
-                raise api.BodyTooLargeError(f"request body beyond {api.MAX_BODY} bytes")
+                raise BodyTooLargeError(f"request body beyond {api.MAX_BODY} bytes")
             return message
 
         await self.app(scope, counted, send)

@@ -27,17 +27,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from airsspec.errors import ReadOnlyTokenError
 from airsspec.serve.tokens import Principal, TokenStore
-from eventlog.errors import AirsspecError
 
 log = logging.getLogger("airsspec.serve")
 MAX_VIEWS = 64  # scoped views kept between requests
-
-
-class ReadOnlyTokenError(AirsspecError):
-    """A write asked for with a read-only token."""
-
-    status = 403
 
 
 class Served:
@@ -126,7 +120,8 @@ class Background:
     """The daemon's policies, driven inside the server (see the module)."""
 
     def __init__(self, served: Served) -> None:
-        from airsspec.daemon import Daemon, DaemonBusyError
+        from airsspec.daemon import Daemon
+        from airsspec.errors import DaemonBusyError
 
         self.served = served
         self.daemon = Daemon(served.memory)

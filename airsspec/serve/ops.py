@@ -66,7 +66,7 @@ def append(
     with a type: user/assistant/thought (content), action (tool, params), observation
     (result, action_id, is_error); optional id, ts and meta."""
     if not isinstance(events, list) or not events:
-        from eventlog.errors import InvalidEventError
+        from airsspec.errors import InvalidEventError
 
         raise InvalidEventError("events: give a list of one or more events")
     records = memory.append_many(session, events)

@@ -21,14 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from eventlog.errors import AirsspecError
+from airsspec.errors import TokenError
 
 PREFIX = "airs_"
 _USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
-
-
-class TokenError(AirsspecError, ValueError):
-    """A token request that cannot be done (bad user name, unknown id, damaged file)."""
 
 
 SCOPE_HEADERS = {

@@ -22,9 +22,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from airsspec.errors import AirsspecError
 from airsspec.serve.app import COOKIE
 from airsspec.serve.core import Served
-from eventlog.errors import AirsspecError
 
 HERE = Path(__file__).parent
 ENV = Environment(

@@ -19,23 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventlog.errors import InvalidEventError
-from eventlog.exact_json import InexactJSONError, loads_exact
+from eventlog.errors import ImportFailedError, InexactJSONError, InvalidEventError, SourceError
+from eventlog.exact_json import loads_exact
 from eventlog.importers import claude_code, locomo, openhands
-from eventlog.importers.sources import SourceError, Unit, json_array_units, jsonl_units, origin
+from eventlog.importers.sources import Unit, json_array_units, jsonl_units, origin
 from eventlog.layout import check_writer, validate_session_id
 from eventlog.log import EventLog, validate_input
 from eventlog.schema import Event
 
 FORMATS = ("claude-code", "openhands", "locomo")
-
-
-class ImportFailedError(SourceError):
-    """One or more sources cannot be imported; nothing was appended."""
-
-    def __init__(self, errors: list[SourceError]) -> None:
-        self.errors = errors
-        super().__init__(errors[0].source, errors[0].line, errors[0].message)
 
 
 @dataclass

@@ -13,7 +13,8 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from eventlog.importers.sources import SourceError, Unit
+from eventlog.errors import SourceError
+from eventlog.importers.sources import Unit
 
 FORMAT = "locomo"
 

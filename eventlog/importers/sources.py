@@ -11,17 +11,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from eventlog.errors import EventLogError
-from eventlog.exact_json import InexactJSONError, exact_decoder, loads_exact
-
-
-class SourceError(EventLogError, ValueError):
-    """A source file cannot be imported; names the file and the line."""
-
-    def __init__(self, source: str, line: int | None, message: str) -> None:
-        self.source, self.line, self.message = source, line, message
-        where = f"{source}:{line}" if line is not None else source
-        super().__init__(f"{where}: {message}")
+from eventlog.errors import InexactJSONError, SourceError
+from eventlog.exact_json import exact_decoder, loads_exact
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from eventlog.errors import EventLogError
 from eventlog.heads import Head
 from eventlog.recovery import TailState
 
@@ -36,30 +35,6 @@ def parse_url(url: str) -> tuple[str, str]:
     if not bucket:
         raise ValueError(f"storage url {url!r}: no bucket")
     return bucket, prefix.strip("/")
-
-
-class StorageError(EventLogError):
-    """The store could not be reached or refused a request (network, permissions, bucket);
-    nothing was acknowledged by the call that raised it."""
-
-
-class ConditionalWritesError(StorageError):
-    """The store does not enforce create-only writes (``If-None-Match: *``), so two writers
-    could both take one seq: refused unless the log is configured for a single writer."""
-
-
-class SeqTakenError(StorageError):
-    """Another writer appended first: the head given to ``append`` is no longer the session's
-    end. Re-read the tail (``tail``, when the store already read it), re-chain, retry
-    (``ObjectStoreLog`` does)."""
-
-    def __init__(self, message: str, tail: TailState | None = None) -> None:
-        super().__init__(message)
-        self.tail = tail
-
-
-class SealExistsError(StorageError):
-    """A seal of that name is already stored; seals are never replaced."""
 
 
 @runtime_checkable

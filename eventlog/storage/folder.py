@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from eventlog.errors import SealExistsError, SeqTakenError
 from eventlog.heads import HEAD_SIZE, Head, decode_head_seq, encode_head, read_head
 from eventlog.layout import (
     check_new_session,
@@ -31,7 +32,6 @@ from eventlog.layout import (
     validate_session_id,
 )
 from eventlog.recovery import TailState, recover
-from eventlog.storage import SealExistsError, SeqTakenError
 
 
 class FolderStore:

@@ -26,13 +26,9 @@ import obstore
 import orjson
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 
-from eventlog.storage import StorageError
+from eventlog.errors import LeaseTimeoutError
 
 POLL_S = 0.2  # how often a waiting machine looks again
-
-
-class LeaseTimeoutError(StorageError):
-    """Another machine held the lease for longer than this one would wait."""
 
 
 class Lease:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from eventlog.canonical import encode_batch
-from eventlog.errors import CorruptLogError
+from eventlog.errors import CorruptLogError, SeqTakenError, StorageError
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import session_path, validate_session_id
 from eventlog.log import (
@@ -39,7 +39,7 @@ from eventlog.log import (
 from eventlog.recovery import TailState
 from eventlog.schema import SCHEMA_VERSION, Event, Record
 from eventlog.secrets import Redactor
-from eventlog.storage import SeqTakenError, SessionStore, StorageError
+from eventlog.storage import SessionStore
 
 if TYPE_CHECKING:
     from eventlog.crypto import Sealer

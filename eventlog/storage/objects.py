@@ -34,17 +34,18 @@ import orjson
 from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PreconditionError
 from obstore.store import S3Store
 
-from eventlog.errors import InvalidSessionIdError
-from eventlog.heads import Head, HeadError, decode_head_seq, encode_head
-from eventlog.layout import validate_session_id
-from eventlog.recovery import TailState
-from eventlog.storage import (
+from eventlog.errors import (
     ConditionalWritesError,
+    HeadError,
+    InvalidSessionIdError,
     SealExistsError,
     SeqTakenError,
     StorageError,
-    parse_url,
 )
+from eventlog.heads import Head, decode_head_seq, encode_head
+from eventlog.layout import validate_session_id
+from eventlog.recovery import TailState
+from eventlog.storage import parse_url
 from eventlog.storage.cache import Entry, ObjectCache
 
 _SEQ_DIGITS = 20

@@ -179,7 +179,8 @@ class PanicException(BaseException):  # what pyo3 raises for a Rust panic (by na
 
 
 def test_a_lance_panic_is_wrapped_as_damage_but_an_interrupt_is_not() -> None:
-    from projections.cold import ColdDamagedError, damage_named
+    from eventlog.errors import ColdDamagedError
+    from projections.cold import damage_named
 
     expected = r"units\.lance: index out of bounds"
     with pytest.raises(ColdDamagedError, match=expected) as caught, damage_named("units.lance"):

@@ -13,12 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airsspec import Memory
-from airsspec.forgetting import ForgetError
-from compactor.errors import NothingToCompactError
 from eventlog.crypto import CONTENT_FIELDS, FORGOTTEN, FileKeyStore, Sealer
-from eventlog.errors import InvalidEventError
+from eventlog.errors import ForgetError, InvalidEventError, NothingToCompactError, ScopeError
 from eventlog.schema import input_bodies
-from projections.scopes import ScopeError
 from tests.conftest import run_cli, snapshot
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from airsspec.hooks import HookInputError, entries, handle, settings_file, workspace_for
+from airsspec.hooks import entries, handle, settings_file, workspace_for
 from airsspec.memory import Memory
+from eventlog.errors import HookInputError
 from tests.conftest import run_cli
 
 THEIR_HOOK = {"type": "command", "command": "prettier --write ."}

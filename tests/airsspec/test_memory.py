@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from airsspec import AirsspecError, AsyncMemory, InvalidQueryError, Memory, NotAWorkspaceError
-from airsspec.memory import NoSuchSessionError
+from airsspec import AsyncMemory, Memory
+from eventlog.errors import AirsspecError, InvalidQueryError, NoSuchSessionError, NotAWorkspaceError
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from airsspec import Memory
-from eventlog.crypto import FORGOTTEN, FileKeyStore, KeyStoreError, key_id
+from eventlog.crypto import FORGOTTEN, FileKeyStore, key_id
+from eventlog.errors import KeyStoreError, ScopeError
 from eventlog.schema import MEMORY_SESSION
-from projections.scopes import Scope, ScopeError
+from projections.scopes import Scope
 from tests.conftest import run_cli
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}

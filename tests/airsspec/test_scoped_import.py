@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from airsspec.memory import Memory
-from projections.scopes import ScopeError
+from eventlog.errors import ScopeError
 from tests.conftest import snapshot
 
 

@@ -11,9 +11,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from airsspec import Memory
-from eventlog.errors import InvalidEventError
-from projections.analytics import AnalyticsError
-from projections.scopes import Scope, ScopeError
+from eventlog.errors import AnalyticsError, InvalidEventError, ScopeError
+from projections.scopes import Scope
 from tests.conftest import run_cli, snapshot
 
 

@@ -19,10 +19,11 @@ import httpx2 as httpx
 import pytest
 
 from airsspec.memory import Memory
-from airsspec.serve.app import ServeError, check_exposure, serving
+from airsspec.serve.app import check_exposure, serving
 from airsspec.serve.core import Served
 from airsspec.serve.ops import OPS
 from airsspec.serve.tokens import TokenStore
+from eventlog.errors import ServeError
 from projections.memory_tool import MAX_K, QueryMemoryInput
 from tests.conftest import REPO, run_cli, snapshot, wait_for
 

@@ -18,10 +18,11 @@ import pytest
 from airsspec import client as light
 from airsspec.memory import Memory
 from airsspec.serve import api
-from airsspec.serve.app import COOKIE, ServeError, check_exposure, serving
+from airsspec.serve.app import COOKIE, check_exposure, serving
 from airsspec.serve.app import write_state as write_discovery
 from airsspec.serve.core import MAX_VIEWS, Served
 from airsspec.serve.tokens import TokenStore
+from eventlog.errors import ServeError
 from tests.airsspec.test_scoped_import import _transcript as transcript
 
 SECRET = "the owner's secret plan"

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from airsspec import Memory
-from airsspec.sessions import LearningError
-from eventlog.errors import InvalidEventError
+from eventlog.errors import InvalidEventError, LearningError
 from eventlog.schema import MEMORY_SESSION
 from tests.conftest import run_cli, snapshot
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from airsspec.workspace import Workspace, init_workspace
-from compactor.errors import CompactionBusyError
+from eventlog.errors import CompactionBusyError
 from eventlog.verify import verify
 from tests.compactor.conftest import users
 

@@ -11,8 +11,8 @@ import pytest
 
 from airsspec.workspace import Workspace
 from compactor.anthropic_summarizer import AnthropicSummarizer
-from compactor.errors import SummarizerError
 from compactor.summarizers import ExtractiveSummarizer, Message
+from eventlog.errors import SummarizerError
 from projections.fitting import parse_sections
 from projections.tokens import token_counter
 from tests.compactor.conftest import users

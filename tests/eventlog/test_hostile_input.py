@@ -12,11 +12,16 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from eventlog.canonical import encode_batch
-from eventlog.errors import InvalidEventError
-from eventlog.exact_json import MAX_DEPTH, InexactJSONError, loads_exact
+from eventlog.errors import (
+    ImportFailedError,
+    InexactJSONError,
+    InvalidEventError,
+    InvalidInputError,
+)
+from eventlog.exact_json import MAX_DEPTH, loads_exact
 from eventlog.ids import format_ts, normalize_ts, parse_ts
-from eventlog.importers import ImportFailedError, import_paths
-from eventlog.jsonl_input import InvalidInputError, parse_event_lines
+from eventlog.importers import import_paths
+from eventlog.jsonl_input import parse_event_lines
 from eventlog.log import EventLog
 from eventlog.schema import SCHEMA_VERSION
 from eventlog.verify import verify

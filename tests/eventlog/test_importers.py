@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eventlog.importers import ImportFailedError, export_session, import_paths
+from eventlog.errors import ImportFailedError
+from eventlog.importers import export_session, import_paths
 from eventlog.log import EventLog
 from eventlog.verify import verify
 from projections.engine import Runner

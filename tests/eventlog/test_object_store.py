@@ -133,7 +133,7 @@ def test_a_store_that_ignores_if_none_match_is_refused_for_many_writers(
 ) -> None:
     import obstore
 
-    from eventlog.storage import ConditionalWritesError
+    from eventlog.errors import ConditionalWritesError
 
     log = object_log(bucket_url, moto_endpoint, tmp_path / "a")
     # a store that overwrites where it should refuse: a create that is a plain PUT

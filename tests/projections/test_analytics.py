@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from airsspec.workspace import Workspace, init_workspace
+from eventlog.errors import AnalyticsError
 from eventlog.render import record_text
-from projections.analytics import Analytics, AnalyticsError, export_parquet
+from projections.analytics import Analytics, export_parquet
 from projections.tokens import token_counter
 from tests.conftest import run_cli, snapshot
 

@@ -168,7 +168,8 @@ def test_sql_parquet_and_report_read_the_bucket_without_httpfs(
 def test_one_machine_at_a_time_holds_a_shared_tiers_lease(
     tmp_path: Path, moto_endpoint: str, bucket_url: str
 ) -> None:
-    from eventlog.storage.lease import Lease, LeaseTimeoutError
+    from eventlog.errors import LeaseTimeoutError
+    from eventlog.storage.lease import Lease
     from eventlog.storage.objects import ObjectStore
 
     a, b = (ObjectStore(bucket_url, tmp_path / m, endpoint=moto_endpoint, **KEYS) for m in "ab")

@@ -11,13 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.embedders import (
-    EmbedderUnavailable,
-    HashEmbedder,
-    MiniLMEmbedder,
-    _package_file,
-    make_embedder,
-)
+from eventlog.errors import EmbedderUnavailable
+from projections.embedders import HashEmbedder, MiniLMEmbedder, _package_file, make_embedder
 from projections.embedding_cache import CachedEmbedder
 
 TEXTS = [

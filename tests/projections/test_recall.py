@@ -15,7 +15,7 @@ import pytest
 
 from airsspec.memory import Memory
 from airsspec.workspace import Workspace, init_workspace
-from compactor.errors import NothingToCompactError
+from eventlog.errors import NothingToCompactError
 from eventlog.render import record_text
 from eventlog.schema import CompactionRecord
 from eventlog.verify import verify

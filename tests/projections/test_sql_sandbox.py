@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airsspec.workspace import Workspace, init_workspace
+from eventlog.errors import AnalyticsError
 from eventlog.verify import verify
-from projections.analytics import Analytics, AnalyticsError, check_read_only, export_parquet
+from projections.analytics import Analytics, check_read_only, export_parquet
 from tests.conftest import run_cli, snapshot
 
 
