@@ -9,11 +9,13 @@ is derived from its declaration (``eventlog.schema.models``): the input event a 
 the JSON schema. Declaration order is the registries' order.
 
 An optional field marked ``OMIT_NONE`` is left out of the stored record when it is None,
-rather than stored as null; which fields are is part of the stored bytes, so never change it.
+rather than stored as null (and so is a field of that name in any type: the rule goes by
+name). The marks shape the stored bytes, so a field once marked (or not) stays so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
@@ -53,7 +55,7 @@ def event_type(
     writer: str | None = None,
     *,
     catalog: dict[str, EventType] = CATALOG,
-) -> Any:
+) -> Callable[[_Fields], _Fields]:
     """Declare the decorated model as the fields of the event type ``name`` in ``catalog``."""
 
     def declare(fields: _Fields) -> _Fields:
