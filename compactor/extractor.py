@@ -30,9 +30,9 @@ from compactor.compactor import file_lock
 from compactor.detectors import RULES_VERSION, candidates, keep
 from eventlog.errors import SummarizerError
 from eventlog.log import EventLog
-from eventlog.schema import MEMORY_SESSION, ExtractorInfo, Record
+from eventlog.schema import CONVERSATION_TYPES, MEMORY_SESSION, ExtractorInfo, Record
 from projections.engine import Runner
-from projections.learnings import MESSAGE_TYPES, LearningsProjector
+from projections.learnings import LearningsProjector
 
 
 def learning_id(session: str, seq: int, kind: str, text: str) -> str:
@@ -138,7 +138,7 @@ class Extractor:
             records = [
                 located.record
                 for located in self.log.read(session, from_seq=start)
-                if located.record.type in MESSAGE_TYPES
+                if located.record.type in CONVERSATION_TYPES
             ]
             if not records:
                 return []

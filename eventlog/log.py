@@ -63,7 +63,6 @@ from eventlog.layout import (
 from eventlog.recovery import TailState, recover
 from eventlog.schema import (
     IMPORTER_FIELDS,
-    INPUT_TYPES,
     SCHEMA_VERSION,
     SYSTEM_TYPES,
     Event,
@@ -74,6 +73,7 @@ from eventlog.schema import (
     parse_record,
     record_from_dict,
     record_validator,
+    unknown_type,
 )
 from eventlog.secrets import Redactor
 
@@ -237,14 +237,8 @@ def _invalid(exc: ValidationError) -> InvalidEventError:
     mine = [err for err in errors if err["loc"][:1] == (index,)]
     first = mine[0]
     if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
-        allowed = ", ".join(sorted(INPUT_TYPES))
         kind = first["input"].get("type") if isinstance(first["input"], dict) else None
-        message = (
-            f"unknown event type {kind!r}; allowed: {allowed}"
-            if kind is not None
-            else f"missing 'type'; allowed: {allowed}"
-        )
-        return InvalidEventError(message, index=index, field="type")
+        return InvalidEventError(unknown_type(kind), index=index, field="type")
     if first["type"] == "model_attributes_type":
         return InvalidEventError("an event must be a JSON object", index=index)
     located = [{**err, "loc": err["loc"][2:]} for err in mine]  # drop (index, tag)

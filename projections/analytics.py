@@ -41,7 +41,7 @@ import duckdb
 
 from eventlog.errors import AnalyticsError, UnsafePathError
 from eventlog.layout import list_sessions, session_path
-from eventlog.schema import RECORD_TYPES, Record
+from eventlog.schema import MESSAGE_TYPES, RECORD_TYPES, Record
 from projections.scopes import Scope
 
 
@@ -82,7 +82,6 @@ def _event_columns() -> dict[str, str]:
 
 
 EVENT_COLUMNS: dict[str, str] = _event_columns()
-MESSAGE_TYPES = ("user", "assistant", "thought", "action", "observation")
 VIEWS = ("events", "records", "sessions", "tool_calls", "compactions")
 # The base tables each view reads (``raw_events``, ``records``, ``token_counts``).
 _NEEDS: dict[str, set[str]] = {

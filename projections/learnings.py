@@ -27,6 +27,7 @@ import orjson
 from eventlog.crypto import is_forgotten
 from eventlog.layout import read_nofollow
 from eventlog.schema import (
+    CONVERSATION_TYPES,
     ActionRecord,
     ArchivedRecord,
     ExtractedRecord,
@@ -44,7 +45,6 @@ from projections.files import atomic_write
 from projections.scopes import Scope
 
 STATE_VERSION = 2  # 2: the session's owner scope (``info["owner"]``) and each learning's
-MESSAGE_TYPES = frozenset({"user", "assistant", "thought", "action", "observation", "imported"})
 # Tools whose parameters name a file they change (Claude Code's, OpenHands', and plain names).
 EDIT_TOOLS = frozenset(
     {"Edit", "MultiEdit", "Write", "NotebookEdit", "str_replace_editor", "edit_file", "write_file"}
@@ -80,7 +80,7 @@ def _edited_path(record: ActionRecord) -> str | None:
 def fold(state: LearningsState, record: Record) -> LearningsState:
     """Fold one record into the session's facts (pure)."""
     info = state.info
-    if record.type in MESSAGE_TYPES:
+    if record.type in CONVERSATION_TYPES:
         info["messages"] = info.get("messages", 0) + 1
         info.setdefault("first_ts", record.ts)
         info["last_ts"] = record.ts

@@ -1,0 +1,299 @@
+"""The catalog of event types: each is declared once, here, and nowhere else.
+
+A declaration is a pydantic model of the type's own fields, decorated with ``event_type``: the
+type's name (the ``type`` stored in every record: never rename one), its ``Category`` and, for
+a type only airsspec appends, the part of airsspec that writes it. Everything else about a type
+is derived from its declaration (``eventlog.schema.models``): the input event a caller appends
+(``UserEvent``), the record the log stores (``UserRecord``), the registries (``INPUT_TYPES``,
+``RECORD_TYPES``, ``SYSTEM_TYPES``, ``MEMORY_TYPES``, ``MESSAGE_TYPES`` ...), the validators and
+the JSON schema. Declaration order is the registries' order.
+
+An optional field marked ``OMIT_NONE`` is left out of the stored record when it is None,
+rather than stored as null (and so is a field of that name in any type: the rule goes by
+name). The marks shape the stored bytes, so a field once marked (or not) stays so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Category(StrEnum):
+    """What an event type is, for the parts of airsspec that treat types alike."""
+
+    MESSAGE = "message"  # a turn of the conversation: what the user or the agent said or did
+    IMPORTED = "imported"  # a foreign record kept as it was, mapped to no message type
+    SUMMARY = "summary"  # derived from a range of messages (the compactor's)
+    MEMORY = "memory"  # memory management: sessions, learnings, sources (schema version 2)
+
+
+@dataclass(frozen=True, slots=True)
+class EventType:
+    """One event type as declared: its name, its own fields, its category, and who alone may
+    append it (``writer``; None: any caller)."""
+
+    name: str
+    fields: type[BaseModel]
+    category: Category
+    writer: str | None = None
+
+
+CATALOG: dict[str, EventType] = {}
+"""Every event type this version knows, by name, in declaration order."""
+
+_Fields = TypeVar("_Fields", bound=type[BaseModel])
+
+
+def event_type(
+    name: str,
+    category: Category,
+    writer: str | None = None,
+    *,
+    catalog: dict[str, EventType] = CATALOG,
+) -> Callable[[_Fields], _Fields]:
+    """Declare the decorated model as the fields of the event type ``name`` in ``catalog``."""
+
+    def declare(fields: _Fields) -> _Fields:
+        if name in catalog:
+            raise TypeError(f"event type {name!r} is declared twice")
+        catalog[name] = EventType(name, fields, category, writer)
+        return fields
+
+    return declare
+
+
+class _OmitNone:
+    """The marker type of ``OMIT_NONE``."""
+
+    def __repr__(self) -> str:
+        return "OMIT_NONE"
+
+
+OMIT_NONE = _OmitNone()
+"""Marks (in ``Annotated``) an optional field left out of a stored record when it is None."""
+
+
+def omitted_when_none(models: list[type[BaseModel]]) -> tuple[str, ...]:
+    """The names of the fields marked ``OMIT_NONE`` in ``models``, each once, in order."""
+    names = (n for m in models for n, f in m.model_fields.items() if OMIT_NONE in f.metadata)
+    return tuple(dict.fromkeys(names))
+
+
+# --------------------------------------------------------------------------- shared parts
+
+
+class ChunkSummary(BaseModel):
+    """One chunk of a compaction: the seq range it covers and its summary."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    from_seq: int = Field(ge=1)
+    to_seq: int = Field(ge=1)
+    messages: int = Field(ge=1)
+    summary: str
+    tokens: int = Field(ge=0)
+
+
+class BackendInfo(BaseModel):
+    """Which backend wrote derived events, and whether it stood in for another (and why)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    backend: str
+    model: str
+    fallback_from: str | None = None
+    fallback_error: str | None = None
+
+
+class SummarizerInfo(BackendInfo):
+    """Which summarizer produced a compaction, and whether it stood in for another."""
+
+    prompt_version: str
+
+
+class ExtractorInfo(BackendInfo):
+    """Which extractor read a range of records, and whether it stood in for another."""
+
+    version: str
+
+
+class Evidence(BaseModel):
+    """A record a learning came from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    session: str
+    seq: int = Field(ge=1)
+    hash: str
+
+
+LearningKind = Literal["correction", "preference", "pattern", "decision", "error_fix", "anchor"]
+"""What a learning is: a correction the user made, a preference ("always/never/prefer"), a
+pattern seen, a decision taken, an error and its fix, or an identity anchor (the first
+interaction, what the user says about themself or the project's ground rules: kept verbatim)."""
+LearningScope = Literal["session", "project", "global"]
+LearningSource = Literal["extractive", "anthropic", "user"]
+
+_ScopeValue = Annotated[str, Field(min_length=1, max_length=200)]
+_Scope = Annotated[_ScopeValue | None, OMIT_NONE]
+
+
+class _ScopeFields(BaseModel):
+    """Whose memory a record belongs to (``projections.scopes``): left out when not named."""
+
+    user: _Scope = None
+    agent: _Scope = None
+    project: _Scope = None
+
+
+# --------------------------------------------------------------------------- the messages
+
+
+@event_type("user", Category.MESSAGE)
+class _User(BaseModel):
+    content: str
+
+
+@event_type("assistant", Category.MESSAGE)
+class _Assistant(BaseModel):
+    content: str
+
+
+@event_type("thought", Category.MESSAGE)
+class _Thought(BaseModel):
+    content: str
+
+
+@event_type("action", Category.MESSAGE)
+class _Action(BaseModel):
+    tool: str = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+@event_type("observation", Category.MESSAGE)
+class _Observation(BaseModel):
+    result: Any
+    action_id: Annotated[str | None, OMIT_NONE] = None
+    is_error: bool = False
+
+
+# --------------------------------------------------------------------------- derived and foreign
+
+
+@event_type("compaction", Category.SUMMARY, writer="compactor")
+class _Compaction(BaseModel):
+    """Everything needed to write ``history-NNN.md`` without calling any summarizer again."""
+
+    library_no: int = Field(ge=1)
+    from_seq: int = Field(ge=1)
+    to_seq: int = Field(ge=1)
+    first_hash: str
+    last_hash: str
+    messages: int = Field(ge=1)
+    chunks: list[ChunkSummary] = Field(min_length=1)
+    summary: str
+    summary_tokens: int = Field(ge=0)
+    previous_library_no: int | None = None
+    summarizer: SummarizerInfo
+    tokens_before: int = Field(ge=0)
+    tokens_after: int = Field(ge=0)
+    reason: str
+
+
+@event_type("imported", Category.IMPORTED)
+class _Imported(BaseModel):
+    """A foreign record this version does not map to a message type (kept, never dropped)."""
+
+    kind: str
+    text: str = ""
+
+
+# --------------------------------------------------------------------------- memory management
+
+
+@event_type("session_started", Category.MEMORY, writer="session API")
+class _SessionStarted(_ScopeFields):
+    task: str | None = None
+    phase: str | None = None
+
+
+@event_type("session_ended", Category.MEMORY, writer="session API")
+class _SessionEnded(BaseModel):
+    status: str = Field(min_length=1, max_length=200)
+
+
+@event_type("phase_changed", Category.MEMORY, writer="session API")
+class _PhaseChanged(BaseModel):
+    phase: str = Field(min_length=1, max_length=200)
+
+
+@event_type("learning", Category.MEMORY, writer="learnings API")
+class _Learning(_ScopeFields):
+    learning_id: str = Field(min_length=1, max_length=200)
+    kind: LearningKind
+    text: str = Field(min_length=1, max_length=20_000)
+    scope: LearningScope
+    evidence: list[Evidence] = Field(default_factory=list)
+    source: LearningSource
+    explicit: bool = False  # stated by the user (not inferred from the agent's work)
+
+
+@event_type("extracted", Category.MEMORY, writer="extractor")
+class _Extracted(BaseModel):
+    """An extractor read ``from_seq..to_seq``; the learnings it found are appended with it."""
+
+    from_seq: int = Field(ge=1)
+    to_seq: int = Field(ge=1)
+    extractor: ExtractorInfo
+    learnings: int = Field(ge=0)
+
+
+@event_type("learning_feedback", Category.MEMORY, writer="learnings API")
+class _LearningFeedback(BaseModel):
+    learning_id: str = Field(min_length=1)
+    verdict: Literal["confirmed", "rejected", "superseded"]
+    by: str | None = None  # the learning that supersedes it
+    reason: str = ""
+
+
+@event_type("memory_accessed", Category.MEMORY, writer="context builder")
+class _MemoryAccessed(BaseModel):
+    learning_ids: list[str]  # what was returned
+    matched: list[str] = Field(default_factory=list)  # those that matched the task or query
+    purpose: Literal["context", "recall"]
+    reader: str  # the session (or tool) the learnings were given to
+    query: str | None = None
+
+
+@event_type("archived", Category.MEMORY, writer="housekeeping")
+class _Archived(BaseModel):
+    learning_ids: list[str] = Field(min_length=1)
+    reason: str
+
+
+@event_type("restored", Category.MEMORY, writer="housekeeping")
+class _Restored(BaseModel):
+    learning_id: str = Field(min_length=1)
+
+
+@event_type("source_indexed", Category.MEMORY, writer="source registry")
+class _SourceIndexed(BaseModel):
+    path: str = Field(min_length=1)  # under sources/, with "/" between folders
+    size: int | None = Field(default=None, ge=0)  # None: the file was removed
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
+@event_type("forgotten", Category.MEMORY, writer="privacy API")
+class _Forgotten(BaseModel):
+    """A subject was forgotten (``airsspec forget``): its keys destroyed, its copies purged."""
+
+    subject: Literal["user", "session"]
+    name: str = Field(min_length=1, max_length=200)  # whom: the user or session id
+    by: str = Field(min_length=1, max_length=200)  # who asked
+    sessions: list[str] = Field(default_factory=list)  # the sessions it covered
+    keys: list[str] = Field(default_factory=list)  # the ids of the keys destroyed
