@@ -93,13 +93,13 @@ def forget(
     if user is not None:
         if memory.scope.user not in (None, user):
             raise ScopeError(f"a memory scoped to {memory.scope} cannot forget user {user}")
-        owners = memory.owners()
+        owners = memory.scopes.owners()
         sessions = sorted(s for s, owner in owners.items() if owner.user == user)
         subjects = [f"user:{user}", *(f"session:{s}" for s in sessions)]
     else:
         assert session is not None
         memory.check_session(session)
-        owned = memory.owner(session).user
+        owned = memory.scopes.owner(session).user
         if sealer.mode == "user" and owned is not None:
             raise ForgetError(
                 f"session {session!r} is sealed with the key of user {owned} "
