@@ -17,38 +17,64 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-# exit codes and the usage error are declared with every error; commands import them from here
-from airsspec.errors import EXIT_FAILED as EXIT_FAILED
-from airsspec.errors import EXIT_OK as EXIT_OK
-from airsspec.errors import EXIT_USAGE as EXIT_USAGE
-from airsspec.errors import UsageError as UsageError
-from airsspec.errors import validation_problem as validation_problem
+from airsspec.memory import Memory, Scope, normalize_ts, outside
+from eventlog.errors import AirsspecError
 
 if TYPE_CHECKING:
-    from airsspec.memory import Memory
-    from projections.engine import RunReport
+    from airsspec.memory import RunReport
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 Handler = Callable[[argparse.Namespace], int]
 
 
+class UsageError(AirsspecError):
+    """A command-line value that cannot be used."""
+
+
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: its name, help, handler and options."""
+    """One command: its name (``"search"``, or ``"learnings confirm"`` for an action nested
+    under its group), help, handler and options; ``aliases`` are other names beside it, listed
+    with it (``search (query)``); ``hidden`` are names it had elsewhere in the tree, still
+    accepted and never listed (``gc`` for ``learnings gc``)."""
 
     name: str
     help: str
     handler: Handler
     args: tuple[tuple[tuple[str, ...], dict[str, Any]], ...]
     json_flag: bool
+    aliases: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        """The help's first sentence: what a command list shows beside the name."""
+        return first_sentence(self.help)
+
+
+@dataclass(frozen=True)
+class Group:
+    """A command whose actions are commands named ``"name action"``; ``default`` is the action
+    run when none is named (``airsspec learnings`` lists)."""
+
+    name: str
+    help: str
+    default: str | None = None
+
+
+def first_sentence(text: str) -> str:
+    """``text`` up to the end of its first sentence, without the full stop."""
+    return text.partition(". ")[0].rstrip(".")
 
 
 COMMANDS: list[Command] = []
-GROUP_HELP: dict[str, str] = {}  # a command named "group action" is nested under its group
+GROUPS: dict[str, Group] = {}
 
 
-def command_group(name: str, help: str) -> None:
+def command_group(name: str, help: str, default: str | None = None) -> None:
     """Declare ``name`` as a command whose actions are commands named ``"name action"``."""
-    GROUP_HELP[name] = help
+    GROUPS[name] = Group(name, help, default)
 
 
 def arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
@@ -57,14 +83,18 @@ def arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
 
 
 def command(
-    name: str, *args: tuple[tuple[str, ...], dict[str, Any]], json_flag: bool = True
+    name: str,
+    *args: tuple[tuple[str, ...], dict[str, Any]],
+    json_flag: bool = True,
+    aliases: tuple[str, ...] = (),
+    hidden: tuple[str, ...] = (),
 ) -> Callable[[Handler], Handler]:
-    """Register the decorated function as subcommand ``name`` with these options (and
-    ``--json`` unless ``json_flag`` is false); its docstring is the command's help."""
+    """Register the decorated function as command ``name`` with these options (and ``--json``
+    unless ``json_flag`` is false); its docstring is the command's help."""
 
     def register(handler: Handler) -> Handler:
         help = " ".join((handler.__doc__ or "").split())
-        COMMANDS.append(Command(name, help, handler, args, json_flag))
+        COMMANDS.append(Command(name, help, handler, args, json_flag, aliases, hidden))
         return handler
 
     return register
@@ -82,18 +112,12 @@ def print_json(value: Any) -> None:
 
 def open_memory(args: argparse.Namespace) -> Memory:
     """The workspace the global options name, scoped by the environment
-    (``projections.scopes.ENV_NAMES``); a folder that is not one is refused (exit 2) and
+    (``airsspec.memory.ENV_NAMES``); a folder that is not one is refused (exit 2) and
     nothing is created there. ``-c`` and ``-w`` together must name the same workspace
     (``-w`` the config's ``[workspace] path``), else neither is guessed: exit 2."""
-    from airsspec.errors import NotAWorkspaceError
-    from airsspec.memory import Memory
-    from airsspec.settings import WorkspaceSettings, find_config
-    from airsspec.workspace import Workspace
-    from projections.scopes import Scope
-
-    scope = Scope.from_env()  # AIRSSPEC_USER, AIRSSPEC_AGENT, AIRSSPEC_PROJECT
+    scope = Scope.from_env().to_fields()  # AIRSSPEC_USER, AIRSSPEC_AGENT, AIRSSPEC_PROJECT
     if args.config is not None:
-        memory = Memory.open(config=args.config, **scope.to_fields())
+        memory = Memory.open(config=args.config, **scope)
         if args.workspace is not None and Path(args.workspace).resolve() != memory.root.resolve():
             memory.close()
             raise UsageError(
@@ -102,31 +126,23 @@ def open_memory(args: argparse.Namespace) -> Memory:
             )
         return memory
     if args.workspace is not None:
-        root = Path(args.workspace)
-        if not any((root / sub).is_dir() for sub in ("contexts", "state", "knowledge")):
-            raise NotAWorkspaceError(f"{root}: not an airsspec workspace (run airsspec init)")
-        return Memory(Workspace.open(root), scope)
-    config = find_config(Path.cwd())
-    if config is not None:
-        return Memory.open(config=config, **scope.to_fields())
-    return Memory.open(Path.cwd() / WorkspaceSettings().path, **scope.to_fields())
+        return Memory.open_workspace(args.workspace, **scope)
+    return Memory.discover(**scope)
 
 
 def output_path(memory: Memory, value: str, option: str) -> Path:
-    """Where an ``-o``/``--out`` option writes: ``value``, refused (``UsageError``) when it
-    resolves, links followed, to the workspace folder or anything under it: an output written
-    there could overwrite a session's log or a tier's files; or one no file name can hold (a
-    lone surrogate: text that is not a name in any encoding)."""
+    """Where an ``-o``/``--out`` option writes, checked before any work: refused when it
+    resolves, links followed, to the workspace folder or under it (``airsspec.memory.outside``,
+    the facade's own rule), the error naming ``option``."""
+    return outside(memory, value, option)
+
+
+def parse_time(value: str, option: str) -> str:
+    """``value`` as a normalised RFC 3339 time, or a ``UsageError`` naming ``option``."""
     try:
-        target, root = Path(value).resolve(), memory.root.resolve()
-    except (UnicodeEncodeError, ValueError) as exc:
-        raise UsageError(f"{option} {value!r}: not a path this system can name ({exc})") from exc
-    if target == root or root in target.parents:
-        raise UsageError(
-            f"{option} {value}: inside the workspace {root}; write outside it (the log and "
-            "the tiers live there)"
-        )
-    return target
+        return normalize_ts(value)
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from exc
 
 
 def progress_printer() -> Callable[[str, int, int], None] | None:

@@ -26,6 +26,8 @@ passes ``project=False``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from airsspec.errors import (
     InvalidEventError,
     InvalidQueryError,
@@ -40,9 +42,10 @@ from airsspec.errors import (
 from airsspec.memory.aio import AsyncMemory
 from airsspec.memory.core import PROJECTIONS, Memory
 from airsspec.memory.learnings import LEVELS, parse_duration
-from airsspec.memory.records import Verified
+from airsspec.memory.records import Verified, outside
 from airsspec.memory.search import SCAN_LIMIT
 from airsspec.reports import REPORTS, plot_format, plot_report
+from eventlog.bound import Bound
 from eventlog.ids import normalize_ts
 from eventlog.importers import FORMATS
 from eventlog.jsonl_input import parse_event_lines
@@ -68,6 +71,23 @@ from projections.scopes import ENV_NAMES, Scope
 from projections.tokens import TokenCounter
 from projections.units import UNIT_KINDS
 
+if TYPE_CHECKING:
+    from projections.analytics import QueryResult
+    from projections.engine import RunReport
+
+# Result types whose modules load heavy libraries (DuckDB for QueryResult): loaded when named.
+_LAZY = {"QueryResult": "projections.analytics", "RunReport": "projections.engine"}
+
+
+def __getattr__(name: str) -> Any:
+    """A type of ``_LAZY``, imported on first use."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "CONTEXT_FORMATS",
     "ENV_NAMES",
@@ -84,6 +104,7 @@ __all__ = [
     "SYSTEM_TYPES",
     "UNIT_KINDS",
     "AsyncMemory",
+    "Bound",
     "Event",
     "InvalidEventError",
     "InvalidQueryError",
@@ -95,7 +116,9 @@ __all__ = [
     "NotAWorkspaceError",
     "OutputInsideWorkspaceError",
     "QueryMemoryInput",
+    "QueryResult",
     "Record",
+    "RunReport",
     "Scope",
     "ScopeError",
     "SessionInfo",
@@ -104,6 +127,7 @@ __all__ = [
     "VerifyFailedError",
     "format_record",
     "normalize_ts",
+    "outside",
     "parse_duration",
     "parse_event_lines",
     "plot_format",
