@@ -4,14 +4,15 @@ Commands live in modules by section (``log``, ``tiers``, ``search``, ``session``
 ``learnings``, ``integrate``, ...), each declaring its options where it is defined; a command
 with actions (``airsspec learnings confirm``) is a group whose actions are parsers of their own,
 so an option of one action is a usage error on another. ``airsspec --help`` lists the commands
-under the headings of ``SECTIONS``. This module assembles the parser and maps errors to one
-``airsspec: error:`` line and an exit code (see ``common``). Nothing heavy is imported until a
-command needs it, so a hook calling ``airsspec append`` pays only for the log.
+under the headings of ``SECTIONS``. This module assembles the parser and maps an error to its
+``airsspec: error:`` line(s) and its ``exit_code`` (declared with every error in
+``airsspec.errors``); library warnings, logged, become ``airsspec: warning:`` lines.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -28,16 +29,10 @@ from airsspec.cli import (
     session,
     tiers,
 )
-from airsspec.cli.common import (
-    COMMANDS,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    GROUPS,
-    Command,
-    first_sentence,
-)
-from eventlog.errors import AirsspecError, CorruptLogError, LogWriteError
+from airsspec.cli.common import COMMANDS, GROUPS, Command, first_sentence
+from airsspec.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AirsspecError
+
+PACKAGES = ("airsspec", "compactor", "eventlog", "projections")  # whose loggers warn
 
 # The headings of ``airsspec --help``, each with the modules whose commands it lists (in the
 # order they are defined there).
@@ -192,36 +187,47 @@ def _names(modules: Sequence[object]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit code."""
-    from compactor.errors import CompactorError
-    from eventlog.importers import ImportFailedError
-    from eventlog.jsonl_input import InvalidInputError
+class _WarningLine(logging.Handler):
+    """Library log records as ``airsspec: warning: <message>`` lines on stderr (the stream of
+    the moment, so a test capturing it sees them). It stands in for Python's last-resort output
+    only: once a command configured logging itself (``watch``, ``serve``), it stays quiet."""
 
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write the record's line unless the root logger has handlers of its own."""
+        if logging.root.handlers:
+            return
+        try:
+            sys.stderr.write(f"airsspec: {record.levelname.lower()}: {record.getMessage()}\n")
+        except Exception:  # a broken stderr must not turn a warning into a failure
+            self.handleError(record)
+
+
+_WARNINGS = _WarningLine(logging.WARNING)
+
+
+def _show_warnings() -> None:
+    """Send the project's warnings (and worse) to ``_WARNINGS``, once per process."""
+    for name in PACKAGES:
+        logger = logging.getLogger(name)
+        if _WARNINGS not in logger.handlers:
+            logger.addHandler(_WARNINGS)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return its exit code (an error's own ``exit_code``)."""
     parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # the shell is asking for completions (see 'completion')
         import argcomplete
 
         argcomplete.autocomplete(parser)
     args = parser.parse_args(argv)
+    _show_warnings()
     try:
         return args.func(args)
-    except InvalidInputError as exc:
-        for line in exc.lines():
-            print(line, file=sys.stderr)
-        print(f"nothing appended: {len(exc.errors)} invalid line(s)", file=sys.stderr)
-        return EXIT_USAGE
-    except ImportFailedError as exc:
-        for error in exc.errors:
-            print(f"airsspec: error: {error}", file=sys.stderr)
-        print(f"nothing imported: {len(exc.errors)} source(s) with problems", file=sys.stderr)
-        return EXIT_USAGE
     except AirsspecError as exc:
-        from airsspec.daemon import DaemonBusyError
-
-        print(f"airsspec: error: {exc}", file=sys.stderr)
-        failed = CorruptLogError | LogWriteError | CompactorError | DaemonBusyError
-        return EXIT_FAILED if isinstance(exc, failed) else EXIT_USAGE
+        for line in exc.report():
+            print(line, file=sys.stderr)
+        return exc.exit_code
     except BrokenPipeError:
         return EXIT_OK
     except OSError as exc:  # the machine refused (disk full, file too large, permissions)

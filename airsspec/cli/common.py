@@ -17,19 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from airsspec.memory import Memory, Scope, normalize_ts, outside
-from eventlog.errors import AirsspecError
+# exit codes and the usage error are declared with every error; commands import them from here
+from airsspec.errors import EXIT_FAILED as EXIT_FAILED
+from airsspec.errors import EXIT_OK as EXIT_OK
+from airsspec.errors import EXIT_USAGE as EXIT_USAGE
+from airsspec.errors import UsageError as UsageError
+from airsspec.errors import validation_problem as validation_problem
+from airsspec.memory import Memory, Scope, outside
 
 if TYPE_CHECKING:
     from airsspec.memory import RunReport
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
 Handler = Callable[[argparse.Namespace], int]
-
-
-class UsageError(AirsspecError):
-    """A command-line value that cannot be used."""
 
 
 @dataclass(frozen=True)
@@ -135,14 +134,6 @@ def output_path(memory: Memory, value: str, option: str) -> Path:
     resolves, links followed, to the workspace folder or under it (``airsspec.memory.outside``,
     the facade's own rule), the error naming ``option``."""
     return outside(memory, value, option)
-
-
-def parse_time(value: str, option: str) -> str:
-    """``value`` as a normalised RFC 3339 time, or a ``UsageError`` naming ``option``."""
-    try:
-        return normalize_ts(value)
-    except ValueError as exc:
-        raise UsageError(f"{option}: {exc}") from exc
 
 
 def progress_printer() -> Callable[[str, int, int], None] | None:

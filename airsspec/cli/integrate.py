@@ -168,8 +168,8 @@ def cmd_hook(args: argparse.Namespace) -> int:
     import json
 
     from airsspec import hooks
+    from airsspec.errors import AirsspecError
     from airsspec.memory import Memory, Scope
-    from eventlog.errors import AirsspecError
 
     # A hook must never block Claude Code: every problem is one stderr line and exit 1, which
     # Claude Code shows and otherwise ignores (exit 2 would block some events).

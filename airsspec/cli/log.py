@@ -15,11 +15,11 @@ from airsspec.cli.common import (
     command,
     open_memory,
     output_path,
-    parse_time,
     print_json,
 )
 from airsspec.memory import (
     FORMATS,
+    Bound,
     Memory,
     VerifyFailedError,
     format_record,
@@ -195,11 +195,9 @@ def cmd_seal(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _until(value: str | None) -> int | str | None:
-    """The --until bound: a seq, or a time (normalised; a bad one names the option)."""
-    if value is None or value.isdigit():
-        return None if value is None else int(value)
-    return parse_time(value, "--until")
+def _until(value: str | None) -> Bound | None:
+    """The --until bound: a seq or a time (a bad one is refused, naming the option)."""
+    return None if value is None else Bound.parse(value, "--until")
 
 
 @command(

@@ -19,8 +19,9 @@ from airsspec.cli.common import (
     open_memory,
     print_json,
     progress_printer,
+    validation_problem,
 )
-from airsspec.memory import UNIT_KINDS, QueryMemoryInput, printable, validation_problem
+from airsspec.memory import UNIT_KINDS, QueryMemoryInput, printable
 
 
 def _batch_requests(source: str) -> list[QueryMemoryInput]:

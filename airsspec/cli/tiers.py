@@ -18,14 +18,17 @@ from airsspec.cli.common import (
     command,
     open_memory,
     output_path,
-    parse_time,
     print_json,
     progress_printer,
     report_runs,
 )
-from airsspec.memory import CONTEXT_FORMATS, PROJECTIONS, printable
-from compactor.errors import CompactionBusyError, NothingToCompactError
-from eventlog.errors import CorruptLogError
+from airsspec.errors import (
+    CompactionBusyError,
+    CorruptLogError,
+    DaemonBusyError,
+    NothingToCompactError,
+)
+from airsspec.memory import CONTEXT_FORMATS, PROJECTIONS, Bound, printable
 
 # The options project and rebuild share.
 JOBS = arg(
@@ -107,7 +110,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             engine = {"engine": args.engine, "address": args.address}
             return report_runs(memory.rebuild(args.projection, **run, **engine), args.json, {})
         as_of = args.as_of
-        point: int | str = int(as_of) if as_of.isdigit() else parse_time(as_of, "--as-of")
+        point = Bound.parse(as_of, "--as-of")
         out = output_path(memory, args.out or f"airsspec-as-of-{as_of.replace(':', '')}", "--out")
         reports = memory.rebuild(args.projection, as_of=point, out=out, **run)
     return report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
@@ -355,8 +358,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     if args.log_level != "debug":
         logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per change is noise
-    from airsspec.daemon import DaemonBusyError
-
     with open_memory(args) as memory:
         daemon = memory.daemon()
         try:
