@@ -228,16 +228,19 @@ class Recall:
             result.hits = self._scan_log(result.query, k, *filters)
 
     def _embed_query(self, result: QueryResult) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """The embeddings of the query and of its focus (one call; the same vector when the
-        focus is the query)."""
+        """The embeddings of the query and of its focus (the same vector when the focus is the
+        query). One text a call: a single text is embedded on one core, leaving the other to
+        the full-text search running meanwhile (a batch would take every core)."""
         if self.embedder is None:
             result.warnings.append("no embedder is available; full-text results only")
             return None, None
         begun = time.perf_counter()
         focus = query_focus(result.query)
         try:
-            vectors = self.embedder.embed(list(dict.fromkeys([result.query, focus])))
-            return vectors[0], vectors[-1]
+            vector = self.embedder.embed([result.query])[0]
+            if focus == result.query:
+                return vector, vector
+            return vector, self.embedder.embed([focus])[0]
         except Exception as exc:  # any embedder failure degrades; never raises
             result.warnings.append(f"the embedder failed ({exc}); full-text results only")
             return None, None
