@@ -26,6 +26,8 @@ Every read goes through the node's cache (``cache``): objects are fetched once.
 from __future__ import annotations
 
 import contextlib
+import copy
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -399,6 +401,23 @@ class ObjectStore:
         if got is None:
             raise FileNotFoundError(f"{self.url}/seals/{name}")
         return got[0]
+
+    def follow(self, stop: threading.Event, interval_s: float = 1.0) -> threading.Thread:
+        """Until ``stop`` is set, bring the cache up to date with the bucket every
+        ``interval_s``, so a watcher of the cache's files (``watch``) sees other machines'
+        appends; a failed round is retried at the next. A thread of its own, with its own
+        store state (the S3 client and the cache's file locks are shared safely)."""
+        twin = copy.copy(self)
+        twin._heads, twin._markers, twin._mine, twin._losses = {}, {}, {}, {}
+
+        def run() -> None:
+            while not stop.wait(interval_s):
+                with contextlib.suppress(StorageError):
+                    twin.sync(twin.sessions())
+
+        thread = threading.Thread(target=run, name="bucket-follower", daemon=True)
+        thread.start()
+        return thread
 
     def delete_object(self, key: str) -> None:
         """Remove one object (for tests and repairs: the log itself never deletes)."""

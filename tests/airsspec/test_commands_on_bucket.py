@@ -220,17 +220,19 @@ def test_the_bucket_workspace_never_wrote_a_local_log(workspaces: dict[str, Path
     assert list(root.glob(".airsspec/state/objects/*/s1.jsonl")), "the bucket's cache holds s1"
 
 
-def watch_until_projected(root: Path) -> set[int]:
-    """Start ``watch`` in ``root``, append, wait until the daemon wrote the record into the hot
-    window's state (read from disk: ``hot`` would project it itself), stop it with SIGTERM;
-    every process it started."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "airsspec", "watch"],
-        cwd=root,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+def watch_until_projected(root: Path, writer: Path) -> set[int]:
+    """Start ``watch`` in ``root``, append from the workspace ``writer``, wait until the daemon
+    wrote the record into the hot window's state (read from disk: ``hot`` would project it
+    itself), stop it with SIGTERM; every process it started."""
+    logged = root / "out" / "watch.log"
+    with logged.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "airsspec", "watch", "--log-level", "info"],
+            cwd=root,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
     started = {proc.pid}
 
     def projected() -> bool:
@@ -238,27 +240,33 @@ def watch_until_projected(root: Path) -> set[int]:
         files = (root / ".airsspec" / "state" / "hot").glob("s2*")
         return any(b"watched by the daemon" in f.read_bytes() for f in files if f.is_file())
 
-    try:
+    try:  # the first catch-up is done: only following the log can bring the append in
+        assert wait_for(lambda: b"watching" in logged.read_bytes(), 60), logged.read_bytes()
         line = b'{"type":"user","content":"watched by the daemon"}\n'
-        added = run_cli("append", "s2", cwd=root, stdin=line)
+        added = run_cli("append", "s2", cwd=writer, stdin=line)
         assert added.returncode == 0, added.stderr
         assert wait_for(projected, 90), f"{root.name}: watch did not project the append"
     finally:
         started.update(children(proc.pid))
         proc.send_signal(signal.SIGTERM)
-        err = proc.communicate(timeout=60)[1]
-    assert proc.returncode == 0, f"{root.name}: watch exited {proc.returncode}: {err[-2000:]!r}"
+        proc.wait(timeout=60)
+    err = logged.read_bytes()[-2000:]
+    assert proc.returncode == 0, f"{root.name}: watch exited {proc.returncode}: {err!r}"
     return started
 
 
 def test_watch_on_the_bucket_projects_an_append_and_stops_cleanly(
     workspaces: dict[str, Path],
 ) -> None:
-    """Both daemons bring a new append into the hot window, stop on SIGTERM with exit 0, and
-    leave no process of theirs running; the windows then read the same."""
+    """Both daemons bring a new append into the hot window (on the bucket, one made by another
+    machine: a workspace with its own cache), stop on SIGTERM with exit 0, and leave no process
+    of theirs running; the windows then read the same."""
+    other = workspaces["bucket"].parent / "bucket-b"
+    other.mkdir()
+    shutil.copy(workspaces["bucket"] / "airsspec.toml", other / "airsspec.toml")
     windows = {}
     for name, root in workspaces.items():
-        started = watch_until_projected(root)
+        started = watch_until_projected(root, other if name == "bucket" else root)
         assert wait_for(lambda s=started: not any(Path(f"/proc/{p}").exists() for p in s), 10)
         windows[name] = normal(run_cli("hot", "s2", cwd=root).stdout, root)
     assert b"watched by the daemon" in windows["local"]
