@@ -121,7 +121,10 @@ class Daemon:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop_event.set())
         self.cold.start()
-        logs, documents = self.ws.log_dir, self.ws.sources_dir
+        if follow := getattr(getattr(self.ws.log, "store", None), "follow", None):
+            follow(self.stop_event)  # a bucket: other machines' appends reach the cache
+        # the log's local layout: the folder, or a bucket's cache (which ``follow`` fills)
+        logs, documents = self.ws.log.log_dir, self.ws.sources_dir
         for folder in (logs, documents):
             folder.mkdir(parents=True, exist_ok=True)
         self._safe_step(None)

@@ -70,6 +70,8 @@ def reextract(
     if extractor is not None:
         learnings = settings.learnings.model_copy(update={"extractor": extractor})
         settings = settings.model_copy(update={"learnings": learnings})
+    # the copy keeps its log and tiers in ``out``: never the live bucket's (``[storage] url``)
+    settings = settings.model_copy(update={"storage": type(settings.storage)()})
     for sub in SUBDIRS:
         (target / sub).mkdir(parents=True, exist_ok=True)
     with Memory(Workspace(target, settings)) as copy:
