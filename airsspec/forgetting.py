@@ -55,6 +55,7 @@ class Forgotten:
     records_forgotten: int  # sealed records that can no longer be read
     records_in_clear: int  # written before encryption was on: still readable in the log
     cache_entries_removed: int
+    documents: list[str] = field(default_factory=list)  # removed from sources/users/USER/
     seconds: float = 0.0
     tiers: list[str] = field(default_factory=list)
 
@@ -108,8 +109,6 @@ def forget(
         sessions = [session]
         subjects = [f"session:{session}"]
     kids = {key_id(subject) for subject in subjects}
-    if not sessions and sealer.keys.key(key_id(subjects[0]), create=False) is None:
-        raise ForgetError(f"nothing is recorded for user {user!r}")
 
     # 1. the last reading: cache keys of the texts, and what stays in the clear
     cold = _cold_projector(memory)
@@ -140,9 +139,15 @@ def forget(
                     if (text := cold.policy.embedded_text(unit)) is not None:
                         hashes.add(text_sha256(text))
 
+    documents = _documents(memory, user, cold, hashes) if user is not None else []
+    unknown = sealer.keys.key(key_id(subjects[0]), create=False) is None
+    if user is not None and not sessions and not documents and unknown:
+        raise ForgetError(f"nothing is recorded for user {user!r}")
+
     # 2. drop every derived copy while the keys still exist: a crash past step 3 then leaves
     #    nothing in the clear that a later ``project`` would not fold again as forgotten
     ordered = sorted(touched)
+    _drop_documents(memory, user, documents, cold)
     _drop(memory, ordered, cold)
     removed = cold.embedder.discard(hashes) if cold is not None else _drop_cold(memory)
     shutil.rmtree(memory.workspace.state_dir / "tmp" / "duckdb", ignore_errors=True)
@@ -177,9 +182,47 @@ def forget(
         records_forgotten=forgotten,
         records_in_clear=in_clear,
         cache_entries_removed=removed,
+        documents=documents,
         seconds=round(time.perf_counter() - started, 3),
         tiers=tiers,
     )
+
+
+def _documents(memory: Memory, user: str, cold: Any, hashes: set[str]) -> list[str]:
+    """The paths of the documents ``user`` owns under ``sources/`` (``projections.sources``),
+    adding the cache keys of their indexed texts to ``hashes``."""
+    from projections.embedding_cache import text_sha256
+    from projections.sources import owned_sources, read_source
+    from projections.units import source_units
+
+    owned = owned_sources(memory.workspace.log, user)
+    for path, event in owned.items():
+        if cold is None or event.sha256 is None:
+            continue
+        if (text := read_source(memory.workspace.sources_dir, path, event.sha256)) is None:
+            continue
+        for unit in source_units(event, text):
+            if (embedded := cold.policy.embedded_text(unit)) is not None:
+                hashes.add(text_sha256(embedded))
+    return sorted(owned)
+
+
+def _drop_documents(memory: Memory, user: str | None, paths: list[str], cold: Any) -> None:
+    """Delete ``user``'s folder under ``sources/`` and the cold rows of its documents (the
+    next registration, in step 5's fold, records their removal in the log)."""
+    from projections.sources import USERS_FOLDER
+
+    if user is None:
+        return
+    folder = memory.workspace.sources_dir / USERS_FOLDER / user
+    if folder.is_dir() and not folder.is_symlink():
+        shutil.rmtree(folder)
+    if cold is not None and paths and cold.store.open() is not None:
+        from projections.cold import quote
+
+        with cold.exclusive():
+            for path in paths:
+                cold.store.delete(f"source = {quote(path)}")
 
 
 def _cold_projector(memory: Memory) -> Any:

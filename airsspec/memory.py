@@ -31,6 +31,7 @@ from airsspec.errors import (
     NoSuchSessionError,
     NotAWorkspaceError,
     ScopeError,
+    SessionExistsError,
     field_of,
 )
 from airsspec.scoped import ScopedAccess
@@ -156,7 +157,11 @@ class Memory(ScopedAccess, SessionsAndLearnings):
             from eventlog.log import prepare_events
 
             bodies = prepare_events(list(events))  # refuses system types, names the index
-            records = list(log.append_many(session, [*opening, *bodies], system=True))
+            try:  # only as the session's first records, checked under its lock
+                records = list(log.append_many(session, [*opening, *bodies], system=True, new=True))
+            except SessionExistsError:  # another writer created it first: is it ours?
+                self._guard(session, writing=True)
+                return self._then_hot(session, list(log.append_many(session, bodies)), hot)
             self._owners_seen[session] = self.scope
             return self._then_hot(session, records[len(opening) :], hot)
         return self._then_hot(session, list(log.append_many(session, events)), hot)

@@ -303,6 +303,12 @@ class Sealer:
         if remember is not None:
             remember(session, user)
 
+    def owner_unknown(self, session: str) -> None:
+        """Unlearn what ``owner_known`` was told of ``session`` (its batch was refused)."""
+        unlearn = getattr(self.owner_of, "unlearn", None)
+        if unlearn is not None:
+            unlearn(session)
+
     def open(self, data: dict[str, Any]) -> dict[str, Any]:
         """The stored record ``data`` with its sealed fields opened; when the key is gone,
         its placeholders read ``FORGOTTEN`` and ``forgotten`` is set."""
@@ -353,6 +359,10 @@ class SessionOwners:
     def remember(self, session: str, user: str) -> None:
         """``session`` is owned by ``user`` (a batch being sealed names it first)."""
         self._known.setdefault(session, user)
+
+    def unlearn(self, session: str) -> None:
+        """Forget what ``remember`` was told of ``session``: read it from the log again."""
+        self._known.pop(session, None)
 
     def __call__(self, session: str) -> str | None:
         if (user := self._known.get(session)) is not None:

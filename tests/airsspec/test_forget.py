@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,125 @@ def test_forgetting_a_user_leaves_no_trace_and_changes_no_one_else(
         hits = memory.search("always use tabs, never deploy on Fridays", k=50)["hits"]
         assert not [h for h in hits if h["session"] == "a1" or "tabs" in h["text"]]
         assert memory.search("zebra", k=50)["hits"]  # search still answers (ben's passages)
+
+
+def _cli(root: Path, *args: str, user: str | None = None, stdin: bytes | None = None) -> bytes:
+    env = {**ENV, "AIRSSPEC_USER": user} if user else ENV
+    done = run_cli(*args, cwd=root, env=env, stdin=stdin)
+    assert done.returncode == 0, (args, done.stderr.decode())
+    return done.stdout
+
+
+def _grep(root: Path, needle: str) -> set[str]:
+    """Files under ``root`` holding ``needle`` in any case, as ``grep -r`` finds them."""
+    found = subprocess.run(
+        ["grep", "-r", "-l", "-i", "-a", needle, str(root)], capture_output=True, check=False
+    )
+    assert found.returncode in (0, 1), found.stderr  # 1: nothing found
+    by_grep = {str(Path(p).relative_to(root)) for p in found.stdout.decode().splitlines()}
+    by_scan = {str(Path(p).relative_to(root)) for p in _files_holding(root, needle.encode())}
+    by_scan |= {
+        str(Path(p).relative_to(root)) for p in _files_holding(root, needle.lower().encode())
+    }
+    assert by_scan <= by_grep  # the byte scan (two cases) agrees with grep
+    return by_grep
+
+
+def _transcript(path: Path, text: str) -> Path:
+    record = {
+        "type": "user",
+        "uuid": "u1",
+        "sessionId": path.stem,
+        "timestamp": "2026-11-01T10:00:01.000Z",
+        "message": {"role": "user", "content": text},
+    }
+    path.write_text(json.dumps(record) + "\n")
+    return path
+
+
+@pytest.mark.slow
+def test_a_users_canary_is_everywhere_before_forget_and_nowhere_under_the_workspace_after(
+    tmp_path: Path,
+) -> None:
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir(), outside.mkdir()
+    _workspace(ws, "user")
+    said = "".join(
+        json.dumps({"type": "user", "content": f"CANARYLOG{i} always use tabs"}) + "\n"
+        for i in range(30)
+    )
+    _cli(ws, "append", "a1", user="ana", stdin=said.encode())  # the log
+    transcript = _transcript(outside / "t-ana.jsonl", "CANARYIMPORT the staging password")
+    _cli(ws, "import", "claude-code", str(transcript), user="ana")  # an import
+    document = ws / ".airsspec" / "sources" / "users" / "ana" / "notes.md"
+    document.parent.mkdir(parents=True)
+    document.write_text("# Notes\n\nCANARYSOURCE the vault sits in eu-west.\n")  # sources
+    _cli(ws, "learnings", "add", "CANARYLEARNED never deploy on Fridays", user="ana")
+    _cli(ws, "compact", "a1", "--force", user="ana")  # a compaction that summarised it
+    _cli(ws, "extract", "a1", "--force", user="ana")
+    ben_said = "".join(
+        json.dumps({"type": "user", "content": f"ben zebra {i}"}) + "\n" for i in range(40)
+    )
+    _cli(ws, "append", "b1", user="ben", stdin=ben_said.encode())
+    _cli(ws, "compact", "b1", "--force", user="ben")
+    _cli(ws, "project")
+    _cli(ws, "export", "parquet", str(ws / "exports"))  # Parquet inside the project folder
+    _cli(ws, "seal", "-o", str(ws / "seal.json"))
+    hits = json.loads(_cli(ws, "query", "CANARYSOURCE vault", "--kind", "source", "--json"))
+    assert [h["source"] for h in hits["hits"]] == ["users/ana/notes.md"]
+    ben_recall = _recall(
+        json.loads(_cli(ws, "query", "zebra", "-k", "100", "--json", user="ben"))["hits"]
+    )
+    assert ben_recall
+    ben_context = _cli(ws, "context", "b1", "--budget", "800", "--query", "zebra", user="ben")
+
+    found = _grep(ws, "canary")
+    assert {
+        ".airsspec/sources/users/ana/notes.md",
+        *(f for f in found if f.startswith(".airsspec/knowledge/vectors/")),
+        *(f for f in found if f.startswith(".airsspec/knowledge/library/")),
+        *(f for f in found if f.startswith(".airsspec/state/hot/")),
+    } <= found
+    assert any("vectors" in f for f in found) and any("library" in f for f in found)
+    assert not any(f.startswith(".airsspec/contexts/") for f in found)  # sealed in the log
+
+    report = json.loads(_cli(ws, "forget", "--user", "ana", "--by", "dpo", "--json"))
+    assert report["documents"] == ["users/ana/notes.md"]
+    assert len(report["sessions"]) == 2 and "a1" in report["sessions"]
+
+    assert _grep(ws, "canary") == set()
+    assert run_cli("verify", cwd=ws, env=ENV).returncode == 0
+    against = run_cli("verify", "--against", str(ws / "seal.json"), cwd=ws, env=ENV)
+    assert against.returncode == 0, against.stdout
+    # the same passages (scores are relative to the whole table, so they may move)
+    assert (
+        _recall(json.loads(_cli(ws, "query", "zebra", "-k", "100", "--json", user="ben"))["hits"])
+        == ben_recall
+    )
+    assert _cli(ws, "context", "b1", "--budget", "800", "--query", "zebra", user="ben") == (
+        ben_context
+    )
+    state = ws / ".airsspec" / "state"
+    tiers = {t: snapshot(state / t) for t in ("hot", "learnings")}
+    library = snapshot(ws / ".airsspec" / "knowledge" / "library")
+    _cli(ws, "rebuild", "--jobs", "1")
+    assert {t: snapshot(state / t) for t in ("hot", "learnings")} == tiers
+    assert snapshot(ws / ".airsspec" / "knowledge" / "library") == library
+    # the same passages (scores are relative to the whole table, so they may move)
+    assert (
+        _recall(json.loads(_cli(ws, "query", "zebra", "-k", "100", "--json", user="ben"))["hits"])
+        == ben_recall
+    )
+    assert _grep(ws, "canary") == set()
+    removed = json.loads(
+        _cli(
+            ws,
+            "sql",
+            "SELECT path, sha256 FROM events WHERE type = 'source_indexed' ORDER BY seq",
+            "--json",
+        )
+    )
+    assert removed[-1] == {"path": "users/ana/notes.md", "sha256": None}
 
 
 def test_forgetting_one_session_keeps_the_others_of_its_owner(tmp_path: Path, env: None) -> None:

@@ -258,3 +258,18 @@ def test_sealed_content_reaches_the_bucket_only_as_ciphertext(
         assert verify(ws.log).ok
     ((_, data),) = raw_objects(bucket_url, moto_endpoint, "s")
     assert b"launch code" not in data and b'"sealed"' in data
+
+
+def test_of_two_machines_creating_one_session_only_the_first_writes(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    from eventlog.errors import SessionExistsError
+
+    a = object_log(bucket_url, moto_endpoint, tmp_path / "a")
+    b = object_log(bucket_url, moto_endpoint, tmp_path / "b")
+    assert b.store.tail("s").seq == 0  # b has seen the session empty ...
+    a.append_many("s", [{"type": "session_started", "user": "ana"}], system=True, new=True)
+    with pytest.raises(SessionExistsError, match="'s'"):  # ... and its claim of seq 1 loses
+        b.append_many("s", [{"type": "session_started", "user": "ben"}], system=True, new=True)
+    records = [r.record for r in object_log(bucket_url, moto_endpoint, tmp_path / "c").read("s")]
+    assert [(r.seq, r.user) for r in records] == [(1, "ana")]
