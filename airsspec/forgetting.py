@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from airsspec.errors import ForgetError, ScopeError
-from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id, learning_subject
+from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id, kid_parts, learning_subject
 from eventlog.schema import MEMORY_SESSION
 
 if TYPE_CHECKING:
@@ -97,18 +97,18 @@ def forget(
         owners = memory.owners()
         sessions = sorted(s for s, owner in owners.items() if owner.user == user)
         subjects = [f"user:{user}", *(f"session:{s}" for s in sessions)]
+        owned = None
     else:
         assert session is not None
         memory.check_session(session)
         owned = memory.owner(session).user
-        if sealer.mode == "user" and owned is not None:
-            raise ForgetError(
-                f"session {session!r} is sealed with the key of user {owned} "
-                '(encrypt = "user"): forget the user, or use encrypt = "session"'
-            )
         sessions = [session]
         subjects = [f"session:{session}"]
     kids = {key_id(subject) for subject in subjects}
+    # a session's records sealed under its user's key alone (before keys were nested) can
+    # only be forgotten with the user: refused before anything is changed
+    whole_user = key_id(f"user:{owned}") if user is None and owned is not None else None
+    only_user = 0
 
     # 1. the last reading: cache keys of the texts, and what stays in the clear
     cold = _cold_projector(memory)
@@ -120,14 +120,17 @@ def forget(
             continue
         for located in log.read(name):
             kid = _sealed_kid(located.raw)
-            if name == MEMORY_SESSION and kid not in kids:
+            mine = kid is not None and not kids.isdisjoint(kid_parts(kid))
+            if name == MEMORY_SESSION and not mine:
                 continue
+            if kid is not None and kid == whole_user and name != MEMORY_SESSION:
+                only_user += 1
             touched.add(name)
             if located.record.type == "learning":
                 # what was said of it (a verdict's reason) is sealed under its own key; it
                 # follows its learning (a learning precedes its feedback in the reading order)
                 kids.add(key_id(learning_subject(located.record.learning_id)))
-            if kid in kids:
+            if mine:
                 forgotten += 1
             elif _has_content(located.record):
                 in_clear += 1
@@ -139,6 +142,13 @@ def forget(
                     if (text := cold.policy.embedded_text(unit)) is not None:
                         hashes.add(text_sha256(text))
 
+    if only_user:
+        raise ForgetError(
+            f"{only_user} record(s) of session {session!r} were sealed under the key of user "
+            f"{owned} alone (written before session keys were nested in user keys): destroying "
+            f"that key would forget every session of {owned}. Nothing was changed; forget the "
+            f"user ('forget --user {owned}'), or keep the session"
+        )
     documents = _documents(memory, user, cold, hashes) if user is not None else []
     unknown = sealer.keys.key(key_id(subjects[0]), create=False) is None
     if user is not None and not sessions and not documents and unknown:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airsspec import Memory
-from eventlog.crypto import CONTENT_FIELDS, FORGOTTEN, FileKeyStore, Sealer
+from eventlog.crypto import CONTENT_FIELDS, FORGOTTEN, FileKeyStore, Sealer, key_id
 from eventlog.errors import ForgetError, InvalidEventError, NothingToCompactError, ScopeError
 from eventlog.schema import input_bodies
 from tests.conftest import run_cli, snapshot
@@ -281,13 +281,49 @@ def test_forget_is_refused_where_it_cannot_shred(tmp_path: Path, env: None) -> N
     assert refused.stderr.decode().startswith("airsspec: error:")
     usage = run_cli("forget", cwd=tmp_path, env=ENV)
     assert usage.returncode == 2
-    other = tmp_path / "user-mode"
-    other.mkdir()
-    _workspace(other, "user")
-    with Memory.open(other) as memory:
-        memory.scoped(user="ana").append("a1", {"type": "user", "content": "x"})
-        with pytest.raises(ForgetError, match="forget the user"):
-            memory.forget(session="a1")  # sealed with ana's key: only all of ana can go
+
+
+def test_forgetting_one_session_in_user_mode_keeps_the_users_other_sessions(
+    tmp_path: Path, env: None
+) -> None:
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        ana = memory.scoped(user="ana")
+        ana.append("a1", {"type": "user", "content": "CANARY said in the first session"})
+        ana.append("a2", {"type": "user", "content": "kept second session"})
+        ana.add_learning("kept learning of ana")
+        memory.project()
+        done = ana.forget(session="a1")
+        assert done.sessions == ["a1"] and done.keys_destroyed == 1
+        assert [r.content for r in memory.replay("a1") if r.type == "user"] == [FORGOTTEN]
+        assert [r.content for r in memory.replay("a2") if r.type == "user"] == [
+            "kept second session"
+        ]
+        assert [item.text for item in ana.learnings().learnings] == ["kept learning of ana"]
+        assert memory.verify().ok
+    assert _files_holding(tmp_path, b"CANARY") == []
+    with Memory.open(tmp_path) as memory:  # the user's key still shreds all that is left
+        memory.forget(user="ana")
+        assert [r.content for r in memory.replay("a2") if r.type == "user"] == [FORGOTTEN]
+        assert memory.learnings().learnings == []
+
+
+def test_a_session_sealed_under_its_users_key_alone_is_refused_and_nothing_changes(
+    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _workspace(tmp_path, "user")
+    # records as written before session keys were nested in user keys
+    monkeypatch.setattr(Sealer, "kid", lambda self, s, body: key_id(self.subject(s, body)))
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "old record"})
+        memory.project()
+    monkeypatch.undo()
+    before = snapshot(tmp_path)
+    refused = run_cli("forget", "--session", "a1", cwd=tmp_path, env=ENV)
+    assert refused.returncode != 0 and refused.stderr.decode().count("\n") == 1
+    assert "sealed under the key of user ana alone" in refused.stderr.decode()
+    assert "forget --user ana" in refused.stderr.decode()
+    assert snapshot(tmp_path) == before
 
 
 def test_a_log_written_without_encryption_stays_byte_identical(tmp_path: Path, env: None) -> None:
