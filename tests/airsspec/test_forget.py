@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -416,3 +417,81 @@ def test_forget_leaves_every_file_tier_as_a_rebuild_would(
         memory.rebuild(tiers)
         assert {t: snapshot(state / t) for t in ("hot", "learnings")} == after
         assert snapshot(memory.root / "knowledge" / "library") == library
+
+
+# ------------------------------------------------------------------ key providers
+
+
+class DictKms:
+    """A KMS held in a dict, as one callable (``eventlog.keystores.KeyCallback``)."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, bytes] = {}
+        self.calls: list[tuple[str, str]] = []
+
+    def __call__(self, action: str, kid: str) -> bytes | bool | None:
+        self.calls.append((action, kid))
+        if action == "destroy":
+            return self.keys.pop(kid, None) is not None
+        if action == "create":
+            self.keys.setdefault(kid, os.urandom(32))
+        return self.keys.get(kid)
+
+
+KMS = DictKms()
+
+
+def kms_factory() -> DictKms:
+    """``[privacy] keys = "tests.airsspec.test_forget:kms_factory"``."""
+    return KMS
+
+
+def test_keys_from_a_kms_callback_seal_open_and_are_destroyed_by_forget(
+    tmp_path: Path, env: None
+) -> None:
+    _workspace(tmp_path, "user")
+    kms = DictKms()
+    with Memory.open(tmp_path, keys=kms) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "CANARY via kms"})
+        assert [r.content for r in memory.replay("a1") if r.type == "user"] == ["CANARY via kms"]
+        made = set(kms.keys)
+        assert key_id("user:ana") in made and key_id("session:a1") in made
+        memory.forget(user="ana")
+        assert ("destroy", key_id("user:ana")) in kms.calls and kms.keys == {}
+        assert [r.content for r in memory.replay("a1") if r.type == "user"] == [FORGOTTEN]
+    assert not (tmp_path / ".airsspec" / "state" / "keys").exists()  # no key file was made
+    assert _files_holding(tmp_path, b"CANARY") == []
+
+
+def test_a_kms_that_fails_or_gives_a_bad_key_is_a_key_store_error(
+    tmp_path: Path, env: None
+) -> None:
+    from eventlog.crypto import KeyStoreError
+
+    _workspace(tmp_path, "session")
+
+    def down(action: str, kid: str) -> bytes:
+        raise ConnectionError("kms unreachable")
+
+    for broken, said in ((down, "kms unreachable"), (lambda a, k: b"short", "not 32 bytes")):
+        with Memory.open(tmp_path, keys=broken) as memory, pytest.raises(KeyStoreError, match=said):
+            memory.append("s1", {"type": "user", "content": "never stored"})
+    assert _files_holding(tmp_path, b"never stored") == []
+
+
+def test_privacy_keys_names_a_key_store_factory_every_command_uses(tmp_path: Path) -> None:
+    _workspace(tmp_path, "session")
+    with (tmp_path / "airsspec.toml").open("a") as f:
+        f.write('keys = "tests.airsspec.test_forget:kms_factory"\n')
+    KMS.keys.clear()
+    with Memory.open(tmp_path) as memory:
+        memory.append("s1", {"type": "user", "content": "sealed by the factory's kms"})
+        assert set(KMS.keys) == {key_id("session:s1")}
+    assert not (tmp_path / ".airsspec" / "state" / "keys").exists()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    _workspace(bad, "session")
+    with (bad / "airsspec.toml").open("a") as f:
+        f.write('keys = "no such thing"\n')
+    refused = run_cli("sessions", cwd=bad, env=ENV)
+    assert refused.returncode == 2 and "[privacy] keys" in refused.stderr.decode()
