@@ -64,7 +64,8 @@ def test_encrypted_content_is_never_on_disk_in_the_clear_and_reads_back_exactly(
     log_dir = tmp_path / ".airsspec" / "contexts"
     assert _files_holding(log_dir, b"CANARY") == []
     keys = list((tmp_path / ".airsspec" / "state" / "keys").iterdir())
-    assert len(keys) == 1 and keys[0].stat().st_mode & 0o777 == 0o600
+    assert {k.stem for k in keys} == {key_id("user:ana"), key_id("session:a1")}  # nested
+    assert {k.stat().st_mode & 0o777 for k in keys} == {0o600}
     line = json.loads((log_dir / "agent" / "a1.jsonl").read_bytes().splitlines()[1])
     assert line["content"] == "[sealed]" and "meta" not in line
     assert set(line["sealed"]) == {"kid", "nonce", "ct"}
