@@ -325,7 +325,8 @@ def bodies_to_append(
     if log.redactor is not None and not keep_secrets:
         log.redactor.redact_all(bodies, data)
     clear = None
-    if log.sealer is not None:  # before encoding: the chain covers the ciphertext
+    if log.sealer is not None and log.sealer.mode != "off":  # before encoding: the chain
+        # covers the ciphertext (a sealer that is off only opens what was sealed before)
         clear = [dict(body) for body in bodies]
         log.sealer.seal_all(session, bodies)
     return bodies, clear

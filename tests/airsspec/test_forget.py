@@ -18,7 +18,7 @@ from airsspec import Memory
 from eventlog.crypto import CONTENT_FIELDS, FORGOTTEN, FileKeyStore, Sealer, key_id
 from eventlog.errors import ForgetError, InvalidEventError, NothingToCompactError, ScopeError
 from eventlog.schema import input_bodies
-from tests.conftest import run_cli, snapshot
+from tests.conftest import claude_transcript, run_cli, snapshot
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
 
@@ -157,18 +157,6 @@ def _grep(root: Path, needle: str) -> set[str]:
     return by_grep
 
 
-def _transcript(path: Path, text: str) -> Path:
-    record = {
-        "type": "user",
-        "uuid": "u1",
-        "sessionId": path.stem,
-        "timestamp": "2026-11-01T10:00:01.000Z",
-        "message": {"role": "user", "content": text},
-    }
-    path.write_text(json.dumps(record) + "\n")
-    return path
-
-
 @pytest.mark.slow
 def test_a_users_canary_is_everywhere_before_forget_and_nowhere_under_the_workspace_after(
     tmp_path: Path,
@@ -181,7 +169,7 @@ def test_a_users_canary_is_everywhere_before_forget_and_nowhere_under_the_worksp
         for i in range(30)
     )
     _cli(ws, "append", "a1", user="ana", stdin=said.encode())  # the log
-    transcript = _transcript(outside / "t-ana.jsonl", "CANARYIMPORT the staging password")
+    transcript = claude_transcript(outside / "t-ana.jsonl", "CANARYIMPORT the staging password")
     _cli(ws, "import", "claude-code", str(transcript), user="ana")  # an import
     document = ws / ".airsspec" / "sources" / "users" / "ana" / "notes.md"
     document.parent.mkdir(parents=True)
