@@ -261,20 +261,33 @@ def _tiers(cold: Any) -> list[str]:
     return [t for t in TIERS if t != "cold" or cold is not None]
 
 
-def _drop(memory: Memory, sessions: list[str], cold: Any) -> None:
+def _drop(memory: Memory, sessions: list[str], cold: Any, *, always: bool = True) -> None:
     """Drop ``sessions`` from every tier; the cold table then keeps no old version, deletion
-    file or index holding them."""
+    file or index holding them (rebuilding its indexes is most of the cost: without
+    ``always``, only when it held rows of them)."""
+    held = always or _holds(cold, sessions)
     for projector in memory.workspace.projectors(tuple(_tiers(cold))):
         with projector.exclusive():
             for session in sessions:
                 projector.drop(session)
-    _compact_cold(cold, reindex=True)
+    if held:
+        _compact_cold(cold, reindex=True)
+
+
+def _holds(cold: Any, sessions: list[str]) -> bool:
+    """Whether the cold table has rows of ``sessions``."""
+    from projections.cold import quote
+
+    if cold is None or (table := cold.store.open()) is None or not sessions:
+        return False
+    return table.count_rows(f"session IN ({', '.join(quote(s) for s in sessions)})") > 0
 
 
 def _purge(memory: Memory, sessions: list[str], cold: Any) -> list[str]:
-    """Drop ``sessions`` from every tier and fold them again (forgotten records add nothing)."""
+    """Drop ``sessions`` from every tier and fold them again (forgotten records add nothing):
+    a second drop, as a daemon may have folded them since the first."""
     tiers = _tiers(cold)
-    _drop(memory, sessions, cold)
+    _drop(memory, sessions, cold, always=False)
     memory.project(tuple(tiers), sessions=sessions, warn=False)
     _compact_cold(cold, reindex=False)  # the refold wrote versions of its own
     return tiers
