@@ -281,8 +281,10 @@ class Sealer:
         return HKDF(hashes.SHA256(), 32, salt=inner, info=b"airsspec-nested-key").derive(outer)
 
     def forget_key(self, kid: str) -> bool:
-        """Destroy key ``kid`` (see ``KeyStore.destroy``) and this sealer's cipher of it."""
-        self._ciphers.pop(kid, None)
+        """Destroy key ``kid`` (see ``KeyStore.destroy``) and this sealer's ciphers of it,
+        nested ones included (one kept would open records until its recheck)."""
+        for known in [k for k in self._ciphers if kid in kid_parts(k)]:
+            del self._ciphers[known]
         return self.keys.destroy(kid)
 
     def subject(self, session: str, body: dict[str, Any]) -> str:

@@ -484,3 +484,22 @@ def test_privacy_keys_names_a_key_store_factory_every_command_uses(tmp_path: Pat
         f.write('keys = "no such thing"\n')
     refused = run_cli("sessions", cwd=bad, env=ENV)
     assert refused.returncode == 2 and "[privacy] keys" in refused.stderr.decode()
+
+
+def test_a_forget_stops_this_process_opening_the_records_at_once_nested_keys_too(
+    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import eventlog.crypto
+
+    monkeypatch.setattr(eventlog.crypto, "KEY_RECHECK_SECONDS", 3600.0)  # no help from expiry
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        ana = memory.scoped(user="ana")
+        ana.append("a1", {"type": "user", "content": "CANARY held in a cached cipher"})
+        memory.project()
+        assert [r.content for r in memory.replay("a1") if r.type == "user"] == [
+            "CANARY held in a cached cipher"
+        ]
+        memory.forget(session="a1")  # a1's records are sealed under a nested key
+        assert [r.content for r in memory.replay("a1") if r.type == "user"] == [FORGOTTEN]
+    assert _files_holding(tmp_path, b"CANARY") == []
