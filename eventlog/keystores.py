@@ -29,7 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from eventlog.crypto import FileKeyStore, KeyStore, KeyStoreError
+from eventlog.crypto import FileKeyStore, KeyStore
+from eventlog.errors import KeyStoreError, StorageError
 
 KeyAction = Literal["get", "create", "destroy"]
 KeyCallback = Callable[[KeyAction, str], "bytes | bool | None"]
@@ -99,8 +100,6 @@ class BucketKeyStore:
 
         from obstore.exceptions import AlreadyExistsError
 
-        from eventlog.storage import StorageError
-
         name = self._object(kid)
         with self._mutex:
             known = self._cache.get(kid)
@@ -128,7 +127,6 @@ class BucketKeyStore:
     def destroy(self, kid: str) -> bool:
         """Delete the key's object (a bucket that keeps old versions keeps it too: use one
         without versioning, or expire noncurrent versions)."""
-        from eventlog.storage import StorageError
 
         name = self._object(kid)
         with self._mutex:

@@ -43,8 +43,8 @@ from eventlog.errors import (
     InvalidEventError,
     LogSyncError,
     LogWriteError,
-    field_of,
     SessionExistsError,
+    field_of,
 )
 from eventlog.exact_json import depth_error, first_too_deep
 from eventlog.group_commit import GroupCommit
