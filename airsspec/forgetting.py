@@ -110,9 +110,11 @@ def forget(
     whole_user = key_id(f"user:{owned}") if user is None and owned is not None else None
     only_user = 0
 
-    # 1. the last reading: cache keys of the texts, and what stays in the clear
-    cold = _cold_projector(memory)
-    hashes: set[str] = set()
+    # 1. the last reading: cache keys of the texts, and what stays in the clear (the cold
+    #    tier is opened only after the request is known to be one that can be done)
+    from projections.units import record_units
+
+    units = []
     forgotten = in_clear = 0
     touched = set(sessions)
     for name in [*sessions, MEMORY_SESSION]:
@@ -134,13 +136,7 @@ def forget(
                 forgotten += 1
             elif _has_content(located.record):
                 in_clear += 1
-            if cold is not None:
-                from projections.embedding_cache import text_sha256
-                from projections.units import record_units
-
-                for unit in record_units(located.record):
-                    if (text := cold.policy.embedded_text(unit)) is not None:
-                        hashes.add(text_sha256(text))
+            units.extend(record_units(located.record))
 
     if only_user:
         raise ForgetError(
@@ -149,6 +145,13 @@ def forget(
             f"that key would forget every session of {owned}. Nothing was changed; forget the "
             f"user ('forget --user {owned}'), or keep the session"
         )
+    cold = _cold_projector(memory)
+    hashes: set[str] = set()
+    if cold is not None:
+        from projections.embedding_cache import text_sha256
+
+        embedded = (cold.policy.embedded_text(unit) for unit in units)
+        hashes = {text_sha256(text) for text in embedded if text is not None}
     documents = _documents(memory, user, cold, hashes) if user is not None else []
     unknown = sealer.keys.key(key_id(subjects[0]), create=False) is None
     if user is not None and not sessions and not documents and unknown:
