@@ -31,6 +31,7 @@ from airsspec.errors import (
     NoSuchSessionError,
     NotAWorkspaceError,
     ScopeError,
+    SessionExistsError,
     field_of,
 )
 from airsspec.scoped import ScopedAccess
@@ -91,28 +92,32 @@ class Memory(ScopedAccess, SessionsAndLearnings):
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
+        keys: Any = None,
     ) -> Memory:
         """Open the workspace at ``path``: a folder holding ``airsspec.toml``, or a workspace
         folder itself (``.airsspec``). With ``create``, a missing one is initialised there.
         ``user``, ``agent`` and ``project`` are the caller's scope (``airsspec.scoped``).
+        ``keys``: where data keys live, over ``[privacy] keys`` (a key store, or a KMS
+        callback: ``eventlog.keystores``).
 
         Raises ``NotAWorkspaceError`` (creating nothing) when there is none and ``create`` is
         false, and ``SettingsError`` for a bad ``airsspec.toml``.
         """
         folder = Path(path)
-        scope = Scope(user, agent, project)
         if config is not None:
-            return cls(Workspace.open(config=config), scope)
-        if (folder / CONFIG_NAME).is_file():
-            return cls(Workspace.open(config=folder / CONFIG_NAME), scope)
-        if (folder / "contexts" / "agent").is_dir():
-            return cls(Workspace.open(folder), scope)
-        if not create:
+            workspace = Workspace.open(config=config)
+        elif (folder / CONFIG_NAME).is_file():
+            workspace = Workspace.open(config=folder / CONFIG_NAME)
+        elif (folder / "contexts" / "agent").is_dir():
+            workspace = Workspace.open(folder)
+        elif not create:
             raise NotAWorkspaceError(
                 f"{folder}: not an airsspec workspace (run airsspec init, or open with create=True)"
             )
-        written, _ = init_workspace(folder)
-        return cls(Workspace.open(config=written), scope)
+        else:
+            workspace = Workspace.open(config=init_workspace(folder)[0])
+        workspace.keys = keys
+        return cls(workspace, Scope(user, agent, project))
 
     def close(self) -> None:
         """Flush and close the log (a ``with`` block does this); a ``scoped`` view leaves
@@ -156,7 +161,11 @@ class Memory(ScopedAccess, SessionsAndLearnings):
             from eventlog.log import prepare_events
 
             bodies = prepare_events(list(events))  # refuses system types, names the index
-            records = list(log.append_many(session, [*opening, *bodies], system=True))
+            try:  # only as the session's first records, checked under its lock
+                records = list(log.append_many(session, [*opening, *bodies], system=True, new=True))
+            except SessionExistsError:  # another writer created it first: is it ours?
+                self._guard(session, writing=True)
+                return self._then_hot(session, list(log.append_many(session, bodies)), hot)
             self._owners_seen[session] = self.scope
             return self._then_hot(session, records[len(opening) :], hot)
         return self._then_hot(session, list(log.append_many(session, events)), hot)

@@ -128,6 +128,9 @@ class PrivacySettings(_Section):
     (``eventlog.crypto``): per ``user`` (else per session), per ``session``, or ``off``."""
 
     encrypt: EncryptMode = "off"
+    # where data keys live (eventlog.keystores): "local" (state/keys/), "bucket" (the
+    # [storage] url's keys/), or "module:name" (a factory of a key store); default: beside the log
+    keys: str | None = Field(default=None, pattern=r"^(local|bucket|[\w.]+:\w+)$")
 
 
 class StorageSettings(_Section):

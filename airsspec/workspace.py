@@ -79,6 +79,7 @@ class Workspace:
     root: Path
     settings: Settings
     config_path: Path | None = None
+    keys: Any = None  # a key store or key callback given to Memory.open (eventlog.keystores)
 
     def __post_init__(self) -> None:
         check_layout(self.root)  # once, as the workspace is opened
@@ -141,12 +142,29 @@ class Workspace:
     def sealer(self) -> Sealer | None:
         """What seals content at append and opens it at read (``[privacy] encrypt``); with
         encryption off, one that only opens, while keys from an earlier setting remain."""
-        from eventlog.crypto import FileKeyStore, Sealer, SessionOwners
+        from eventlog.crypto import Sealer, SessionOwners
+        from eventlog.keystores import as_key_store, open_key_store
 
-        mode, keys = self.settings.privacy.encrypt, self.state_dir / "keys"
-        if mode == "off" and not keys.is_dir():
+        mode, storage = self.settings.privacy.encrypt, self.settings.storage
+        if self.keys is not None:
+            store, local = as_key_store(self.keys), False
+        else:
+            bucket = None
+            if storage.url is not None:
+                from eventlog.storage.objects import ObjectStore
+
+                options = storage.model_dump(exclude={"url"})
+                cache = self.state_dir / "objects" / "keys"
+
+                def bucket() -> ObjectStore:
+                    return ObjectStore(storage.url, cache, **options)
+
+            store, local = open_key_store(
+                self.settings.privacy.keys, self.state_dir / "keys", bucket
+            )
+        if mode == "off" and local and not (self.state_dir / "keys").is_dir():
             return None
-        return Sealer(mode, FileKeyStore(keys), SessionOwners(self.log_dir))
+        return Sealer(mode, store, SessionOwners(self.log_dir))
 
     def close(self) -> None:
         """Close the log if it was opened."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -122,6 +123,19 @@ def wait_for(condition, seconds: float) -> bool:
             return True
         time.sleep(0.01)
     return bool(condition())
+
+
+def claude_transcript(path: Path, text: str) -> Path:
+    """A one-message Claude Code transcript at ``path`` (its session is the file's name)."""
+    record = {
+        "type": "user",
+        "uuid": "u1",
+        "sessionId": path.stem,
+        "timestamp": "2026-11-01T10:00:01.000Z",
+        "message": {"role": "user", "content": text},
+    }
+    path.write_text(json.dumps(record) + "\n")
+    return path
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -21,7 +21,7 @@ from airsspec.cli.common import (
 )
 from airsspec.workspace import init_workspace
 from eventlog.bound import Bound
-from eventlog.importers import FORMATS, export_session, import_paths
+from eventlog.importers import FORMATS, export_session
 from eventlog.jsonl_input import parse_event_lines
 from eventlog.layout import validate_session_id
 from eventlog.render import format_record, printable
@@ -284,9 +284,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     """Import agent transcripts losslessly (idempotent: re-importing adds only what is new)."""
     with open_memory(args) as memory:
-        ws = memory.workspace
-        results = import_paths(
-            ws.log, args.format, args.paths, args.session_prefix, keep_secrets=args.keep_secrets
+        results = memory.import_transcripts(  # a scoped user owns the sessions it creates
+            args.format, args.paths, prefix=args.session_prefix, keep_secrets=args.keep_secrets
         )
     if args.json:
         print_json([asdict(r) for r in results])

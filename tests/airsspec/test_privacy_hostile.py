@@ -177,11 +177,6 @@ def test_a_scoped_memory_cannot_widen_its_reads_through_a_scope_argument(
         assert {h["session"] for h in ben.search("tabs", k=20)["hits"]} == {"b1"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the owner check and the append are not one step: the log would need an "
-    "append-only-if-empty precondition under its session lock",
-)
 def test_of_two_users_starting_one_session_at_once_only_the_first_writes_to_it(
     tmp_path: Path, env: None
 ) -> None:
