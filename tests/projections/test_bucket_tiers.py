@@ -201,7 +201,7 @@ def test_cold_projector_on_a_bucket_writes_under_the_lease(
         memory.append("s1", {"type": "user", "content": "hello"})
         (cold,) = memory.workspace.projectors(("cold",))
         store = memory.workspace.log.store
-        with cold.exclusive():
+        with cold.state_store.exclusive():
             assert not Lease(store, "cold").try_acquire(), "another machine could write too"
         assert Lease(store, "cold").try_acquire(), "the lease outlived the writer"
 
