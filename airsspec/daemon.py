@@ -43,7 +43,7 @@ class Daemon:
         self.ws = memory.workspace
         self.debounce_ms = debounce_ms
         self.stop_event = threading.Event()
-        self.lock_path = self.ws.state_dir / "locks" / "watch.lock"
+        self.lock_path = self.ws.layout.locks_dir / "watch.lock"
         self._lock_fd: int | None = None
         self.cold = ColdIndexer(memory, self.stop_event)
 
@@ -121,7 +121,7 @@ class Daemon:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop_event.set())
         self.cold.start()
-        logs, documents = self.ws.log_dir, self.ws.sources_dir
+        logs, documents = self.ws.layout.log_dir, self.ws.layout.sources_dir
         for folder in (logs, documents):
             folder.mkdir(parents=True, exist_ok=True)
         self._safe_step(None)

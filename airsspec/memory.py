@@ -38,7 +38,7 @@ from airsspec.sessions import SessionsAndLearnings
 from airsspec.settings import CONFIG_NAME
 from airsspec.workspace import TIERS, Workspace, init_workspace
 from eventlog.bound import Bound
-from eventlog.layout import validate_session_id
+from eventlog.layout import Layout, validate_session_id
 from eventlog.schema import MEMORY_SESSION
 from projections.scopes import Scope
 
@@ -105,7 +105,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
             return cls(Workspace.open(config=config), scope)
         if (folder / CONFIG_NAME).is_file():
             return cls(Workspace.open(config=folder / CONFIG_NAME), scope)
-        if (folder / "contexts" / "agent").is_dir():
+        if Layout.is_workspace(folder):
             return cls(Workspace.open(folder), scope)
         if not create:
             raise NotAWorkspaceError(

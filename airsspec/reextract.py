@@ -56,7 +56,8 @@ def reextract(
     what changed (see the module)."""
     from airsspec.errors import InvalidQueryError
     from airsspec.memory import Memory
-    from airsspec.workspace import SUBDIRS, Workspace
+    from airsspec.workspace import Workspace
+    from eventlog.layout import Layout
 
     target, live = Path(out).resolve(), memory.root.resolve()
     if target == live or live in target.parents or target in live.parents:
@@ -70,8 +71,7 @@ def reextract(
     if extractor is not None:
         learnings = settings.learnings.model_copy(update={"extractor": extractor})
         settings = settings.model_copy(update={"learnings": learnings})
-    for sub in SUBDIRS:
-        (target / sub).mkdir(parents=True, exist_ok=True)
+    Layout(target).create()
     with Memory(Workspace(target, settings)) as copy:
         source = memory.workspace.log
         for session in source.sessions():

@@ -45,7 +45,7 @@ def stored_contents(memory: Memory, session: str) -> list[str]:
 
 def hot_seq(memory: Memory, session: str) -> int:
     """The seq the session's hot file was last saved at."""
-    saved = json.loads((memory.workspace.hot_dir / f"{session}.json").read_bytes())
+    saved = json.loads((memory.workspace.layout.tier_dir("hot") / f"{session}.json").read_bytes())
     return saved["checkpoint"]["seq"]
 
 
@@ -77,7 +77,7 @@ def test_concurrent_async_appends_raise_nothing_lose_nothing_duplicate_nothing(
         # The last append's own projection brought the hot tier to the head (no writer left
         # an older state on top of a newer one).
         assert hot_seq(memory, "shared") == tasks * each
-        assert not list(memory.workspace.hot_dir.glob(".tmp-*"))
+        assert not list(memory.workspace.layout.tier_dir("hot").glob(".tmp-*"))
 
 
 @pytest.mark.slow
