@@ -64,6 +64,7 @@ class Rebuilds:
 
     def state(self, tier: str, session: str, seq: int) -> bytes:
         """The bytes of ``session``'s state file of ``tier`` folded from zero up to ``seq``."""
+        from eventlog.log import EventLog
         from projections.engine import Runner, stop_after
 
         key = (tier, session, seq)
@@ -74,15 +75,10 @@ class Rebuilds:
             shutil.copyfile(self.log_dir / f"{session}.jsonl", folder / f"{session}.jsonl")
             out = self.tmp / "rebuilds" / f"{tier}-{session}-{seq}"
             (projector,) = ws.projectors((tier,), root=out)
-            Runner(EventLogOf(folder), [projector]).catch_up(stop_after(seq=seq), [session])
+            log = EventLog(folder, durability="off")
+            Runner(log, [projector]).catch_up(stop_after(seq=seq), [session])
             self.made[key] = Path(projector.state_store.output_files(session)[0]).read_bytes()
         return self.made[key]
-
-
-def EventLogOf(folder: Path) -> Any:  # noqa: N802 - reads as the class it returns
-    from eventlog.log import EventLog
-
-    return EventLog(folder, durability="off")
 
 
 def _published(memory: Any) -> dict[str, bytes]:
@@ -189,6 +185,7 @@ print(lost)
 """
 
 
+@pytest.mark.slow
 def test_racing_projectors_publish_only_states_a_rebuild_gives(
     tmp_path: Path, bucket_url: str, moto_endpoint: str
 ) -> None:
