@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from bench.storage import KEYS
-from tests.conftest import REPO, snapshot
+from tests.conftest import REPO, bucket_config, snapshot
 
 pytestmark = pytest.mark.s3
 
@@ -24,16 +23,7 @@ TIERS = ("hot", "learnings", "tokens")
 
 
 def _config(root: Path, url: str | None, endpoint: str) -> Path:
-    text = "[memory]\nhot_window_size = 4\n"
-    if url is not None:
-        text += (
-            f'[storage]\nurl = "{url}"\nendpoint = "{endpoint}"\nregion = "{KEYS["region"]}"\n'
-            f'access_key_id = "{KEYS["access_key_id"]}"\n'
-            f'secret_access_key = "{KEYS["secret_access_key"]}"\n'
-        )
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "airsspec.toml").write_text(text)
-    return root / "airsspec.toml"
+    return bucket_config(root, url, endpoint, "[memory]\nhot_window_size = 4\n")
 
 
 def _open(config: Path) -> Any:
