@@ -202,8 +202,8 @@ class Workspace:
 
     def _share(self, projector: Any) -> None:
         """On a bucket, publish the tier's states there (``projections.bucket_store``), so
-        machines resume from the furthest one; a tier whose state names files beside it (the
-        warm library) or rows elsewhere (the cold table, shared on its own) keeps its folder."""
+        machines resume from the furthest one; the warm tier, whose state names library files
+        beside it, keeps its folder."""
         from projections.bucket_store import SHARED_TIERS, BucketStore
 
         if projector.name in SHARED_TIERS:

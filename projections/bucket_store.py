@@ -1,8 +1,9 @@
 """Projector states shared on a bucket: ``BucketStore``, a ``StateStore`` for machines that
 project one log kept in an object store (``[storage] url``).
 
-Each machine folds into its own folder (a ``FolderStore``: what its readers open), and
-publishes each saved state file, byte for byte, to ``projections/{tier}/{file}`` on the bucket,
+Each machine folds into its own folder (a ``FileStateStore``: what its readers open), and
+publishes each saved state file (the cold tier: each checkpoint, whose rows are in the table
+on the bucket already), byte for byte, to ``projections/{tier}/{file}`` on the bucket,
 so a machine that starts later (or lost its folder) resumes from the furthest checkpoint any
 machine published instead of folding from zero. Invariants:
 
@@ -30,14 +31,16 @@ from typing import Any, TypeVar
 from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
 from typing_extensions import override
 
+from eventlog.layout import read_nofollow
 from projections.checkpoints import Checkpoint
-from projections.state_store import FolderStore, StateStore
+from projections.state_store import FileStateStore, StateStore
 
 S = TypeVar("S")
 PREFIX = "projections"
-# Tiers whose state file is their whole output (the warm library's files and the cold table's
-# rows live outside theirs: the first is rebuilt per machine, the second shared on its own).
-SHARED_TIERS = frozenset({"hot", "tokens", "learnings"})
+# Tiers whose state file says where their output stands whole: hot, tokens and learnings hold
+# it all, the cold checkpoint names rows of the table every machine shares. Not warm: its
+# library files live beside its state, per machine.
+SHARED_TIERS = frozenset({"hot", "tokens", "learnings", "cold"})
 logger = logging.getLogger(__name__)
 
 
@@ -48,7 +51,7 @@ class BucketStore(StateStore[S]):
     # Its object-store client runs a runtime of its own that a forked worker must not inherit.
     forkable = False
 
-    def __init__(self, local: FolderStore[S], store: Any, tier: str) -> None:
+    def __init__(self, local: FileStateStore[S], store: Any, tier: str) -> None:
         super().__init__(local.out_dir, local.fold)
         self.local = local
         self.store = store
@@ -86,9 +89,8 @@ class BucketStore(StateStore[S]):
 
     @override
     def save(self, session: str, state: S, checkpoint: Checkpoint) -> None:
-        data = self.local.encode(state, checkpoint)
-        self.local.write(session, data)
-        self.publish(session, data, checkpoint)
+        self.local.save(session, state, checkpoint)
+        self.publish(session, read_nofollow(self.local.path(session)), checkpoint)
 
     def publish(self, session: str, data: bytes, checkpoint: Checkpoint) -> None:
         """Put ``data`` (the state at ``checkpoint``) unless the published state is at or past
@@ -149,6 +151,18 @@ class BucketStore(StateStore[S]):
     @override
     def disk_bytes(self) -> int:
         return self.local.disk_bytes()
+
+    @override
+    def damage(self) -> list[str]:
+        return self.local.damage()
+
+    @override
+    def repair(self, problems: list[str]) -> bool:
+        return self.local.repair(problems)
+
+    @override
+    def finish(self) -> None:
+        self.local.finish()
 
 
 def _put(store: Any, key: str, data: bytes, *, mode: Any) -> Any:

@@ -49,14 +49,13 @@ import pyarrow as pa
 from typing_extensions import override
 
 from eventlog.errors import AirsspecError, ColdDamagedError, ColdPathError
-from eventlog.layout import read_nofollow
 from eventlog.schema import Record, SourceIndexedRecord
 from projections.checkpoints import Checkpoint
 from projections.embedding_cache import CachedEmbedder, text_sha256
-from projections.files import atomic_write, folder_size
+from projections.files import folder_size
 from projections.fold import Projector
 from projections.sources import read_source
-from projections.state_store import StateStore
+from projections.state_store import FileStateStore
 from projections.table_files import TableFiles
 from projections.units import (
     UNIT_FIELDS,
@@ -511,7 +510,7 @@ class ColdProjector(Projector[ColdState]):
             return 0  # ``damage`` names it
 
 
-class ColdCheckpoints(StateStore[ColdState]):
+class ColdCheckpoints(FileStateStore[ColdState]):
     """The cold tier's store: rows in the shared table (``ColdStore``), then per session its
     checkpoint, ``{out_dir}/{session}.json``; ``files`` records the table's files as written."""
 
@@ -528,14 +527,14 @@ class ColdCheckpoints(StateStore[ColdState]):
         self.files = files
         self.lease = lease
 
+    @override
     def path(self, session: str) -> Path:
-        """The session's checkpoint file."""
         return self.out_dir / f"{session}.json"
 
     @override
-    def load(self, session: str) -> tuple[ColdState, Checkpoint] | None:
+    def read(self, session: str, raw: bytes) -> tuple[ColdState, Checkpoint] | None:
         try:
-            data = orjson.loads(read_nofollow(self.path(session)))
+            data = orjson.loads(raw)
             fingerprint = data["fingerprint"]
             if fingerprint != self.fold.fingerprint() or fingerprint["epoch"] is None:
                 return None
@@ -564,7 +563,7 @@ class ColdCheckpoints(StateStore[ColdState]):
             "fingerprint": self.fold.fingerprint(),
             "previous": state.previous,
         }
-        atomic_write(self.path(session), orjson.dumps(data))
+        self.write(session, orjson.dumps(data))
         state.base_seq, state.units, state.contexts, state.clean = checkpoint.seq, [], [], True
         state.sources = {}
 

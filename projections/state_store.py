@@ -124,7 +124,33 @@ class StateStore(ABC, Generic[S]):
         return cached.output != identity or (deep and cached.digest != digest)
 
 
-class FolderStore(StateStore[S]):
+class FileStateStore(StateStore[S]):
+    """A store whose checkpoint of a session is one file, ``path(session)``, that says where the
+    session's state stands whole: what a bucket publishes (``projections.bucket_store``)."""
+
+    @abstractmethod
+    def path(self, session: str) -> Path:
+        """The session's state (or checkpoint) file."""
+
+    @abstractmethod
+    def read(self, session: str, data: bytes) -> tuple[S, Checkpoint] | None:
+        """State and checkpoint from the bytes of such a file; None if damaged or made under
+        other settings."""
+
+    def write(self, session: str, data: bytes) -> None:
+        """Replace the session's file by ``data``, atomically."""
+        atomic_write(self.path(session), data)
+
+    @override
+    def load(self, session: str) -> tuple[S, Checkpoint] | None:
+        try:
+            data = read_nofollow(self.path(session))
+        except OSError:
+            return None
+        return self.read(session, data)
+
+
+class FolderStore(FileStateStore[S]):
     """One file per session, ``{out_dir}/{session}{suffix}``, holding state and checkpoint;
     a tier says how its state is encoded (``encode``, ``decode``)."""
 
@@ -145,32 +171,20 @@ class FolderStore(StateStore[S]):
         """State and checkpoint from a state file's bytes; None if made under other settings;
         raises one of ``unreadable`` if damaged."""
 
+    @override
     def path(self, session: str) -> Path:
-        """The session's state file."""
         return self.out_dir / f"{validate_session_id(session)}{self.suffix}"
 
+    @override
     def read(self, session: str, data: bytes) -> tuple[S, Checkpoint] | None:
-        """``decode``, with a damaged file read as no state."""
         try:
             return self.decode(session, data)
         except self.unreadable:
             return None
 
     @override
-    def load(self, session: str) -> tuple[S, Checkpoint] | None:
-        try:
-            data = read_nofollow(self.path(session))
-        except OSError:
-            return None
-        return self.read(session, data)
-
-    @override
     def save(self, session: str, state: S, checkpoint: Checkpoint) -> None:
         self.write(session, self.encode(state, checkpoint))
-
-    def write(self, session: str, data: bytes) -> None:
-        """Replace the session's state file by ``data``, atomically."""
-        atomic_write(self.path(session), data)
 
     @override
     def drop(self, session: str) -> None:

@@ -241,3 +241,28 @@ def test_racing_projectors_publish_only_states_a_rebuild_gives(
                 }
         rebuilds.memory.close()
     print(f"published states checked: {checked}; lost races: {[o.strip() for o in outs]}")
+
+
+def test_a_machine_without_cold_checkpoints_takes_the_published_ones(
+    tmp_path: Path, bucket_url: str, moto_endpoint: str
+) -> None:
+    """The cold checkpoints name rows of the table on the bucket: a second machine resumes from
+    them (folding and embedding nothing again), and the table keeps one row per unit."""
+    from projections.engine import Runner
+
+    text = '[cold]\nembedder = "hash"\n'
+    one = bucket_config(tmp_path / "one", bucket_url, moto_endpoint, text)
+    two = bucket_config(tmp_path / "two", bucket_url, moto_endpoint, text)
+    with _open(one) as a, _open(two) as b:
+        _append(a, "s1", 4)
+        _append(a, "s2", 3)
+        (ca,) = a.workspace.projectors(("cold",))
+        assert Runner(a.workspace.log, [ca]).catch_up()[0].applied == 7
+        rows = ca.item_count()
+        (cb,) = b.workspace.projectors(("cold",))
+        (report,) = Runner(b.workspace.log, [cb]).catch_up()
+        assert report.applied == 0 and not report.rebuilt
+        assert cb.item_count() == rows
+        for session in ("s1", "s2"):
+            mine = cb.state_store.local.path(session).read_bytes()
+            assert mine == ca.state_store.local.path(session).read_bytes()
