@@ -208,7 +208,13 @@ class Workspace:
 
         if projector.name in SHARED_TIERS:
             store = self.log.store  # type: ignore[union-attr]
-            projector.state_store = BucketStore(projector.state_store, store, projector.name)
+            seen = self._published.setdefault(projector.name, {})
+            projector.state_store = BucketStore(projector.state_store, store, projector.name, seen)
+
+    @cached_property
+    def _published(self) -> dict[str, dict[str, tuple[str | None, int]]]:
+        """Per tier, what this process last knew of its published states (``BucketStore``)."""
+        return {}
 
     def load_hot(self, session: str) -> HotWindow | None:
         """The session's hot window as last projected (None if it never was)."""

@@ -15,8 +15,9 @@ machine published instead of folding from zero. Invariants:
   loser's folder when past: it discards its own); a checkpoint behind it is replaced, again on
   the ETag just read. A published checkpoint never moves back, as the log's head never does.
 - Folds are deterministic, so whichever machine publishes a session's state at seq N publishes
-  the bytes a rebuild from the log up to N gives. ``load`` takes the published state when it is
-  past the local one; the runner still checks its checkpoint against the log before folding on.
+  the bytes a rebuild from the log up to N gives. ``load`` takes the published state when there
+  is no local one (a new machine, a lost folder); the runner still checks its checkpoint against
+  the log before folding on.
 - ``drop`` and ``reset`` delete the published objects too (a session refolded from zero, after
   forgetting say, must not resume from a state that holds what was forgotten).
 """
@@ -51,14 +52,22 @@ class BucketStore(StateStore[S]):
     # Its object-store client runs a runtime of its own that a forked worker must not inherit.
     forkable = False
 
-    def __init__(self, local: FileStateStore[S], store: Any, tier: str) -> None:
+    def __init__(
+        self,
+        local: FileStateStore[S],
+        store: Any,
+        tier: str,
+        seen: dict[str, tuple[str | None, int]] | None = None,
+    ) -> None:
+        """``seen``: what this process last knew of the published objects, kept by the caller
+        across catch-ups, so a save after the first needs one conditional PUT only."""
         super().__init__(local.out_dir, local.fold)
         self.local = local
         self.store = store
         self.tier = tier
         # session -> (ETag, checkpoint seq) of the published object as last read or written;
         # (None, 0) when there was none
-        self._seen: dict[str, tuple[str | None, int]] = {}
+        self._seen: dict[str, tuple[str | None, int]] = {} if seen is None else seen
         self.lost = 0  # publications that lost a race (for tests and benchmarks)
 
     def key(self, session: str) -> str:
@@ -80,12 +89,12 @@ class BucketStore(StateStore[S]):
     @override
     def load(self, session: str) -> tuple[S, Checkpoint] | None:
         local = self.local.load(session)
+        if local is not None:
+            return local  # folding on from it is correct; a further winner is met at publish
         data, remote = self.fetch(session)
-        behind = local is None or (remote is not None and remote[1].seq > local[1].seq)
-        if data is not None and remote is not None and behind:
-            self.local.write(session, data)  # resume from the furthest published state
-            return remote
-        return local
+        if data is not None and remote is not None:
+            self.local.write(session, data)  # resume from the published state
+        return remote
 
     @override
     def save(self, session: str, state: S, checkpoint: Checkpoint) -> None:
