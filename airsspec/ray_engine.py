@@ -31,15 +31,9 @@ import numpy as np
 
 from airsspec.errors import CorruptLogError, EngineUnavailableError, UnsafePathError
 from eventlog.layout import LOG_SUFFIX
+from projections.checkpoints import START, Checkpoint, ManifestEntry, file_identity
 from projections.cold import TABLE
-from projections.engine import (
-    START,
-    Checkpoint,
-    ManifestEntry,
-    RunReport,
-    SessionOutcome,
-    file_identity,
-)
+from projections.engine import RunReport, SessionOutcome
 
 if TYPE_CHECKING:
     from airsspec.memory import Memory
