@@ -113,13 +113,13 @@ def test_a_failed_hot_projection_after_a_durable_append_is_a_warning_not_a_failu
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
-    from projections.hot import HotProjector
+    from projections.state_store import JsonStore  # the hot tier's store
 
     def full_disk(*args: object) -> None:
         raise OSError(28, "No space left on device")
 
     with Memory.open(tmp_path, create=True) as memory:
-        monkeypatch.setattr(HotProjector, "save", full_disk)
+        monkeypatch.setattr(JsonStore, "save", full_disk)
         with caplog.at_level(logging.WARNING):
             record = memory.append("s1", {"type": "user", "content": "kept"})
         assert record.seq == 1  # acknowledged: a retry would store it twice
