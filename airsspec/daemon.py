@@ -43,7 +43,7 @@ class Daemon:
         self.ws = memory.workspace
         self.debounce_ms = debounce_ms
         self.stop_event = threading.Event()
-        self.lock_path = self.ws.state_dir / "locks" / "watch.lock"
+        self.lock_path = self.ws.layout.locks_dir / "watch.lock"
         self._lock_fd: int | None = None
         self.cold = ColdIndexer(memory, self.stop_event)
 

@@ -251,9 +251,9 @@ def _drop_cold(memory: Memory) -> int:
     """With no embedder to refold it, the cold tier and the embedding cache go whole (both
     are projections: ``project`` rebuilds them once the embedder runs); returns 0."""
     ws = memory.workspace
-    shutil.rmtree(ws.vectors_dir, ignore_errors=True)
-    shutil.rmtree(ws.state_dir / "cold", ignore_errors=True)
-    shutil.rmtree(ws.state_dir / "caches", ignore_errors=True)
+    shutil.rmtree(ws.layout.vectors_dir, ignore_errors=True)
+    shutil.rmtree(ws.layout.tier_dir("cold"), ignore_errors=True)
+    shutil.rmtree(ws.layout.caches_dir, ignore_errors=True)
     (ws.state_dir / "cold.manifest.json").unlink(missing_ok=True)
     return 0
 
@@ -270,9 +270,9 @@ def _drop(memory: Memory, sessions: list[str], cold: Any, *, always: bool = True
     ``always``, only when it held rows of them)."""
     held = always or _holds(cold, sessions)
     for projector in memory.workspace.projectors(tuple(_tiers(cold))):
-        with projector.exclusive():
+        with projector.state_store.exclusive():
             for session in sessions:
-                projector.drop(session)
+                projector.state_store.drop(session)
     if held:
         _compact_cold(cold, reindex=True)
 
@@ -304,7 +304,7 @@ def _compact_cold(cold: Any, *, reindex: bool) -> None:
 
     if cold is None or (table := cold.store.open()) is None:
         return
-    with cold.exclusive(), warnings.catch_warnings():
+    with cold.state_store.exclusive(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
         if reindex:
             for index in table.list_indices():

@@ -39,7 +39,7 @@ from airsspec.sessions import SessionsAndLearnings
 from airsspec.settings import CONFIG_NAME
 from airsspec.workspace import TIERS, Workspace, init_workspace
 from eventlog.bound import Bound
-from eventlog.layout import validate_session_id
+from eventlog.layout import Layout, validate_session_id
 from eventlog.schema import MEMORY_SESSION
 from projections.scopes import Scope
 
@@ -108,7 +108,7 @@ class Memory(ScopedAccess, SessionsAndLearnings):
             workspace = Workspace.open(config=config)
         elif (folder / CONFIG_NAME).is_file():
             workspace = Workspace.open(config=folder / CONFIG_NAME)
-        elif (folder / "contexts" / "agent").is_dir():
+        elif Layout.is_workspace(folder):
             workspace = Workspace.open(folder)
         elif not create:
             raise NotAWorkspaceError(

@@ -56,7 +56,8 @@ def reextract(
     what changed (see the module)."""
     from airsspec.errors import InvalidQueryError
     from airsspec.memory import Memory
-    from airsspec.workspace import SUBDIRS, Workspace
+    from airsspec.workspace import Workspace
+    from eventlog.layout import Layout
 
     target, live = Path(out).resolve(), memory.root.resolve()
     if target == live or live in target.parents or target in live.parents:
@@ -72,8 +73,7 @@ def reextract(
         settings = settings.model_copy(update={"learnings": learnings})
     # the copy keeps its log and tiers in ``out``: never the live bucket's (``[storage] url``)
     settings = settings.model_copy(update={"storage": type(settings.storage)()})
-    for sub in SUBDIRS:
-        (target / sub).mkdir(parents=True, exist_ok=True)
+    Layout(target).create()
     with Memory(Workspace(target, settings)) as copy:
         source = memory.workspace.log
         for session in source.sessions():

@@ -68,7 +68,7 @@ class ScopedAccess:
             return Scope()
         self.project(("learnings",), sessions=[session], warn=False)
         (projector,) = self.workspace.projectors(("learnings",))
-        loaded = projector.load(session)
+        loaded = projector.state_store.load(session)
         found = Scope.of(loaded[0].info.get("owner")) if loaded else Scope()
         if found.named:
             self._owners_seen[session] = found

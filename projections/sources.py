@@ -36,7 +36,7 @@ from eventlog.layout import read_nofollow
 from eventlog.log import EventLog
 from eventlog.recovery import TailState
 from eventlog.schema import MEMORY_SESSION, Record, SourceIndexedRecord
-from projections.engine import file_identity
+from projections.checkpoints import file_identity
 from projections.files import atomic_write
 from projections.units import SOURCE_SUFFIXES
 

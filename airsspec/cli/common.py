@@ -89,6 +89,7 @@ def open_memory(args: argparse.Namespace) -> Memory:
     from airsspec.memory import Memory
     from airsspec.settings import WorkspaceSettings, find_config
     from airsspec.workspace import Workspace
+    from eventlog.layout import Layout
     from projections.scopes import Scope
 
     scope = Scope.from_env()  # AIRSSPEC_USER, AIRSSPEC_AGENT, AIRSSPEC_PROJECT
@@ -103,7 +104,7 @@ def open_memory(args: argparse.Namespace) -> Memory:
         return memory
     if args.workspace is not None:
         root = Path(args.workspace)
-        if not any((root / sub).is_dir() for sub in ("contexts", "state", "knowledge")):
+        if not Layout.is_workspace(root):
             raise NotAWorkspaceError(f"{root}: not an airsspec workspace (run airsspec init)")
         return Memory(Workspace.open(root), scope)
     config = find_config(Path.cwd())

@@ -19,11 +19,11 @@ SCAN_LIMIT = 5000  # unindexed records read per query at most (the cold tier cat
 
 def _behind(memory: Any, session: str | None) -> dict[str, tuple[int, int]]:
     """The sessions the cold tier lags on (of those visible): first unindexed seq, head."""
-    from projections.engine import log_tail
+    from projections.checkpoints import log_tail
 
     log = memory.workspace.log
     (cold,) = memory.workspace.projectors(("cold",))
-    manifest = cold.read_manifest()
+    manifest = cold.state_store.read_manifest()
     names = [session] if session else [info.session for info in memory.sessions()]
     behind = {}
     for name in names:

@@ -46,7 +46,7 @@ def stored_contents(memory: Memory, session: str) -> list[str]:
 
 def hot_seq(memory: Memory, session: str) -> int:
     """The seq the session's hot file was last saved at."""
-    saved = json.loads((memory.workspace.hot_dir / f"{session}.json").read_bytes())
+    saved = json.loads((memory.workspace.layout.tier_dir("hot") / f"{session}.json").read_bytes())
     return saved["checkpoint"]["seq"]
 
 
@@ -78,7 +78,7 @@ def test_concurrent_async_appends_raise_nothing_lose_nothing_duplicate_nothing(
         # The last append's own projection brought the hot tier to the head (no writer left
         # an older state on top of a newer one).
         assert hot_seq(memory, "shared") == tasks * each
-        assert not list(memory.workspace.hot_dir.glob(".tmp-*"))
+        assert not list(memory.workspace.layout.tier_dir("hot").glob(".tmp-*"))
 
 
 @pytest.mark.slow
@@ -114,13 +114,13 @@ def test_a_failed_hot_projection_after_a_durable_append_is_a_warning_not_a_failu
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
-    from projections.hot import HotProjector
+    from projections.state_store import JsonStore  # the hot tier's store
 
     def full_disk(*args: object) -> None:
         raise OSError(28, "No space left on device")
 
     with Memory.open(tmp_path, create=True) as memory:
-        monkeypatch.setattr(HotProjector, "save", full_disk)
+        monkeypatch.setattr(JsonStore, "save", full_disk)
         with caplog.at_level(logging.WARNING):
             record = memory.append("s1", {"type": "user", "content": "kept"})
         assert record.seq == 1  # acknowledged: a retry would store it twice
