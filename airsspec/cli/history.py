@@ -67,7 +67,7 @@ def cmd_append(args: argparse.Namespace) -> int:
     if not events:
         raise UsageError(f"{source}: no events to append")
     with open_memory(args) as memory:
-        records = memory.append_many(args.session, events, hot=False)
+        records = memory.append_many(args.session, events, project=False)
     if args.json:
         print_json([r.model_dump() for r in records])
     else:
@@ -247,7 +247,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     """List sessions with counts, first/last time and size."""
     with open_memory(args) as memory:
         ws = memory.workspace
-        infos = memory.sessions()
+        infos = memory.sessions.list()
     if args.json:
         print_json([asdict(i) for i in infos])
         return EXIT_OK

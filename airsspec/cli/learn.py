@@ -47,20 +47,20 @@ def cmd_session(args: argparse.Namespace) -> int:
         raise UsageError(f"session {args.action}: --user, --agent and --project go with start")
     with open_memory(args) as memory:
         if args.action == "start":
-            record = memory.start_session(
+            record = memory.sessions.start(
                 args.session, task=args.task, phase=args.start_phase, **owner
             )
             message = f"started {args.session} (#{record.seq}), phase {record.phase}"
             if owned := Scope.of(record.__dict__):
                 message += f", owned by {owned}"
         elif args.action == "phase":
-            record = memory.set_phase(args.session, args.phase)
+            record = memory.sessions.phase(args.session, args.phase)
             message = f"{args.session} is now in phase {record.phase} (#{record.seq})"
         elif args.action == "end":
-            record = memory.end_session(args.session, status=args.status)
+            record = memory.sessions.end(args.session, status=args.status)
             message = f"ended {args.session} (#{record.seq}) with status {args.status}"
         else:
-            info = memory.session_info(args.session)
+            info = memory.sessions.info(args.session)
             if args.json:
                 print_json(info)
             else:
@@ -87,7 +87,7 @@ def _show_session(info: dict[str, Any]) -> None:
 
 def _row(a: Any) -> str:
     text = a.text if len(a.text) <= 90 else a.text[:89] + "\u2026"
-    state = a.tier if a.status == "active" else a.status
+    state = a.level if a.status == "active" else a.status
     return printable(
         f"{a.id}  {state:<10} {a.kind:<10} {a.priority:>3}  {a.confidence:.2f}  {text}"
     )
@@ -131,11 +131,11 @@ def cmd_learnings(args: argparse.Namespace) -> int:
         raise UsageError(f"learnings list: unexpected argument {args.target!r}")
     with open_memory(args) as memory:
         if args.action == "list":
-            assessment = memory.learnings(reader=args.session, now=args.as_of)
+            assessment = memory.learnings.list(reader=args.session, now=args.as_of)
             chosen = [
                 a
                 for a in assessment.learnings
-                if (args.all or a.status == "active") and (not args.tier or a.tier == args.tier)
+                if (args.all or a.status == "active") and (not args.tier or a.level == args.tier)
             ]
             chosen.sort(key=lambda a: (a.status != "active", -a.priority, a.ts, a.id))
             if args.json:
@@ -146,10 +146,10 @@ def cmd_learnings(args: argparse.Namespace) -> int:
                     print(_row(a))
             return EXIT_OK
         if args.action == "show":
-            found = memory.learning(args.target, reader=args.session)
+            found = memory.learnings.get(args.target, reader=args.session)
             conflicts = [
                 c.to_json()
-                for c in memory.learnings().conflicts
+                for c in memory.learnings.list().conflicts
                 if found.id in (c.learning_a, c.learning_b)
             ]
             if args.json:
@@ -172,7 +172,7 @@ def cmd_learnings(args: argparse.Namespace) -> int:
                     )
             return EXIT_OK
         if args.action == "add":
-            record = memory.add_learning(
+            record = memory.learnings.add(
                 args.target, kind=args.kind, scope=args.scope, session=args.session
             )
             result = {
@@ -183,7 +183,7 @@ def cmd_learnings(args: argparse.Namespace) -> int:
             message = f"added {record.learning_id} ({args.kind}, {args.scope})"
         else:
             verdict = "confirmed" if args.action == "confirm" else "rejected"
-            record = memory.feedback(args.target, verdict, reason=args.reason)
+            record = memory.learnings.feedback(args.target, verdict, reason=args.reason)
             result = {"learning_id": record.learning_id, "verdict": verdict, "seq": record.seq}
             message = f"{verdict} {record.learning_id}"
     if args.json:
@@ -205,11 +205,11 @@ def cmd_extract(args: argparse.Namespace) -> int:
         names = (
             [memory.check_session(args.session)]
             if args.session
-            else [s.session for s in memory.sessions() if s.problem is None]
+            else [s.session for s in memory.sessions.list() if s.problem is None]
         )
         found: dict[str, int] = {}
         for name in names:
-            records = memory.extract(name, force=args.force)
+            records = memory.learnings.extract(name, force=args.force)
             if records:
                 found[name] = sum(r.type == "learning" for r in records)
     if args.json:
@@ -229,7 +229,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     and cold ones nobody confirmed that were inactive for gc_days. Nothing is deleted
     (airsspec restore brings one back)."""
     with open_memory(args) as memory:
-        chosen = memory.gc(dry_run=args.dry_run, now=args.as_of)
+        chosen = memory.learnings.gc(dry_run=args.dry_run, now=args.as_of)
     if args.json:
         print_json({"dry_run": args.dry_run, "archived": chosen})
     else:
@@ -249,7 +249,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
     """Archive every learning (anchors aside) with no activity for a duration: it is no longer
     loaded or searched, and airsspec restore brings it back."""
     with open_memory(args) as memory:
-        chosen = memory.archive(args.older_than, now=args.as_of)
+        chosen = memory.learnings.archive(args.older_than, now=args.as_of)
     if args.json:
         print_json({"archived": chosen})
     else:
@@ -261,7 +261,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     """Bring an archived learning back."""
     with open_memory(args) as memory:
-        record = memory.restore(args.learning_id)
+        record = memory.learnings.restore(args.learning_id)
     if args.json:
         print_json({"restored": record.learning_id, "seq": record.seq})
     else:
@@ -274,7 +274,7 @@ def cmd_health(args: argparse.Namespace) -> int:
     """Capacity used per learnings tier, pending promotions and demotions, conflicts, and each
     tier's lag and damage; exit 1 when something needs attention."""
     with open_memory(args) as memory:
-        report = memory.health(now=args.as_of)
+        report = memory.learnings.health(now=args.as_of)
     if args.json:
         print_json(report)
     else:
@@ -291,8 +291,8 @@ def cmd_health(args: argparse.Namespace) -> int:
             f"{len(pending['gc'])} for gc"
         )
         print(f"conflicts: {len(report['conflicts'])} resolved, {report['open_conflicts']} open")
-        for tier in report["tiers"]:
-            print(f"{tier['tier']}: lag {tier['lag']}, degraded {len(tier['degraded'])}")
+        for p in report["projections"]:
+            print(f"{p['projection']}: lag {p['lag']}, degraded {len(p['degraded'])}")
         for line in report["attention"]:
             print(f"attention: {line}")
         if not report["attention"]:
@@ -319,7 +319,7 @@ def cmd_reextract(args: argparse.Namespace) -> int:
     out = args.out or tempfile.mkdtemp(prefix="airsspec-reextract-")
     with open_memory(args) as memory:
         output_path(memory, out, "--out")
-        diff = memory.reextract(out, summarizer=args.summarizer, extractor=args.extractor)
+        diff = memory.learnings.reextract(out, summarizer=args.summarizer, extractor=args.extractor)
     if args.json:
         print_json(diff)
         return EXIT_OK

@@ -123,7 +123,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             memory.project(("cold",), progress=progress_printer())
         for request in requests:
             try:
-                result = memory.query(request, fresh=False)
+                result = memory.query_memory(request, fresh=False)
             except ValueError as exc:  # a time that does not parse
                 raise UsageError(str(exc)) from exc
             if args.batch:

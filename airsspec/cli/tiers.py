@@ -185,7 +185,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Size, items and lag of every tier, and what is degraded."""
     with open_memory(args) as memory:
         ws = memory.workspace
-        infos = memory.sessions()
+        infos = memory.sessions.list()
         tiers = memory.status()
         embedder = memory.embedder_problem()
     log_summary = {
@@ -237,7 +237,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     results = []
     damaged: list[str] = []
     with open_memory(args) as memory:
-        sessions = args.sessions or [info.session for info in memory.sessions()]
+        sessions = args.sessions or [info.session for info in memory.sessions.list()]
         for session in sessions:
             memory.check_session(session)
         for session in sessions:
@@ -309,7 +309,7 @@ def cmd_library(args: argparse.Namespace) -> int:
             else:
                 sys.stdout.write(text)
             return EXIT_OK
-        entries = memory.library_entries()
+        entries = memory.library()
     if args.json:
         print_json(entries)
         return EXIT_OK

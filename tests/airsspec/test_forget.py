@@ -87,8 +87,8 @@ def test_forgetting_a_user_leaves_no_trace_and_changes_no_one_else(
             "a1", [{"type": "user", "content": f"CANARY{i} always use tabs"} for i in range(50)]
         )
         ana.compact("a1", force=True)
-        ana.extract("a1", force=True)
-        ana.add_learning("CANARYL never deploy on Fridays")
+        ana.learnings.extract("a1", force=True)
+        ana.learnings.add("CANARYL never deploy on Fridays")
         ben.append_many("b1", [{"type": "user", "content": f"ben zebra {i}"} for i in range(40)])
         ben.compact("b1", force=True)
         memory.project()
@@ -129,7 +129,7 @@ def test_forgetting_a_user_leaves_no_trace_and_changes_no_one_else(
         )
         said = [r for r in memory.replay("a1") if r.type == "user"]
         assert {r.content for r in said} == {FORGOTTEN}
-        assert memory.learnings().learnings == []
+        assert memory.learnings.list().learnings == []
         hits = memory.search("always use tabs, never deploy on Fridays", k=50)["hits"]
         assert not [h for h in hits if h["session"] == "a1" or "tabs" in h["text"]]
         assert memory.search("zebra", k=50)["hits"]  # search still answers (ben's passages)
