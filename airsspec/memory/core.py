@@ -429,7 +429,7 @@ class Memory:
 
     def embedder_problem(self) -> str | None:
         """Why the cold projection's embedder cannot run here (None when it can)."""
-        from projections.embedders import EmbedderUnavailable
+        from airsspec.errors import EmbedderUnavailable
 
         try:
             self.workspace.embedder().check()
@@ -448,7 +448,8 @@ class Memory:
     @staticmethod
     def models_status() -> dict[str, str]:
         """Where models live and whether the embedding model can run (``ready``, or why not)."""
-        from projections.embedders import EmbedderUnavailable, make_embedder, models_dir
+        from airsspec.errors import EmbedderUnavailable
+        from projections.embedders import make_embedder, models_dir
 
         problem = None
         try:
@@ -592,7 +593,7 @@ class Memory:
     def run_policies(self, session: str) -> dict[str, list[Record]]:
         """Run each process that writes derived events (the compactor, then the learnings
         extractor) on ``session`` when it is due; what each appended."""
-        from compactor.errors import CompactionBusyError, NothingToCompactError
+        from airsspec.errors import CompactionBusyError, NothingToCompactError
 
         appended: dict[str, list[Record]] = {}
         for name in ("compact", "extract"):

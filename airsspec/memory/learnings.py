@@ -182,7 +182,7 @@ class Learnings:
     def extract(self, session: str, *, force: bool = False) -> list[Record]:
         """Run the learnings extractor on ``session`` if it is due (or ``force``); return what
         it appended (learnings, then the ``extracted`` mark)."""
-        from compactor.errors import CompactionBusyError
+        from airsspec.errors import CompactionBusyError
 
         try:
             return self._memory._policy("extract", session, force)
