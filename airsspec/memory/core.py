@@ -25,7 +25,7 @@ calls in ``airsspec.memory.search``; the context budget in ``projections.context
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,18 +54,12 @@ from projections.context import ContextFormat
 from projections.scopes import Scope
 
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
-    import threading
-
     from airsspec.daemon import Daemon
     from airsspec.forgetting import Forgotten
-    from airsspec.memory.records import Verified
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
-    from eventlog.importers import ImportResult
     from eventlog.schema import Event, Record
-    from eventlog.seal import Seal
     from projections.analytics import Analytics, QueryResult
-    from projections.engine import Progress, RunReport
     from projections.hot import HotWindow
     from projections.memory_tool import QueryMemoryInput
     from projections.status import TierStatus
@@ -304,122 +298,25 @@ class Memory:
         self.scopes.guard(session)
         return session
 
-    def replay(
-        self,
-        session: str,
-        *,
-        from_seq: int = 1,
-        until: Bound | int | str | datetime | None = None,
-        raw: bool = False,
-    ) -> Iterator[Any]:
-        """The records of ``session`` from ``from_seq`` up to ``until`` (a seq or a time);
-        with ``raw``, each with its exact stored line (bytes, no newline)."""
-        return _records.replay(self, session, from_seq=from_seq, until=until, raw=raw)
+    replay = _records.replay
 
-    def verify(
-        self,
-        sessions: Iterable[str] | None = None,
-        *,
-        against: str | Path | Seal | None = None,
-        key: bytes | None = None,
-        projections: bool = False,
-    ) -> Verified:
-        """Check every record, the hash chains and the heads; with ``against`` (a seal, or
-        the path of one written by ``seal``; ``key``: the key it was signed with), also that
-        nothing sealed earlier was cut or rewritten; with ``projections``, that every
-        projection's outputs are what was written (``status``'s degraded list)."""
-        return _records.verify(self, sessions, against=against, key=key, projections=projections)
+    verify = _records.verify
 
-    def seal(self, target: str | Path | None = None, *, key: bytes | None = None) -> Seal:
-        """A seal of every session's head, verified first (``VerifyFailedError`` naming the
-        sessions that fail); written as JSON to ``target`` when given (outside the
-        workspace, else ``OutputInsideWorkspaceError``). ``key`` signs it (16+ bytes)."""
-        return _records.seal(self, target, key=key)
+    seal = _records.seal
 
-    def import_transcripts(
-        self,
-        fmt: str,
-        paths: Iterable[str | Path],
-        *,
-        prefix: str = "",
-        keep_secrets: bool = False,
-        live: bool = False,
-    ) -> list[ImportResult]:
-        """Import agent transcripts (``FORMATS``: lossless, idempotent, all or nothing); what
-        each session received. ``live``: a transcript still being written keeps its unfinished
-        last line for the next import. Imports into one workspace take turns."""
-        return _records.import_transcripts(
-            self, fmt, paths, prefix=prefix, keep_secrets=keep_secrets, live=live
-        )
+    import_transcripts = _records.import_transcripts
 
-    def export(self, session: str, fmt: str, target: str | Path | None = None) -> bytes:
-        """An imported ``session`` in its source format ``fmt``, byte for byte; written to
-        ``target`` too when given (outside the workspace)."""
-        return _records.export(self, session, fmt, target)
+    export = _records.export
 
-    def export_parquet(self, target: str | Path) -> int:
-        """The whole log as Parquet under ``target`` (partitioned by session date), with
-        token counts; how many records were written. A scoped memory is refused."""
-        return _records.export_parquet(self, target)
+    export_parquet = _records.export_parquet
 
-    def register_sources(self) -> list[str]:
-        """Append a ``source_indexed`` event for each document under ``sources/`` added,
-        changed or removed since its last event; the paths (a damaged own log: a warning)."""
-        return _projecting.register_sources(self)
+    register_sources = _projecting.register_sources
 
-    def project(
-        self,
-        projections: Iterable[str] | str = PROJECTIONS,
-        *,
-        sessions: Iterable[str] | None = None,
-        jobs: int = 1,
-        progress: Progress | None = None,
-        warn: bool = True,
-        cancel: threading.Event | None = None,
-        deep: bool = False,
-    ) -> list[RunReport]:
-        """Bring ``projections`` up to the head of the log (only ``sessions``, when given).
-        A cold projection whose embedder cannot load is left as it is, with a warning (search
-        degrades to full-text and says so). A session whose log is damaged is skipped, with a
-        warning unless ``warn`` is false (the reports name it either way). Setting ``cancel``
-        stops after the record being folded, with what was done saved. ``deep`` reads every
-        output file and repairs one whose content differs from what was written."""
-        return _projecting.project(
-            self,
-            projections,
-            sessions=sessions,
-            jobs=jobs,
-            progress=progress,
-            warn=warn,
-            cancel=cancel,
-            deep=deep,
-        )
+    # ------------------------------------------------------------------ projections
 
-    def rebuild(
-        self,
-        projections: Iterable[str] | str = PROJECTIONS,
-        *,
-        as_of: Bound | int | str | datetime | None = None,
-        out: str | Path | None = None,
-        jobs: int = 1,
-        progress: Progress | None = None,
-        engine: str = "local",
-        address: str | None = None,
-    ) -> list[RunReport]:
-        """Delete ``projections`` and replay the log; with ``as_of`` (a seq or a time),
-        materialise them as they were then into ``out`` (a folder outside the workspace)
-        instead. With ``engine="ray"`` the cold projection is rebuilt on Ray (at ``address``,
-        else on a local Ray started for the run), the others here."""
-        return _projecting.rebuild(
-            self,
-            projections,
-            as_of=as_of,
-            out=out,
-            jobs=jobs,
-            progress=progress,
-            engine=engine,
-            address=address,
-        )
+    project = _projecting.project
+
+    rebuild = _projecting.rebuild
 
     def status(self) -> list[TierStatus]:
         """Items, size, lag and what is degraded, for every projection."""
@@ -488,15 +385,9 @@ class Memory:
         self.hot(session)
         return self.workspace.format_history(session, budget)
 
-    def library(self) -> list[dict[str, Any]]:
-        """The library (the warm projection's ``history-NNN.md`` files, with session and
-        range) of the sessions this memory's scope may read, ordered by number."""
-        return _projecting.library(self)
+    library = _projecting.library
 
-    def library_file(self, number: int) -> tuple[dict[str, Any], str] | None:
-        """Library file ``number``: its entry and text (None: no such file). A file of a
-        session this memory's scope may not read is refused (``ScopeError``)."""
-        return _projecting.library_file(self, number)
+    library_file = _projecting.library_file
 
     def context(
         self, session: str, budget: int, *, query: str | None = None, format: ContextFormat = "text"

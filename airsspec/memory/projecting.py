@@ -45,7 +45,7 @@ def chosen(projections: Iterable[str] | str) -> tuple[str, ...]:
 
 def project(
     memory: Memory,
-    projections: Iterable[str] | str,
+    projections: Iterable[str] | str = PROJECTIONS,
     *,
     sessions: Iterable[str] | None = None,
     jobs: int = 1,
@@ -54,7 +54,12 @@ def project(
     cancel: threading.Event | None = None,
     deep: bool = False,
 ) -> list[RunReport]:
-    """See ``Memory.project``."""
+    """Bring ``projections`` up to the head of the log (only ``sessions``, when given).
+    A cold projection whose embedder cannot load is left as it is, with a warning (search
+    degrades to full-text and says so). A session whose log is damaged is skipped, with a
+    warning unless ``warn`` is false (the reports name it either way). Setting ``cancel``
+    stops after the record being folded, with what was done saved. ``deep`` reads every
+    output file and repairs one whose content differs from what was written."""
     from projections.engine import Runner
 
     names = chosen(projections)
@@ -79,7 +84,7 @@ def project(
 
 def rebuild(
     memory: Memory,
-    projections: Iterable[str] | str,
+    projections: Iterable[str] | str = PROJECTIONS,
     *,
     as_of: Bound | int | str | datetime | None = None,
     out: str | Path | None = None,
@@ -88,7 +93,10 @@ def rebuild(
     engine: str = "local",
     address: str | None = None,
 ) -> list[RunReport]:
-    """See ``Memory.rebuild``."""
+    """Delete ``projections`` and replay the log; with ``as_of`` (a seq or a time),
+    materialise them as they were then into ``out`` (a folder outside the workspace)
+    instead. With ``engine="ray"`` the cold projection is rebuilt on Ray (at ``address``,
+    else on a local Ray started for the run), the others here."""
     from projections.engine import Runner
 
     names = chosen(projections)
@@ -119,7 +127,8 @@ def rebuild(
 
 
 def register_sources(memory: Memory) -> list[str]:
-    """See ``Memory.register_sources``."""
+    """Append a ``source_indexed`` event for each document under ``sources/`` added,
+    changed or removed since its last event; the paths (a damaged own log: a warning)."""
     from projections.sources import register_sources as register
 
     ws = memory.workspace
@@ -132,7 +141,8 @@ def register_sources(memory: Memory) -> list[str]:
 
 
 def library(memory: Memory) -> list[dict[str, Any]]:
-    """See ``Memory.library``."""
+    """The library (the warm projection's ``history-NNN.md`` files, with session and
+    range) of the sessions this memory's scope may read, ordered by number."""
     memory.project(("warm",))
     (warm,) = memory.workspace.projectors(("warm",))
     allowed = memory.scopes.visible()
@@ -140,7 +150,8 @@ def library(memory: Memory) -> list[dict[str, Any]]:
 
 
 def library_file(memory: Memory, number: int) -> tuple[dict[str, Any], str] | None:
-    """See ``Memory.library_file``."""
+    """Library file ``number``: its entry and text (None: no such file). A file of a
+    session this memory's scope may not read is refused (``ScopeError``)."""
     from projections.warm import library_file_name
 
     (warm,) = memory.workspace.projectors(("warm",))

@@ -81,7 +81,8 @@ def replay(
     until: Bound | int | str | datetime | None = None,
     raw: bool = False,
 ) -> Iterator[Any]:
-    """See ``Memory.replay``; the session is checked at the call, before the first record."""
+    """The records of ``session`` from ``from_seq`` up to ``until`` (a seq or a time);
+    with ``raw``, each with its exact stored line (bytes, no newline)."""
     memory.check_session(session)
     bound = None if until is None else Bound.parse(until, "until")
     return _replayed(memory, session, from_seq, bound, raw)
@@ -111,13 +112,16 @@ def _load_seal(against: str | Path | Seal, key: bytes | None) -> tuple[Seal, lis
 
 def verify(
     memory: Memory,
-    sessions: Iterable[str] | None,
+    sessions: Iterable[str] | None = None,
     *,
     against: str | Path | Seal | None = None,
     key: bytes | None = None,
     projections: bool = False,
 ) -> Verified:
-    """See ``Memory.verify``."""
+    """Check every record, the hash chains and the heads; with ``against`` (a seal, or
+    the path of one written by ``seal``; ``key``: the key it was signed with), also that
+    nothing sealed earlier was cut or rewritten; with ``projections``, that every
+    projection's outputs are what was written (``status``'s degraded list)."""
     from eventlog.verify import verify as verify_log
 
     if key is not None and against is None:
@@ -136,8 +140,10 @@ def verify(
     return Verified(report, seal.sealed_at if seal else None, notes, problems)
 
 
-def seal(memory: Memory, target: str | Path | None, *, key: bytes | None = None) -> Seal:
-    """See ``Memory.seal``."""
+def seal(memory: Memory, target: str | Path | None = None, *, key: bytes | None = None) -> Seal:
+    """A seal of every session's head, verified first (``VerifyFailedError`` naming the
+    sessions that fail); written as JSON to ``target`` when given (outside the
+    workspace, else ``OutputInsideWorkspaceError``). ``key`` signs it (16+ bytes)."""
     from eventlog.seal import make_seal
     from eventlog.verify import verify as verify_log
 
@@ -163,8 +169,9 @@ def import_transcripts(
     keep_secrets: bool = False,
     live: bool = False,
 ) -> list[ImportResult]:
-    """See ``Memory.import_transcripts``: imports into one workspace take turns (a lock under
-    ``state/``), since two at once would both append what is new."""
+    """Import agent transcripts (``FORMATS``: lossless, idempotent, all or nothing); what
+    each session received. ``live``: a transcript still being written keeps its unfinished
+    last line for the next import. Imports into one workspace take turns."""
     from compactor.compactor import file_lock
     from eventlog.importers import import_paths
 
@@ -180,8 +187,9 @@ def import_transcripts(
         )
 
 
-def export(memory: Memory, session: str, fmt: str, target: str | Path | None) -> bytes:
-    """See ``Memory.export``."""
+def export(memory: Memory, session: str, fmt: str, target: str | Path | None = None) -> bytes:
+    """An imported ``session`` in its source format ``fmt``, byte for byte; written to
+    ``target`` too when given (outside the workspace)."""
     from eventlog.importers import export_session
 
     path = outside(memory, target, "target") if target is not None else None
@@ -193,7 +201,8 @@ def export(memory: Memory, session: str, fmt: str, target: str | Path | None) ->
 
 
 def export_parquet(memory: Memory, target: str | Path) -> int:
-    """See ``Memory.export_parquet``."""
+    """The whole log as Parquet under ``target`` (partitioned by session date), with
+    token counts; how many records were written. A scoped memory is refused."""
     from projections.analytics import export_parquet as write_parquet
 
     if memory.scope.named:
