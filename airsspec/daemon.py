@@ -40,7 +40,7 @@ class Daemon:
         self.memory = memory
         self.debounce_ms = debounce_ms
         self.stop_event = threading.Event()
-        self.lock_path = memory.state_dir / "locks" / "watch.lock"
+        self.lock_path = memory.workspace.layout.locks_dir / "watch.lock"
         self._lock_fd: int | None = None
         self.cold = ColdIndexer(memory, self.stop_event)
 
@@ -123,7 +123,10 @@ class Daemon:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop_event.set())
         self.cold.start()
-        logs, documents = self.memory.log_dir, self.memory.sources_dir
+        if follow := getattr(getattr(self.memory.workspace.log, "store", None), "follow", None):
+            follow(self.stop_event)  # a bucket: other machines' appends reach the cache
+        # the log's local layout: the folder, or a bucket's cache (which ``follow`` fills)
+        logs, documents = self.memory.workspace.log.log_dir, self.memory.sources_dir
         for folder in (logs, documents):
             folder.mkdir(parents=True, exist_ok=True)
         self._safe_step(None)

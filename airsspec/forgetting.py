@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from airsspec.errors import ForgetError, ScopeError
-from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id, learning_subject
+from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id, kid_parts, learning_subject
 from eventlog.schema import MEMORY_SESSION
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ class Forgotten:
     records_forgotten: int  # sealed records that can no longer be read
     records_in_clear: int  # written before encryption was on: still readable in the log
     cache_entries_removed: int
+    documents: list[str] = field(default_factory=list)  # removed from sources/users/USER/
     seconds: float = 0.0
     tiers: list[str] = field(default_factory=list)
 
@@ -96,24 +97,24 @@ def forget(
         owners = memory.scopes.owners()
         sessions = sorted(s for s, owner in owners.items() if owner.user == user)
         subjects = [f"user:{user}", *(f"session:{s}" for s in sessions)]
+        owned = None
     else:
         assert session is not None
         memory.check_session(session)
         owned = memory.scopes.owner(session).user
-        if sealer.mode == "user" and owned is not None:
-            raise ForgetError(
-                f"session {session!r} is sealed with the key of user {owned} "
-                '(encrypt = "user"): forget the user, or use encrypt = "session"'
-            )
         sessions = [session]
         subjects = [f"session:{session}"]
     kids = {key_id(subject) for subject in subjects}
-    if not sessions and sealer.keys.key(key_id(subjects[0]), create=False) is None:
-        raise ForgetError(f"nothing is recorded for user {user!r}")
+    # a session's records sealed under its user's key alone (before keys were nested) can
+    # only be forgotten with the user: refused before anything is changed
+    whole_user = key_id(f"user:{owned}") if user is None and owned is not None else None
+    only_user = 0
 
-    # 1. the last reading: cache keys of the texts, and what stays in the clear
-    cold = _cold_projector(memory)
-    hashes: set[str] = set()
+    # 1. the last reading: cache keys of the texts, and what stays in the clear (the cold
+    #    tier is opened only after the request is known to be one that can be done)
+    from projections.units import record_units
+
+    units = []
     forgotten = in_clear = 0
     touched = set(sessions)
     for name in [*sessions, MEMORY_SESSION]:
@@ -121,28 +122,45 @@ def forget(
             continue
         for located in log.read(name):
             kid = _sealed_kid(located.raw)
-            if name == MEMORY_SESSION and kid not in kids:
+            mine = kid is not None and not kids.isdisjoint(kid_parts(kid))
+            if name == MEMORY_SESSION and not mine:
                 continue
+            if kid is not None and kid == whole_user and name != MEMORY_SESSION:
+                only_user += 1
             touched.add(name)
             if located.record.type == "learning":
                 # what was said of it (a verdict's reason) is sealed under its own key; it
                 # follows its learning (a learning precedes its feedback in the reading order)
                 kids.add(key_id(learning_subject(located.record.learning_id)))
-            if kid in kids:
+            if mine:
                 forgotten += 1
             elif _has_content(located.record):
                 in_clear += 1
-            if cold is not None:
-                from projections.embedding_cache import text_sha256
-                from projections.units import record_units
+            units.extend(record_units(located.record))
 
-                for unit in record_units(located.record):
-                    if (text := cold.policy.embedded_text(unit)) is not None:
-                        hashes.add(text_sha256(text))
+    if only_user:
+        raise ForgetError(
+            f"{only_user} record(s) of session {session!r} were sealed under the key of user "
+            f"{owned} alone (written before session keys were nested in user keys): destroying "
+            f"that key would forget every session of {owned}. Nothing was changed; forget the "
+            f"user ('forget --user {owned}'), or keep the session"
+        )
+    cold = _cold_projector(memory)
+    hashes: set[str] = set()
+    if cold is not None:
+        from projections.embedding_cache import text_sha256
+
+        embedded = (cold.policy.embedded_text(unit) for unit in units)
+        hashes = {text_sha256(text) for text in embedded if text is not None}
+    documents = _documents(memory, user, cold, hashes) if user is not None else []
+    unknown = sealer.keys.key(key_id(subjects[0]), create=False) is None
+    if user is not None and not sessions and not documents and unknown:
+        raise ForgetError(f"nothing is recorded for user {user!r}")
 
     # 2. drop every derived copy while the keys still exist: a crash past step 3 then leaves
     #    nothing in the clear that a later ``project`` would not fold again as forgotten
     ordered = sorted(touched)
+    _drop_documents(memory, user, documents, cold)
     _drop(memory, ordered, cold)
     removed = cold.embedder.discard(hashes) if cold is not None else _drop_cold(memory)
     shutil.rmtree(memory.workspace.state_dir / "tmp" / "duckdb", ignore_errors=True)
@@ -177,9 +195,47 @@ def forget(
         records_forgotten=forgotten,
         records_in_clear=in_clear,
         cache_entries_removed=removed,
+        documents=documents,
         seconds=round(time.perf_counter() - started, 3),
         tiers=tiers,
     )
+
+
+def _documents(memory: Memory, user: str, cold: Any, hashes: set[str]) -> list[str]:
+    """The paths of the documents ``user`` owns under ``sources/`` (``projections.sources``),
+    adding the cache keys of their indexed texts to ``hashes``."""
+    from projections.embedding_cache import text_sha256
+    from projections.sources import owned_sources, read_source
+    from projections.units import source_units
+
+    owned = owned_sources(memory.workspace.log, user)
+    for path, event in owned.items():
+        if cold is None or event.sha256 is None:
+            continue
+        if (text := read_source(memory.workspace.sources_dir, path, event.sha256)) is None:
+            continue
+        for unit in source_units(event, text):
+            if (embedded := cold.policy.embedded_text(unit)) is not None:
+                hashes.add(text_sha256(embedded))
+    return sorted(owned)
+
+
+def _drop_documents(memory: Memory, user: str | None, paths: list[str], cold: Any) -> None:
+    """Delete ``user``'s folder under ``sources/`` and the cold rows of its documents (the
+    next registration, in step 5's fold, records their removal in the log)."""
+    from projections.sources import USERS_FOLDER
+
+    if user is None:
+        return
+    folder = memory.workspace.sources_dir / USERS_FOLDER / user
+    if folder.is_dir() and not folder.is_symlink():
+        shutil.rmtree(folder)
+    if cold is not None and paths and cold.store.open() is not None:
+        from projections.cold import quote
+
+        with cold.exclusive():
+            for path in paths:
+                cold.store.delete(f"source = {quote(path)}")
 
 
 def _cold_projector(memory: Memory) -> Any:
@@ -195,9 +251,9 @@ def _drop_cold(memory: Memory) -> int:
     """With no embedder to refold it, the cold tier and the embedding cache go whole (both
     are projections: ``project`` rebuilds them once the embedder runs); returns 0."""
     ws = memory.workspace
-    shutil.rmtree(ws.vectors_dir, ignore_errors=True)
-    shutil.rmtree(ws.state_dir / "cold", ignore_errors=True)
-    shutil.rmtree(ws.state_dir / "caches", ignore_errors=True)
+    shutil.rmtree(ws.layout.vectors_dir, ignore_errors=True)
+    shutil.rmtree(ws.layout.tier_dir("cold"), ignore_errors=True)
+    shutil.rmtree(ws.layout.caches_dir, ignore_errors=True)
     (ws.state_dir / "cold.manifest.json").unlink(missing_ok=True)
     return 0
 
@@ -208,20 +264,33 @@ def _tiers(cold: Any) -> list[str]:
     return [t for t in TIERS if t != "cold" or cold is not None]
 
 
-def _drop(memory: Memory, sessions: list[str], cold: Any) -> None:
+def _drop(memory: Memory, sessions: list[str], cold: Any, *, always: bool = True) -> None:
     """Drop ``sessions`` from every tier; the cold table then keeps no old version, deletion
-    file or index holding them."""
+    file or index holding them (rebuilding its indexes is most of the cost: without
+    ``always``, only when it held rows of them)."""
+    held = always or _holds(cold, sessions)
     for projector in memory.workspace.projectors(tuple(_tiers(cold))):
-        with projector.exclusive():
+        with projector.state_store.exclusive():
             for session in sessions:
-                projector.drop(session)
-    _compact_cold(cold, reindex=True)
+                projector.state_store.drop(session)
+    if held:
+        _compact_cold(cold, reindex=True)
+
+
+def _holds(cold: Any, sessions: list[str]) -> bool:
+    """Whether the cold table has rows of ``sessions``."""
+    from projections.cold import quote
+
+    if cold is None or (table := cold.store.open()) is None or not sessions:
+        return False
+    return table.count_rows(f"session IN ({', '.join(quote(s) for s in sessions)})") > 0
 
 
 def _purge(memory: Memory, sessions: list[str], cold: Any) -> list[str]:
-    """Drop ``sessions`` from every tier and fold them again (forgotten records add nothing)."""
+    """Drop ``sessions`` from every tier and fold them again (forgotten records add nothing):
+    a second drop, as a daemon may have folded them since the first."""
     tiers = _tiers(cold)
-    _drop(memory, sessions, cold)
+    _drop(memory, sessions, cold, always=False)
     memory.project(tuple(tiers), sessions=sessions, warn=False)
     _compact_cold(cold, reindex=False)  # the refold wrote versions of its own
     return tiers
@@ -235,7 +304,7 @@ def _compact_cold(cold: Any, *, reindex: bool) -> None:
 
     if cold is None or (table := cold.store.open()) is None:
         return
-    with cold.exclusive(), warnings.catch_warnings():
+    with cold.state_store.exclusive(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
         if reindex:
             for index in table.list_indices():

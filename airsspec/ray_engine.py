@@ -31,15 +31,9 @@ import numpy as np
 
 from airsspec.errors import CorruptLogError, EngineUnavailableError, UnsafePathError
 from eventlog.layout import LOG_SUFFIX
+from projections.checkpoints import START, Checkpoint, ManifestEntry, file_identity
 from projections.cold import TABLE
-from projections.engine import (
-    START,
-    Checkpoint,
-    ManifestEntry,
-    RunReport,
-    SessionOutcome,
-    file_identity,
-)
+from projections.engine import RunReport, SessionOutcome
 
 if TYPE_CHECKING:
     from airsspec.memory import Memory
@@ -210,8 +204,8 @@ def rebuild_cold(memory: Memory, address: str | None = None, embed_actors: int =
         None if workspace.config_path is None else str(workspace.config_path),
     )
     # Ray starts before the table is touched: lancedb's runtime is not to be forked
-    with _cluster(ray, address), projector.exclusive():
-        projector.reset()
+    with _cluster(ray, address), projector.state_store.exclusive():
+        projector.state_store.reset()
         table = projector.store.create()
         # a folder or a bucket url (the store's own options reach it)
         uri = f"{str(projector.store.directory).rstrip('/')}/{TABLE}.lance"
@@ -275,9 +269,9 @@ def _checkpoint(projector: Any, ends: list[dict[str, Any]], log_ids: dict[str, A
             continue
         outcomes[session] = SessionOutcome(session, applied=applied)
         state = ColdState(session, checkpoint.seq, row["previous"], clean=True)
-        projector.save(session, state, checkpoint)
-        identity, digest = projector.output_state(session, digest=True)
+        projector.state_store.save(session, state, checkpoint)
+        identity, digest = projector.state_store.output_state(session, digest=True)
         entries[session] = ManifestEntry(checkpoint, identity, log_ids[session], digest)
-    projector.finish()
-    projector.write_manifest(entries)
+    projector.state_store.finish()
+    projector.state_store.write_manifest(entries)
     return RunReport(projector.name, [outcomes[s] for s in sorted(outcomes)])

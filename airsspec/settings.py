@@ -128,6 +128,9 @@ class PrivacySettings(_Section):
     (``eventlog.crypto``): per ``user`` (else per session), per ``session``, or ``off``."""
 
     encrypt: EncryptMode = "off"
+    # where data keys live (eventlog.keystores): "local" (state/keys/), "bucket" (the
+    # [storage] url's keys/), or "module:name" (a factory of a key store); default: beside the log
+    keys: str | None = Field(default=None, pattern=r"^(local|bucket|[\w.]+:\w+)$")
 
 
 class StorageSettings(_Section):
@@ -345,12 +348,14 @@ candidates = 50               # rows each search (vector, full-text) proposes fo
 # embedded once. Changing either rebuilds the cold tier.
 tool_embed = "head"
 tool_head_chars = 200
-# query_memory score = weight_semantic * cosine + weight_lexical * bm25 / best bm25
+# query_memory score = weight_semantic * cosine + weight_focus * cosine with the query's focus
+#   (the query without its names, numbers and identifiers) + weight_lexical * bm25 / best bm25
 #   + weight_recency * 0.5 ** (age / half-life) + weight_anchor * share of query anchors matched.
 # Defaults chosen by recall on LoCoMo measured leave-one-conversation-out (bench/cold.py), where
 # recency did not help; raise weight_recency for agents asked mostly about recent work. The
 # anchor weight is kept small for agent transcripts, whose questions name files and identifiers.
-weight_semantic = 0.5
+weight_semantic = 0.25
+weight_focus = 0.5
 weight_lexical = 0.25
 weight_recency = 0.0
 weight_anchor = 0.1

@@ -1,10 +1,10 @@
-"""The workspace facade: open a workspace from ``airsspec.toml`` and reach its parts.
+"""A workspace: its settings (``airsspec.toml``), its folders, and the parts built from them.
 
-A workspace is a folder (``.airsspec/`` by default) laid out so:
-``contexts/agent/`` holds the frozen logs (the only source of truth); ``knowledge/``, ``state/``
-hold projections that can be deleted and rebuilt; ``sources/`` holds documents the user adds.
-Its folders are its own: a symbolic link at any of them is refused when the workspace is opened
-(``check_layout``), so nothing is read or written outside it through one.
+The folders are declared once, by ``eventlog.layout.Layout``; they are the workspace's own: a
+symbolic link at any of them is refused when the workspace is opened (``Layout.check``), so
+nothing is read or written outside it through one. ``Workspace`` builds the log, the projectors,
+the compactor and the rest for the facade (``airsspec.memory.Memory``), which is what callers
+use.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airsspec.errors import UnsafePathError
 from airsspec.settings import (
     CONFIG_NAME,
     DEFAULT_TOML,
@@ -25,6 +24,7 @@ from airsspec.settings import (
     find_config,
     load_settings,
 )
+from eventlog.layout import Layout
 from eventlog.log import EventLog
 from eventlog.secrets import Redactor
 
@@ -46,30 +46,6 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
     from projections.tokens import TokenCounter
 
 TIERS = ("hot", "warm", "tokens", "learnings", "cold")
-SUBDIRS = ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources", "state")
-# Folders whose entries are each a folder of the workspace's own (a tier's state, DuckDB's temp
-# folder): a link directly inside one is refused too.
-HOLDERS = ("knowledge", "state", "state/tmp")
-
-
-def check_layout(root: Path) -> None:
-    """Refuse (``UnsafePathError``) a symbolic link at any folder of the layout under ``root``
-    (``contexts/``, ``contexts/agent/``, ``knowledge/`` ..., ``sources/``, ``state/``) or
-    directly inside ``knowledge/``, ``state/`` or ``state/tmp/``: following one would read or
-    write outside the workspace (through DuckDB's temp folder, SQL would read what it points
-    to). The root itself may be a link: it is where the user put the workspace."""
-    folders = {str(Path(sub).parent) for sub in SUBDIRS if "/" in sub} | set(SUBDIRS)
-    for folder in sorted(folders):
-        if (root / folder).is_symlink():
-            raise UnsafePathError(root / folder)
-    for holder in HOLDERS:
-        try:
-            with os.scandir(root / holder) as entries:
-                linked = sorted(Path(e.path) for e in entries if e.is_symlink())
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        if linked:
-            raise UnsafePathError(linked[0])
 
 
 @dataclass
@@ -79,9 +55,11 @@ class Workspace:
     root: Path
     settings: Settings
     config_path: Path | None = None
+    keys: Any = None  # a key store or key callback given to Memory.open (eventlog.keystores)
 
     def __post_init__(self) -> None:
-        check_layout(self.root)  # once, as the workspace is opened
+        self.layout = Layout(self.root)
+        self.layout.check()  # once, as the workspace is opened
 
     @classmethod
     def open(
@@ -125,7 +103,7 @@ class Workspace:
             options = storage.model_dump(exclude={"url"})
             return open_object_log(
                 storage.url,
-                self.state_dir / "objects",
+                self.layout.objects_dir,
                 redactor=redactor,
                 sealer=self.sealer(),
                 **options,
@@ -141,12 +119,29 @@ class Workspace:
     def sealer(self) -> Sealer | None:
         """What seals content at append and opens it at read (``[privacy] encrypt``); with
         encryption off, one that only opens, while keys from an earlier setting remain."""
-        from eventlog.crypto import FileKeyStore, Sealer, SessionOwners
+        from eventlog.crypto import Sealer, SessionOwners
+        from eventlog.keystores import as_key_store, open_key_store
 
-        mode, keys = self.settings.privacy.encrypt, self.state_dir / "keys"
-        if mode == "off" and not keys.is_dir():
+        mode, storage = self.settings.privacy.encrypt, self.settings.storage
+        if self.keys is not None:
+            store, local = as_key_store(self.keys), False
+        else:
+            bucket = None
+            if storage.url is not None:
+                from eventlog.storage.objects import ObjectStore
+
+                options = storage.model_dump(exclude={"url"})
+                cache = self.state_dir / "objects" / "keys"
+
+                def bucket() -> ObjectStore:
+                    return ObjectStore(storage.url, cache, **options)
+
+            store, local = open_key_store(
+                self.settings.privacy.keys, self.layout.keys_dir, bucket
+            )
+        if mode == "off" and local and not (self.layout.keys_dir).is_dir():
             return None
-        return Sealer(mode, FileKeyStore(keys), SessionOwners(self.log_dir))
+        return Sealer(mode, store, SessionOwners(self.log_dir))
 
     def close(self) -> None:
         """Close the log if it was opened."""
@@ -159,41 +154,33 @@ class Workspace:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # The folders callers reach through the workspace (each as ``Layout`` declares it).
+
     @property
     def log_dir(self) -> Path:
-        """``contexts/agent``: the frozen logs."""
-        return self.root / "contexts" / "agent"
-
-    @property
-    def library_dir(self) -> Path:
-        """``knowledge/library``: the warm tier's history files."""
-        return self.root / "knowledge" / "library"
-
-    @property
-    def vectors_dir(self) -> Path:
-        """``knowledge/vectors``: the cold tier's Lance tables."""
-        return self.root / "knowledge" / "vectors"
+        """The frozen logs (``Layout.log_dir``)."""
+        return self.layout.log_dir
 
     @property
     def sources_dir(self) -> Path:
-        """``sources``: documents the user adds for recall."""
-        return self.root / "sources"
+        """Documents the user adds for recall (``Layout.sources_dir``)."""
+        return self.layout.sources_dir
 
     @property
     def state_dir(self) -> Path:
-        """``state``: checkpoints, hot windows, caches."""
-        return self.root / "state"
+        """Checkpoints, hot windows, caches (``Layout.state_dir``)."""
+        return self.layout.state_dir
 
     def projectors(self, tiers: tuple[str, ...] = TIERS, root: Path | None = None) -> list:
         """The projectors of ``tiers``, writing under ``root`` (default: this workspace)."""
-        base = root if root is not None else self.root
+        base = Layout(root) if root is not None else self.layout
         memory = self.settings.memory
 
         def hot() -> Any:
             from projections.hot import HotProjector
 
             return HotProjector(
-                base / "state" / "hot",
+                base.tier_dir("hot"),
                 window_size=memory.hot_window_size,
                 message_types=memory.message_types,
                 encoding=memory.encoding,
@@ -203,17 +190,17 @@ class Workspace:
         def warm() -> Any:
             from projections.warm import WarmProjector
 
-            return WarmProjector(base / "state" / "warm", base / "knowledge" / "library")
+            return WarmProjector(base.tier_dir("warm"), base.library_dir)
 
         def tokens() -> Any:  # pyarrow: a tenth of a second to import, paid only here
             from projections.token_counts import TokenCountProjector
 
-            return TokenCountProjector(base / "state" / "tokens", memory.encoding)
+            return TokenCountProjector(base.tier_dir("tokens"), memory.encoding)
 
         def learnings() -> Any:
-            from projections.learnings import LearningsProjector, learnings_dir
+            from projections.learnings import LearningsProjector
 
-            return LearningsProjector(learnings_dir(base))
+            return LearningsProjector(base.tier_dir("learnings"))
 
         made: dict[str, Any] = {
             "hot": hot,
@@ -225,30 +212,45 @@ class Workspace:
         unknown = [t for t in tiers if t not in made]
         if unknown:
             raise ValueError(f"unknown tier(s) {', '.join(unknown)}; available: {', '.join(made)}")
-        return [made[t]() for t in tiers]
+        projectors = [made[t]() for t in tiers]
+        if root is None and self.settings.storage.url is not None:
+            for projector in projectors:
+                self._share(projector)
+        return projectors
 
-    @property
-    def hot_dir(self) -> Path:
-        """``state/hot``: one hot window per session."""
-        return self.state_dir / "hot"
+    def _share(self, projector: Any) -> None:
+        """On a bucket, publish the tier's states there (``projections.bucket_store``), so
+        machines resume from the furthest one; the warm tier, whose state names library files
+        beside it, keeps its folder."""
+        from projections.bucket_store import SHARED_TIERS, BucketStore
+
+        if projector.name in SHARED_TIERS:
+            store = self.log.store  # type: ignore[union-attr]
+            seen = self._published.setdefault(projector.name, {})
+            projector.state_store = BucketStore(projector.state_store, store, projector.name, seen)
+
+    @cached_property
+    def _published(self) -> dict[str, dict[str, tuple[str | None, int]]]:
+        """Per tier, what this process last knew of its published states (``BucketStore``)."""
+        return {}
 
     def load_hot(self, session: str) -> HotWindow | None:
         """The session's hot window as last projected (None if it never was)."""
         from projections.hot import load_hot
 
-        return load_hot(self.hot_dir, session)
+        return load_hot(self.layout.tier_dir("hot"), session)
 
-    def _cold_projector(self, base: Path) -> ColdProjector:
+    def _cold_projector(self, base: Layout) -> ColdProjector:
         from projections.cold import ColdProjector
         from projections.embedding_cache import CachedEmbedder
 
-        shared = base == self.root  # an as-of copy keeps its own table beside it
+        shared = base == self.layout  # an as-of copy keeps its own table beside it
         return ColdProjector(
-            base / "state" / "cold",
-            self.cold_location if shared else base / "knowledge" / "vectors",
-            self.sources_dir,
+            base.tier_dir("cold"),
+            self.cold_location if shared else base.vectors_dir,
+            self.layout.sources_dir,
             # shared by as-of copies: vectors are keyed by content, never by position
-            CachedEmbedder(self.embedder(), self.state_dir / "caches" / "embeddings.sqlite"),
+            CachedEmbedder(self.embedder(), self.layout.caches_dir / "embeddings.sqlite"),
             ann_min_rows=self.settings.cold.ann_min_rows,
             policy=self.settings.cold,  # an IndexPolicy, with the section's other keys
             storage_options=self.settings.storage.object_store_options() if shared else None,
@@ -268,7 +270,7 @@ class Workspace:
     def cold_location(self) -> Path | str:
         """The cold tier's Lance table: ``{url}/cold`` on the bucket with ``[storage] url``
         (one table every machine reads), else ``knowledge/vectors``."""
-        return self.settings.storage.tier_url("cold") or self.vectors_dir
+        return self.settings.storage.tier_url("cold") or self.layout.vectors_dir
 
     def embedder(self) -> Embedder:
         """The cold tier's embedder (one shared instance per process and choice)."""
@@ -332,7 +334,7 @@ class Workspace:
             self.log,
             hot,
             warm,
-            self.state_dir / "locks",
+            self.layout.locks_dir,
             summarizer or self.summarizer(),
             self.token_counter(),
             settings,
@@ -353,7 +355,7 @@ class Workspace:
         )
         (learnings,) = self.projectors(("learnings",))
         return Extractor(
-            self.log, learnings, self.state_dir / "locks", backend, every=cfg.extract_every
+            self.log, learnings, self.layout.locks_dir, backend, every=cfg.extract_every
         )
 
     def analytics(self, parquet_source: str | None = None, sql: str | None = None) -> Analytics:
@@ -374,10 +376,10 @@ class Workspace:
             dataset = delta_dataset(self.analytics_location, options)
         return Analytics(
             self.log.log_dir,  # on a bucket: its synced cache
-            self.state_dir / "tokens",
+            self.layout.tier_dir("tokens"),
             parquet_source,
             tables=tables,
-            temp_dir=self.state_dir / "tmp" / "duckdb",
+            temp_dir=self.layout.state_dir / "tmp" / "duckdb",
             dataset=dataset,
             storage_options=options,
         )
@@ -387,7 +389,7 @@ class Workspace:
         """The analytics Delta table: ``{url}/analytics/events`` on the bucket with
         ``[storage] url``, else ``analytics/events`` under the workspace."""
         url = self.settings.storage.tier_url("analytics/events")
-        return url or self.root / "analytics" / "events"
+        return url or self.layout.analytics_dir
 
     def export_delta(self) -> int:
         """Append the log's records past the Delta table's positions to it; returns the
@@ -427,7 +429,5 @@ def init_workspace(directory: Path) -> tuple[Path, bool]:
     if written:
         config.write_text(DEFAULT_TOML, encoding="utf-8")
     settings = load_settings(config)
-    root = directory / settings.workspace.path
-    for sub in SUBDIRS:
-        (root / sub).mkdir(parents=True, exist_ok=True)
+    Layout(directory / settings.workspace.path).create()
     return config, written

@@ -42,14 +42,15 @@ _IDENTIFIER = re.compile(
 
 SETTINGS = {
     "query_memory, defaults (query --batch)": {},
-    "  weights (0.5, 0.5, 0, 0.1)": {"AIRSSPEC_COLD_WEIGHT_LEXICAL": "0.5"},
-    "  weights (0.25, 0.5, 0, 0.1)": {
-        "AIRSSPEC_COLD_WEIGHT_SEMANTIC": "0.25",
-        "AIRSSPEC_COLD_WEIGHT_LEXICAL": "0.5",
+    "  no focus: weights (0.5, 0, 0.25, 0, 0.1)": {
+        "AIRSSPEC_COLD_WEIGHT_SEMANTIC": "0.5",
+        "AIRSSPEC_COLD_WEIGHT_FOCUS": "0",
     },
+    "  weights (0.25, 0.5, 0.5, 0, 0.1)": {"AIRSSPEC_COLD_WEIGHT_LEXICAL": "0.5"},
     "  no relevance floor": {"AIRSSPEC_COLD_MIN_SCORE": "0"},
 }
-"""The defaults, and what else was measured (``[cold]`` keys as environment overrides)."""
+"""The defaults, and what else was measured (``[cold]`` keys as environment overrides; weights
+are (semantic, focus, lexical, recency, anchor))."""
 
 
 def boundary(rows: list[dict]) -> int:

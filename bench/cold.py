@@ -179,16 +179,16 @@ def baselines(root: Path, questions: list[Question]) -> dict[str, list[list[str 
     return out
 
 
-WEIGHTS = ("weight_semantic", "weight_lexical", "weight_recency", "weight_anchor")
+WEIGHTS = ("weight_semantic", "weight_focus", "weight_lexical", "weight_recency", "weight_anchor")
 """The grid's weights, in order: ``RecallWeights`` fields and ``[cold]`` keys."""
 
 
 def rescore(
     candidates: dict, weights: tuple[float, ...], diversity: float = 0.0
 ) -> list[str | None]:
-    """The best 10 of a question's candidate pool under other weights: (semantic, lexical,
+    """The best 10 of a question's candidate pool under other weights: (semantic, focus, lexical,
     recency, anchor) scored as ``query_memory`` scores them (one hit per message, none under
-    the relevance floor), and an optional fifth, the weight of a session-support signal that
+    the relevance floor), and an optional sixth, the weight of a session-support signal that
     was measured and not adopted (the mean score of the two best candidates from the unit's
     session, a missing second counting 0). ``diversity`` (measured, not adopted) picks the 10
     greedily, each pick's score lowered by ``diversity`` for every hit already picked from its
@@ -210,8 +210,8 @@ def rescore(
 def _rescored(candidates: dict, weights: tuple[float, ...]) -> list[tuple[float, str | None, str]]:
     """(minus score, dia_id, LoCoMo session) of each message of the pool, best first."""
     hits = candidates["hits"]
-    weights4 = RecallWeights(**dict(zip(WEIGHTS, weights[:4], strict=True)))
-    session = weights[4] if len(weights) > 4 else 0.0
+    weights4 = RecallWeights(**dict(zip(WEIGHTS, weights[: len(WEIGHTS)], strict=True)))
+    session = weights[len(WEIGHTS)] if len(weights) > len(WEIGHTS) else 0.0
     base = [weights4.score(hit["parts"]) for hit in hits]
     support: dict[str, list[float]] = {}
     if session:
@@ -237,13 +237,17 @@ def _rescored(candidates: dict, weights: tuple[float, ...]) -> list[tuple[float,
 
 
 GRID = [
-    (s, lex, r, a)
-    for s, lex, r, a in itertools.product(
-        (0.0, 0.25, 0.5, 0.75, 1.0), (0.0, 0.25, 0.5, 0.75, 1.0), (0.0, 0.1, 0.5), (0.0, 0.1, 0.2)
+    (s, f, lex, r, a)
+    for s, f, lex, r, a in itertools.product(
+        (0.0, 0.25, 0.5, 0.75, 1.0),
+        (0.0, 0.25, 0.5, 0.75),
+        (0.0, 0.25, 0.5, 0.75, 1.0),
+        (0.0, 0.1),
+        (0.0, 0.1, 0.2),
     )
-    if s + lex > 0
+    if s + f + lex > 0
 ]
-SESSION_GRID = [(*w, session) for w in GRID for session in (0.1, 0.2, 0.4)]
+SESSIONS = (0.1, 0.2, 0.4)
 DIVERSITY = (0.0, 0.02, 0.05, 0.1, 0.2)
 
 
@@ -306,18 +310,23 @@ def quality(work: Path) -> None:
     def mean_r10(weights, chosen_samples) -> float:
         return statistics.fmean(v for s in chosen_samples for v in r10(weights, s))
 
+    def leading(others: list[str]) -> list[tuple[float, ...]]:
+        """The 20 best weights of the grid on ``others``: what the extra signals build on."""
+        return sorted(GRID, key=lambda w: -mean_r10(w, others))[:20]
+
     chosen: dict[str, list[tuple[str, tuple]]] = {}
     grid_scores = sorted(((mean_r10(w, samples), w) for w in GRID), reverse=True)
-    for label, grid in (
-        ("query_memory, weights tuned on the other conversations (query --batch)", GRID),
-        ("  + session support (re-scored pools; measured, not adopted)", SESSION_GRID),
+    for label, session_support in (
+        ("query_memory, weights tuned on the other conversations (query --batch)", False),
+        ("  + session support (re-scored pools; measured, not adopted)", True),
     ):
         for sample in samples:
             others = [s for s in samples if s != sample]
+            grid = [(*w, v) for w in leading(others) for v in SESSIONS] if session_support else GRID
             best = max(grid, key=lambda w: mean_r10(w, others))
             chosen.setdefault(label, []).append((sample, best))
             pairs = per_conversation_candidates[sample]
-            if grid is GRID:  # measured through the CLI with the chosen weights
+            if not session_support:  # measured through the CLI with the chosen weights
                 questions = [q for q, _ in pairs]
                 results = ask(work / sample, questions, 10, weights_env(best))
                 ranked = [dia_ids(result) for result in results]
@@ -329,7 +338,7 @@ def quality(work: Path) -> None:
     for sample in samples:
         others = [s for s in samples if s != sample]
         best_div = max(
-            ((w, d) for _, w in grid_scores[:20] for d in DIVERSITY),
+            ((w, d) for w in leading(others) for d in DIVERSITY),
             key=lambda wd: statistics.fmean(
                 recall_at(rescore(c, wd[0], wd[1]), q.evidence, 10)
                 for s in others
@@ -371,20 +380,24 @@ def quality(work: Path) -> None:
         ],
     )
     print_table(
-        "Weight grid (semantic, lexical, recency, anchor), recall@10 over all questions",
+        "Weight grid (semantic, focus, lexical, recency, anchor), recall@10 over all questions",
         ["weights", "recall@10"],
         [[str(w), f"{r:.3f}"] for r, w in grid_scores[:8]]
         + [
             [f"{w} (the original design)", f"{mean_r10(w, samples):.3f}"]
-            for w in [(0.3, 0.0, 0.5, 0.2)]
+            for w in [(0.3, 0.0, 0.0, 0.5, 0.2)]
         ]
-        + [[f"{w} (semantic only)", f"{mean_r10(w, samples):.3f}"] for w in [(1.0, 0.0, 0.0, 0.0)]]
         + [
-            [f"{w} (full-text only)", f"{mean_r10(w, samples):.3f}"] for w in [(0.0, 1.0, 0.0, 0.0)]
+            [f"{w} (semantic only)", f"{mean_r10(w, samples):.3f}"]
+            for w in [(1.0, 0.0, 0.0, 0.0, 0.0)]
+        ]
+        + [
+            [f"{w} (full-text only)", f"{mean_r10(w, samples):.3f}"]
+            for w in [(0.0, 0.0, 1.0, 0.0, 0.0)]
         ],
     )
     print_table(
-        "Weights chosen on the other two conversations (semantic, lexical, recency, anchor"
+        "Weights chosen on the other two conversations (semantic, focus, lexical, recency, anchor"
         "[, session])",
         ["method", *samples],
         [[label, *(str(w) for _, w in picks)] for label, picks in chosen.items()],

@@ -148,7 +148,9 @@ def bench_retention() -> tuple[list[list[object]], list[list[object]]]:
                         compactions += 1
                 Runner(ws.log, ws.projectors()).catch_up()
                 window = ws.load_hot(conv.sample_id)
-                library = "\n".join(p.read_text() for p in sorted(ws.library_dir.glob("*.md")))
+                library = "\n".join(
+                    p.read_text() for p in sorted(ws.layout.library_dir.glob("*.md"))
+                )
                 hot_text = "\n".join(e.text for e in window.uncovered)
                 ours = hot_text + "\n" + library
                 prompt = (window.summary or {}).get("text", "") + "\n" + hot_text

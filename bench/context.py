@@ -288,7 +288,7 @@ def bench_locomo(budgets: tuple[int, ...]) -> tuple[list[list[object]], list[lis
 def _cost_row(
     memory: Memory, label: str, messages: int, compactions: int, seconds: float
 ) -> list[object]:
-    library = memory.workspace.library_dir
+    library = memory.workspace.layout.library_dir
     counter = memory.workspace.token_counter()
     tokens = sum(counter.count(p.read_text()) for p in library.glob("history-*.md"))
     return [

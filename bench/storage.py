@@ -4,11 +4,13 @@ see machine A's append.
 
 The bucket is a moto server on loopback (started here), so the figures measure the protocol's
 requests (create-only PUT per batch, head PUT, LIST and GET to catch up) against a Python S3
-emulator sharing this machine's cores, not a real store's latency. Local appends use the
-default durability (``always``: fdatasync before returning). Each writer is a process with its
-own cache (its own machine). Rates and percentiles are medians over ``--repeats`` runs.
+emulator sharing this machine's cores, not a real store's latency. Local appends are measured
+in each durability mode (``always``: fdatasync before returning; ``batch``: group commit;
+``off``); a bucket's append is durable when its PUT returns, so it has one mode. Each writer is
+a process with its own cache (its own machine). Rates and percentiles are medians over
+``--repeats`` runs; the baseline of each row is the local folder with ``always`` (the default).
 
-    python bench/storage.py [--seconds 3] [--repeats 3] [--visibility 300]
+    python bench/storage.py [--seconds 3] [--repeats 3] [--visibility 1000]
     python bench/storage.py --writers-check 60   # the done-when at full length: 2 machines x 2
 """
 
@@ -102,19 +104,23 @@ def new_bucket(endpoint: str) -> str:
     return f"s3://{name}/bench"
 
 
-def open_log(target: str, endpoint: str, cache: Path):
-    """The local log in folder ``target``, or the object log on bucket url ``target``."""
+MODES = ("always", "batch", "off")
+
+
+def open_log(target: str, endpoint: str, cache: Path, durability: str = "always"):
+    """The local log in folder ``target`` (with ``durability``), or the object log on bucket
+    url ``target``."""
     if not target.startswith("s3://"):
-        return EventLog(target)
+        return EventLog(target, durability=durability)
     from eventlog.storage.log import ObjectStoreLog
     from eventlog.storage.objects import ObjectStore
 
     return ObjectStoreLog(ObjectStore(target, cache, endpoint=endpoint, **KEYS))
 
 
-def _writer(args: tuple[str, str, str, str, float, mp.Queue, Any]) -> None:
-    target, endpoint, cache, session, seconds, out, ready = args
-    log = open_log(target, endpoint, Path(cache))
+def _writer(args: tuple[str, str, str, str, float, mp.Queue, Any, str]) -> None:
+    target, endpoint, cache, session, seconds, out, ready, durability = args
+    log = open_log(target, endpoint, Path(cache), durability)
     log.append(session, {"type": "user", "content": "warm-up"})
     ready.wait()  # every writer starts timing together, after its imports and first append
     latencies = []
@@ -125,10 +131,13 @@ def _writer(args: tuple[str, str, str, str, float, mp.Queue, Any]) -> None:
         log.append(session, {"type": "user", "content": CONTENT, "meta": {"i": i}})
         latencies.append(time.perf_counter() - start)
         i += 1
+    log.close()  # a batch-mode log's group commit stops here
     out.put(latencies)
 
 
-def run_writers(target: str, endpoint: str, writers: int, shared: bool, seconds: float):
+def run_writers(
+    target: str, endpoint: str, writers: int, shared: bool, seconds: float, durability: str
+):
     """(appends per second over all writers, p99 latency in ms) of one run."""
     ctx = mp.get_context("spawn")
     out, ready = ctx.Queue(), ctx.Barrier(writers)
@@ -146,6 +155,7 @@ def run_writers(target: str, endpoint: str, writers: int, shared: bool, seconds:
                         seconds,
                         out,
                         ready,
+                        durability,
                     ),
                 ),
             )
@@ -164,23 +174,24 @@ def run_writers(target: str, endpoint: str, writers: int, shared: bool, seconds:
 def appends_table(endpoint: str, seconds: float, repeats: int) -> None:
     rows = []
     for writers, shared in ((1, True), (4, True), (4, False)):
-        figures: dict[str, list[tuple[float, float]]] = {"local": [], "bucket": []}
-        for _ in range(repeats):
-            with tempfile.TemporaryDirectory() as folder:
-                figures["local"].append(run_writers(folder, endpoint, writers, shared, seconds))
-            url = new_bucket(endpoint)
-            figures["bucket"].append(run_writers(url, endpoint, writers, shared, seconds))
-        local_rate = statistics.median(r for r, _ in figures["local"])
-        local_p99 = statistics.median(p for _, p in figures["local"])
-        rate = statistics.median(r for r, _ in figures["bucket"])
-        p99 = statistics.median(p for _, p in figures["bucket"])
         where = "one session" if shared else "own sessions"
-        rows.append(
-            (f"{writers} writer(s), {where}", rate, local_rate, rate / local_rate, p99, local_p99)
-        )
+        figures: dict[str, list[tuple[float, float]]] = {}
+        for _ in range(repeats):
+            for mode in MODES:
+                with tempfile.TemporaryDirectory() as folder:
+                    run = run_writers(folder, endpoint, writers, shared, seconds, mode)
+                figures.setdefault(f"local, {mode}", []).append(run)
+            run = run_writers(new_bucket(endpoint), endpoint, writers, shared, seconds, "always")
+            figures.setdefault("bucket (PUT acknowledged)", []).append(run)
+        base = statistics.median(r for r, _ in figures["local, always"])
+        for store, runs in figures.items():
+            rate = statistics.median(r for r, _ in runs)
+            p99 = statistics.median(p for _, p in runs)
+            rows.append((f"{writers}, {where}", store, rate, p99, rate / base))
     print_table(
-        f"appends of one ~370-byte event, {seconds:g} s per run, median of {repeats}",
-        ["writers", "bucket /s", "local /s", "ratio", "bucket p99 ms", "local p99 ms"],
+        f"appends of one ~370-byte event, {seconds:g} s per run, median of {repeats}; "
+        "baseline: local, always",
+        ["writers", "store, durability", "appends/s", "p99 ms", "ratio to baseline"],
         rows,
     )
 
@@ -288,7 +299,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--visibility", type=int, default=300, metavar="APPENDS")
+    parser.add_argument("--visibility", type=int, default=1000, metavar="APPENDS")
     parser.add_argument("--writers-check", type=float, metavar="SECONDS")
     parser.add_argument("--serve-moto", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -108,7 +108,7 @@ class Extractor:
 
     def _state(self, session: str) -> Any:
         Runner(self.log, [self.learnings]).catch_up(sessions=[session])
-        loaded = self.learnings.load(session)
+        loaded = self.learnings.state_store.load(session)
         return loaded[0] if loaded else None
 
     def _reason(self, state: Any) -> str | None:

@@ -16,6 +16,13 @@ placeholders read ``FORGOTTEN`` and the record is marked ``forgotten`` (projecti
 Keys live in a ``KeyStore``: one 32-byte file per key under ``state/keys/`` (mode 0600), or any
 object with the same three calls (a KMS client). Destroying a key is the forgetting.
 
+In ``"user"`` mode a user's session records are sealed under a key derived (HKDF) from two
+random keys, the user's and the session's (the ``kid`` names both: ``USERKID.SESSIONKID``):
+destroying either shreds them, so one session of a user can be forgotten as well as the whole
+user. What a user adds outside a session (a learning) is sealed under the user's key alone.
+Records sealed before nesting existed (under the user's key alone) are forgotten only with the
+user (``forget --session`` says so and stops).
+
 Invariants: input events can never carry ``sealed`` (they are validated strictly first); the
 associated data binds a ciphertext to its session and type, so a sealed body moved elsewhere does
 not open; a key id is derived from its subject, so no index of subjects is kept.
@@ -201,6 +208,16 @@ def key_id(subject: str) -> str:
     return hashlib.sha256(b"airsspec-key\0" + subject.encode("utf-8")).hexdigest()[:32]
 
 
+def nested_kid(outer: str, inner: str) -> str:
+    """The id of the key derived from keys ``outer`` (a user's) and ``inner`` (a session's)."""
+    return f"{outer}.{inner}"
+
+
+def kid_parts(kid: str) -> tuple[str, ...]:
+    """The key ids a (possibly nested) key id is made of: destroying any one shreds it."""
+    return tuple(kid.split("."))
+
+
 def learning_subject(learning_id: str) -> str:
     """The subject of the key sealing what is said about learning ``learning_id``."""
     return f"learning:{learning_id}"
@@ -231,17 +248,18 @@ class Sealer:
         self._ciphers: dict[str, tuple[bytes, Any, float]] = {}  # kid -> key, AESGCM, checked
 
     def _cipher(self, kid: str, *, create: bool) -> Any:
-        """The AES-GCM cipher of key ``kid`` (None when the key is gone). The key store is
-        asked again once ``KEY_RECHECK_SECONDS`` have passed: a key destroyed by another
-        process (``forget``) stops opening records here too, and a key made again is not
-        confused with the old one."""
+        """The AES-GCM cipher of key ``kid`` (None when the key is gone); a nested id
+        (``nested_kid``) names the key derived from both of its keys (None when either is
+        gone). The key store is asked again once ``KEY_RECHECK_SECONDS`` have passed: a key
+        destroyed by another process (``forget``) stops opening records here too, and a key
+        made again is not confused with the old one."""
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         now = time.monotonic()
         known = self._ciphers.get(kid)
         if known is not None and now - known[2] < KEY_RECHECK_SECONDS:
             return known[1]
-        key = self.keys.key(kid, create=create)
+        key = self._key(kid, create=create)
         if key is None:
             self._ciphers.pop(kid, None)
             return None
@@ -249,9 +267,24 @@ class Sealer:
         self._ciphers[kid] = (key, cipher, now)
         return cipher
 
+    def _key(self, kid: str, *, create: bool) -> bytes | None:
+        parts = kid_parts(kid)
+        if len(parts) == 1:
+            return self.keys.key(kid, create=create)
+        outer, inner = (self.keys.key(part, create=create) for part in parts)
+        if outer is None or inner is None:
+            return None
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+        # both keys are secret and random: either destroyed, the derived key cannot be made
+        return HKDF(hashes.SHA256(), 32, salt=inner, info=b"airsspec-nested-key").derive(outer)
+
     def forget_key(self, kid: str) -> bool:
-        """Destroy key ``kid`` (see ``KeyStore.destroy``) and this sealer's cipher of it."""
-        self._ciphers.pop(kid, None)
+        """Destroy key ``kid`` (see ``KeyStore.destroy``) and this sealer's ciphers of it,
+        nested ones included (one kept would open records until its recheck)."""
+        for known in [k for k in self._ciphers if kid in kid_parts(k)]:
+            del self._ciphers[known]
         return self.keys.destroy(kid)
 
     def subject(self, session: str, body: dict[str, Any]) -> str:
@@ -270,6 +303,16 @@ class Sealer:
             return f"user:{user}"
         return f"session:{session}"
 
+    def kid(self, session: str, body: dict[str, Any]) -> str:
+        """The id of the key sealing ``body`` of ``session``: its subject's key; a user's
+        session record (``mode = "user"``) is sealed under a key nested in the user's and the
+        session's keys (``nested_kid``), so forgetting the user or that one session shreds it."""
+        subject = self.subject(session, body)
+        if not subject.startswith("user:") or (body["type"] == "learning" and body.get("user")):
+            return key_id(subject)
+        reader = body["reader"] if body["type"] == "memory_accessed" else session
+        return nested_kid(key_id(subject), key_id(f"session:{reader}"))
+
     def seal_all(self, session: str, bodies: Iterable[dict[str, Any]]) -> None:
         """Seal the content of each body in place (nothing when ``mode`` is off)."""
         if self.mode == "off":
@@ -285,7 +328,7 @@ class Sealer:
             names = [n for n in _SEALED_NAMES.get(kind, DROPPED_FIELDS) if body.get(n) is not None]
             if not names:
                 continue
-            kid = key_id(self.subject(session, body))
+            kid = self.kid(session, body)
             plain = dumps({n: body[n] for n in names}, option=sort)
             nonce = nonces[12 * index : 12 * index + 12]
             cipher = self._cipher(kid, create=True)
@@ -302,6 +345,12 @@ class Sealer:
         remember = getattr(self.owner_of, "remember", None)
         if remember is not None:
             remember(session, user)
+
+    def owner_unknown(self, session: str) -> None:
+        """Unlearn what ``owner_known`` was told of ``session`` (its batch was refused)."""
+        unlearn = getattr(self.owner_of, "unlearn", None)
+        if unlearn is not None:
+            unlearn(session)
 
     def open(self, data: dict[str, Any]) -> dict[str, Any]:
         """The stored record ``data`` with its sealed fields opened; when the key is gone,
@@ -353,6 +402,10 @@ class SessionOwners:
     def remember(self, session: str, user: str) -> None:
         """``session`` is owned by ``user`` (a batch being sealed names it first)."""
         self._known.setdefault(session, user)
+
+    def unlearn(self, session: str) -> None:
+        """Forget what ``remember`` was told of ``session``: read it from the log again."""
+        self._known.pop(session, None)
 
     def __call__(self, session: str) -> str | None:
         if (user := self._known.get(session)) is not None:

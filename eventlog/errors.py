@@ -232,8 +232,8 @@ class LearningError(BadInputError, ValueError):
 
 
 class ForgetError(BadInputError, ValueError):
-    """A forget request that cannot be done (nothing named, encryption off, a session sealed
-    with its user's key)."""
+    """A forget request that cannot be done (nothing named, encryption off, a session whose
+    records were sealed under its user's key alone)."""
 
 
 class HookInputError(BadInputError, ValueError):

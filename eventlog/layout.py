@@ -1,4 +1,8 @@
-"""Where a session's log lives, which session ids are allowed, and how its files are opened.
+"""Where a workspace's files live (``Layout``), which session ids are allowed, and how files
+are opened.
+
+``Layout`` declares every folder of a workspace once, derived from its root, and the one rule
+for whether a folder is a workspace.
 
 ``{log_dir}/{session}.jsonl`` is the frozen log of one session; ``{session}.jsonl.quarantine``
 next to it receives the bytes of torn tails; ``{session}.head`` holds the seq and hash of the last
@@ -23,8 +27,9 @@ import errno
 import os
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, ClassVar
 
 from eventlog.errors import InvalidEventError, InvalidSessionIdError, UnsafePathError
 
@@ -152,3 +157,114 @@ def linked_sessions(log_dir: Path) -> list[Path]:
     except FileNotFoundError:
         return []
     return sorted(Path(e.path) for e in entries if e.name.endswith(LOG_SUFFIX) and e.is_symlink())
+
+
+# ------------------------------------------------------------------- the workspace's folders
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Every path of a workspace, derived from its root (one declaration: nothing else spells
+    them). ``contexts/agent/`` holds the frozen logs (the only source of truth);
+    ``knowledge/`` and ``state/`` hold projections that can be deleted and rebuilt;
+    ``sources/`` holds documents the user adds."""
+
+    root: Path
+
+    # The folders ``init`` makes; a workspace's folders are its own (see ``check``).
+    FOLDERS: ClassVar[tuple[str, ...]] = (
+        "contexts/agent",
+        "knowledge/library",
+        "knowledge/vectors",
+        "sources",
+        "state",
+    )
+    # Folders whose entries are each a folder of the workspace's own (a tier's state, DuckDB's
+    # temp folder): a link directly inside one is refused too.
+    HOLDERS: ClassVar[tuple[str, ...]] = ("knowledge", "state", "state/tmp")
+    # What makes a folder a workspace: one of these folders in it (a workspace whose log is on
+    # a bucket may have no ``contexts/`` here).
+    MARKERS: ClassVar[tuple[str, ...]] = ("contexts", "state", "knowledge")
+
+    @staticmethod
+    def is_workspace(path: Path) -> bool:
+        """Is ``path`` a workspace folder (``airsspec init`` made it, or it was used as one)?"""
+        return any((path / marker).is_dir() for marker in Layout.MARKERS)
+
+    def check(self) -> None:
+        """Refuse (``UnsafePathError``) a symbolic link at any folder of the layout
+        (``contexts/``, ``contexts/agent/``, ``knowledge/`` ..., ``sources/``, ``state/``) or
+        directly inside a holder (``knowledge/``, ``state/``, ``state/tmp/``): following one
+        would read or write outside the workspace (through DuckDB's temp folder, SQL would read
+        what it points to). The root itself may be a link: it is where the user put it."""
+        folders = {str(Path(sub).parent) for sub in self.FOLDERS if "/" in sub}
+        for folder in sorted(folders | set(self.FOLDERS)):
+            if (self.root / folder).is_symlink():
+                raise UnsafePathError(self.root / folder)
+        for holder in self.HOLDERS:
+            try:
+                with os.scandir(self.root / holder) as entries:
+                    linked = sorted(Path(e.path) for e in entries if e.is_symlink())
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            if linked:
+                raise UnsafePathError(linked[0])
+
+    def create(self) -> None:
+        """Make the layout's folders (those missing)."""
+        for sub in self.FOLDERS:
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+
+    @property
+    def log_dir(self) -> Path:
+        """``contexts/agent``: the frozen logs."""
+        return self.root / "contexts" / "agent"
+
+    @property
+    def library_dir(self) -> Path:
+        """``knowledge/library``: the warm tier's history files."""
+        return self.root / "knowledge" / "library"
+
+    @property
+    def vectors_dir(self) -> Path:
+        """``knowledge/vectors``: the cold tier's Lance tables."""
+        return self.root / "knowledge" / "vectors"
+
+    @property
+    def sources_dir(self) -> Path:
+        """``sources``: documents the user adds for recall."""
+        return self.root / "sources"
+
+    @property
+    def state_dir(self) -> Path:
+        """``state``: checkpoints, hot windows, caches."""
+        return self.root / "state"
+
+    def tier_dir(self, tier: str) -> Path:
+        """``state/{tier}``: a tier's saved states (its manifest and lock beside it)."""
+        return self.state_dir / tier
+
+    @property
+    def locks_dir(self) -> Path:
+        """``state/locks``: the locks of processes that append derived events or watch."""
+        return self.state_dir / "locks"
+
+    @property
+    def keys_dir(self) -> Path:
+        """``state/keys``: per-subject keys of sealed content."""
+        return self.state_dir / "keys"
+
+    @property
+    def objects_dir(self) -> Path:
+        """``state/objects``: the cache of a log on a bucket."""
+        return self.state_dir / "objects"
+
+    @property
+    def caches_dir(self) -> Path:
+        """``state/caches``: caches (embeddings), shared by as-of copies."""
+        return self.state_dir / "caches"
+
+    @property
+    def analytics_dir(self) -> Path:
+        """``analytics/events``: the analytics Delta table of a workspace without a bucket."""
+        return self.root / "analytics" / "events"

@@ -43,6 +43,7 @@ from eventlog.errors import (
     InvalidEventError,
     LogSyncError,
     LogWriteError,
+    SessionExistsError,
     field_of,
 )
 from eventlog.exact_json import depth_error, first_too_deep
@@ -324,7 +325,8 @@ def bodies_to_append(
     if log.redactor is not None and not keep_secrets:
         log.redactor.redact_all(bodies, data)
     clear = None
-    if log.sealer is not None:  # before encoding: the chain covers the ciphertext
+    if log.sealer is not None and log.sealer.mode != "off":  # before encoding: the chain
+        # covers the ciphertext (a sealer that is off only opens what was sealed before)
         clear = [dict(body) for body in bodies]
         log.sealer.seal_all(session, bodies)
     return bodies, clear
@@ -531,7 +533,7 @@ class EventLog:
 
     def append(self, session: str, event: Event | dict[str, Any]) -> Record:
         """Append one event; return the stored record."""
-        return StoredRecords(*self._append(session, [event], False, False, False))[0]
+        return StoredRecords(*self._append(session, [event], False, False, False, False))[0]
 
     def append_many(
         self,
@@ -541,8 +543,13 @@ class EventLog:
         system: bool = False,
         keep_secrets: bool = False,
         imported: bool = False,
+        new: bool = False,
     ) -> StoredRecords:
         """Append events atomically (all or none); return the stored records in order.
+
+        ``new``: only if the session has no record yet, checked under its lock in the same
+        step as the write; else ``SessionExistsError`` and nothing is written (a writer
+        creating a session with its owner's first record cannot then land after another's).
 
         Event types that only the system writes (``SYSTEM_TYPES``: a compaction) are refused
         unless ``system`` is set, which only their writers (the compactor) do; fields only
@@ -550,7 +557,7 @@ class EventLog:
         ``redactor``, secrets are replaced before anything is written (the record's
         ``redacted`` says where) unless ``keep_secrets`` is set.
         """
-        return StoredRecords(*self._append(session, events, system, keep_secrets, imported))
+        return StoredRecords(*self._append(session, events, system, keep_secrets, imported, new))
 
     def _append(
         self,
@@ -559,6 +566,7 @@ class EventLog:
         system: bool,
         keep_secrets: bool,
         imported: bool,
+        new: bool,
     ) -> tuple[list[dict[str, Any]], list[str]]:
         """``append_many``, returning the stored records' bodies (without ``hash``) and hashes."""
         if self._closed:
@@ -577,6 +585,8 @@ class EventLog:
             fcntl.flock(handle.fd, fcntl.LOCK_EX)
             try:
                 tail = self._locked_tail(session, handle)
+                if new and tail.seq:
+                    raise session_exists(self.sealer, session)
                 stored, data, hashes = encode_batch(
                     bodies,
                     SCHEMA_VERSION,
@@ -675,6 +685,14 @@ class EventLog:
                 opened = self.sealer.open(orjson.loads(item.raw))
                 item = item._replace(record=record_from_dict(opened))
             yield item
+
+
+def session_exists(sealer: Sealer | None, session: str) -> SessionExistsError:
+    """The error of a refused creation; the owner the refused batch named (remembered while
+    sealing it) is unlearned, so the session's later records are sealed for its real owner."""
+    if sealer is not None:
+        sealer.owner_unknown(session)
+    return SessionExistsError(session)
 
 
 def _unsealed(stored: dict[str, Any], clear: dict[str, Any]) -> dict[str, Any]:

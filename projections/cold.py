@@ -46,14 +46,16 @@ from typing import Any
 import numpy as np
 import orjson
 import pyarrow as pa
+from typing_extensions import override
 
 from eventlog.errors import AirsspecError, ColdDamagedError, ColdPathError
-from eventlog.layout import read_nofollow
 from eventlog.schema import Record, SourceIndexedRecord
+from projections.checkpoints import Checkpoint
 from projections.embedding_cache import CachedEmbedder, text_sha256
-from projections.engine import Checkpoint, Projector
-from projections.files import atomic_write, folder_size
+from projections.files import folder_size
+from projections.fold import Projector
 from projections.sources import read_source
+from projections.state_store import FileStateStore
 from projections.table_files import TableFiles
 from projections.units import (
     UNIT_FIELDS,
@@ -455,8 +457,7 @@ class ColdProjector(Projector[ColdState]):
         """``vectors_dir``: the table's folder, or a bucket url reached with
         ``storage_options``; ``lease`` makes ``exclusive`` hold one across machines too (a
         table on a bucket has writers on several)."""
-        super().__init__(out_dir)
-        self.lease = lease
+        self.out_dir = out_dir
         self.sources_dir = sources_dir
         self.embedder = embedder
         self.ann_min_rows = ann_min_rows
@@ -470,8 +471,10 @@ class ColdProjector(Projector[ColdState]):
         # bucket has no files here to compare)
         local = self.store.local
         table_dir = None if local is None else local / f"{TABLE}.lance"
-        self.files = TableFiles(table_dir, out_dir.with_name("cold.files.json"))
+        files = TableFiles(table_dir, out_dir.with_name("cold.files.json"))
+        self.state_store: ColdCheckpoints = ColdCheckpoints(out_dir, self, files, lease)
 
+    @override
     def fingerprint(self) -> dict[str, Any]:
         return {
             "version": 4,  # 3: documents are indexed from source_indexed events; 4: redacted
@@ -481,12 +484,11 @@ class ColdProjector(Projector[ColdState]):
             "policy": self.policy.model_dump(include=set(IndexPolicy.model_fields)),
         }
 
-    def _checkpoint_path(self, session: str) -> Path:
-        return self.out_dir / f"{session}.json"
-
+    @override
     def empty(self, session: str) -> ColdState:
         return ColdState(session, 0)
 
+    @override
     def apply(self, state: ColdState, record: Record) -> ColdState:
         if isinstance(record, SourceIndexedRecord):
             state.sources[record.path] = record
@@ -498,76 +500,7 @@ class ColdProjector(Projector[ColdState]):
                 state.previous = unit.text
         return state
 
-    def load(self, session: str) -> tuple[ColdState, Checkpoint] | None:
-        try:
-            data = orjson.loads(read_nofollow(self._checkpoint_path(session)))
-            if data["fingerprint"] != self.fingerprint() or data["fingerprint"]["epoch"] is None:
-                return None
-            checkpoint = Checkpoint.from_json(data["checkpoint"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        return ColdState(session, checkpoint.seq, data["previous"]), checkpoint
-
-    def save(self, session: str, state: ColdState, checkpoint: Checkpoint) -> None:
-        if not state.clean:
-            self.store.delete(f"session = {quote(session)} AND record_seq > {state.base_seq}")
-        self._add(state.units, state.contexts)
-        for event in state.sources.values():  # replayed after a crash: delete first
-            self.store.delete(f"source = {quote(event.path)}")
-            text = None
-            if event.sha256 is not None and self.sources_dir is not None:
-                text = read_source(self.sources_dir, event.path, event.sha256)
-            if text is not None:
-                units = source_units(event, text)
-                self._add(units, [""] * len(units))
-        if self.store.open() is None:
-            self.store.create()  # an empty projection is still an output
-        data = {
-            "checkpoint": checkpoint.to_json(),
-            "fingerprint": self.fingerprint(),
-            "previous": state.previous,
-        }
-        atomic_write(self._checkpoint_path(session), orjson.dumps(data))
-        state.base_seq, state.units, state.contexts, state.clean = checkpoint.seq, [], [], True
-        state.sources = {}
-
-    def _add(self, units: list[Unit], contexts: list[str]) -> None:
-        """Embed what the policy says (identical texts once) and write the rows."""
-        embedded = [
-            (i, text)
-            for i, unit in enumerate(units)
-            if (text := self.policy.embedded_text(unit)) is not None
-        ]
-        vectors: list[np.ndarray | None] = [None] * len(units)
-        if embedded:
-            found = self.embedder.embed([text for _, text in embedded])
-            for (i, _), vector in zip(embedded, found, strict=True):
-                vectors[i] = vector
-        self.store.add(units, vectors, contexts)
-
-    def drop(self, session: str) -> None:
-        self.store.delete(f"session = {quote(session)}")
-        self._checkpoint_path(session).unlink(missing_ok=True)
-
-    def sessions(self) -> list[str]:
-        if not self.out_dir.is_dir():
-            return []
-        return sorted(p.stem for p in self.out_dir.glob("*.json"))
-
-    def output_files(self, session: str) -> list[str]:
-        return [str(self._checkpoint_path(session))]
-
-    def reset(self) -> None:
-        for session in self.sessions():  # the table goes whole, so no per-session delete
-            self._checkpoint_path(session).unlink()
-        self.manifest_path.unlink(missing_ok=True)
-        self.files.remove()
-        self.store.remove()
-
-    def disk_bytes(self) -> int:
-        local = self.store.local  # a table on a bucket takes no space here
-        return super().disk_bytes() + (0 if local is None else folder_size(local))
-
+    @override
     def item_count(self) -> int:
         table = self.store.open()
         try:
@@ -576,25 +509,128 @@ class ColdProjector(Projector[ColdState]):
         except ColdDamagedError:
             return 0  # ``damage`` names it
 
+
+class ColdCheckpoints(FileStateStore[ColdState]):
+    """The cold tier's store: rows in the shared table (``ColdStore``), then per session its
+    checkpoint, ``{out_dir}/{session}.json``; ``files`` records the table's files as written."""
+
+    def __init__(
+        self,
+        out_dir: Path,
+        cold: ColdProjector,
+        files: TableFiles,
+        lease: Callable[[], AbstractContextManager[Any]] | None,
+    ) -> None:
+        super().__init__(out_dir, cold)
+        self.cold = cold
+        self.table = cold.store
+        self.files = files
+        self.lease = lease
+
+    @override
+    def path(self, session: str) -> Path:
+        return self.out_dir / f"{session}.json"
+
+    @override
+    def read(self, session: str, raw: bytes) -> tuple[ColdState, Checkpoint] | None:
+        try:
+            data = orjson.loads(raw)
+            fingerprint = data["fingerprint"]
+            if fingerprint != self.fold.fingerprint() or fingerprint["epoch"] is None:
+                return None
+            checkpoint = Checkpoint.from_json(data["checkpoint"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return ColdState(session, checkpoint.seq, data["previous"]), checkpoint
+
+    @override
+    def save(self, session: str, state: ColdState, checkpoint: Checkpoint) -> None:
+        if not state.clean:
+            self.table.delete(f"session = {quote(session)} AND record_seq > {state.base_seq}")
+        self._add(state.units, state.contexts)
+        for event in state.sources.values():  # replayed after a crash: delete first
+            self.table.delete(f"source = {quote(event.path)}")
+            text = None
+            if event.sha256 is not None and self.cold.sources_dir is not None:
+                text = read_source(self.cold.sources_dir, event.path, event.sha256)
+            if text is not None:
+                units = source_units(event, text)
+                self._add(units, [""] * len(units))
+        if self.table.open() is None:
+            self.table.create()  # an empty projection is still an output
+        data = {
+            "checkpoint": checkpoint.to_json(),
+            "fingerprint": self.fold.fingerprint(),
+            "previous": state.previous,
+        }
+        self.write(session, orjson.dumps(data))
+        state.base_seq, state.units, state.contexts, state.clean = checkpoint.seq, [], [], True
+        state.sources = {}
+
+    def _add(self, units: list[Unit], contexts: list[str]) -> None:
+        """Embed what the policy says (identical texts once) and write the rows."""
+        embedded = [
+            (i, text)
+            for i, unit in enumerate(units)
+            if (text := self.cold.policy.embedded_text(unit)) is not None
+        ]
+        vectors: list[np.ndarray | None] = [None] * len(units)
+        if embedded:
+            found = self.cold.embedder.embed([text for _, text in embedded])
+            for (i, _), vector in zip(embedded, found, strict=True):
+                vectors[i] = vector
+        self.table.add(units, vectors, contexts)
+
+    @override
+    def drop(self, session: str) -> None:
+        self.table.delete(f"session = {quote(session)}")
+        self.path(session).unlink(missing_ok=True)
+
+    @override
+    def sessions(self) -> list[str]:
+        if not self.out_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.out_dir.glob("*.json"))
+
+    @override
+    def output_files(self, session: str) -> list[str]:
+        return [str(self.path(session))]
+
+    @override
+    def reset(self) -> None:
+        for session in self.sessions():  # the table goes whole, so no per-session delete
+            self.path(session).unlink()
+        self.manifest.remove()
+        self.files.remove()
+        self.table.remove()
+
+    @override
+    def disk_bytes(self) -> int:
+        local = self.table.local  # a table on a bucket takes no space here
+        return super().disk_bytes() + (0 if local is None else folder_size(local))
+
+    @override
     def damage(self) -> list[str]:
         """Each file of the table that is missing or whose bytes differ from those recorded
         when it was written, named from the workspace down (knowledge/vectors/...)."""
-        damaged = self.files.damaged(self.store.epoch)
-        if not damaged or self.store.local is None:
+        damaged = self.files.damaged(self.table.epoch)
+        if not damaged or self.table.local is None:
             return []
-        shown = self.files.table_dir.relative_to(self.store.local.parent.parent)
+        shown = self.files.table_dir.relative_to(self.table.local.parent.parent)
         return [f"{shown / name}: {what}" for name, what in damaged]
 
+    @override
     def repair(self, problems: list[str]) -> bool:
         """Damage in index files only is repaired by dropping the indexes (``finish`` makes
         them again, and the dropped files are no longer compared); other damage rebuilds."""
-        damaged = self.files.damaged(self.store.epoch)
+        damaged = self.files.damaged(self.table.epoch)
         if not damaged or any(not name.startswith(_INDEX_FILES) for name, _ in damaged):
             return False
-        self.store.drop_indexes(problems[0])
+        self.table.drop_indexes(problems[0])
         self.files.forget(_INDEX_FILES)
         return True
 
+    @override
     @contextmanager
     def exclusive(self) -> Iterator[None]:
         """One writer at a time (``watch`` and ``project`` may both run): a session's delete
@@ -606,6 +642,7 @@ class ColdProjector(Projector[ColdState]):
             with self.lease() if self.lease is not None else nullcontext():
                 yield
 
+    @override
     def finish(self) -> None:
-        cleaned = self.store.maintain(self.ann_min_rows)
-        self.files.record(self.store.epoch, cleaned=cleaned)
+        cleaned = self.table.maintain(self.cold.ann_min_rows)
+        self.files.record(self.table.epoch, cleaned=cleaned)

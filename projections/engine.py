@@ -1,9 +1,10 @@
-"""The projector contract and the runner that keeps projections at the head of the log.
+"""The runner that keeps projections at the head of the log (or at a point in time).
 
-A projector folds a session's records, in order, into a state: ``apply(state, record) -> state``.
-Its output and its checkpoint (seq, hash and byte end of the last record folded) are saved
-together, atomically, so after a crash a projection is either before or after a save, and resumes
-exactly from its checkpoint. Invariants the runner upholds:
+A projector (``projections.fold``) folds a session's records, in order, into a state:
+``apply(state, record) -> state``; its store (``projections.state_store``) saves the state and
+its checkpoint (seq, hash and byte end of the last record folded) together, atomically, so
+after a crash a projection is either before or after a save, and resumes exactly from its
+checkpoint. Invariants the runner upholds:
 
 - A checkpoint is trusted only if the log still holds a record with that seq and hash ending at
   that byte; otherwise (log replaced, workspace copied, settings changed) the session's projection
@@ -23,280 +24,42 @@ exactly from its checkpoint. Invariants the runner upholds:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import multiprocessing
 import os
 import sys
 import threading
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
-
-import orjson
+from typing import Any
 
 from eventlog.errors import CorruptLogError, DamagedOutputError, UnsafePathError
-from eventlog.layout import (
-    LOG_SUFFIX,
-    open_nofollow,
-    read_nofollow,
-    reader_nofollow,
-    session_path,
-    validate_session_id,
-)
+from eventlog.layout import LOG_SUFFIX, session_path
 from eventlog.log import EventLog, Located
-from eventlog.recovery import TailState, inspect_tail, record_ending_at
 from eventlog.schema import Record
-from projections.files import atomic_write, folder_size, remove_stale_temporaries, writer_lock
+from projections.checkpoints import (
+    START,
+    Checkpoint,
+    ManifestEntry,
+    file_identity,
+    record_at,
+    with_line,
+)
+from projections.files import remove_stale_temporaries
+from projections.fold import Projector
 
 logger = logging.getLogger(__name__)
 
-S = TypeVar("S")
 # Libraries whose background runtime can deadlock a forked child: once one is loaded, sessions are
 # folded in this process.
 FORK_UNSAFE_MODULES = frozenset({"lancedb"})
 
 
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
-    """Position after the last record folded: its seq, its hash, and the byte offset after it."""
-
-    seq: int
-    hash: str | None
-    end: int
-
-    def to_json(self) -> dict[str, Any]:
-        """The checkpoint as stored."""
-        return {"seq": self.seq, "hash": self.hash, "end": self.end}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Checkpoint:
-        """A checkpoint from its stored form."""
-        return cls(int(data["seq"]), data["hash"], int(data["end"]))
-
-
-START = Checkpoint(0, None, 0)
 OUTPUT_CHANGED = "its output was deleted or changed after it was written"
-
-
-@dataclass(frozen=True, slots=True)
-class ManifestEntry:
-    """What a catch-up left for a session: its checkpoint, the identity of its output files and
-    of the log file (size, mtime, inode) at that time, and the SHA-256 of its output files.
-    While both identities are unchanged, nothing was appended, replaced or damaged, and the
-    session is skipped without reading; a deep check also compares the digest."""
-
-    checkpoint: Checkpoint
-    output: list[int] | None
-    log: list[int] | None
-    digest: str | None = None
-
-
-def file_identity(path: str | Path) -> list[int] | None:
-    """(size, mtime_ns, inode) of a file, or None if it is missing."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
 
 # Decides whether a record is past the point a projection should stop at (time travel).
 StopAt = Callable[[Record], bool]
-
-
-class Projector(ABC, Generic[S]):
-    """One tier's fold. Subclasses keep their state per session under ``out_dir``."""
-
-    name: ClassVar[str]
-    parallel: ClassVar[bool] = True  # may sessions be folded in forked workers?
-    # Save every this many records rather than once per catch-up, so a
-    # projector whose state grows with what it has not written yet keeps memory bounded.
-    save_every: ClassVar[int | None] = None
-
-    def __init__(self, out_dir: Path) -> None:
-        self.out_dir = out_dir
-
-    @abstractmethod
-    def empty(self, session: str) -> S:
-        """The state before any record."""
-
-    @abstractmethod
-    def apply(self, state: S, record: Record) -> S:
-        """Fold one record into the state (pure: no I/O)."""
-
-    @abstractmethod
-    def load(self, session: str) -> tuple[S, Checkpoint] | None:
-        """The saved state and its checkpoint; None if absent, unreadable, or made under other
-        settings (see ``fingerprint``)."""
-
-    @abstractmethod
-    def save(self, session: str, state: S, checkpoint: Checkpoint) -> None:
-        """Persist state and checkpoint together, atomically."""
-
-    @abstractmethod
-    def drop(self, session: str) -> None:
-        """Delete the session's output."""
-
-    @abstractmethod
-    def sessions(self) -> list[str]:
-        """Sessions this projector has output for."""
-
-    def has_output(self, session: str) -> bool:
-        """Whether the session has saved output."""
-        return session in self.sessions()
-
-    def warm_up(self) -> None:
-        """Load what folding needs (models, encodings) now, so forked workers inherit it."""
-
-    def finish(self) -> None:
-        """Work after each catch-up, once its sessions are saved (index upkeep, say)."""
-
-    def exclusive(self) -> AbstractContextManager[object]:
-        """Held for a whole catch-up: one writer of this projection at a time, across threads
-        and processes, so a writer that folded less never saves over one that folded more
-        (nor records a manifest entry for output another wrote)."""
-        return writer_lock(self.out_dir.with_name(f"{self.out_dir.name}.lock"))
-
-    def reset(self) -> None:
-        """Delete every output of this projector (before a rebuild)."""
-        for session in self.sessions():
-            self.drop(session)
-        self.manifest_path.unlink(missing_ok=True)
-
-    def fingerprint(self) -> dict[str, Any]:
-        """Settings the output depends on; a saved state with another fingerprint is rebuilt."""
-        return {}
-
-    def item_count(self) -> int:
-        """Items in the projection (for ``status``)."""
-        return len(self.sessions())
-
-    def damage(self) -> list[str]:
-        """What is wrong with files the tier's sessions share, each named, found by reading them
-        whole (a deep check: ``status``, ``verify --tiers``, ``project``). Empty by default:
-        per-session files are compared with their digests (``output_changed``)."""
-        return []
-
-    def repair(self, problems: list[str]) -> bool:
-        """Repair the ``damage`` found in place, if this tier can (True); else (the default)
-        the runner rebuilds the tier from the log."""
-        return False
-
-    def disk_bytes(self) -> int:
-        """Bytes the projection takes on disk (for ``status``)."""
-        return folder_size(self.out_dir)
-
-    # The manifest: a cache of checkpoints, so an idle catch-up does not open every state file.
-
-    @property
-    def manifest_path(self) -> Path:
-        """Beside the output folder, not in it: the folder holds only deterministic output."""
-        return self.out_dir.with_name(f"{self.out_dir.name}.manifest.json")
-
-    def output_files(self, session: str) -> list[str]:
-        """The files holding the session's saved output; empty for a projector that keeps none
-        per session."""
-        return []
-
-    def output_state(self, session: str, *, digest: bool) -> tuple[list[int] | None, str | None]:
-        """The identity of the session's output files (size, mtime, inode each) and, when
-        ``digest`` is asked, the SHA-256 over their bytes; (None, None) if there is none or one
-        is missing. The files are listed once (a warm listing reads its state file)."""
-        files = self.output_files(session)
-        identity: list[int] = []
-        for path in files:
-            found = file_identity(path)
-            if found is None:
-                return None, None
-            identity += found
-        if not files:
-            return None, None
-        if not digest:
-            return identity, None
-        sha = hashlib.sha256()
-        for path in files:
-            try:
-                data = read_nofollow(path)
-            except OSError:
-                return None, None
-            sha.update(len(data).to_bytes(8, "big"))
-            sha.update(data)
-        return identity, sha.hexdigest()
-
-    def output_changed(self, session: str, cached: ManifestEntry | None, *, deep: bool) -> bool:
-        """Was the session's output deleted or changed after the catch-up that ``cached``
-        records? Identities only, or (``deep``) the content's digest too. An idle catch-up
-        trusts the manifest only while this is false."""
-        if cached is None or cached.output is None:
-            return False
-        deep = deep and cached.digest is not None
-        identity, digest = self.output_state(session, digest=deep)
-        return cached.output != identity or (deep and cached.digest != digest)
-
-    def read_manifest(self) -> dict[str, ManifestEntry]:
-        """Cached entries per session; empty if missing, unreadable or written under other
-        settings."""
-        try:
-            data = orjson.loads(read_nofollow(self.manifest_path))
-            if data["fingerprint"] != self.fingerprint():
-                return {}
-            return {
-                s: ManifestEntry(Checkpoint.from_json(e), e["output"], e["log"], e.get("digest"))
-                for s, e in data["sessions"].items()
-            }
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return {}
-
-    def write_manifest(self, entries: dict[str, ManifestEntry]) -> None:
-        """Save the manifest after the outputs it describes."""
-        data = {
-            "fingerprint": self.fingerprint(),
-            "sessions": {
-                s: {**e.checkpoint.to_json(), "output": e.output, "log": e.log, "digest": e.digest}
-                for s, e in entries.items()
-            },
-        }
-        atomic_write(self.manifest_path, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
-
-
-class FilePerSessionProjector(Projector[S]):
-    """A projector whose state for a session is one file, ``{out_dir}/{session}{suffix}``,
-    holding output and checkpoint together (written atomically by ``save``)."""
-
-    suffix: ClassVar[str]
-
-    def __init__(self, out_dir: Path) -> None:
-        super().__init__(out_dir)
-        self._out = str(out_dir)
-
-    def path(self, session: str) -> Path:
-        """The session's output file."""
-        return self.out_dir / f"{validate_session_id(session)}{self.suffix}"
-
-    def drop(self, session: str) -> None:
-        self.path(session).unlink(missing_ok=True)
-
-    def has_output(self, session: str) -> bool:
-        return self.path(session).exists()
-
-    def output_files(self, session: str) -> list[str]:
-        # ``session`` comes from the log's listing (already validated): skip Path overhead,
-        # this runs for every session on every catch-up.
-        return [os.path.join(self._out, session + self.suffix)]
-
-    def sessions(self) -> list[str]:
-        if not self.out_dir.is_dir():
-            return []
-        return sorted(
-            p.name[: -len(self.suffix)]
-            for p in self.out_dir.glob(f"*{self.suffix}")
-            if not p.name.startswith(".")
-        )
 
 
 @dataclass
@@ -342,59 +105,7 @@ class RunReport:
                 raise outcome.error
 
 
-def with_line(exc: CorruptLogError) -> CorruptLogError:
-    """``exc`` naming the line of the log file its byte offset is on, counted from the file
-    (the offset alone does not tell a person where to look)."""
-    lines = 1
-    try:
-        with reader_nofollow(exc.path) as handle:
-            left = exc.offset
-            while left > 0 and (block := handle.read(min(left, 1 << 20))):
-                lines += block.count(b"\n")
-                left -= len(block)
-    except OSError:
-        return exc
-    return CorruptLogError(
-        exc.path, seq=exc.seq, offset=exc.offset, reason=f"line {lines}: {exc.reason}"
-    )
-
-
 Progress = Callable[[str, int, int], None]  # (projector, sessions done, sessions total)
-
-
-def log_tail(log: EventLog, session: str) -> TailState:
-    """The log's current end (without taking the append lock; complete records only)."""
-    path = session_path(log.log_dir, session)
-    fd = open_nofollow(path, os.O_RDONLY)
-    try:
-        return inspect_tail(fd, path, os.fstat(fd).st_size)[1]
-    finally:
-        os.close(fd)
-
-
-def record_at(log: EventLog, session: str, checkpoint: Checkpoint) -> str | None:
-    """Why ``checkpoint`` does not match the log (None when it does)."""
-    path = session_path(log.log_dir, session)
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return "the session's log is gone"
-    if checkpoint.end > size:
-        return f"checkpoint at byte {checkpoint.end} is past the end of the log ({size} bytes)"
-    fd = open_nofollow(path, os.O_RDONLY)
-    try:
-        found = record_ending_at(fd, path, checkpoint.end)
-    except CorruptLogError:
-        found = (None, None)
-    finally:
-        os.close(fd)
-    if found != (checkpoint.seq, checkpoint.hash):
-        return (
-            f"checkpoint (seq {checkpoint.seq}, hash {str(checkpoint.hash)[:12]}) does not "
-            f"match the log at byte {checkpoint.end} (seq {found[0]}, hash "
-            f"{str(found[1])[:12]}): the log was replaced"
-        )
-    return None
 
 
 # Set in the parent just before worker processes fork, read by ``_fold_in_worker``: forked
@@ -458,7 +169,7 @@ class Runner:
         only = set(sessions) if sessions is not None else None
         reports = []
         for projector in self.projectors:
-            with projector.exclusive():
+            with projector.state_store.exclusive():
                 reports.append(self._run(projector, stop_at, only))
         return reports
 
@@ -470,8 +181,8 @@ class Runner:
     def rebuild(self, stop_at: StopAt | None = None) -> list[RunReport]:
         """Reset every projector and fold the log from zero (up to ``stop_at``)."""
         for projector in self.projectors:
-            with projector.exclusive():
-                projector.reset()
+            with projector.state_store.exclusive():
+                projector.state_store.reset()
         return self.catch_up(stop_at)
 
     def _run(
@@ -480,8 +191,9 @@ class Runner:
         """One tier's catch-up; a tier whose shared files are damaged (found by a deep check,
         or met while folding) is rebuilt from the log instead, with a warning naming the
         damage. A second failure in the rebuild is raised."""
-        problems = projector.damage() if self.deep else []
-        if problems and projector.repair(problems):
+        store = projector.state_store
+        problems = store.damage() if self.deep else []
+        if problems and store.repair(problems):
             problems = []
         if not problems:
             try:
@@ -494,7 +206,7 @@ class Runner:
             projector.name,
             why,
         )
-        projector.reset()
+        store.reset()
         report = self._run_tier(projector, stop_at, None)
         for outcome in report.outcomes:
             outcome.rebuilt_because = (
@@ -505,11 +217,12 @@ class Runner:
     def _run_tier(
         self, projector: Projector[Any], stop_at: StopAt | None, only: set[str] | None
     ) -> RunReport:
+        store = projector.state_store
         sessions = self.log.sessions()
-        manifest = projector.read_manifest()
+        manifest = store.read_manifest()
         if set(manifest) != set(sessions):
-            for gone in set(projector.sessions()) - set(sessions):
-                projector.drop(gone)
+            for gone in set(store.sessions()) - set(sessions):
+                store.drop(gone)
                 manifest.pop(gone, None)
         entries: dict[str, ManifestEntry] = {}
         outcomes: dict[str, SessionOutcome] = {}
@@ -523,7 +236,7 @@ class Runner:
                     entries[session] = cached
                 continue
             log_id = file_identity(os.path.join(log_dir, session + LOG_SUFFIX))
-            changed = projector.output_changed(session, cached, deep=self.deep)
+            changed = store.output_changed(session, cached, deep=self.deep)
             if (
                 stop_at is None
                 and cached is not None
@@ -539,10 +252,10 @@ class Runner:
             if changed:
                 # A derived file was deleted or edited after it was written: folding on from
                 # the checkpoint would keep the damage, so the session is projected again.
-                projector.drop(session)
+                store.drop(session)
                 damaged[session] = OUTPUT_CHANGED
         if todo:
-            remove_stale_temporaries(projector.out_dir)
+            remove_stale_temporaries(store.out_dir)
         for session, outcome, checkpoint in self._fold(
             projector, list(todo), stop_at, len(outcomes), len(outcomes) + len(todo)
         ):
@@ -552,12 +265,12 @@ class Runner:
                 # A fold stopped part way is not at the head: no log identity, so the next
                 # catch-up does not take the session for idle.
                 log_id = None if outcome.cancelled else todo[session]
-                identity, digest = projector.output_state(session, digest=True)
+                identity, digest = store.output_state(session, digest=True)
                 entries[session] = ManifestEntry(checkpoint, identity, log_id, digest)
         if not self.cancelled:
-            projector.finish()
+            store.finish()
         if entries != manifest:
-            projector.write_manifest(entries)
+            store.write_manifest(entries)
         return RunReport(projector.name, [outcomes[s] for s in sessions if s in outcomes])
 
     def _fold(
@@ -568,7 +281,11 @@ class Runner:
         done: int,
         total: int,
     ) -> Iterator[tuple[str, SessionOutcome, Checkpoint | None]]:
-        forkable = projector.parallel and not FORK_UNSAFE_MODULES & sys.modules.keys()
+        forkable = (
+            projector.parallel
+            and projector.state_store.forkable
+            and not FORK_UNSAFE_MODULES & sys.modules.keys()
+        )
         if self.jobs == 1 or len(sessions) < 2 or not forkable:
             for session in sessions:
                 if self.cancelled:
@@ -616,10 +333,11 @@ class Runner:
         self, projector: Projector[Any], session: str, stop_at: StopAt | None
     ) -> tuple[SessionOutcome, Checkpoint | None]:
         outcome = SessionOutcome(session)
-        loaded = projector.load(session)
+        store = projector.state_store
+        loaded = store.load(session)
         if loaded is None:
             state, checkpoint = projector.empty(session), START
-            if projector.has_output(session):
+            if store.has_output(session):
                 outcome.rebuilt_because = "saved state unreadable or made under other settings"
         else:
             state, checkpoint = loaded
@@ -650,16 +368,16 @@ class Runner:
             # ``stop_at``, a batch is applied whole, so this point is always at its end.
             if projector.save_every is not None and unsaved >= projector.save_every:
                 checkpoint = Checkpoint(last.record.seq, last.record.hash, last.end)
-                projector.save(session, state, checkpoint)
+                store.save(session, state, checkpoint)
                 saved, unsaved = last, 0
             if self.cancelled:
                 outcome.cancelled = True
                 break
         if last is not None and last is not saved:
             checkpoint = Checkpoint(last.record.seq, last.record.hash, last.end)
-            projector.save(session, state, checkpoint)
+            store.save(session, state, checkpoint)
         elif checkpoint is START and loaded is None:
-            projector.save(session, state, checkpoint)  # an empty projection is still an output
+            store.save(session, state, checkpoint)  # an empty projection is still an output
         return outcome, checkpoint
 
 

@@ -26,13 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from typing_extensions import override
 
 from eventlog.layout import read_nofollow, validate_session_id
 from eventlog.render import record_text
 from eventlog.schema import CompactionRecord, Record
-from projections.engine import Checkpoint, FilePerSessionProjector
-from projections.files import atomic_write
+from projections.checkpoints import Checkpoint
 from projections.fitting import elide, fit_summary, pack, parse_sections, render_sections
+from projections.fold import Projector
+from projections.state_store import JsonStore, StateStore
 from projections.tokens import TokenCounter, token_counter
 from projections.warm import library_file_name
 
@@ -88,11 +90,10 @@ def _seq(item: Record | dict[str, Any]) -> int:
     return item["seq"] if isinstance(item, dict) else item.seq
 
 
-class HotProjector(FilePerSessionProjector[HotState]):
+class HotProjector(Projector[HotState]):
     """Folds a session into its hot window (see the module)."""
 
     name = "hot"
-    suffix = ".json"
 
     def __init__(
         self,
@@ -103,7 +104,8 @@ class HotProjector(FilePerSessionProjector[HotState]):
         encoding: str,
         message_cap_tokens: int = 1000,
     ) -> None:
-        super().__init__(out_dir)
+        self.out_dir = out_dir
+        self.state_store: StateStore[HotState] = JsonStore(out_dir, self)
         self.window_size = window_size
         self.message_cap_tokens = message_cap_tokens
         self.message_types = frozenset(message_types)
@@ -117,9 +119,11 @@ class HotProjector(FilePerSessionProjector[HotState]):
             self._counter = token_counter(self.encoding)
         return self._counter
 
+    @override
     def warm_up(self) -> None:
         _ = self.counter
 
+    @override
     def fingerprint(self) -> dict[str, Any]:
         return {
             "version": STATE_VERSION,
@@ -129,9 +133,11 @@ class HotProjector(FilePerSessionProjector[HotState]):
             "message_cap_tokens": self.message_cap_tokens,
         }
 
+    @override
     def empty(self, session: str) -> HotState:
         return HotState(session, [])
 
+    @override
     def apply(self, state: HotState, record: Record) -> HotState:
         if isinstance(record, CompactionRecord):
             # The summary now covers everything up to to_seq: those messages leave the window,
@@ -185,14 +191,14 @@ class HotProjector(FilePerSessionProjector[HotState]):
 
     # --------------------------------------------------------------- persistence
 
-    def _serialise(self, state: HotState, checkpoint: Checkpoint) -> bytes:
+    def dump(self, state: HotState) -> dict[str, Any]:
+        """The state as stored (``JsonStore``): each message rendered and counted once, here,
+        and kept so (a later save does not count it again)."""
         entries = [self._entry(item) for item in state.uncovered]
         state.uncovered = list(entries)
         cut = max(0, len(entries) - self.window_size)
-        data = {
+        return {
             "session": state.session,
-            "checkpoint": checkpoint.to_json(),
-            "fingerprint": self.fingerprint(),
             "entries": entries[cut:],
             "overflow": entries[:cut],
             "tokens": sum(e["tokens"] for e in entries),
@@ -200,29 +206,21 @@ class HotProjector(FilePerSessionProjector[HotState]):
             "summary": state.summary,
             "covered_until": state.covered_until,
         }
-        return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
 
-    def save(self, session: str, state: HotState, checkpoint: Checkpoint) -> None:
-        atomic_write(self.path(session), self._serialise(state, checkpoint))
+    def restore(self, session: str, data: dict[str, Any]) -> HotState:
+        """The state from what ``dump`` stored."""
+        return HotState(
+            session,
+            data["overflow"] + data["entries"],
+            data["messages_seen"],
+            data["summary"],
+            data["covered_until"],
+        )
 
-    def load(self, session: str) -> tuple[HotState, Checkpoint] | None:
-        try:
-            data = orjson.loads(read_nofollow(self.path(session)))
-            if data["fingerprint"] != self.fingerprint():
-                return None
-            state = HotState(
-                session,
-                data["overflow"] + data["entries"],
-                data["messages_seen"],
-                data["summary"],
-                data["covered_until"],
-            )
-            return state, Checkpoint.from_json(data["checkpoint"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
+    @override
     def item_count(self) -> int:
-        return sum(len(w.uncovered) for s in self.sessions() if (w := load_hot(self.out_dir, s)))
+        sessions = self.state_store.sessions()
+        return sum(len(w.uncovered) for s in sessions if (w := load_hot(self.out_dir, s)))
 
 
 # ------------------------------------------------------------------- reading the tier

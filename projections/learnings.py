@@ -22,10 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
+from typing_extensions import override
 
 from eventlog.crypto import is_forgotten
-from eventlog.layout import read_nofollow
 from eventlog.schema import (
     CONVERSATION_TYPES,
     ActionRecord,
@@ -40,9 +39,9 @@ from eventlog.schema import (
     SessionEndedRecord,
     SessionStartedRecord,
 )
-from projections.engine import Checkpoint, FilePerSessionProjector
-from projections.files import atomic_write
+from projections.fold import Projector
 from projections.scopes import Scope
+from projections.state_store import JsonStore, StateStore
 
 STATE_VERSION = 2  # 2: the session's owner scope (``info["owner"]``) and each learning's
 # Tools whose parameters name a file they change (Claude Code's, OpenHands', and plain names).
@@ -150,52 +149,44 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
     return state
 
 
-class LearningsProjector(FilePerSessionProjector[LearningsState]):
+class LearningsProjector(Projector[LearningsState]):
     """Folds each session into its facts (see the module)."""
 
     name = "learnings"
-    suffix = ".json"
 
+    def __init__(self, out_dir: Path) -> None:
+        self.state_store: StateStore[LearningsState] = JsonStore(out_dir, self)
+
+    @override
     def fingerprint(self) -> dict[str, Any]:
         return {"version": STATE_VERSION}
 
+    @override
     def empty(self, session: str) -> LearningsState:
         return LearningsState(session)
 
+    @override
     def apply(self, state: LearningsState, record: Record) -> LearningsState:
         return fold(state, record)
 
-    def save(self, session: str, state: LearningsState, checkpoint: Checkpoint) -> None:
-        data = {
-            "fingerprint": self.fingerprint(),
-            "checkpoint": checkpoint.to_json(),
-            "state": asdict(state),
-        }
-        atomic_write(self.path(session), orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+    def dump(self, state: LearningsState) -> dict[str, Any]:
+        """The state as stored (``JsonStore``)."""
+        return {"state": asdict(state)}
 
-    def load(self, session: str) -> tuple[LearningsState, Checkpoint] | None:
-        try:
-            data = orjson.loads(read_nofollow(self.path(session)))
-            if data["fingerprint"] != self.fingerprint():
-                return None
-            return LearningsState(**data["state"]), Checkpoint.from_json(data["checkpoint"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+    def restore(self, session: str, data: dict[str, Any]) -> LearningsState:
+        """The state from what ``dump`` stored."""
+        return LearningsState(**data["state"])
 
     def states(self) -> list[LearningsState]:
         """Every session's saved facts (a damaged file is skipped: the next catch-up rebuilds
         it)."""
         found = []
-        for session in self.sessions():
-            loaded = self.load(session)
+        for session in self.state_store.sessions():
+            loaded = self.state_store.load(session)
             if loaded is not None:
                 found.append(loaded[0])
         return found
 
+    @override
     def item_count(self) -> int:
         return sum(len(s.learnings) for s in self.states())
-
-
-def learnings_dir(root: Path) -> Path:
-    """Where the learnings tier of a workspace (or of an ``--as-of`` folder) is written."""
-    return root / "state" / "learnings"

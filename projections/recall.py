@@ -3,13 +3,17 @@
 Candidates come from two searches of the cold table under the same filters: nearest neighbours
 of the query's embedding, and full-text (BM25) matches. Each candidate is scored
 
-    score = weight_semantic * cosine + weight_lexical * bm25 / best_bm25
+    score = weight_semantic * cosine + weight_focus * focus_cosine
+          + weight_lexical * bm25 / best_bm25
           + weight_recency * 0.5 ** (age / half_life) + weight_anchor * anchors_matched
 
 where age is measured from the newest candidate (so a query's answer depends on the memory, not
 on the wall clock) and anchors are the query's exact tokens (names, numbers, identifiers, paths,
-quoted text). Weights live in ``airsspec.toml`` ``[cold]``; the defaults were chosen by measuring
-recall on LoCoMo leave-one-conversation-out (bench/cold.py).
+quoted text). The query is read as two sub-queries: the exact one (its anchors, matched as
+text) and its focus, the query without its anchors (``query_focus``), whose embedding meets
+what is asked about without the names: "What does Melanie do to destress?" otherwise lands
+nearest to every turn that greets Melanie. Weights live in ``airsspec.toml`` ``[cold]``; the
+defaults were chosen by measuring recall on LoCoMo leave-one-conversation-out (bench/cold.py).
 
 Invariants: every hit carries its provenance (session, seq range, event ids, record hashes,
 ``meta``; a summary hit also lists the records it covers; a source hit names its file and lines).
@@ -104,6 +108,19 @@ def query_anchors(query: str) -> list[str]:
     return list(dict.fromkeys(t.lower() for t in found))
 
 
+def query_focus(query: str) -> str:
+    """``query`` without its anchors (``query_anchors``): what it asks about, not whom or what
+    it names. The query itself when it has no anchors or nothing else."""
+    anchors = set(query_anchors(query))
+    kept = [
+        word
+        for word in query.split()
+        if (token := word.strip("\"'`()[]{},;:!?.").lower()) not in anchors
+        and token.removesuffix("'s") not in anchors
+    ]
+    return " ".join(kept) if kept else query
+
+
 def _age_days(newest: str, ts: str | None) -> float:
     if ts is None:
         return 0.0
@@ -166,7 +183,7 @@ class Recall:
         n = max(self.weights.candidates, k)
         # Full-text search needs no embedding: it runs while the query is embedded.
         text_search = _pool().submit(_text_rows, table, result.query, where, n)
-        query_vector = self._embed_query(result)
+        query_vector, focus_vector = self._embed_query(result)
         begun = time.perf_counter()
         vector_rows: pa.Table | None = None
         if query_vector is not None:
@@ -189,7 +206,7 @@ class Recall:
         result.mode = (
             "full-text" if query_vector is None else "semantic" if text_rows is None else "hybrid"
         )
-        candidates = _candidates(vector_rows, text_rows, query_vector)
+        candidates = _candidates(vector_rows, text_rows, query_vector, focus_vector)
         ranked = _one_per_message(self._rank(result.query, candidates), candidates)
         ranked = [r for r in ranked if r[1] > 0 and r[1] >= self.weights.min_score]
         # a repeated text may be a restatement (see _distinct): read a row more for each
@@ -210,16 +227,23 @@ class Recall:
             result.mode = "log-scan"
             result.hits = self._scan_log(result.query, k, *filters)
 
-    def _embed_query(self, result: QueryResult) -> np.ndarray | None:
+    def _embed_query(self, result: QueryResult) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The embeddings of the query and of its focus (the same vector when the focus is the
+        query). One text a call: a single text is embedded on one core, leaving the other to
+        the full-text search running meanwhile (a batch would take every core)."""
         if self.embedder is None:
             result.warnings.append("no embedder is available; full-text results only")
-            return None
+            return None, None
         begun = time.perf_counter()
+        focus = query_focus(result.query)
         try:
-            return self.embedder.embed([result.query])[0]
+            vector = self.embedder.embed([result.query])[0]
+            if focus == result.query:
+                return vector, vector
+            return vector, self.embedder.embed([focus])[0]
         except Exception as exc:  # any embedder failure degrades; never raises
             result.warnings.append(f"the embedder failed ({exc}); full-text results only")
-            return None
+            return None, None
         finally:
             result.timings_ms["embed"] = round((time.perf_counter() - begun) * 1000, 3)
 
@@ -236,6 +260,7 @@ class Recall:
             text = candidate.text.lower()
             parts = {
                 "semantic": max(candidate.semantic, 0.0),
+                "focus": max(candidate.focus, 0.0),
                 "lexical": candidate.lexical / best_lexical,
                 "recency": 0.0
                 if newest is None
@@ -349,6 +374,7 @@ class _Candidate:
     text: str
     kind: str
     semantic: float = 0.0
+    focus: float = 0.0  # cosine with the query's focus (``query_focus``)
     lexical: float = 0.0
 
 
@@ -356,7 +382,7 @@ def _vector_rows(table: Any, vector: np.ndarray, where: str, n: int) -> pa.Table
     search = table.search(vector, vector_column_name="vector").distance_type("cosine")
     # with an ANN index, REFINE_FACTOR * n PQ candidates get exact distances; the best n return
     search = search.limit(n).nprobes(NPROBES).refine_factor(REFINE_FACTOR).with_row_id(True)
-    search = search.select([*_RANK_COLUMNS, "_distance"])
+    search = search.select([*_RANK_COLUMNS, "vector", "_distance"])
     return (search.where(where, prefilter=True) if where else search).to_arrow()
 
 
@@ -367,29 +393,48 @@ def _text_rows(table: Any, query: str, where: str, n: int) -> pa.Table:
     return (search.where(where, prefilter=True) if where else search).to_arrow()
 
 
+def _similarities(rows: pa.Table, vector: np.ndarray) -> np.ndarray:
+    """The cosine of each row's vector with ``vector`` (0 for a row without one: full-text
+    only; vectors are unit length)."""
+    column = rows["vector"].combine_chunks()
+    if not len(column):
+        return np.zeros(0)
+    vectors = column.values.to_numpy(zero_copy_only=False).reshape(-1, len(vector))
+    return np.where(column.is_null().to_numpy(False), 0.0, vectors @ vector)
+
+
 def _candidates(
-    vector_rows: pa.Table | None, text_rows: pa.Table | None, query_vector: np.ndarray | None
+    vector_rows: pa.Table | None,
+    text_rows: pa.Table | None,
+    query_vector: np.ndarray | None,
+    focus_vector: np.ndarray | None = None,
 ) -> dict[str, _Candidate]:
-    """Each unit found, once, with its cosine similarity and BM25 score (0 where unknown)."""
+    """Each unit found, once, with its cosine similarities (query, focus) and BM25 score (0
+    where unknown)."""
     found: dict[str, _Candidate] = {}
-    if vector_rows is not None:
-        for row in vector_rows.select(["_rowid", *_RANK_COLUMNS, "_distance"]).to_pylist():
+    if focus_vector is None:
+        focus_vector = query_vector
+    if vector_rows is not None and vector_rows.num_rows:
+        focus = _similarities(vector_rows, focus_vector)
+        rows = vector_rows.select(["_rowid", *_RANK_COLUMNS, "_distance"]).to_pylist()
+        for index, row in enumerate(rows):
             candidate = _Candidate(row["_rowid"], row["ts"], row["text"], row["kind"])
             candidate.semantic = 1.0 - row["_distance"]
+            candidate.focus = float(focus[index])
             found[row["unit_id"]] = candidate
     if text_rows is not None and text_rows.num_rows:
-        similarities = None
-        if query_vector is not None:  # a full-text-only row (no vector) scores 0
-            column = text_rows["vector"].combine_chunks()
-            vectors = column.values.to_numpy().reshape(-1, len(query_vector))
-            similarities = np.where(column.is_null().to_numpy(False), 0.0, vectors @ query_vector)
+        similarities = focus = None
+        if query_vector is not None:
+            similarities = _similarities(text_rows, query_vector)
+            focus = _similarities(text_rows, focus_vector)
         rows = text_rows.select(["_rowid", *_RANK_COLUMNS, "_score"]).to_pylist()
         for index, row in enumerate(rows):
             candidate = found.get(row["unit_id"])
             if candidate is None:
                 candidate = _Candidate(row["_rowid"], row["ts"], row["text"], row["kind"])
-                if similarities is not None:
+                if similarities is not None and focus is not None:
                     candidate.semantic = float(similarities[index])
+                    candidate.focus = float(focus[index])
                 found[row["unit_id"]] = candidate
             candidate.lexical = float(row["_score"])
     return found

@@ -10,6 +10,10 @@ when it folds its event, and only while the file still holds that content, so:
   content is still on disk), never one registered later;
 - a rebuild equals the incremental tier, as for every other row.
 
+A document under ``sources/users/USER/`` is owned by USER: its events name the user
+(``user``), ``forget --user USER`` deletes the folder and every copy derived from its
+documents, and the next registration records their removal. Others are owned by no one.
+
 Symbolic links (to files or folders) are not followed: a link to a file outside the workspace
 is never registered (each is named in a warning).
 """
@@ -32,7 +36,7 @@ from eventlog.layout import read_nofollow
 from eventlog.log import EventLog
 from eventlog.recovery import TailState
 from eventlog.schema import MEMORY_SESSION, Record, SourceIndexedRecord
-from projections.engine import file_identity
+from projections.checkpoints import file_identity
 from projections.files import atomic_write
 from projections.units import SOURCE_SUFFIXES
 
@@ -53,6 +57,37 @@ def source_files(folder: Path | None) -> list[Path]:
             elif name in files and path.suffix.lower() in SOURCE_SUFFIXES:
                 found.append(path)
     return sorted(found)
+
+
+USERS_FOLDER = "users"
+"""Documents under ``sources/users/USER/`` are owned by USER (their events name it)."""
+
+
+def source_owner(path: str) -> str | None:
+    """The user owning the document at ``path`` (relative to ``sources/``), or None."""
+    parts = path.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == USERS_FOLDER and parts[1] else None
+
+
+def _owned(path: str) -> dict[str, str]:
+    user = source_owner(path)
+    return {} if user is None else {"user": user}
+
+
+def owned_sources(log: EventLog, user: str) -> dict[str, SourceIndexedRecord]:
+    """Every document ``user`` owns that the log registered: path -> its last registration
+    (one whose ``sha256`` is null: removed since)."""
+    found: dict[str, SourceIndexedRecord] = {}
+    if MEMORY_SESSION not in log.sessions():
+        return found
+    for located in log.read(MEMORY_SESSION):
+        record = located.record
+        if isinstance(record, SourceIndexedRecord) and user in (
+            record.user,
+            source_owner(record.path),
+        ):
+            found[record.path] = record
+    return found
 
 
 def read_source(sources_dir: Path, path: str, sha256: str) -> str | None:
@@ -99,13 +134,17 @@ def register_sources(log: EventLog, sources_dir: Path, state: Path) -> list[Sour
             if entry is None or entry["sha256"] != sha:
                 events.append(
                     {"type": "source_indexed", "path": path, "size": len(data), "sha256": sha}
+                    | _owned(path)
                 )
             # a file changed within the clock's granularity of its listing may change again
             # with the same size and mtime: its identity is not kept, so it is read next time
             racy = identity is None or time.time_ns() - identity[1] < RACY_NS
             known["files"][path] = {"sha256": sha, "identity": None if racy else identity}
         for path in sorted(set(known["files"]) - seen):
-            events.append({"type": "source_indexed", "path": path, "size": None, "sha256": None})
+            events.append(
+                {"type": "source_indexed", "path": path, "size": None, "sha256": None}
+                | _owned(path)
+            )
             del known["files"][path]
         records = list(log.append_many(MEMORY_SESSION, events, system=True)) if events else []
         if records:

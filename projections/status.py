@@ -13,7 +13,9 @@ from typing import Any
 
 from eventlog.errors import CorruptLogError, UnsafePathError
 from eventlog.log import EventLog
-from projections.engine import OUTPUT_CHANGED, Projector, log_tail, record_at
+from projections.checkpoints import log_tail, record_at
+from projections.engine import OUTPUT_CHANGED
+from projections.fold import Projector
 
 
 @dataclass
@@ -31,15 +33,16 @@ class TierStatus:
 
 def tier_status(log: EventLog, projector: Projector[Any]) -> TierStatus:
     """The status of ``projector``'s tier against the log."""
-    manifest = projector.read_manifest()
+    store = projector.state_store
+    manifest = store.read_manifest()
     status = TierStatus(
         projector.name,
-        projector.disk_bytes(),
+        store.disk_bytes(),
         projector.item_count(),
-        len(projector.sessions()),
+        len(store.sessions()),
         0,
     )
-    status.degraded += [f"{problem} (project repairs it)" for problem in projector.damage()]
+    status.degraded += [f"{problem} (project repairs it)" for problem in store.damage()]
     for session in log.sessions():
         try:
             head = log_tail(log, session)
@@ -48,10 +51,10 @@ def tier_status(log: EventLog, projector: Projector[Any]) -> TierStatus:
             continue
         cached = manifest.get(session)
         checkpoint = cached.checkpoint if cached else None
-        if projector.output_changed(session, cached, deep=True):
+        if store.output_changed(session, cached, deep=True):
             status.degraded.append(f"{session}: {OUTPUT_CHANGED} (project repairs it)")
         if checkpoint is None:
-            loaded = projector.load(session)
+            loaded = store.load(session)
             checkpoint = loaded[1] if loaded else None
         if checkpoint is None:
             lag = head.seq

@@ -16,11 +16,13 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
+from typing_extensions import override
 
 from eventlog.render import record_text
 from eventlog.schema import Record
-from projections.engine import Checkpoint, FilePerSessionProjector
-from projections.files import atomic_write
+from projections.checkpoints import Checkpoint
+from projections.fold import Projector
+from projections.state_store import FolderStore, StateStore
 from projections.tokens import TokenCounter, token_counter
 
 SCHEMA = pa.schema(
@@ -44,32 +46,36 @@ class TokenState:
     pending: list[Record] = field(default_factory=list)
 
 
-class TokenCountProjector(FilePerSessionProjector[TokenState]):
+class TokenCountProjector(Projector[TokenState]):
     """Counts every record's tokens once, for analytics."""
 
     name = "tokens"
-    suffix = ".parquet"
 
     def __init__(self, out_dir: Path, encoding: str) -> None:
-        super().__init__(out_dir)
         self.encoding = encoding
         self._counter: TokenCounter | None = None
+        self.state_store: StateStore[TokenState] = ParquetStore(out_dir, self)
 
+    @override
     def warm_up(self) -> None:
         if self._counter is None:
             self._counter = token_counter(self.encoding)
 
+    @override
     def fingerprint(self) -> dict[str, Any]:
         return {"version": 1, "encoding": self.encoding}
 
+    @override
     def empty(self, session: str) -> TokenState:
         return TokenState(session)
 
+    @override
     def apply(self, state: TokenState, record: Record) -> TokenState:
         state.pending.append(record)
         return state
 
-    def save(self, session: str, state: TokenState, checkpoint: Checkpoint) -> None:
+    def count(self, state: TokenState) -> None:
+        """Count the tokens of the records folded since the last save (once each)."""
         self.warm_up()
         assert self._counter is not None
         for record in state.pending:
@@ -77,10 +83,25 @@ class TokenCountProjector(FilePerSessionProjector[TokenState]):
                 (record.seq, record.hash, record.type, self._counter.count(record_text(record)))
             )
         state.pending.clear()
+
+
+class ParquetStore(FolderStore[TokenState]):
+    """``{session}.parquet`` per session, the checkpoint in the file's own metadata."""
+
+    suffix = ".parquet"
+    unreadable = (*FolderStore.unreadable, pa.ArrowException)
+
+    def __init__(self, out_dir: Path, fold: TokenCountProjector) -> None:
+        super().__init__(out_dir, fold)
+        self.counts = fold
+
+    @override
+    def encode(self, state: TokenState, checkpoint: Checkpoint) -> bytes:
+        self.counts.count(state)
         seqs, hashes, types, tokens = zip(*state.rows, strict=True) if state.rows else ([],) * 4
         table = pa.table(
             {
-                "session": [session] * len(seqs),
+                "session": [state.session] * len(seqs),
                 "seq": list(seqs),
                 "hash": list(hashes),
                 "type": list(types),
@@ -88,27 +109,25 @@ class TokenCountProjector(FilePerSessionProjector[TokenState]):
             },
             schema=SCHEMA,
         )
-        meta = {"checkpoint": checkpoint.to_json(), "fingerprint": self.fingerprint()}
+        meta = {"checkpoint": checkpoint.to_json(), "fingerprint": self.fold.fingerprint()}
         table = table.replace_schema_metadata({_META_KEY: orjson.dumps(meta)})
         buffer = io.BytesIO()
         pq.write_table(table, buffer, compression="zstd")
-        atomic_write(self.path(session), buffer.getvalue())
+        return buffer.getvalue()
 
-    def load(self, session: str) -> tuple[TokenState, Checkpoint] | None:
-        try:
-            table = pq.read_table(self.path(session))
-            meta = orjson.loads(table.schema.metadata[_META_KEY])
-            if meta["fingerprint"] != self.fingerprint():
-                return None
-            rows = list(
-                zip(
-                    table["seq"].to_pylist(),
-                    table["hash"].to_pylist(),
-                    table["type"].to_pylist(),
-                    table["tokens"].to_pylist(),
-                    strict=True,
-                )
-            )
-            return TokenState(session, rows), Checkpoint.from_json(meta["checkpoint"])
-        except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
+    @override
+    def decode(self, session: str, data: bytes) -> tuple[TokenState, Checkpoint] | None:
+        table = pq.read_table(pa.BufferReader(data))
+        meta = orjson.loads(table.schema.metadata[_META_KEY])
+        if meta["fingerprint"] != self.fold.fingerprint():
             return None
+        rows = list(
+            zip(
+                table["seq"].to_pylist(),
+                table["hash"].to_pylist(),
+                table["type"].to_pylist(),
+                table["tokens"].to_pylist(),
+                strict=True,
+            )
+        )
+        return TokenState(session, rows), Checkpoint.from_json(meta["checkpoint"])

@@ -98,7 +98,8 @@ class RecallWeights(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     candidates: int = Field(50, ge=1, le=10_000)
-    weight_semantic: float = Field(0.5, ge=0)
+    weight_semantic: float = Field(0.25, ge=0)
+    weight_focus: float = Field(0.5, ge=0)
     weight_lexical: float = Field(0.25, ge=0)
     weight_recency: float = Field(0.0, ge=0)
     weight_anchor: float = Field(0.1, ge=0)
@@ -108,10 +109,11 @@ class RecallWeights(BaseModel):
     min_score: float = Field(0.15, ge=0)
 
     def score(self, parts: dict[str, float]) -> float:
-        """A candidate's score from its parts (``semantic``, ``lexical``, ``recency``,
-        ``anchor``)."""
+        """A candidate's score from its parts (``semantic``, ``focus``, ``lexical``,
+        ``recency``, ``anchor``)."""
         return (
             self.weight_semantic * parts["semantic"]
+            + self.weight_focus * parts["focus"]
             + self.weight_lexical * parts["lexical"]
             + self.weight_recency * parts["recency"]
             + self.weight_anchor * parts["anchor"]

@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from typing_extensions import override
 
-from eventlog.layout import read_nofollow
 from eventlog.schema import CompactionRecord, Record
-from projections.engine import Checkpoint, FilePerSessionProjector
+from projections.checkpoints import Checkpoint
 from projections.files import atomic_write, folder_size
+from projections.fold import Projector
+from projections.state_store import JsonStore
 
 STATE_VERSION = 1
 
@@ -93,25 +95,64 @@ class WarmState:
     pending: dict[str, str] = field(default_factory=dict)  # file name -> markdown to write
 
 
-class WarmProjector(FilePerSessionProjector[WarmState]):
-    """Writes one ``history-NNN.md`` per compaction event (see the module)."""
+class LibraryStore(JsonStore[WarmState]):
+    """The warm tier's store: a state file per session, and the library files its
+    compactions render (written before the state file that names them)."""
 
-    name = "warm"
-    suffix = ".json"
-
-    def __init__(self, out_dir: Path, library_dir: Path) -> None:
-        super().__init__(out_dir)
+    def __init__(self, out_dir: Path, library_dir: Path, fold: WarmProjector) -> None:
+        super().__init__(out_dir, fold)
         self.library_dir = library_dir
 
-    def fingerprint(self) -> dict[str, Any]:
-        return {"version": STATE_VERSION}
+    @override
+    def save(self, session: str, state: WarmState, checkpoint: Checkpoint) -> None:
+        for name, text in sorted(state.pending.items()):
+            atomic_write(self.library_dir / name, text.encode("utf-8"))
+        state.pending.clear()
+        super().save(session, state, checkpoint)
 
+    @override
+    def drop(self, session: str) -> None:
+        loaded = self.load(session)
+        for entry in loaded[0].files if loaded else []:
+            (self.library_dir / entry["file"]).unlink(missing_ok=True)
+        super().drop(session)
+
+    @override
+    def reset(self) -> None:
+        super().reset()
+        if self.library_dir.is_dir():
+            for stray in self.library_dir.glob("history-*.md"):
+                stray.unlink()
+
+    @override
+    def output_files(self, session: str) -> list[str]:
+        loaded = self.load(session)
+        owned = [str(self.library_dir / e["file"]) for e in loaded[0].files] if loaded else []
+        return super().output_files(session) + owned
+
+    @override
     def disk_bytes(self) -> int:
         return super().disk_bytes() + folder_size(self.library_dir)
 
+
+class WarmProjector(Projector[WarmState]):
+    """Writes one ``history-NNN.md`` per compaction event (see the module)."""
+
+    name = "warm"
+
+    def __init__(self, out_dir: Path, library_dir: Path) -> None:
+        self.library_dir = library_dir
+        self.state_store: LibraryStore = LibraryStore(out_dir, library_dir, self)
+
+    @override
+    def fingerprint(self) -> dict[str, Any]:
+        return {"version": STATE_VERSION}
+
+    @override
     def empty(self, session: str) -> WarmState:
         return WarmState(session)
 
+    @override
     def apply(self, state: WarmState, record: Record) -> WarmState:
         if isinstance(record, CompactionRecord):
             name = library_file_name(record.library_no)
@@ -130,52 +171,23 @@ class WarmProjector(FilePerSessionProjector[WarmState]):
             )
         return state
 
-    def save(self, session: str, state: WarmState, checkpoint: Checkpoint) -> None:
-        for name, text in sorted(state.pending.items()):
-            atomic_write(self.library_dir / name, text.encode("utf-8"))
-        state.pending.clear()
-        data = {
-            "session": session,
-            "checkpoint": checkpoint.to_json(),
-            "fingerprint": self.fingerprint(),
-            "files": state.files,
-        }
-        atomic_write(self.path(session), orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+    def dump(self, state: WarmState) -> dict[str, Any]:
+        """The state as stored (``JsonStore``); its library files are written beside it."""
+        return {"session": state.session, "files": state.files}
 
-    def load(self, session: str) -> tuple[WarmState, Checkpoint] | None:
-        try:
-            data = orjson.loads(read_nofollow(self.path(session)))
-            if data["fingerprint"] != self.fingerprint():
-                return None
-            return WarmState(session, data["files"]), Checkpoint.from_json(data["checkpoint"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+    def restore(self, session: str, data: dict[str, Any]) -> WarmState:
+        """The state from what ``dump`` stored."""
+        return WarmState(session, data["files"])
 
-    def drop(self, session: str) -> None:
-        loaded = self.load(session)
-        for entry in loaded[0].files if loaded else []:
-            (self.library_dir / entry["file"]).unlink(missing_ok=True)
-        super().drop(session)
-
-    def reset(self) -> None:
-        super().reset()
-        if self.library_dir.is_dir():
-            for stray in self.library_dir.glob("history-*.md"):
-                stray.unlink()
-
-    def output_files(self, session: str) -> list[str]:
-        loaded = self.load(session)
-        owned = [str(self.library_dir / e["file"]) for e in loaded[0].files] if loaded else []
-        return super().output_files(session) + owned
-
+    @override
     def item_count(self) -> int:
         return len(list(self.library_dir.glob("history-*.md"))) if self.library_dir.is_dir() else 0
 
     def entries(self) -> list[dict[str, Any]]:
         """Every library file with its session and range, ordered by library number."""
         found = []
-        for session in self.sessions():
-            loaded = self.load(session)
+        for session in self.state_store.sessions():
+            loaded = self.state_store.load(session)
             found += [{**e, "session": session} for e in (loaded[0].files if loaded else [])]
         return sorted(found, key=lambda e: e["library_no"])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -124,6 +125,19 @@ def wait_for(condition, seconds: float) -> bool:
     return bool(condition())
 
 
+def claude_transcript(path: Path, text: str) -> Path:
+    """A one-message Claude Code transcript at ``path`` (its session is the file's name)."""
+    record = {
+        "type": "user",
+        "uuid": "u1",
+        "sessionId": path.stem,
+        "timestamp": "2026-11-01T10:00:01.000Z",
+        "message": {"role": "user", "content": text},
+    }
+    path.write_text(json.dumps(record) + "\n")
+    return path
+
+
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file's bytes under ``folder``, to prove a failed command changed nothing. An
     empty ``*.lock`` file is left out: taking a lock (an import's turn) holds no content."""
@@ -146,6 +160,22 @@ def moto_endpoint():
         started = [pid, *children(pid)]
         yield endpoint
     assert wait_for(lambda: not any(Path(f"/proc/{p}").exists() for p in started), 10)
+
+
+def bucket_config(root: Path, url: str | None, endpoint: str, text: str = "") -> Path:
+    """``root/airsspec.toml`` holding ``text`` and, with ``url``, a ``[storage]`` section naming
+    the moto bucket ``url`` at ``endpoint`` (without: the workspace's own folder)."""
+    from bench.storage import KEYS
+
+    if url is not None:
+        text += (
+            f'[storage]\nurl = "{url}"\nendpoint = "{endpoint}"\nregion = "{KEYS["region"]}"\n'
+            f'access_key_id = "{KEYS["access_key_id"]}"\n'
+            f'secret_access_key = "{KEYS["secret_access_key"]}"\n'
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "airsspec.toml").write_text(text)
+    return root / "airsspec.toml"
 
 
 @pytest.fixture

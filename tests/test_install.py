@@ -19,7 +19,8 @@ def _run(*cmd: str | Path, cwd: Path, env: dict[str, str] | None = None, stdin: 
     done = subprocess.run(
         [str(c) for c in cmd],
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        # Without PYTHONPATH: a checkout on it (its egg-info) reads to pip as installed already.
+        env={**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **(env or {})},
         input=stdin,
         capture_output=True,
         text=True,

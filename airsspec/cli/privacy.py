@@ -28,7 +28,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
     print(
         f"forgot {done.subject} {done.name}: {len(done.sessions)} session(s), "
         f"{done.records_forgotten} record(s) unreadable, {done.keys_destroyed} key(s) destroyed, "
-        f"{done.cache_entries_removed} cached embedding(s) removed, tiers refolded: "
+        f"{done.cache_entries_removed} cached embedding(s) removed, "
+        f"{len(done.documents)} document(s) deleted, tiers refolded: "
         f"{', '.join(done.tiers)} ({done.seconds:.2f}s)"
     )
     if done.records_in_clear:

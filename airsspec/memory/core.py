@@ -35,6 +35,7 @@ from airsspec.errors import (
     InvalidQueryError,
     NoSuchSessionError,
     NotAWorkspaceError,
+    SessionExistsError,
 )
 from airsspec.memory import projecting as _projecting
 from airsspec.memory import records as _records
@@ -46,7 +47,7 @@ from airsspec.settings import CONFIG_NAME
 from airsspec.workspace import TIERS as PROJECTIONS
 from airsspec.workspace import Workspace, init_workspace
 from eventlog.bound import Bound
-from eventlog.layout import validate_session_id
+from eventlog.layout import Layout, validate_session_id
 from eventlog.schema import MEMORY_SESSION
 from projections.context import FORMATS as CONTEXT_FORMATS
 from projections.context import ContextFormat
@@ -100,28 +101,32 @@ class Memory:
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
+        keys: Any = None,
     ) -> Memory:
         """Open the workspace at ``path``: a folder holding ``airsspec.toml``, or a workspace
         folder itself (``.airsspec``). With ``create``, a missing one is initialised there.
         ``user``, ``agent`` and ``project`` are the caller's scope (``memory.scopes``).
+        ``keys``: where data keys live, over ``[privacy] keys`` (a key store, or a KMS
+        callback: ``eventlog.keystores``).
 
         Raises ``NotAWorkspaceError`` (creating nothing) when there is none and ``create`` is
         false, and ``SettingsError`` for a bad ``airsspec.toml``.
         """
         folder = Path(path)
-        scope = Scope(user, agent, project)
         if config is not None:
-            return cls(Workspace.open(config=config), scope)
-        if (folder / CONFIG_NAME).is_file():
-            return cls(Workspace.open(config=folder / CONFIG_NAME), scope)
-        if (folder / "contexts" / "agent").is_dir():
-            return cls(Workspace.open(folder), scope)
-        if not create:
+            workspace = Workspace.open(config=config)
+        elif (folder / CONFIG_NAME).is_file():
+            workspace = Workspace.open(config=folder / CONFIG_NAME)
+        elif Layout.is_workspace(folder):
+            workspace = Workspace.open(folder)
+        elif not create:
             raise NotAWorkspaceError(
                 f"{folder}: not an airsspec workspace (run airsspec init, or open with create=True)"
             )
-        written, _ = init_workspace(folder)
-        return cls(Workspace.open(config=written), scope)
+        else:
+            workspace = Workspace.open(config=init_workspace(folder)[0])
+        workspace.keys = keys
+        return cls(workspace, Scope(user, agent, project))
 
     @classmethod
     def open_workspace(
@@ -135,7 +140,7 @@ class Memory:
         """Open the workspace folder ``root`` itself (``-w``), with default settings;
         ``NotAWorkspaceError`` when it holds none of a workspace's folders."""
         folder = Path(root)
-        if not any((folder / sub).is_dir() for sub in ("contexts", "state", "knowledge")):
+        if not Layout.is_workspace(folder):
             raise NotAWorkspaceError(f"{folder}: not an airsspec workspace (run airsspec init)")
         return cls(Workspace.open(folder), Scope(user, agent, project))
 
@@ -249,7 +254,11 @@ class Memory:
             from eventlog.log import prepare_events
 
             bodies = prepare_events(list(events))  # refuses system types, names the index
-            records = list(log.append_many(session, [*opening, *bodies], system=True))
+            try:  # only as the session's first records, checked under its lock
+                records = list(log.append_many(session, [*opening, *bodies], system=True, new=True))
+            except SessionExistsError:  # another writer created it first: is it ours?
+                self.scopes.guard(session, writing=True)
+                return self._then_hot(session, list(log.append_many(session, bodies)), project)
             self._owners_seen[session] = self.scope
             return self._then_hot(session, records[len(opening) :], project)
         return self._then_hot(session, list(log.append_many(session, events)), project)

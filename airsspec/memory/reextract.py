@@ -56,7 +56,8 @@ def reextract(
     """Replay ``memory``'s log into ``out`` with another summarizer and/or extractor (the
     copy opened as ``make``, the live memory's class); return what changed (see the module)."""
     from airsspec.errors import InvalidQueryError
-    from airsspec.workspace import SUBDIRS, Workspace
+    from airsspec.workspace import Workspace
+    from eventlog.layout import Layout
 
     target, live = Path(out).resolve(), memory.root.resolve()
     if target == live or live in target.parents or target in live.parents:
@@ -70,8 +71,9 @@ def reextract(
     if extractor is not None:
         learnings = settings.learnings.model_copy(update={"extractor": extractor})
         settings = settings.model_copy(update={"learnings": learnings})
-    for sub in SUBDIRS:
-        (target / sub).mkdir(parents=True, exist_ok=True)
+    # the copy keeps its log and tiers in ``out``: never the live bucket's (``[storage] url``)
+    settings = settings.model_copy(update={"storage": type(settings.storage)()})
+    Layout(target).create()
     with make(Workspace(target, settings)) as copy:
         source = memory.workspace.log
         for session in source.sessions():

@@ -70,7 +70,7 @@ class Scopes:
             return Scope()
         memory.project(("learnings",), sessions=[session], warn=False)
         (projector,) = memory.workspace.projectors(("learnings",))
-        loaded = projector.load(session)
+        loaded = projector.state_store.load(session)
         found = Scope.of(loaded[0].info.get("owner")) if loaded else Scope()
         if found.named:
             memory._owners_seen[session] = found

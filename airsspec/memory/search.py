@@ -84,11 +84,11 @@ def query_memory(
 
 def _behind(memory: Memory, session: str | None) -> dict[str, tuple[int, int]]:
     """The sessions the cold projection lags on (of those visible): first unindexed seq, head."""
-    from projections.engine import log_tail
+    from projections.checkpoints import log_tail
 
     log = memory.workspace.log
     (cold,) = memory.workspace.projectors(("cold",))
-    manifest = cold.read_manifest()
+    manifest = cold.state_store.read_manifest()
     names = [session] if session else [info.session for info in memory.sessions.list()]
     behind = {}
     for name in names:

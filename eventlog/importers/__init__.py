@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eventlog.errors import ImportFailedError, InexactJSONError, InvalidEventError, SourceError
+from eventlog.errors import (
+    ImportFailedError,
+    InexactJSONError,
+    InvalidEventError,
+    SessionExistsError,
+    SourceError,
+)
 from eventlog.exact_json import loads_exact
 from eventlog.importers import claude_code, locomo, openhands
 from eventlog.importers.sources import Unit, json_array_units, jsonl_units, origin
@@ -223,8 +229,18 @@ def import_paths(
         new = news[plan.session]
         if first.get(plan.session):
             batch = [*first[plan.session], *new]
-            stored = log.append_many(plan.session, batch, keep_secrets=keep_secrets, system=True)
-            stored = stored[len(first[plan.session]) :]
+            try:  # only as the session's first records (checked under its lock)
+                stored = log.append_many(
+                    plan.session, batch, keep_secrets=keep_secrets, system=True, new=True
+                )
+                stored = stored[len(first[plan.session]) :]
+            except SessionExistsError:  # created meanwhile: ``opening`` refuses another's
+                assert opening is not None
+                if opening(plan.session):
+                    raise  # an existing session has no opening
+                stored = log.append_many(
+                    plan.session, new, keep_secrets=keep_secrets, imported=True
+                )
         else:
             stored = (
                 log.append_many(plan.session, new, keep_secrets=keep_secrets, imported=True)

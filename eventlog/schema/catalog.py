@@ -286,6 +286,8 @@ class _SourceIndexed(BaseModel):
     path: str = Field(min_length=1)  # under sources/, with "/" between folders
     size: int | None = Field(default=None, ge=0)  # None: the file was removed
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    # the owner of a document under sources/users/USER/ (forget --user removes it)
+    user: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 @event_type("forgotten", Category.MEMORY, writer="privacy API")

@@ -35,6 +35,7 @@ from eventlog.log import (
     _SessionReader,
     _unsealed,
     bodies_to_append,
+    session_exists,
 )
 from eventlog.recovery import TailState
 from eventlog.schema import SCHEMA_VERSION, Event, Record
@@ -106,8 +107,11 @@ class ObjectStoreLog:
         system: bool = False,
         keep_secrets: bool = False,
         imported: bool = False,
+        new: bool = False,
     ) -> StoredRecords:
-        """Append events atomically (one object: all or none); return the stored records."""
+        """Append events atomically (one object: all or none); return the stored records.
+        ``new``: only as the session's first object, a create-only claim of seq 1 (as
+        ``EventLog.append_many``: else ``SessionExistsError``, nothing written)."""
         validate_session_id(session)
         bodies, clear = bodies_to_append(self, session, events, system, keep_secrets, imported)
         if not bodies:
@@ -115,7 +119,11 @@ class ObjectStoreLog:
         ids = new_event_ids(len(bodies))
         started = time.monotonic()
         tail = self._tails.get(session)
-        if tail is None:
+        if new:
+            tail = self.store.tail(session)  # the newest end, not a remembered one
+            if tail.seq:
+                raise session_exists(self.sealer, session)
+        elif tail is None:
             tail = self._first_tail(session)
         elif time.monotonic() - self._contended.get(session, -_CONTENDED_S) < _CONTENDED_S:
             # Others write here too. Give a writer that lost the last round the time to fetch
@@ -130,6 +138,8 @@ class ObjectStoreLog:
                 self.store.append(session, tail, lines)
                 break
             except SeqTakenError as taken:
+                if new:  # another writer created it first: theirs is the session
+                    raise session_exists(self.sealer, session) from taken
                 self.conflicts += 1
                 self._contended[session] = time.monotonic()
                 tail = taken.tail or self.store.tail(session)

@@ -14,6 +14,8 @@ Layout under ``s3://bucket/prefix``:
 - ``claims/{casefolded session}``: created once with the session id as body, so two ids that
   differ only in case never both exist (nor collide in a cache on a case-insensitive disk).
 - ``seals/{name}``: seals, create-only.
+- ``log/{session}/wait-...``: a writer's place in the session's queue after it lost several
+  races in a row (``eventlog.storage.turns``); empty, deleted once its batch is stored.
 
 Multi-writer safety rests on the store enforcing the conditions: before the first append,
 a probe writes one key twice and checks that the second write is refused; a store that accepts
@@ -23,6 +25,10 @@ Every read goes through the node's cache (``cache``): objects are fetched once.
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import timedelta
@@ -45,7 +51,7 @@ from eventlog.errors import (
 from eventlog.heads import Head, decode_head_seq, encode_head
 from eventlog.layout import validate_session_id
 from eventlog.recovery import TailState
-from eventlog.storage import parse_url
+from eventlog.storage import parse_url, turns
 from eventlog.storage.cache import Entry, ObjectCache
 
 _SEQ_DIGITS = 20
@@ -115,6 +121,9 @@ class ObjectStore:
         self._probed = single_writer
         self._claimed: set[str] = set()
         self._heads: dict[str, tuple[str | None, int]] = {}  # session -> (ETag, seq) last seen
+        self._markers: dict[str, list[str]] = {}  # session -> queue markers last listed
+        self._mine: dict[str, str] = {}  # session -> this writer's queue marker
+        self._losses: dict[str, int] = {}  # session -> races lost in a row
 
     # ----------------------------------------------------------------- requests
 
@@ -190,7 +199,7 @@ class ObjectStore:
         with self.cache.locked(session):
             entries = self.cache.entries(session)
             if full:
-                metas = [m for m in self._list(prefix) if _first_of(m["path"]) is not None]
+                metas = self._batches(session, self._list(prefix))
                 listed = [(_first_of(m["path"]), m["size"], m["e_tag"]) for m in metas]
                 if [(e.first, e.size, e.etag) for e in entries] != listed[: len(entries)]:
                     self.cache.reset(session)
@@ -198,7 +207,7 @@ class ObjectStore:
                 metas = metas[len(entries) :]
             else:
                 after = batch_key(session, entries[-1].first) if entries else None
-                metas = [m for m in self._list(prefix, after) if _first_of(m["path"]) is not None]
+                metas = self._batches(session, self._list(prefix, after))
             for meta in metas:
                 got = self._get(meta["path"])
                 if got is None:  # removed since it was listed
@@ -212,6 +221,13 @@ class ObjectStore:
                 self.cache.write_head(session, None if got is None else got[0])
         return entries
 
+    def _batches(self, session: str, listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The batch objects among ``listed``; the queue's markers are kept aside (every
+        listing of a session shows them all: their keys sort after every batch's)."""
+        names = (m["path"].rsplit("/", 1)[-1] for m in listed)
+        self._markers[session] = [n for n in names if n.startswith(turns.PREFIX)]
+        return [m for m in listed if _first_of(m["path"]) is not None]
+
     def tail(self, session: str) -> TailState:
         """The end of the session after fetching the objects past what the cache holds."""
         entries = self._sync(session, full=False, head=False)
@@ -224,6 +240,10 @@ class ObjectStore:
             self.probe()
         if after.seq == 0:
             self.claim(session)
+        if turns.ahead(self._markers.get(session, []), self._mine.get(session)):
+            now = self._wait_turn(session)
+            if now.seq != after.seq:
+                raise SeqTakenError(f"{self.url}: seq {after.seq + 1} was taken", now)
         key = batch_key(session, after.seq + 1)
         try:
             etag = self._create(key, data)
@@ -231,7 +251,9 @@ class ObjectStore:
             entries = self._sync(session, full=False, head=False)
             mine = [i for i, e in enumerate(entries) if e.first == after.seq + 1]
             if mine and self.cache.read(session, mine[0], entries) == data:
+                self._stored(session)
                 return
+            self._lost(session)
             raise SeqTakenError(
                 f"{self.url}/{key}: another writer took seq {after.seq + 1}",
                 self.cache.tail(session, entries),
@@ -242,6 +264,52 @@ class ObjectStore:
                 self.cache.add(
                     session, Entry(after.seq + 1, data.count(b"\n"), len(data), etag), data
                 )
+        self._stored(session)
+
+    # ----------------------------------------------------------------- turns
+
+    def _wait_turn(self, session: str) -> TailState:
+        """Poll the session until no live queue marker is ahead of this writer's; its end."""
+        deadline = time.monotonic() + 3 * turns.MARKER_TTL_S  # a stuck queue stops nobody
+        round_ = 0
+        while True:
+            time.sleep(turns.backoff(round_))
+            round_ += 1
+            entries = self._sync(session, full=False, head=False)
+            waiting = turns.ahead(self._markers.get(session, []), self._mine.get(session))
+            if not waiting or time.monotonic() > deadline:
+                return self.cache.tail(session, entries)
+
+    def _lost(self, session: str) -> None:
+        """Count a lost race; after several in a row, queue (``turns``)."""
+        self._losses[session] = self._losses.get(session, 0) + 1
+        if self._losses[session] < turns.LOSSES_BEFORE_QUEUING or session in self._mine:
+            return
+        name = turns.marker_name()
+        self._create(f"log/{session}/{name}", b"")
+        self._mine[session] = name
+        self._markers.setdefault(session, []).append(name)
+        # the same head bytes under a new ETag: every other writer's next head update is
+        # refused, so it lists the session (and sees the marker) before its next append
+        for _ in range(5):
+            got = self._get(f"heads/{session}")
+            if got is None:
+                return
+            try:
+                key = f"heads/{session}"
+                self._call("PUT", key, obstore.put, key, got[0], mode={"e_tag": got[1]})
+                return
+            except PreconditionError:
+                continue  # moved meanwhile: the mover's writers are told another way
+
+    def _stored(self, session: str) -> None:
+        """A batch of this writer's is stored: leave the queue."""
+        self._losses[session] = 0
+        name = self._mine.pop(session, None)
+        if name is not None:
+            # the batch is stored all the same: a marker left behind expires (MARKER_TTL_S)
+            with contextlib.suppress(StorageError):
+                self._call("DELETE", name, obstore.delete, f"log/{session}/{name}")
 
     def read_bytes(self, session: str, start: int = 0) -> bytes:
         """The concatenation of the session's objects from byte ``start``."""
@@ -333,6 +401,23 @@ class ObjectStore:
         if got is None:
             raise FileNotFoundError(f"{self.url}/seals/{name}")
         return got[0]
+
+    def follow(self, stop: threading.Event, interval_s: float = 1.0) -> threading.Thread:
+        """Until ``stop`` is set, bring the cache up to date with the bucket every
+        ``interval_s``, so a watcher of the cache's files (``watch``) sees other machines'
+        appends; a failed round is retried at the next. A thread of its own, with its own
+        store state (the S3 client and the cache's file locks are shared safely)."""
+        twin = copy.copy(self)
+        twin._heads, twin._markers, twin._mine, twin._losses = {}, {}, {}, {}
+
+        def run() -> None:
+            while not stop.wait(interval_s):
+                with contextlib.suppress(StorageError):
+                    twin.sync(twin.sessions())
+
+        thread = threading.Thread(target=run, name="bucket-follower", daemon=True)
+        thread.start()
+        return thread
 
     def delete_object(self, key: str) -> None:
         """Remove one object (for tests and repairs: the log itself never deletes)."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from airsspec import AsyncMemory, Memory
+from eventlog.log import EventLog
 from tests.conftest import REPO
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
@@ -45,7 +46,7 @@ def stored_contents(memory: Memory, session: str) -> list[str]:
 
 def hot_seq(memory: Memory, session: str) -> int:
     """The seq the session's hot file was last saved at."""
-    saved = json.loads((memory.workspace.hot_dir / f"{session}.json").read_bytes())
+    saved = json.loads((memory.workspace.layout.tier_dir("hot") / f"{session}.json").read_bytes())
     return saved["checkpoint"]["seq"]
 
 
@@ -77,7 +78,7 @@ def test_concurrent_async_appends_raise_nothing_lose_nothing_duplicate_nothing(
         # The last append's own projection brought the hot tier to the head (no writer left
         # an older state on top of a newer one).
         assert hot_seq(memory, "shared") == tasks * each
-        assert not list(memory.workspace.hot_dir.glob(".tmp-*"))
+        assert not list(memory.workspace.layout.tier_dir("hot").glob(".tmp-*"))
 
 
 @pytest.mark.slow
@@ -113,13 +114,13 @@ def test_a_failed_hot_projection_after_a_durable_append_is_a_warning_not_a_failu
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
-    from projections.hot import HotProjector
+    from projections.state_store import JsonStore  # the hot tier's store
 
     def full_disk(*args: object) -> None:
         raise OSError(28, "No space left on device")
 
     with Memory.open(tmp_path, create=True) as memory:
-        monkeypatch.setattr(HotProjector, "save", full_disk)
+        monkeypatch.setattr(JsonStore, "save", full_disk)
         with caplog.at_level(logging.WARNING):
             record = memory.append("s1", {"type": "user", "content": "kept"})
         assert record.seq == 1  # acknowledged: a retry would store it twice
@@ -127,3 +128,40 @@ def test_a_failed_hot_projection_after_a_durable_append_is_a_warning_not_a_failu
         monkeypatch.undo()
         assert [r.content for r in memory.replay("s1")] == ["kept"]
         assert "kept" in memory.context("s1", budget=200)  # the tier catches up on next read
+
+
+CREATOR = """
+import json, sys
+from eventlog.errors import SessionExistsError
+from eventlog.log import EventLog
+log_dir, name = sys.argv[1], sys.argv[2]
+sys.stdin.readline()  # every creator starts at once
+with EventLog(log_dir) as log:
+    try:
+        log.append_many("race", [{"type": "user", "content": name}], new=True)
+        print("won")
+    except SessionExistsError:
+        print("lost")
+"""
+
+
+def test_of_processes_creating_one_session_at_once_exactly_one_writes(tmp_path: Path) -> None:
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    creators = [
+        subprocess.Popen(
+            [sys.executable, "-c", CREATOR, str(tmp_path), f"p{n}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for n in range(4)
+    ]
+    outcomes = [c.communicate("go\n", timeout=120) for c in creators]
+    assert [c.returncode for c in creators] == [0] * 4, [err for _, err in outcomes]
+    assert sorted(out.strip() for out, _ in outcomes) == ["lost", "lost", "lost", "won"]
+    with EventLog(tmp_path) as log:
+        (record,) = [located.record for located in log.read("race")]
+    winner = next(f"p{n}" for n, (out, _) in enumerate(outcomes) if out.strip() == "won")
+    assert record.content == winner

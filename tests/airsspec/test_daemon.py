@@ -115,7 +115,7 @@ def test_compaction_runs_when_a_session_is_due(root: Path) -> None:
     watcher.wait_for(r"compacted busy: history-001\.md covers #1-#4")
     watcher.wait_for(r"step done for busy")
     with Workspace.open(config=root / "airsspec.toml") as ws:
-        assert (ws.library_dir / "history-001.md").exists()
+        assert (ws.layout.library_dir / "history-001.md").exists()
         assert [e.seq for e in ws.load_hot("busy").entries] == [5, 6, 7, 8]
     watcher.proc.send_signal(signal.SIGTERM)
     assert watcher.proc.wait(timeout=30) == 0
@@ -141,10 +141,10 @@ def test_sigkill_then_restart_loses_and_duplicates_nothing(root: Path) -> None:
         assert compactions  # the restarted daemon compacted what arrived while it was down
         assert len({(c.from_seq, c.to_seq) for c in compactions}) == len(compactions)
         live = {name: snapshot(ws.state_dir / name) for name in ("hot", "warm", "tokens")}
-        library, rows = snapshot(ws.library_dir), cold_rows(ws)
+        library, rows = snapshot(ws.layout.library_dir), cold_rows(ws)
         Runner(ws.log, ws.projectors()).rebuild()
         assert {name: snapshot(ws.state_dir / name) for name in live} == live
-        assert snapshot(ws.library_dir) == library
+        assert snapshot(ws.layout.library_dir) == library
         assert cold_rows(ws) == rows and len(rows) >= 12
 
 

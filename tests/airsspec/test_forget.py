@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airsspec import Memory
-from eventlog.crypto import CONTENT_FIELDS, FORGOTTEN, FileKeyStore, Sealer
+from eventlog.crypto import CONTENT_FIELDS, FORGOTTEN, FileKeyStore, Sealer, key_id
 from eventlog.errors import ForgetError, InvalidEventError, NothingToCompactError, ScopeError
 from eventlog.schema import input_bodies
-from tests.conftest import run_cli, snapshot
+from tests.conftest import claude_transcript, run_cli, snapshot
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
 
@@ -62,7 +64,8 @@ def test_encrypted_content_is_never_on_disk_in_the_clear_and_reads_back_exactly(
     log_dir = tmp_path / ".airsspec" / "contexts"
     assert _files_holding(log_dir, b"CANARY") == []
     keys = list((tmp_path / ".airsspec" / "state" / "keys").iterdir())
-    assert len(keys) == 1 and keys[0].stat().st_mode & 0o777 == 0o600
+    assert {k.stem for k in keys} == {key_id("user:ana"), key_id("session:a1")}  # nested
+    assert {k.stat().st_mode & 0o777 for k in keys} == {0o600}
     line = json.loads((log_dir / "agent" / "a1.jsonl").read_bytes().splitlines()[1])
     assert line["content"] == "[sealed]" and "meta" not in line
     assert set(line["sealed"]) == {"kid", "nonce", "ct"}
@@ -132,6 +135,113 @@ def test_forgetting_a_user_leaves_no_trace_and_changes_no_one_else(
         assert memory.search("zebra", k=50)["hits"]  # search still answers (ben's passages)
 
 
+def _cli(root: Path, *args: str, user: str | None = None, stdin: bytes | None = None) -> bytes:
+    env = {**ENV, "AIRSSPEC_USER": user} if user else ENV
+    done = run_cli(*args, cwd=root, env=env, stdin=stdin)
+    assert done.returncode == 0, (args, done.stderr.decode())
+    return done.stdout
+
+
+def _grep(root: Path, needle: str) -> set[str]:
+    """Files under ``root`` holding ``needle`` in any case, as ``grep -r`` finds them."""
+    found = subprocess.run(
+        ["grep", "-r", "-l", "-i", "-a", needle, str(root)], capture_output=True, check=False
+    )
+    assert found.returncode in (0, 1), found.stderr  # 1: nothing found
+    by_grep = {str(Path(p).relative_to(root)) for p in found.stdout.decode().splitlines()}
+    by_scan = {str(Path(p).relative_to(root)) for p in _files_holding(root, needle.encode())}
+    by_scan |= {
+        str(Path(p).relative_to(root)) for p in _files_holding(root, needle.lower().encode())
+    }
+    assert by_scan <= by_grep  # the byte scan (two cases) agrees with grep
+    return by_grep
+
+
+@pytest.mark.slow
+def test_a_users_canary_is_everywhere_before_forget_and_nowhere_under_the_workspace_after(
+    tmp_path: Path,
+) -> None:
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir(), outside.mkdir()
+    _workspace(ws, "user")
+    said = "".join(
+        json.dumps({"type": "user", "content": f"CANARYLOG{i} always use tabs"}) + "\n"
+        for i in range(30)
+    )
+    _cli(ws, "append", "a1", user="ana", stdin=said.encode())  # the log
+    transcript = claude_transcript(outside / "t-ana.jsonl", "CANARYIMPORT the staging password")
+    _cli(ws, "import", "claude-code", str(transcript), user="ana")  # an import
+    document = ws / ".airsspec" / "sources" / "users" / "ana" / "notes.md"
+    document.parent.mkdir(parents=True)
+    document.write_text("# Notes\n\nCANARYSOURCE the vault sits in eu-west.\n")  # sources
+    _cli(ws, "learnings", "add", "CANARYLEARNED never deploy on Fridays", user="ana")
+    _cli(ws, "compact", "a1", "--force", user="ana")  # a compaction that summarised it
+    _cli(ws, "extract", "a1", "--force", user="ana")
+    ben_said = "".join(
+        json.dumps({"type": "user", "content": f"ben zebra {i}"}) + "\n" for i in range(40)
+    )
+    _cli(ws, "append", "b1", user="ben", stdin=ben_said.encode())
+    _cli(ws, "compact", "b1", "--force", user="ben")
+    _cli(ws, "project")
+    _cli(ws, "export", "parquet", str(ws / "exports"))  # Parquet inside the project folder
+    _cli(ws, "seal", "-o", str(ws / "seal.json"))
+    hits = json.loads(_cli(ws, "query", "CANARYSOURCE vault", "--kind", "source", "--json"))
+    assert [h["source"] for h in hits["hits"]] == ["users/ana/notes.md"]
+    ben_recall = _recall(
+        json.loads(_cli(ws, "query", "zebra", "-k", "100", "--json", user="ben"))["hits"]
+    )
+    assert ben_recall
+    ben_context = _cli(ws, "context", "b1", "--budget", "800", "--query", "zebra", user="ben")
+
+    found = _grep(ws, "canary")
+    assert {
+        ".airsspec/sources/users/ana/notes.md",
+        *(f for f in found if f.startswith(".airsspec/knowledge/vectors/")),
+        *(f for f in found if f.startswith(".airsspec/knowledge/library/")),
+        *(f for f in found if f.startswith(".airsspec/state/hot/")),
+    } <= found
+    assert any("vectors" in f for f in found) and any("library" in f for f in found)
+    assert not any(f.startswith(".airsspec/contexts/") for f in found)  # sealed in the log
+
+    report = json.loads(_cli(ws, "forget", "--user", "ana", "--by", "dpo", "--json"))
+    assert report["documents"] == ["users/ana/notes.md"]
+    assert len(report["sessions"]) == 2 and "a1" in report["sessions"]
+
+    assert _grep(ws, "canary") == set()
+    assert run_cli("verify", cwd=ws, env=ENV).returncode == 0
+    against = run_cli("verify", "--against", str(ws / "seal.json"), cwd=ws, env=ENV)
+    assert against.returncode == 0, against.stdout
+    # the same passages (scores are relative to the whole table, so they may move)
+    assert (
+        _recall(json.loads(_cli(ws, "query", "zebra", "-k", "100", "--json", user="ben"))["hits"])
+        == ben_recall
+    )
+    assert _cli(ws, "context", "b1", "--budget", "800", "--query", "zebra", user="ben") == (
+        ben_context
+    )
+    state = ws / ".airsspec" / "state"
+    tiers = {t: snapshot(state / t) for t in ("hot", "learnings")}
+    library = snapshot(ws / ".airsspec" / "knowledge" / "library")
+    _cli(ws, "rebuild", "--jobs", "1")
+    assert {t: snapshot(state / t) for t in ("hot", "learnings")} == tiers
+    assert snapshot(ws / ".airsspec" / "knowledge" / "library") == library
+    # the same passages (scores are relative to the whole table, so they may move)
+    assert (
+        _recall(json.loads(_cli(ws, "query", "zebra", "-k", "100", "--json", user="ben"))["hits"])
+        == ben_recall
+    )
+    assert _grep(ws, "canary") == set()
+    removed = json.loads(
+        _cli(
+            ws,
+            "sql",
+            "SELECT path, sha256 FROM events WHERE type = 'source_indexed' ORDER BY seq",
+            "--json",
+        )
+    )
+    assert removed[-1] == {"path": "users/ana/notes.md", "sha256": None}
+
+
 def test_forgetting_one_session_keeps_the_others_of_its_owner(tmp_path: Path, env: None) -> None:
     _workspace(tmp_path, "session")
     with Memory.open(tmp_path) as memory:
@@ -161,13 +271,53 @@ def test_forget_is_refused_where_it_cannot_shred(tmp_path: Path, env: None) -> N
     assert refused.stderr.decode().startswith("airsspec: error:")
     usage = run_cli("forget", cwd=tmp_path, env=ENV)
     assert usage.returncode == 2
-    other = tmp_path / "user-mode"
-    other.mkdir()
-    _workspace(other, "user")
-    with Memory.open(other) as memory:
-        memory.scoped(user="ana").append("a1", {"type": "user", "content": "x"})
-        with pytest.raises(ForgetError, match="forget the user"):
-            memory.forget(session="a1")  # sealed with ana's key: only all of ana can go
+
+
+def test_forgetting_one_session_in_user_mode_keeps_the_users_other_sessions(
+    tmp_path: Path, env: None
+) -> None:
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        ana = memory.scoped(user="ana")
+        ana.append("a1", {"type": "user", "content": "CANARY said in the first session"})
+        ana.append("a2", {"type": "user", "content": "kept second session"})
+        ana.learnings.add("kept learning of ana")
+        memory.project()
+        done = ana.forget(session="a1")
+        assert done.sessions == ["a1"] and done.keys_destroyed == 1
+        assert [r.content for r in memory.replay("a1") if r.type == "user"] == [FORGOTTEN]
+        assert [r.content for r in memory.replay("a2") if r.type == "user"] == [
+            "kept second session"
+        ]
+        assert [item.text for item in ana.learnings.list().learnings] == ["kept learning of ana"]
+        assert memory.verify().ok
+    assert _files_holding(tmp_path, b"CANARY") == []
+    with Memory.open(tmp_path) as memory:  # the user's key still shreds all that is left
+        memory.forget(user="ana")
+        assert [r.content for r in memory.replay("a2") if r.type == "user"] == [FORGOTTEN]
+        assert memory.learnings.list().learnings == []
+
+
+def test_a_session_sealed_under_its_users_key_alone_is_refused_and_nothing_changes(
+    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _workspace(tmp_path, "user")
+    # records as written before session keys were nested in user keys
+    monkeypatch.setattr(Sealer, "kid", lambda self, s, body: key_id(self.subject(s, body)))
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "old record"})
+        memory.project()
+    monkeypatch.undo()
+
+    def kept() -> dict[str, bytes]:  # all but the embedding cache (SQLite checkpoints it)
+        return {k: v for k, v in snapshot(tmp_path).items() if "/caches/" not in k}
+
+    before = kept()
+    refused = run_cli("forget", "--session", "a1", cwd=tmp_path, env=ENV)
+    assert refused.returncode != 0 and refused.stderr.decode().count("\n") == 1
+    assert "sealed under the key of user ana alone" in refused.stderr.decode()
+    assert "forget --user ana" in refused.stderr.decode()
+    assert kept() == before
 
 
 def test_a_log_written_without_encryption_stays_byte_identical(tmp_path: Path, env: None) -> None:
@@ -260,3 +410,100 @@ def test_forget_leaves_every_file_tier_as_a_rebuild_would(
         memory.rebuild(tiers)
         assert {t: snapshot(state / t) for t in ("hot", "learnings")} == after
         assert snapshot(memory.root / "knowledge" / "library") == library
+
+
+# ------------------------------------------------------------------ key providers
+
+
+class DictKms:
+    """A KMS held in a dict, as one callable (``eventlog.keystores.KeyCallback``)."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, bytes] = {}
+        self.calls: list[tuple[str, str]] = []
+
+    def __call__(self, action: str, kid: str) -> bytes | bool | None:
+        self.calls.append((action, kid))
+        if action == "destroy":
+            return self.keys.pop(kid, None) is not None
+        if action == "create":
+            self.keys.setdefault(kid, os.urandom(32))
+        return self.keys.get(kid)
+
+
+KMS = DictKms()
+
+
+def kms_factory() -> DictKms:
+    """``[privacy] keys = "tests.airsspec.test_forget:kms_factory"``."""
+    return KMS
+
+
+def test_keys_from_a_kms_callback_seal_open_and_are_destroyed_by_forget(
+    tmp_path: Path, env: None
+) -> None:
+    _workspace(tmp_path, "user")
+    kms = DictKms()
+    with Memory.open(tmp_path, keys=kms) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "CANARY via kms"})
+        assert [r.content for r in memory.replay("a1") if r.type == "user"] == ["CANARY via kms"]
+        made = set(kms.keys)
+        assert key_id("user:ana") in made and key_id("session:a1") in made
+        memory.forget(user="ana")
+        assert ("destroy", key_id("user:ana")) in kms.calls and kms.keys == {}
+        assert [r.content for r in memory.replay("a1") if r.type == "user"] == [FORGOTTEN]
+    assert not (tmp_path / ".airsspec" / "state" / "keys").exists()  # no key file was made
+    assert _files_holding(tmp_path, b"CANARY") == []
+
+
+def test_a_kms_that_fails_or_gives_a_bad_key_is_a_key_store_error(
+    tmp_path: Path, env: None
+) -> None:
+    from eventlog.crypto import KeyStoreError
+
+    _workspace(tmp_path, "session")
+
+    def down(action: str, kid: str) -> bytes:
+        raise ConnectionError("kms unreachable")
+
+    for broken, said in ((down, "kms unreachable"), (lambda a, k: b"short", "not 32 bytes")):
+        with Memory.open(tmp_path, keys=broken) as memory, pytest.raises(KeyStoreError, match=said):
+            memory.append("s1", {"type": "user", "content": "never stored"})
+    assert _files_holding(tmp_path, b"never stored") == []
+
+
+def test_privacy_keys_names_a_key_store_factory_every_command_uses(tmp_path: Path) -> None:
+    _workspace(tmp_path, "session")
+    with (tmp_path / "airsspec.toml").open("a") as f:
+        f.write('keys = "tests.airsspec.test_forget:kms_factory"\n')
+    KMS.keys.clear()
+    with Memory.open(tmp_path) as memory:
+        memory.append("s1", {"type": "user", "content": "sealed by the factory's kms"})
+        assert set(KMS.keys) == {key_id("session:s1")}
+    assert not (tmp_path / ".airsspec" / "state" / "keys").exists()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    _workspace(bad, "session")
+    with (bad / "airsspec.toml").open("a") as f:
+        f.write('keys = "no such thing"\n')
+    refused = run_cli("sessions", cwd=bad, env=ENV)
+    assert refused.returncode == 2 and "[privacy] keys" in refused.stderr.decode()
+
+
+def test_a_forget_stops_this_process_opening_the_records_at_once_nested_keys_too(
+    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import eventlog.crypto
+
+    monkeypatch.setattr(eventlog.crypto, "KEY_RECHECK_SECONDS", 3600.0)  # no help from expiry
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        ana = memory.scoped(user="ana")
+        ana.append("a1", {"type": "user", "content": "CANARY held in a cached cipher"})
+        memory.project()
+        assert [r.content for r in memory.replay("a1") if r.type == "user"] == [
+            "CANARY held in a cached cipher"
+        ]
+        memory.forget(session="a1")  # a1's records are sealed under a nested key
+        assert [r.content for r in memory.replay("a1") if r.type == "user"] == [FORGOTTEN]
+    assert _files_holding(tmp_path, b"CANARY") == []

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,25 +178,20 @@ def test_a_scoped_memory_cannot_widen_its_reads_through_a_scope_argument(
         assert {h["session"] for h in ben.search("tabs", k=20)["hits"]} == {"b1"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the owner check and the append are not one step: the log would need an "
-    "append-only-if-empty precondition under its session lock",
-)
 def test_of_two_users_starting_one_session_at_once_only_the_first_writes_to_it(
     tmp_path: Path, env: None
 ) -> None:
     assert run_cli("init", str(tmp_path), cwd=tmp_path, env=ENV).returncode == 0
     with Memory.open(tmp_path) as first, Memory.open(tmp_path) as second:
         ana, ben = first.scoped(user="ana"), second.scoped(user="ben")
-        opening = type(ana)._opening
+        opening = type(ana.scopes).opening
 
-        def ben_gets_in_between(self: Memory, session: str) -> list:
+        def ben_gets_in_between(self: Any, session: str) -> list:
             found = opening(self, session)  # ana found no session "race" ...
             ben.append(session, {"type": "user", "content": "ben was here"})  # ... ben made it
             return found
 
-        ana._opening = ben_gets_in_between.__get__(ana)  # type: ignore[method-assign]
+        ana.scopes.opening = ben_gets_in_between.__get__(ana.scopes)  # type: ignore[method-assign]
         with pytest.raises(ScopeError):
             ana.append("race", {"type": "user", "content": "ana was here"})
         said = [r.content for r in first.replay("race") if r.type == "user"]

@@ -3,29 +3,16 @@ an import into another user's session is refused before anything is written."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from airsspec.memory import Memory
 from eventlog.errors import ScopeError
-from tests.conftest import snapshot
-
-
-def _transcript(path: Path, text: str) -> Path:
-    record = {
-        "type": "user",
-        "uuid": "u1",
-        "sessionId": path.stem,
-        "timestamp": "2026-11-01T10:00:01.000Z",
-        "message": {"role": "user", "content": text},
-    }
-    path.write_text(json.dumps(record) + "\n")
-    return path
+from tests.conftest import claude_transcript, snapshot
 
 
 def test_an_import_by_a_user_creates_sessions_that_user_owns(tmp_path: Path) -> None:
     Memory.open(tmp_path / "ws", create=True).close()
-    source = _transcript(tmp_path / "mine.jsonl", "Use tabs, never spaces")
+    source = claude_transcript(tmp_path / "mine.jsonl", "Use tabs, never spaces")
     with Memory.open(tmp_path / "ws", user="alice") as alice:
         (result,) = alice.import_transcripts("claude-code", [source])
         assert result.appended == 1
@@ -39,7 +26,7 @@ def test_an_import_into_another_users_session_is_refused_and_writes_nothing(
     tmp_path: Path,
 ) -> None:
     Memory.open(tmp_path / "ws", create=True).close()
-    source = _transcript(tmp_path / "shared.jsonl", "first line")
+    source = claude_transcript(tmp_path / "shared.jsonl", "first line")
     with Memory.open(tmp_path / "ws", user="alice") as alice:
         alice.import_transcripts("claude-code", [source])
     grown = source.read_text() + source.read_text().replace('"u1"', '"u2"')

@@ -72,7 +72,7 @@ def test_a_scoped_reader_sees_only_its_own_sessions(memory: Memory) -> None:
     for read in (lambda: list(bob.replay("a1")), lambda: bob.hot("a1"), lambda: bob.hot("u1")):
         with pytest.raises(ScopeError, match="owned by"):
             read()
-    assert ScopeError.http_status == 403
+    assert ScopeError.http_status == 403  # the API answers Forbidden
     hits = bob.search("zebra", k=20)["hits"]
     assert {h["session"] for h in hits} == {"b1"}
     everyone = memory.search("zebra", k=20)["hits"]

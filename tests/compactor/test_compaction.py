@@ -42,7 +42,7 @@ def test_oldest_half_in_chunks_then_link_and_recent_half(small_ws: Workspace) ->
     assert "#1" in second.summary and "#4" in second.chunks[0].summary
     project(ws)
     assert [e.seq for e in ws.load_hot("s").entries] == [8, 9, 10]
-    assert (ws.library_dir / "history-002.md").exists()
+    assert (ws.layout.library_dir / "history-002.md").exists()
     assert verify(ws.log).ok
 
 
@@ -91,15 +91,15 @@ def test_rebuilding_the_warm_tier_gives_identical_library(small_ws: Workspace) -
         compactor.compact("s", force=True)
         compactor.compact("t", force=True)
         project(ws)  # incremental, between compactions
-    library = snapshot(ws.library_dir)
+    library = snapshot(ws.layout.library_dir)
     hot = snapshot(ws.state_dir / "hot")
     assert sorted(library) == [f"history-{n:03d}.md" for n in range(1, 9)]
     shutil.rmtree(ws.root / "knowledge")
     shutil.rmtree(ws.state_dir)
     Runner(ws.log, ws.projectors()).rebuild()
-    assert snapshot(ws.library_dir) == library
+    assert snapshot(ws.layout.library_dir) == library
     assert snapshot(ws.state_dir / "hot") == hot
-    text = (ws.library_dir / "history-001.md").read_text()
+    text = (ws.layout.library_dir / "history-001.md").read_text()
     assert text.startswith('---\nlibrary_no: 1\nsession: "s"\n')
     assert "first_hash:" in text and "### Chunk 1: #1-#2" in text
 

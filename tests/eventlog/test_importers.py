@@ -256,7 +256,7 @@ def test_imported_sessions_compact_into_the_warm_library(tmp_path: Path) -> None
         record = ws.compactor().compact("subagent")
         assert record is not None and record.from_seq == 1
         Runner(ws.log, ws.projectors()).catch_up()
-        assert (ws.library_dir / "history-001.md").exists()
+        assert (ws.layout.library_dir / "history-001.md").exists()
         assert ws.load_hot("subagent").summary["link"].endswith("history-001.md")
         assert verify(ws.log).ok
 

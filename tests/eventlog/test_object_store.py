@@ -258,3 +258,52 @@ def test_sealed_content_reaches_the_bucket_only_as_ciphertext(
         assert verify(ws.log).ok
     ((_, data),) = raw_objects(bucket_url, moto_endpoint, "s")
     assert b"launch code" not in data and b'"sealed"' in data
+
+
+def test_of_two_machines_creating_one_session_only_the_first_writes(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    from eventlog.errors import SessionExistsError
+
+    a = object_log(bucket_url, moto_endpoint, tmp_path / "a")
+    b = object_log(bucket_url, moto_endpoint, tmp_path / "b")
+    assert b.store.tail("s").seq == 0  # b has seen the session empty ...
+    a.append_many("s", [{"type": "session_started", "user": "ana"}], system=True, new=True)
+    with pytest.raises(SessionExistsError, match="'s'"):  # ... and its claim of seq 1 loses
+        b.append_many("s", [{"type": "session_started", "user": "ben"}], system=True, new=True)
+    records = [r.record for r in object_log(bucket_url, moto_endpoint, tmp_path / "c").read("s")]
+    assert [(r.seq, r.user) for r in records] == [(1, "ana")]
+
+
+def test_machines_sharing_a_bucket_share_data_keys_and_a_destroyed_key_is_gone_for_all(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    from airsspec import Memory
+    from eventlog.crypto import FORGOTTEN, key_id
+    from eventlog.keystores import BucketKeyStore
+    from eventlog.storage.objects import ObjectStore
+
+    config = (
+        f'[storage]\nurl = "{bucket_url}"\nendpoint = "{moto_endpoint}"\nregion = "us-east-1"\n'
+        'access_key_id = "testing"\nsecret_access_key = "testing"\n'
+        '[privacy]\nencrypt = "user"\n'
+    )
+    for machine in ("a", "b"):
+        (tmp_path / machine).mkdir()
+        (tmp_path / machine / "airsspec.toml").write_text(config)
+    env = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
+    with Memory.open(tmp_path / "a") as a:
+        a.scoped(user="ana").append("a1", {"type": "user", "content": "the vault is in eu-west"})
+    assert not (tmp_path / "a" / ".airsspec" / "state" / "keys").exists()  # on the bucket
+    shared = BucketKeyStore(ObjectStore(bucket_url, tmp_path / "c", endpoint=moto_endpoint, **KEYS))
+    assert shared.key(key_id("user:ana"), create=False) is not None
+    assert run_cli("verify", cwd=tmp_path / "b").returncode == 0
+    replayed = run_cli("replay", "a1", cwd=tmp_path / "b", env=env)
+    assert b"the vault is in eu-west" in replayed.stdout, replayed.stderr  # b opens a's record
+    with Memory.open(tmp_path / "a") as a:
+        done = run_cli("forget", "--user", "ana", cwd=tmp_path / "b", env=env)
+        assert done.returncode == 0, done.stderr
+        a.workspace.log.sealer.keys.recheck = 0  # no wait for a's cached copy to expire
+        assert [r.content for r in a.replay("a1") if r.type == "user"] == [FORGOTTEN]
+    shared.recheck = 0
+    assert shared.key(key_id("user:ana"), create=False) is None

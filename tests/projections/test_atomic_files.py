@@ -70,8 +70,10 @@ def test_one_projection_writer_at_a_time_across_threads_and_processes(tmp_path: 
     with Memory.open(tmp_path, create=True) as memory:
         (projector,) = memory.workspace.projectors(("hot",))
     entered = threading.Event()
-    with projector.exclusive():
-        other = threading.Thread(target=lambda: projector.exclusive().__enter__() or entered.set())
+    with projector.state_store.exclusive():
+        other = threading.Thread(
+            target=lambda: projector.state_store.exclusive().__enter__() or entered.set()
+        )
         other.start()
         held_out = not wait_for(entered.is_set, 0.5)
         code = (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.storage import KEYS
-from tests.conftest import run_cli, wait_for
+from tests.conftest import bucket_config, run_cli, wait_for
 
 pytestmark = pytest.mark.s3
 pytest.importorskip("deltalake", reason="deltalake is not installed (pip install '.[s3]')")
@@ -37,16 +37,7 @@ QUERIES = [
 
 
 def _config(root: Path, url: str | None, endpoint: str) -> Path:
-    text = '[cold]\nembedder = "hash"\n'
-    if url is not None:
-        text += (
-            f'[storage]\nurl = "{url}"\nendpoint = "{endpoint}"\nregion = "{KEYS["region"]}"\n'
-            f'access_key_id = "{KEYS["access_key_id"]}"\n'
-            f'secret_access_key = "{KEYS["secret_access_key"]}"\n'
-        )
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "airsspec.toml").write_text(text)
-    return root / "airsspec.toml"
+    return bucket_config(root, url, endpoint, '[cold]\nembedder = "hash"\n')
 
 
 def _open(config: Path):
@@ -201,7 +192,7 @@ def test_cold_projector_on_a_bucket_writes_under_the_lease(
         memory.append("s1", {"type": "user", "content": "hello"})
         (cold,) = memory.workspace.projectors(("cold",))
         store = memory.workspace.log.store
-        with cold.exclusive():
+        with cold.state_store.exclusive():
             assert not Lease(store, "cold").try_acquire(), "another machine could write too"
         assert Lease(store, "cold").try_acquire(), "the lease outlived the writer"
 

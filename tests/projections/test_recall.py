@@ -110,7 +110,7 @@ def test_every_hit_maps_back_to_records_that_verify_accepts(example_ws: Workspac
 
 def test_missing_table_answers_by_scanning_the_log(tmp_path: Path) -> None:
     with _workspace(tmp_path, "hash") as ws:
-        shutil.rmtree(ws.vectors_dir)
+        shutil.rmtree(ws.layout.vectors_dir)
         result = ws.recall().query_memory("HMAC-SHA256 signing", k=3)
     assert result.mode == "log-scan" and "missing" in result.warnings[0]
     assert "HMAC-SHA256" in result.hits[0].text and result.hits[0].event_ids
@@ -118,7 +118,7 @@ def test_missing_table_answers_by_scanning_the_log(tmp_path: Path) -> None:
 
 def test_corrupt_table_answers_by_scanning_the_log(tmp_path: Path) -> None:
     with _workspace(tmp_path, "hash") as ws:
-        for data in (ws.vectors_dir / "units.lance" / "data").glob("*"):
+        for data in (ws.layout.vectors_dir / "units.lance" / "data").glob("*"):
             data.write_bytes(b"not lance")
         result = ws.recall().query_memory("HMAC-SHA256 signing", k=3)
     assert result.mode == "log-scan" and result.warnings
@@ -129,7 +129,7 @@ def test_removed_full_text_index_falls_back_to_semantic(tmp_path: Path) -> None:
     with _workspace(tmp_path, "hash") as ws:
         table = ws.recall().store.open()
         (fts,) = [i for i in table.list_indices() if i.columns == ["search_text"]]
-        shutil.rmtree(ws.vectors_dir / "units.lance" / "_indices" / fts.index_uuid)
+        shutil.rmtree(ws.layout.vectors_dir / "units.lance" / "_indices" / fts.index_uuid)
         result = (
             Workspace.open(config=tmp_path / "airsspec.toml")
             .recall()
@@ -230,7 +230,8 @@ def test_query_memory_scores_with_the_cold_section_as_configured(tmp_path: Path)
     }
     weights = Workspace(tmp_path, load_settings(None, env)).recall().weights
     assert (weights.weight_recency, weights.candidates) == (0.7, 7)
-    assert weights.score({"semantic": 0, "lexical": 0, "recency": 1, "anchor": 0}) == 0.7
+    parts = {"semantic": 0, "focus": 0, "lexical": 0, "recency": 1, "anchor": 0}
+    assert weights.score(parts) == 0.7
 
 
 def test_query_anchors_are_the_exact_tokens_of_a_question() -> None:

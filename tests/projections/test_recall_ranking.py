@@ -48,7 +48,7 @@ def test_no_two_hits_are_chunks_of_one_message(memory: Memory) -> None:
 
 def test_the_log_scan_also_gives_one_hit_per_message(memory: Memory) -> None:
     memory.project(("cold",))
-    shutil.rmtree(memory.workspace.vectors_dir)
+    shutil.rmtree(memory.workspace.layout.vectors_dir)
     answer = memory.search("kubernetes release step failed", k=10, fresh=False)
     assert answer["mode"] == "log-scan"
     messages = [h["record_seq"] for h in answer["hits"]]

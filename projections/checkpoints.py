@@ -1,0 +1,186 @@
+"""Checkpoints and the manifest: where a projection stands in the log, and what it left on disk.
+
+A ``Checkpoint`` is the position after the last record folded (its seq, its hash, the byte end
+of it in the session's log file); it is stored with the state it describes, atomically.
+
+The manifest is a per-projector cache, beside the output folder (never in it: the folder holds
+only deterministic output), of each session's checkpoint, the identity (size, mtime, inode) of
+its output files and of its log file, and the SHA-256 of its output files as written. While both
+identities are unchanged the session is idle and is skipped without reading; a deep check also
+compares the digest, so an edit that keeps size and mtime is still found. The manifest is written
+after the outputs it describes, and is discarded whole when written under other settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from eventlog.errors import CorruptLogError
+from eventlog.layout import open_nofollow, read_nofollow, reader_nofollow, session_path
+from eventlog.log import EventLog
+from eventlog.recovery import TailState, inspect_tail, record_ending_at
+from projections.files import atomic_write
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Position after the last record folded: its seq, its hash, and the byte offset after it."""
+
+    seq: int
+    hash: str | None
+    end: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The checkpoint as stored."""
+        return {"seq": self.seq, "hash": self.hash, "end": self.end}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Checkpoint:
+        """A checkpoint from its stored form."""
+        return cls(int(data["seq"]), data["hash"], int(data["end"]))
+
+
+START = Checkpoint(0, None, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestEntry:
+    """What a catch-up left for a session: its checkpoint, the identity of its output files and
+    of the log file (size, mtime, inode) at that time, and the SHA-256 of its output files.
+    While both identities are unchanged, nothing was appended, replaced or damaged, and the
+    session is skipped without reading; a deep check also compares the digest."""
+
+    checkpoint: Checkpoint
+    output: list[int] | None
+    log: list[int] | None
+    digest: str | None = None
+
+
+def file_identity(path: str | Path) -> list[int] | None:
+    """(size, mtime_ns, inode) of a file, or None if it is missing."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def files_state(files: list[str], *, digest: bool) -> tuple[list[int] | None, str | None]:
+    """The identity of ``files`` (size, mtime, inode each) and, when ``digest`` is asked, the
+    SHA-256 over their bytes; (None, None) if there is none or one is missing."""
+    identity: list[int] = []
+    for path in files:
+        found = file_identity(path)
+        if found is None:
+            return None, None
+        identity += found
+    if not files:
+        return None, None
+    if not digest:
+        return identity, None
+    sha = hashlib.sha256()
+    for path in files:
+        try:
+            data = read_nofollow(path)
+        except OSError:
+            return None, None
+        sha.update(len(data).to_bytes(8, "big"))
+        sha.update(data)
+    return identity, sha.hexdigest()
+
+
+class Manifest:
+    """The manifest file ``path`` of a projection whose settings are ``fingerprint``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self, fingerprint: dict[str, Any]) -> dict[str, ManifestEntry]:
+        """Cached entries per session; empty if missing, unreadable or written under other
+        settings."""
+        try:
+            data = orjson.loads(read_nofollow(self.path))
+            if data["fingerprint"] != fingerprint:
+                return {}
+            return {
+                s: ManifestEntry(Checkpoint.from_json(e), e["output"], e["log"], e.get("digest"))
+                for s, e in data["sessions"].items()
+            }
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
+
+    def write(self, entries: dict[str, ManifestEntry], fingerprint: dict[str, Any]) -> None:
+        """Save the manifest after the outputs it describes."""
+        data = {
+            "fingerprint": fingerprint,
+            "sessions": {
+                s: {**e.checkpoint.to_json(), "output": e.output, "log": e.log, "digest": e.digest}
+                for s, e in entries.items()
+            },
+        }
+        atomic_write(self.path, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+
+    def remove(self) -> None:
+        """Forget every entry (before a rebuild)."""
+        self.path.unlink(missing_ok=True)
+
+
+# Where a checkpoint stands against the log.
+
+
+def log_tail(log: EventLog, session: str) -> TailState:
+    """The log's current end (without taking the append lock; complete records only)."""
+    path = session_path(log.log_dir, session)
+    fd = open_nofollow(path, os.O_RDONLY)
+    try:
+        return inspect_tail(fd, path, os.fstat(fd).st_size)[1]
+    finally:
+        os.close(fd)
+
+
+def record_at(log: EventLog, session: str, checkpoint: Checkpoint) -> str | None:
+    """Why ``checkpoint`` does not match the log (None when it does)."""
+    path = session_path(log.log_dir, session)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return "the session's log is gone"
+    if checkpoint.end > size:
+        return f"checkpoint at byte {checkpoint.end} is past the end of the log ({size} bytes)"
+    fd = open_nofollow(path, os.O_RDONLY)
+    try:
+        found = record_ending_at(fd, path, checkpoint.end)
+    except CorruptLogError:
+        found = (None, None)
+    finally:
+        os.close(fd)
+    if found != (checkpoint.seq, checkpoint.hash):
+        return (
+            f"checkpoint (seq {checkpoint.seq}, hash {str(checkpoint.hash)[:12]}) does not "
+            f"match the log at byte {checkpoint.end} (seq {found[0]}, hash "
+            f"{str(found[1])[:12]}): the log was replaced"
+        )
+    return None
+
+
+def with_line(exc: CorruptLogError) -> CorruptLogError:
+    """``exc`` naming the line of the log file its byte offset is on, counted from the file
+    (the offset alone does not tell a person where to look)."""
+    lines = 1
+    try:
+        with reader_nofollow(exc.path) as handle:
+            left = exc.offset
+            while left > 0 and (block := handle.read(min(left, 1 << 20))):
+                lines += block.count(b"\n")
+                left -= len(block)
+    except OSError:
+        return exc
+    return CorruptLogError(
+        exc.path, seq=exc.seq, offset=exc.offset, reason=f"line {lines}: {exc.reason}"
+    )
