@@ -30,6 +30,7 @@ chromium:
 # Two workers (pytest-xdist), one test file each at a time: most tests wait on subprocesses.
 test: $(STAMP) chromium
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports --no-cache  # the import contract of pyproject.toml
 	$(PY) -m pytest -n 2 --dist loadfile
 
 # Property tests with random seeds and more examples (`make test` replays fixed seeds). Turn what
@@ -74,6 +75,7 @@ bench: $(STAMP) check-native
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m ruff format --check .
 
 clean:

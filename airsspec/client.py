@@ -189,6 +189,7 @@ def _parse(argv: list[str]) -> dict | None:
             "--json": None,
         },
     }
+    known["search"] = known["query"]  # one command by two names
     parsed: dict = {"workspace": None, "config": None, "args": []}
     items = iter(argv)
     command = None
@@ -345,7 +346,8 @@ def dispatch(argv: list[str]) -> int | None:
     server = find_server(opts["workspace"], opts["config"], start)
     if server is None:
         return None
-    handler = {"hook": _hook, "append": _append, "context": _context, "query": _query}
+    handler = {"hook": _hook, "append": _append, "context": _context}
+    handler |= {"query": _query, "search": _query}
     try:
         return handler[opts["command"]](server, opts)
     except (ConnectionRefusedError, FileNotFoundError):

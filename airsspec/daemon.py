@@ -26,9 +26,7 @@ from pathlib import Path
 import watchfiles
 
 from airsspec.errors import DaemonBusyError, NoSuchSessionError
-from airsspec.memory import Memory
-from eventlog.layout import LOG_SUFFIX
-from eventlog.schema import MEMORY_SESSION
+from airsspec.memory import LOG_SUFFIX, MEMORY_SESSION, Memory
 
 log = logging.getLogger("airsspec.watch")
 COLD_NICE = 10  # the cold tier embeds with the CPU left over
@@ -40,10 +38,9 @@ class Daemon:
 
     def __init__(self, memory: Memory, *, debounce_ms: int = 20) -> None:
         self.memory = memory
-        self.ws = memory.workspace
         self.debounce_ms = debounce_ms
         self.stop_event = threading.Event()
-        self.lock_path = self.ws.layout.locks_dir / "watch.lock"
+        self.lock_path = memory.workspace.layout.locks_dir / "watch.lock"
         self._lock_fd: int | None = None
         self.cold = ColdIndexer(memory, self.stop_event)
 
@@ -60,7 +57,7 @@ class Daemon:
             os.close(fd)
             raise DaemonBusyError(
                 f"another 'airsspec watch' (pid {holder}) is already watching "
-                f"{self.ws.root}; stop it first"
+                f"{self.memory.root}; stop it first"
             ) from exc
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -81,16 +78,21 @@ class Daemon:
         for report in self.memory.project(("hot",), sessions=only, cancel=cancel):
             for outcome in report.outcomes:
                 if outcome.applied:
-                    head = self.ws.load_hot(outcome.session)
+                    try:
+                        seq: int | str = self.memory.hot(
+                            outcome.session, fresh=False
+                        ).checkpoint.seq
+                    except NoSuchSessionError:
+                        seq = "?"
                     log.info(
                         "hot: %s up to seq %s (+%d)",
                         outcome.session,
-                        head.checkpoint.seq if head else "?",
+                        seq,
                         outcome.applied,
                     )
                 if outcome.rebuilt_because:
                     log.warning("hot: rebuilt %s: %s", outcome.session, outcome.rebuilt_because)
-        for session in only if only is not None else self.ws.log.sessions():
+        for session in only if only is not None else self.memory.sessions.names():
             if cancel.is_set():
                 return
             try:
@@ -121,10 +123,10 @@ class Daemon:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop_event.set())
         self.cold.start()
-        if follow := getattr(getattr(self.ws.log, "store", None), "follow", None):
+        if follow := getattr(getattr(self.memory.workspace.log, "store", None), "follow", None):
             follow(self.stop_event)  # a bucket: other machines' appends reach the cache
         # the log's local layout: the folder, or a bucket's cache (which ``follow`` fills)
-        logs, documents = self.ws.log.log_dir, self.ws.sources_dir
+        logs, documents = self.memory.workspace.log.log_dir, self.memory.sources_dir
         for folder in (logs, documents):
             folder.mkdir(parents=True, exist_ok=True)
         self._safe_step(None)

@@ -94,14 +94,14 @@ def forget(
     if user is not None:
         if memory.scope.user not in (None, user):
             raise ScopeError(f"a memory scoped to {memory.scope} cannot forget user {user}")
-        owners = memory.owners()
+        owners = memory.scopes.owners()
         sessions = sorted(s for s, owner in owners.items() if owner.user == user)
         subjects = [f"user:{user}", *(f"session:{s}" for s in sessions)]
         owned = None
     else:
         assert session is not None
         memory.check_session(session)
-        owned = memory.owner(session).user
+        owned = memory.scopes.owner(session).user
         sessions = [session]
         subjects = [f"session:{session}"]
     kids = {key_id(subject) for subject in subjects}

@@ -13,7 +13,6 @@ which user's view of the memory a call sees (``airsspec.serve``).
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -87,10 +86,7 @@ def build_server(run: Runner) -> MCPServer:
 
 def serve(memory: Any) -> None:
     """Serve ``memory`` over stdio until the client closes the connection."""
-    # Load the model now, so the first query is as quick as the others. An embedder that
-    # cannot load degrades queries, which say so themselves.
-    with contextlib.suppress(Exception):
-        memory.workspace.embedder().embed(["warm up"])
+    memory.warm_up()  # the first query as quick as the others
 
     def run(op: Op, arguments: Any, ctx: Context) -> Any:
         if op.name == "query_memory":  # no indexer runs beside stdio: catch the cold tier up

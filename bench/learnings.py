@@ -69,10 +69,10 @@ def coverage() -> None:
                 env={**os.environ},
             )
             with Memory.open(root) as memory:
-                for info in memory.sessions():
-                    memory.extract(info.session, force=True)
+                for info in memory.sessions.list():
+                    memory.learnings.extract(info.session, force=True)
                 learned: dict[str, list[frozenset[str]]] = {}
-                for a in memory.learnings().learnings:
+                for a in memory.learnings.list().learnings:
                     learned.setdefault(a.session, []).append(content_words(a.text))
             sample = conversation["sample_id"]
             for key, facts_by_speaker in conversation["observation"].items():

@@ -218,7 +218,7 @@ def forget(target: int, others: int, per_other: int, rebuild: bool = True) -> No
                         for i in range(count // sessions)
                     ]
                     for start in range(0, len(events), 500):
-                        view.append_many(f"{user}-{s}", events[start : start + 500], hot=False)
+                        view.append_many(f"{user}-{s}", events[start : start + 500], project=False)
             total = target + others * per_other
             begun = time.perf_counter()
             memory.project()

@@ -71,7 +71,7 @@ def second_machine_s(endpoint: str, sessions: int, records: int, shared: bool) -
         with _open(_config(Path(tmp) / "a", url, endpoint), shared) as first:
             for s in range(sessions):
                 events = [{"type": "user", "content": f"s{s} message {i}"} for i in range(records)]
-                first.append_many(f"s{s}", events, hot=False)
+                first.append_many(f"s{s}", events, project=False)
             ws = first.workspace
             Runner(ws.log, ws.projectors(TIERS)).catch_up()
         with _open(_config(Path(tmp) / "b", url, endpoint), shared) as second:

@@ -1,4 +1,4 @@
-"""What the learnings are worth at a given moment: tiers, confidence, priority and conflicts.
+"""What the learnings are worth at a given moment: levels, confidence, priority and conflicts.
 
 A pure function of the learnings tier's facts (``projections.learnings``), a clock value ``now``
 (an input: a rebuild ``--as-of`` passes the time it stops at), and who is asking (a session and
@@ -180,7 +180,7 @@ class Assessed:
     seq: int
     ts: str
     evidence: list[dict[str, Any]]
-    tier: str = "cold"  # hot, warm or cold
+    level: str = "cold"  # hot, warm or cold: the priority band (which prompts load it)
     status: str = "active"  # active, rejected, superseded, merged, archived
     mentions: int = 1
     confirmed: bool = False
@@ -198,7 +198,7 @@ class Assessed:
     @property
     def loaded(self) -> bool:
         """Whether it goes into prompts (hot, or warm and relevant)."""
-        return self.status == "active" and self.tier in ("hot", "warm")
+        return self.status == "active" and self.level in ("hot", "warm")
 
     def to_json(self) -> dict[str, Any]:
         """As ``learnings --json`` prints it."""
@@ -238,9 +238,9 @@ class Assessment:
         exact = [a for a in found if a.id == learning_id]
         return (exact or found)[0] if len(exact or found) == 1 else None
 
-    def tier(self, name: str) -> list[Assessed]:
-        """The active learnings of one tier, best first: by standing, then priority."""
-        chosen = [a for a in self.learnings if a.tier == name and a.status == "active"]
+    def level(self, name: str) -> list[Assessed]:
+        """The active learnings of one level, best first: by standing, then priority."""
+        chosen = [a for a in self.learnings if a.level == name and a.status == "active"]
         return sorted(chosen, key=lambda a: (a.standing, -a.priority, a.ts, a.id))
 
     def prompt_order(self) -> list[Assessed]:
@@ -250,7 +250,7 @@ class Assessment:
         loaded = [a for a in self.learnings if a.loaded and a.kind != "anchor"]
         return sorted(
             loaded,
-            key=lambda a: (a.standing, a.tier != "hot", not a.matched, -a.priority, a.ts, a.id),
+            key=lambda a: (a.standing, a.level != "hot", not a.matched, -a.priority, a.ts, a.id),
         )
 
 
@@ -436,30 +436,30 @@ def assess(
         own = own and (reader is None or a.session == reader)
         warm = _days(moment, a.last_match) <= cfg.warm_days
         if a.kind == "anchor":
-            a.tier = "hot" if a.scope != "session" or a.session == reader else "cold"
+            a.level = "hot" if a.scope != "session" or a.session == reader else "cold"
         elif a.scope == "session" and not own:
-            a.tier = "cold"
+            a.level = "cold"
         elif a.standing == 2 and a.seen_in < EVIDENCE_SESSIONS and a.id not in recalled:
-            a.tier = "cold"  # inferred in one session only: searchable, not in prompts
+            a.level = "cold"  # inferred in one session only: searchable, not in prompts
         elif own or a.id in recalled or (a.matched and warm):
-            a.tier = "hot"  # this session's, recalled (cold -> hot), or relevant (warm -> hot)
+            a.level = "hot"  # this session's, recalled (cold -> hot), or relevant (warm -> hot)
         elif warm or a.matched or a.standing == 0:
-            a.tier = "warm"  # a match brings a cold one back (cold -> warm); rules never age
+            a.level = "warm"  # a match brings a cold one back (cold -> warm); rules never age
         if a.matched:
             result.newly_matched.append(a.id)
 
     # Capacities: the best of each tier stay, the rest move down one tier.
     result.learnings = sorted(items.values(), key=lambda a: (a.ts, a.session, a.seq))
-    hot = [a for a in result.tier("hot") if a.kind != "anchor"]
+    hot = [a for a in result.level("hot") if a.kind != "anchor"]
     used = 0
     for rank, a in enumerate(hot):
         tokens = count_tokens(a.text) if count_tokens else len(a.text) // 4
         if rank >= cfg.hot_items or used + tokens > cfg.hot_tokens:
-            a.tier = "warm"
+            a.level = "warm"
         else:
             used += tokens
-    for a in result.tier("warm")[cfg.warm_items :]:
-        a.tier = "cold"
+    for a in result.level("warm")[cfg.warm_items :]:
+        a.level = "cold"
     return result
 
 
@@ -474,7 +474,7 @@ def gc_candidates(assessment: Assessment, settings: LearningSettings) -> dict[st
         if a.status in ("rejected", "superseded", "merged"):
             chosen[a.id] = a.status
         elif (
-            a.tier == "cold"
+            a.level == "cold"
             and not a.confirmed
             and _days(moment, a.last_activity) >= settings.gc_days
         ):

@@ -139,9 +139,12 @@ def claude_transcript(path: Path, text: str) -> Path:
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file's bytes under ``folder``, to prove a failed command changed nothing."""
+    """Every file's bytes under ``folder``, to prove a failed command changed nothing. An
+    empty ``*.lock`` file is left out: taking a lock (an import's turn) holds no content."""
     return {
-        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not (p.suffix == ".lock" and p.stat().st_size == 0)
     }
 
 

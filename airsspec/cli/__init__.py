@@ -1,11 +1,12 @@
 """The ``airsspec`` command line: parse arguments, call ``Memory``, format the output.
 
-Commands live in modules by group (``history``, ``tiers``, ``recall``, ``learn``, ``analytics``,
-``integrate``), each declaring its options where it is defined; this module assembles the parser
-and maps an error to its ``airsspec: error:`` line(s) and its ``exit_code`` (declared with
-every error in ``airsspec.errors``); library warnings, logged, become ``airsspec: warning:``
-lines. Nothing heavy is imported until a command needs it, so a hook calling ``airsspec
-append`` pays only for the log.
+Commands live in modules by section (``log``, ``tiers``, ``search``, ``session``,
+``learnings``, ``integrate``, ...), each declaring its options where it is defined; a command
+with actions (``airsspec learnings confirm``) is a group whose actions are parsers of their own,
+so an option of one action is a usage error on another. ``airsspec --help`` lists the commands
+under the headings of ``SECTIONS``. This module assembles the parser and maps an error to its
+``airsspec: error:`` line(s) and its ``exit_code`` (declared with every error in
+``airsspec.errors``); library warnings, logged, become ``airsspec: warning:`` lines.
 """
 
 from __future__ import annotations
@@ -17,12 +18,31 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from airsspec.cli import analytics, history, integrate, learn, privacy, recall, serve, tiers
-from airsspec.cli.common import COMMANDS, GROUP_HELP
+from airsspec.cli import (
+    analytics,
+    integrate,
+    learnings,
+    log,
+    privacy,
+    search,
+    serve,
+    session,
+    tiers,
+)
+from airsspec.cli.common import COMMANDS, GROUPS, Command, first_sentence
 from airsspec.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AirsspecError
 
 PACKAGES = ("airsspec", "compactor", "eventlog", "projections")  # whose loggers warn
-GROUPS = (history, tiers, recall, learn, analytics, integrate, privacy, serve)
+
+# The headings of ``airsspec --help``, each with the modules whose commands it lists (in the
+# order they are defined there).
+SECTIONS = (
+    ("log", (log,)),
+    ("projections", (tiers,)),
+    ("search", (search, analytics)),
+    ("memory across sessions", (session, learnings, privacy)),
+    ("integration", (integrate, serve)),
+)
 
 
 def _version() -> str:
@@ -42,7 +62,10 @@ class _VersionAction(argparse.Action):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one ``airsspec: error:`` line (exit 2)."""
+    """An argument parser whose errors are one ``airsspec: error:`` line (exit 2); a group's
+    parser runs its ``default_action`` when the arguments name none."""
+
+    default_action: str | None = None
 
     def error(self, message: str) -> NoReturn:
         """Print one ``airsspec: error:`` line and exit 2."""
@@ -50,13 +73,74 @@ class _Parser(argparse.ArgumentParser):
         where = f"{command}: " if command else ""
         self.exit(EXIT_USAGE, f"airsspec: error: {where}{message} (see {self.prog} --help)\n")
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse, the default action first when the arguments start with no action name."""
+        if self.default_action is not None and args is not None:
+            args = list(args)
+            if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help")):
+                args.insert(0, self.default_action)
+        return super().parse_known_args(args, namespace)
+
+
+class _RootParser(_Parser):
+    """The ``airsspec`` parser: its help lists commands under headings, and an argument no
+    command takes is refused by the command it was given to (named in the error)."""
+
+    sections: tuple[tuple[str, list[argparse.Action]], ...] = ()
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """Parse every argument; refuse, as a usage error of their command, any left over."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            owner: argparse.ArgumentParser = getattr(parsed, "parser", self)
+            owner.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
+    def format_help(self) -> str:
+        """Usage, description, the commands by section, then the global options."""
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        formatter.add_text(self.description)
+        for heading, rows in self.sections:
+            formatter.start_section(heading)
+            formatter.add_arguments(rows)
+            formatter.end_section()
+        formatter.start_section("options")
+        formatter.add_arguments([a for a in self._actions if a.option_strings])
+        formatter.end_section()
+        formatter.add_text(self.epilog)
+        return formatter.format_help()
+
+
+def _row(name: str, help: str, aliases: Sequence[str] = ()) -> argparse.Action:
+    """A line of a command list: the name (and its aliases) and what it does."""
+    shown = f"{name} ({', '.join(aliases)})" if aliases else name
+    return argparse.Action(option_strings=[], dest=name, metavar=shown, help=help)
+
+
+def _add(
+    where: argparse._SubParsersAction[_Parser], name: str, spec: Command, *, listed: bool
+) -> None:
+    """Add ``spec`` to ``where`` as ``name``, with its options (help only when ``listed``)."""
+    extra = {"help": spec.summary, "aliases": list(spec.aliases)} if listed else {}
+    p = where.add_parser(name, description=spec.help, **extra)
+    p.set_defaults(func=spec.handler, parser=p)
+    if spec.json_flag:
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+    for names, options in spec.args:
+        p.add_argument(*names, **options)
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command."""
-    parser = _Parser(
+    parser = _RootParser(
         prog="airsspec",
         description="Auditable, replayable memory for AI agents: a frozen event log and the "
-        "tiers projected from it.",
+        "projections derived from it. 'airsspec COMMAND --help' tells more.",
     )
     parser.add_argument(
         "-w",
@@ -66,23 +150,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-c", "--config", help="airsspec.toml to use (default: the nearest one)")
     parser.add_argument("--version", action=_VersionAction)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    rank = {group.__name__: i for i, group in enumerate(GROUPS)}
-    nested: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
-    for spec in sorted(COMMANDS, key=lambda c: rank[c.handler.__module__]):
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
+    nested: dict[str, argparse._SubParsersAction[_Parser]] = {}
+    rows: dict[str, argparse.Action] = {}
+    for spec in COMMANDS:
         group, _, action = spec.name.partition(" ")
         if action and group not in nested:
-            help = GROUP_HELP.get(group, "")
-            outer = sub.add_parser(group, help=help, description=help)
+            declared = GROUPS[group]
+            outer = sub.add_parser(group, help=declared.help, description=declared.help)
+            outer.default_action = declared.default
             nested[group] = outer.add_subparsers(dest="action", required=True, metavar="ACTION")
-        where = nested[group] if action else sub
-        p = where.add_parser(action or spec.name, help=spec.help, description=spec.help)
-        p.set_defaults(func=spec.handler)
-        if spec.json_flag:
-            p.add_argument("--json", action="store_true", help="machine-readable output")
-        for names, options in spec.args:
-            p.add_argument(*names, **options)
+        if not action:
+            rows[spec.name] = _row(spec.name, spec.summary, spec.aliases)
+        _add(nested[group] if action else sub, action or spec.name, spec, listed=True)
+        for old in spec.hidden:
+            _add(sub, old, spec, listed=False)
+    for group, actions in nested.items():  # the group's first sentence, then its actions
+        listed = ", ".join(a.dest for a in actions._choices_actions)
+        rows[group] = _row(group, f"{first_sentence(GROUPS[group].help)}: {listed}")
+    parser.sections = tuple(
+        (heading, [rows[name] for name in _names(modules)]) for heading, modules in SECTIONS
+    )
     return parser
+
+
+def _names(modules: Sequence[object]) -> list[str]:
+    """The top-level commands the modules define, in order, each once."""
+    names = [
+        spec.name.partition(" ")[0]
+        for module in modules
+        for spec in COMMANDS
+        if spec.handler.__module__ == getattr(module, "__name__", "")
+    ]
+    return list(dict.fromkeys(names))
 
 
 class _WarningLine(logging.Handler):

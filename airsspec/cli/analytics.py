@@ -1,4 +1,4 @@
-"""SQL over the history: sql, report."""
+"""SQL over the log: sql, report."""
 
 from __future__ import annotations
 
@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from airsspec.cli.common import EXIT_OK, arg, command, open_memory
-from airsspec.reports import REPORTS, plot_format, plot_report, run_report
-from eventlog.render import printable
+from airsspec.memory import REPORTS, plot_format, plot_report, printable
 
 if TYPE_CHECKING:
-    from projections.analytics import QueryResult
+    from airsspec.memory import QueryResult
 
 
 def _cell(value: Any) -> str:
@@ -58,19 +57,12 @@ def _print_result(result: QueryResult, fmt: str) -> None:
     ),
 )
 def cmd_sql(args: argparse.Namespace) -> int:
-    """Run a read-only SQL query over the views events, records, sessions, tool_calls and
+    """Run read-only SQL over the log. The views are events, records, sessions, tool_calls and
     compactions."""
-    from projections.analytics import check_read_only
-
     with open_memory(args) as memory:
-        check_read_only(args.query)  # refused before anything is loaded
-        analytics = memory.analytics(args.parquet, sql=args.query)
-        try:
-            result = analytics.query(args.query)
-        finally:
-            analytics.close()
-        for skipped in analytics.skipped:
-            print(f"airsspec: warning: left out {skipped}", file=sys.stderr)
+        result, skipped = memory.sql(args.query, parquet=args.parquet)  # read-only, or refused
+    for left_out in skipped:
+        print(f"airsspec: warning: left out {left_out}", file=sys.stderr)
     _print_result(result, "json" if args.json else args.format)
     return EXIT_OK
 
@@ -86,15 +78,12 @@ def cmd_sql(args: argparse.Namespace) -> int:
     arg("--parquet", metavar="DIR|URL", help="read exported Parquet instead"),
 )
 def cmd_report(args: argparse.Namespace) -> int:
-    """Named reports: tools (error rates, latency), sessions, tokens (per session per day)."""
+    """Print a named report. Reports: tools (error rates, latency), sessions, tokens (per session
+    per day)."""
     if args.plot:
         plot_format(Path(args.plot))  # a name no chart can take is refused before any work
     with open_memory(args) as memory:
-        analytics = memory.analytics(args.parquet, sql=REPORTS[args.name])
-        try:
-            result = run_report(analytics, args.name)
-        finally:
-            analytics.close()
+        result = memory.report(args.name, parquet=args.parquet)
     _print_result(result, "json" if args.json else "table")
     if args.plot:
         plot_report(args.name, result, Path(args.plot))

@@ -23,32 +23,57 @@ from airsspec.errors import EXIT_OK as EXIT_OK
 from airsspec.errors import EXIT_USAGE as EXIT_USAGE
 from airsspec.errors import UsageError as UsageError
 from airsspec.errors import validation_problem as validation_problem
+from airsspec.memory import Memory, Scope, outside
 
 if TYPE_CHECKING:
-    from airsspec.memory import Memory
-    from projections.engine import RunReport
+    from airsspec.memory import RunReport
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: its name, help, handler and options."""
+    """One command: its name (``"search"``, or ``"learnings confirm"`` for an action nested
+    under its group), help, handler and options; ``aliases`` are other names beside it, listed
+    with it (``search (query)``); ``hidden`` are names it had elsewhere in the tree, still
+    accepted and never listed (``gc`` for ``learnings gc``)."""
 
     name: str
     help: str
     handler: Handler
     args: tuple[tuple[tuple[str, ...], dict[str, Any]], ...]
     json_flag: bool
+    aliases: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        """The help's first sentence: what a command list shows beside the name."""
+        return first_sentence(self.help)
+
+
+@dataclass(frozen=True)
+class Group:
+    """A command whose actions are commands named ``"name action"``; ``default`` is the action
+    run when none is named (``airsspec learnings`` lists)."""
+
+    name: str
+    help: str
+    default: str | None = None
+
+
+def first_sentence(text: str) -> str:
+    """``text`` up to the end of its first sentence, without the full stop."""
+    return text.partition(". ")[0].rstrip(".")
 
 
 COMMANDS: list[Command] = []
-GROUP_HELP: dict[str, str] = {}  # a command named "group action" is nested under its group
+GROUPS: dict[str, Group] = {}
 
 
-def command_group(name: str, help: str) -> None:
+def command_group(name: str, help: str, default: str | None = None) -> None:
     """Declare ``name`` as a command whose actions are commands named ``"name action"``."""
-    GROUP_HELP[name] = help
+    GROUPS[name] = Group(name, help, default)
 
 
 def arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
@@ -57,14 +82,18 @@ def arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
 
 
 def command(
-    name: str, *args: tuple[tuple[str, ...], dict[str, Any]], json_flag: bool = True
+    name: str,
+    *args: tuple[tuple[str, ...], dict[str, Any]],
+    json_flag: bool = True,
+    aliases: tuple[str, ...] = (),
+    hidden: tuple[str, ...] = (),
 ) -> Callable[[Handler], Handler]:
-    """Register the decorated function as subcommand ``name`` with these options (and
-    ``--json`` unless ``json_flag`` is false); its docstring is the command's help."""
+    """Register the decorated function as command ``name`` with these options (and ``--json``
+    unless ``json_flag`` is false); its docstring is the command's help."""
 
     def register(handler: Handler) -> Handler:
         help = " ".join((handler.__doc__ or "").split())
-        COMMANDS.append(Command(name, help, handler, args, json_flag))
+        COMMANDS.append(Command(name, help, handler, args, json_flag, aliases, hidden))
         return handler
 
     return register
@@ -82,19 +111,12 @@ def print_json(value: Any) -> None:
 
 def open_memory(args: argparse.Namespace) -> Memory:
     """The workspace the global options name, scoped by the environment
-    (``projections.scopes.ENV_NAMES``); a folder that is not one is refused (exit 2) and
+    (``airsspec.memory.ENV_NAMES``); a folder that is not one is refused (exit 2) and
     nothing is created there. ``-c`` and ``-w`` together must name the same workspace
     (``-w`` the config's ``[workspace] path``), else neither is guessed: exit 2."""
-    from airsspec.errors import NotAWorkspaceError
-    from airsspec.memory import Memory
-    from airsspec.settings import WorkspaceSettings, find_config
-    from airsspec.workspace import Workspace
-    from eventlog.layout import Layout
-    from projections.scopes import Scope
-
-    scope = Scope.from_env()  # AIRSSPEC_USER, AIRSSPEC_AGENT, AIRSSPEC_PROJECT
+    scope = Scope.from_env().to_fields()  # AIRSSPEC_USER, AIRSSPEC_AGENT, AIRSSPEC_PROJECT
     if args.config is not None:
-        memory = Memory.open(config=args.config, **scope.to_fields())
+        memory = Memory.open(config=args.config, **scope)
         if args.workspace is not None and Path(args.workspace).resolve() != memory.root.resolve():
             memory.close()
             raise UsageError(
@@ -103,31 +125,15 @@ def open_memory(args: argparse.Namespace) -> Memory:
             )
         return memory
     if args.workspace is not None:
-        root = Path(args.workspace)
-        if not Layout.is_workspace(root):
-            raise NotAWorkspaceError(f"{root}: not an airsspec workspace (run airsspec init)")
-        return Memory(Workspace.open(root), scope)
-    config = find_config(Path.cwd())
-    if config is not None:
-        return Memory.open(config=config, **scope.to_fields())
-    return Memory.open(Path.cwd() / WorkspaceSettings().path, **scope.to_fields())
+        return Memory.open_workspace(args.workspace, **scope)
+    return Memory.discover(**scope)
 
 
 def output_path(memory: Memory, value: str, option: str) -> Path:
-    """Where an ``-o``/``--out`` option writes: ``value``, refused (``UsageError``) when it
-    resolves, links followed, to the workspace folder or anything under it: an output written
-    there could overwrite a session's log or a tier's files; or one no file name can hold (a
-    lone surrogate: text that is not a name in any encoding)."""
-    try:
-        target, root = Path(value).resolve(), memory.root.resolve()
-    except (UnicodeEncodeError, ValueError) as exc:
-        raise UsageError(f"{option} {value!r}: not a path this system can name ({exc})") from exc
-    if target == root or root in target.parents:
-        raise UsageError(
-            f"{option} {value}: inside the workspace {root}; write outside it (the log and "
-            "the tiers live there)"
-        )
-    return target
+    """Where an ``-o``/``--out`` option writes, checked before any work: refused when it
+    resolves, links followed, to the workspace folder or under it (``airsspec.memory.outside``,
+    the facade's own rule), the error naming ``option``."""
+    return outside(memory, value, option)
 
 
 def progress_printer() -> Callable[[str, int, int], None] | None:

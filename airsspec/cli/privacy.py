@@ -15,7 +15,7 @@ from airsspec.cli.common import EXIT_OK, UsageError, arg, command, open_memory, 
     arg("--by", help="who asks (recorded; default: $AIRSSPEC_USER, else the login name)"),
 )
 def cmd_forget(args: argparse.Namespace) -> int:
-    """Forget a user or a session for good: destroy its encryption keys (needs [privacy]
+    """Forget a user or a session for good. Destroy its encryption keys (needs [privacy]
     encrypt), record a forgotten event, and purge every derived copy (hot, warm, learnings,
     cold rows and their old versions, cached embeddings). The log keeps the ciphertext."""
     if (args.user is None) == (args.session is None):

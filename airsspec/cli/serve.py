@@ -1,11 +1,11 @@
-"""Serving: ``serve`` (the warm HTTP server) and ``token`` (who may call it)."""
+"""Serving: ``serve`` (the warm HTTP server) and ``token create|list|revoke`` (who may call it)."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
 
-from airsspec.cli.common import EXIT_OK, arg, command, open_memory, print_json
+from airsspec.cli.common import EXIT_OK, arg, command, command_group, open_memory, print_json
 
 
 @command(
@@ -17,7 +17,7 @@ from airsspec.cli.common import EXIT_OK, arg, command, open_memory, print_json
     json_flag=False,
 )
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Serve this workspace's memory from one warm process: the HTTP API (/v1), MCP over
+    """Serve the memory from one warm process. The HTTP API (/v1), MCP over
     streamable HTTP (/mcp) and the web viewer (/); hooks and the CLI use it when it runs."""
     import logging
     import sys
@@ -41,51 +41,58 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@command(
+command_group(
     "token",
-    arg("action", choices=("create", "list", "revoke")),
-    arg("id", nargs="?", help="the token id to revoke"),
-    arg("--user", help="the user the token acts for (create)"),
-    arg("--read-only", action="store_true", help="the token may only read (create)"),
+    "Bearer tokens for 'airsspec serve'. Create one (printed once, stored hashed), list them "
+    "(ids and users, never the tokens), or revoke one by id.",
 )
-def cmd_token(args: argparse.Namespace) -> int:
-    """Create a bearer token for 'airsspec serve' (printed once; stored hashed), list the tokens
-    (ids and users, never the tokens), or revoke one by id."""
-    from airsspec.cli.common import UsageError
+
+
+@command(
+    "token create",
+    arg("--user", required=True, help="the user the token acts for"),
+    arg("--read-only", action="store_true", help="the token may only read"),
+)
+def cmd_token_create(args: argparse.Namespace) -> int:
+    """Create a bearer token. It is printed once and stored hashed."""
     from airsspec.serve.tokens import TokenStore
 
     with open_memory(args) as memory:
-        store = TokenStore(memory.root)
-        if args.action == "create":
-            if not args.user:
-                raise UsageError("token create needs --user NAME")
-            entry, token = store.create(args.user, read_only=args.read_only)
-            if args.json:
-                print_json(
-                    {
-                        "id": entry.id,
-                        "user": entry.user,
-                        "read_only": entry.read_only,
-                        "token": token,
-                    }
-                )
-            else:
-                print(token)
-            return EXIT_OK
-        if args.action == "revoke":
-            if not args.id:
-                raise UsageError("token revoke needs the token's ID (see airsspec token list)")
-            entry = store.revoke(args.id)
-            if args.json:
-                print_json({"revoked": entry.id, "user": entry.user})
-            else:
-                print(f"revoked token {entry.id} of {entry.user}")
-            return EXIT_OK
-        entries = store.entries()
+        entry, token = TokenStore(memory.root).create(args.user, read_only=args.read_only)
+    if args.json:
+        print_json(
+            {"id": entry.id, "user": entry.user, "read_only": entry.read_only, "token": token}
+        )
+    else:
+        print(token)
+    return EXIT_OK
+
+
+@command("token list")
+def cmd_token_list(args: argparse.Namespace) -> int:
+    """List the tokens: ids, users and modes, never the tokens."""
+    from airsspec.serve.tokens import TokenStore
+
+    with open_memory(args) as memory:
+        entries = TokenStore(memory.root).entries()
     if args.json:
         print_json([{k: v for k, v in vars(e).items() if k != "sha256"} for e in entries])
     else:
         for e in entries:
             mode = "read-only" if e.read_only else "read-write"
             print(f"{e.id}  {e.user}  {mode}  {e.created}")
+    return EXIT_OK
+
+
+@command("token revoke", arg("id", help="the token's id (see airsspec token list)"))
+def cmd_token_revoke(args: argparse.Namespace) -> int:
+    """Revoke a token. From then on the server refuses it from then on."""
+    from airsspec.serve.tokens import TokenStore
+
+    with open_memory(args) as memory:
+        entry = TokenStore(memory.root).revoke(args.id)
+    if args.json:
+        print_json({"revoked": entry.id, "user": entry.user})
+    else:
+        print(f"revoked token {entry.id} of {entry.user}")
     return EXIT_OK

@@ -1,4 +1,4 @@
-"""The tiers' commands: project, rebuild, status, hot, compact, library, watch."""
+"""The projections' commands: project, rebuild, hot, context, status, compact, library, watch."""
 
 from __future__ import annotations
 
@@ -22,11 +22,13 @@ from airsspec.cli.common import (
     progress_printer,
     report_runs,
 )
-from airsspec.errors import CompactionBusyError, CorruptLogError, NothingToCompactError
-from airsspec.workspace import TIERS
-from eventlog.bound import Bound
-from eventlog.layout import validate_session_id
-from eventlog.render import printable
+from airsspec.errors import (
+    CompactionBusyError,
+    CorruptLogError,
+    DaemonBusyError,
+    NothingToCompactError,
+)
+from airsspec.memory import CONTEXT_FORMATS, PROJECTIONS, Bound, printable
 
 # The options project and rebuild share.
 JOBS = arg(
@@ -35,7 +37,16 @@ JOBS = arg(
     default=os.cpu_count() or 1,
     help="worker processes for folding sessions (default: one per CPU core)",
 )
-TIER = arg("--tier", choices=(*TIERS, "all"), default="all")
+PROJECTION = arg(
+    "--projection",
+    "--tier",
+    dest="projection",
+    choices=(*PROJECTIONS, "all"),
+    default="all",
+    metavar="NAME",
+    help=f"only this projection: {', '.join(PROJECTIONS)} or all (default); --tier is its "
+    "earlier name",
+)
 MAX_TOKENS = 2**63 - 1  # a budget is printed back in JSON, whose integers stop at 64 bits
 
 
@@ -53,14 +64,15 @@ def tokens(value: str) -> int:
 @command(
     "project",
     JOBS,
-    TIER,
+    PROJECTION,
 )
 def cmd_project(args: argparse.Namespace) -> int:
-    """Bring every tier up to the head of the log, and repair any derived file that was
-    deleted or changed after it was written (each is checked against its recorded SHA-256)."""
+    """Bring every projection up to date. Up to the head of the log; also repair any derived file
+    that was deleted or changed after it was written (each is checked against its recorded
+    SHA-256)."""
     with open_memory(args) as memory:
         reports = memory.project(
-            args.tier, jobs=args.jobs, progress=progress_printer(), warn=False, deep=True
+            args.projection, jobs=args.jobs, progress=progress_printer(), warn=False, deep=True
         )
     return report_runs(reports, args.json, {})
 
@@ -68,7 +80,7 @@ def cmd_project(args: argparse.Namespace) -> int:
 @command(
     "rebuild",
     JOBS,
-    TIER,
+    PROJECTION,
     arg(
         "--as-of",
         metavar="SEQ|TIME",
@@ -84,8 +96,8 @@ def cmd_project(args: argparse.Namespace) -> int:
     arg("--address", metavar="ADDR", help="with --engine ray: the Ray cluster (default: local)"),
 )
 def cmd_rebuild(args: argparse.Namespace) -> int:
-    """Delete tiers and replay the log from zero; with --as-of, materialise them as they were at a
-    point into another folder."""
+    """Rebuild projections from zero. Deletes them and replays the log; with --as-of, materialise
+    them as they were at a point into another folder."""
     run = {"jobs": args.jobs, "progress": progress_printer()}
     if args.address and args.engine != "ray":
         raise UsageError("--address goes with --engine ray")
@@ -96,11 +108,11 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             if args.out:
                 raise UsageError("--out goes with --as-of (a live rebuild writes in place)")
             engine = {"engine": args.engine, "address": args.address}
-            return report_runs(memory.rebuild(args.tier, **run, **engine), args.json, {})
+            return report_runs(memory.rebuild(args.projection, **run, **engine), args.json, {})
         as_of = args.as_of
         point = Bound.parse(as_of, "--as-of")
         out = output_path(memory, args.out or f"airsspec-as-of-{as_of.replace(':', '')}", "--out")
-        reports = memory.rebuild(args.tier, as_of=point, out=out, **run)
+        reports = memory.rebuild(args.projection, as_of=point, out=out, **run)
     return report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
 
 
@@ -115,23 +127,18 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_hot(args: argparse.Namespace) -> int:
-    """Show a session's hot window (or, with --budget, the prompt text)."""
+    """Show a session's hot window. With --budget, the prompt text."""
     with open_memory(args) as memory:
-        ws = memory.workspace
-        validate_session_id(args.session)
-        if args.session in ws.log.sessions():
-            window = memory.hot(args.session)  # brought up to date (and repaired) first
-        else:  # a folder written by rebuild --as-of holds tiers without a log
-            window = ws.load_hot(args.session)
-        if window is None:
-            raise UsageError(f"no session {args.session!r}")
         if args.budget is not None:
-            text = ws.format_history(args.session, args.budget)
+            text = memory.history(args.session, args.budget)
             if args.json:
                 print_json({"session": args.session, "budget": args.budget, "text": text})
             else:
                 print(printable(text))
             return EXIT_OK
+        # brought up to date (and repaired) first; a folder written by rebuild --as-of holds
+        # projections without a log, shown as saved
+        window = memory.hot(args.session)
     if args.json:
         print_json(asdict(window))
         return EXIT_OK
@@ -157,15 +164,15 @@ def cmd_hot(args: argparse.Namespace) -> int:
     arg("session"),
     arg("--budget", type=tokens, required=True, metavar="TOKENS", help="the token budget"),
     arg("--query", metavar="TEXT", help="also recall passages about this"),
-    arg("--format", choices=("text", "anthropic", "openai"), default="text"),
+    arg("--format", choices=CONTEXT_FORMATS, default="text"),
 )
 def cmd_context(args: argparse.Namespace) -> int:
-    """What a session should see next, within a token budget: for a session with no summary yet
-    (or a new one), the latest summaries of the most recent other sessions; with --query,
+    """Print what a session should see next. Within a token budget: for a session with no summary
+    yet (or a new one), the latest summaries of the most recent other sessions; with --query,
     recalled passages not already visible; then its own summary and newest messages."""
     with open_memory(args) as memory:
         context = memory.context(args.session, args.budget, query=args.query, format=args.format)
-        if args.session not in memory.workspace.log.sessions():
+        if not memory.has_session(args.session):
             print(
                 f"airsspec: note: no session {args.session!r} yet; showing what other sessions "
                 "left",
@@ -182,10 +189,10 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 @command("status")
 def cmd_status(args: argparse.Namespace) -> int:
-    """Size, items and lag of every tier, and what is degraded."""
+    """Show each projection's state. Size, items and lag of every tier, and what is degraded."""
     with open_memory(args) as memory:
-        ws = memory.workspace
-        infos = memory.sessions()
+        root = memory.root
+        infos = memory.sessions.list()
         tiers = memory.status()
         embedder = memory.embedder_problem()
     log_summary = {
@@ -200,14 +207,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print_json(
             {
-                "workspace": str(ws.root),
+                "workspace": str(root),
                 "log": log_summary,
                 "tiers": [asdict(t) for t in tiers],
                 "degraded": degraded,
             }
         )
         return EXIT_OK
-    print(f"workspace {ws.root}")
+    print(f"workspace {root}")
     print(
         f"log: {log_summary['sessions']} session(s), {log_summary['records']} record(s), "
         f"{log_summary['bytes']:,} bytes"
@@ -231,13 +238,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     arg("--force", action="store_true", help="compact even if within budget"),
 )
 def cmd_compact(args: argparse.Namespace) -> int:
-    """Summarise the oldest half of what sessions hold uncovered, for those over their token
-    threshold, into the warm library. Hot and warm follow at once; the cold tier follows in
-    project, query and watch."""
+    """Compact sessions over budget. Summarise the oldest half of what they hold uncovered, for
+    those over their token threshold, into the warm library. Hot and warm follow at once; the cold
+    tier follows in project, query and watch."""
     results = []
     damaged: list[str] = []
     with open_memory(args) as memory:
-        sessions = args.sessions or [info.session for info in memory.sessions()]
+        sessions = args.sessions or [info.session for info in memory.sessions.list()]
         for session in sessions:
             memory.check_session(session)
         for session in sessions:
@@ -309,7 +316,7 @@ def cmd_library(args: argparse.Namespace) -> int:
             else:
                 sys.stdout.write(text)
             return EXIT_OK
-        entries = memory.library_entries()
+        entries = memory.library()
     if args.json:
         print_json(entries)
         return EXIT_OK
@@ -342,8 +349,8 @@ class _JsonLines(logging.Formatter):
     arg("--log-level", default="info", choices=("debug", "info", "warning", "error")),
 )
 def cmd_watch(args: argparse.Namespace) -> int:
-    """Keep every tier current as agents append (one daemon per workspace; stop with Ctrl-C or
-    SIGTERM)."""
+    """Keep every projection current as agents append. One daemon per workspace; stop with
+    Ctrl-C or SIGTERM."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         _JsonLines() if args.json else logging.Formatter("%(asctime)s %(levelname)s %(message)s")
@@ -351,11 +358,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     if args.log_level != "debug":
         logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per change is noise
-    from airsspec.daemon import Daemon
-    from airsspec.errors import DaemonBusyError
-
     with open_memory(args) as memory:
-        daemon = Daemon(memory)
+        daemon = memory.daemon()
         try:
             daemon.acquire()
         except DaemonBusyError as exc:

@@ -44,11 +44,11 @@ def read_input(raw: bytes) -> dict[str, Any]:
 def workspace_for(payload: dict[str, Any], default: Path) -> Path | None:
     """The ``airsspec.toml`` of the project the payload's ``cwd`` is in (``default`` when the
     payload names none); None: no workspace there, so the hook does nothing."""
-    from airsspec.settings import find_config
+    from airsspec.memory import Memory
 
     cwd = payload.get("cwd")
     folder = expand(cwd, "cwd") if isinstance(cwd, str) and cwd else default
-    return find_config(folder)
+    return Memory.find_config(folder)
 
 
 def command(event: str, scope: str, before: Sequence[str] = (), after: Sequence[str] = ()) -> str:

@@ -15,12 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airsspec.hooks.events import OPEN, RECENT
-from eventlog.schema import MEMORY_SESSION
+from airsspec.memory import MEMORY_SESSION
 
 if TYPE_CHECKING:
-    from airsspec.memory import Memory
-    from eventlog.log import SessionInfo
-    from projections.tokens import TokenCounter
+    from airsspec.memory import Memory, SessionInfo, TokenCounter
 
 HEADER = (
     "airsspec memory of this project (learnings, earlier sessions, open tasks; "
@@ -65,7 +63,7 @@ def _tail(
     """The open tasks and earlier sessions sections, as (heading, lines)."""
     earlier = _earlier(infos, session)
     own = [session] if source == "resume" and any(i.session == session for i in infos) else []
-    about = memory.learnings().sessions
+    about = memory.learnings.list().sessions
     tasks = [
         f"- {item} [session {s}]"
         for s in own + [i.session for i in earlier]
@@ -98,8 +96,8 @@ def _fit(sections: list[tuple[str, list[str]]], limit: int, counter: TokenCounte
 def briefing(memory: Memory, session: str, source: str, budget: int) -> str:
     """The SessionStart context of ``session`` (``source``: startup, resume, clear or
     compact) within ``budget`` tokens; empty when the memory holds nothing to tell."""
-    counter = memory.workspace.token_counter()
-    infos = memory.sessions()
+    counter = memory.token_counter()
+    infos = memory.sessions.list()
     tail = _fit(_tail(memory, infos, session, source), budget // 3, counter)
     fresh = source in ("startup", "clear") and all(i.session != session for i in infos)
     room = budget - counter.count(HEADER) - counter.count(tail) - 4
@@ -119,7 +117,7 @@ def briefing(memory: Memory, session: str, source: str, budget: int) -> str:
 def recalled(memory: Memory, session: str, prompt: str, budget: int) -> str:
     """Passages of other sessions found for ``prompt``, best first, within ``budget`` tokens
     (the cold tier as it stands: the hooks bring it up to date when a session ends)."""
-    counter = memory.workspace.token_counter()
+    counter = memory.token_counter()
     head = "Recalled from this project's memory (airsspec):"
     text = ""
     for hit in memory.search(prompt, k=5, fresh=False)["hits"]:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airsspec.errors import AirsspecError, HookInputError
-from eventlog.layout import validate_session_id
+from airsspec.memory import validate_session_id
 
 if TYPE_CHECKING:
     from airsspec.memory import Memory
@@ -90,7 +90,7 @@ def run_job(memory: Memory, job: Job) -> dict[str, Any]:
     # A second SessionEnd (hooks in two scopes, a job run again) ends nothing; the session's
     # learnings are extracted as it ends.
     ending = job.end_status is not None
-    if ending and memory.end_session(main, status=job.end_status, once=True) is not None:
+    if ending and memory.sessions.end(main, status=job.end_status, once=True) is not None:
         done["ended"] = main
     for session in job.sessions:
         try:
@@ -147,29 +147,29 @@ def capture(memory: Memory, payload: dict[str, Any], *, subagents: bool = True) 
 
 def _subagent_sessions(memory: Memory, session: str) -> list[str]:
     prefix = f"{session}."
-    return sorted(i.session for i in memory.sessions() if i.session.startswith(prefix))
+    return sorted(i.session for i in memory.sessions.list() if i.session.startswith(prefix))
 
 
 def _start_if_new(memory: Memory, session: str, prompt: str) -> None:
     """The first prompt of a session starts it, with the prompt's first line as its task."""
     try:
-        info = memory.session_info(session)
+        info = memory.sessions.info(session)
     except AirsspecError:
         info = {}
     if info.get("started") is None:
         first = prompt.strip().splitlines()[0] if prompt.strip() else ""
         task = first if len(first) <= TASK_CHARS else first[: TASK_CHARS - 1] + "…"
-        memory.start_session(session, task=task or None)
+        memory.sessions.start(session, task=task or None)
 
 
 def _reopen(memory: Memory, session: str) -> None:
     """A session resumed after it ended is active again, with its task and phase."""
     try:
-        info = memory.session_info(session)
+        info = memory.sessions.info(session)
     except AirsspecError:
         return  # nothing recorded yet
     if info.get("ended"):
-        memory.start_session(session, task=info.get("task"), phase=info.get("phase"))
+        memory.sessions.start(session, task=info.get("task"), phase=info.get("phase"))
 
 
 def _output(event: str, text: str) -> dict[str, Any] | None:

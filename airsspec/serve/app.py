@@ -288,7 +288,7 @@ def address(sock: socket.socket) -> dict[str, Any]:
 
 def state_path(memory: Any) -> Path:
     """The discovery file of ``memory``'s workspace."""
-    return memory.workspace.state_dir / STATE_FILE
+    return memory.state_dir / STATE_FILE
 
 
 def write_state(served: Served, where: dict[str, Any]) -> Path:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airsspec.errors import ReadOnlyTokenError
+from airsspec.errors import DaemonBusyError, ReadOnlyTokenError
 from airsspec.serve.tokens import Principal, TokenStore
 
 log = logging.getLogger("airsspec.serve")
@@ -120,12 +120,8 @@ class Background:
     """The daemon's policies, driven inside the server (see the module)."""
 
     def __init__(self, served: Served) -> None:
-        from airsspec.daemon import Daemon
-        from airsspec.errors import DaemonBusyError
-
         self.served = served
-        self.daemon = Daemon(served.memory)
-        self.busy_error = DaemonBusyError
+        self.daemon = served.memory.daemon()
         self.held = False
         self.queue: queue.Queue[set[str] | None] = queue.Queue()
         self.threads: list[threading.Thread] = []
@@ -134,7 +130,7 @@ class Background:
         """Take the watch lock and start the stepper, the watcher and the cold indexer."""
         try:
             self.daemon.acquire()
-        except self.busy_error as exc:
+        except DaemonBusyError as exc:
             log.warning("airsspec serve: background work left to the running daemon: %s", exc)
             return
         self.held = True
@@ -165,9 +161,9 @@ class Background:
     def _watch(self) -> None:
         import watchfiles
 
-        from eventlog.layout import LOG_SUFFIX
+        from airsspec.memory import LOG_SUFFIX
 
-        logs = self.served.memory.workspace.log_dir
+        logs = self.served.memory.log_dir
         logs.mkdir(parents=True, exist_ok=True)
         for changes in watchfiles.watch(
             logs, stop_event=self.daemon.stop_event, debounce=20, step=5, raise_interrupt=False

@@ -20,8 +20,14 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, create_model
 
-from eventlog.schema import INPUT_TYPES, SYSTEM_TYPES, LearningKind, LearningScope
-from projections.memory_tool import QueryMemoryInput
+from airsspec.errors import InvalidEventError
+from airsspec.memory import (
+    INPUT_TYPES,
+    SYSTEM_TYPES,
+    LearningKind,
+    LearningScope,
+    QueryMemoryInput,
+)
 
 # What a caller may append: the event models of the log, the system ones aside (derived).
 AppendableEvent = Annotated[
@@ -39,12 +45,6 @@ Session = Annotated[
 ]
 Budget = Annotated[int, Field(ge=1, le=1_000_000, description="token budget of the context")]
 Limit = Annotated[int, Field(ge=1, le=10_000, description="at most this many records")]
-
-
-def _query_field(name: str) -> Any:
-    """A parameter typed and bounded as ``QueryMemoryInput`` declares that field."""
-    info = QueryMemoryInput.model_fields[name]
-    return Annotated[info.annotation, info]
 
 
 def _record(record: Any) -> dict[str, Any] | None:
@@ -66,8 +66,6 @@ def append(
     with a type: user/assistant/thought (content), action (tool, params), observation
     (result, action_id, is_error); optional id, ts and meta."""
     if not isinstance(events, list) or not events:
-        from airsspec.errors import InvalidEventError
-
         raise InvalidEventError("events: give a list of one or more events")
     records = memory.append_many(session, events)
     return {
@@ -98,27 +96,20 @@ def context(
     return {"session": session, "budget": budget, "context": text}
 
 
-def query_memory(
-    memory: Any,
-    query: _query_field("query"),
-    k: _query_field("k") = 10,
-    session: _query_field("session") = None,
-    since: _query_field("since") = None,
-    until: _query_field("until") = None,
-    kinds: _query_field("kinds") = None,
-) -> dict[str, Any]:
+def query_memory(memory: Any, **request: Any) -> dict[str, Any]:
     """Search everything this agent has seen or done, including history compacted out of
     the context window: messages, tool calls and results, summaries, added documents.
     Returns the best passages, each with session, seq range, time and ids. Answers at once:
     records not indexed yet are searched in the log, and ``warnings`` says so."""
-    from airsspec.serve.fresh import search_now
+    return memory.search_now(**request)
 
-    return search_now(memory, query, k=k, session=session, since=since, until=until, kinds=kinds)
+
+query_memory.__model__ = QueryMemoryInput  # type: ignore[attr-defined]  # its parameters
 
 
 def sessions(memory: Any) -> list[dict[str, Any]]:
     """Every session: records, first and last time, bytes (and a problem, if unreadable)."""
-    return [asdict(info) for info in memory.sessions()]
+    return [asdict(info) for info in memory.sessions.list()]
 
 
 def replay(
@@ -148,7 +139,7 @@ def learnings(
     tier, status, priority and the evidence (session and seq) it came from, and open conflicts."""
     if reader is not None:
         memory.check_session(reader)
-    found = memory.learnings(reader=reader, cue=cue)
+    found = memory.learnings.list(reader=reader, cue=cue)
     return {
         "now": found.now,
         "learnings": [a.to_json() for a in found.learnings],
@@ -166,7 +157,7 @@ def add_learning(
     ] = None,
 ) -> dict[str, Any] | None:
     """Record a learning the user states directly (explicit, confirmed)."""
-    return _record(memory.add_learning(text, kind=kind, scope=scope, session=session))
+    return _record(memory.learnings.add(text, kind=kind, scope=scope, session=session))
 
 
 def learning_feedback(
@@ -176,7 +167,7 @@ def learning_feedback(
     reason: Annotated[str, Field(max_length=10_000, description="why")] = "",
 ) -> dict[str, Any] | None:
     """Confirm or reject a learning; a rejected one never reaches a prompt again."""
-    return _record(memory.feedback(learning_id, verdict, reason=reason))
+    return _record(memory.learnings.feedback(learning_id, verdict, reason=reason))
 
 
 def start_session(
@@ -186,7 +177,7 @@ def start_session(
     phase: Annotated[str | None, Field(max_length=100, description="a configured phase")] = None,
 ) -> dict[str, Any] | None:
     """Record that a session starts (created, or resumed) with its task and phase."""
-    return _record(memory.start_session(session, task=task, phase=phase))
+    return _record(memory.sessions.start(session, task=task, phase=phase))
 
 
 def set_phase(
@@ -195,7 +186,7 @@ def set_phase(
     phase: Annotated[str, Field(min_length=1, max_length=100, description="a configured phase")],
 ) -> dict[str, Any] | None:
     """Move a session to another configured phase."""
-    return _record(memory.set_phase(session, phase))
+    return _record(memory.sessions.phase(session, phase))
 
 
 def end_session(
@@ -206,7 +197,7 @@ def end_session(
     ] = "done",
 ) -> dict[str, Any] | None:
     """Record that a session ended; its learnings are extracted at once."""
-    return _record(memory.end_session(session, status=status))
+    return _record(memory.sessions.end(session, status=status))
 
 
 def compact(
@@ -237,7 +228,7 @@ def verify(
 def health(memory: Any) -> dict[str, Any]:
     """Every tier's lag and what is degraded, capacity of the learning tiers, open conflicts,
     and ``attention``: what needs a person (empty when all is well)."""
-    return memory.health()
+    return memory.learnings.health()
 
 
 # ---------------------------------------------------------------------------- the declaration
@@ -264,7 +255,19 @@ class Op:
 
     @cached_property
     def parameters(self) -> list[inspect.Parameter]:
-        """The keyword parameters (the memory aside), with their annotations resolved."""
+        """The keyword parameters (the memory aside), with their annotations resolved; an
+        operation that takes a declared model's fields (``__model__``) takes exactly those."""
+        model = getattr(self.fn, "__model__", None)
+        if model is not None:
+            return [
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                    default=inspect.Parameter.empty if info.is_required() else info.default,
+                    annotation=Annotated[info.annotation, info],
+                )
+                for name, info in model.model_fields.items()
+            ]
         signature = inspect.signature(self.fn, eval_str=True)
         return list(signature.parameters.values())[1:]
 

@@ -113,8 +113,8 @@ def routes(served: Served) -> list[Any]:
         }
 
         def read(memory: Any) -> tuple[list[dict[str, Any]], set[str] | None]:
-            owners = memory.owners() if hasattr(memory, "owners") else {}
-            rows = [_session_row(info, owners.get(info.session)) for info in memory.sessions()]
+            owners = memory.scopes.owners()
+            rows = [_session_row(info, owners.get(info.session)) for info in memory.sessions.list()]
             found = None
             if filters["text"]:
                 hits = memory.search(filters["text"], k=100, fresh=False)["hits"]
@@ -138,7 +138,7 @@ def routes(served: Served) -> list[Any]:
                 if len(records) == MAX_RECORDS:
                     break
             try:
-                info = memory.session_info(name)
+                info = memory.sessions.info(name)
             except AirsspecError:
                 info = None
             return records, info
@@ -163,7 +163,7 @@ def routes(served: Served) -> list[Any]:
         return render("verify.html", request, report=report)
 
     async def learnings(request: Request) -> Response:
-        found = await _read(served, request, lambda m: m.learnings())
+        found = await _read(served, request, lambda m: m.learnings.list())
         rows = sorted(found.learnings, key=lambda a: (a.status != "active", -a.priority, a.ts))
         return render("learnings.html", request, learnings=rows, conflicts=found.conflicts)
 

@@ -82,16 +82,21 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
 COMMANDS = _commands()
 
 
-@st.composite
-def invocation(draw: st.DrawFn) -> list[str]:
-    name = draw(st.sampled_from(sorted(COMMANDS)))
-    argv = [name]
-    for action in COMMANDS[name]._actions:
+def _arguments(draw: st.DrawFn, parser: argparse.ArgumentParser) -> list[str]:
+    """Arguments for ``parser``: its options and positionals; for a group, an action (usually
+    one it has) and then that action's own arguments."""
+    argv: list[str] = []
+    for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
             continue
         if not action.option_strings:  # a positional: usually given, sometimes not
             if isinstance(action, argparse._SubParsersAction):
-                argv.append(draw(st.sampled_from(sorted(action.choices)) | value))
+                name = draw(st.sampled_from(sorted(action.choices)) | value)
+                if name == "fetch":  # models fetch runs pip against the network
+                    name = "status"
+                argv.append(name)
+                if name in action.choices:
+                    argv += _arguments(draw, action.choices[name])
                 continue
             count = draw(st.integers(0, 2)) if action.nargs in ("*", "+", "?") else 1
             known = st.sampled_from(list(action.choices)) if action.choices else value
@@ -109,9 +114,13 @@ def invocation(draw: st.DrawFn) -> list[str]:
                 else value
             )
             argv.append(draw(good | value))
-    if argv[:2] == ["models", "fetch"]:
-        argv[1] = "status"
     return argv
+
+
+@st.composite
+def invocation(draw: st.DrawFn) -> list[str]:
+    name = draw(st.sampled_from(sorted(COMMANDS)))
+    return [name, *_arguments(draw, COMMANDS[name])]
 
 
 class _Stdin(io.TextIOWrapper):

@@ -32,9 +32,12 @@ def test_status_shows_lag_until_projected(project: Path) -> None:
     assert all(t["lag_records"] == 0 for t in after["tiers"]) and after["degraded"] == []
     new_event = b'{"type": "user", "content": "One more thing."}\n'
     run_cli("append", "spec-webhooks", "-", cwd=project, stdin=new_event)
-    lagging = json.loads(run_cli("status", "--json", cwd=project).stdout)
-    assert all(t["lag_records"] == 1 for t in lagging["tiers"])
-    assert lagging["tiers"][0]["behind_sessions"] == ["spec-webhooks"]
+    lagging = {
+        t["tier"]: t for t in json.loads(run_cli("status", "--json", cwd=project).stdout)["tiers"]
+    }
+    assert lagging.pop("hot")["lag_records"] == 0  # append brings the hot window along
+    assert all(t["lag_records"] == 1 for t in lagging.values())
+    assert lagging["warm"]["behind_sessions"] == ["spec-webhooks"]
 
 
 def test_hot_shows_the_window_and_prompt_text(project: Path) -> None:

@@ -124,7 +124,7 @@ def test_a_failed_hot_projection_after_a_durable_append_is_a_warning_not_a_failu
         with caplog.at_level(logging.WARNING):
             record = memory.append("s1", {"type": "user", "content": "kept"})
         assert record.seq == 1  # acknowledged: a retry would store it twice
-        assert "hot tier" in caplog.text and "No space left" in caplog.text
+        assert "hot projection" in caplog.text and "No space left" in caplog.text
         monkeypatch.undo()
         assert [r.content for r in memory.replay("s1")] == ["kept"]
         assert "kept" in memory.context("s1", budget=200)  # the tier catches up on next read

@@ -87,8 +87,8 @@ def test_forgetting_a_user_leaves_no_trace_and_changes_no_one_else(
             "a1", [{"type": "user", "content": f"CANARY{i} always use tabs"} for i in range(50)]
         )
         ana.compact("a1", force=True)
-        ana.extract("a1", force=True)
-        ana.add_learning("CANARYL never deploy on Fridays")
+        ana.learnings.extract("a1", force=True)
+        ana.learnings.add("CANARYL never deploy on Fridays")
         ben.append_many("b1", [{"type": "user", "content": f"ben zebra {i}"} for i in range(40)])
         ben.compact("b1", force=True)
         memory.project()
@@ -129,7 +129,7 @@ def test_forgetting_a_user_leaves_no_trace_and_changes_no_one_else(
         )
         said = [r for r in memory.replay("a1") if r.type == "user"]
         assert {r.content for r in said} == {FORGOTTEN}
-        assert memory.learnings().learnings == []
+        assert memory.learnings.list().learnings == []
         hits = memory.search("always use tabs, never deploy on Fridays", k=50)["hits"]
         assert not [h for h in hits if h["session"] == "a1" or "tabs" in h["text"]]
         assert memory.search("zebra", k=50)["hits"]  # search still answers (ben's passages)
@@ -281,7 +281,7 @@ def test_forgetting_one_session_in_user_mode_keeps_the_users_other_sessions(
         ana = memory.scoped(user="ana")
         ana.append("a1", {"type": "user", "content": "CANARY said in the first session"})
         ana.append("a2", {"type": "user", "content": "kept second session"})
-        ana.add_learning("kept learning of ana")
+        ana.learnings.add("kept learning of ana")
         memory.project()
         done = ana.forget(session="a1")
         assert done.sessions == ["a1"] and done.keys_destroyed == 1
@@ -289,13 +289,13 @@ def test_forgetting_one_session_in_user_mode_keeps_the_users_other_sessions(
         assert [r.content for r in memory.replay("a2") if r.type == "user"] == [
             "kept second session"
         ]
-        assert [item.text for item in ana.learnings().learnings] == ["kept learning of ana"]
+        assert [item.text for item in ana.learnings.list().learnings] == ["kept learning of ana"]
         assert memory.verify().ok
     assert _files_holding(tmp_path, b"CANARY") == []
     with Memory.open(tmp_path) as memory:  # the user's key still shreds all that is left
         memory.forget(user="ana")
         assert [r.content for r in memory.replay("a2") if r.type == "user"] == [FORGOTTEN]
-        assert memory.learnings().learnings == []
+        assert memory.learnings.list().learnings == []
 
 
 def test_a_session_sealed_under_its_users_key_alone_is_refused_and_nothing_changes(

@@ -91,7 +91,7 @@ def test_after_claude_compacts_the_session_start_leaves_out_what_it_summarised(
     transcript.parent.mkdir(parents=True)
     transcript.write_text("".join(lines))
     handle(memory, "UserPromptSubmit", {**_payload(transcript), "prompt": "Add rate limiting"})
-    memory.extract(transcript.stem, force=True)
+    memory.learnings.extract(transcript.stem, force=True)
     for source in ("compact", "resume"):
         answer = handle(memory, "SessionStart", {**_payload(transcript), "source": source})
         assert answer is not None
@@ -131,7 +131,7 @@ def test_the_first_prompt_starts_the_session_with_its_task(memory: Memory, tmp_p
     prompt = "Fix the flaky upload test\nIt fails one run in ten."
     assert handle(memory, "UserPromptSubmit", {**_payload(transcript), "prompt": prompt}) is None
     handle(memory, "UserPromptSubmit", {**_payload(transcript), "prompt": "and the lint"})
-    info = memory.session_info("abc")
+    info = memory.sessions.info("abc")
     assert info["task"] == "Fix the flaky upload test" and info["status"] == "active"
 
 
@@ -145,13 +145,13 @@ def test_session_end_hands_its_slow_work_to_defer(memory: Memory, tmp_path: Path
     payload = {**_payload(transcript), "reason": "clear"}
     assert handle(memory, "SessionEnd", payload, defer=jobs.append) is None
     assert jobs == [Job(("abc", "abc.agent-a1"), "clear")]
-    assert memory.session_info("abc").get("ended") is None  # nothing slow ran in the hook
+    assert memory.sessions.info("abc").get("ended") is None  # nothing slow ran in the hook
     assert Job.from_json(json.loads(json.dumps(jobs[0].to_json()))) == jobs[0]
     run_job(memory, jobs[0])
-    assert memory.session_info("abc")["status"] == "clear"
-    assert any(a.text == RULE for a in memory.learnings().learnings)
+    assert memory.sessions.info("abc")["status"] == "clear"
+    assert any(a.text == RULE for a in memory.learnings.list().learnings)
     handle(memory, "SessionStart", {**_payload(transcript), "source": "resume"})
-    assert memory.session_info("abc")["status"] == "active"  # resumed: open again
+    assert memory.sessions.info("abc")["status"] == "active"  # resumed: open again
     assert handle(memory, "PreCompact", _payload(transcript), defer=jobs.append) is None
     assert jobs[1:] == [Job(("abc", "abc.agent-a1"), None)]  # policies only, nothing ended
 
@@ -245,8 +245,8 @@ def test_session_end_returns_at_once_and_its_detached_job_finishes(project: Path
     assert wait_for(lambda: not jobs_running(project) and "session_ended" in log.read_text(), 60)
     assert not jobs_running(project)
     with Memory.open(project) as memory:
-        assert memory.session_info("abc")["status"] == "prompt_input_exit"
-        assert any(a.text == RULE for a in memory.learnings().learnings)
+        assert memory.sessions.info("abc")["status"] == "prompt_input_exit"
+        assert any(a.text == RULE for a in memory.learnings.list().learnings)
     assert (root / "state" / "hook-jobs.log").read_text() == ""  # the job reported no error
 
 
@@ -296,5 +296,5 @@ def test_a_hook_run_by_a_user_records_the_session_as_that_users(tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr
     with Memory.open(project, user="alice") as alice, Memory.open(project, user="bob") as bob:
-        assert "own" in [info.session for info in alice.sessions()]
-        assert "own" not in [info.session for info in bob.sessions()]
+        assert "own" in [info.session for info in alice.sessions.list()]
+        assert "own" not in [info.session for info in bob.sessions.list()]

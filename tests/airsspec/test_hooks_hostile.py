@@ -174,7 +174,7 @@ def test_session_end_jobs_running_at_once_end_the_session_once(tmp_path: Path) -
 
 def test_session_show_prints_stored_escapes_as_text(tmp_path: Path) -> None:
     with Memory.open(tmp_path / "p", create=True) as memory:
-        memory.start_session("s1", task="retitle \x1b]0;owned\x07 the terminal")
+        memory.sessions.start("s1", task="retitle \x1b]0;owned\x07 the terminal")
     shown = run_cli("-w", str(tmp_path / "p" / ".airsspec"), "session", "show", "s1", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert b"\x1b" not in shown.stdout and b"\\x1b]0;owned\\x07" in shown.stdout

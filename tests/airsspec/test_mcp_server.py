@@ -55,7 +55,7 @@ async def _session_run(workspace: Path) -> None:
         replayed = _json(await session.call_tool("replay", {"session": "s1", "from_seq": 2}))
         assert [r["seq"] for r in replayed] == [2]
         health = _json(await session.call_tool("health", {}))
-        assert {t["tier"] for t in health["tiers"]} >= {"hot", "cold"}
+        assert {t["projection"] for t in health["projections"]} >= {"hot", "cold"}
 
         for name, arguments, expected in [
             ("query_memory", {"query": "x", "k": 0}, "greater than or equal to 1"),

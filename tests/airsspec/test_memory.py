@@ -86,7 +86,7 @@ def test_async_memory_does_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     async def run() -> tuple[int, str]:
         async with await AsyncMemory.open(tmp_path, create=True) as memory:
             await memory.append("s1", {"type": "user", "content": "hello from asyncio"})
-            return len(await memory.sessions()), await memory.context("s1", 50)
+            return len(await memory.sessions.list()), await memory.context("s1", 50)
 
     count, text = asyncio.run(run())
     assert count == 1 and "hello from asyncio" in text

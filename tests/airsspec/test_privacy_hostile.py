@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ def test_a_scoped_reader_neither_lists_nor_reads_another_users_library_file(
     listed = run_cli("library", "--json", cwd=tmp_path, env=as_ben)
     assert listed.returncode == 0 and b'"a1"' not in listed.stdout and b'"b1"' in listed.stdout
     with Memory.open(tmp_path) as memory:
-        files = {e["session"]: e["library_no"] for e in memory.library_entries()}
+        files = {e["session"]: e["library_no"] for e in memory.library()}
     shown = run_cli("library", "--show", str(files["a1"]), cwd=tmp_path, env=as_ben)
     assert shown.returncode != 0 and b"ANACANARY" not in shown.stdout + shown.stderr
     assert shown.stderr.decode().startswith("airsspec: error:")
@@ -93,22 +94,22 @@ def test_a_reason_given_when_rejecting_a_learning_is_forgotten_with_it(
     with Memory.open(tmp_path) as memory:
         ana, ben = memory.scoped(user="ana"), memory.scoped(user="ben")
         ana.append("a1", {"type": "user", "content": "hello"})
-        in_session = ana.add_learning("prefers tabs", session="a1")
-        ana.feedback(in_session.learning_id, "rejected", reason="CANARY1 my diagnosis")
+        in_session = ana.learnings.add("prefers tabs", session="a1")
+        ana.learnings.feedback(in_session.learning_id, "rejected", reason="CANARY1 my diagnosis")
         ben.append("b1", {"type": "user", "content": "hi"})
-        kept = ben.add_learning("ben likes zebras", session="b1")
-        ben.feedback(kept.learning_id, "confirmed", reason="ben's own reason")
+        kept = ben.learnings.add("ben likes zebras", session="b1")
+        ben.learnings.feedback(kept.learning_id, "confirmed", reason="ben's own reason")
         memory.project()
         assert _files_holding(tmp_path / ".airsspec" / "contexts", b"CANARY1") == []
         assert _reasons(memory) == {"CANARY1 my diagnosis", "ben's own reason"}
-        assert ana.learning(in_session.learning_id).status == "rejected"
+        assert ana.learnings.get(in_session.learning_id).status == "rejected"
         if mode == "user":
             ana.forget(user="ana")
         else:
             ana.forget(session="a1")
         assert _files_holding(tmp_path, b"CANARY1") == []
         assert _reasons(memory) == {FORGOTTEN, "ben's own reason"}
-        assert ben.learning(kept.learning_id).confirmed
+        assert ben.learnings.get(kept.learning_id).confirmed
         assert memory.verify().ok
 
 
@@ -171,7 +172,7 @@ def test_a_scoped_memory_cannot_widen_its_reads_through_a_scope_argument(
             with pytest.raises(ScopeError):
                 ben.search("ANACANARY tabs", k=20, scope=wider)
             with pytest.raises(ScopeError):
-                ben.learnings(scope=wider)
+                ben.learnings.list(scope=wider)
         narrower = ben.search("tabs", k=20, scope=Scope(user="ben", project="p"))
         assert narrower["hits"] == []  # b1 names no project: a narrower reader sees less
         assert {h["session"] for h in ben.search("tabs", k=20)["hits"]} == {"b1"}
@@ -183,14 +184,14 @@ def test_of_two_users_starting_one_session_at_once_only_the_first_writes_to_it(
     assert run_cli("init", str(tmp_path), cwd=tmp_path, env=ENV).returncode == 0
     with Memory.open(tmp_path) as first, Memory.open(tmp_path) as second:
         ana, ben = first.scoped(user="ana"), second.scoped(user="ben")
-        opening = type(ana)._opening
+        opening = type(ana.scopes).opening
 
-        def ben_gets_in_between(self: Memory, session: str) -> list:
+        def ben_gets_in_between(self: Any, session: str) -> list:
             found = opening(self, session)  # ana found no session "race" ...
             ben.append(session, {"type": "user", "content": "ben was here"})  # ... ben made it
             return found
 
-        ana._opening = ben_gets_in_between.__get__(ana)  # type: ignore[method-assign]
+        ana.scopes.opening = ben_gets_in_between.__get__(ana.scopes)  # type: ignore[method-assign]
         with pytest.raises(ScopeError):
             ana.append("race", {"type": "user", "content": "ana was here"})
         said = [r.content for r in first.replay("race") if r.type == "user"]

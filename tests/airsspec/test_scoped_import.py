@@ -16,10 +16,10 @@ def test_an_import_by_a_user_creates_sessions_that_user_owns(tmp_path: Path) -> 
     with Memory.open(tmp_path / "ws", user="alice") as alice:
         (result,) = alice.import_transcripts("claude-code", [source])
         assert result.appended == 1
-        assert alice.owner(result.session).user == "alice"
+        assert alice.scopes.owner(result.session).user == "alice"
         assert [r.type for r in alice.replay(result.session)] == ["session_started", "user"]
     with Memory.open(tmp_path / "ws", user="bob") as bob:
-        assert result.session not in [info.session for info in bob.sessions()]
+        assert result.session not in [info.session for info in bob.sessions.list()]
 
 
 def test_an_import_into_another_users_session_is_refused_and_writes_nothing(

@@ -48,7 +48,7 @@ def test_a_scoped_memory_records_its_scope_first_in_a_session_it_creates(memory:
     assert started.type == "session_started"
     assert (started.user, started.agent) == ("alice", "coder")
     assert said.content == "hello"
-    assert memory.owner("a1") == Scope(user="alice", agent="coder")
+    assert memory.scopes.owner("a1") == Scope(user="alice", agent="coder")
     assert memory.verify().ok
 
 
@@ -59,7 +59,7 @@ def test_a_refused_first_batch_of_a_scoped_memory_writes_nothing(memory: Memory)
     assert caught.value.index == 1 and caught.value.field == "content"
     with pytest.raises(InvalidEventError, match="written by airsspec itself"):
         alice.append("a1", {"type": "session_started", "user": "bob"})
-    assert memory.sessions() == []
+    assert memory.sessions.list() == []
 
 
 def test_a_scoped_reader_sees_only_its_own_sessions(memory: Memory) -> None:
@@ -67,8 +67,8 @@ def test_a_scoped_reader_sees_only_its_own_sessions(memory: Memory) -> None:
     memory.scoped(user="bob").append("b1", _say("bob plans the zebra rollout"))
     memory.append("u1", _say("an unowned zebra note"))
     bob = memory.scoped(user="bob")
-    assert [s.session for s in bob.sessions()] == ["b1"]
-    assert {s.session for s in memory.sessions()} == {"a1", "b1", "u1"}
+    assert [s.session for s in bob.sessions.list()] == ["b1"]
+    assert {s.session for s in memory.sessions.list()} == {"a1", "b1", "u1"}
     for read in (lambda: list(bob.replay("a1")), lambda: bob.hot("a1"), lambda: bob.hot("u1")):
         with pytest.raises(ScopeError, match="owned by"):
             read()
@@ -94,10 +94,10 @@ def test_writes_to_another_owners_session_are_refused_and_the_log_is_unchanged(
     for write in (
         lambda: bob.append("a1", _say("x")),
         lambda: bob.append("u1", _say("x")),
-        lambda: bob.start_session("a1"),
-        lambda: bob.end_session("a1"),
-        lambda: memory.start_session("a1", user="bob"),
-        lambda: alice.start_session("a2", user="bob"),
+        lambda: bob.sessions.start("a1"),
+        lambda: bob.sessions.end("a1"),
+        lambda: memory.sessions.start("a1", user="bob"),
+        lambda: alice.sessions.start("a2", user="bob"),
     ):
         with pytest.raises(ScopeError):
             write()
@@ -110,26 +110,26 @@ def test_writes_to_another_owners_session_are_refused_and_the_log_is_unchanged(
 def test_inferred_learnings_stay_with_their_users_sessions(memory: Memory) -> None:
     alice, bob = memory.scoped(user="alice"), memory.scoped(user="bob")
     alice.append("imported", _say("From now on, always indent with tabs in every file."))
-    found = alice.extract("imported", force=True)
+    found = alice.learnings.extract("imported", force=True)
     assert [r.type for r in found][-1] == "extracted" and len(found) >= 2
-    alice.start_session("a2", task="indent the files")
-    bob.start_session("b1", task="indent the files")
+    alice.sessions.start("a2", task="indent the files")
+    bob.sessions.start("b1", task="indent the files")
     assert "tabs" in alice.context("a2", budget=2000)
     assert "tabs" not in bob.context("b1", budget=2000)
     assert "tabs" not in memory.context("b1", budget=2000)  # bob's session, whoever asks
-    assert [a.text for a in bob.learnings().learnings] == []
-    assert len(alice.learnings().learnings) == len(found) - 1
-    assert len(memory.learnings().learnings) == len(found) - 1  # the workspace's view: all
+    assert [a.text for a in bob.learnings.list().learnings] == []
+    assert len(alice.learnings.list().learnings) == len(found) - 1
+    assert len(memory.learnings.list().learnings) == len(found) - 1  # the workspace's view: all
 
 
 def test_a_learning_a_user_shares_as_global_reaches_every_reader(memory: Memory) -> None:
     alice, bob = memory.scoped(user="alice"), memory.scoped(user="bob")
-    alice.add_learning("Never push to main on Fridays.", scope="global")
-    alice.add_learning("Always say hello to alice.", scope="project")
-    bob.start_session("b1", task="push to main")
-    seen = [a.text for a in bob.learnings().learnings]
+    alice.learnings.add("Never push to main on Fridays.", scope="global")
+    alice.learnings.add("Always say hello to alice.", scope="project")
+    bob.sessions.start("b1", task="push to main")
+    seen = [a.text for a in bob.learnings.list().learnings]
     assert seen == ["Never push to main on Fridays."]
-    assert len(alice.learnings().learnings) == 2
+    assert len(alice.learnings.list().learnings) == 2
     assert "Fridays" in bob.context("b1", budget=2000)
 
 
@@ -206,12 +206,12 @@ def test_search_and_context_for_one_user_never_return_anothers_records(
         for session, user, n in appends:
             writer = memory.scoped(user=user) if user else memory  # None: the workspace's
             exists = session in memory.workspace.log.sessions()
-            owner = memory.owner(session).user if exists else user
+            owner = memory.scopes.owner(session).user if exists else user
             try:  # each text names its session's owner
                 writer.append(session, _say(f"zebra report {n} from owner{owner or 'nobody'}"))
             except ScopeError:
                 assert user is not None and owner != user  # refused: not the writer's
-        owned = {s: memory.owner(s).user for s in memory.workspace.log.sessions()}
+        owned = {s: memory.scopes.owner(s).user for s in memory.workspace.log.sessions()}
         for reader in USERS:
             view = memory.scoped(user=reader)
             hits = view.search("zebra report", k=50)["hits"]

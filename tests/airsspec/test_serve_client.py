@@ -86,6 +86,9 @@ def test_hot_commands_through_the_server_print_what_the_full_commands_print(serv
     assert [r.content for r in served.replay("s1")] == ["add rate limiting", "more"]
     found = airsspec(served, "query", "rate limiting", "--json")
     assert json.loads(found[1])["hits"][0]["text"] == "add rate limiting"
+    searched = airsspec(served, "search", "rate limiting", "--json")  # query's newer name
+    assert json.loads(searched[1])["hits"][0]["text"] == "add rate limiting"
+    assert not heavy(searched[3])  # it went to the server too
 
 
 @pytest.mark.slow

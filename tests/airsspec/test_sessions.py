@@ -26,7 +26,7 @@ def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def _first_session(memory: Memory) -> None:
-    memory.start_session("mon", task="add the users endpoint")
+    memory.sessions.start("mon", task="add the users endpoint")
     for event in (
         {"type": "user", "content": "Add a users endpoint to the API."},
         {"type": "assistant", "content": "Adding it with a default export in users.ts."},
@@ -35,21 +35,21 @@ def _first_session(memory: Memory) -> None:
         {"type": "observation", "result": "ok"},
     ):
         memory.append("mon", event)
-    memory.end_session("mon")
+    memory.sessions.end("mon")
 
 
 def _learning_of(memory: Memory, text: str):
-    (found,) = [a for a in memory.learnings().learnings if text in a.text]
+    (found,) = [a for a in memory.learnings.list().learnings if text in a.text]
     return found
 
 
 def test_a_correction_reaches_the_next_sessions_context(memory: Memory) -> None:
     _first_session(memory)
-    memory.start_session("fri", task="write the orders module")
+    memory.sessions.start("fri", task="write the orders module")
     text = memory.context("fri", budget=1500)
     assert CORRECTION in text
     assert "write the orders module" in text and "Phase: discover" in text
-    info = memory.session_info("mon")
+    info = memory.sessions.info("mon")
     assert info["status"] == "done" and info["files_changed"] == ["src/users.ts"]
     # the build was recorded: the learning's access count went up
     assert _learning_of(memory, CORRECTION).access_count == 1
@@ -60,7 +60,7 @@ def test_a_rejected_learning_never_reaches_a_prompt_again(memory: Memory) -> Non
     learning = _learning_of(memory, CORRECTION)
     hits = memory.search("default exports", kinds=["learning"])["hits"]
     assert hits[0]["meta"]["learning_id"] == learning.id
-    memory.feedback(learning.id, "rejected", reason="we use default exports after all")
+    memory.learnings.feedback(learning.id, "rejected", reason="we use default exports after all")
     for session in ("fri", "mon"):
         for query in (None, "default exports"):
             text = memory.context(session, budget=3000, query=query)
@@ -73,14 +73,14 @@ def test_a_rejected_learning_never_reaches_a_prompt_again(memory: Memory) -> Non
 
 def test_anchors_survive_any_number_of_compactions(memory: Memory) -> None:
     first = "I am the API owner; build the billing service with idempotent endpoints."
-    memory.start_session("long")
+    memory.sessions.start("long")
     memory.append("long", {"type": "user", "content": first})
     for round_ in range(4):
         memory.append_many(
             "long",
             [{"type": "assistant", "content": f"round {round_} step {i} " * 20} for i in range(30)],
         )
-        memory.extract("long", force=True)
+        memory.learnings.extract("long", force=True)
         assert memory.compact("long", force=True) is not None
     text = memory.context("long", budget=2000)
     assert first in text
@@ -94,13 +94,13 @@ def test_housekeeping_changes_what_is_loaded_and_never_a_byte_of_any_log(
     log_dir = memory.workspace.log_dir
     before = snapshot(log_dir)
     learning = _learning_of(memory, CORRECTION)
-    assert memory.archive("0d") == [learning.id]
+    assert memory.learnings.archive("0d") == [learning.id]
     assert CORRECTION not in memory.context("next", budget=1500)
-    memory.restore(learning.id)
+    memory.learnings.restore(learning.id)
     assert CORRECTION in memory.context("next", budget=1500)
-    memory.feedback(learning.id, "rejected")
-    assert memory.gc(dry_run=True) == {learning.id: "rejected"}
-    assert memory.gc() == {learning.id: "rejected"}
+    memory.learnings.feedback(learning.id, "rejected")
+    assert memory.learnings.gc(dry_run=True) == {learning.id: "rejected"}
+    assert memory.learnings.gc() == {learning.id: "rejected"}
     after = snapshot(log_dir)
     for name, data in before.items():
         assert after[name][: len(data)] == data  # only ever appended to
@@ -125,19 +125,19 @@ def test_the_workspace_log_only_takes_airsspecs_own_events(memory: Memory) -> No
             },
         )
     with pytest.raises(LearningError, match="unknown phase"):
-        memory.start_session("s1", phase="ship")
-    assert memory.sessions() == []
+        memory.sessions.start("s1", phase="ship")
+    assert memory.sessions.list() == []
 
 
 def test_extraction_is_never_repeated_and_a_rerun_finds_nothing_new(memory: Memory) -> None:
     _first_session(memory)  # the end of the session extracted it
-    count = len(memory.learnings().learnings)
+    count = len(memory.learnings.list().learnings)
     assert count >= 2
-    assert memory.extract("mon", force=True) == []  # nothing new to read
+    assert memory.learnings.extract("mon", force=True) == []  # nothing new to read
     memory.append("mon", {"type": "user", "content": "From now on, always write tests first."})
-    appended = memory.extract("mon", force=True)
+    appended = memory.learnings.extract("mon", force=True)
     assert [r.type for r in appended] == ["learning", "extracted"]
-    assert len(memory.learnings().learnings) == count + 1
+    assert len(memory.learnings.list().learnings) == count + 1
 
 
 def test_cli_learnings_session_and_health(tmp_path: Path) -> None:
@@ -187,7 +187,7 @@ def test_reextract_replays_elsewhere_and_reports_only_what_differs(
         "mon", [{"type": "assistant", "content": f"step {i} " * 30} for i in range(40)]
     )
     assert memory.compact("mon", force=True) is not None
-    memory.extract("mon", force=True)
+    memory.learnings.extract("mon", force=True)
     found_by_a_model = {
         "type": "learning",
         "learning_id": "Lmodel",
@@ -198,7 +198,7 @@ def test_reextract_replays_elsewhere_and_reports_only_what_differs(
     }
     memory.workspace.log.append_many("mon", [found_by_a_model], system=True)
     before = snapshot(memory.root)
-    diff = memory.reextract(tmp_path / "replayed", extractor="rules")
+    diff = memory.learnings.reextract(tmp_path / "replayed", extractor="rules")
     assert snapshot(memory.root) == before  # the live workspace is only read
     assert diff["summaries"] == {"added": [], "removed": [], "changed": []}  # deterministic
     assert diff["learnings"]["added"] == []
@@ -206,4 +206,4 @@ def test_reextract_replays_elsewhere_and_reports_only_what_differs(
         {"session": "mon", "kind": "pattern", "text": found_by_a_model["text"]}
     ]
     with pytest.raises(Exception, match="not empty"):
-        memory.reextract(tmp_path / "replayed")
+        memory.learnings.reextract(tmp_path / "replayed")

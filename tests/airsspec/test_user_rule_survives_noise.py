@@ -42,16 +42,16 @@ def test_a_user_rule_stays_in_a_new_sessions_context_after_five_noisy_imports(
         sessions = _noisy_sessions(memory)
         assert len(sessions) == 5
         for session in sessions:
-            memory.extract(session, force=True)
-        learned = [a for a in memory.learnings().learnings if a.source != "user"]
+            memory.learnings.extract(session, force=True)
+        learned = [a for a in memory.learnings.list().learnings if a.source != "user"]
         assert learned  # the imports did teach something
-        memory.add_learning(RULE, kind="correction")  # the newest, and never read yet
+        memory.learnings.add(RULE, kind="correction")  # the newest, and never read yet
         for _ in range(3):  # every imported session read back: their learnings gain accesses
             for session in sessions:
                 memory.context(session, budget=2000, query="LiveView tests sandbox git push")
-        memory.start_session("next", task="push the branch and fix the LiveView sandbox tests")
+        memory.sessions.start("next", task="push the branch and fix the LiveView sandbox tests")
         for budget in (800, 2000):
             text = memory.context("next", budget=budget)
             assert isinstance(text, str) and RULE in text, (budget, text)
-        order = memory.learnings(reader="next").prompt_order()
+        order = memory.learnings.list(reader="next").prompt_order()
         assert order[0].text == RULE

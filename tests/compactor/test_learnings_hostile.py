@@ -129,10 +129,10 @@ def test_a_subagent_restating_its_parent_is_not_evidence_from_a_second_session(
     world.add("s1", learning("La", said, 0, explicit=False, kind="decision"))
     world.add("s1.agent-a1b2", learning("Lb", said, 0, explicit=False, kind="decision"))
     once = by_id(world.assess(0), "La")
-    assert (once.seen_in, once.tier) == (1, "cold")  # one conversation, however many agents
+    assert (once.seen_in, once.level) == (1, "cold")  # one conversation, however many agents
     world.add("s2", learning("Lc", said, 1, explicit=False, kind="decision"))
     twice = by_id(world.assess(1), "La")
-    assert twice.seen_in == 2 and twice.tier != "cold"
+    assert twice.seen_in == 2 and twice.level != "cold"
 
 
 @pytest.mark.parametrize("source", ["extractive", "user"])

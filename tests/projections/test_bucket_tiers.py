@@ -53,7 +53,7 @@ def _same_log_twice(tmp_path: Path, url: str, endpoint: str) -> tuple[Path, Path
     local = _config(tmp_path / "local", None, endpoint)
     with _open(remote) as memory:
         for session, events in SESSIONS.items():
-            memory.start_session(session, user=OWNERS[session])
+            memory.sessions.start(session, user=OWNERS[session])
             memory.append_many(session, events)
         cache = memory.workspace.log.log_dir
         with _open(local) as other:

@@ -61,9 +61,9 @@ def test_said_by_the_user_outranks_inferred_in_every_tier(world: World) -> None:
     inferred = _inferred_in_two_sessions(world, 3, 0)
     _accessed(world, inferred, 20, 0)
     assessment = world.assess(0, reader="u", settings=LearningSettings(hot_items=1))
-    hot = assessment.tier("hot")  # only one fits: the one the user said
+    hot = assessment.level("hot")  # only one fits: the one the user said
     assert [a.id for a in hot] == ["Lsaid"]
-    assert all(by_id(assessment, i).tier == "warm" for i in inferred)  # moved down, not out
+    assert all(by_id(assessment, i).level == "warm" for i in inferred)  # moved down, not out
     assert assessment.prompt_order()[0].id == "Lsaid"
 
 
@@ -71,7 +71,7 @@ def test_an_inferred_learning_needs_two_sessions_or_a_confirmation(world: World)
     text = "the sandbox checkout is per process so LiveView tests need shared mode"
     world.add("s1", learning("L1", text, 0, explicit=False, kind="error_fix"))
     once = by_id(world.assess(0, reader="s1"), "L1")
-    assert (once.seen_in, once.tier, once.status) == (1, "cold", "active")  # searchable only
+    assert (once.seen_in, once.level, once.status) == (1, "cold", "active")  # searchable only
     world.add(
         MEMORY_SESSION,
         {"type": "learning_feedback", "learning_id": "L1", "verdict": "confirmed", "ts": ts(1)},
@@ -84,7 +84,7 @@ def test_the_same_inference_in_a_second_session_makes_it_loadable(world: World) 
     text = "always run mix ash.codegen before writing migrations"
     world.add("s1", learning("L1", text, 0, explicit=False, kind="decision"))
     world.add("s1", learning("L2", text, 1, explicit=False, kind="decision"))  # same session
-    assert by_id(world.assess(1), "L1").tier == "cold"
+    assert by_id(world.assess(1), "L1").level == "cold"
     world.add("s2", learning("L3", text, 2, explicit=False, kind="decision"))
     a = by_id(world.assess(2), "L1")
     assert (a.seen_in, a.mentions, a.loaded) == (2, 3, True)
@@ -105,15 +105,15 @@ def test_an_explicit_recall_loads_an_inferred_learning_for_that_session(world: W
             "ts": ts(1),
         },
     )
-    assert by_id(world.assess(1, reader="s2"), "L1").tier == "hot"
-    assert by_id(world.assess(1, reader="s3"), "L1").tier == "cold"
+    assert by_id(world.assess(1, reader="s2"), "L1").level == "hot"
+    assert by_id(world.assess(1, reader="s3"), "L1").level == "cold"
 
 
 def test_the_order_is_a_function_of_the_facts_and_the_moment(world: World) -> None:
     world.add(MEMORY_SESSION, learning("Lrule", RULE, 0, source="user", kind="correction"))
     _accessed(world, _inferred_in_two_sessions(world, 4, 0), 5, 0)
-    first = [(a.id, a.tier, a.priority) for a in world.assess(3, reader="s9").prompt_order()]
-    again = [(a.id, a.tier, a.priority) for a in world.assess(3, reader="s9").prompt_order()]
+    first = [(a.id, a.level, a.priority) for a in world.assess(3, reader="s9").prompt_order()]
+    again = [(a.id, a.level, a.priority) for a in world.assess(3, reader="s9").prompt_order()]
     assert first == again and first[0][0] == "Lrule"
 
 

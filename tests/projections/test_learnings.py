@@ -106,11 +106,11 @@ def test_a_sessions_own_learning_is_hot_until_it_ends_then_warm(world: World) ->
         {"type": "session_started", "task": "api", "ts": ts(0)},
         learning("La", "always run the linter", 0),
     )
-    assert by_id(world.assess(0, reader="s1"), "La").tier == "hot"
-    assert by_id(world.assess(0, reader="s2"), "La").tier == "warm"
+    assert by_id(world.assess(0, reader="s1"), "La").level == "hot"
+    assert by_id(world.assess(0, reader="s2"), "La").level == "warm"
     world.add("s1", {"type": "session_ended", "status": "done", "ts": ts(1)})
-    assert by_id(world.assess(1, reader="s1"), "La").tier == "warm"  # hot -> warm at its end
-    assert by_id(world.assess(0.5, reader="s1"), "La").tier == "hot"  # as it was before
+    assert by_id(world.assess(1, reader="s1"), "La").level == "warm"  # hot -> warm at its end
+    assert by_id(world.assess(0.5, reader="s1"), "La").level == "hot"  # as it was before
 
 
 def test_session_scoped_learnings_go_cold_when_the_session_ends(world: World) -> None:
@@ -119,7 +119,7 @@ def test_session_scoped_learnings_go_cold_when_the_session_ends(world: World) ->
         learning("La", "use the staging database here", 0, scope="session"),
         {"type": "session_ended", "status": "done", "ts": ts(1)},
     )
-    assert by_id(world.assess(1, reader="s1"), "La").tier == "cold"
+    assert by_id(world.assess(1, reader="s1"), "La").level == "cold"
 
 
 def test_warm_goes_cold_after_warm_days_without_a_match(world: World) -> None:
@@ -128,8 +128,8 @@ def test_warm_goes_cold_after_warm_days_without_a_match(world: World) -> None:
         learning("La", "always run the linter", 0),
         {"type": "session_ended", "status": "done", "ts": ts(0)},
     )
-    assert by_id(world.assess(29), "La").tier == "warm"
-    assert by_id(world.assess(31), "La").tier == "cold"
+    assert by_id(world.assess(29), "La").level == "warm"
+    assert by_id(world.assess(31), "La").level == "cold"
 
 
 def test_a_match_promotes_cold_to_warm_and_warm_to_hot(world: World) -> None:
@@ -140,11 +140,11 @@ def test_a_match_promotes_cold_to_warm_and_warm_to_hot(world: World) -> None:
         {"type": "session_ended", "status": "done", "ts": ts(0)},
     )
     cue = "refactor the module exports"
-    assert by_id(world.assess(10, reader="s2", cue=cue), "La").tier == "hot"  # warm -> hot
-    assert by_id(world.assess(10, reader="s2", cue=cue), "Lb").tier == "warm"  # no match
+    assert by_id(world.assess(10, reader="s2", cue=cue), "La").level == "hot"  # warm -> hot
+    assert by_id(world.assess(10, reader="s2", cue=cue), "Lb").level == "warm"  # no match
     cold = world.assess(60, reader="s2", cue=cue)
-    assert by_id(cold, "La").tier == "warm"  # cold -> warm on a match
-    assert by_id(cold, "Lb").tier == "cold"
+    assert by_id(cold, "La").level == "warm"  # cold -> warm on a match
+    assert by_id(cold, "Lb").level == "cold"
     # the match, once recorded, keeps it warm for warm_days more
     world.add(
         MEMORY_SESSION,
@@ -157,7 +157,7 @@ def test_a_match_promotes_cold_to_warm_and_warm_to_hot(world: World) -> None:
             "ts": ts(60),
         },
     )
-    assert by_id(world.assess(80), "La").tier == "warm"
+    assert by_id(world.assess(80), "La").level == "warm"
 
 
 def test_explicit_recall_promotes_cold_to_hot_for_that_session(world: World) -> None:
@@ -166,7 +166,7 @@ def test_explicit_recall_promotes_cold_to_hot_for_that_session(world: World) -> 
         learning("La", "always pin dependency versions", 0),
         {"type": "session_ended", "status": "done", "ts": ts(0)},
     )
-    assert by_id(world.assess(60, reader="s3"), "La").tier == "cold"
+    assert by_id(world.assess(60, reader="s3"), "La").level == "cold"
     world.add(
         MEMORY_SESSION,
         {
@@ -177,26 +177,26 @@ def test_explicit_recall_promotes_cold_to_hot_for_that_session(world: World) -> 
             "ts": ts(60),
         },
     )
-    assert by_id(world.assess(60, reader="s3"), "La").tier == "hot"
-    assert by_id(world.assess(100, reader="s4"), "La").tier == "cold"  # only for s3
+    assert by_id(world.assess(60, reader="s3"), "La").level == "hot"
+    assert by_id(world.assess(100, reader="s4"), "La").level == "cold"  # only for s3
 
 
 def test_rejection_sends_hot_to_cold_and_out_of_every_load(world: World) -> None:
     world.add("s1", learning("La", "always use tabs", 0))
-    assert by_id(world.assess(0, reader="s1"), "La").tier == "hot"
+    assert by_id(world.assess(0, reader="s1"), "La").level == "hot"
     world.add(
         MEMORY_SESSION,
         {"type": "learning_feedback", "learning_id": "La", "verdict": "rejected", "ts": ts(1)},
     )
     a = by_id(world.assess(1, reader="s1", cue="tabs"), "La")
-    assert (a.status, a.tier, a.loaded) == ("rejected", "cold", False)
+    assert (a.status, a.level, a.loaded) == ("rejected", "cold", False)
 
 
 def test_hot_capacity_keeps_the_best_and_moves_the_rest_to_warm(world: World) -> None:
     world.add("s1", *[learning(f"L{i:02d}", f"keep{i} module{i} tidy{i}", 0) for i in range(25)])
     assessment = world.assess(0, reader="s1", settings=LearningSettings(hot_items=20))
-    assert len(assessment.tier("hot")) == 20
-    assert len(assessment.tier("warm")) == 5
+    assert len(assessment.level("hot")) == 20
+    assert len(assessment.level("warm")) == 5
 
 
 def test_anchors_are_hot_for_every_reader_and_session_anchors_only_for_theirs(world: World) -> None:
@@ -207,9 +207,9 @@ def test_anchors_are_hot_for_every_reader_and_session_anchors_only_for_theirs(wo
         {"type": "session_ended", "status": "done", "ts": ts(0)},
     )
     later = world.assess(400, reader="s2")
-    assert by_id(later, "Lp").tier == "hot"
-    assert by_id(later, "Ls").tier == "cold"
-    assert by_id(world.assess(400, reader="s1"), "Ls").tier == "hot"
+    assert by_id(later, "Lp").level == "hot"
+    assert by_id(later, "Ls").level == "cold"
+    assert by_id(world.assess(400, reader="s1"), "Ls").level == "hot"
 
 
 # ------------------------------------------------------------------ conflicts
@@ -381,10 +381,10 @@ def test_as_of_gives_the_tiers_of_that_moment(world: World, tmp_path: Path) -> N
     past = LearningsProjector(tmp_path / "past")
     Runner(world.log, [past]).rebuild(stop_after(ts=ts(3)))
     then = assess(past.states(), ts(3))
-    assert [(a.id, a.tier, a.status) for a in then.learnings] == [("La", "warm", "active")]
+    assert [(a.id, a.level, a.status) for a in then.learnings] == [("La", "warm", "active")]
     # the live tier read at that moment gives the same
     live = world.assess(3)
-    assert [(a.id, a.tier, a.status) for a in live.learnings] == [("La", "warm", "active")]
+    assert [(a.id, a.level, a.status) for a in live.learnings] == [("La", "warm", "active")]
     now = world.assess(6)
     # a rejected learning contradicts nothing: the older one stands
     assert by_id(now, "Lb").status == "rejected" and by_id(now, "La").status == "active"

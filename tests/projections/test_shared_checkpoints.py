@@ -39,7 +39,7 @@ def _append(memory: Any, session: str, n: int) -> None:
             {"type": "user" if i % 2 else "assistant", "content": f"{session} message {i}"}
             for i in range(n)
         ],
-        hot=False,  # the projectors under test do all the projecting
+        project=False,  # the projectors under test do all the projecting
     )
 
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from airsspec.cli.common import (
     EXIT_FAILED,
@@ -19,12 +17,15 @@ from airsspec.cli.common import (
     output_path,
     print_json,
 )
-from airsspec.workspace import init_workspace
-from eventlog.bound import Bound
-from eventlog.importers import FORMATS, export_session
-from eventlog.jsonl_input import parse_event_lines
-from eventlog.layout import validate_session_id
-from eventlog.render import format_record, printable
+from airsspec.memory import (
+    FORMATS,
+    Bound,
+    Memory,
+    VerifyFailedError,
+    format_record,
+    parse_event_lines,
+    printable,
+)
 
 
 @command(
@@ -33,15 +34,14 @@ from eventlog.render import format_record, printable
 )
 def cmd_init(args: argparse.Namespace) -> int:
     """Create a workspace and a commented airsspec.toml."""
-    from airsspec.workspace import Workspace
-
-    config, written = init_workspace(Path(args.dir))
-    ws = Workspace.open(config=config)
+    config, written = Memory.init(args.dir)
+    with Memory.open(config=config) as memory:
+        root = memory.root
     if args.json:
-        print_json({"config": str(config), "config_written": written, "workspace": str(ws.root)})
+        print_json({"config": str(config), "config_written": written, "workspace": str(root)})
     else:
         print(f"{'created' if written else 'kept existing'} {config}")
-        print(f"workspace ready at {ws.root}")
+        print(f"workspace ready at {root}")
     return EXIT_OK
 
 
@@ -51,8 +51,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     arg("file", nargs="?", help="JSONL file, or - for standard input (default)"),
 )
 def cmd_append(args: argparse.Namespace) -> int:
-    """Append JSON events (one per line) to a session; all lines are validated first and nothing is
-    appended if any is invalid."""
+    """Append events to a session. JSON events, one per line; all lines are validated first and
+    nothing is appended if any is invalid."""
     if args.file in (None, "-"):
         if sys.stdin is None:
             raise UsageError("standard input is closed: pipe events in, or give a FILE")
@@ -67,7 +67,7 @@ def cmd_append(args: argparse.Namespace) -> int:
     if not events:
         raise UsageError(f"{source}: no events to append")
     with open_memory(args) as memory:
-        records = memory.append_many(args.session, events, hot=False)
+        records = memory.append_many(args.session, events)  # the hot window follows
     if args.json:
         print_json([r.model_dump() for r in records])
     else:
@@ -101,28 +101,23 @@ def _read_key(path: str | None) -> bytes | None:
     ),
 )
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Check schema, seq continuity, the hash chain, each session's head, and (with --against) that
-    nothing sealed earlier was cut or rewritten."""
-    from eventlog.seal import load_seal
-    from eventlog.verify import verify
-
-    sealed, notes = None, []
-    if args.against is not None:
-        try:
-            data = Path(args.against).read_bytes()
-        except OSError as exc:
-            raise UsageError(f"--against {args.against}: {exc.strerror}") from exc
-        seal, notes = load_seal(data, _read_key(args.key))
-        sealed = seal.anchors()
-    elif args.key is not None:
+    """Check the log's integrity. Schema, seq continuity, the hash chain, each session's head,
+    and (with --against) that nothing sealed earlier was cut or rewritten."""
+    if args.key is not None and args.against is None:
         raise UsageError("--key goes with --against SEAL")
+    if args.against is not None and not Path(args.against).is_file():
+        raise UsageError(f"--against {args.against}: no such seal file")
+    key = _read_key(args.key)
     with open_memory(args) as memory:
-        ws = memory.workspace
-        report = verify(ws.log, args.sessions or None, sealed)
-        tiers = (
-            [f"{t.tier}: {d}" for t in memory.status() for d in t.degraded] if args.tiers else []
+        verified = memory.verify(
+            args.sessions or None, against=args.against, key=key, projections=args.tiers
         )
-    ok = report.ok and not tiers
+    report, tiers, notes, ok = (
+        verified,
+        verified.projection_problems,
+        verified.warnings,
+        verified.ok,
+    )
     if args.json:
         print_json(
             {
@@ -148,7 +143,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(f"FAIL {p.session}: seq {p.seq}, byte offset {p.offset}: {p.message}")
     bad = sum(1 for s in report.sessions if s.problem)
     status = "OK" if ok else "FAILED"
-    against = f" against the seal of {seal.sealed_at}" if sealed is not None else ""
+    against = f" against the seal of {verified.sealed_at}" if verified.sealed_at else ""
     print(
         f"{status}: {len(report.sessions)} session(s), {report.records} record(s) verified"
         + against
@@ -164,21 +159,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
     arg("-o", "--output", metavar="FILE", help="where to write (default: stdout)"),
 )
 def cmd_seal(args: argparse.Namespace) -> int:
-    """Write a seal of every session's head (verified first), to keep outside the workspace."""
-    from eventlog.seal import make_seal
-    from eventlog.verify import verify
-
+    """Seal every session's head. The log is verified first; keep the seal outside the
+    workspace."""
     key = _read_key(args.key)
     with open_memory(args) as memory:
         if args.output not in (None, "-"):
             output_path(memory, args.output, "--output")
-        ws = memory.workspace
-        report = verify(ws.log)
-        if not report.ok:
-            bad = ", ".join(s.session for s in report.sessions if s.problem)
-            print(f"airsspec: error: not sealed: verify fails for {bad}", file=sys.stderr)
+        try:
+            seal = memory.seal(key=key)
+        except VerifyFailedError as exc:  # a check failed (exit 1), not a mistake of usage
+            print(f"airsspec: error: {exc}", file=sys.stderr)
             return EXIT_FAILED
-        seal = make_seal(ws.log, key)
     data = seal.model_dump_json(indent=2, exclude_none=True) + "\n"
     if args.output in (None, "-"):
         sys.stdout.write(data)  # the seal is JSON already
@@ -204,11 +195,9 @@ def cmd_seal(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _until(value: str | None) -> Callable[[Any], bool]:
-    """A predicate 'record is past the --until bound' (a seq or a time)."""
-    if value is None:
-        return lambda record: False
-    return Bound.parse(value, "--until").passed
+def _until(value: str | None) -> Bound | None:
+    """The --until bound: a seq or a time (a bad one is refused, naming the option)."""
+    return None if value is None else Bound.parse(value, "--until")
 
 
 @command(
@@ -219,24 +208,17 @@ def _until(value: str | None) -> Callable[[Any], bool]:
     arg("--meta", action="store_true", help="show every record's meta in full"),
 )
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Show a session as it happened (exact records with --json)."""
-    past_end = _until(args.until)
+    """Show a session as it happened. With --json, the exact records."""
+    until = _until(args.until)
     out = sys.stdout
     with open_memory(args) as memory:
-        ws = memory.workspace
-        if args.session not in ws.log.sessions():
-            raise UsageError(f"no session {args.session!r} in {ws.log_dir}")
-        memory.check_session(args.session)  # a scoped reader's own sessions only
-        seq_of_id: dict[str, int] = {}
-        for located in ws.log.read(args.session):
-            record = located.record
+        seq_of_id: dict[str, int] = {}  # a record shown links to the seq of one it refers to
+        for record, raw in memory.replay(args.session, until=until, raw=True):
             seq_of_id[record.id] = record.seq
             if record.seq < args.from_seq:
                 continue
-            if past_end(record):
-                break
             if args.json:
-                out.write(located.raw.decode("utf-8") + "\n")
+                out.write(raw.decode("utf-8") + "\n")
             else:
                 out.write(format_record(record, seq_of_id, full_meta=args.meta) + "\n")
     return EXIT_OK
@@ -246,13 +228,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_sessions(args: argparse.Namespace) -> int:
     """List sessions with counts, first/last time and size."""
     with open_memory(args) as memory:
-        ws = memory.workspace
-        infos = memory.sessions()
+        log_dir = memory.log_dir
+        infos = memory.sessions.list()
     if args.json:
         print_json([asdict(i) for i in infos])
         return EXIT_OK
     if not infos:
-        print(f"no sessions in {ws.log_dir}")
+        print(f"no sessions in {log_dir}")
         return EXIT_OK
     print(f"{'session':<32} {'records':>8} {'first':<27} {'last':<27} {'bytes':>10}")
     for i in infos:
@@ -282,9 +264,9 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_import(args: argparse.Namespace) -> int:
-    """Import agent transcripts losslessly (idempotent: re-importing adds only what is new)."""
+    """Import agent transcripts losslessly. Idempotent: re-importing adds only what is new."""
     with open_memory(args) as memory:
-        results = memory.import_transcripts(  # a scoped user owns the sessions it creates
+        results = memory.import_transcripts(
             args.format, args.paths, prefix=args.session_prefix, keep_secrets=args.keep_secrets
         )
     if args.json:
@@ -306,7 +288,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     arg("-o", "--output", metavar="FILE", help="where to write (default: stdout)"),
 )
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write an imported session back in its source format, byte for byte; or, with 'parquet DIR',
+    """Export a session, or the whole log. An imported session goes back in its source format, byte
+    for byte; or, with 'parquet DIR',
     the whole log as Parquet for analysis at scale."""
     if args.format == "parquet":
         with open_memory(args) as memory:
@@ -323,12 +306,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     with open_memory(args) as memory:
         if args.output not in (None, "-"):
             output_path(memory, args.output, "--output")
-        ws = memory.workspace
-        validate_session_id(args.target)
-        if args.target not in ws.log.sessions():
-            raise UsageError(f"no session {args.target!r}")
-        memory.check_session(args.target)
-        data = export_session(ws.log, args.format, args.target)
+        data = memory.export(args.target, args.format)
     if args.output in (None, "-"):
         if args.json:  # the source text inside a JSON object, for scripts
             print_json({"session": args.target, "format": args.format, "text": data.decode()})

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from eventlog.schema import INPUT_TYPES, MEMORY_SESSION, CompactionRecord, LearningRecord
 
 if TYPE_CHECKING:
-    from airsspec.memory import Memory
+    from airsspec.memory.core import Memory
 
 _ENVELOPE = ("v", "session", "seq", "prev", "hash", "batch", "redacted")
 
@@ -47,15 +47,15 @@ def _derived(memory: Memory) -> tuple[dict[tuple, str], set[tuple]]:
 
 def reextract(
     memory: Memory,
+    make: type[Memory],
     out: str | Path,
     *,
     summarizer: str | None = None,
     extractor: str | None = None,
 ) -> dict[str, Any]:
-    """Replay ``memory``'s log into ``out`` with another summarizer and/or extractor; return
-    what changed (see the module)."""
+    """Replay ``memory``'s log into ``out`` with another summarizer and/or extractor (the
+    copy opened as ``make``, the live memory's class); return what changed (see the module)."""
     from airsspec.errors import InvalidQueryError
-    from airsspec.memory import Memory
     from airsspec.workspace import Workspace
     from eventlog.layout import Layout
 
@@ -74,7 +74,7 @@ def reextract(
     # the copy keeps its log and tiers in ``out``: never the live bucket's (``[storage] url``)
     settings = settings.model_copy(update={"storage": type(settings.storage)()})
     Layout(target).create()
-    with Memory(Workspace(target, settings)) as copy:
+    with make(Workspace(target, settings)) as copy:
         source = memory.workspace.log
         for session in source.sessions():
             if session == MEMORY_SESSION:
@@ -93,7 +93,7 @@ def reextract(
                     copy.compact(session, force=True)
                 elif record.type == "extracted":  # the same range, read again
                     flush()
-                    copy.extract(session, force=True)
+                    copy.learnings.extract(session, force=True)
                 elif record.type in INPUT_TYPES and not (
                     isinstance(record, LearningRecord) and record.source != "user"
                 ):

