@@ -87,10 +87,7 @@ def forget(
     log = memory.workspace.log
     sealer = log.sealer
     if sealer is None:
-        raise ForgetError(
-            'content is not encrypted here ([privacy] encrypt = "off"): the log keeps it in '
-            'the clear and cannot forget it; set encrypt = "user" or "session" first'
-        )
+        raise _in_the_clear()
     if user is not None:
         if memory.scope.user not in (None, user):
             raise ScopeError(f"a memory scoped to {memory.scope} cannot forget user {user}")
@@ -105,6 +102,8 @@ def forget(
         sessions = [session]
         subjects = [f"session:{session}"]
     kids = {key_id(subject) for subject in subjects}
+    if sealer.mode == "off" and not any(sealer.keys.key(kid, create=False) for kid in kids):
+        raise _in_the_clear()  # off, and no key of an earlier setting: nothing to shred
     # a session's records sealed under its user's key alone (before keys were nested) can
     # only be forgotten with the user: refused before anything is changed
     whole_user = key_id(f"user:{owned}") if user is None and owned is not None else None
@@ -233,7 +232,7 @@ def _drop_documents(memory: Memory, user: str | None, paths: list[str], cold: An
     if cold is not None and paths and cold.store.open() is not None:
         from projections.cold import quote
 
-        with cold.exclusive():
+        with cold.state_store.exclusive():
             for path in paths:
                 cold.store.delete(f"source = {quote(path)}")
 
@@ -312,3 +311,10 @@ def _compact_cold(cold: Any, *, reindex: bool) -> None:
             table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
             cold.store.maintain(cold.ann_min_rows)
         table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+
+
+def _in_the_clear() -> ForgetError:
+    return ForgetError(
+        'content is not encrypted here ([privacy] encrypt = "off"): the log keeps it in '
+        'the clear and cannot forget it; set encrypt = "user" or "session" first'
+    )

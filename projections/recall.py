@@ -40,6 +40,7 @@ from eventlog.log import EventLog
 from projections.bm25 import BM25
 from projections.cold import ColdStore, quote
 from projections.embedders import Embedder
+from projections.sources import USERS_FOLDER
 from projections.units import (
     UNIT_FIELDS,
     UNIT_KINDS,
@@ -152,11 +153,13 @@ class Recall:
         until: str | None = None,
         kinds: list[str] | None = None,
         sessions: Collection[str] | None = None,
+        user: str | None = None,
     ) -> QueryResult:
         """The ``k`` best units for ``query`` within the filters, best first. ``sessions``
         (a reader scope's sessions, ``projections.scopes``) keeps units of those sessions
-        only, the workspace's documents (shared with every reader), and learnings, which the
-        caller filters by the scope's own rules."""
+        only, the workspace's documents, and learnings, which the caller filters by the
+        scope's own rules; with ``user`` (the reader's), documents another user owns (under
+        ``sources/users/OTHER/``) are left out too."""
         started = time.perf_counter()
         if kinds is not None and (unknown := set(kinds) - set(KINDS)):
             raise ValueError(f"unknown kinds {sorted(unknown)}; available: {', '.join(KINDS)}")
@@ -172,7 +175,7 @@ class Recall:
             result.mode = "log-scan"
             result.hits = self._scan_log(query, k, session, since, until, kinds, sessions)
         else:
-            self._search(table, result, k, session, since, until, kinds, sessions)
+            self._search(table, result, k, session, since, until, kinds, sessions, user)
         result.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 3)
         return result
 
@@ -482,11 +485,19 @@ def _where(
     until: str | None,
     kinds: list[str] | None,
     sessions: Collection[str] | None = None,
+    user: str | None = None,
 ) -> str:
     clauses = []
     if sessions is not None:
         allowed = ", ".join(quote(s) for s in sorted(sessions)) or "NULL"
-        clauses.append(f"(session IN ({allowed}) OR kind IN ('learning', 'source'))")
+        documents = "kind = 'source'"
+        if user is not None:  # a user's own documents and nobody's, never another user's
+            mine = quote(f"{USERS_FOLDER}/{user}/")
+            documents += (
+                f" AND (NOT starts_with(source, {quote(USERS_FOLDER + '/')})"
+                f" OR starts_with(source, {mine}))"
+            )
+        clauses.append(f"(session IN ({allowed}) OR kind = 'learning' OR ({documents}))")
     if session:
         clauses.append(f"session = {quote(session)}")
     if since:

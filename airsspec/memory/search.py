@@ -68,7 +68,9 @@ def query_memory(
     allowed = memory.scopes.visible(scope)
     answer = (
         memory.workspace.recall()
-        .query_memory(chosen.query, chosen.k, chosen.session, since, until, chosen.kinds, allowed)
+        .query_memory(
+            chosen.query, chosen.k, chosen.session, since, until, chosen.kinds, allowed, scope.user
+        )
         .to_json()
     )
     if any(hit["kind"] == "learning" for hit in answer["hits"]):

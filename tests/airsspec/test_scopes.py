@@ -224,3 +224,24 @@ def test_search_and_context_for_one_user_never_return_anothers_records(
                 assert not any(mark in text for mark in others), (reader, session, text)
             if mine:
                 assert any(f"owner{reader}" in h["text"] for h in hits)
+
+
+def test_a_scoped_search_never_returns_a_document_another_user_owns(memory: Memory) -> None:
+    documents = {
+        "users/alice/plan.md": "zebra crossing plan of alice",
+        "users/bob/plan.md": "zebra crossing plan of bob",
+        "team.md": "zebra crossing plan of the team",
+    }
+    for path, text in documents.items():
+        (memory.sources_dir / path).parent.mkdir(parents=True, exist_ok=True)
+        (memory.sources_dir / path).write_text(text + "\n")
+    memory.project()
+
+    def found(reader: Memory) -> set[str]:
+        hits = reader.search("zebra crossing plan", k=10, kinds=["source"])["hits"]
+        return {hit["source"] for hit in hits}
+
+    assert found(memory) == set(documents)  # the unscoped reader sees every document
+    assert found(memory.scoped(user="alice")) == {"users/alice/plan.md", "team.md"}
+    assert found(memory.scoped(user="bob")) == {"users/bob/plan.md", "team.md"}
+    assert found(memory.scoped(agent="coder")) == set(documents)  # no user named: no filter

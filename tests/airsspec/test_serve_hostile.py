@@ -23,7 +23,7 @@ from airsspec.serve.app import write_state as write_discovery
 from airsspec.serve.core import MAX_VIEWS, Served
 from airsspec.serve.tokens import TokenStore
 from eventlog.errors import ServeError
-from tests.airsspec.test_scoped_import import _transcript as transcript
+from tests.conftest import claude_transcript as transcript
 
 SECRET = "the owner's secret plan"
 EVENTS = [{"type": "user", "content": SECRET}]

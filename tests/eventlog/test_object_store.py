@@ -125,7 +125,7 @@ def test_a_session_id_differing_only_in_case_is_refused_across_machines(
     other = object_log(bucket_url, moto_endpoint, tmp_path / "b")
     with pytest.raises(InvalidSessionIdError, match="'Build' exists and differs only in case"):
         other.append("build", {"type": "user", "content": "y"})
-    assert other.sessions.list() == ["Build"]
+    assert other.sessions() == ["Build"]
 
 
 def test_a_store_that_ignores_if_none_match_is_refused_for_many_writers(
