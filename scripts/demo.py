@@ -237,6 +237,8 @@ def main() -> None:
         sys.exit(f"demo step failed: {done.stderr}")
 
     print("\n== 1. A workspace, seeded with the example agent sessions ==")
+    print("-- every command, grouped; each action has its own help (airsspec learnings add --help)")
+    run(target, "--help", max_lines=48, width=110)
     run(target, "init", ".")
     shutil.copytree(EXAMPLE / "contexts", target / ".airsspec" / "contexts", dirs_exist_ok=True)
     run(target, "sessions")
@@ -299,13 +301,13 @@ def main() -> None:
     run(target, "verify")
 
     print("\n== 7. Recall anything: the cold tier searches messages, summaries and documents ==")
-    run(target, "query", "why were users logged out after five minutes?", "-k", "3")
+    run(target, "search", "why were users logged out after five minutes?", "-k", "3")
     print("\n-- summaries of compacted history are searchable too, with the records they cover --")
-    run(target, "query", "webhook delivery retries", "--kind", "summary", "-k", "2")
+    run(target, "search", "webhook delivery retries", "--kind", "summary", "-k", "2")
     sources = target / ".airsspec" / "sources"
     (sources / "release-checklist.md").write_text(RELEASE_CHECKLIST)
     print(f"\n-- a document put in {sources.relative_to(target)}/ is indexed on the next query --")
-    run(target, "query", "who signs off a release?", "-k", "2", "--kind", "source")
+    run(target, "search", "who signs off a release?", "-k", "2", "--kind", "source")
     print("\n-- ...registered by an event in the log: which documents were known, when, as what --")
     run(
         target,
@@ -316,7 +318,7 @@ def main() -> None:
     print("\n-- scripts and evaluations send many queries at once, one JSON line each --")
     run(
         target,
-        "query",
+        "search",
         "--batch",
         "-",
         stdin='{"query": "HMAC signing", "k": 1}\n{"query": "CSV time zone", "k": 1}\n',
@@ -325,7 +327,7 @@ def main() -> None:
     )
     print("\n-- with the vectors gone, a query still answers (from the log) and says so --")
     shutil.rmtree(target / ".airsspec" / "knowledge" / "vectors")
-    run(target, "query", "HMAC signing", "-k", "1", "--stale")
+    run(target, "search", "HMAC signing", "-k", "1", "--stale")
 
     print("\n== 8. Any tier can be deleted; the log rebuilds it exactly, no summarizer called ==")
     run(target, "project")
@@ -440,7 +442,7 @@ def main() -> None:
     run(target, "append", "mon-users", "-", stdin=monday)
     print("-- ending a session reads its new messages for learnings at once --")
     run(target, "session", "end", "mon-users")
-    run(target, "learnings", "--session", "fri-orders", max_lines=8, width=150)
+    run(target, "learnings", "list", "--session", "fri-orders", max_lines=8, width=150)
     run(target, "session", "start", "fri-orders", "--task", "write the orders module")
     print("\n-- Friday's context starts with its task, phase, anchors and what was learned --")
     run(target, "context", "fri-orders", "--budget", "600", max_lines=16, width=150)
