@@ -313,6 +313,7 @@ class Recall:
         until: str | None,
         kinds: list[str] | None,
         sessions: Collection[str] | None = None,
+        user: str | None = None,  # documents are not in the log: nothing of theirs to filter
     ) -> list[Hit]:
         if self.log is None or (
             kinds is not None and not {"message", "summary", "learning"} & set(kinds)
