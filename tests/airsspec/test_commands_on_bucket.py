@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -196,13 +197,43 @@ def workspaces(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def run_both(workspaces: dict[str, Path], args: list[str], stdin: bytes | None) -> dict:
-    """Run the command in both workspaces: per workspace (exit code, masked stdout, stderr)."""
-    results = {}
-    for name, root in workspaces.items():
+    """Run the command in both workspaces at once (they share nothing): per workspace (exit
+    code, masked stdout, stderr)."""
+
+    def run(root: Path) -> tuple[int, bytes, bytes]:
         argv = [a.replace("{out}", str(root / "out")).replace("{root}", str(root)) for a in args]
+        if args[0] == "mcp":
+            return mcp_session(root)
         done = run_cli(*argv, cwd=root, stdin=stdin)
-        results[name] = (done.returncode, normal(done.stdout, root), normal(done.stderr, root))
-    return results
+        return done.returncode, normal(done.stdout, root), normal(done.stderr, root)
+
+    with ThreadPoolExecutor(len(workspaces)) as pool:
+        running = {name: pool.submit(run, root) for name, root in workspaces.items()}
+        return {name: future.result() for name, future in running.items()}
+
+
+def mcp_session(root: Path) -> tuple[int, bytes, bytes]:
+    """``airsspec mcp`` as a client drives it: the requests sent, their input kept open until
+    every answer came (the server answers as calls finish: sorted by id), then closed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "airsspec", "mcp"],
+        cwd=root,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(MCP_INPUT)
+        proc.stdin.flush()
+        answers = [proc.stdout.readline() for _ in range(MCP_INPUT.count(b'"id"'))]
+        proc.stdin.close()
+        err = proc.stderr.read() if proc.stderr else b""
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    answers.sort(key=lambda line: json.loads(line)["id"])
+    return proc.returncode, normal(b"".join(answers), root), normal(err, root)
 
 
 @pytest.mark.parametrize(("args", "stdin"), [c[1:] for c in COMMANDS], ids=[c[0] for c in COMMANDS])
