@@ -129,14 +129,13 @@ class Daemon:
         logs, documents = self.memory.workspace.log.log_dir, self.memory.sources_dir
         for folder in (logs, documents):
             folder.mkdir(parents=True, exist_ok=True)
-        self._safe_step(None)
-        log.info("watching %s and %s", logs, documents)
 
         def relevant(change: watchfiles.Change, path: str) -> bool:
             if Path(path).parent == logs:  # a session log written (a new one, or appended to)
                 return path.endswith(LOG_SUFFIX) and change != watchfiles.Change.deleted
             return Path(path).is_relative_to(documents)  # a document added, changed, removed
 
+        caught_up = False
         for changes in watchfiles.watch(
             logs,
             documents,
@@ -145,7 +144,14 @@ class Daemon:
             step=5,
             raise_interrupt=False,
             watch_filter=relevant,
+            yield_on_timeout=True,  # the first pass, changes or not, is the catch-up below
+            rust_timeout=1000,
         ):
+            if not caught_up:  # the watcher is registered: nothing appended from now is missed,
+                caught_up = True  # and what landed before is caught up here, in one step
+                self._safe_step(None)
+                log.info("watching %s and %s", logs, documents)
+                continue
             paths = [Path(path) for _, path in changes]
             sessions = {p.name[: -len(LOG_SUFFIX)] for p in paths if p.parent == logs}
             if sessions:

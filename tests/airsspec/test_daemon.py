@@ -17,6 +17,7 @@ from queue import Empty, Queue
 
 import pytest
 
+from airsspec.memory import Memory
 from airsspec.workspace import Workspace
 from eventlog.verify import verify
 from projections.engine import Runner
@@ -58,10 +59,13 @@ class Watcher:
             self.lines.put(line)
 
     def wait_for(self, pattern: str, timeout: float = 60) -> str:
+        """The first line matching ``pattern`` within ``timeout`` seconds in all (a daemon that
+        keeps logging other lines must not keep the wait going)."""
         regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
         while True:
             try:
-                line = self.lines.get(timeout=timeout)
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except Empty:
                 raise AssertionError(f"daemon never logged {pattern!r}; saw {self.seen}") from None
             self.seen.append(line)
@@ -83,8 +87,10 @@ def cold_rows(ws: Workspace) -> list[dict]:
 
 
 def append(root: Path, session: str, texts: list[str], kind: str = "user") -> None:
-    lines = "".join(f'{{"type": "{kind}", "content": "{t}"}}\n' for t in texts).encode()
-    assert run_cli("append", session, "-", cwd=root, stdin=lines).returncode == 0
+    """Append as a writer that leaves projecting to the daemon (``airsspec append`` brings the
+    hot window up to date itself, which would race the daemon for the lines awaited here)."""
+    with Memory.open(config=root / "airsspec.toml") as memory:
+        memory.append_many(session, [{"type": kind, "content": t} for t in texts], project=False)
 
 
 def test_appends_become_visible_and_sigterm_stops_cleanly(root: Path) -> None:
