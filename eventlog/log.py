@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import orjson
 from pydantic import ValidationError
+from typing_extensions import override
 
 from eventlog.canonical import batch_json, encode_batch
 from eventlog.errors import (
@@ -68,13 +69,7 @@ from eventlog.schema import (
     SYSTEM_TYPES,
     Event,
     Record,
-    event_bodies,
-    input_adapter,
-    input_bodies,
-    parse_record,
-    record_from_dict,
-    record_validator,
-    unknown_type,
+    validation,
 )
 from eventlog.secrets import Redactor
 
@@ -127,7 +122,7 @@ class StoredRecords(Sequence[Record]):
         model = self._models[index]
         if model is None:
             body = self._bodies[index] | {"hash": self._hashes[index]}
-            model = self._models[index] = record_from_dict(body)
+            model = self._models[index] = validation.record_from_dict(body)
         return model
 
     def __eq__(self, other: object) -> bool:
@@ -239,7 +234,7 @@ def _invalid(exc: ValidationError) -> InvalidEventError:
     first = mine[0]
     if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
         kind = first["input"].get("type") if isinstance(first["input"], dict) else None
-        return InvalidEventError(unknown_type(kind), index=index, field="type")
+        return InvalidEventError(validation.unknown_type(kind), index=index, field="type")
     if first["type"] == "model_attributes_type":
         return InvalidEventError("an event must be a JSON object", index=index)
     located = [{**err, "loc": err["loc"][2:]} for err in mine]  # drop (index, tag)
@@ -266,22 +261,24 @@ def prepare_events(
     kinds = set(map(type, items))
     if kinds == {dict}:
         try:
-            bodies = input_bodies(items)
+            bodies = validation.input_bodies(items)
         except ValidationError as exc:
             raise _invalid(exc) from exc
     elif all(issubclass(kind, Event) for kind in kinds):  # models need no validation
-        bodies = event_bodies(items)
+        bodies = validation.event_bodies(items)
     else:  # a mix (or not events at all): validate all but the models
         raw = [i for i, e in enumerate(items) if not isinstance(e, Event)]
         try:
-            validated = input_bodies([items[i] for i in raw])
+            validated = validation.input_bodies([items[i] for i in raw])
         except ValidationError as exc:
             error = _invalid(exc)
             raise InvalidEventError(
                 error.message, index=raw[error.index], field=error.field
             ) from exc
         given = iter(validated)
-        bodies = [event_bodies([e])[0] if isinstance(e, Event) else next(given) for e in items]
+        bodies = [
+            validation.event_bodies([e])[0] if isinstance(e, Event) else next(given) for e in items
+        ]
     _refuse_system(bodies, system, imported)
     return bodies
 
@@ -295,10 +292,10 @@ def validate_input(
         model = event
     else:
         try:
-            (model,) = input_adapter().validate_python([event])
+            (model,) = validation.input_adapter().validate_python([event])
         except ValidationError as exc:
             raise _invalid(exc) from exc
-    body = event_bodies([model])
+    body = validation.event_bodies([model])
     _refuse_system(body, system, imported)
     _refuse_deep(body)
     return model
@@ -332,7 +329,55 @@ def bodies_to_append(
     return bodies, clear
 
 
-class EventLog:
+class AppendFlags(NamedTuple):
+    """How a batch may be appended (``Appends.append_many``'s keyword arguments)."""
+
+    system: bool = False
+    keep_secrets: bool = False
+    imported: bool = False
+    new: bool = False
+
+
+class Appends:
+    """The append calls of every log (the folder's ``EventLog``, the object store's
+    ``ObjectStoreLog``), declared once; each log writes a batch its own way (``_append_batch``)."""
+
+    def append(self, session: str, event: Event | dict[str, Any]) -> Record:
+        """Append one event; return the stored record."""
+        return self._append_batch(session, [event], AppendFlags())[0]
+
+    def append_many(
+        self,
+        session: str,
+        events: Iterable[Event | dict[str, Any]],
+        *,
+        system: bool = False,
+        keep_secrets: bool = False,
+        imported: bool = False,
+        new: bool = False,
+    ) -> StoredRecords:
+        """Append events atomically (all or none); return the stored records in order.
+
+        ``new``: only if the session has no record yet, checked in the same step as the write
+        (under the session's lock; on an object store, a create-only claim of seq 1); else
+        ``SessionExistsError`` and nothing is written (a writer creating a session with its
+        owner's first record cannot then land after another's).
+
+        Event types that only the system writes (``SYSTEM_TYPES``: a compaction) are refused
+        unless ``system`` is set, which only their writers (the compactor) do; fields only
+        importers set (``origin``) unless ``imported`` (or ``system``) is. With a
+        ``redactor``, secrets are replaced before anything is written (the record's
+        ``redacted`` says where) unless ``keep_secrets`` is set.
+        """
+        return self._append_batch(session, events, AppendFlags(system, keep_secrets, imported, new))
+
+    def _append_batch(
+        self, session: str, events: Iterable[Event | dict[str, Any]], flags: AppendFlags
+    ) -> StoredRecords:
+        raise NotImplementedError
+
+
+class EventLog(Appends):
     """Append to and read from the session logs under ``log_dir``."""
 
     def __init__(
@@ -531,33 +576,11 @@ class EventLog:
 
     # ----------------------------------------------------------------- append
 
-    def append(self, session: str, event: Event | dict[str, Any]) -> Record:
-        """Append one event; return the stored record."""
-        return StoredRecords(*self._append(session, [event], False, False, False, False))[0]
-
-    def append_many(
-        self,
-        session: str,
-        events: Iterable[Event | dict[str, Any]],
-        *,
-        system: bool = False,
-        keep_secrets: bool = False,
-        imported: bool = False,
-        new: bool = False,
+    @override
+    def _append_batch(
+        self, session: str, events: Iterable[Event | dict[str, Any]], flags: AppendFlags
     ) -> StoredRecords:
-        """Append events atomically (all or none); return the stored records in order.
-
-        ``new``: only if the session has no record yet, checked under its lock in the same
-        step as the write; else ``SessionExistsError`` and nothing is written (a writer
-        creating a session with its owner's first record cannot then land after another's).
-
-        Event types that only the system writes (``SYSTEM_TYPES``: a compaction) are refused
-        unless ``system`` is set, which only their writers (the compactor) do; fields only
-        importers set (``origin``) unless ``imported`` (or ``system``) is. With a
-        ``redactor``, secrets are replaced before anything is written (the record's
-        ``redacted`` says where) unless ``keep_secrets`` is set.
-        """
-        return StoredRecords(*self._append(session, events, system, keep_secrets, imported, new))
+        return StoredRecords(*self._append(session, events, *flags))
 
     def _append(
         self,
@@ -683,7 +706,7 @@ class EventLog:
             extra = item.record.__pydantic_extra__
             if extra and "sealed" in extra:
                 opened = self.sealer.open(orjson.loads(item.raw))
-                item = item._replace(record=record_from_dict(opened))
+                item = item._replace(record=validation.record_from_dict(opened))
             yield item
 
 
@@ -716,7 +739,7 @@ class _SessionReader:
 
     def __iter__(self) -> Iterator[Located]:
         pending: list[Located] = []  # parts of a batch not yet complete
-        validate = record_validator()
+        validate = validation.record_validator()
         session, from_seq = self.session, self.from_seq
         seq, position = self.seq, self.position  # written back when the pass ends
         make = tuple.__new__  # Located(...) without its Python-level __new__
@@ -760,7 +783,7 @@ class _SessionReader:
 
     def _parse(self, line: bytes, offset: int, expected: int) -> Record:
         try:
-            record = parse_record(line)
+            record = validation.parse_record(line)
         except (ValidationError, ValueError) as exc:
             reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
             if isinstance(exc, ValidationError):

@@ -22,12 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from typing_extensions import override
 
 from eventlog.canonical import encode_batch
 from eventlog.errors import CorruptLogError, SeqTakenError, StorageError
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import session_path, validate_session_id
 from eventlog.log import (
+    AppendFlags,
+    Appends,
     EventLog,
     Located,
     SessionInfo,
@@ -38,7 +41,7 @@ from eventlog.log import (
     session_exists,
 )
 from eventlog.recovery import TailState
-from eventlog.schema import SCHEMA_VERSION, Event, Record
+from eventlog.schema import SCHEMA_VERSION, Event
 from eventlog.secrets import Redactor
 from eventlog.storage import SessionStore
 
@@ -52,7 +55,7 @@ _MAX_ATTEMPTS = 10_000  # a writer loses only to another's success: this bounds 
 _CONTENDED_S = 1.0
 
 
-class ObjectStoreLog:
+class ObjectStoreLog(Appends):
     """Append to and read from the sessions of ``store`` (see the module)."""
 
     def __init__(
@@ -95,23 +98,13 @@ class ObjectStoreLog:
 
     # ----------------------------------------------------------------- append
 
-    def append(self, session: str, event: Event | dict[str, Any]) -> Record:
-        """Append one event; return the stored record."""
-        return self.append_many(session, [event])[0]
-
-    def append_many(
-        self,
-        session: str,
-        events: Iterable[Event | dict[str, Any]],
-        *,
-        system: bool = False,
-        keep_secrets: bool = False,
-        imported: bool = False,
-        new: bool = False,
+    @override
+    def _append_batch(
+        self, session: str, events: Iterable[Event | dict[str, Any]], flags: AppendFlags
     ) -> StoredRecords:
-        """Append events atomically (one object: all or none); return the stored records.
-        ``new``: only as the session's first object, a create-only claim of seq 1 (as
-        ``EventLog.append_many``: else ``SessionExistsError``, nothing written)."""
+        """One object: all or none. ``flags.new``: only as the session's first object, a
+        create-only claim of seq 1."""
+        system, keep_secrets, imported, new = flags
         validate_session_id(session)
         bodies, clear = bodies_to_append(self, session, events, system, keep_secrets, imported)
         if not bodies:
