@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from airsspec.errors import SettingsError
 from eventlog.crypto import EncryptMode
-from eventlog.schema import MESSAGE_TYPES
+from eventlog.schema import MESSAGE_TYPES, Frozen
 from eventlog.storage import parse_url
 from projections.learning_rules import LearningSettings
 from projections.units import IndexPolicy, RecallWeights
@@ -28,8 +28,8 @@ CONFIG_NAME = "airsspec.toml"
 ENV_PREFIX = "AIRSSPEC_"
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Section(Frozen):
+    """A section of airsspec.toml."""
 
 
 class WorkspaceSettings(_Section):

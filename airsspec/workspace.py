@@ -136,9 +136,7 @@ class Workspace:
                 def bucket() -> ObjectStore:
                     return ObjectStore(storage.url, cache, **options)
 
-            store, local = open_key_store(
-                self.settings.privacy.keys, self.layout.keys_dir, bucket
-            )
+            store, local = open_key_store(self.settings.privacy.keys, self.layout.keys_dir, bucket)
         if mode == "off" and local and not (self.layout.keys_dir).is_dir():
             return None
         return Sealer(mode, store, SessionOwners(self.log_dir))

@@ -51,17 +51,24 @@ ERROR_WINDOW = 12  # records after an error in which the next good observation i
 RERUN_WINDOW = 80  # records after an error in which a re-run of the same action is looked for
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _words(*phrases: str) -> re.Pattern[str]:
+    """A detector: any of ``phrases`` (regular expressions) as whole words, in any case."""
+    return re.compile(r"\b(" + "|".join(phrases) + r")\b", re.I)
+
+
 _SELF = re.compile(
     r"\b(i am an? |i'm an? |my name is|call me |i work (at|for|on) |my role is|"
     r"ground rules?|house rules?)",
     re.I,
 )
-_PROJECT_SUBJECT = re.compile(
-    r"\b(in this (project|repo|repository|codebase)|this (project|repo|codebase) (uses|is|has)|"
-    r"our (project|codebase|team|stack|convention))\b",
-    re.I,
+_PROJECT_SUBJECT = _words(
+    "in this (project|repo|repository|codebase)",
+    "this (project|repo|codebase) (uses|is|has)",
+    "our (project|codebase|team|stack|convention)",
 )
-_PROJECT_WORD = re.compile(r"\b(always|never|must|only|convention|rule|uses?)\b", re.I)
+_PROJECT_WORD = _words("always", "never", "must", "only", "convention", "rule", "uses?")
 
 
 def _project_rule(sentence: str) -> Any:
@@ -77,26 +84,24 @@ _CORRECTION = re.compile(
     r"don't do that|that's not what|not what i (asked|meant|wanted))\b",
     re.I,
 )
-_PREFERENCE = re.compile(
-    r"\b(always|never|prefer|from now on|going forward|in (the )?future|make sure (to|you)|"
-    r"please use|we use|don't use|do not use|avoid)\b",
-    re.I,
-)
-_DECISION = re.compile(
-    r"\b(we decided|i decided|let's go with|let's use|decision:|we'll use|we will use|"
-    r"we're going with|going with|we chose|agreed to|settled on)\b",
-    re.I,
-)
-_PLAN = re.compile(r"\b(i'll use|i will use|let me use|switch(ed)? to)\b", re.I)
-_PATTERN = re.compile(r"\b(whenever|every time|each time|usually|typically|as a rule)\b", re.I)
-_CAUSE = re.compile(
-    r"\b(root cause|turns out|the (issue|problem|bug) (is|was)|the fix (is|was)|"
-    r"(fails|failed|broke|breaks) because|caused by)\b",
-    re.I,
-)
-_REQUIREMENT = re.compile(
-    r"\b(must|should|need to|needs to|has to|important|remember|note that|don't|do not)\b", re.I
-)
+_PREFERENCE = _words(
+    "always", "never", "prefer", "from now on", "going forward", "in (the )?future",
+    "make sure (to|you)", "please use", "we use", "don't use", "do not use", "avoid",
+)  # fmt: skip
+_DECISION = _words(
+    "we decided", "i decided", "let's go with", "let's use", "decision:", "we'll use",
+    "we will use", "we're going with", "going with", "we chose", "agreed to", "settled on",
+)  # fmt: skip
+_PLAN = _words("i'll use", "i will use", "let me use", "switch(ed)? to")
+_PATTERN = _words("whenever", "every time", "each time", "usually", "typically", "as a rule")
+_CAUSE = _words(
+    "root cause", "turns out", "the (issue|problem|bug) (is|was)", "the fix (is|was)",
+    "(fails|failed|broke|breaks) because", "caused by",
+)  # fmt: skip
+_REQUIREMENT = _words(
+    "must", "should", "need to", "needs to", "has to", "important", "remember", "note that",
+    "don't", "do not",
+)  # fmt: skip
 _ERROR_TEXT = re.compile(r"^(error|fatal|traceback)|\b(error|exception|failed)\b[:!]", re.I)
 
 # Statement detectors in the order they are tried: (detector, kind of learning, pattern).

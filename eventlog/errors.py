@@ -37,6 +37,17 @@ class AirsspecError(Exception):
     exit_code: int = EXIT_USAGE
     http_status: int = 400
 
+    def __init_subclass__(
+        cls, *, exit_code: int | None = None, http_status: int | None = None, **kwargs: Any
+    ) -> None:
+        """A category names its answers in its header: ``class X(AirsspecError, exit_code=...,
+        http_status=...)``; a subclass inherits them, or overrides one as a class attribute."""
+        super().__init_subclass__(**kwargs)
+        if exit_code is not None:
+            cls.exit_code = exit_code
+        if http_status is not None:
+            cls.http_status = http_status
+
     def report(self) -> list[str]:
         """The lines the command line prints on stderr for this error."""
         return [f"airsspec: error: {self}"]
@@ -53,53 +64,37 @@ class CompactorError(AirsspecError):
 # ---- categories --------------------------------------------------------------------------------
 
 
-class BadInputError(AirsspecError):
+class BadInputError(AirsspecError, exit_code=EXIT_USAGE, http_status=400):
     """The input or the command is wrong: fix it and ask again; nothing was written."""
 
-    exit_code, http_status = EXIT_USAGE, 400
 
-
-class NotFoundError(AirsspecError):
+class NotFoundError(AirsspecError, exit_code=EXIT_USAGE, http_status=404):
     """What was named does not exist (a session, a workspace)."""
 
-    exit_code, http_status = EXIT_USAGE, 404
 
-
-class ForbiddenError(AirsspecError):
+class ForbiddenError(AirsspecError, exit_code=EXIT_USAGE, http_status=403):
     """The caller may not do this (scope, token, a file reached through a link): asking again
     will not help."""
 
-    exit_code, http_status = EXIT_USAGE, 403
 
-
-class ConflictError(AirsspecError):
+class ConflictError(AirsspecError, exit_code=EXIT_FAILED, http_status=409):
     """Someone else is doing this work now, or there is nothing to do: try again later."""
 
-    exit_code, http_status = EXIT_FAILED, 409
 
-
-class IntegrityError(AirsspecError):
+class IntegrityError(AirsspecError, exit_code=EXIT_FAILED, http_status=500):
     """Stored bytes are damaged or do not check out: ``verify`` shows where."""
 
-    exit_code, http_status = EXIT_FAILED, 500
 
-
-class WriteFailedError(AirsspecError):
+class WriteFailedError(AirsspecError, exit_code=EXIT_FAILED, http_status=500):
     """The machine refused a write (disk full, permissions, a failed sync)."""
 
-    exit_code, http_status = EXIT_FAILED, 500
 
-
-class ConfigurationError(AirsspecError):
+class ConfigurationError(AirsspecError, exit_code=EXIT_USAGE, http_status=400):
     """The settings or the set-up do not allow this: change the configuration."""
 
-    exit_code, http_status = EXIT_USAGE, 400
 
-
-class UnavailableError(AirsspecError):
+class UnavailableError(AirsspecError, exit_code=EXIT_USAGE, http_status=400):
     """A dependency is missing or cannot be reached (an extra, a model, a store, a server)."""
-
-    exit_code, http_status = EXIT_USAGE, 400
 
 
 # ---- bad input ---------------------------------------------------------------------------------

@@ -17,40 +17,35 @@ import hashlib
 import hmac
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from eventlog.canonical import canonical_json
 from eventlog.errors import SealError, field_of
 from eventlog.ids import utc_now
 from eventlog.log import EventLog
+from eventlog.schema import Frozen
 from eventlog.verify import Anchor
 
 SEAL_FORMAT = "airsspec-seal/1"
 
 
-class SealedHead(BaseModel):
+class SealedHead(Frozen):
     """One session's last record when the seal was taken."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     seq: int = Field(ge=0)
     hash: str | None
 
 
-class Signature(BaseModel):
+class Signature(Frozen):
     """An HMAC-SHA256 of the seal's canonical JSON without its signature."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     alg: Literal["hmac-sha256"] = "hmac-sha256"
     key_id: str
     value: str
 
 
-class Seal(BaseModel):
+class Seal(Frozen):
     """The heads of every session at ``sealed_at``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     format: Literal["airsspec-seal/1"] = SEAL_FORMAT
     sealed_at: str

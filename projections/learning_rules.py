@@ -62,10 +62,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from eventlog.ids import parse_ts
-from eventlog.schema import MEMORY_SESSION
+from eventlog.schema import MEMORY_SESSION, Frozen
 from projections.scopes import Scope, learning_visible
 
 _WORD = re.compile(r"[a-z0-9_]+")
@@ -153,11 +153,9 @@ def matches(learning: frozenset[str], cue: frozenset[str]) -> bool:
     return shared >= 2 or (shared >= 1 and shared * 2 >= len(learning))
 
 
-class LearningSettings(BaseModel):
+class LearningSettings(Frozen):
     """Capacities and horizons of the learnings tiers (the ``[learnings]`` section of
     airsspec.toml extends this declaration)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     hot_items: int = Field(20, ge=0, le=1000)
     hot_tokens: int = Field(2000, ge=0)

@@ -13,9 +13,10 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from eventlog.errors import field_of
+from eventlog.schema import Frozen
 from projections.units import UnitKind
 
 if TYPE_CHECKING:
@@ -24,19 +25,19 @@ if TYPE_CHECKING:
 MAX_K = 100
 
 
-class QueryMemoryInput(BaseModel):
+class QueryMemoryInput(Frozen):
     """One query: what the tool, ``query --batch`` lines and the Python API accept. The tool
     definitions below are generated from it, so the schema a model sees is this declaration."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     query: str = Field(
         min_length=1, max_length=10_000, description="what to look for, in plain words"
     )
     k: int = Field(10, ge=1, le=MAX_K, description="how many passages to return")
     session: str | None = Field(None, description="only this session")
-    since: str | None = Field(None, description="only from this RFC 3339 time on")
-    until: str | None = Field(None, description="only up to this RFC 3339 time")
+    since: str | None = Field(None, description="only from this RFC 3339 time on (inclusive)")
+    until: str | None = Field(
+        None, description="only up to this RFC 3339 time, inclusive (a passage at it is kept)"
+    )
     kinds: list[UnitKind] | None = Field(
         None, description="only these kinds of passage (default: all)"
     )

@@ -25,7 +25,9 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from eventlog.schema import Frozen
 
 if TYPE_CHECKING:  # records are needed only to cut them: declaring a unit stays light
     from eventlog.schema import CompactionRecord, Record, SourceIndexedRecord
@@ -69,14 +71,12 @@ ToolEmbed = Literal["head", "all", "none"]
 TOOL_TYPES = frozenset({"action", "observation"})  # tool calls and their output
 
 
-class IndexPolicy(BaseModel):
+class IndexPolicy(Frozen):
     """What the cold tier embeds (``[cold]`` in airsspec.toml extends this declaration).
     Messages, summaries, learnings and sources are embedded whole. A tool call or tool output
     (file contents, command output: most of an agent transcript's bytes, and what full-text
     search finds best) is embedded from the first ``tool_head_chars`` characters of its first
     part (``head``), whole (``all``), or not at all (``none``); the rest is full-text only."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     tool_embed: ToolEmbed = "head"
     tool_head_chars: int = Field(200, ge=1, le=100_000)
@@ -90,12 +90,10 @@ class IndexPolicy(BaseModel):
         return unit.text[: self.tool_head_chars]
 
 
-class RecallWeights(BaseModel):
+class RecallWeights(Frozen):
     """How query_memory (``projections.recall``) scores a candidate unit, and how many
     candidates each of its searches proposes (``[cold]`` in airsspec.toml extends this
     declaration)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     candidates: int = Field(50, ge=1, le=10_000)
     weight_semantic: float = Field(0.25, ge=0)

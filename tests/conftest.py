@@ -35,10 +35,18 @@ settings.load_profile(PROFILE)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under the fuzz profile, scale each property test's own ``max_examples`` by FUZZ_SCALE
-    (hypothesis reads a test's settings when it runs, from the attribute ``@settings`` sets)."""
-    if PROFILE != "fuzz":
-        return
+    """Files holding a slow test run first: ``make test``'s two workers take whole files in
+    collection order (``--dist loadfile``), so a long file collected last would run alone at
+    the end while the other worker idles. Under the fuzz profile, also scale each property
+    test's own ``max_examples`` by FUZZ_SCALE."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: each file keeps its order
+    if PROFILE == "fuzz":
+        _scale_examples(items)
+
+
+def _scale_examples(items: list[pytest.Item]) -> None:
+    """Hypothesis reads a test's settings when it runs, from the attribute ``@settings`` sets."""
     profile = settings.get_profile("fuzz")
     for item in items:
         test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))

@@ -24,6 +24,25 @@ from airsspec.cli.common import (
 from airsspec.memory import UNIT_KINDS, QueryMemoryInput, printable
 
 
+def _field(name: str, *flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The option for one field of ``QueryMemoryInput``: its description is the help, and left
+    out it takes the field's default (the tool, the API and this command share one
+    declaration)."""
+    info = QueryMemoryInput.model_fields[name]
+    default = "" if info.default is None else f" (default {info.default})"
+    return arg(*flags, dest=name, help=f"{info.description}{default}", **options)
+
+
+def _request(args: argparse.Namespace) -> QueryMemoryInput:
+    """The query the command line asks: the fields given, the model's defaults for the rest."""
+    given = {name: getattr(args, name, None) for name in QueryMemoryInput.model_fields}
+    given["query"] = args.text
+    try:
+        return QueryMemoryInput(**{name: v for name, v in given.items() if v is not None})
+    except ValidationError as exc:
+        raise UsageError(validation_problem(exc)) from exc
+
+
 def _batch_requests(source: str) -> list[QueryMemoryInput]:
     """Every line of a ``--batch`` file, validated before any query runs."""
     try:
@@ -72,20 +91,11 @@ def _print_hits(result: dict[str, Any]) -> None:
 @command(
     "search",
     arg("text", nargs="?", help="what to look for"),
-    arg("-k", type=int, default=10, help="hits to return (default 10)"),
-    arg("--session", help="only this session"),
-    arg("--since", metavar="TIME", help="only from this RFC 3339 time on (inclusive)"),
-    arg(
-        "--until",
-        metavar="TIME",
-        help="only up to this RFC 3339 time, inclusive (a hit at TIME is kept)",
-    ),
-    arg(
-        "--kind",
-        action="append",
-        choices=UNIT_KINDS,
-        help="only hits of this kind (repeatable; default: all)",
-    ),
+    _field("k", "-k", type=int),
+    _field("session", "--session"),
+    _field("since", "--since", metavar="TIME"),
+    _field("until", "--until", metavar="TIME"),
+    _field("kinds", "--kind", action="append", choices=UNIT_KINDS),
     arg(
         "--batch",
         metavar="FILE.jsonl",
@@ -101,19 +111,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise UsageError("give either a query TEXT or --batch FILE.jsonl")
     requests = _batch_requests(args.batch) if args.batch else []
     if args.text is not None:
-        try:
-            requests = [
-                QueryMemoryInput(
-                    query=args.text,
-                    k=args.k,
-                    session=args.session,
-                    since=args.since,
-                    until=args.until,
-                    kinds=args.kind,
-                )
-            ]
-        except ValidationError as exc:
-            raise UsageError(validation_problem(exc)) from exc
+        requests = [_request(args)]
     with open_memory(args) as memory:
         for request in requests:
             if request.session is not None:

@@ -173,16 +173,14 @@ def import_transcripts(
     each session received. ``live``: a transcript still being written keeps its unfinished
     last line for the next import. Imports into one workspace take turns."""
     from compactor.compactor import file_lock
-    from eventlog.importers import import_paths
+    from eventlog.importers import ImportOptions, import_paths
 
     with file_lock(memory.state_dir / "import.lock", wait=True, holder="import"):
         return import_paths(
             memory.workspace.log,
             fmt,
             [Path(p) for p in paths],
-            prefix,
-            keep_secrets=keep_secrets,
-            live=live,
+            ImportOptions(prefix, keep_secrets, live),
             opening=memory.scopes.opening,
         )
 

@@ -47,6 +47,19 @@ class _Plan:
 
 
 @dataclass(frozen=True)
+class ImportOptions:
+    """How transcripts are imported. ``prefix`` starts every session id made from a file name.
+    Secrets are redacted (when the log has a redactor) and reported in each result, unless
+    ``keep_secrets``: only then does ``export_session`` give back the source byte for byte.
+    ``live``: transcripts may still be written to (a hook imports while the agent runs), so an
+    unfinished last line is left for the next import."""
+
+    prefix: str = ""
+    keep_secrets: bool = False
+    live: bool = False
+
+
+@dataclass(frozen=True)
 class ImportResult:
     """What one import did to one session: records appended, skipped, and secrets redacted
     (``seq path (kind)`` each)."""
@@ -168,24 +181,19 @@ def import_paths(
     log: EventLog,
     fmt: str,
     paths: Iterable[Path | str],
-    prefix: str = "",
-    *,
-    keep_secrets: bool = False,
-    live: bool = False,
+    options: ImportOptions | None = None,
     opening: Callable[[str], list[dict[str, Any]]] | None = None,
 ) -> list[ImportResult]:
-    """Import every file under ``paths``; all of it, or (on any error) nothing.
+    """Import every file under ``paths`` as ``options`` say; all of it, or (on any error)
+    nothing. Two files that would become one session (same name in two folders) are refused:
+    sessions never merge.
 
     ``opening(session)``, asked for every session that receives records before anything is
     appended, may refuse it (by raising) or name events to write first in its batch (a
     scoped caller's ``session_started`` in a session the import creates).
-
-    Secrets are redacted (when the log has a redactor) and reported in each result, unless
-    ``keep_secrets``: only then does ``export_session`` give back the source byte for byte.
-    ``live``: transcripts may still be written to (a hook imports while the agent runs), so an
-    unfinished last line is left for the next import. Two files that would become one session
-    (same name in two folders) are refused: sessions never merge.
     """
+    options = options or ImportOptions()
+    keep_secrets = options.keep_secrets  # what every append below is told
     if fmt not in FORMATS:
         raise SourceError(fmt, None, f"unknown format; known formats: {', '.join(FORMATS)}")
     errors: list[SourceError] = []
@@ -196,7 +204,7 @@ def import_paths(
         raise ImportFailedError([exc]) from exc
     for path in files:
         try:
-            plans = _plans_for_file(fmt, path, prefix, live)
+            plans = _plans_for_file(fmt, path, options.prefix, options.live)
             for plan in plans:
                 plan.path = str(path)
                 _check_session(log, plan.session, str(path))

@@ -27,6 +27,13 @@ _HOME = "eventlog.schema"  # where the derived models are found by name (pickle,
 Meta = dict[str, Any]
 
 
+class Frozen(BaseModel):
+    """A value read, never changed, that refuses a key it does not declare (a misspelt key is
+    an error, never ignored): settings sections, seals, tool inputs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
 class Origin(BaseModel):
     """Where an imported record came from, with its exact source bytes (UTF-8), so the source
     can be re-exported byte for byte: ``prefix`` are the bytes between the previous record and

@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import REPO, run_cli, snapshot
 
+pytestmark = pytest.mark.slow  # each test projects with the real embedder, or kills
+
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:

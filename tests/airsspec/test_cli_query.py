@@ -28,6 +28,7 @@ def example(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_query_brings_the_tier_up_to_date_and_answers(example: Path) -> None:
     shown = run_cli("query", "why were users logged out early", "-k", "2", cwd=example)
     assert shown.returncode == 0, shown.stderr
@@ -87,6 +88,7 @@ def _rows(vectors: Path) -> list[dict]:
     return table.to_arrow().drop_columns(["content_hash"]).sort_by("unit_id").to_pylist()
 
 
+@pytest.mark.slow
 def test_sigkilled_cold_projection_resumes_to_the_rows_of_a_rebuild(tmp_path: Path) -> None:
     assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
     log_dir = tmp_path / ".airsspec" / "contexts" / "agent"
@@ -108,6 +110,7 @@ def test_sigkilled_cold_projection_resumes_to_the_rows_of_a_rebuild(tmp_path: Pa
     assert kills >= 1, "no run was killed: the workload finished too fast to test anything"
 
 
+@pytest.mark.slow
 def test_two_concurrent_cold_projections_write_each_row_once(tmp_path: Path) -> None:
     assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
     log_dir = tmp_path / ".airsspec" / "contexts" / "agent"
@@ -123,6 +126,7 @@ def test_two_concurrent_cold_projections_write_each_row_once(tmp_path: Path) -> 
     assert len(rows) == len({r["unit_id"] for r in rows}) == 30 * 100
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["query", "zebra crossing"], ["project"], ["rebuild"]])
 def test_a_corrupt_embedding_cache_is_set_aside_and_rebuilt(
     tmp_path: Path, command: list[str]

@@ -156,10 +156,10 @@ def test_sigkill_then_restart_loses_and_duplicates_nothing(root: Path) -> None:
 
 @pytest.mark.slow
 def test_sigterm_while_the_cold_tier_embeds_stops_at_once_and_resumes(root: Path) -> None:
-    """The real embedder with a backlog of thousands of records: SIGTERM lands mid-embedding
-    (the cold checkpoint is part way), the daemon exits 0 within seconds with no abort, and a
-    later catch-up resumes to the rows a rebuild makes."""
-    total = 6000
+    """The real embedder with a backlog of 1,500 records (six of its steps of 256): SIGTERM
+    lands mid-embedding (the cold checkpoint is part way), the daemon exits 0 within seconds
+    with no abort, and a later catch-up resumes to the rows a rebuild makes."""
+    total = 1500
     watcher = Watcher(root)
     watcher.wait_for("watching")
     append(root, "big", [f"note {i} on the release plan of service {i % 7}" for i in range(total)])

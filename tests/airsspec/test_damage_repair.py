@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.slow  # each test projects with the real embedder, or kills
+
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 
 

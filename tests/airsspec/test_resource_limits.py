@@ -39,6 +39,7 @@ def _limited(args: list[str], cwd: Path, limit: int) -> subprocess.CompletedProc
         ["export", "parquet", "out"],
     ],
 )
+@pytest.mark.slow
 def test_a_refused_write_is_one_line_and_the_next_run_completes(
     tmp_path: Path, command: list[str]
 ) -> None:

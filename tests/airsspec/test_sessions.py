@@ -140,6 +140,7 @@ def test_extraction_is_never_repeated_and_a_rerun_finds_nothing_new(memory: Memo
     assert len(memory.learnings.list().learnings) == count + 1
 
 
+@pytest.mark.slow
 def test_cli_learnings_session_and_health(tmp_path: Path) -> None:
     env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
 

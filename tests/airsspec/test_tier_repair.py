@@ -13,6 +13,8 @@ import pytest
 from bench.common import use_extractive_summarizer
 from tests.conftest import run_cli, snapshot
 
+pytestmark = pytest.mark.slow  # each test projects with the real embedder, or kills
+
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:

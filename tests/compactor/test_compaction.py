@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from airsspec.workspace import Workspace
 from eventlog.verify import verify
 from projections.engine import Runner
@@ -82,6 +84,7 @@ def test_threshold_trigger_and_force(tmp_path) -> None:
         assert compactor.compact("s").reason.startswith("threshold")
 
 
+@pytest.mark.slow
 def test_rebuilding_the_warm_tier_gives_identical_library(small_ws: Workspace) -> None:
     ws = small_ws
     compactor = ws.compactor()

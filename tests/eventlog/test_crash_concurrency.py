@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from eventlog.log import EventLog
 from eventlog.verify import verify
 
@@ -106,6 +108,7 @@ def _check_after_crashes(log_dir: Path, session: str, acked: set[str]) -> int:
     return torn
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) -> None:
     log_dir = tmp_path / "log"
     rng = random.Random(20261121)

@@ -20,7 +20,7 @@ from eventlog.errors import (
 )
 from eventlog.exact_json import MAX_DEPTH, loads_exact
 from eventlog.ids import format_ts, normalize_ts, parse_ts
-from eventlog.importers import import_paths
+from eventlog.importers import ImportOptions, import_paths
 from eventlog.jsonl_input import parse_event_lines
 from eventlog.log import EventLog
 from eventlog.schema import SCHEMA_VERSION
@@ -309,7 +309,7 @@ def test_a_transcript_with_unicode_line_separators_in_strings_imports_exactly(
     data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
     transcript = tmp_path / "sep.jsonl"
     transcript.write_bytes(data)
-    (result,) = import_paths(log, "claude-code", [transcript], keep_secrets=True)
+    (result,) = import_paths(log, "claude-code", [transcript], ImportOptions(keep_secrets=True))
     assert result.appended == 2
     assert [loc.record.content for loc in log.read("sep")] == [SEPARATORS, "ok"]
     assert export_session(log, "claude-code", "sep") == data

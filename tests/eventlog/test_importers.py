@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from eventlog.errors import ImportFailedError
-from eventlog.importers import export_session, import_paths
+from eventlog.importers import ImportOptions, export_session, import_paths
 from eventlog.log import EventLog
 from eventlog.verify import verify
 from projections.engine import Runner
@@ -104,7 +104,9 @@ def test_openhands_mapping(log: EventLog) -> None:
 
 
 def test_locomo_sessions_speakers_and_dates(log: EventLog) -> None:
-    results = import_paths(log, "locomo", [FIXTURES / "locomo_small.json"], prefix="lc-")
+    results = import_paths(
+        log, "locomo", [FIXTURES / "locomo_small.json"], ImportOptions(prefix="lc-")
+    )
     assert [(r.session, r.appended) for r in results] == [
         ("lc-conv-x.session_1", 2),
         ("lc-conv-x.session_2", 1),

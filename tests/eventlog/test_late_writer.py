@@ -21,7 +21,7 @@ from bench.storage import KEYS
 from eventlog.storage.turns import LOSSES_BEFORE_QUEUING
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.s3
+pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
 BUSY, LATE = 3, 1
 LATE_BATCHES = 20

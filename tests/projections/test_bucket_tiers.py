@@ -124,6 +124,7 @@ def test_delta_table_on_the_bucket_answers_sql_like_the_local_log(
     assert any("/session_date=" in k and k.endswith(".parquet") for k in keys)
 
 
+@pytest.mark.slow
 def test_sql_parquet_and_report_read_the_bucket_without_httpfs(
     tmp_path: Path, moto_endpoint: str, bucket_url: str
 ) -> None:

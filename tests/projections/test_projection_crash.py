@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench.common import write_synthetic_log
 from tests.conftest import kill_runs_at_random, run_cli, snapshot
+
+pytestmark = pytest.mark.slow  # each test projects with the real embedder, or kills
 
 
 def test_sigkilled_projection_resumes_to_the_same_bytes(tmp_path: Path) -> None:
