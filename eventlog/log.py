@@ -166,6 +166,18 @@ def _after_fork_in_child() -> None:
         log._forked()
 
 
+def _release(handles: dict[str, _Handle], commit: GroupCommit | None) -> None:
+    """What a log left unclosed holds, given back when it is collected: the pending syncs
+    are run (a failure is lost with the log: ``close`` is where it is raised), the group
+    commit stopped and every descriptor closed. ``close`` does all this itself."""
+    if commit is not None:
+        commit.run_once()
+        commit.close()
+    for handle in handles.values():
+        handle.close()
+    handles.clear()
+
+
 _open_logs: weakref.WeakSet[EventLog] = weakref.WeakSet()
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
@@ -404,6 +416,7 @@ class EventLog(Appends):
             GroupCommit(self.batch_interval) if self.durability is Durability.BATCH else None
         )
         _open_logs.add(self)
+        self._finalizer = weakref.finalize(self, _release, self._handles, self._commit)
 
     def _forked(self) -> None:
         """In a forked child: fresh locks and no inherited descriptors (the group commit
@@ -438,6 +451,7 @@ class EventLog(Appends):
                     for handle in self._handles.values():
                         handle.close()
                     self._handles.clear()
+                self._finalizer.detach()
 
     def flush(self) -> None:
         """Make everything appended through this log durable now; raises ``LogSyncError`` if

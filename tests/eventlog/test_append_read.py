@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -310,3 +311,27 @@ def test_the_dict_validator_refuses_what_the_models_refuse(items) -> None:
         return "ok"
 
     assert outcome(input_bodies) == outcome(input_adapter().validate_python)
+
+
+@pytest.mark.parametrize("durability", ["always", "batch"])
+def test_a_log_left_unclosed_gives_its_descriptors_back_when_collected(
+    tmp_path: Path, durability: str
+) -> None:
+    """A log dropped without ``close`` (a caller that verifies or appends through a fresh
+    ``EventLog`` each time) does not keep its files open: a long-running process would run
+    out of descriptors."""
+    import gc
+
+    log_dir = tmp_path / "log"
+    with EventLog(log_dir) as log:
+        log.append("s", {"type": "user", "content": "first"})
+    open_fds = len(os.listdir("/proc/self/fd"))
+    for i in range(50):
+        dropped = EventLog(log_dir, durability=durability)
+        dropped.append("s", {"type": "user", "content": f"again {i}"})
+        assert len(list(dropped.read("s"))) == i + 2
+        del dropped
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == open_fds
+    with EventLog(log_dir) as log:
+        assert [loc.record.content for loc in log.read("s")][-1] == "again 49"
