@@ -7,7 +7,8 @@
 2. Append throughput with encryption off next to the log as it was before encryption existed
    (``--baseline``, a commit: checked out into a temporary git worktree with its C extension
    built there), the same append loop run alternately in subprocesses, one importing each tree
-   (timed inside, around the loop only). Medians of ``--repeats`` (at least 5).
+   (timed inside, around the loop only; every other round in reverse order). Medians of
+   ``--repeats`` (at least 5).
 3. ``forget --user`` of a user with ``--target`` records (10 sessions) among ``--others`` other
    users of ``--per-other`` records each, every tier projected (cold with the hash embedder:
    the model's cost would only add to projecting, not to forgetting's own work), next to a
@@ -128,14 +129,16 @@ def _tree(rev: str) -> Path:
 
 def against_baselines(records: int, repeats: int, revs: list[str]) -> None:
     """This tree with encryption off against each of ``revs``: the same loop, each tree in
-    turn within every round, so all see the same load."""
+    turn within every round, so all see the same load; every other round in reverse order, so
+    no tree always runs first (or right after another's run)."""
     repo = Path(__file__).resolve().parent.parent
     trees = {"this tree": repo, **{rev: _tree(rev) for rev in revs}}
     rates: dict[str, list[float]] = {name: [] for name in trees}
     try:
         with tempfile.TemporaryDirectory() as folder:
             for run in range(repeats):
-                for name, tree in trees.items():
+                order = list(trees.items())
+                for name, tree in order if run % 2 == 0 else order[::-1]:
                     where = f"{folder}/{run}-{tree.name}"
                     done = subprocess.run(
                         [sys.executable, "-c", WORKER, where, str(records), TEXT],
