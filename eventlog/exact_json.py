@@ -103,7 +103,9 @@ def json_shape_py(data: bytes) -> tuple[int, bool]:
     return max(accumulate(array("b", outside.translate(_STEPS, _NOT_BRACKETS)))), null
 
 
-json_shape = json_shape_py if lines is None else lines.json_shape
+# The extension's pass (None without it, or with one built before it had the pass).
+_native_shape = getattr(lines, "json_shape", None)
+json_shape = json_shape_py if _native_shape is None else _native_shape
 """``json_shape_py``, in one pass of the extension's when it is built (strings skipped at
 ``memchr`` speed: a batch of messages costs a few microseconds)."""
 
@@ -113,7 +115,7 @@ def bytes_too_deep(data: bytes, count: int = 1, limit: int = MAX_DEPTH) -> bool:
     the depth ``json_shape`` finds (of a list of them when ``count`` > 1) decides, exactly.
     Without the extension, a value D levels deep opens at least D containers, so few enough
     openers (two C-speed counts, cheaper than ``json_shape_py``'s passes) rule it out first."""
-    if lines is None and sum(map(data.count, _OPENERS)) - count < limit:
+    if _native_shape is None and sum(map(data.count, _OPENERS)) - count < limit:
         return False
     return json_shape(data)[0] - (count > 1) > limit
 
@@ -123,9 +125,9 @@ def scan_list(data: bytes, count: int, limit: int | None) -> tuple[bool, bool]:
     whether one of the values nests deeper than ``limit`` (``None``: not asked). With the
     extension, one exact pass answers both; without, a search for ``null`` (which a string
     spelling it matches too) and ``bytes_too_deep``."""
-    if lines is None:
+    if _native_shape is None:
         return b"null" in data, limit is not None and bytes_too_deep(data, count + 1, limit)
-    depth, null = lines.json_shape(data)
+    depth, null = _native_shape(data)
     return null, limit is not None and depth - 1 > limit  # the list is one level
 
 
