@@ -116,54 +116,7 @@ def test_an_import_nested_past_the_limit_is_refused_naming_file_and_line(
     assert not (log_dir / "deep.jsonl").exists()
 
 
-# Brackets, quotes, backslashes and the word null inside strings: none of them is structure.
-TRICKY = '{[]}"\\nul '
-tricky_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-9, 9) | st.text(TRICKY, max_size=12),
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.dictionaries(st.text(TRICKY, max_size=6), inner, max_size=3)
-    ),
-    max_leaves=30,
-)
-
-
-def depth_of(value: object) -> int:
-    """How deep ``value`` nests, walked (a scalar 0, ``{}`` 1)."""
-    children = value.values() if isinstance(value, dict) else value
-    if not isinstance(value, dict | list):
-        return 0
-    return 1 + max(map(depth_of, children), default=0)
-
-
-def holds_none(value: object) -> bool:
-    if isinstance(value, dict):
-        return any(map(holds_none, value.values()))
-    return any(map(holds_none, value)) if isinstance(value, list) else value is None
-
-
 NATIVE_SHAPE = getattr(lines, "json_shape", None)
-SHAPES = [
-    pytest.param(json_shape_py, id="python"),
-    pytest.param(
-        NATIVE_SHAPE,
-        id="c",
-        marks=pytest.mark.skipif(NATIVE_SHAPE is None, reason="the C extension is not built here"),
-    ),
-]
-
-
-@pytest.mark.parametrize("shape", SHAPES)
-@settings(max_examples=400, deadline=None)
-@given(value=tricky_values)
-@example(value=["\\", {'\\"[': [["]}"]]}])
-@example(value=[nested(MAX_DEPTH + 1), "]}" * 300])
-def test_the_scan_finds_the_depth_and_nulls_of_the_value_whatever_its_strings_hold(
-    shape, value: object
-) -> None:
-    """The one pass each batch's JSON gets (the nesting limit, the search for NaN written as
-    null) counts what the value holds, never what a string spells."""
-    assert shape(json.dumps(value).encode()) == (depth_of(value), holds_none(value))
 
 
 @pytest.fixture(params=["c", "python"])
