@@ -7,7 +7,8 @@
 2. Append throughput with encryption off next to the log as it was before encryption existed
    (``--baseline``, a commit: checked out into a temporary git worktree with its C extension
    built there), the same append loop run alternately in subprocesses, one importing each tree
-   (timed inside, around the loop only). Medians of ``--repeats`` (at least 5).
+   (timed inside, around the loop only, by the wall clock and by the process's CPU time;
+   every other round in reverse order). Medians of ``--repeats`` (at least 5).
 3. ``forget --user`` of a user with ``--target`` records (10 sessions) among ``--others`` other
    users of ``--per-other`` records each, every tier projected (cold with the hash embedder:
    the model's cost would only add to projecting, not to forgetting's own work), next to a
@@ -91,10 +92,10 @@ batch = [{"type": "user", "content": f"{text} #{i}"} for i in range(100)]
 with EventLog(folder / "warm", durability="off") as log:  # validators and imports warmed up
     log.append_many("s", batch)
 with EventLog(folder / "log", durability="off") as log:
-    begun = time.perf_counter()
+    begun, cpu = time.perf_counter(), time.process_time()
     for _ in range(records // 100):
         log.append_many("s", batch)
-    print(records / (time.perf_counter() - begun))
+    print(records / (time.perf_counter() - begun), records / (time.process_time() - cpu))
 """
 
 
@@ -128,14 +129,16 @@ def _tree(rev: str) -> Path:
 
 def against_baselines(records: int, repeats: int, revs: list[str]) -> None:
     """This tree with encryption off against each of ``revs``: the same loop, each tree in
-    turn within every round, so all see the same load."""
+    turn within every round, so all see the same load; every other round in reverse order, so
+    no tree always runs first (or right after another's run)."""
     repo = Path(__file__).resolve().parent.parent
     trees = {"this tree": repo, **{rev: _tree(rev) for rev in revs}}
-    rates: dict[str, list[float]] = {name: [] for name in trees}
+    rates: dict[str, list[list[float]]] = {name: [] for name in trees}  # [wall, cpu] per run
     try:
         with tempfile.TemporaryDirectory() as folder:
             for run in range(repeats):
-                for name, tree in trees.items():
+                order = list(trees.items())
+                for name, tree in order if run % 2 == 0 else order[::-1]:
                     where = f"{folder}/{run}-{tree.name}"
                     done = subprocess.run(
                         [sys.executable, "-c", WORKER, where, str(records), TEXT],
@@ -145,7 +148,7 @@ def against_baselines(records: int, repeats: int, revs: list[str]) -> None:
                         check=True,
                         cwd=tree,
                     )
-                    rates[name].append(float(done.stdout))
+                    rates[name].append([float(rate) for rate in done.stdout.split()])
     finally:
         for rev in revs:  # the worktrees were for this run only
             remove = ["git", "-C", str(repo), "worktree", "remove", "--force", str(trees[rev])]
@@ -159,24 +162,27 @@ def against_baselines(records: int, repeats: int, revs: list[str]) -> None:
         ).stdout.split(":")[0]
         for rev in revs
     }
-    ours = statistics.median(rates["this tree"])
-    rows = [
-        (
-            f"{rev} ({subject[rev]})",
-            ours,
-            statistics.median(rates[rev]),
-            f"{ours / statistics.median(rates[rev]):.3f}x",
-        )
-        for rev in revs
-    ]
+    clocks = ("wall clock", "CPU time")
+    rows = []
+    for rev in revs:
+        for clock, label in enumerate(clocks):
+            ours = statistics.median(r[clock] for r in rates["this tree"])
+            base = statistics.median(r[clock] for r in rates[rev])
+            rows.append((f"{rev} ({subject[rev]}), {label}", ours, base, f"{ours / base:.3f}x"))
     print_table(
         f"append_many x100 with encryption off, against earlier commits of the log: "
-        f"{records:,} records, records/s (median of {repeats}, alternate runs)",
+        f"{records:,} records, records/s (median of {repeats}, alternate runs; by the wall "
+        "clock, and per second of the appending process's CPU time, which other work on the "
+        "machine slows far less)",
         ("baseline commit (its area)", "this tree, encrypt = off", "baseline", "ratio"),
         rows,
     )
-    spread = {name: f"{min(r):,.0f}-{max(r):,.0f}" for name, r in rates.items()}
-    print(f"\nrange of the runs: {spread}")
+    for clock, label in enumerate(clocks):
+        spread = {
+            n: f"{min(r[clock] for r in runs):,.0f}-{max(r[clock] for r in runs):,.0f}"
+            for n, runs in rates.items()
+        }
+        print(f"\nrange of the runs, {label}: {spread}")
 
 
 def _scan(root: Path, needles: tuple[bytes, ...]) -> tuple[int, int, float, list[str]]:

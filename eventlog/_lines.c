@@ -3,6 +3,8 @@
    encode_batch() does exactly what canonical.encode_batch_py() does (envelope, canonical JSON
    through the orjson function it is given, SHA-256 chain, stored lines), without the
    interpreter's per-record work; a property test holds the two byte-for-byte equal.
+   json_shape() is exact_json.json_shape_py() in one pass (each batch's nesting limit and
+   search for nulls), held equal to it by a property test too.
    GroupCommit is group_commit.PyGroupCommit on a thread of its own that never takes the
    interpreter lock. When this module is not built, the pure-Python versions run.
 
@@ -723,8 +725,62 @@ fail_allocations_hook(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(json_shape_doc,
+"json_shape(data) -> (depth, null)\n\n"
+"What eventlog.exact_json.json_shape_py returns for the JSON bytes data: how deep its\n"
+"objects and arrays nest (a scalar 0, {} 1), and whether a null is in it outside strings.");
+
+/* One pass: brackets outside strings move the depth, an 'n' outside strings can only begin
+   null; a string is skipped to its closing quote (found with memchr, and taken only if an
+   even run of backslashes precedes it), so a message's text, most of a batch's bytes, costs
+   next to nothing. */
+static PyObject *
+json_shape(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *at = view.buf, *end = at + view.len;
+    Py_ssize_t depth = 0, deepest = 0;
+    int null = 0;
+    while (at < end) {
+        switch (*at++) {
+        case '{':
+        case '[':
+            if (++depth > deepest)
+                deepest = depth;
+            break;
+        case '}':
+        case ']':
+            depth--;
+            break;
+        case 'n':
+            null = 1;
+            break;
+        case '"':
+            for (;;) {
+                const unsigned char *quote = memchr(at, '"', (size_t)(end - at));
+                if (quote == NULL) {
+                    at = end;
+                    break;
+                }
+                const unsigned char *run = quote;
+                while (run > at && run[-1] == '\\')
+                    run--;
+                at = quote + 1;
+                if (((quote - run) & 1) == 0)
+                    break; /* not escaped: the string ends here */
+            }
+            break;
+        }
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nO)", deepest, null ? Py_True : Py_False);
+}
+
 static PyMethodDef methods[] = {
     {"encode_batch", encode_batch, METH_VARARGS, encode_batch_doc},
+    {"json_shape", json_shape, METH_O, json_shape_doc},
     {"_fail_allocations", fail_allocations_hook, METH_O,
      "_fail_allocations(n): for tests, the group commit's next n allocations fail."},
     {NULL, NULL, 0, NULL},

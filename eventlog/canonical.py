@@ -19,7 +19,8 @@ from typing import Any
 
 import orjson
 
-from eventlog.errors import NotCanonicalizableError
+from eventlog.errors import InvalidEventError, NotCanonicalizableError
+from eventlog.exact_json import MAX_DEPTH, depth_error, first_too_deep, scan_list
 from eventlog.native import lines
 
 _OPTIONS = orjson.OPT_SORT_KEYS
@@ -54,22 +55,29 @@ def encode_record(body: dict[str, Any]) -> tuple[bytes, str]:
     return b'%s,"hash":"%s"}\n' % (canonical[:-1], digest.encode("ascii")), digest
 
 
-def batch_json(bodies: list[dict[str, Any]]) -> bytes:
+def batch_json(bodies: list[dict[str, Any]], max_depth: int | None = None) -> bytes:
     """The bodies of a batch as one JSON array (not canonical: what a scan of their contents,
     such as the secret gate, reads), after refusing what canonical JSON cannot hold, naming
-    the body and field: values JSON has no form for, and NaN and infinities, which the
-    encoder would write as ``null`` (so one search for ``null`` per batch finds the bodies
-    to look at). Checking here, on the bodies alone, spares ``encode_batch`` the search."""
+    the body and field: values JSON has no form for, NaN and infinities, which the encoder
+    would write as ``null`` (so finding no ``null`` in the batch rules them out), and, given
+    ``max_depth``, nesting deeper than that (``refuse_deep``). One scan of the JSON
+    (``scan_list``) answers both; only a batch with a ``null`` or too deep is then looked at
+    body by body. Checking here, on the bodies alone, spares ``encode_batch``."""
     try:
         data = orjson.dumps(bodies)
     except (orjson.JSONEncodeError, TypeError) as batch_error:
+        if max_depth is not None:  # deeper than the encoder goes: say that, not its error
+            refuse_deep(bodies, limit=max_depth)
         for index, body in enumerate(bodies):  # name the body
             try:
                 orjson.dumps(body)
             except (orjson.JSONEncodeError, TypeError) as exc:
                 raise NotCanonicalizableError(str(exc), index=index) from exc
         raise NotCanonicalizableError(str(batch_error)) from batch_error
-    if b"null" in data:
+    null, deep = scan_list(data, len(bodies), max_depth)
+    if deep and max_depth is not None:  # first: a body too deep is named as such
+        refuse_deep(bodies, data, max_depth)
+    if null:
         for index, body in enumerate(bodies):
             if b"null" in orjson.dumps(body):
                 try:  # the standard library's C encoder refuses them; find the field in Python
@@ -77,6 +85,17 @@ def batch_json(bodies: list[dict[str, Any]]) -> bytes:
                 except (ValueError, TypeError):
                     _refuse_non_finite(body, index)
     return data
+
+
+def refuse_deep(
+    bodies: list[dict[str, Any]], data: bytes | None = None, limit: int = MAX_DEPTH
+) -> None:
+    """Refuse a body nested deeper than ``limit`` (``InvalidEventError`` naming its index and
+    top field; ``data``: the bodies' JSON as a list, when already encoded)."""
+    found = first_too_deep(bodies, data, limit)
+    if found is not None:
+        index, key = found
+        raise InvalidEventError(depth_error("", limit), index=index, field=key or None)
 
 
 def encode_batch_py(

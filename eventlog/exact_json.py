@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from eventlog.errors import InexactJSONError
+from eventlog.native import lines
 
 _LONG_INT = re.compile(r"\d{19,}")
 _LONG_INT_BYTES = re.compile(rb"\d{19,}")
@@ -88,25 +89,46 @@ def depth_error(key: str, limit: int = MAX_DEPTH) -> str:
     return f"nested more than {limit} levels deep{where}; flatten it or send it as a string"
 
 
-def json_depth(data: bytes) -> int:
-    """How deep the JSON ``data`` nests (a scalar 0, ``{}`` 1), in C-speed passes: strings
-    cut out (their escapes first, so an escaped quote does not end one), every byte but the
-    brackets dropped, and the running balance of what is left maximised."""
-    if not any(map(data.__contains__, _OPENERS)):
-        return 0
+def json_shape_py(data: bytes) -> tuple[int, bool]:
+    """How deep the JSON ``data`` nests (a scalar 0, ``{}`` 1), and whether a ``null`` is in
+    it outside strings, in C-speed passes: strings cut out (their escapes first, so an
+    escaped quote does not end one), every byte but the brackets dropped, and the running
+    balance of what is left maximised."""
     if b"\\" in data:
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
     outside = b"".join(data.split(b'"')[::2])
-    return max(accumulate(array("b", outside.translate(_STEPS, _NOT_BRACKETS))))
+    null = b"n" in outside  # outside strings, an n can only begin null
+    if not any(map(outside.__contains__, _OPENERS)):
+        return 0, null
+    return max(accumulate(array("b", outside.translate(_STEPS, _NOT_BRACKETS)))), null
+
+
+# The extension's pass (None without it, or with one built before it had the pass).
+_native_shape = getattr(lines, "json_shape", None)
+json_shape = json_shape_py if _native_shape is None else _native_shape
+"""``json_shape_py``, in one pass of the extension's when it is built (strings skipped at
+``memchr`` speed: a batch of messages costs a few microseconds)."""
 
 
 def bytes_too_deep(data: bytes, count: int = 1, limit: int = MAX_DEPTH) -> bool:
-    """Whether one of ``count`` JSON values encoded in ``data`` may nest deeper than ``limit``:
-    a value D levels deep opens at least D containers, so few enough openers rule it out in
-    two passes; else ``json_depth`` of ``data`` (a list of them when ``count`` > 1) decides."""
-    if sum(map(data.count, _OPENERS)) - count < limit:
+    """Whether one of ``count`` JSON values encoded in ``data`` nests deeper than ``limit``:
+    the depth ``json_shape`` finds (of a list of them when ``count`` > 1) decides, exactly.
+    Without the extension, a value D levels deep opens at least D containers, so few enough
+    openers (two C-speed counts, cheaper than ``json_shape_py``'s passes) rule it out first."""
+    if _native_shape is None and sum(map(data.count, _OPENERS)) - count < limit:
         return False
-    return json_depth(data) - (count > 1) > limit
+    return json_shape(data)[0] - (count > 1) > limit
+
+
+def scan_list(data: bytes, count: int, limit: int | None) -> tuple[bool, bool]:
+    """Of ``data``, the JSON of a list of ``count`` values: whether it may hold a ``null``, and
+    whether one of the values nests deeper than ``limit`` (``None``: not asked). With the
+    extension, one exact pass answers both; without, a search for ``null`` (which a string
+    spelling it matches too) and ``bytes_too_deep``."""
+    if _native_shape is None:
+        return b"null" in data, limit is not None and bytes_too_deep(data, count + 1, limit)
+    depth, null = _native_shape(data)
+    return null, limit is not None and depth - 1 > limit  # the list is one level
 
 
 def first_too_deep(

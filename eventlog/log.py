@@ -30,6 +30,7 @@ import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
@@ -38,7 +39,7 @@ import orjson
 from pydantic import ValidationError
 from typing_extensions import override
 
-from eventlog.canonical import batch_json, encode_batch
+from eventlog.canonical import batch_json, encode_batch, refuse_deep
 from eventlog.errors import (
     CorruptLogError,
     InvalidEventError,
@@ -47,7 +48,7 @@ from eventlog.errors import (
     SessionExistsError,
     field_of,
 )
-from eventlog.exact_json import depth_error, first_too_deep
+from eventlog.exact_json import MAX_DEPTH
 from eventlog.group_commit import GroupCommit
 from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
 from eventlog.ids import new_event_ids, utc_now
@@ -193,7 +194,12 @@ def _error_text(err: Any) -> str:
 
 
 def _refuse_system(bodies: list[dict[str, Any]], system: bool, imported: bool = False) -> None:
-    if not (system or imported) and not all(map(IMPORTER_FIELDS.isdisjoint, bodies)):
+    # One C-level membership pass per importer field (there is one: ``origin``), not a set
+    # operation per body: this runs on every batch.
+    given = dict.__contains__
+    if not (system or imported) and any(
+        any(map(given, bodies, repeat(field))) for field in IMPORTER_FIELDS
+    ):
         index, body = next(
             (i, b) for i, b in enumerate(bodies) if not IMPORTER_FIELDS.isdisjoint(b)
         )
@@ -215,27 +221,6 @@ def _refuse_system(bodies: list[dict[str, Any]], system: bool, imported: bool = 
                 index=index,
                 field="type",
             )
-
-
-def _refuse_deep(bodies: list[dict[str, Any]], data: bytes | None = None) -> None:
-    """Refuse a body nested deeper than ``MAX_DEPTH``, naming its index and top field
-    (``data``: the bodies' JSON as a list, when already encoded)."""
-    found = first_too_deep(bodies, data)
-    if found is not None:
-        index, key = found
-        raise InvalidEventError(depth_error(""), index=index, field=key or None)
-
-
-def _encoded(bodies: list[dict[str, Any]]) -> bytes:
-    """``batch_json`` of validated bodies, after refusing one nested deeper than ``MAX_DEPTH``
-    (checked on that JSON, which the append encodes anyway)."""
-    try:
-        data = batch_json(bodies)
-    except InvalidEventError:
-        _refuse_deep(bodies)  # deeper than the encoder goes: say that, not its error
-        raise
-    _refuse_deep(bodies, data)
-    return data
 
 
 def _invalid(exc: ValidationError) -> InvalidEventError:
@@ -309,7 +294,7 @@ def validate_input(
             raise _invalid(exc) from exc
     body = validation.event_bodies([model])
     _refuse_system(body, system, imported)
-    _refuse_deep(body)
+    refuse_deep(body)
     return model
 
 
@@ -330,7 +315,7 @@ def bodies_to_append(
     bodies = prepare_events(events, system=system, imported=imported)
     if not bodies:
         return [], None
-    data = _encoded(bodies)  # refuses what canonical JSON cannot hold, and deep nesting
+    data = batch_json(bodies, MAX_DEPTH)  # refuses what canonical JSON cannot hold
     if log.redactor is not None and not keep_secrets:
         log.redactor.redact_all(bodies, data)
     clear = None

@@ -1,6 +1,7 @@
 """The optional C extension ``eventlog._lines``: the append path's inner loop (envelope,
-canonical JSON, SHA-256 chain) without the interpreter's per-record work, and ``batch``'s
-group commit on a thread that never takes the interpreter lock.
+canonical JSON, SHA-256 chain) without the interpreter's per-record work, the one scan of each
+batch's JSON for its nesting and nulls (``exact_json.json_shape``), and ``batch``'s group
+commit on a thread that never takes the interpreter lock.
 
 ``lines`` is the extension, or None when it is not built (no compiler or OpenSSL headers at
 install) or ``AIRSSPEC_PURE_PYTHON=1`` is set; then the pure-Python steps run, which write

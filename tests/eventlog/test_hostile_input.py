@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import eventlog.exact_json
 from eventlog.canonical import encode_batch
 from eventlog.errors import (
     ImportFailedError,
@@ -18,11 +19,12 @@ from eventlog.errors import (
     InvalidEventError,
     InvalidInputError,
 )
-from eventlog.exact_json import MAX_DEPTH, loads_exact
+from eventlog.exact_json import MAX_DEPTH, json_shape_py, loads_exact
 from eventlog.ids import format_ts, normalize_ts, parse_ts
 from eventlog.importers import ImportOptions, import_paths
 from eventlog.jsonl_input import parse_event_lines
 from eventlog.log import EventLog
+from eventlog.native import lines
 from eventlog.schema import SCHEMA_VERSION
 from eventlog.verify import verify
 
@@ -112,6 +114,57 @@ def test_an_import_nested_past_the_limit_is_refused_naming_file_and_line(
     assert caught.value.errors[0].line == 2
     assert "levels deep" in str(caught.value.errors[0])
     assert not (log_dir / "deep.jsonl").exists()
+
+
+NATIVE_SHAPE = getattr(lines, "json_shape", None)
+
+
+@pytest.fixture(params=["c", "python"])
+def scan(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a batch's JSON is scanned: the extension's pass, and without it (two counts
+    of openers, then Python's passes)."""
+    if request.param == "c" and NATIVE_SHAPE is None:
+        pytest.skip("the C extension is not built here")
+    if request.param == "python":
+        monkeypatch.setattr(eventlog.exact_json, "_native_shape", None)
+        monkeypatch.setattr(eventlog.exact_json, "json_shape", json_shape_py)
+    return request.param
+
+
+@pytest.mark.parametrize(
+    "decoy",
+    ["]}" * 400, '\\"]}' * 200, "\\" * 300 + "]" * 300],
+    ids=["closing-brackets", "escaped-quotes", "backslash-runs"],
+)
+def test_a_body_past_the_limit_is_refused_whatever_brackets_its_batch_strings_hold(
+    scan: str, log: EventLog, log_dir: Path, decoy: str
+) -> None:
+    """A body one level past the limit, with few brackets of its own, beside strings full of
+    closing brackets and escapes that a scan counting them (or losing track of where a
+    string ends) would take as levels closed: refused, naming the body and field."""
+    with pytest.raises(InvalidEventError) as caught:
+        log.append_many(
+            "s",
+            [
+                {"type": "user", "content": decoy},
+                {"type": "user", "content": decoy, "meta": nested(MAX_DEPTH)},
+            ],
+        )
+    assert (caught.value.index, caught.value.field) == (1, "meta")
+    assert not (log_dir / "s.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "decoy", ["{[" * 3000, '\\"{[' * 1000, "null {" * 500], ids=["openers", "escaped", "null"]
+)
+def test_shallow_bodies_with_many_brackets_in_their_strings_are_stored(
+    scan: str, log: EventLog, decoy: str
+) -> None:
+    """Strings full of openers (more than the limit, so the cheap count leaves doubt) nest
+    nothing: the batch is stored as given."""
+    batch = [{"type": "user", "content": decoy, "meta": {"a": {"b": [decoy]}}}] * 3
+    stored = log.append_many("s", batch)
+    assert [(r.content, r.meta) for r in stored] == [(decoy, {"a": {"b": [decoy]}})] * 3
 
 
 def write_deep_record(log_dir: Path, session: str, levels: int) -> None:

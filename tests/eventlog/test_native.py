@@ -3,25 +3,29 @@ commit promises. Each test runs the Python side always and the extension's when 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import eventlog.log
 from eventlog.canonical import encode_batch, encode_batch_py, encode_record
 from eventlog.errors import InvalidEventError
+from eventlog.exact_json import MAX_DEPTH, json_shape_py
 from eventlog.group_commit import PyGroupCommit
 from eventlog.ids import new_event_ids
 from eventlog.log import EventLog, prepare_events
 from eventlog.native import lines
 from eventlog.verify import verify
 from tests.eventlog.test_append_read import events, json_values
+from tests.eventlog.test_hostile_input import nested
 from tests.eventlog.test_sync_failure import failing_disk  # noqa: F401 (a fixture)
 from tests.eventlog.test_sync_failure import (
     test_a_background_sync_failure_under_batch_is_kept_until_raised as background_failure_case,
@@ -187,3 +191,54 @@ def test_a_background_sync_failure_is_kept_with_either_group_commit(
 ) -> None:
     monkeypatch.setattr(eventlog.log, "GroupCommit", commit_type)
     background_failure_case(failing_disk)
+
+
+# Brackets, quotes, backslashes and the word null inside strings: none of them is structure.
+TRICKY = '{[]}"\\nul '
+tricky_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-9, 9) | st.text(TRICKY, max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(TRICKY, max_size=6), inner, max_size=3)
+    ),
+    max_leaves=30,
+)
+
+
+def depth_of(value: object) -> int:
+    """How deep ``value`` nests, walked (a scalar 0, ``{}`` 1)."""
+    children = value.values() if isinstance(value, dict) else value
+    if not isinstance(value, dict | list):
+        return 0
+    return 1 + max(map(depth_of, children), default=0)
+
+
+def holds_none(value: object) -> bool:
+    if isinstance(value, dict):
+        return any(map(holds_none, value.values()))
+    return any(map(holds_none, value)) if isinstance(value, list) else value is None
+
+
+NATIVE_SHAPE = getattr(lines, "json_shape", None)  # None: not built, or built before it
+SHAPES = [
+    pytest.param(json_shape_py, id="python"),
+    pytest.param(
+        NATIVE_SHAPE,
+        id="c",
+        marks=pytest.mark.skipif(NATIVE_SHAPE is None, reason="the C extension is not built here"),
+    ),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@settings(max_examples=400, deadline=None)
+@given(value=tricky_values)
+@example(value=["\\", {'\\"[': [["]}"]]}])
+@example(value=[nested(MAX_DEPTH + 1), "]}" * 300])
+def test_the_scan_finds_the_depth_and_nulls_of_the_value_whatever_its_strings_hold(
+    shape, value: object
+) -> None:
+    """The one pass each batch's JSON gets (the nesting limit, the search for NaN written as
+    null) counts what the value holds, never what a string spells."""
+    for data in (json.dumps(value).encode(), orjson.dumps(value)):  # escaped, and as the log
+        assert shape(data) == (depth_of(value), holds_none(value))
