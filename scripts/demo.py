@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import queue
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -106,10 +108,25 @@ def watch_demo(target: Path) -> None:
         [sys.executable, "-m", "airsspec", "watch"], cwd=target, stderr=subprocess.PIPE, text=True
     )
     assert daemon.stderr is not None
-    while "watching" not in (line := daemon.stderr.readline()):
-        if not line:
-            sys.exit("demo step failed: the daemon did not start")
-    print(line.rstrip())
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [*map(lines.put, daemon.stderr)], daemon=True)
+    reader.start()
+
+    def shown(text: str, within: float = 120) -> None:
+        """Print what the daemon says up to a line holding ``text``; give up after ``within``
+        seconds."""
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                daemon.kill()
+                sys.exit(f"demo step failed: the daemon did not say {text!r} in {within:.0f}s")
+            print(line.rstrip())
+            if text in line:
+                return
+
+    shown("watching")
     appended = run(
         target,
         "append",
@@ -117,14 +134,13 @@ def watch_demo(target: Path) -> None:
         "-",
         stdin='{"type": "user", "content": "Release approved. Tag v1.4.0."}\n',
     )
-    seq = appended.rsplit("seq ", 1)[1].rstrip(")\n")
-    while f"review-release-specs up to seq {seq}" not in (line := daemon.stderr.readline()):
-        if not line:
-            sys.exit("demo step failed: the daemon stopped")
-    print(line.rstrip())
+    assert "seq " in appended  # append brought the hot window along itself; the daemon
+    shown("cold: review-release-specs +1 indexed")  # folds the rest and indexes it for search
     daemon.terminate()
-    print(daemon.stderr.read().rstrip())
     daemon.wait(timeout=30)
+    reader.join(timeout=30)  # its last lines: the daemon saying it stopped
+    while not lines.empty():
+        print(lines.get().rstrip())
     run(target, "hot", "review-release-specs", "--budget", "40")
 
 
