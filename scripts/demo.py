@@ -135,7 +135,7 @@ def watch_demo(target: Path) -> None:
         stdin='{"type": "user", "content": "Release approved. Tag v1.4.0."}\n',
     )
     assert "seq " in appended  # append brought the hot window along itself; the daemon
-    shown("cold: review-release-specs +1 indexed")  # folds the rest and indexes it for search
+    shown("cold: review-release-specs +")  # folds the rest and indexes it for search
     daemon.terminate()
     daemon.wait(timeout=30)
     reader.join(timeout=30)  # its last lines: the daemon saying it stopped
