@@ -35,9 +35,12 @@ class Head:
     hash: str | None
 
 
-def encode_head(session: str, seq: int, digest: str | None) -> bytes:
-    """The bytes of a head file."""
-    data = orjson.dumps({"session": session, "seq": seq, "hash": digest})
+def encode_head(session: str, seq: int, digest: str | None, turn: str | None = None) -> bytes:
+    """The bytes of a head file. ``turn``: on an object store, the queue marker of a writer
+    that asks the others to list the session (other bytes, so another ETag: a store's ETag of
+    the same bytes is the same, and an ``If-Match`` on it would still hold); readers ignore it."""
+    fields = {"session": session, "seq": seq, "hash": digest}
+    data = orjson.dumps(fields if turn is None else fields | {"turn": turn})
     return data.ljust(HEAD_SIZE - 1) + b"\n"
 
 

@@ -281,23 +281,31 @@ class ObjectStore:
                 return self.cache.tail(session, entries)
 
     def _lost(self, session: str) -> None:
-        """Count a lost race; after several in a row, queue (``turns``)."""
+        """Count a lost race; after several in a row, queue (``turns``), and say so again at
+        each race lost while queued (a writer that missed the news appends on)."""
         self._losses[session] = self._losses.get(session, 0) + 1
-        if self._losses[session] < turns.LOSSES_BEFORE_QUEUING or session in self._mine:
+        if self._losses[session] < turns.LOSSES_BEFORE_QUEUING:
             return
-        name = turns.marker_name()
-        self._create(f"log/{session}/{name}", b"")
-        self._mine[session] = name
-        self._markers.setdefault(session, []).append(name)
-        # the same head bytes under a new ETag: every other writer's next head update is
-        # refused, so it lists the session (and sees the marker) before its next append
+        if session not in self._mine:
+            name = turns.marker_name()
+            self._create(f"log/{session}/{name}", b"")
+            self._mine[session] = name
+            self._markers.setdefault(session, []).append(name)
+        # the head as it is, naming the marker: other bytes, so another ETag, and every other
+        # writer's next head update is refused: it lists the session (and sees the marker)
+        # before its next append
+        key = f"heads/{session}"
         for _ in range(5):
-            got = self._get(f"heads/{session}")
+            got = self._get(key)
             if got is None:
                 return
             try:
-                key = f"heads/{session}"
-                self._call("PUT", key, obstore.put, key, got[0], mode={"e_tag": got[1]})
+                head = orjson.loads(got[0])
+                data = encode_head(session, head["seq"], head["hash"], self._mine[session])
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                return  # an unreadable head: verify names it; nothing to queue behind
+            try:
+                self._call("PUT", key, obstore.put, key, data, mode={"e_tag": got[1]})
                 return
             except PreconditionError:
                 continue  # moved meanwhile: the mover's writers are told another way

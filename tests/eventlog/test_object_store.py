@@ -307,3 +307,25 @@ def test_machines_sharing_a_bucket_share_data_keys_and_a_destroyed_key_is_gone_f
         assert [r.content for r in a.replay("a1") if r.type == "user"] == [FORGOTTEN]
     shared.recheck = 0
     assert shared.key(key_id("user:ana"), create=False) is None
+
+
+def test_a_writer_that_queues_gets_the_next_head_update_of_every_other_writer_refused(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    """Queuing rewrites the head naming the queue marker: other bytes, so another ETag (a
+    bucket gives the same bytes the same ETag, and an ``If-Match`` on it would still hold).
+    Another writer's next head update is then refused, which sends it to list the session
+    (and see the marker) before its next append; the head still names the same record."""
+    from eventlog.storage.turns import LOSSES_BEFORE_QUEUING
+
+    a = object_log(bucket_url, moto_endpoint, tmp_path / "a")
+    b = object_log(bucket_url, moto_endpoint, tmp_path / "b")
+    a.append("s", {"type": "user", "content": "first"})  # a wrote the head: it holds its ETag
+    named = b.store.head("s")
+    for _ in range(LOSSES_BEFORE_QUEUING):
+        b.store._lost("s")  # b lost that many races in a row: it queues
+    assert "s" in b.store._mine and b.store.head("s") == named
+    assert "s" not in a._contended
+    a.append("s", {"type": "user", "content": "second"})  # in flight before a lists again
+    assert "s" in a._contended, "a's head update went through: it would not list the session"
+    assert a.store.head("s").seq == 2
