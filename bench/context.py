@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -75,11 +76,12 @@ def identifiers(text: str) -> set[str]:
     return {next(g for g in m.groups() if g).strip() for m in IDENTIFIER.finditer(text)}
 
 
-def memory_at(root: Path) -> Memory:
+def memory_at(root: Path, summarizer: Any = None) -> Memory:
+    """A new workspace at ``root`` on the bench's settings (``summarizer``: over them)."""
     memory = Memory.open(root, create=True)
     (root / "airsspec.toml").write_text(CONFIG)
     memory.close()
-    return Memory.open(root)
+    return Memory.open(root, summarizer=summarizer)
 
 
 def compact_while_due(memory: Memory, session: str) -> tuple[int, float]:
@@ -147,8 +149,8 @@ def bench_identifiers(old_rev: str) -> list[list[object]]:
         source.parent.mkdir()
         source.write_text("\n".join(lines[:boundary]) + "\n", encoding="utf-8")
 
-        def fresh(name: str) -> tuple[Memory, str]:
-            memory = memory_at(work / name)
+        def fresh(name: str, summarizer: Any = None) -> tuple[Memory, str]:
+            memory = memory_at(work / name, summarizer)
             (result,) = import_paths(memory.workspace.log, "claude-code", [source])
             return memory, result.session
 
@@ -179,9 +181,7 @@ def bench_identifiers(old_rev: str) -> list[list[object]]:
             )
 
         def live(name: str, summarizer=None) -> tuple[Memory, int]:
-            memory = memory_at(work / name)
-            if summarizer is not None:
-                memory._compactor = memory.workspace.compactor(summarizer)
+            memory = memory_at(work / name, summarizer)
             count = 0
             for event in _events(source):
                 memory.append(session, event)
@@ -202,8 +202,7 @@ def bench_identifiers(old_rev: str) -> list[list[object]]:
 
         old = old_summarizer(old_rev)
         if old is not None:
-            memory, session = fresh("old")
-            memory._compactor = memory.workspace.compactor(_Adapter(old, counter))
+            memory, session = fresh("old", _Adapter(old, counter))
             count, _ = compact_while_due(memory, session)
             score(f"old summarizer ({old_rev[:7]}), import then compact", memory, session, count)
             memory.close()

@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
     from airsspec.forgetting import Forgotten
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
+    from compactor.summarizers import Summarizer
     from eventlog.schema import Event, Record
     from projections.analytics import Analytics, QueryResult
     from projections.hot import HotWindow
@@ -72,9 +73,12 @@ class Memory:
     """An agent memory: the frozen log of a workspace and every projection derived from it,
     read and written as ``scope`` (see the module)."""
 
-    def __init__(self, workspace: Workspace, scope: Scope | None = None) -> None:
+    def __init__(
+        self, workspace: Workspace, scope: Scope | None = None, summarizer: Summarizer | None = None
+    ) -> None:
         self.workspace = workspace
         self.scope = scope or Scope()
+        self._summarizer = summarizer  # the compactor's, over [compactor] summarizer
         self._policies: dict[str, Compactor | Extractor] = {}
         self._owners_seen: dict[str, Scope] = {}
         self._owns_workspace = True
@@ -84,7 +88,7 @@ class Memory:
 
     def _view(self, scope: Scope) -> Memory:
         """This memory's workspace, resources and caches, read and written as ``scope``."""
-        view = type(self)(self.workspace, scope)
+        view = type(self)(self.workspace, scope, self._summarizer)
         view._policies, view._owners_seen = self._policies, self._owners_seen
         view._owns_workspace = False
         return view
@@ -102,12 +106,15 @@ class Memory:
         agent: str | None = None,
         project: str | None = None,
         keys: Any = None,
+        summarizer: Summarizer | None = None,
     ) -> Memory:
         """Open the workspace at ``path``: a folder holding ``airsspec.toml``, or a workspace
         folder itself (``.airsspec``). With ``create``, a missing one is initialised there.
         ``user``, ``agent`` and ``project`` are the caller's scope (``memory.scopes``).
         ``keys``: where data keys live, over ``[privacy] keys`` (a key store, or a KMS
-        callback: ``eventlog.keystores``).
+        callback: ``eventlog.keystores``). ``summarizer``: what compaction summarizes with
+        (your own model's client: ``compactor.summarizers.Summarizer``), over
+        ``[compactor] summarizer``.
 
         Raises ``NotAWorkspaceError`` (creating nothing) when there is none and ``create`` is
         false, and ``SettingsError`` for a bad ``airsspec.toml``.
@@ -126,7 +133,7 @@ class Memory:
         else:
             workspace = Workspace.open(config=init_workspace(folder)[0])
         workspace.keys = keys
-        return cls(workspace, Scope(user, agent, project))
+        return cls(workspace, Scope(user, agent, project), summarizer)
 
     @classmethod
     def open_workspace(
@@ -473,7 +480,11 @@ class Memory:
         """Run one process that appends derived events (``compact`` or ``extract``: each has
         ``due`` and ``run``) on ``session``, then bring the projections that read it current."""
         if name not in self._policies:
-            made = self.workspace.compactor() if name == "compact" else self.workspace.extractor()
+            made = (
+                self.workspace.compactor(self._summarizer)
+                if name == "compact"
+                else self.workspace.extractor()
+            )
             self._policies[name] = made
         self.check_session(session)
         records = self._policies[name].run(session, force=force)

@@ -8,8 +8,9 @@ must first fetch what it lost to, while the others append again. So a writer tha
 head under ``If-Match``, the same seq and hash naming its marker (``turn``: other bytes, so
 another ETag; the same bytes would keep theirs), so every other writer's next head update is
 refused and it starts listing the session before each append (``ObjectStoreLog``'s contended
-mode); it does so again at each race it loses while queued. The listing they already make to find the session's end shows the markers, since a
-marker's key sorts after every batch key: no extra request. A writer that sees a live marker
+mode); it does so again at each race it loses while queued. The listing they already make to
+find the session's end shows the markers, since a marker's key sorts after every batch key: no
+extra request. A writer that sees a live marker
 ahead of its own (or any, if it has none) does not append: it polls the session with jittered
 exponential backoff until the markers ahead are gone. The writer of the first marker appends,
 and deletes its marker once its batch is stored.

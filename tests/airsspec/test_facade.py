@@ -181,3 +181,28 @@ def test_the_doors_import_only_the_facade_and_the_errors() -> None:
         if any(module == layer or module.startswith(f"{layer}.") for layer in BELOW)
     ]
     assert wrong == []
+
+
+def test_a_summarizer_given_to_open_writes_the_compactions(tmp_path: Path, monkeypatch) -> None:
+    """``Memory.open(summarizer=...)``: compaction summarizes with the caller's own client
+    (its info recorded on the compaction), over ``[compactor] summarizer``, in every scoped
+    view of that memory too."""
+    from eventlog.schema import SummarizerInfo
+
+    class Marked:
+        info = SummarizerInfo(backend="mine", model="m-1", prompt_version="p1")
+
+        def summarize(self, messages: list, budget_tokens: int) -> str:
+            return f"## Done\n- {len(messages)} messages, by my summarizer (#{messages[0].seq})"
+
+        def merge(self, summaries: list[str], budget_tokens: int) -> str:
+            return "\n".join(summaries)
+
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    with Memory.open(tmp_path / "ws", create=True, summarizer=Marked()) as memory:
+        view = memory.scoped(user="ana")
+        for i in range(40):
+            view.append("s", {"type": "user", "content": f"step {i}: " + "words " * 60})
+        record = view.compact("s", force=True)
+        assert record is not None and record.summarizer.backend == "mine"
+        assert "by my summarizer" in record.summary
