@@ -208,10 +208,13 @@ class Recall:
         text_search = _pool().submit(_text_rows, table, result.query, where, n)
         query_vector, focus_vector = self._embed_query(result)
         begun = time.perf_counter()
-        vector_rows: pa.Table | None = None
+        vector_rows: list[pa.Table] = []
         if query_vector is not None:
-            try:
-                vector_rows = _vector_rows(table, query_vector, where, n)
+            try:  # the focus is a sub-query of its own: its nearest neighbours are candidates
+                vector_rows = [
+                    _vector_rows(table, vector, where, n)
+                    for vector in _distinct_vectors(query_vector, focus_vector)
+                ]
             except Exception as exc:  # lance raises many kinds; a failed index must not escape
                 query_vector = None
                 result.warnings.append(f"vector search failed ({exc}); full-text results only")
@@ -438,40 +441,41 @@ def _similarities(rows: pa.Table, vector: np.ndarray) -> np.ndarray:
     return np.where(column.is_null().to_numpy(False), 0.0, vectors @ vector)
 
 
+def _distinct_vectors(query: np.ndarray, focus: np.ndarray | None) -> list[np.ndarray]:
+    """The query's embedding, and its focus's when the focus is another text."""
+    return [query] if focus is None or focus is query else [query, focus]
+
+
 def _candidates(
-    vector_rows: pa.Table | None,
+    vector_rows: list[pa.Table],
     text_rows: pa.Table | None,
     query_vector: np.ndarray | None,
     focus_vector: np.ndarray | None = None,
 ) -> dict[str, _Candidate]:
-    """Each unit found, once, with its cosine similarities (query, focus) and BM25 score (0
-    where unknown)."""
+    """Each unit found (by the query's or the focus's nearest neighbours, or full text), once,
+    with its cosine similarities (query, focus) and BM25 score (0 where unknown)."""
     found: dict[str, _Candidate] = {}
     if focus_vector is None:
         focus_vector = query_vector
-    if vector_rows is not None and vector_rows.num_rows:
-        focus = _similarities(vector_rows, focus_vector)
-        rows = vector_rows.select(["_rowid", *_RANK_COLUMNS, "_distance"]).to_pylist()
-        for index, row in enumerate(rows):
-            candidate = _Candidate(row["_rowid"], row["ts"], row["text"], row["kind"])
-            candidate.semantic = 1.0 - row["_distance"]
-            candidate.focus = float(focus[index])
-            found[row["unit_id"]] = candidate
-    if text_rows is not None and text_rows.num_rows:
-        similarities = focus = None
-        if query_vector is not None:
-            similarities = _similarities(text_rows, query_vector)
-            focus = _similarities(text_rows, focus_vector)
-        rows = text_rows.select(["_rowid", *_RANK_COLUMNS, "_score"]).to_pylist()
-        for index, row in enumerate(rows):
+    for rows in [*vector_rows, text_rows]:
+        if rows is None or not rows.num_rows:
+            continue
+        semantic = focus = None
+        if query_vector is not None and focus_vector is not None:
+            semantic = _similarities(rows, query_vector)
+            focus = _similarities(rows, focus_vector)
+        lexical = rows["_score"].to_pylist() if "_score" in rows.column_names else None
+        listed = rows.select(["_rowid", *_RANK_COLUMNS]).to_pylist()
+        for index, row in enumerate(listed):
             candidate = found.get(row["unit_id"])
             if candidate is None:
                 candidate = _Candidate(row["_rowid"], row["ts"], row["text"], row["kind"])
-                if similarities is not None and focus is not None:
-                    candidate.semantic = float(similarities[index])
+                if semantic is not None and focus is not None:
+                    candidate.semantic = float(semantic[index])
                     candidate.focus = float(focus[index])
                 found[row["unit_id"]] = candidate
-            candidate.lexical = float(row["_score"])
+            if lexical is not None:
+                candidate.lexical = float(lexical[index])
     return found
 
 
