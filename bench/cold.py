@@ -48,7 +48,7 @@ from projections.bm25 import BM25
 from projections.cold import ColdStore
 from projections.embedders import HashEmbedder, make_embedder
 from projections.embedding_cache import CachedEmbedder
-from projections.recall import Recall, RecallWeights, _relative, _vector_rows
+from projections.recall import Recall, RecallWeights, _vector_rows
 from projections.units import Unit
 
 CATEGORIES = (1, 2, 3, 4)
@@ -191,17 +191,17 @@ WEIGHTS = (
 
 
 def rescore(
-    candidates: dict, weights: tuple[float, ...], diversity: float = 0.0, absolute: bool = False
+    candidates: dict, weights: tuple[float, ...], diversity: float = 0.0, relative: bool = False
 ) -> list[str | None]:
     """The best 10 of a question's candidate pool under other weights: (semantic, focus, lexical,
     recency, anchor, speaker) scored as ``query_memory`` scores them (one hit per message, none
-    under the relevance floor; ``absolute``: the cosines themselves instead of relative to the
-    pool's best, as query_memory scored before), and an optional seventh, the weight of a
+    under the relevance floor; ``relative``, measured and not adopted: each cosine divided by the
+    pool's best, the floor still on the cosines), and an optional seventh, the weight of a
     session-support signal that was measured and not adopted (the mean score of the two best
     candidates from the unit's session, a missing second counting 0). ``diversity`` (measured, not
     adopted) picks the 10 greedily, each pick's score lowered by ``diversity`` for every hit already
     picked from its session."""
-    ranked = _rescored(candidates, weights, absolute)
+    ranked = _rescored(candidates, weights, relative)
     if not diversity:
         return [dia for _, dia, _ in ranked][:10]
     picked: list[str | None] = []
@@ -216,20 +216,19 @@ def rescore(
 
 
 def _rescored(
-    candidates: dict, weights: tuple[float, ...], absolute: bool = False
+    candidates: dict, weights: tuple[float, ...], relative: bool = False
 ) -> list[tuple[float, str | None, str]]:
     """(minus score, dia_id, LoCoMo session) of each message of the pool, best first."""
     hits = candidates["hits"]
     weights4 = RecallWeights(**dict(zip(WEIGHTS, weights[: len(WEIGHTS)], strict=True)))
     session = weights[len(WEIGHTS)] if len(weights) > len(WEIGHTS) else 0.0
-    # as query_memory scores: cosines relative to the pool's best, the floor on the cosines
-    best = {p: max((hit["parts"][p] for hit in hits), default=0.0) for p in ("semantic", "focus")}
-    if absolute:
-        best = {p: 1.0 for p in best}
-    relative = [
-        {**hit["parts"], **{p: _relative(hit["parts"][p], best[p]) for p in best}} for hit in hits
-    ]
-    base = [weights4.score(parts) for parts in relative]
+    scored_parts = [hit["parts"] for hit in hits]
+    if relative:
+        best = {p: max(parts[p] for parts in scored_parts) or 1.0 for p in ("semantic", "focus")}
+        scored_parts = [
+            {**parts, **{p: parts[p] / best[p] for p in best}} for parts in scored_parts
+        ]
+    base = [weights4.score(parts) for parts in scored_parts]
     relevant = [weights4.score(hit["parts"]) >= weights4.min_score for hit in hits]
     support: dict[str, list[float]] = {}
     if session:
@@ -255,6 +254,10 @@ def _rescored(
     return out
 
 
+SPEAKER = (0.0, 0.05, 0.1, 0.15)
+"""Speaker weights the grid tries: above 0.15, a question that quotes a passage word for word and
+names someone three times meets that person's own messages first
+(tests/projections/test_recall_focus.py); 0.25-0.75 were measured too (README)."""
 GRID = [
     (s, f, lex, r, a, speaker)
     for s, f, lex, r, a, speaker in itertools.product(
@@ -263,7 +266,7 @@ GRID = [
         (0.0, 0.25, 0.5, 0.75, 1.0),
         (0.0, 0.1),
         (0.0, 0.1, 0.2),
-        (0.0, 0.25, 0.5, 0.75),
+        SPEAKER,
     )
     if s + f + lex > 0
 ]
@@ -321,9 +324,9 @@ def quality(work: Path) -> None:
     samples = list(per_conversation_candidates)
 
     @functools.cache
-    def r10(weights: tuple[float, ...], sample: str, absolute: bool = False) -> tuple[float, ...]:
+    def r10(weights: tuple[float, ...], sample: str, relative: bool = False) -> tuple[float, ...]:
         return tuple(
-            recall_at(rescore(c, weights, absolute=absolute), q.evidence, 10)
+            recall_at(rescore(c, weights, relative=relative), q.evidence, 10)
             for q, c in per_conversation_candidates[sample]
         )
 
@@ -354,16 +357,18 @@ def quality(work: Path) -> None:
                 ranked = [rescore(c, best) for _, c in pairs]
             for (question, _), ranking in zip(pairs, ranked, strict=True):
                 add(label, sample, question, ranking)
-    label = "  previous scoring: absolute cosines, no speaker (re-scored pools)"
-    for sample in samples:
-        others = [s for s in samples if s != sample]
-        before = max(
-            (w for w in GRID if not w[-1]),
-            key=lambda w: statistics.fmean(v for s in others for v in r10(w, s, True)),
-        )
-        chosen.setdefault(label, []).append((sample, before))
-        for question, c in per_conversation_candidates[sample]:
-            add(label, sample, question, rescore(c, before, absolute=True))
+    for label, grid, relative in (
+        ("  no speaker part (re-scored pools)", [w for w in GRID if not w[-1]], False),
+        ("  + cosines relative to the best (re-scored pools; not adopted)", GRID, True),
+    ):
+        for sample in samples:
+            others = [s for s in samples if s != sample]
+            pick = max(
+                grid, key=lambda w: statistics.fmean(v for s in others for v in r10(w, s, relative))
+            )
+            chosen.setdefault(label, []).append((sample, pick))
+            for question, c in per_conversation_candidates[sample]:
+                add(label, sample, question, rescore(c, pick, relative=relative))
     label = "  + session diversity (re-scored pools; measured, not adopted)"
     for sample in samples:
         others = [s for s in samples if s != sample]

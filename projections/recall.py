@@ -1,25 +1,23 @@
 """``query_memory``: hybrid retrieval over the cold tier, with provenance and graceful degradation.
 
-Candidates come from two searches of the cold table under the same filters: nearest neighbours
-of the query's embedding, and full-text (BM25) matches. Each candidate is scored
+Candidates come from three searches of the cold table under the same filters: nearest neighbours
+of the query's embedding and of its focus's (below), and full-text (BM25) matches. Each
+candidate is scored
 
-    score = weight_semantic * cosine / best_cosine + weight_focus * focus_cosine / best_focus
+    score = weight_semantic * cosine + weight_focus * focus_cosine
           + weight_lexical * bm25 / best_bm25
           + weight_recency * 0.5 ** (age / half_life) + weight_anchor * anchors_matched
           + weight_speaker * speaker_named
 
-where each similarity is relative to the best among the candidates (how far a cosine stands out
-depends on the query: a question's best passage may have 0.3 or 0.7), age is measured from the
-newest candidate (so a query's answer depends on the memory, not on the wall clock), anchors are the
-query's exact tokens (names, numbers, identifiers, paths, quoted text), and ``speaker_named`` is 1
-for a message whose speaker label ("Caroline: ...") is one of them: what a person did is told mostly
-by that person. The relevance floor (``min_score``) is applied to the same sum with the cosines
-themselves, so a query that nothing matches still finds nothing. The query is read as two
-sub-queries: the exact one (its anchors, matched as text) and its focus, the query without its
-anchors (``query_focus``), whose embedding meets what is asked about without the names: "What does
-Melanie do to destress?" otherwise lands nearest to every turn that greets Melanie. Weights live in
-``airsspec.toml`` ``[cold]``; the defaults were chosen by measuring recall on LoCoMo
-leave-one-conversation-out (bench/cold.py).
+where age is measured from the newest candidate (so a query's answer depends on the memory, not on
+the wall clock), anchors are the query's exact tokens (names, numbers, identifiers, paths, quoted
+text), and ``speaker_named`` is 1 for a message whose speaker label ("Caroline: ...") is one of
+them: what a person did is told mostly by that person. The query is read as two sub-queries: the
+exact one (its anchors, matched as text) and its focus, the query without its anchors
+(``query_focus``), whose embedding meets what is asked about without the names: "What does Melanie
+do to destress?" otherwise lands nearest to every turn that greets Melanie; the focus's own nearest
+neighbours are candidates too. Weights live in ``airsspec.toml`` ``[cold]``; the defaults were
+chosen by measuring recall on LoCoMo leave-one-conversation-out (bench/cold.py).
 
 Invariants: every hit carries its provenance (session, seq range, event ids, record hashes,
 ``meta``; a summary hit also lists the records it covers; a source hit names its file and lines).
@@ -130,11 +128,6 @@ def query_focus(query: str) -> str:
     return " ".join(kept) if kept else query
 
 
-def _relative(value: float, best: float) -> float:
-    """``value`` as a share of the best among the candidates (0 when none is positive)."""
-    return value / best if best > 0 else 0.0
-
-
 def _speaker(candidate: _Candidate) -> str | None:
     """The lowercase speaker label a message opens with ("Caroline: ..."), if any."""
     if candidate.kind != "message" or not (match := _SPEAKER.match(candidate.text)):
@@ -234,8 +227,7 @@ class Recall:
         )
         candidates = _candidates(vector_rows, text_rows, query_vector, focus_vector)
         ranked = _one_per_message(self._rank(result.query, candidates), candidates)
-        floor = self.weights.min_score  # on the cosines themselves, not relative ones
-        ranked = [r for r in ranked if r[1] > 0 and self.weights.score(r[2]) >= floor]
+        ranked = [r for r in ranked if r[1] > 0 and r[1] >= self.weights.min_score]
         # a repeated text may be a restatement (see _distinct): read a row more for each
         texts = [candidates[u].text for u, _, _ in ranked[: 2 * k]]
         ranked = ranked[: k + len(texts) - len(set(texts))]
@@ -277,12 +269,9 @@ class Recall:
     def _rank(
         self, query: str, candidates: dict[str, _Candidate]
     ) -> list[tuple[str, float, dict[str, float]]]:
-        """(unit id, score, score parts) of every candidate, best first (ties by unit id). The
-        parts are the cosines themselves; the score takes each relative to the best one."""
+        """(unit id, score, score parts) of every candidate, best first (ties by unit id)."""
         w = self.weights
         best_lexical = max((c.lexical for c in candidates.values()), default=0.0) or 1.0
-        best_semantic = max((c.semantic for c in candidates.values()), default=0.0)
-        best_focus = max((c.focus for c in candidates.values()), default=0.0)
         newest = max((c.ts for c in candidates.values() if c.ts), default=None)
         anchors = query_anchors(query)
         names = {a.removesuffix("'s") for a in anchors}
@@ -299,12 +288,7 @@ class Recall:
                 "anchor": sum(a in text for a in anchors) / len(anchors) if anchors else 0.0,
                 "speaker": float(_speaker(candidate) in names),
             }
-            relative = {
-                **parts,
-                "semantic": _relative(parts["semantic"], best_semantic),
-                "focus": _relative(parts["focus"], best_focus),
-            }
-            score = w.score(relative)
+            score = w.score(parts)
             parts = {name: round(value, 6) for name, value in parts.items()}
             ranked.append((unit_id, round(score, 6), parts))
         ranked.sort(key=lambda item: (-item[1], item[0]))

@@ -102,7 +102,7 @@ class RecallWeights(Frozen):
     weight_recency: float = Field(0.0, ge=0)
     weight_anchor: float = Field(0.1, ge=0)
     # a message whose speaker label ("Caroline: ...") is a name the query asks about
-    weight_speaker: float = Field(0.0, ge=0)
+    weight_speaker: float = Field(0.15, ge=0)
     recency_half_life_days: float = Field(30.0, gt=0)
     # hits scoring below this are dropped (never a hit scored 0): an unrelated passage scores
     # about 0.05 (cosine near 0.1, no shared word); see airsspec.toml [cold]
