@@ -7,7 +7,7 @@ projected with ``airsspec project --tier cold``, and every category 1-4 question
 ``airsspec query --batch``. Recall@k is the share of a question's evidence turns among the top k
 hits. Baselines over the same units, in the same run: plain BM25 (no stemming, no stop words),
 plain dense (MiniLM cosine, exact), and their reciprocal-rank fusion. The weight grid re-scores
-each question's whole candidate pool (the 50 + 50 a k=10 query ranks, read in process with
+each question's whole candidate pool (the 50 + 50 + 50 a k=10 query ranks, read in process with
 their score parts: a pool cut to the best k under the default weights would favour the
 defaults). The held-out row picks weights on two conversations by that grid and measures the
 third through ``query --batch`` with those weights set in the environment.
@@ -660,7 +660,7 @@ def latency(work: Path, sizes: list[int], repeats: int, appends: int = 10_000) -
         )
         shutil.rmtree(work / f"latency-{size}")
     print_table(
-        f"query_memory latency, ms (k=10, 50+50 candidates; {len(questions)} LoCoMo questions, "
+        f"query_memory latency, ms (k=10, 50+50+50 candidates; {len(questions)} LoCoMo questions, "
         f"median of {repeats} passes); embedding of the query shown apart",
         [
             "rows",
