@@ -40,17 +40,21 @@ _IDENTIFIER = re.compile(
 )
 
 
+def weights(*values: float) -> dict[str, str]:
+    """(semantic, focus, lexical, recency, anchor, speaker) as ``[cold]`` overrides."""
+    names = ("semantic", "focus", "lexical", "recency", "anchor", "speaker")
+    return {f"AIRSSPEC_COLD_WEIGHT_{n.upper()}": str(v) for n, v in zip(names, values, strict=True)}
+
+
 SETTINGS = {
     "query_memory, defaults (query --batch)": {},
-    "  no focus: weights (0.5, 0, 0.25, 0, 0.1)": {
-        "AIRSSPEC_COLD_WEIGHT_SEMANTIC": "0.5",
-        "AIRSSPEC_COLD_WEIGHT_FOCUS": "0",
-    },
-    "  weights (0.25, 0.5, 0.5, 0, 0.1)": {"AIRSSPEC_COLD_WEIGHT_LEXICAL": "0.5"},
+    "  no speaker part: weights (0.25, 0.5, 0.25, 0, 0.1, 0)": weights(0.25, 0.5, 0.25, 0, 0.1, 0),
+    "  no focus: weights (0.5, 0, 0.25, 0, 0.1, 0.15)": weights(0.5, 0, 0.25, 0, 0.1, 0.15),
+    "  weights (0.25, 0.5, 0.5, 0, 0.1, 0.15)": weights(0.25, 0.5, 0.5, 0, 0.1, 0.15),
     "  no relevance floor": {"AIRSSPEC_COLD_MIN_SCORE": "0"},
 }
 """The defaults, and what else was measured (``[cold]`` keys as environment overrides; weights
-are (semantic, focus, lexical, recency, anchor))."""
+are (semantic, focus, lexical, recency, anchor, speaker))."""
 
 
 def boundary(rows: list[dict]) -> int:

@@ -7,7 +7,7 @@ projected with ``airsspec project --tier cold``, and every category 1-4 question
 ``airsspec query --batch``. Recall@k is the share of a question's evidence turns among the top k
 hits. Baselines over the same units, in the same run: plain BM25 (no stemming, no stop words),
 plain dense (MiniLM cosine, exact), and their reciprocal-rank fusion. The weight grid re-scores
-each question's whole candidate pool (the 50 + 50 a k=10 query ranks, read in process with
+each question's whole candidate pool (the 50 + 50 + 50 a k=10 query ranks, read in process with
 their score parts: a pool cut to the best k under the default weights would favour the
 defaults). The held-out row picks weights on two conversations by that grid and measures the
 third through ``query --batch`` with those weights set in the environment.
@@ -179,21 +179,29 @@ def baselines(root: Path, questions: list[Question]) -> dict[str, list[list[str 
     return out
 
 
-WEIGHTS = ("weight_semantic", "weight_focus", "weight_lexical", "weight_recency", "weight_anchor")
+WEIGHTS = (
+    "weight_semantic",
+    "weight_focus",
+    "weight_lexical",
+    "weight_recency",
+    "weight_anchor",
+    "weight_speaker",
+)
 """The grid's weights, in order: ``RecallWeights`` fields and ``[cold]`` keys."""
 
 
 def rescore(
-    candidates: dict, weights: tuple[float, ...], diversity: float = 0.0
+    candidates: dict, weights: tuple[float, ...], diversity: float = 0.0, relative: bool = False
 ) -> list[str | None]:
     """The best 10 of a question's candidate pool under other weights: (semantic, focus, lexical,
-    recency, anchor) scored as ``query_memory`` scores them (one hit per message, none under
-    the relevance floor), and an optional sixth, the weight of a session-support signal that
-    was measured and not adopted (the mean score of the two best candidates from the unit's
-    session, a missing second counting 0). ``diversity`` (measured, not adopted) picks the 10
-    greedily, each pick's score lowered by ``diversity`` for every hit already picked from its
-    session."""
-    ranked = _rescored(candidates, weights)
+    recency, anchor, speaker) scored as ``query_memory`` scores them (one hit per message, none
+    under the relevance floor; ``relative``, measured and not adopted: each cosine divided by the
+    pool's best, the floor still on the cosines), and an optional seventh, the weight of a
+    session-support signal that was measured and not adopted (the mean score of the two best
+    candidates from the unit's session, a missing second counting 0). ``diversity`` (measured, not
+    adopted) picks the 10 greedily, each pick's score lowered by ``diversity`` for every hit already
+    picked from its session."""
+    ranked = _rescored(candidates, weights, relative)
     if not diversity:
         return [dia for _, dia, _ in ranked][:10]
     picked: list[str | None] = []
@@ -207,12 +215,21 @@ def rescore(
     return picked
 
 
-def _rescored(candidates: dict, weights: tuple[float, ...]) -> list[tuple[float, str | None, str]]:
+def _rescored(
+    candidates: dict, weights: tuple[float, ...], relative: bool = False
+) -> list[tuple[float, str | None, str]]:
     """(minus score, dia_id, LoCoMo session) of each message of the pool, best first."""
     hits = candidates["hits"]
     weights4 = RecallWeights(**dict(zip(WEIGHTS, weights[: len(WEIGHTS)], strict=True)))
     session = weights[len(WEIGHTS)] if len(weights) > len(WEIGHTS) else 0.0
-    base = [weights4.score(hit["parts"]) for hit in hits]
+    scored_parts = [hit["parts"] for hit in hits]
+    if relative:
+        best = {p: max(parts[p] for parts in scored_parts) or 1.0 for p in ("semantic", "focus")}
+        scored_parts = [
+            {**parts, **{p: parts[p] / best[p] for p in best}} for parts in scored_parts
+        ]
+    base = [weights4.score(parts) for parts in scored_parts]
+    relevant = [weights4.score(hit["parts"]) >= weights4.min_score for hit in hits]
     support: dict[str, list[float]] = {}
     if session:
         for hit, value in zip(hits, base, strict=True):
@@ -224,26 +241,32 @@ def _rescored(candidates: dict, weights: tuple[float, ...]) -> list[tuple[float,
             hit["unit_id"],
             (hit["meta"] or {}).get("dia_id"),
         )
-        for hit, value in zip(hits, base, strict=True)
+        for hit, value, floor_met in zip(hits, base, relevant, strict=True)
+        if floor_met
     )
     out, seen = [], set()
     for minus, unit_id, dia in scored:
         message = unit_id.rsplit(":", 1)[0]
-        if message in seen or -minus <= 0 or -minus < weights4.min_score:
+        if message in seen or -minus <= 0:
             continue
         seen.add(message)
         out.append((minus, dia, (dia or "").split(":")[0]))
     return out
 
 
+SPEAKER = (0.0, 0.05, 0.1, 0.15)
+"""Speaker weights the grid tries: above 0.15, a question that quotes a passage word for word and
+names someone three times meets that person's own messages first
+(tests/projections/test_recall_focus.py); 0.25-0.75 were measured too (README)."""
 GRID = [
-    (s, f, lex, r, a)
-    for s, f, lex, r, a in itertools.product(
+    (s, f, lex, r, a, speaker)
+    for s, f, lex, r, a, speaker in itertools.product(
         (0.0, 0.25, 0.5, 0.75, 1.0),
         (0.0, 0.25, 0.5, 0.75),
         (0.0, 0.25, 0.5, 0.75, 1.0),
         (0.0, 0.1),
         (0.0, 0.1, 0.2),
+        SPEAKER,
     )
     if s + f + lex > 0
 ]
@@ -301,9 +324,9 @@ def quality(work: Path) -> None:
     samples = list(per_conversation_candidates)
 
     @functools.cache
-    def r10(weights: tuple[float, ...], sample: str) -> tuple[float, ...]:
+    def r10(weights: tuple[float, ...], sample: str, relative: bool = False) -> tuple[float, ...]:
         return tuple(
-            recall_at(rescore(c, weights), q.evidence, 10)
+            recall_at(rescore(c, weights, relative=relative), q.evidence, 10)
             for q, c in per_conversation_candidates[sample]
         )
 
@@ -334,6 +357,18 @@ def quality(work: Path) -> None:
                 ranked = [rescore(c, best) for _, c in pairs]
             for (question, _), ranking in zip(pairs, ranked, strict=True):
                 add(label, sample, question, ranking)
+    for label, grid, relative in (
+        ("  no speaker part (re-scored pools)", [w for w in GRID if not w[-1]], False),
+        ("  + cosines relative to the best (re-scored pools; not adopted)", GRID, True),
+    ):
+        for sample in samples:
+            others = [s for s in samples if s != sample]
+            pick = max(
+                grid, key=lambda w: statistics.fmean(v for s in others for v in r10(w, s, relative))
+            )
+            chosen.setdefault(label, []).append((sample, pick))
+            for question, c in per_conversation_candidates[sample]:
+                add(label, sample, question, rescore(c, pick, relative=relative))
     label = "  + session diversity (re-scored pools; measured, not adopted)"
     for sample in samples:
         others = [s for s in samples if s != sample]
@@ -380,25 +415,26 @@ def quality(work: Path) -> None:
         ],
     )
     print_table(
-        "Weight grid (semantic, focus, lexical, recency, anchor), recall@10 over all questions",
+        "Weight grid (semantic, focus, lexical, recency, anchor, speaker), recall@10 over all "
+        "questions",
         ["weights", "recall@10"],
         [[str(w), f"{r:.3f}"] for r, w in grid_scores[:8]]
         + [
             [f"{w} (the original design)", f"{mean_r10(w, samples):.3f}"]
-            for w in [(0.3, 0.0, 0.0, 0.5, 0.2)]
+            for w in [(0.3, 0.0, 0.0, 0.5, 0.2, 0.0)]
         ]
         + [
             [f"{w} (semantic only)", f"{mean_r10(w, samples):.3f}"]
-            for w in [(1.0, 0.0, 0.0, 0.0, 0.0)]
+            for w in [(1.0, 0.0, 0.0, 0.0, 0.0, 0.0)]
         ]
         + [
             [f"{w} (full-text only)", f"{mean_r10(w, samples):.3f}"]
-            for w in [(0.0, 0.0, 1.0, 0.0, 0.0)]
+            for w in [(0.0, 0.0, 1.0, 0.0, 0.0, 0.0)]
         ],
     )
     print_table(
-        "Weights chosen on the other two conversations (semantic, focus, lexical, recency, anchor"
-        "[, session])",
+        "Weights chosen on the other two conversations (semantic, focus, lexical, recency, anchor,"
+        " speaker[, session])",
         ["method", *samples],
         [[label, *(str(w) for _, w in picks)] for label, picks in chosen.items()],
     )
@@ -624,7 +660,7 @@ def latency(work: Path, sizes: list[int], repeats: int, appends: int = 10_000) -
         )
         shutil.rmtree(work / f"latency-{size}")
     print_table(
-        f"query_memory latency, ms (k=10, 50+50 candidates; {len(questions)} LoCoMo questions, "
+        f"query_memory latency, ms (k=10, 50+50+50 candidates; {len(questions)} LoCoMo questions, "
         f"median of {repeats} passes); embedding of the query shown apart",
         [
             "rows",

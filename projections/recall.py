@@ -1,19 +1,23 @@
 """``query_memory``: hybrid retrieval over the cold tier, with provenance and graceful degradation.
 
-Candidates come from two searches of the cold table under the same filters: nearest neighbours
-of the query's embedding, and full-text (BM25) matches. Each candidate is scored
+Candidates come from three searches of the cold table under the same filters: nearest neighbours
+of the query's embedding and of its focus's (below), and full-text (BM25) matches. Each
+candidate is scored
 
     score = weight_semantic * cosine + weight_focus * focus_cosine
           + weight_lexical * bm25 / best_bm25
           + weight_recency * 0.5 ** (age / half_life) + weight_anchor * anchors_matched
+          + weight_speaker * speaker_named
 
-where age is measured from the newest candidate (so a query's answer depends on the memory, not
-on the wall clock) and anchors are the query's exact tokens (names, numbers, identifiers, paths,
-quoted text). The query is read as two sub-queries: the exact one (its anchors, matched as
-text) and its focus, the query without its anchors (``query_focus``), whose embedding meets
-what is asked about without the names: "What does Melanie do to destress?" otherwise lands
-nearest to every turn that greets Melanie. Weights live in ``airsspec.toml`` ``[cold]``; the
-defaults were chosen by measuring recall on LoCoMo leave-one-conversation-out (bench/cold.py).
+where age is measured from the newest candidate (so a query's answer depends on the memory, not on
+the wall clock), anchors are the query's exact tokens (names, numbers, identifiers, paths, quoted
+text), and ``speaker_named`` is 1 for a message whose speaker label ("Caroline: ...") is one of
+them: what a person did is told mostly by that person. The query is read as two sub-queries: the
+exact one (its anchors, matched as text) and its focus, the query without its anchors
+(``query_focus``), whose embedding meets what is asked about without the names: "What does Melanie
+do to destress?" otherwise lands nearest to every turn that greets Melanie; the focus's own nearest
+neighbours are candidates too. Weights live in ``airsspec.toml`` ``[cold]``; the defaults were
+chosen by measuring recall on LoCoMo leave-one-conversation-out (bench/cold.py).
 
 Invariants: every hit carries its provenance (session, seq range, event ids, record hashes,
 ``meta``; a summary hit also lists the records it covers; a source hit names its file and lines).
@@ -55,6 +59,8 @@ NPROBES = 20  # IVF partitions (about sqrt(rows) of them) an indexed vector sear
 REFINE_FACTOR = 2  # PQ candidates re-ranked with exact distances, per row returned
 _QUOTED = re.compile(r"\"([^\"]+)\"|`([^`]+)`")
 _INNER_MARK = re.compile(r"\w[_./:@#-]\w")
+# a message opening with a speaker's name: "Caroline: ...", "Jon Snow: ..."
+_SPEAKER = re.compile(r"([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +126,13 @@ def query_focus(query: str) -> str:
         and token.removesuffix("'s") not in anchors
     ]
     return " ".join(kept) if kept else query
+
+
+def _speaker(candidate: _Candidate) -> str | None:
+    """The lowercase speaker label a message opens with ("Caroline: ..."), if any."""
+    if candidate.kind != "message" or not (match := _SPEAKER.match(candidate.text)):
+        return None
+    return match.group(1).lower()
 
 
 def _age_days(newest: str, ts: str | None) -> float:
@@ -188,10 +201,13 @@ class Recall:
         text_search = _pool().submit(_text_rows, table, result.query, where, n)
         query_vector, focus_vector = self._embed_query(result)
         begun = time.perf_counter()
-        vector_rows: pa.Table | None = None
+        vector_rows: list[pa.Table] = []
         if query_vector is not None:
-            try:
-                vector_rows = _vector_rows(table, query_vector, where, n)
+            try:  # the focus is a sub-query of its own: its nearest neighbours are candidates
+                vector_rows = [
+                    _vector_rows(table, vector, where, n)
+                    for vector in _distinct_vectors(query_vector, focus_vector)
+                ]
             except Exception as exc:  # lance raises many kinds; a failed index must not escape
                 query_vector = None
                 result.warnings.append(f"vector search failed ({exc}); full-text results only")
@@ -258,6 +274,7 @@ class Recall:
         best_lexical = max((c.lexical for c in candidates.values()), default=0.0) or 1.0
         newest = max((c.ts for c in candidates.values() if c.ts), default=None)
         anchors = query_anchors(query)
+        names = {a.removesuffix("'s") for a in anchors}
         ranked = []
         for unit_id, candidate in candidates.items():
             text = candidate.text.lower()
@@ -269,6 +286,7 @@ class Recall:
                 if newest is None
                 else math.pow(0.5, _age_days(newest, candidate.ts) / w.recency_half_life_days),
                 "anchor": sum(a in text for a in anchors) / len(anchors) if anchors else 0.0,
+                "speaker": float(_speaker(candidate) in names),
             }
             score = w.score(parts)
             parts = {name: round(value, 6) for name, value in parts.items()}
@@ -407,40 +425,41 @@ def _similarities(rows: pa.Table, vector: np.ndarray) -> np.ndarray:
     return np.where(column.is_null().to_numpy(False), 0.0, vectors @ vector)
 
 
+def _distinct_vectors(query: np.ndarray, focus: np.ndarray | None) -> list[np.ndarray]:
+    """The query's embedding, and its focus's when the focus is another text."""
+    return [query] if focus is None or focus is query else [query, focus]
+
+
 def _candidates(
-    vector_rows: pa.Table | None,
+    vector_rows: list[pa.Table],
     text_rows: pa.Table | None,
     query_vector: np.ndarray | None,
     focus_vector: np.ndarray | None = None,
 ) -> dict[str, _Candidate]:
-    """Each unit found, once, with its cosine similarities (query, focus) and BM25 score (0
-    where unknown)."""
+    """Each unit found (by the query's or the focus's nearest neighbours, or full text), once,
+    with its cosine similarities (query, focus) and BM25 score (0 where unknown)."""
     found: dict[str, _Candidate] = {}
     if focus_vector is None:
         focus_vector = query_vector
-    if vector_rows is not None and vector_rows.num_rows:
-        focus = _similarities(vector_rows, focus_vector)
-        rows = vector_rows.select(["_rowid", *_RANK_COLUMNS, "_distance"]).to_pylist()
-        for index, row in enumerate(rows):
-            candidate = _Candidate(row["_rowid"], row["ts"], row["text"], row["kind"])
-            candidate.semantic = 1.0 - row["_distance"]
-            candidate.focus = float(focus[index])
-            found[row["unit_id"]] = candidate
-    if text_rows is not None and text_rows.num_rows:
-        similarities = focus = None
-        if query_vector is not None:
-            similarities = _similarities(text_rows, query_vector)
-            focus = _similarities(text_rows, focus_vector)
-        rows = text_rows.select(["_rowid", *_RANK_COLUMNS, "_score"]).to_pylist()
-        for index, row in enumerate(rows):
+    for rows in [*vector_rows, text_rows]:
+        if rows is None or not rows.num_rows:
+            continue
+        semantic = focus = None
+        if query_vector is not None and focus_vector is not None:
+            semantic = _similarities(rows, query_vector)
+            focus = _similarities(rows, focus_vector)
+        lexical = rows["_score"].to_pylist() if "_score" in rows.column_names else None
+        listed = rows.select(["_rowid", *_RANK_COLUMNS]).to_pylist()
+        for index, row in enumerate(listed):
             candidate = found.get(row["unit_id"])
             if candidate is None:
                 candidate = _Candidate(row["_rowid"], row["ts"], row["text"], row["kind"])
-                if similarities is not None and focus is not None:
-                    candidate.semantic = float(similarities[index])
+                if semantic is not None and focus is not None:
+                    candidate.semantic = float(semantic[index])
                     candidate.focus = float(focus[index])
                 found[row["unit_id"]] = candidate
-            candidate.lexical = float(row["_score"])
+            if lexical is not None:
+                candidate.lexical = float(lexical[index])
     return found
 
 

@@ -101,6 +101,8 @@ class RecallWeights(Frozen):
     weight_lexical: float = Field(0.25, ge=0)
     weight_recency: float = Field(0.0, ge=0)
     weight_anchor: float = Field(0.1, ge=0)
+    # a message whose speaker label ("Caroline: ...") is a name the query asks about
+    weight_speaker: float = Field(0.15, ge=0)
     recency_half_life_days: float = Field(30.0, gt=0)
     # hits scoring below this are dropped (never a hit scored 0): an unrelated passage scores
     # about 0.05 (cosine near 0.1, no shared word); see airsspec.toml [cold]
@@ -108,13 +110,14 @@ class RecallWeights(Frozen):
 
     def score(self, parts: dict[str, float]) -> float:
         """A candidate's score from its parts (``semantic``, ``focus``, ``lexical``,
-        ``recency``, ``anchor``)."""
+        ``recency``, ``anchor``, ``speaker``)."""
         return (
             self.weight_semantic * parts["semantic"]
             + self.weight_focus * parts["focus"]
             + self.weight_lexical * parts["lexical"]
             + self.weight_recency * parts["recency"]
             + self.weight_anchor * parts["anchor"]
+            + self.weight_speaker * parts["speaker"]
         )
 
 

@@ -230,7 +230,7 @@ def test_query_memory_scores_with_the_cold_section_as_configured(tmp_path: Path)
     }
     weights = Workspace(tmp_path, load_settings(None, env)).recall().weights
     assert (weights.weight_recency, weights.candidates) == (0.7, 7)
-    parts = {"semantic": 0, "focus": 0, "lexical": 0, "recency": 1, "anchor": 0}
+    parts = {"semantic": 0, "focus": 0, "lexical": 0, "recency": 1, "anchor": 0, "speaker": 0}
     assert weights.score(parts) == 0.7
 
 

@@ -50,3 +50,17 @@ def test_a_passage_with_the_exact_words_of_the_question_stays_first(chat: Memory
         question = line.split(": ", 1)[1]
         hits = chat.search(question, k=3)["hits"]
         assert hits[0]["text"] == line, (question, [h["text"] for h in hits])
+
+
+def test_the_focus_s_nearest_passage_is_a_candidate_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one candidate a search: the whole question's nearest passage and its full-text match
+    # greet Melanie; only the focus's own search proposes what she does for fun
+    monkeypatch.setenv("AIRSSPEC_COLD_CANDIDATES", "1")
+    monkeypatch.setenv("AIRSSPEC_COLD_WEIGHT_LEXICAL", "0")
+    with Memory.open(tmp_path, create=True) as memory:
+        for line in CHAT:
+            memory.append("chat", {"type": "user", "content": line})
+        hits = memory.search("What does Melanie do for fun?", k=1)["hits"]
+    assert [h["text"] for h in hits] == [CHAT[3]]
