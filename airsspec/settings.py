@@ -350,7 +350,8 @@ tool_embed = "head"
 tool_head_chars = 200
 # query_memory score = weight_semantic * cosine + weight_focus * cosine with the query's focus
 #   (the query without its names, numbers and identifiers) + weight_lexical * bm25 / best bm25
-#   + weight_recency * 0.5 ** (age / half-life) + weight_anchor * share of query anchors matched.
+#   + weight_recency * 0.5 ** (age / half-life) + weight_anchor * share of query anchors matched
+#   + weight_speaker * (1 when the passage opens with a speaker the query names: "Melanie: ...").
 # Defaults chosen by recall on LoCoMo measured leave-one-conversation-out (bench/cold.py), where
 # recency did not help; raise weight_recency for agents asked mostly about recent work. The
 # anchor weight is kept small for agent transcripts, whose questions name files and identifiers.
@@ -359,6 +360,7 @@ weight_focus = 0.5
 weight_lexical = 0.25
 weight_recency = 0.0
 weight_anchor = 0.1
+weight_speaker = 0.15
 recency_half_life_days = 30.0
 # Relevance floor: hits scoring below it are dropped (from query and from what context
 # recalls), and a hit never scores 0. An unrelated passage ("ok", a bare command) scores about
