@@ -28,10 +28,12 @@ chromium:
 		|| echo "chromium not installed (needs root and apt): tests/browser will skip"; }
 
 # Two workers (pytest-xdist), one test file each at a time: most tests wait on subprocesses.
+# Files go out in collection order (tests/conftest.py puts those holding a slow test first), not
+# by their number of tests, so a long file is not left running alone at the end.
 test: $(STAMP) chromium
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports --no-cache  # the import contract of pyproject.toml
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # Property tests with random seeds and more examples (`make test` replays fixed seeds). Turn what
 # it finds into an explicit @example on the test that found it.
