@@ -9,7 +9,7 @@ deleted before every run so both engines embed everything.
 
     python -m bench.ray_rebuild                 # 20,000 records
     python -m bench.ray_rebuild --records 2000  # what fits a busy two-core machine
-    python -m bench.ray_rebuild --records 1000000  # the target size: hours on two cores
+    python -m bench.ray_rebuild --records 1000000 --per-session 1000  # the target size
 
 The hash embedder makes the table measure splitting, folding, fragment writes and the one
 commit; with MiniLM, embedding would dominate both engines alike.
@@ -40,8 +40,8 @@ from bench.locomo_data import load
 PER_SESSION = 100
 
 
-def build(root: Path, records: int) -> Memory:
-    """A workspace of ``records`` LoCoMo turns on the hash embedder."""
+def build(root: Path, records: int, per_session: int = PER_SESSION) -> Memory:
+    """A workspace of ``records`` LoCoMo turns on the hash embedder, ``per_session`` a session."""
     Memory.open(root, create=True).close()
     config = root / "airsspec.toml"
     config.write_text(config.read_text().replace('embedder = "minilm"', 'embedder = "hash"'))
@@ -49,9 +49,9 @@ def build(root: Path, records: int) -> Memory:
     turns = [turn for conversation in load() for turn in conversation.turns]
     # the turns again and again, without their times (a log keeps each session in time order)
     events = [{k: v for k, v in turns[i % len(turns)].items() if k != "ts"} for i in range(records)]
-    for start in range(0, records, PER_SESSION):
-        session = f"s{start // PER_SESSION:06d}"
-        memory.append_many(session, events[start : start + PER_SESSION], project=False)
+    for start in range(0, records, per_session):
+        session = f"s{start // per_session:06d}"
+        memory.append_many(session, events[start : start + per_session], project=False)
     return memory
 
 
@@ -83,11 +83,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--per-session",
+        type=int,
+        default=PER_SESSION,
+        help="records a session (a log keeps each session's file open: 1,000,000 records at "
+        "100 a session is 20,000 files, past a usual descriptor limit)",
+    )
     args = parser.parse_args()
     from ray.cluster_utils import Cluster
 
     with tempfile.TemporaryDirectory() as tmp:
-        memory = build(Path(tmp), args.records)
+        memory = build(Path(tmp), args.records, args.per_session)
         local = [timed(memory, jobs=2) for _ in range(args.repeat)]
         expected = table(memory)
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
