@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from airsspec import Memory
-from eventlog.importers import import_paths
+from eventlog.importers import ImportOptions, import_paths
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "claude-code"
 RULE = "Never use default exports; use named exports."
@@ -28,7 +28,9 @@ def _noisy_sessions(memory: Memory) -> list[str]:
         *sorted((DATA / "compact").glob("*.jsonl")),
     ]
     results = import_paths(log, "claude-code", sources)
-    results += import_paths(log, "claude-code", [DATA / "subagent.jsonl"], "again-")
+    results += import_paths(
+        log, "claude-code", [DATA / "subagent.jsonl"], ImportOptions(prefix="again-")
+    )
     return [r.session for r in results]
 
 
