@@ -19,14 +19,21 @@ Invariants:
   fork: the child drops the descriptors it inherited (a lock taken through a shared descriptor
   would not exclude the parent) and its locks, held perhaps by a thread it does not have, and
   opens its own at its first append.
+- Open files are bounded: a log keeps at most ``max_open`` sessions' files open (by default
+  an eighth of the process's descriptor limit), closing the least recently used one that no
+  call is using (its pending sync run first) when it needs another, so a long-running writer
+  serves any number of sessions. A file whose sync failed is remembered when it is closed:
+  reopened, it still refuses appends.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import resource
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -154,6 +161,8 @@ class _Handle:
     mutex: threading.Lock
     tail: TailState | None = None
     failed: LogSyncError | None = None  # a sync of this file failed: no more appends
+    users: int = 0  # calls using it (``EventLog._handle`` to ``_done``): never closed under them
+    retired: bool = False  # out of the table, closed by its last user
 
     def close(self) -> None:
         """Close the log and head file descriptors."""
@@ -167,7 +176,7 @@ def _after_fork_in_child() -> None:
         log._forked()
 
 
-def _release(handles: dict[str, _Handle], commit: GroupCommit | None) -> None:
+def _release(handles: dict[int, _Handle], commit: GroupCommit | None) -> None:
     """What a log left unclosed holds, given back when it is collected: the pending syncs
     are run (a failure is lost with the log: ``close`` is where it is raised), the group
     commit stopped and every descriptor closed. ``close`` does all this itself."""
@@ -177,6 +186,15 @@ def _release(handles: dict[str, _Handle], commit: GroupCommit | None) -> None:
     for handle in handles.values():
         handle.close()
     handles.clear()
+
+
+def default_max_open() -> int:
+    """Sessions a log keeps open at once unless told: an eighth of this process's descriptor
+    limit (two descriptors each), at least 16 and at most 1,024."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1024
+    return max(16, min(1024, soft // 8))
 
 
 _open_logs: weakref.WeakSet[EventLog] = weakref.WeakSet()
@@ -385,15 +403,22 @@ class EventLog(Appends):
         batch_interval_ms: float = 5.0,
         redactor: Redactor | None = None,
         sealer: Sealer | None = None,
+        max_open: int | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
+        # sessions with open files at once (see the module)
+        self.max_open = default_max_open() if max_open is None else max_open
+        if self.max_open < 1:
+            raise ValueError("max_open must be at least 1")
         self.redactor = redactor
         self.sealer = sealer  # eventlog.crypto: sealed at append, opened at read
         self.durability = Durability(durability)
         self.batch_interval = batch_interval_ms / 1000.0
-        self._handles: dict[str, _Handle] = {}
+        self._handles: OrderedDict[str, _Handle] = OrderedDict()  # least recently used first
         self._handles_mutex = threading.Lock()
+        self._open: dict[int, _Handle] = {}  # every open handle by log descriptor, retired too
         self._sync_failure: LogSyncError | None = None  # the first sync of this log that failed
+        self._failed_files: dict[str, LogSyncError] = {}  # files that take no more appends
         self._closed = False
         self._closing = threading.Lock()  # held through close: every file is closed once
         self._sync_each = self.durability is Durability.ALWAYS
@@ -401,15 +426,16 @@ class EventLog(Appends):
             GroupCommit(self.batch_interval) if self.durability is Durability.BATCH else None
         )
         _open_logs.add(self)
-        self._finalizer = weakref.finalize(self, _release, self._handles, self._commit)
+        self._finalizer = weakref.finalize(self, _release, self._open, self._commit)
 
     def _forked(self) -> None:
         """In a forked child: fresh locks and no inherited descriptors (the group commit
         drops the parent's files on its own)."""
         self._handles_mutex = threading.Lock()
         self._closing = threading.Lock()
-        for handle in self._handles.values():
+        for handle in self._open.values():
             handle.close()
+        self._open.clear()
         self._handles.clear()
 
     # ----------------------------------------------------------------- lifecycle
@@ -433,8 +459,9 @@ class EventLog(Appends):
                 if self._commit is not None:
                     self._commit.close()
                 with self._handles_mutex:
-                    for handle in self._handles.values():
+                    for handle in self._open.values():
                         handle.close()
+                    self._open.clear()
                     self._handles.clear()
                 self._finalizer.detach()
 
@@ -455,11 +482,14 @@ class EventLog(Appends):
 
     def _collect(self) -> None:
         """Keep the group commit's failed syncs on their handles and the log."""
+        with self._handles_mutex:  # no descriptor is closed (and its number reused) meanwhile
+            self._collected()
+
+    def _collected(self) -> None:
+        """``_collect`` with ``_handles_mutex`` held."""
         assert self._commit is not None
         for fd, errno, first in self._commit.collect():
-            for handle in list(self._handles.values()):
-                if handle.fd == fd:
-                    self._failed(handle, first, errno)
+            self._failed(self._open[fd], first, errno)
 
     def _sync(self, handle: _Handle, first: int) -> None:
         """fdatasync ``handle``'s file, keeping a failure on the handle and the log (records
@@ -477,38 +507,43 @@ class EventLog(Appends):
             "disk, then run verify",
         )
         handle.failed = handle.failed or failure
+        self._failed_files.setdefault(handle.path, handle.failed)
         self._sync_failure = self._sync_failure or failure
 
     # ----------------------------------------------------------------- handles and locks
 
     def _handle(self, session: str) -> _Handle:
-        handle = self._handles.get(session)
+        """The open files of ``session``, in use by the caller until it calls ``_done``."""
+        with self._handles_mutex:
+            handle = self._handles.get(session)
+            if handle is not None:
+                handle.users += 1
+                self._handles.move_to_end(session)
         if handle is not None:
             try:
                 if os.lstat(handle.path).st_ino == handle.ino:
                     return handle
             except FileNotFoundError:
                 pass
+            self._done(handle)
         path = session_path(self.log_dir, session)
         with self._handles_mutex:
             handle = self._handles.get(session)
             if handle is not None:
                 try:
                     if os.lstat(path).st_ino == handle.ino:
+                        handle.users += 1
                         return handle
                 except FileNotFoundError:
                     pass
-                if self._commit is not None:  # the file was replaced or removed under us
-                    self._commit.forget(handle.fd)  # syncs what was written to it
-                    self._collect()
-                handle.close()
-                del self._handles[session]
+                self._retire(session, handle)  # the file was replaced or removed under us
             self.log_dir.mkdir(parents=True, exist_ok=True)
             existed = os.path.lexists(path)
             if not existed:
                 check_new_session(self.log_dir, session)
                 if self.redactor is not None:
                     self.redactor.refuse_secret_id(session)
+            self._make_room()
             fd = open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             if not existed and self.durability is not Durability.OFF:
                 dir_fd = os.open(self.log_dir, os.O_RDONLY)
@@ -516,9 +551,46 @@ class EventLog(Appends):
                     os.fsync(dir_fd)
                 finally:
                     os.close(dir_fd)
-            handle = _Handle(str(path), fd, None, os.fstat(fd).st_ino, threading.Lock())
-            self._handles[session] = handle
+            handle = _Handle(str(path), fd, None, os.fstat(fd).st_ino, threading.Lock(), users=1)
+            handle.failed = self._failed_files.get(handle.path)
+            self._handles[session] = self._open[fd] = handle
             return handle
+
+    def _done(self, handle: _Handle) -> None:
+        """The caller of ``_handle`` no longer uses ``handle``; a retired one is closed by its
+        last user."""
+        with self._handles_mutex:
+            handle.users -= 1
+            if handle.retired and not handle.users and self._open.get(handle.fd) is handle:
+                self._close_handle(handle)
+
+    def _make_room(self) -> None:
+        """With ``_handles_mutex`` held: retire the least recently used sessions no call is
+        using until one more fits."""
+        over = len(self._handles) + 1 - self.max_open
+        for session, handle in list(self._handles.items()):
+            if over <= 0:
+                return
+            if not handle.users:
+                self._retire(session, handle)
+                over -= 1
+
+    def _retire(self, session: str, handle: _Handle) -> None:
+        """With ``_handles_mutex`` held: take ``handle`` out of the table; closed now if no call
+        uses it, else by its last user."""
+        del self._handles[session]
+        handle.retired = True
+        if not handle.users:
+            self._close_handle(handle)
+
+    def _close_handle(self, handle: _Handle) -> None:
+        """With ``_handles_mutex`` held: sync what the group commit has pending on ``handle``
+        (a failure is kept for its file: it takes no more appends), then close it."""
+        if self._commit is not None:
+            self._commit.forget(handle.fd)
+            self._collected()
+        del self._open[handle.fd]
+        handle.close()
 
     def _locked_tail(self, session: str, handle: _Handle) -> TailState:
         """With the lock held: the current tail, recovering a torn one first."""
@@ -552,13 +624,16 @@ class EventLog(Appends):
     def recover(self, session: str) -> int:
         """Quarantine a torn tail of ``session`` if it has one; return the bytes moved."""
         handle = self._handle(session)
-        with handle.mutex:
-            fcntl.flock(handle.fd, fcntl.LOCK_EX)
-            try:
-                handle.tail, moved = self._recover(session, handle)
-                return moved
-            finally:
-                fcntl.flock(handle.fd, fcntl.LOCK_UN)
+        try:
+            with handle.mutex:
+                fcntl.flock(handle.fd, fcntl.LOCK_EX)
+                try:
+                    handle.tail, moved = self._recover(session, handle)
+                    return moved
+                finally:
+                    fcntl.flock(handle.fd, fcntl.LOCK_UN)
+        finally:
+            self._done(handle)
 
     def head(self, session: str) -> TailState:
         """The last record's seq and hash (seq 0 for an empty or missing session)."""
@@ -566,12 +641,15 @@ class EventLog(Appends):
         if not session_path(self.log_dir, session).exists():
             return TailState(0, 0, None)
         handle = self._handle(session)
-        with handle.mutex:
-            fcntl.flock(handle.fd, fcntl.LOCK_EX)
-            try:
-                return self._locked_tail(session, handle)
-            finally:
-                fcntl.flock(handle.fd, fcntl.LOCK_UN)
+        try:
+            with handle.mutex:
+                fcntl.flock(handle.fd, fcntl.LOCK_EX)
+                try:
+                    return self._locked_tail(session, handle)
+                finally:
+                    fcntl.flock(handle.fd, fcntl.LOCK_UN)
+        finally:
+            self._done(handle)
 
     # ----------------------------------------------------------------- append
 
@@ -599,6 +677,20 @@ class EventLog(Appends):
         if not bodies:
             return [], []
         handle = self._handle(session)
+        try:
+            return self._append_to(session, handle, bodies, clear, new)
+        finally:
+            self._done(handle)
+
+    def _append_to(
+        self,
+        session: str,
+        handle: _Handle,
+        bodies: list[dict[str, Any]],
+        clear: list[dict[str, Any]] | None,
+        new: bool,
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """``_append`` of validated ``bodies`` through ``handle``, which the caller holds."""
         if self._commit is not None and self._commit.failed:
             self._collect()
         if handle.failed is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -311,36 +310,3 @@ def test_the_dict_validator_refuses_what_the_models_refuse(items) -> None:
         return "ok"
 
     assert outcome(input_bodies) == outcome(input_adapter().validate_python)
-
-
-@pytest.mark.parametrize("durability", ["always", "batch"])
-def test_a_log_left_unclosed_gives_its_descriptors_back_when_collected(
-    tmp_path: Path, durability: str
-) -> None:
-    """A log dropped without ``close`` (a caller that verifies or appends through a fresh
-    ``EventLog`` each time) does not keep its files open: a long-running process would run
-    out of descriptors."""
-    import gc
-
-    log_dir = tmp_path / "log"
-
-    def open_on_the_log() -> int:  # this process's descriptors of the log's files only
-        fds = Path("/proc/self/fd")
-        return sum(
-            os.readlink(fds / fd).startswith(str(log_dir))
-            for fd in os.listdir(fds)
-            if (fds / fd).is_symlink()
-        )
-
-    with EventLog(log_dir) as log:
-        log.append("s", {"type": "user", "content": "first"})
-    for i in range(50):
-        dropped = EventLog(log_dir, durability=durability)
-        dropped.append("s", {"type": "user", "content": f"again {i}"})
-        assert len(list(dropped.read("s"))) == i + 2
-        assert open_on_the_log() >= 1  # held while it lives
-        del dropped
-    gc.collect()
-    assert open_on_the_log() == 0
-    with EventLog(log_dir) as log:
-        assert [loc.record.content for loc in log.read("s")][-1] == "again 49"

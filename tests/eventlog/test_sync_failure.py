@@ -112,3 +112,25 @@ def test_a_background_sync_failure_under_batch_is_kept_until_raised(failing_disk
         log.flush()
     with pytest.raises(LogSyncError):
         log.close()
+
+
+def test_a_sync_failure_found_when_a_session_is_closed_for_room_is_kept_for_its_file(
+    failing_disk: Path,
+) -> None:
+    """With one session open at a time, appending to another closes the first, running its
+    pending sync then: the failure it reports is the first file's, which takes no more
+    appends when it is opened again."""
+    log = EventLog(
+        failing_disk / "log", durability="batch", batch_interval_ms=3_600_000, max_open=1
+    )
+    path = failing_disk / "log" / "s.jsonl"
+    for _ in range(40):  # 4 MB into the page cache, never synced by the thread
+        log.append("s", {"type": "user", "content": BIG})
+    log.append("t", {"type": "user", "content": "another session"})  # closes s, syncing it
+
+    size = path.stat().st_size
+    with pytest.raises(LogSyncError, match=f"{path}: fdatasync failed.*from seq 1 on"):
+        log.append("s", {"type": "user", "content": "after the failure"})
+    assert path.stat().st_size == size
+    with pytest.raises(LogSyncError):
+        log.close()
