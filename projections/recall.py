@@ -61,6 +61,8 @@ _QUOTED = re.compile(r"\"([^\"]+)\"|`([^`]+)`")
 _INNER_MARK = re.compile(r"\w[_./:@#-]\w")
 # a message opening with a speaker's name: "Caroline: ...", "Jon Snow: ..."
 _SPEAKER = re.compile(r"([A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2}):\s")
+# the pronoun "I" and its contractions: capitalised anywhere, and in nearly every text
+_FIRST_PERSON = re.compile(r"I(?:['\u2019](?:m|ve|d|ll))?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +99,8 @@ class QueryResult:
 
 def query_anchors(query: str) -> list[str]:
     """The query's exact tokens, lowercased and unique: quoted text, anything with a digit,
-    identifiers and paths, acronyms, and capitalised words that do not start a sentence."""
+    identifiers and paths, acronyms, and capitalised words that do not start a sentence (the
+    pronoun "I" aside)."""
     found = [text for groups in _QUOTED.findall(query) for text in groups if text]
     words = query.split()
     for index, raw in enumerate(words):
@@ -109,7 +112,7 @@ def query_anchors(query: str) -> list[str]:
             any(c.isdigit() for c in token)
             or _INNER_MARK.search(token)
             or sum(c.isupper() for c in token) >= 2
-            or (token[0].isupper() and not sentence_start)
+            or (token[0].isupper() and not sentence_start and not _FIRST_PERSON.fullmatch(token))
         ):
             found.append(token)
     return list(dict.fromkeys(t.lower() for t in found))

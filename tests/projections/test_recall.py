@@ -243,3 +243,12 @@ def test_query_anchors_are_the_exact_tokens_of_a_question() -> None:
         "eventlog/log.py",
         "v1.4",
     ]
+
+
+def test_the_pronoun_i_is_no_anchor_wherever_it_stands() -> None:
+    """ "I" is capitalised mid-sentence and found in nearly every text: as an anchor it would
+    match almost any passage and leave the focus without its subject."""
+    from projections.recall import query_anchors
+
+    question = "What did I tell Bob, and when I\u2019m away what I've asked of I2C?"
+    assert query_anchors(question) == ["bob", "i2c"]
