@@ -191,43 +191,23 @@ def cmd_context(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     """Show each projection's state. Size, items and lag of every tier, and what is degraded."""
     with open_memory(args) as memory:
-        root = memory.root
-        infos = memory.sessions.list()
-        tiers = memory.status()
-        embedder = memory.embedder_problem()
-    log_summary = {
-        "sessions": len(infos),
-        "records": sum(i.records for i in infos),
-        "bytes": sum(i.bytes for i in infos),
-        "unreadable": {i.session: i.problem for i in infos if i.problem},
-    }
-    degraded = [f"{t.tier}: {d}" for t in tiers for d in t.degraded]
-    if embedder:
-        degraded.append(f"cold: {embedder}")
+        overview = memory.overview()
     if args.json:
-        print_json(
-            {
-                "workspace": str(root),
-                "log": log_summary,
-                "tiers": [asdict(t) for t in tiers],
-                "degraded": degraded,
-            }
-        )
+        print_json(overview)
         return EXIT_OK
-    print(f"workspace {root}")
-    print(
-        f"log: {log_summary['sessions']} session(s), {log_summary['records']} record(s), "
-        f"{log_summary['bytes']:,} bytes"
-    )
-    for info in infos:
-        if info.problem:
-            print(f"unreadable: {info.session}: {info.problem}")
-    for t in tiers:
-        behind = f", behind in {len(t.behind_sessions)} session(s)" if t.behind_sessions else ""
+    log = overview["log"]
+    print(f"workspace {overview['workspace']}")
+    print(f"log: {log['sessions']} session(s), {log['records']} record(s), {log['bytes']:,} bytes")
+    for session, problem in log["unreadable"].items():
+        print(f"unreadable: {session}: {problem}")
+    for t in overview["tiers"]:
+        late = len(t["behind_sessions"])
+        behind = f", behind in {late} session(s)" if late else ""
         print(
-            f"{t.tier}: {t.items} item(s) in {t.sessions} session(s), {t.bytes:,} bytes, "
-            f"lag {t.lag_records} record(s){behind}"
+            f"{t['tier']}: {t['items']} item(s) in {t['sessions']} session(s), {t['bytes']:,} "
+            f"bytes, lag {t['lag_records']} record(s){behind}"
         )
+    degraded = overview["degraded"]
     print("degraded: " + ("; ".join(degraded) if degraded else "nothing"))
     return EXIT_OK
 

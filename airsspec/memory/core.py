@@ -331,6 +331,29 @@ class Memory:
 
         return [tier_status(self.workspace.log, p) for p in self.workspace.projectors()]
 
+    def overview(self) -> dict[str, Any]:
+        """The workspace at a glance (what ``airsspec status`` shows): the log's sessions,
+        records, bytes and unreadable sessions (with why), every projection's ``status`` and
+        what is degraded, the embedder included."""
+        from dataclasses import asdict
+
+        infos = self.sessions.list()
+        tiers = self.status()
+        degraded = [f"{t.tier}: {d}" for t in tiers for d in t.degraded]
+        if embedder := self.embedder_problem():
+            degraded.append(f"cold: {embedder}")
+        return {
+            "workspace": str(self.root),
+            "log": {
+                "sessions": len(infos),
+                "records": sum(i.records for i in infos),
+                "bytes": sum(i.bytes for i in infos),
+                "unreadable": {i.session: i.problem for i in infos if i.problem},
+            },
+            "tiers": [asdict(t) for t in tiers],
+            "degraded": degraded,
+        }
+
     def embedder_problem(self) -> str | None:
         """Why the cold projection's embedder cannot run here (None when it can)."""
         from airsspec.errors import EmbedderUnavailable

@@ -206,3 +206,33 @@ def test_a_summarizer_given_to_open_writes_the_compactions(tmp_path: Path, monke
         record = view.compact("s", force=True)
         assert record is not None and record.summarizer.backend == "mine"
         assert "by my summarizer" in record.summary
+
+
+def test_status_is_the_facade_s_overview(memory: Memory, tmp_path: Path) -> None:
+    """``airsspec status --json`` prints ``Memory.overview()``: the log's counts and every
+    projection's state come from the facade, not from the command."""
+    import json
+
+    from tests.conftest import run_cli
+
+    memory.append("a", SAY)
+    memory.append_many("b", [SAY, {"type": "thought", "content": "plan the move"}])
+    overview = memory.overview()
+    assert overview["log"] | {"bytes": 0} == {
+        "sessions": 2,
+        "records": 3,
+        "bytes": 0,
+        "unreadable": {},
+    }
+    assert overview["log"]["bytes"] > 0
+    assert {t["tier"] for t in overview["tiers"]} >= {"hot", "cold"}
+    done = run_cli(
+        "-w",
+        str(memory.root),
+        "status",
+        "--json",
+        cwd=tmp_path,
+        env={"AIRSSPEC_COLD_EMBEDDER": "hash"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == overview

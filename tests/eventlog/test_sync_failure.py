@@ -5,6 +5,7 @@ log must keep it, not lose it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -124,13 +125,17 @@ def test_a_sync_failure_found_when_a_session_is_closed_for_room_is_kept_for_its_
         failing_disk / "log", durability="batch", batch_interval_ms=3_600_000, max_open=1
     )
     path = failing_disk / "log" / "s.jsonl"
-    for _ in range(40):  # 4 MB into the page cache, never synced by the thread
-        log.append("s", {"type": "user", "content": BIG})
-    log.append("t", {"type": "user", "content": "another session"})  # closes s, syncing it
+    try:
+        for _ in range(40):  # 4 MB into the page cache, never synced by the thread
+            log.append("s", {"type": "user", "content": BIG})
+        log.append("t", {"type": "user", "content": "another session"})  # closes s, syncing it
 
-    size = path.stat().st_size
-    with pytest.raises(LogSyncError, match=f"{path}: fdatasync failed.*from seq 1 on"):
-        log.append("s", {"type": "user", "content": "after the failure"})
-    assert path.stat().st_size == size
-    with pytest.raises(LogSyncError):
-        log.close()
+        size = path.stat().st_size
+        with pytest.raises(LogSyncError, match=f"{path}: fdatasync failed.*from seq 1 on"):
+            log.append("s", {"type": "user", "content": "after the failure"})
+        assert path.stat().st_size == size
+        with pytest.raises(LogSyncError):
+            log.close()
+    finally:
+        with contextlib.suppress(LogSyncError):
+            log.close()  # even after a failed assertion: the disk must unmount
