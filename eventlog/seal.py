@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import Field, ValidationError
@@ -69,10 +70,11 @@ def _mac(seal: Seal, key: bytes) -> str:
     return hmac.new(key, body, hashlib.sha256).hexdigest()
 
 
-def make_seal(log: EventLog, key: bytes | None = None) -> Seal:
-    """Seal the current head of every session of ``log`` (signed when ``key`` is given)."""
+def make_seal(log: EventLog, key: bytes | None = None, only: Iterable[str] | None = None) -> Seal:
+    """Seal the current head of every session of ``log``, or of those in ``only`` (signed
+    when ``key`` is given)."""
     sessions = {}
-    for name in log.sessions():
+    for name in log.sessions() if only is None else sorted(only):
         tail = log.head(name)
         sessions[name] = SealedHead(seq=tail.seq, hash=tail.hash)
     seal = Seal(sealed_at=utc_now(), sessions=sessions)

@@ -141,20 +141,23 @@ def verify(
 
 
 def seal(memory: Memory, target: str | Path | None = None, *, key: bytes | None = None) -> Seal:
-    """A seal of every session's head, verified first (``VerifyFailedError`` naming the
-    sessions that fail); written as JSON to ``target`` when given (outside the
-    workspace, else ``OutputInsideWorkspaceError``). ``key`` signs it (16+ bytes)."""
+    """A seal of every session's head (of a scoped memory: every session its scope may read),
+    verified first (``VerifyFailedError`` naming the sessions that fail); written as JSON to
+    ``target`` when given (outside the workspace, else ``OutputInsideWorkspaceError``).
+    ``key`` signs it (16+ bytes)."""
     from eventlog.seal import make_seal
     from eventlog.verify import verify as verify_log
 
     path = outside(memory, target, "target") if target is not None else None
     if key is not None and len(key) < 16:
         raise InvalidQueryError(f"key: a key needs at least 16 bytes (got {len(key)})")
-    report = verify_log(memory.workspace.log)
+    visible = memory.scopes.visible()  # None: every session
+    chosen = sorted(visible) if visible is not None else None
+    report = verify_log(memory.workspace.log, chosen)
     if not report.ok:
         bad = ", ".join(s.session for s in report.sessions if s.problem)
         raise VerifyFailedError(f"not sealed: verify fails for {bad}")
-    made = make_seal(memory.workspace.log, key)
+    made = make_seal(memory.workspace.log, key, chosen)
     if path is not None:
         path.write_text(made.model_dump_json(indent=2, exclude_none=True) + "\n", "utf-8")
     return made

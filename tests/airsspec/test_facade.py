@@ -236,3 +236,20 @@ def test_status_is_the_facade_s_overview(memory: Memory, tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == overview
+
+
+def test_a_scoped_memory_seals_only_the_sessions_its_scope_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A seal names sessions: alice's seal must not tell her which sessions bob has."""
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    root = tmp_path / "ws"
+    Memory.open(root, create=True).close()
+    with Memory.open(root, user="alice") as alice, Memory.open(root, user="bob") as bob:
+        alice.append("alice-s", SAY)
+        bob.append("bob-s", SAY)
+        seal = alice.seal(tmp_path / "alice.json")
+    assert set(seal.sessions) == {"alice-s"}
+    with Memory.open(root) as everyone:
+        assert set(everyone.seal().sessions) == {"alice-s", "bob-s"}
+        assert everyone.verify(against=tmp_path / "alice.json").ok
