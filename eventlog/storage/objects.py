@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import threading
 import time
 import uuid
@@ -410,18 +411,43 @@ class ObjectStore:
             raise FileNotFoundError(f"{self.url}/seals/{name}")
         return got[0]
 
-    def follow(self, stop: threading.Event, interval_s: float = 1.0) -> threading.Thread:
-        """Until ``stop`` is set, bring the cache up to date with the bucket every
-        ``interval_s``, so a watcher of the cache's files (``watch``) sees other machines'
-        appends; a failed round is retried at the next. A thread of its own, with its own
-        store state (the S3 client and the cache's file locks are shared safely)."""
+    def follower(self, full_every: int = 30) -> Callable[[], None]:
+        """One round of following the bucket, to call again and again: one LIST of the heads,
+        then the sessions whose head object changed since the last round are brought into
+        the cache. Every ``full_every``-th round (the first among them) syncs every session,
+        so a batch whose writer died before moving its head shows up too. A failed round
+        leaves what it did not finish to the next. Its own store state (the S3 client and
+        the cache's file locks are shared safely), so it may run in a thread of its own."""
         twin = copy.copy(self)
         twin._heads, twin._markers, twin._mine, twin._losses = {}, {}, {}, {}
+        seen: dict[str, tuple[Any, ...]] = {}  # session -> its head object's ETag and size
+        rounds = itertools.count()
+
+        def follow_once() -> None:
+            listed = {
+                m["path"].rsplit("/", 1)[-1]: (m.get("e_tag"), m["last_modified"], m["size"])
+                for m in twin._list("heads/")
+            }
+            heads = {s: listed[s] for s in _valid(listed)}
+            if next(rounds) % full_every == 0:
+                twin.sync(sorted({*twin.sessions(), *heads}))
+                seen.clear()
+            else:
+                twin.sync(sorted(s for s, mark in heads.items() if seen.get(s) != mark))
+            seen.update(heads)
+
+        return follow_once
+
+    def follow(self, stop: threading.Event, interval_s: float = 1.0) -> threading.Thread:
+        """Until ``stop`` is set, run a ``follower`` round every ``interval_s`` in a thread,
+        so a watcher of the cache's files (``watch``) sees other machines' appends; a failed
+        round is retried at the next."""
+        follow_once = self.follower()
 
         def run() -> None:
             while not stop.wait(interval_s):
                 with contextlib.suppress(StorageError):
-                    twin.sync(twin.sessions())
+                    follow_once()
 
         thread = threading.Thread(target=run, name="bucket-follower", daemon=True)
         thread.start()

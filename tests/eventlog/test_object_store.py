@@ -329,3 +329,50 @@ def test_a_writer_that_queues_gets_the_next_head_update_of_every_other_writer_re
     a.append("s", {"type": "user", "content": "second"})  # in flight before a lists again
     assert "s" in a._contended, "a's head update went through: it would not list the session"
     assert a.store.head("s").seq == 2
+
+
+def test_following_an_idle_bucket_costs_one_listing_a_round(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower (what ``watch`` runs every second) lists the heads once a round and fetches
+    only the sessions whose head moved; every ``full_every``-th round it looks at every
+    session, which also finds a batch whose writer died before moving its head."""
+    from eventlog.storage.objects import ObjectStore
+
+    writer = object_log(bucket_url, moto_endpoint, tmp_path / "writer")
+    for i in range(20):
+        writer.append(f"s{i}", {"type": "user", "content": f"first of {i}"})
+    watcher = object_log(bucket_url, moto_endpoint, tmp_path / "watcher")
+    requests: list[str] = []
+    call = ObjectStore._call
+
+    def counted(self, what, key, *args, **kwargs):
+        requests.append(f"{what} {key}")
+        return call(self, what, key, *args, **kwargs)
+
+    monkeypatch.setattr(ObjectStore, "_call", counted)
+    follow_once = watcher.store.follower(full_every=4)
+
+    def cached(session: str) -> int:
+        with watcher.store.cache.locked(session):
+            return sum(e.count for e in watcher.store.cache.entries(session))
+
+    follow_once()  # the first round looks at every session
+    assert [cached(f"s{i}") for i in range(20)] == [1] * 20
+    requests.clear()
+    follow_once()
+    assert requests == ["LIST heads/"], "an idle round lists the heads and nothing else"
+
+    writer.append("s7", {"type": "user", "content": "second"})
+    requests.clear()
+    follow_once()
+    assert requests[0] == "LIST heads/" and all("s7" in r for r in requests[1:]), requests
+    assert cached("s7") == 2 and len(requests) <= 4
+
+    # a batch whose head never moved (its writer died in between): the full round brings it
+    monkeypatch.setattr(ObjectStore, "set_head", lambda *args, **kwargs: False)
+    writer.append("s3", {"type": "user", "content": "head not moved"})
+    follow_once()
+    assert cached("s3") == 1, "a round that saw no head move fetched nothing"
+    follow_once()  # the fourth round since the first: a full one
+    assert cached("s3") == 2
