@@ -34,8 +34,9 @@ from bench.common import median_rate, print_table, write_synthetic_log
 from eventlog.canonical import batch_json, encode_batch, encode_batch_py, encode_record
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.importers import import_paths
-from eventlog.log import EventLog, prepare_events
+from eventlog.log import EventLog
 from eventlog.native import lines
+from eventlog.prepare import prepare_events
 from eventlog.schema import SCHEMA_VERSION
 from eventlog.secrets import Redactor
 from eventlog.verify import verify

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from eventlog.errors import InexactJSONError, InvalidEventError, InvalidInputError, LineError
 from eventlog.exact_json import loads_exact
-from eventlog.log import validate_input
+from eventlog.prepare import validate_input
 from eventlog.schema import Event
 
 

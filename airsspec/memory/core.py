@@ -258,7 +258,7 @@ class Memory:
         log = self.workspace.log
         validate_session_id(session)
         if opening := self.scopes.opening(session):
-            from eventlog.log import prepare_events
+            from eventlog.prepare import prepare_events
 
             bodies = prepare_events(list(events))  # refuses system types, names the index
             try:  # only as the session's first records, checked under its lock

@@ -30,7 +30,8 @@ from eventlog.exact_json import loads_exact
 from eventlog.importers import claude_code, locomo, openhands
 from eventlog.importers.sources import Unit, json_array_units, jsonl_units, origin
 from eventlog.layout import check_writer, validate_session_id
-from eventlog.log import EventLog, validate_input
+from eventlog.log import EventLog
+from eventlog.prepare import validate_input
 from eventlog.schema import Event
 
 FORMATS = ("claude-code", "openhands", "locomo")

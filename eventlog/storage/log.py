@@ -37,9 +37,9 @@ from eventlog.log import (
     StoredRecords,
     _SessionReader,
     _unsealed,
-    bodies_to_append,
     session_exists,
 )
+from eventlog.prepare import bodies_to_append
 from eventlog.recovery import TailState
 from eventlog.schema import SCHEMA_VERSION, Event
 from eventlog.secrets import Redactor

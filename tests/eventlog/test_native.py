@@ -21,8 +21,9 @@ from eventlog.errors import InvalidEventError
 from eventlog.exact_json import MAX_DEPTH, json_shape_py
 from eventlog.group_commit import PyGroupCommit
 from eventlog.ids import new_event_ids
-from eventlog.log import EventLog, prepare_events
+from eventlog.log import EventLog
 from eventlog.native import lines
+from eventlog.prepare import prepare_events
 from eventlog.verify import verify
 from tests.eventlog.test_append_read import events, json_values
 from tests.eventlog.test_hostile_input import nested
