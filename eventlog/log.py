@@ -165,7 +165,26 @@ class _Handle:
             os.close(self.head_fd)
 
 
+_held: list[EventLog] = []  # the logs whose handle tables a fork in progress holds
+
+
+def _before_fork() -> None:
+    """Hold every log's handle table through a fork: a descriptor is opened and entered in
+    the table (or removed and closed) under its lock, so the child's table names exactly the
+    descriptors it inherited, and it closes them all."""
+    _held[:] = list(_open_logs)
+    for log in _held:
+        log._handles_mutex.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    for log in _held:
+        log._handles_mutex.release()
+    _held.clear()
+
+
 def _after_fork_in_child() -> None:
+    _held.clear()
     for log in list(_open_logs):
         log._forked()
 
@@ -192,7 +211,9 @@ def default_max_open() -> int:
 
 
 _open_logs: weakref.WeakSet[EventLog] = weakref.WeakSet()
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(
+    before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child
+)
 
 
 def _again(failure: LogSyncError) -> LogSyncError:
@@ -286,9 +307,11 @@ class EventLog(Appends):
 
     def _forked(self) -> None:
         """In a forked child: fresh locks and no inherited descriptors (the group commit
-        drops the parent's files on its own)."""
+        drops the parent's files on its own; their failures are the parent's)."""
         self._handles_mutex = threading.Lock()
         self._closing = threading.Lock()
+        if self._commit is not None:
+            self._commit.collect()
         for handle in self._open.values():
             handle.close()
         self._open.clear()
@@ -303,8 +326,10 @@ class EventLog(Appends):
         self.close()
 
     def close(self) -> None:
-        """Flush, stop the group commit, and close every file; raises ``LogSyncError`` (after
-        closing) if a sync of this log failed. Closing again, from any thread, does nothing."""
+        """Flush, stop the group commit, and close every file (one an append in another
+        thread is still writing, when it is done); raises ``LogSyncError`` (after closing) if
+        a sync of this log failed. Closing again, from any thread, does nothing; a closed log
+        opens no file again (``RuntimeError``), though ``read`` still reads whole records."""
         with self._closing:
             if self._closed:
                 return
@@ -315,9 +340,11 @@ class EventLog(Appends):
                 if self._commit is not None:
                     self._commit.close()
                 with self._handles_mutex:
-                    for handle in self._open.values():
-                        handle.close()
-                    self._open.clear()
+                    for handle in list(self._open.values()):
+                        handle.retired = True
+                        if not handle.users:  # else closed by its last user
+                            del self._open[handle.fd]
+                            handle.close()
                     self._handles.clear()
                 self._finalizer.detach()
 
@@ -371,19 +398,27 @@ class EventLog(Appends):
     def _handle(self, session: str) -> _Handle:
         """The open files of ``session``, in use by the caller until it calls ``_done``."""
         with self._handles_mutex:
+            if self._closed:
+                raise RuntimeError("EventLog is closed")
             handle = self._handles.get(session)
             if handle is not None:
                 handle.users += 1
                 self._handles.move_to_end(session)
         if handle is not None:
             try:
-                if os.lstat(handle.path).st_ino == handle.ino:
-                    return handle
+                same = os.lstat(handle.path).st_ino == handle.ino
             except FileNotFoundError:
-                pass
+                same = False
+            except BaseException:
+                self._done(handle)  # given back on any other error too
+                raise
+            if same:
+                return handle
             self._done(handle)
         path = session_path(self.log_dir, session)
         with self._handles_mutex:
+            if self._closed:
+                raise RuntimeError("EventLog is closed")
             handle = self._handles.get(session)
             if handle is not None:
                 try:
@@ -465,12 +500,15 @@ class EventLog(Appends):
         )
 
     def _head_fd(self, session: str, handle: _Handle, create: bool) -> int | None:
+        """``handle``'s head file (None while there is none, unless ``create``), opened the
+        first time under the table's lock, as the log file is: a fork sees both or neither."""
         if handle.head_fd is None:
             flags = os.O_RDWR | (os.O_CREAT if create else 0)
-            try:
-                handle.head_fd = open_nofollow(head_path(self.log_dir, session), flags)
-            except FileNotFoundError:
-                return None
+            with self._handles_mutex:
+                try:
+                    handle.head_fd = open_nofollow(head_path(self.log_dir, session), flags)
+                except FileNotFoundError:
+                    return None
         return handle.head_fd
 
     def _read_head(self, session: str, handle: _Handle) -> bytes:

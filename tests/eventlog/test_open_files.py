@@ -137,3 +137,158 @@ def test_a_log_left_unclosed_gives_its_descriptors_back_when_collected(
     assert open_under(log_dir) == 0
     with EventLog(log_dir) as log:
         assert contents(log, "s")[-1] == "again 49"
+
+
+def test_close_during_an_append_leaves_its_files_to_it_then_closes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``close`` while an append is writing: the append finishes in its own file (a closed
+    descriptor's number, reused by the next file opened, would have taken the record
+    elsewhere), and its last step closes the files."""
+    import eventlog.log as module
+
+    inside, go = threading.Event(), threading.Event()
+    real_now = module.utc_now
+
+    def paused_now() -> str:  # called while the append holds its session's files
+        if threading.current_thread().name == "appender":
+            inside.set()
+            assert go.wait(30)
+        return real_now()
+
+    log = EventLog(tmp_path / "a", durability="off")
+    log.append("a", {"type": "user", "content": "a1"})
+    monkeypatch.setattr(module, "utc_now", paused_now)
+    result: list[object] = []
+    appender = threading.Thread(
+        target=lambda: result.append(log.append("a", {"type": "user", "content": "a2"}).seq),
+        name="appender",
+    )
+    appender.start()
+    assert inside.wait(30)
+    log.close()
+    assert open_under(tmp_path / "a") >= 1, "the append's files stay open while it runs"
+    with EventLog(tmp_path / "b", durability="off") as other:  # takes any number freed
+        other.append("b", {"type": "user", "content": "b1"})
+        go.set()
+        appender.join(30)
+        assert contents(other, "b") == ["b1"]
+    assert result == [2]
+    assert contents(EventLog(tmp_path / "a"), "a") == ["a1", "a2"]
+    assert open_under(tmp_path / "a") == 0
+    with pytest.raises(RuntimeError, match="closed"):
+        log.head("a")  # a closed log opens no file again
+    assert open_under(tmp_path / "a") == 0
+
+
+def test_an_error_while_checking_a_session_s_file_gives_its_files_back(tmp_path: Path) -> None:
+    """The log folder briefly not a folder: the append fails, and the session's files can
+    still be closed for room afterwards."""
+    log_dir = tmp_path / "log"
+    with EventLog(log_dir, durability="off", max_open=1) as log:
+        log.append("a", {"type": "user", "content": "a1"})
+        log_dir.rename(tmp_path / "moved")
+        log_dir.write_text("")
+        with pytest.raises(OSError):
+            log.append("a", {"type": "user", "content": "a2"})
+        log_dir.unlink()
+        (tmp_path / "moved").rename(log_dir)
+        for i in range(5):
+            log.append(f"s{i}", {"type": "user", "content": "x"})
+        assert open_under(log_dir) <= 2  # one session's two files: a's were closed for room
+
+
+FORKED = """
+import os, sys
+from pathlib import Path
+from eventlog.log import EventLog
+log_dir = Path(sys.argv[1])
+
+def open_under():
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:  # the listing's own descriptor is closed by now
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue
+    return [target for target in found if target.startswith(str(log_dir))]
+"""
+
+
+def _fork_child(script: str, log_dir: Path, **env: str) -> list[str]:
+    """Run ``script`` (after ``FORKED``) in a fresh interpreter; its output lines."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED + script, str(log_dir)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_a_forked_child_leaves_the_parents_sync_failure_to_the_parent(tmp_path: Path) -> None:
+    """A background sync failed and nobody has collected it yet when the process forks: the
+    child's appends go on, and the parent still raises the failure."""
+    script = """
+import errno
+real = os.fdatasync
+def failing(fd):
+    if os.readlink(f"/proc/self/fd/{fd}").endswith("s1.jsonl"):
+        raise OSError(errno.EIO, "Input/output error")
+    return real(fd)
+os.fdatasync = failing
+log = EventLog(log_dir, durability="batch", batch_interval_ms=3_600_000)
+log.append("s1", {"type": "user", "content": "x"})
+log._commit.run_once()  # the thread's round, by hand: s1 fails, kept, not yet collected
+pid = os.fork()
+if pid == 0:
+    os.fdatasync = real
+    log.append("s2", {"type": "user", "content": "child"})
+    log.close()
+    os._exit(0 if not open_under() else 3)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+try:
+    log.flush()
+    print("parent flushed")
+except OSError as exc:
+    print("parent", type(exc).__name__)
+"""
+    lines = _fork_child(script, tmp_path / "log", AIRSSPEC_PURE_PYTHON="1")
+    assert lines == ["child 0", "parent LogSyncError"]
+
+
+def test_a_fork_while_a_file_is_being_opened_leaves_the_child_no_stray_descriptor(
+    tmp_path: Path,
+) -> None:
+    """A thread is between opening a session's file and entering it in the table when
+    another forks: the fork waits for the table, so the child knows, and closes, every
+    descriptor of the log it inherited."""
+    script = """
+import threading
+import eventlog.log as module
+inside, go = threading.Event(), threading.Event()
+real_open = module.open_nofollow
+def paused_open(path, flags, *args):
+    fd = real_open(path, flags, *args)
+    if str(path).endswith("s.jsonl") and threading.current_thread().name == "opener":
+        inside.set()
+        go.wait(30)
+    return fd
+module.open_nofollow = paused_open
+os.register_at_fork(before=go.set)  # runs before the log's own hook: the opener goes on
+log = EventLog(log_dir, durability="off")
+opener = threading.Thread(target=lambda: log.append("s", {"type": "user", "content": "x"}),
+                          name="opener")
+opener.start()
+inside.wait(30)
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if not open_under() else 3)
+_, status = os.waitpid(pid, 0)
+opener.join(30)
+print("child", os.waitstatus_to_exitcode(status))
+"""
+    assert _fork_child(script, tmp_path / "log") == ["child 0"]
