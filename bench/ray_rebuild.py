@@ -87,8 +87,7 @@ def main() -> None:
         "--per-session",
         type=int,
         default=PER_SESSION,
-        help="records a session (a log keeps each session's file open: 1,000,000 records at "
-        "100 a session is 20,000 files, past a usual descriptor limit)",
+        help="records a session (default %(default)s)",
     )
     args = parser.parse_args()
     from ray.cluster_utils import Cluster
