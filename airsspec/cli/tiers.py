@@ -11,9 +11,6 @@ from dataclasses import asdict
 import orjson
 
 from airsspec.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    UsageError,
     arg,
     command,
     open_memory,
@@ -23,10 +20,13 @@ from airsspec.cli.common import (
     report_runs,
 )
 from airsspec.errors import (
+    EXIT_FAILED,
+    EXIT_OK,
     CompactionBusyError,
     CorruptLogError,
     DaemonBusyError,
     NothingToCompactError,
+    UsageError,
 )
 from airsspec.memory import CONTEXT_FORMATS, PROJECTIONS, Bound, printable
 
