@@ -319,6 +319,11 @@ class DaemonBusyError(ConflictError):
     """Another daemon already watches this workspace."""
 
 
+class LeaseLostError(ConflictError, EventLogError):
+    """Another machine took over a bucket lease this one held (a renewal was refused: this
+    machine was too slow to renew it); the holder stopped before writing again. Run it again."""
+
+
 class SessionExistsError(ConflictError, EventLogError):
     """An append meant to create a session found it already created (another writer got there
     first, under the session's lock): nothing was written. The caller checks who owns it now
@@ -531,6 +536,7 @@ __all__ = [
     "InvalidSessionIdError",
     "KeyStoreError",
     "LearningError",
+    "LeaseLostError",
     "LeaseTimeoutError",
     "LineError",
     "LogSyncError",

@@ -526,6 +526,7 @@ class ColdCheckpoints(FileStateStore[ColdState]):
         self.table = cold.store
         self.files = files
         self.lease = lease
+        self._held: Any = None  # the lease while ``exclusive`` holds it
 
     @override
     def path(self, session: str) -> Path:
@@ -545,6 +546,7 @@ class ColdCheckpoints(FileStateStore[ColdState]):
 
     @override
     def save(self, session: str, state: ColdState, checkpoint: Checkpoint) -> None:
+        self._check_lease()
         if not state.clean:
             self.table.delete(f"session = {quote(session)} AND record_seq > {state.base_seq}")
         self._add(state.units, state.contexts)
@@ -581,8 +583,15 @@ class ColdCheckpoints(FileStateStore[ColdState]):
                 vectors[i] = vector
         self.table.add(units, vectors, contexts)
 
+    def _check_lease(self) -> None:
+        """Before each write to a table on a bucket: stop (``LeaseLostError``) once another
+        machine has taken the lease over, so two writers never interleave a delete and an add."""
+        if self._held is not None:
+            self._held.check()
+
     @override
     def drop(self, session: str) -> None:
+        self._check_lease()
         self.table.delete(f"session = {quote(session)}")
         self.path(session).unlink(missing_ok=True)
 
@@ -639,10 +648,15 @@ class ColdCheckpoints(FileStateStore[ColdState]):
         lock.parent.mkdir(parents=True, exist_ok=True)
         with lock.open("a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
-            with self.lease() if self.lease is not None else nullcontext():
-                yield
+            with self.lease() if self.lease is not None else nullcontext() as held:
+                self._held = held
+                try:
+                    yield
+                finally:
+                    self._held = None
 
     @override
     def finish(self) -> None:
+        self._check_lease()
         cleaned = self.table.maintain(self.cold.ann_min_rows)
         self.files.record(self.table.epoch, cleaned=cleaned)

@@ -6,7 +6,9 @@
   expired, by replacing it with ``If-Match`` on the ETag read: of two machines taking it at
   once, exactly one succeeds.
 - Kept by renewing it with ``If-Match`` (a thread, every third of ``ttl``) while held; a renewal
-  refused means another holder took it over (this one was too slow): ``lost`` becomes true.
+  refused means another holder took it over (this one was too slow): ``lost`` becomes true. Before
+  each write the lease guards, the holder calls ``check``, which renews it at once: a holder
+  whose lease was taken over stops before that write.
 - Released by writing it expired with ``If-Match``, never by an unconditional delete, so a
   release can never remove a lease another machine took over.
 
@@ -26,7 +28,7 @@ import obstore
 import orjson
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 
-from eventlog.errors import LeaseTimeoutError
+from eventlog.errors import LeaseLostError, LeaseTimeoutError
 
 POLL_S = 0.2  # how often a waiting machine looks again
 
@@ -42,6 +44,7 @@ class Lease:
         self.lost = False
         self._etag: str | None = None
         self._stop = threading.Event()
+        self._renewing = threading.Lock()  # the renewer thread and ``check`` share the ETag
 
     def _body(self, expires: float) -> bytes:
         return orjson.dumps({"holder": self.holder, "expires": expires})
@@ -77,12 +80,25 @@ class Lease:
 
     def renew(self) -> bool:
         """Extend the lease; False (and ``lost``) when another machine took it over."""
-        try:
-            self._etag = self._put({"e_tag": self._etag}, time.time() + self.ttl)
-            return True
-        except PreconditionError:
-            self.lost = True
-            return False
+        with self._renewing:
+            if self.lost:
+                return False
+            try:
+                self._etag = self._put({"e_tag": self._etag}, time.time() + self.ttl)
+                return True
+            except PreconditionError:
+                self.lost = True
+                return False
+
+    def check(self) -> None:
+        """Renew the lease now, or raise ``LeaseLostError`` when another machine took it over.
+        A holder calls it before each write the lease guards: one conditional PUT that proves
+        the lease is still this machine's, so it writes nothing once it is not."""
+        if self.lost or not self.renew():
+            raise LeaseLostError(
+                f"{self.store.url}/{self.key}: taken over by another machine; stopped before "
+                "writing again (run it again)"
+            )
 
     def release(self) -> None:
         """Write the lease expired, only if this machine still holds it."""

@@ -213,3 +213,36 @@ def test_local_delta_table_is_exported_once_and_answers_like_the_log(tmp_path: P
         log = Analytics(ws.log_dir)
         for sql in QUERIES[1:]:
             assert table.query(sql).rows == log.query(sql).rows, sql
+
+
+def test_a_cold_writer_whose_lease_was_taken_over_stops_before_writing_again(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import obstore
+    import orjson
+
+    from eventlog.errors import LeaseLostError
+
+    remote = _config(tmp_path / "remote", bucket_url, moto_endpoint)
+    with _open(remote) as memory:
+        memory.append_many(
+            "s1", [{"type": "user", "content": f"note {i} on the parser"} for i in range(600)]
+        )
+        store = memory.workspace.log.store
+        embedder = memory.workspace.embedder()
+        embed = embedder.embed
+        calls = []
+
+        def embed_then_lose_the_lease(texts):
+            calls.append(len(texts))
+            if len(calls) == 1:  # another machine takes the lease over meanwhile
+                body = orjson.dumps({"holder": "other", "expires": 4e9})
+                store._call("PUT", "locks/cold", obstore.put, "locks/cold", body)
+            return embed(texts)
+
+        monkeypatch.setattr(embedder, "embed", embed_then_lose_the_lease)
+        with pytest.raises(LeaseLostError, match="locks/cold: taken over"):
+            memory.project("cold")
+        assert len(calls) == 1, "the writer embedded and wrote on after losing the lease"
+        table = memory.workspace.projectors(("cold",))[0].store.open()
+        assert table is not None and table.count_rows() == 256, "more than one step was written"
