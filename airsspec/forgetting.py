@@ -22,6 +22,14 @@ The log is never rewritten (an invariant), so forgetting is crypto-shredding: wi
 Other subjects' records, summaries and recall are untouched (each tier refolds only the
 sessions named). Parquet written by ``export parquet`` reads the stored lines, so it holds
 ciphertext only, never content.
+
+Every other machine sharing the log (``[storage] url``) follows: each ``project`` (which every
+read runs first, and the daemon after each change) ends with ``follow``, which reads the
+workspace log's ``forgotten`` events past ``state/forgotten.json`` and, for each, drops those
+sessions from this machine's tiers, its embedding cache (by session: the texts can no longer
+be read to hash them) and its copy of the user's documents, then folds them again, forgotten.
+Its keys were destroyed where they are shared (the bucket's key store), so nothing of the
+subject is read again. The machine that ran ``forget`` marks its own event followed.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import orjson
 
 from airsspec.errors import ForgetError, ScopeError
 from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id, kid_parts, learning_subject
+from eventlog.layout import read_nofollow
 from eventlog.schema import MEMORY_SESSION
 
 if TYPE_CHECKING:
@@ -178,7 +187,11 @@ def forget(
         "sessions": sessions,
         "keys": sorted(kids),
     }
-    memory._memory_event(event)
+    # appended without the facade's refold (which would follow the event at once): it is
+    # marked followed here first, then step 5 refolds
+    (stored,) = log.append_many(MEMORY_SESSION, [event], system=True)
+    _mark_followed(memory, _locate(memory, stored.seq))
+    memory.project(("hot", "learnings"), sessions=[MEMORY_SESSION], warn=False)
 
     # 5. drop again (a daemon may have folded them meanwhile) and fold them, now forgotten
     tiers = _purge(memory, ordered, cold)
@@ -311,6 +324,90 @@ def _compact_cold(cold: Any, *, reindex: bool) -> None:
             table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
             cold.store.maintain(cold.ann_min_rows)
         table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+
+
+def follow(memory: Memory, *, fresh: bool = False) -> list[str]:
+    """Apply here the ``forgotten`` events another machine appended since this one last looked
+    (see the module); returns the sessions dropped and folded again. One ``stat`` when the
+    workspace log has not grown; ``fresh`` first brings a bucket's copy of it up to date (a
+    request), as a registration of documents needs."""
+    from eventlog.layout import session_path
+
+    if fresh:
+        memory.workspace.log.head(MEMORY_SESSION)
+    path = session_path(memory.workspace.log.log_dir, MEMORY_SESSION)
+    mark = _read_mark(memory)
+    try:
+        if path.stat().st_size <= mark["offset"]:
+            return []
+    except FileNotFoundError:
+        return []
+    followed: list[str] = []
+    for located in _read_from(memory, mark, mark["seq"] + 1):
+        # (a fold below runs ``follow`` too, and may have followed later events already)
+        if located.record.type == "forgotten" and _read_mark(memory)["offset"] < located.end:
+            followed += _follow_one(memory, located)
+        mark = {"seq": located.record.seq, "offset": located.end}
+    if mark["offset"] > _read_mark(memory)["offset"]:
+        _write_mark(memory, mark)
+    return followed
+
+
+def _read_from(memory: Memory, mark: dict[str, int], seq: int) -> Any:
+    """The workspace log's records from ``seq`` on, read from ``mark`` (not from its start)."""
+    return memory.workspace.log.read(
+        MEMORY_SESSION, from_seq=seq, offset=mark["offset"], offset_seq=mark["seq"] + 1
+    )
+
+
+def _locate(memory: Memory, seq: int) -> Any:
+    """The workspace log's record ``seq``, with where it is stored."""
+    return next(iter(_read_from(memory, _read_mark(memory), seq)), None)
+
+
+def _follow_one(memory: Memory, located: Any) -> list[str]:
+    """Drop what ``forget`` named (its sessions, the user's documents) from this machine's
+    tiers and caches, mark the event followed, then fold the sessions again (forgotten)."""
+    from projections.sources import USERS_FOLDER, owned_sources
+
+    record = located.record
+    cold = _cold_projector(memory)
+    sessions = sorted({*record.sessions, MEMORY_SESSION})
+    owners = list(sessions)
+    if record.subject == "user":
+        owners += [f"src:{path}" for path in owned_sources(memory.workspace.log, record.name)]
+        folder = memory.workspace.sources_dir / USERS_FOLDER / record.name
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder)
+    _drop(memory, sessions, cold, always=False)
+    if cold is not None:
+        cold.embedder.discard_sessions(owners)
+    shutil.rmtree(memory.workspace.state_dir / "tmp" / "duckdb", ignore_errors=True)
+    _mark_followed(memory, located)
+    _purge(memory, sessions, cold)
+    return sessions
+
+
+def _read_mark(memory: Memory) -> dict[str, int]:
+    """Where ``follow`` resumes: the last record of the workspace log it read, and the byte
+    just after it (the start when this machine never looked)."""
+    try:
+        mark = orjson.loads(read_nofollow(memory.workspace.layout.forgotten_path))
+        return {"seq": int(mark["seq"]), "offset": int(mark["offset"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {"seq": 0, "offset": 0}
+
+
+def _write_mark(memory: Memory, mark: dict[str, int]) -> None:
+    from projections.files import atomic_write
+
+    atomic_write(memory.workspace.layout.forgotten_path, orjson.dumps(mark))
+
+
+def _mark_followed(memory: Memory, located: Any) -> None:
+    """Record ``located`` (a ``forgotten`` event) as followed here, unless the mark is past it."""
+    if located is not None and _read_mark(memory)["offset"] < located.end:
+        _write_mark(memory, {"seq": located.record.seq, "offset": located.end})
 
 
 def _in_the_clear() -> ForgetError:

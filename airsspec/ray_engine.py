@@ -112,13 +112,15 @@ class _Embed:
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         texts: list[str] = []
+        owners: list[str] = []
         per_session = []
         for blob in batch["units"]:
             units, contexts, embedded = pickle.loads(blob)
             wanted = [(i, t) for i, t in enumerate(embedded) if t is not None]
             per_session.append((units, contexts, wanted))
             texts += [t for _, t in wanted]
-        found = self.embedder.embed(texts) if texts else np.zeros((0, self.embedder.dim))
+            owners += [units[i].owner for i, _ in wanted]
+        found = self.embedder.embed(texts, owners) if texts else np.zeros((0, self.embedder.dim))
         rows, at = [], 0
         for units, contexts, wanted in per_session:
             vectors: list[np.ndarray | None] = [None] * len(units)

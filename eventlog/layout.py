@@ -260,6 +260,12 @@ class Layout:
         return self.state_dir / "objects"
 
     @property
+    def forgotten_path(self) -> Path:
+        """``state/forgotten.json``: how far this machine has followed the ``forgotten``
+        events of the workspace's own log (a ``forget`` run on another machine sharing it)."""
+        return self.state_dir / "forgotten.json"
+
+    @property
     def caches_dir(self) -> Path:
         """``state/caches``: caches (embeddings), shared by as-of copies."""
         return self.state_dir / "caches"

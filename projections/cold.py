@@ -578,7 +578,9 @@ class ColdCheckpoints(FileStateStore[ColdState]):
         ]
         vectors: list[np.ndarray | None] = [None] * len(units)
         if embedded:
-            found = self.cold.embedder.embed([text for _, text in embedded])
+            found = self.cold.embedder.embed(
+                [text for _, text in embedded], [units[i].owner for i, _ in embedded]
+            )
             for (i, _), vector in zip(embedded, found, strict=True):
                 vectors[i] = vector
         self.table.add(units, vectors, contexts)

@@ -6,6 +6,11 @@ nothing it embedded before. A damaged cache (not a database, a vector of the wro
 aside as ``*.corrupt-<time>`` with a warning and started afresh. SQLite in WAL mode, so several
 processes may share it; the model id names the exact model files, so vectors of another model
 are never returned.
+
+Each vector embedded for a session's record is also listed under that session (``owners``), so
+forgetting a session can remove its vectors by name once its texts can no longer be read (a
+machine that follows a ``forget`` run elsewhere has no key left to hash them with). A cache
+made before that list existed has vectors of unknown owners: ``discard_sessions`` empties it.
 """
 
 from __future__ import annotations
@@ -61,6 +66,14 @@ class CachedEmbedder:
                 "CREATE TABLE IF NOT EXISTS embeddings (model TEXT, text_sha256 TEXT, "
                 "vector BLOB, PRIMARY KEY (model, text_sha256)) WITHOUT ROWID"
             )
+            with db:
+                if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'owners'").fetchone():
+                    db.execute(
+                        "CREATE TABLE owners (session TEXT, text_sha256 TEXT, "
+                        "PRIMARY KEY (session, text_sha256)) WITHOUT ROWID"
+                    )
+                    if db.execute("SELECT 1 FROM embeddings LIMIT 1").fetchone():
+                        db.execute("CREATE TABLE unowned (since TEXT)")  # made before owners
             self._db = db
         return self._db
 
@@ -70,16 +83,17 @@ class CachedEmbedder:
             self._db.close()
             self._db = None
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], sessions: list[str] | None = None) -> np.ndarray:
         """Vectors of ``texts``, from the cache where it has them (a damaged cache is set
-        aside and rebuilt, never fatal)."""
+        aside and rebuilt, never fatal); ``sessions[i]`` names the session ``texts[i]`` was
+        read from (``discard_sessions``)."""
         try:
-            return self._embed(texts)
+            return self._embed(texts, sessions)
         except (sqlite3.DatabaseError, ValueError) as exc:
             self._raise_if_refused(exc)
             self._set_aside(exc)
         try:
-            return self._embed(texts)
+            return self._embed(texts, sessions)
         except sqlite3.DatabaseError as exc:
             self._raise_if_refused(exc)
             raise
@@ -98,6 +112,34 @@ class CachedEmbedder:
             cursor = db.execute(f"DELETE FROM embeddings WHERE text_sha256 IN ({marks})", chunk)
             removed += cursor.rowcount
         db.commit()
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return removed
+
+    def discard_sessions(self, sessions: list[str]) -> int:
+        """Remove the vectors of every text embedded for ``sessions`` (a text another session
+        shares goes too: it is embedded again when next needed) and vacuum the file; a cache
+        holding vectors of unknown owners (made before they were listed) is emptied whole.
+        Returns how many vectors were removed."""
+        if not sessions or not self.path.exists():
+            return 0
+        db = self._connect()
+        with db:
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'unowned'").fetchone():
+                removed = db.execute("DELETE FROM embeddings").rowcount
+                db.execute("DELETE FROM owners")
+                db.execute("DROP TABLE unowned")
+            else:
+                removed = 0
+                for start in range(0, len(sessions), _LOOKUP_CHUNK):
+                    chunk = sessions[start : start + _LOOKUP_CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    removed += db.execute(
+                        "DELETE FROM embeddings WHERE text_sha256 IN (SELECT text_sha256 FROM "
+                        f"owners WHERE session IN ({marks}))",
+                        chunk,
+                    ).rowcount
+                    db.execute(f"DELETE FROM owners WHERE session IN ({marks})", chunk)
         db.execute("VACUUM")
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return removed
@@ -122,7 +164,7 @@ class CachedEmbedder:
             exc,
         )
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
+    def _embed(self, texts: list[str], sessions: list[str] | None) -> np.ndarray:
         keys = [text_sha256(t) for t in texts]
         db = self._connect()
         found: dict[str, np.ndarray] = {}
@@ -159,6 +201,12 @@ class CachedEmbedder:
                     ],
                 )
             found.update(zip(missing, vectors, strict=True))
+        if sessions is not None:
+            with db:
+                db.executemany(
+                    "INSERT OR IGNORE INTO owners VALUES (?, ?)",
+                    set(zip(sessions, keys, strict=True)),
+                )
         self.stats.hits += len(keys) - len(missing)
         self.stats.misses += len(missing)
         out = np.empty((len(texts), self.dim), dtype=np.float32)

@@ -66,6 +66,12 @@ class Unit:
     line_from: int | None = None
     line_to: int | None = None
 
+    @property
+    def owner(self) -> str:
+        """What the unit's text was read from: its session, or ``src:{path}`` for a document
+        (the embedding cache lists vectors under it, so forgetting can remove them by name)."""
+        return self.session if self.session is not None else f"src:{self.source}"
+
 
 ToolEmbed = Literal["head", "all", "none"]
 TOOL_TYPES = frozenset({"action", "observation"})  # tool calls and their output

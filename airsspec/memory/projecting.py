@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airsspec.errors import AirsspecError, InvalidQueryError
+from airsspec.forgetting import follow
 from airsspec.memory.records import outside
 from airsspec.workspace import TIERS as PROJECTIONS
 from eventlog.bound import Bound
@@ -59,18 +60,22 @@ def project(
     degrades to full-text and says so). A session whose log is damaged is skipped, with a
     warning unless ``warn`` is false (the reports name it either way). Setting ``cancel``
     stops after the record being folded, with what was done saved. ``deep`` reads every
-    output file and repairs one whose content differs from what was written."""
+    output file and repairs one whose content differs from what was written. A ``forget``
+    run on another machine sharing the log is followed here (``airsspec.forgetting``)."""
     from projections.engine import Runner
 
     names = chosen(projections)
     if "cold" in names and (problem := memory.embedder_problem()):
         logger.warning("the cold projection was not updated: %s", problem)
         names = tuple(t for t in names if t != "cold")
+    if "cold" in names:
+        follow(memory, fresh=True)  # first: a forgotten user's documents are not registered
     if "cold" in names and register_sources(memory) and sessions is not None:
         sessions = {*sessions, MEMORY_SESSION}
     projectors = memory.workspace.projectors(names)
     runner = Runner(memory.workspace.log, projectors, progress, jobs=jobs, cancel=cancel, deep=deep)
     reports = runner.catch_up(sessions=sessions)
+    follow(memory)  # a ``forget`` run on another machine sharing the log is applied here too
     for report in reports if warn else ():
         for outcome in report.failed:
             logger.warning(
@@ -116,6 +121,7 @@ def rebuild(
     if as_of is None:
         if out is not None:
             raise InvalidQueryError("out goes with as_of (a live rebuild writes in place)")
+        follow(memory, fresh=True)
         if "cold" in names:
             register_sources(memory)
         return Runner(log, memory.workspace.projectors(names), progress, jobs=jobs).rebuild()

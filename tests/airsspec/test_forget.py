@@ -507,3 +507,61 @@ def test_a_forget_stops_this_process_opening_the_records_at_once_nested_keys_too
         memory.forget(session="a1")  # a1's records are sealed under a nested key
         assert [r.content for r in memory.replay("a1") if r.type == "user"] == [FORGOTTEN]
     assert _files_holding(tmp_path, b"CANARY") == []
+
+
+@pytest.mark.s3
+def test_a_forget_run_on_one_machine_is_followed_by_another_sharing_the_bucket(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str, env: None
+) -> None:
+    """Machine b holds ana's content in its own folder (hot window, library, embedding cache,
+    a document of hers); machine a forgets her; b's next ``project`` leaves none of it."""
+    import sqlite3
+
+    from bench.common import use_extractive_summarizer
+    from projections.embedding_cache import text_sha256
+    from tests.conftest import bucket_config
+
+    machines = {m: tmp_path / m for m in "ab"}
+    for root in machines.values():
+        root.mkdir()
+        assert run_cli("init", str(root), cwd=root, env=ENV).returncode == 0
+        use_extractive_summarizer(root / "airsspec.toml")
+        bucket_config(root, bucket_url, moto_endpoint, (root / "airsspec.toml").read_text())
+        with (root / "airsspec.toml").open("a") as f:
+            f.write('[privacy]\nencrypt = "user"\n')
+    a, b = machines["a"], machines["b"]
+    said = [f"CANARYREMOTE{i} the staging vault rotates on Mondays" for i in range(30)]
+    document = b / ".airsspec" / "sources" / "users" / "ana" / "notes.md"
+    document.parent.mkdir(parents=True)
+    document.write_text("# Notes\n\nCANARYREMOTEDOC the vault sits in eu-west.\n")
+    with Memory.open(b) as memory:
+        memory.scoped(user="ana").append_many(
+            "a1", [{"type": "user", "content": text} for text in said]
+        )
+        memory.scoped(user="ben").append_many(
+            "b1", [{"type": "user", "content": f"ben zebra {i}"} for i in range(12)]
+        )
+        memory.compact("a1", force=True)
+        memory.project("all")
+        ben_before = memory.scoped(user="ben").context("b1", 600)
+    cache = b / ".airsspec" / "state" / "caches" / "embeddings.sqlite"
+    with contextlib.closing(sqlite3.connect(cache)) as db:
+        cached = {row[0] for row in db.execute("SELECT text_sha256 FROM embeddings")}
+    assert text_sha256(said[0]) in cached, "b never embedded ana's messages"
+    found = _grep(b, "canaryremote")
+    assert any("/hot/" in f for f in found) and any("library" in f for f in found), found
+
+    _cli(a, "forget", "--user", "ana", "--by", "dpo")
+    assert _grep(b, "canaryremote"), "b's copies went before b looked at the log"
+    _cli(b, "project")
+
+    assert _grep(b, "canaryremote") == set()
+    with contextlib.closing(sqlite3.connect(cache)) as db:
+        cached = {row[0] for row in db.execute("SELECT text_sha256 FROM embeddings")}
+    assert not {text_sha256(text) for text in said} & cached
+    assert text_sha256("ben zebra 3") in cached  # ben's vectors stay
+    assert run_cli("verify", cwd=b, env=ENV).returncode == 0
+    with Memory.open(b) as memory:
+        assert memory.scoped(user="ben").context("b1", 600) == ben_before
+        hits = memory.search("staging vault rotates in eu-west", k=20)["hits"]
+        assert not [h for h in hits if h["session"] == "a1" or h.get("source")]

@@ -91,3 +91,34 @@ def test_a_cached_vector_damaged_on_disk_is_never_served(tmp_path: Path) -> None
     assert np.array_equal(again.embed(TEXTS), computed)
     assert again.stats.misses == len(TEXTS)  # recomputed, after the cache was set aside
     assert list(tmp_path.glob("cache.sqlite.corrupt-*"))
+
+
+def test_discarding_sessions_removes_their_vectors_only_and_an_unowned_cache_goes_whole(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "cache.sqlite"
+    cache = CachedEmbedder(HashEmbedder(32), path)
+    cache.embed(TEXTS[:2], ["ana-1", "ana-2"])
+    cache.embed(TEXTS[2:], ["ben"] * (len(TEXTS) - 2))
+    assert cache.discard_sessions(["ana-1", "ana-2"]) == 2
+    cache.stats.misses = 0
+    cache.embed(TEXTS[2:])
+    assert cache.stats.misses == 0, "another session's vectors went too"
+    cache.embed(TEXTS[:2])
+    assert cache.stats.misses == 2, "a discarded session's vectors were still served"
+    cache.close()
+
+    legacy = tmp_path / "legacy.sqlite"  # a cache made before owners were listed
+    with sqlite3.connect(legacy) as db:
+        db.execute(
+            "CREATE TABLE embeddings (model TEXT, text_sha256 TEXT, vector BLOB, "
+            "PRIMARY KEY (model, text_sha256)) WITHOUT ROWID"
+        )
+        db.execute("INSERT INTO embeddings VALUES ('m', 'h', x'00')")
+    reopened = CachedEmbedder(HashEmbedder(32), legacy)
+    reopened.embed(TEXTS, ["ben"] * len(TEXTS))
+    assert reopened.discard_sessions(["ana-1"]) == len(TEXTS) + 1  # unknown owners: all
+    reopened.embed(TEXTS[:1], ["ben"])
+    assert reopened.discard_sessions(["ana-1"]) == 0  # listed from now on
