@@ -192,3 +192,14 @@ def bucket_url(moto_endpoint: str) -> str:
     from bench.storage import new_bucket
 
     return new_bucket(moto_endpoint)
+
+
+def init_workspace(root: Path) -> Path:
+    """What ``airsspec init ROOT`` makes (the commented config and the workspace's folders),
+    made in this process, for tests whose subject comes after it (the command itself is run
+    by ``test_cli_log`` and the README's examples)."""
+    from airsspec import Memory
+
+    config, _ = Memory.init(root)
+    Memory.open(config=config).close()
+    return root

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, snapshot
+from tests.conftest import init_workspace, run_cli, snapshot
 
 GOOD = b'{"type": "user", "content": "hello"}\n'
 
@@ -71,7 +71,7 @@ CORPUS: list[tuple[list[str], bytes | None, dict[str, str]]] = [
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("corpus")
-    assert run_cli("init", str(root), cwd=root).returncode == 0
+    init_workspace(root)
     assert run_cli("append", "s", cwd=root, stdin=GOOD * 3).returncode == 0
     (root / "numbers.json").write_text("[1, 2, 3]")
     conversation = {

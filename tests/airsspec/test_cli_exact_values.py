@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, snapshot
+from tests.conftest import init_workspace, run_cli, snapshot
 
 BIG = "18446744073709551616"  # 2**64: orjson alone would read it as 1.8446744073709552e+19
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     assert (
         run_cli("append", "s", cwd=tmp_path, stdin=b'{"type":"user","content":"x"}').returncode == 0
     )

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from airsspec.cli import build_parser, main
 from bench.common import use_extractive_summarizer
-from tests.conftest import run_cli, snapshot
+from tests.conftest import init_workspace, run_cli, snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -134,7 +134,7 @@ class _Stdin(io.TextIOWrapper):
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fuzz")
     (root.parent / "tmp").mkdir(exist_ok=True)
-    assert run_cli("init", str(root), cwd=root).returncode == 0
+    init_workspace(root)
     config = root / "airsspec.toml"
     use_extractive_summarizer(config)
     lines = "".join(

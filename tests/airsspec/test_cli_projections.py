@@ -1,4 +1,5 @@
-"""project, hot, status and rebuild as a user runs them, on a copy of the example workspace."""
+"""project, hot, status and rebuild as a user runs them, on a copy of the example workspace.
+The cold tier embeds with the hash embedder: what is tested is the commands, not the model."""
 
 from __future__ import annotations
 
@@ -8,14 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_cli, snapshot
+from tests.conftest import REPO, init_workspace, snapshot
+from tests.conftest import run_cli as _run_cli
 
-pytestmark = pytest.mark.slow  # each test projects with the real embedder, or kills
+pytestmark = pytest.mark.slow  # each test projects the example workspace's every tier
+
+
+def run_cli(*args: str, **kw):
+    return _run_cli(*args, env={"AIRSSPEC_COLD_EMBEDDER": "hash"}, **kw)
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     shutil.copytree(
         REPO / ".airsspec-example" / "contexts",
         tmp_path / ".airsspec" / "contexts",

@@ -12,17 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from airsspec import Memory
 from bench.common import write_synthetic_log
 from projections.cold import ColdStore
 from projections.embedders import HashEmbedder
-from tests.conftest import REPO, kill_runs_at_random, run_cli, snapshot
+from tests.conftest import REPO, init_workspace, kill_runs_at_random, run_cli, snapshot
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 
 
 @pytest.fixture
 def example(tmp_path: Path) -> Path:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     contexts = tmp_path / ".airsspec" / "contexts"
     shutil.copytree(REPO / ".airsspec-example" / "contexts", contexts, dirs_exist_ok=True)
     return tmp_path
@@ -90,7 +91,7 @@ def _rows(vectors: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_sigkilled_cold_projection_resumes_to_the_rows_of_a_rebuild(tmp_path: Path) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     log_dir = tmp_path / ".airsspec" / "contexts" / "agent"
     write_synthetic_log(log_dir, sessions=80, per_session=150, content="deploy the parser " * 6)
     kills = kill_runs_at_random(
@@ -112,7 +113,7 @@ def test_sigkilled_cold_projection_resumes_to_the_rows_of_a_rebuild(tmp_path: Pa
 
 @pytest.mark.slow
 def test_two_concurrent_cold_projections_write_each_row_once(tmp_path: Path) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     log_dir = tmp_path / ".airsspec" / "contexts" / "agent"
     write_synthetic_log(log_dir, sessions=30, per_session=100, content="deploy the parser " * 4)
     command = [sys.executable, "-m", "airsspec", "project", "--tier", "cold"]
@@ -129,18 +130,19 @@ def test_two_concurrent_cold_projections_write_each_row_once(tmp_path: Path) -> 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", [["query", "zebra crossing"], ["project"], ["rebuild"]])
 def test_a_corrupt_embedding_cache_is_set_aside_and_rebuilt(
-    tmp_path: Path, command: list[str]
+    tmp_path: Path, command: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
-    seed = b'{"type": "user", "content": "the zebra crossing by the school"}'
-    assert run_cli("append", "s", cwd=tmp_path, stdin=seed).returncode == 0
-    assert run_cli("project", cwd=tmp_path, env=HASH).returncode == 0
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    Memory.init(tmp_path)
+    with Memory.open(tmp_path) as memory:  # a projected session (made here: not what is tested)
+        memory.append("s", {"type": "user", "content": "the zebra crossing by the school"})
+        memory.project()
     cache = tmp_path / ".airsspec" / "state" / "caches" / "embeddings.sqlite"
     for extra in cache.parent.glob("embeddings.sqlite-*"):
         extra.unlink()
     cache.write_bytes(b"this is not a database" * 100)
-    more = b'{"type": "user", "content": "a second zebra crossing downtown"}'
-    assert run_cli("append", "s", cwd=tmp_path, stdin=more).returncode == 0
+    with Memory.open(tmp_path) as memory:
+        memory.append("s", {"type": "user", "content": "a second zebra crossing downtown"})
     result = run_cli(*command, cwd=tmp_path, env=HASH)
     assert result.returncode == 0, result.stderr
     assert b"Traceback" not in result.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, snapshot
+from tests.conftest import init_workspace, run_cli, snapshot
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 ANTHROPIC_KEY = "sk-ant-api03-" + "Qx7_" * 23 + "AA"
@@ -21,7 +21,7 @@ SECRETS = (ANTHROPIC_KEY, AWS_KEY, "MIIEowIBAAKCAQEAr9x")
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     return tmp_path
 
 
@@ -150,7 +150,7 @@ def test_a_rechained_forgery_with_its_head_is_caught_by_an_earlier_seal(
     assert sealed.returncode == 0, sealed.stderr
     # The forger writes a different history with a valid chain and head, and swaps it in.
     forger = tmp_path_factory.mktemp("forger")
-    assert run_cli("init", str(forger), cwd=forger).returncode == 0
+    init_workspace(forger)
     append(forger, "s", "pay mallory 10", "pay mallory 20")
     for name in ("s.jsonl", "s.head"):
         shutil.copy(logs(forger) / name, logs(project) / name)

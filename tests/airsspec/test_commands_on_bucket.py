@@ -295,10 +295,16 @@ def test_watch_on_the_bucket_projects_an_append_and_stops_cleanly(
     other = workspaces["bucket"].parent / "bucket-b"
     other.mkdir()
     shutil.copy(workspaces["bucket"] / "airsspec.toml", other / "airsspec.toml")
+    with ThreadPoolExecutor(len(workspaces)) as pool:  # the two daemons at once
+        runs = {
+            name: pool.submit(watch_until_projected, root, other if name == "bucket" else root)
+            for name, root in workspaces.items()
+        }
+        started = {name: run.result() for name, run in runs.items()}
     windows = {}
     for name, root in workspaces.items():
-        started = watch_until_projected(root, other if name == "bucket" else root)
-        assert wait_for(lambda s=started: not any(Path(f"/proc/{p}").exists() for p in s), 10)
+        gone = lambda s=started[name]: not any(Path(f"/proc/{p}").exists() for p in s)  # noqa: E731
+        assert wait_for(gone, 10), f"{name}: a process of watch outlived it"
         windows[name] = normal(run_cli("hot", "s2", cwd=root).stdout, root)
     assert b"watched by the daemon" in windows["local"]
     assert windows["bucket"] == windows["local"]

@@ -21,7 +21,7 @@ from airsspec.memory import Memory
 from airsspec.workspace import Workspace
 from eventlog.verify import verify
 from projections.engine import Runner
-from tests.conftest import REPO, run_cli, snapshot
+from tests.conftest import REPO, init_workspace, run_cli, snapshot
 
 CONFIG = (
     '[log]\ndurability = "off"\n[memory]\nhot_window_size = 8\nhot_token_budget = 200\n'
@@ -75,7 +75,7 @@ class Watcher:
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     (tmp_path / "airsspec.toml").write_text(CONFIG)
     return tmp_path
 
@@ -156,10 +156,10 @@ def test_sigkill_then_restart_loses_and_duplicates_nothing(root: Path) -> None:
 
 @pytest.mark.slow
 def test_sigterm_while_the_cold_tier_embeds_stops_at_once_and_resumes(root: Path) -> None:
-    """The real embedder with a backlog of 1,500 records (six of its steps of 256): SIGTERM
+    """The real embedder with a backlog of 768 records (three of its steps of 256): SIGTERM
     lands mid-embedding (the cold checkpoint is part way), the daemon exits 0 within seconds
     with no abort, and a later catch-up resumes to the rows a rebuild makes."""
-    total = 1500
+    total = 768
     watcher = Watcher(root)
     watcher.wait_for("watching")
     append(root, "big", [f"note {i} on the release plan of service {i % 7}" for i in range(total)])

@@ -5,12 +5,14 @@ what is derived."""
 
 from __future__ import annotations
 
-import json
+import os
 import shutil
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
+from airsspec import Memory
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow  # each test projects with the real embedder, or kills
@@ -18,15 +20,22 @@ pytestmark = pytest.mark.slow  # each test projects with the real embedder, or k
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 
 
-def _workspace(root: Path) -> Path:
+def _workspace(root: Path, projected: tuple[str, ...] = ()) -> Path:
+    """Two sessions, appended (and ``projected``, the cold tier with the hash embedder) in this
+    process: the damage below, and what the commands make of it, is what is tested."""
     root.mkdir(parents=True, exist_ok=True)
-    assert run_cli("init", str(root), cwd=root).returncode == 0
-    for name, n in (("alpha", 12), ("beta", 6)):
-        lines = "".join(
-            json.dumps({"type": "user", "content": f"{name} walrus note {i} on the lexer"}) + "\n"
-            for i in range(n)
-        )
-        assert run_cli("append", name, cwd=root, stdin=lines.encode()).returncode == 0
+    Memory.init(root)
+    with mock.patch.dict(os.environ, HASH), Memory.open(root) as memory:
+        for name, n in (("alpha", 12), ("beta", 6)):
+            memory.append_many(
+                name,
+                [
+                    {"type": "user", "content": f"{name} walrus note {i} on the lexer"}
+                    for i in range(n)
+                ],
+            )
+        if projected:
+            memory.project(projected)
     return root
 
 
@@ -65,8 +74,7 @@ TABLE = Path(".airsspec/knowledge/vectors/units.lance")
 
 
 def test_damaged_cold_files_are_named_and_project_rebuilds_them(tmp_path: Path) -> None:
-    root = _workspace(tmp_path)
-    assert run_cli("project", cwd=root, env=HASH).returncode == 0
+    root = _workspace(tmp_path, projected=("all",))
     damaged = _xor_lance_files(root / TABLE, "data")
     status = run_cli("status", cwd=root, env=HASH)
     assert status.returncode == 0 and b"Traceback" not in status.stderr
@@ -91,8 +99,7 @@ def test_damaged_cold_files_are_named_and_project_rebuilds_them(tmp_path: Path) 
 def test_a_copy_of_a_workspace_with_damaged_cold_files_is_repaired_not_a_traceback(
     tmp_path: Path, command: str
 ) -> None:
-    original = _workspace(tmp_path / "original")
-    assert run_cli("project", cwd=original, env=HASH).returncode == 0
+    original = _workspace(tmp_path / "original", projected=("all",))
     _xor_lance_files(original / TABLE, ".")
     root = tmp_path / "copy"
     shutil.copytree(original, root)  # new inodes: every session's output is projected again
@@ -113,8 +120,7 @@ LOGS = Path(".airsspec/contexts/agent")
 def test_a_stray_file_among_the_logs_is_named_and_the_other_sessions_are_unaffected(
     tmp_path: Path,
 ) -> None:
-    root = _workspace(tmp_path)
-    assert run_cli("project", cwd=root, env=HASH).returncode == 0
+    root = _workspace(tmp_path, projected=("all",))
     (root / LOGS / "stray.jsonl").write_bytes(b"not a record at all\n")
     status = run_cli("status", cwd=root, env=HASH)
     assert status.returncode == 0, status.stderr
@@ -136,9 +142,8 @@ def test_a_stray_file_among_the_logs_is_named_and_the_other_sessions_are_unaffec
 def test_a_corrupt_middle_line_is_named_by_file_and_line(
     tmp_path: Path, command: list[str], projected: bool
 ) -> None:
-    root = _workspace(tmp_path)
-    if projected:  # a hot window from before the damage must not be shown as current
-        assert run_cli("project", "--tier", "hot", cwd=root).returncode == 0
+    # a hot window from before the damage must not be shown as current
+    root = _workspace(tmp_path, projected=("hot",) if projected else ())
     log = root / LOGS / "alpha.jsonl"
     lines = log.read_bytes().splitlines(keepends=True)
     log.write_bytes(b"".join([*lines[:2], b'{"this is": not json\n', *lines[3:]]))
@@ -165,8 +170,7 @@ def test_compacting_every_session_names_a_damaged_one_and_compacts_the_others(
 
 
 def test_a_missing_cold_file_is_named_and_project_rebuilds_the_tier(tmp_path: Path) -> None:
-    root = _workspace(tmp_path)
-    assert run_cli("project", cwd=root, env=HASH).returncode == 0
+    root = _workspace(tmp_path, projected=("all",))
     gone = sorted((root / TABLE / "data").glob("*.lance"))[0]
     gone.unlink()
     status = run_cli("status", cwd=root, env=HASH)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import init_workspace, run_cli
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 
@@ -16,7 +16,7 @@ HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("damaged")
-    assert run_cli("init", str(root), cwd=root).returncode == 0
+    init_workspace(root)
     for name in ("a", "b", "c"):
         lines = "".join(
             json.dumps({"type": "user", "content": f"{name} walrus message {i}"}) + "\n"

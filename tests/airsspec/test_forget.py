@@ -18,13 +18,13 @@ from airsspec import Memory
 from eventlog.crypto import CONTENT_FIELDS, FORGOTTEN, FileKeyStore, Sealer, key_id
 from eventlog.errors import ForgetError, InvalidEventError, NothingToCompactError, ScopeError
 from eventlog.schema import input_bodies
-from tests.conftest import claude_transcript, run_cli, snapshot
+from tests.conftest import claude_transcript, init_workspace, run_cli, snapshot
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
 
 
 def _workspace(root: Path, mode: str) -> Path:
-    assert run_cli("init", str(root), cwd=root, env=ENV).returncode == 0
+    init_workspace(root)
     with (root / "airsspec.toml").open("a") as f:
         f.write(f'\n[privacy]\nencrypt = "{mode}"\n')
     return root
@@ -367,7 +367,7 @@ def test_sealing_then_opening_gives_back_every_body(
 
 
 def test_a_bad_privacy_setting_is_refused_naming_the_key(tmp_path: Path) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path, env=ENV).returncode == 0
+    init_workspace(tmp_path)
     with (tmp_path / "airsspec.toml").open("a") as f:
         f.write('\n[privacy]\nencrypt = "yes"\n')
     refused = run_cli("sessions", cwd=tmp_path, env=ENV)
@@ -524,7 +524,7 @@ def test_a_forget_run_on_one_machine_is_followed_by_another_sharing_the_bucket(
     machines = {m: tmp_path / m for m in "ab"}
     for root in machines.values():
         root.mkdir()
-        assert run_cli("init", str(root), cwd=root, env=ENV).returncode == 0
+        init_workspace(root)
         use_extractive_summarizer(root / "airsspec.toml")
         bucket_config(root, bucket_url, moto_endpoint, (root / "airsspec.toml").read_text())
         with (root / "airsspec.toml").open("a") as f:

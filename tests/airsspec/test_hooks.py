@@ -16,7 +16,7 @@ import pytest
 from airsspec.hooks import Job, handle, run_job
 from airsspec.memory import Memory
 from tests.airsspec.test_hooks_e2e import jobs_running
-from tests.conftest import SHARED_DATA, run_cli, wait_for
+from tests.conftest import SHARED_DATA, init_workspace, run_cli, wait_for
 
 SHORT = SHARED_DATA / "claude-code" / "short.jsonl"
 RULE = "Always run ruff before committing"
@@ -181,7 +181,7 @@ def test_recalled_context_for_a_prompt_stays_within_its_budget(
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     assert run_cli("hooks", "install", "--project", str(tmp_path), cwd=tmp_path).returncode == 0
     return tmp_path
 
@@ -214,7 +214,7 @@ def test_a_broken_hook_input_never_blocks_claude_code(project: Path) -> None:
 
 def test_hook_input_nested_too_deep_is_a_clear_error(tmp_path: Path) -> None:
     """Found by the CLI fuzz: 100k-deep JSON on standard input was a RecursionError."""
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     result = run_cli("hook", "SessionStart", cwd=tmp_path, stdin=b"[" * 100_000)
     assert result.returncode == 1, result.stderr  # as for any other input that is not JSON
     assert b"Traceback" not in result.stderr and b"airsspec: error:" in result.stderr

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, SHARED_DATA, run_cli, wait_for
+from tests.conftest import REPO, SHARED_DATA, init_workspace, run_cli, wait_for
 
 SOURCE = SHARED_DATA / "claude-code" / "tool_heavy.jsonl"
 RULE = "Always run ruff before committing"
@@ -105,7 +105,7 @@ def _hook_after(obj: dict[str, Any]) -> str:
 def test_a_rule_stated_in_one_session_reaches_the_next_session_start(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
-    assert run_cli("init", str(project), cwd=project).returncode == 0
+    init_workspace(project)
     installed = run_cli("hooks", "install", "--project", str(project), cwd=project)
     assert installed.returncode == 0, installed.stderr
     lines = SOURCE.read_text(encoding="utf-8").splitlines(keepends=True)

@@ -13,14 +13,14 @@ import pytest
 from airsspec.hooks import entries, handle, settings_file, workspace_for
 from airsspec.memory import Memory
 from eventlog.errors import HookInputError
-from tests.conftest import run_cli
+from tests.conftest import init_workspace, run_cli
 
 THEIR_HOOK = {"type": "command", "command": "prettier --write ."}
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     (tmp_path / ".claude").mkdir()
     return tmp_path
 

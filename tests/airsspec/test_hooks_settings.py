@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from airsspec.hooks import EVENTS
-from tests.conftest import run_cli
+from tests.conftest import init_workspace, run_cli
 
 THEIRS = {
     "model": "opus",
@@ -26,7 +26,7 @@ THEIRS = {
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     (tmp_path / ".claude").mkdir()
     return tmp_path
 

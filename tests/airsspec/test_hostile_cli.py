@@ -12,7 +12,7 @@ import pytest
 from eventlog.canonical import encode_batch
 from eventlog.exact_json import MAX_DEPTH
 from eventlog.schema import SCHEMA_VERSION
-from tests.conftest import run_cli, snapshot
+from tests.conftest import init_workspace, run_cli, snapshot
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 GITHUB = "ghp_" + "Zq8Lm2Rt5Vw9Xy3Bn6Cd1Fg4Hj7Kp0Ts2Uv5"
@@ -21,7 +21,7 @@ ESCAPES = "\x1b]0;owned\x07\x1b[2J title changed"
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     return tmp_path
 
 
@@ -275,7 +275,7 @@ def test_a_transcript_with_unicode_line_separators_imports(project: Path) -> Non
 
 def test_config_and_workspace_naming_different_workspaces_is_an_error(tmp_path: Path) -> None:
     for name in ("A", "B"):
-        assert run_cli("init", str(tmp_path / name), cwd=tmp_path).returncode == 0
+        init_workspace(tmp_path / name)
 
     def append_with(workspace: str):
         return run_cli(

@@ -13,7 +13,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from airsspec.serve.ops import OPS
-from tests.conftest import run_cli
+from tests.conftest import init_workspace
 
 TOOLS = {op.name for op in OPS}  # the tools are the operations the HTTP API offers too
 
@@ -72,5 +72,5 @@ async def _session_run(workspace: Path) -> None:
 
 @pytest.mark.slow
 def test_a_real_mcp_client_calls_every_tool_over_stdio(tmp_path: Path) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     asyncio.run(asyncio.wait_for(_session_run(tmp_path / ".airsspec"), timeout=120))

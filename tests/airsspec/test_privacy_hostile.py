@@ -17,7 +17,7 @@ from eventlog.crypto import FORGOTTEN, FileKeyStore, key_id
 from eventlog.errors import KeyStoreError, ScopeError
 from eventlog.schema import MEMORY_SESSION
 from projections.scopes import Scope
-from tests.conftest import run_cli
+from tests.conftest import init_workspace, run_cli
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
 
@@ -29,7 +29,7 @@ def env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _two_users(root: Path) -> None:
-    assert run_cli("init", str(root), cwd=root, env=ENV).returncode == 0
+    init_workspace(root)
     with Memory.open(root) as memory:
         ana, ben = memory.scoped(user="ana"), memory.scoped(user="ben")
         ana.append_many(
@@ -73,7 +73,7 @@ def test_a_key_file_replaced_by_a_symlink_is_refused_not_followed(tmp_path: Path
 
 
 def _workspace(root: Path, mode: str) -> None:
-    assert run_cli("init", str(root), cwd=root, env=ENV).returncode == 0
+    init_workspace(root)
     with (root / "airsspec.toml").open("a") as f:
         f.write(f'\n[privacy]\nencrypt = "{mode}"\n')
 
@@ -163,7 +163,7 @@ def test_a_forget_killed_once_the_keys_are_gone_leaves_no_plaintext_a_project_ke
 def test_a_scoped_memory_cannot_widen_its_reads_through_a_scope_argument(
     tmp_path: Path, env: None
 ) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path, env=ENV).returncode == 0
+    init_workspace(tmp_path)
     with Memory.open(tmp_path) as memory:
         memory.scoped(user="ana").append("a1", {"type": "user", "content": "ANACANARY tabs"})
         ben = memory.scoped(user="ben")
@@ -181,7 +181,7 @@ def test_a_scoped_memory_cannot_widen_its_reads_through_a_scope_argument(
 def test_of_two_users_starting_one_session_at_once_only_the_first_writes_to_it(
     tmp_path: Path, env: None
 ) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path, env=ENV).returncode == 0
+    init_workspace(tmp_path)
     with Memory.open(tmp_path) as first, Memory.open(tmp_path) as second:
         ana, ben = first.scoped(user="ana"), second.scoped(user="ben")
         opening = type(ana.scopes).opening

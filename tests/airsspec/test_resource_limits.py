@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, snapshot
+from tests.conftest import init_workspace, run_cli, snapshot
 
 
 def _limited(args: list[str], cwd: Path, limit: int) -> subprocess.CompletedProcess[bytes]:
@@ -43,7 +43,7 @@ def _limited(args: list[str], cwd: Path, limit: int) -> subprocess.CompletedProc
 def test_a_refused_write_is_one_line_and_the_next_run_completes(
     tmp_path: Path, command: list[str]
 ) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     text = "x" * 3000
     lines = "".join(
         json.dumps({"type": "user", "content": f"{i} {text}"}) + "\n" for i in range(40)
@@ -61,7 +61,7 @@ def test_a_refused_write_is_one_line_and_the_next_run_completes(
 
 
 def test_a_quarantine_that_cannot_be_written_moves_nothing(tmp_path: Path) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     assert (
         run_cli(
             "append", "s", cwd=tmp_path, stdin=b'{"type": "user", "content": "kept"}'

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from airsspec.memory import Memory
 from eventlog.errors import ScopeError
-from tests.conftest import claude_transcript, snapshot
+from tests.conftest import claude_transcript, init_workspace, snapshot
 
 
 def test_an_import_by_a_user_creates_sessions_that_user_owns(tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_a_scoped_reader_cannot_export_every_session_as_parquet(tmp_path: Path) 
     from tests.conftest import run_cli
 
     env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
-    assert run_cli("init", cwd=tmp_path, env=env).returncode == 0
+    init_workspace(tmp_path)
     with Memory.open(tmp_path / ".airsspec", user="alice") as alice:
         alice.append("a1", {"type": "user", "content": "alice's private note"})
     refused = run_cli(

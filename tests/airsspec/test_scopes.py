@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from airsspec import Memory
 from eventlog.errors import AnalyticsError, InvalidEventError, ScopeError
 from projections.scopes import Scope
-from tests.conftest import run_cli, snapshot
+from tests.conftest import init_workspace, run_cli, snapshot
 
 
 @pytest.fixture
@@ -159,7 +159,7 @@ def test_cli_session_start_records_the_owner_and_the_environment_scopes_reads(
     tmp_path: Path,
 ) -> None:
     env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
-    assert run_cli("init", cwd=tmp_path, env=env).returncode == 0
+    init_workspace(tmp_path)
     started = run_cli(
         "session", "start", "a1", "--user", "alice", "--agent", "coder", cwd=tmp_path, env=env
     )

@@ -25,7 +25,7 @@ from airsspec.serve.ops import OPS
 from airsspec.serve.tokens import TokenStore
 from eventlog.errors import ServeError
 from projections.memory_tool import MAX_K, QueryMemoryInput
-from tests.conftest import REPO, run_cli, snapshot, wait_for
+from tests.conftest import REPO, init_workspace, run_cli, snapshot, wait_for
 
 EVENTS = [
     {"type": "user", "content": "Please add rate limiting to the public API"},
@@ -318,7 +318,7 @@ def test_mcp_over_http_needs_a_token(server) -> None:
 
 @pytest.mark.slow
 def test_the_serve_command_keeps_its_discovery_file_only_while_it_runs(tmp_path: Path) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     state = tmp_path / ".airsspec" / "state" / "serve.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "airsspec", "serve", "--port", "0"],
@@ -378,7 +378,7 @@ def test_a_hook_posted_to_the_server_imports_the_transcript(server, memory: Memo
 
 @pytest.mark.slow
 def test_the_light_client_reaches_a_server_on_a_unix_socket(tmp_path: Path) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     sock = tmp_path / "serve.sock"
     env = {**os.environ, "AIRSSPEC_COLD_EMBEDDER": "hash", "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 import airsspec.errors
 import eventlog.errors
 from eventlog.errors import AirsspecError
-from tests.conftest import run_cli
+from tests.conftest import init_workspace, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("eventlog", "projections", "compactor", "airsspec")
@@ -133,7 +133,7 @@ def test_an_invalid_input_file_reports_every_line_then_the_count() -> None:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("errors")
-    assert run_cli("init", str(root), cwd=root).returncode == 0
+    init_workspace(root)
     good = b'{"type": "user", "content": "a"}\n' * 3
     assert run_cli("append", "s", cwd=root, stdin=good).returncode == 0
     return root
@@ -164,7 +164,7 @@ def test_a_real_command_exits_with_its_errors_code(
 
 
 def test_a_damaged_log_exits_with_the_corrupt_log_code(tmp_path: Path) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     good = b'{"type": "user", "content": "a"}\n' * 3
     assert run_cli("append", "s", cwd=tmp_path, stdin=good).returncode == 0
     path = tmp_path / ".airsspec" / "contexts" / "agent" / "s.jsonl"

@@ -16,7 +16,7 @@ from eventlog.log import EventLog
 from eventlog.verify import verify
 from projections.engine import Runner
 from projections.hot import HotProjector, load_hot
-from tests.conftest import SHARED_DATA, run_cli, snapshot
+from tests.conftest import SHARED_DATA, init_workspace, run_cli, snapshot
 
 FIXTURES = Path(__file__).with_name("fixtures")
 CC_FIXTURE = FIXTURES / "claude_code_compacted.jsonl"
@@ -74,7 +74,7 @@ def test_claude_code_mapping_links_tree_and_compaction(log: EventLog) -> None:
 
 
 def test_imported_compaction_shows_up_in_replay(tmp_path: Path) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     result = run_cli(
         "import", "claude-code", str(CC_FIXTURE), "--session-prefix", "cc-", cwd=tmp_path
     )
@@ -151,7 +151,7 @@ def test_a_rewritten_source_is_refused(log: EventLog, tmp_path: Path) -> None:
 
 
 def test_malformed_line_names_file_and_line_and_imports_nothing(tmp_path: Path) -> None:
-    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    init_workspace(tmp_path)
     good = tmp_path / "good.jsonl"
     shutil.copy(CC_FIXTURE, good)
     bad = tmp_path / "bad.jsonl"
