@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # each test projects with the real embedder, or k
 def test_sigkilled_projection_resumes_to_the_same_bytes(tmp_path: Path) -> None:
     init_workspace(tmp_path)
     log_dir = tmp_path / ".airsspec" / "contexts" / "agent"
-    write_synthetic_log(log_dir, sessions=120, per_session=400, content="a message " * 8)
+    write_synthetic_log(log_dir, sessions=60, per_session=400, content="a message " * 8)
     kills = kill_runs_at_random("project", cwd=tmp_path, runs=6, delay=(0.3, 1.5), seed=3)
     finished = run_cli("project", cwd=tmp_path)
     assert finished.returncode == 0, finished.stderr
