@@ -9,19 +9,30 @@ argument, an unknown session) comes back as a tool error the model can read; the
 running. Over stdio every call goes through one ``Memory``, kept open for the life of the
 server, so the embedder stays loaded and queries are warm; over HTTP the caller's token decides
 which user's view of the memory a call sees (``airsspec.serve``).
+
+The end of the input ends a stdio server only once every request read has been answered (or
+cancelled by the client): ``printf '...' | airsspec mcp`` gets all its answers, where the SDK's
+own stdio transport would cancel calls still running when the input closes.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from io import TextIOWrapper
 from typing import Any
 
+import anyio
+import orjson
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.stdio import stdio_server
 from mcp_types import ToolAnnotations
 from pydantic import ConfigDict
+from typing_extensions import override
 
 from airsspec.errors import AirsspecError
 from airsspec.serve.ops import OPS, Op
@@ -74,9 +85,108 @@ def _tool(op: Op, run: Runner) -> Tool:
     return tool
 
 
+class _Unanswered:
+    """The ids of requests read from the input and not yet answered on the output."""
+
+    def __init__(self) -> None:
+        self.ids: set[Any] = set()
+        self.none_left: anyio.Event | None = None  # set once ``ids`` empties, at the end
+
+    @staticmethod
+    def _message(line: str) -> dict[str, Any]:
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return {}  # the server answers what it cannot parse as it always does
+        return message if isinstance(message, dict) else {}
+
+    def read(self, line: str) -> None:
+        message = self._message(line)
+        if "method" in message and "id" in message:
+            self.ids.add(_key(message["id"]))
+        elif message.get("method") == "notifications/cancelled":  # never answered
+            params = message.get("params")
+            self.answered(params.get("requestId") if isinstance(params, dict) else None)
+
+    def written(self, line: str) -> None:
+        message = self._message(line)
+        if "id" in message and ("result" in message or "error" in message):
+            self.answered(message["id"])
+
+    def answered(self, request_id: Any) -> None:
+        self.ids.discard(_key(request_id))
+        if not self.ids and self.none_left is not None:
+            self.none_left.set()
+
+    async def drained(self) -> None:
+        """Return once every request read has been answered."""
+        if self.ids:
+            self.none_left = anyio.Event()
+            await self.none_left.wait()
+
+
+def _key(request_id: Any) -> Any:
+    return request_id if isinstance(request_id, str | int) else repr(request_id)
+
+
+class _Input:
+    """The input's lines, whose end waits until every request read is answered."""
+
+    def __init__(self, lines: Any, unanswered: _Unanswered) -> None:
+        self.lines = lines
+        self.unanswered = unanswered
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for line in self.lines:
+            self.unanswered.read(line)
+            yield line
+        await self.unanswered.drained()
+
+
+class _Output:
+    """The output: what is written is noted as answered once it is on its way."""
+
+    def __init__(self, wire: Any, unanswered: _Unanswered) -> None:
+        self.wire = wire
+        self.unanswered = unanswered
+
+    async def write(self, line: str) -> None:
+        await self.wire.write(line)
+        self.unanswered.written(line)
+
+    async def flush(self) -> None:
+        await self.wire.flush()
+
+
+class _Server(MCPServer):
+    """The SDK's server, whose stdio transport lets calls still running answer after the
+    input ends."""
+
+    @override
+    async def run_stdio_async(self) -> None:
+        """Serve over stdin and stdout; fd 1 points at stderr meanwhile, so stray output of a
+        library misses the wire (as the SDK's own transport does)."""
+        unanswered = _Unanswered()
+        wire_fd = os.dup(1)
+        os.dup2(2, 1)
+        wire = TextIOWrapper(os.fdopen(wire_fd, "wb", closefd=False), encoding="utf-8")
+        lines = TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+        try:
+            async with stdio_server(
+                stdin=_Input(anyio.wrap_file(lines), unanswered),  # type: ignore[arg-type]
+                stdout=_Output(anyio.wrap_file(wire), unanswered),  # type: ignore[arg-type]
+            ) as (read, write):
+                lowlevel = self._lowlevel_server
+                await lowlevel.run(read, write, lowlevel.create_initialization_options())
+        finally:
+            wire.flush()
+            os.dup2(wire_fd, 1)
+            os.close(wire_fd)
+
+
 def build_server(run: Runner) -> MCPServer:
     """An MCP server whose tools are the operations, each run by ``run``."""
-    return MCPServer(
+    return _Server(
         "airsspec-memory",
         instructions=INSTRUCTIONS,
         tools=[_tool(op, run) for op in OPS],

@@ -74,3 +74,56 @@ async def _session_run(workspace: Path) -> None:
 def test_a_real_mcp_client_calls_every_tool_over_stdio(tmp_path: Path) -> None:
     init_workspace(tmp_path)
     asyncio.run(asyncio.wait_for(_session_run(tmp_path / ".airsspec"), timeout=120))
+
+
+def test_requests_piped_in_are_all_answered_though_the_input_ends_at_once(tmp_path: Path) -> None:
+    """A script pipes its requests and closes the input: every request is still answered,
+    the slow ones (a query catching the cold tier up) included, then the server exits 0."""
+    import json
+    import subprocess
+
+    init_workspace(tmp_path)
+    events = [{"type": "user", "content": f"note {i} on the token bucket"} for i in range(300)]
+    calls = [
+        ("append", {"session": "s1", "events": events}),
+        ("query_memory", {"query": "token bucket", "k": 3}),
+        ("sessions", {}),
+        ("nope", {}),  # an unknown tool: answered with an error
+    ]
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "pipe", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *(
+            {
+                "jsonrpc": "2.0",
+                "id": i,
+                "method": "tools/call",
+                "params": {"name": n, "arguments": a},
+            }
+            for i, (n, a) in enumerate(calls, start=2)
+        ),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "airsspec", "mcp"],
+        cwd=tmp_path,
+        input=b"".join(json.dumps(m).encode() + b"\n" for m in messages),  # then EOF
+        capture_output=True,
+        env={**os.environ, "AIRSSPEC_COLD_EMBEDDER": "hash"},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    answers = {a["id"]: a for a in map(json.loads, done.stdout.splitlines())}
+    assert sorted(answers) == [1, 2, 3, 4, 5], done.stdout
+    hits = answers[3]["result"]["structuredContent"]["hits"]
+    assert hits and "token bucket" in hits[0]["text"]
+    assert answers[5]["result"]["isError"] is True
