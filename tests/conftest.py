@@ -203,3 +203,16 @@ def init_workspace(root: Path) -> Path:
     config, _ = Memory.init(root)
     Memory.open(config=config).close()
     return root
+
+
+# The first request of an MCP session over stdio, as a client sends it.
+MCP_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "tests", "version": "1"},
+    },
+}

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, children, run_cli, wait_for
+from tests.conftest import MCP_INITIALIZE, REPO, children, run_cli, wait_for
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
@@ -40,16 +40,7 @@ EVENTS = [
 MCP_INPUT = b"".join(
     json.dumps(m).encode() + b"\n"
     for m in (
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "1"},
-            },
-        },
+        MCP_INITIALIZE,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {

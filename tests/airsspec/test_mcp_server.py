@@ -13,7 +13,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from airsspec.serve.ops import OPS
-from tests.conftest import init_workspace
+from tests.conftest import MCP_INITIALIZE, init_workspace
 
 TOOLS = {op.name for op in OPS}  # the tools are the operations the HTTP API offers too
 
@@ -91,16 +91,7 @@ def test_requests_piped_in_are_all_answered_though_the_input_ends_at_once(tmp_pa
         ("nope", {}),  # an unknown tool: answered with an error
     ]
     messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "pipe", "version": "1"},
-            },
-        },
+        MCP_INITIALIZE,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         *(
             {
