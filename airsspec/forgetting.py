@@ -35,6 +35,7 @@ subject is read again. The machine that ran ``forget`` marks its own event follo
 from __future__ import annotations
 
 import getpass
+import logging
 import shutil
 import time
 import warnings
@@ -43,13 +44,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from airsspec.errors import ForgetError, ScopeError
+from airsspec.errors import CorruptLogError, ForgetError, ScopeError
 from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id, kid_parts, learning_subject
 from eventlog.layout import read_nofollow
 from eventlog.schema import MEMORY_SESSION
 
 if TYPE_CHECKING:
     from airsspec.memory import Memory
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -343,11 +346,14 @@ def follow(memory: Memory, *, fresh: bool = False) -> list[str]:
     except FileNotFoundError:
         return []
     followed: list[str] = []
-    for located in _read_from(memory, mark, mark["seq"] + 1):
-        # (a fold below runs ``follow`` too, and may have followed later events already)
-        if located.record.type == "forgotten" and _read_mark(memory)["offset"] < located.end:
-            followed += _follow_one(memory, located)
-        mark = {"seq": located.record.seq, "offset": located.end}
+    try:
+        for located in _read_from(memory, mark, mark["seq"] + 1):
+            # (a fold below runs ``follow`` too, and may have followed later events already)
+            if located.record.type == "forgotten" and _read_mark(memory)["offset"] < located.end:
+                followed += _follow_one(memory, located)
+            mark = {"seq": located.record.seq, "offset": located.end}
+    except CorruptLogError as exc:  # named by status and verify; every other read goes on
+        logger.warning("forget events not followed (the workspace log is damaged): %s", exc)
     if mark["offset"] > _read_mark(memory)["offset"]:
         _write_mark(memory, mark)
     return followed
