@@ -20,17 +20,27 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from io import TextIOWrapper
 from typing import Any
 
 import anyio
-import orjson
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.stdio import stdio_server
-from mcp_types import ToolAnnotations
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
+from mcp_types import (
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+    ToolAnnotations,
+    jsonrpc_message_adapter,
+)
 from pydantic import ConfigDict
 from typing_extensions import override
 
@@ -86,35 +96,44 @@ def _tool(op: Op, run: Runner) -> Tool:
 
 
 class _Unanswered:
-    """The ids of requests read from the input and not yet answered on the output."""
+    """The requests read from the input and not yet answered on the output, counted by id as
+    the SDK correlates them (``"7"`` and ``7`` are one id). A line is read as the SDK's
+    transport reads it: one it takes for a notification (an id that is null, a float, an
+    object) or refuses (no ``jsonrpc``, ``params`` not an object) is never answered, so never
+    waited for."""
 
     def __init__(self) -> None:
-        self.ids: set[Any] = set()
+        self.ids: Counter[RequestId] = Counter()
         self.none_left: anyio.Event | None = None  # set once ``ids`` empties, at the end
 
     @staticmethod
-    def _message(line: str) -> dict[str, Any]:
+    def _message(line: str) -> Any:
         try:
-            message = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return {}  # the server answers what it cannot parse as it always does
-        return message if isinstance(message, dict) else {}
+            return jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:  # the SDK answers what it cannot read as it always does
+            return None
 
     def read(self, line: str) -> None:
         message = self._message(line)
-        if "method" in message and "id" in message:
-            self.ids.add(_key(message["id"]))
-        elif message.get("method") == "notifications/cancelled":  # never answered
-            params = message.get("params")
-            self.answered(params.get("requestId") if isinstance(params, dict) else None)
+        if isinstance(message, JSONRPCRequest):
+            self.ids[coerce_request_id(message.id)] += 1
+        elif (
+            isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled"
+        ):
+            self.answered(cancelled_request_id_from_params(message.params))  # never answered
 
     def written(self, line: str) -> None:
         message = self._message(line)
-        if "id" in message and ("result" in message or "error" in message):
-            self.answered(message["id"])
+        if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id is not None:
+            self.answered(message.id)
 
-    def answered(self, request_id: Any) -> None:
-        self.ids.discard(_key(request_id))
+    def answered(self, request_id: RequestId | None) -> None:
+        if request_id is not None:
+            key = coerce_request_id(request_id)
+            if self.ids[key] > 1:  # the same id twice in flight: each is answered
+                self.ids[key] -= 1
+            else:
+                self.ids.pop(key, None)
         if not self.ids and self.none_left is not None:
             self.none_left.set()
 
@@ -123,10 +142,6 @@ class _Unanswered:
         if self.ids:
             self.none_left = anyio.Event()
             await self.none_left.wait()
-
-
-def _key(request_id: Any) -> Any:
-    return request_id if isinstance(request_id, str | int) else repr(request_id)
 
 
 class _Input:

@@ -118,3 +118,90 @@ def test_requests_piped_in_are_all_answered_though_the_input_ends_at_once(tmp_pa
     hits = answers[3]["result"]["structuredContent"]["hits"]
     assert hits and "token bucket" in hits[0]["text"]
     assert answers[5]["result"]["isError"] is True
+
+
+def test_a_line_the_sdk_does_not_take_for_a_request_is_not_awaited_when_the_input_ends(
+    tmp_path: Path,
+) -> None:
+    """Lines with an id and a method that the SDK reads as a notification (an id that is
+    null, a float, an object) or refuses (no jsonrpc, params not an object) are never
+    answered: the end of the input does not wait for them, and the server exits 0."""
+    init_workspace(tmp_path)
+    never_answered = [
+        {"id": 7, "method": "ping"},
+        {"jsonrpc": "2.0", "id": None, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 2.5, "method": "ping"},
+        {"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": 5},
+    ]
+    answers = _pipe(tmp_path, [*never_answered, {"jsonrpc": "2.0", "id": 9, "method": "ping"}])
+    assert [a["id"] for a in answers] == [9]
+
+
+def _pipe(workspace: Path, messages: list[dict]) -> list[dict]:
+    """``messages`` piped into ``airsspec mcp`` after the handshake, then EOF: the answers,
+    once the server has exited 0 (a server still waiting after 60 s is killed, checked gone,
+    and fails the test)."""
+    import json
+    import subprocess
+
+    from tests.conftest import children, wait_for
+
+    lines = [MCP_INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "airsspec", "mcp"],
+        cwd=workspace,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "AIRSSPEC_COLD_EMBEDDER": "hash"},
+    )
+    data = b"".join(json.dumps(m).encode() + b"\n" for m in [*lines, *messages])
+    try:
+        out, err = proc.communicate(data, timeout=60)
+    except subprocess.TimeoutExpired:
+        started = children(proc.pid)
+        proc.kill()
+        out, err = proc.communicate()
+        assert wait_for(lambda: not any(Path(f"/proc/{c}").exists() for c in started), 10)
+        pytest.fail(f"the server still waited at the end of its input: {out.decode()[-500:]}")
+    assert proc.returncode == 0, err.decode()[-2000:]
+    return [json.loads(line) for line in out.splitlines()][1:]  # after initialize's
+
+
+def _call(request_id: object, name: str, arguments: dict) -> dict:
+    params = {"name": name, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def test_a_request_cancelled_by_its_id_written_as_a_string_is_not_awaited(tmp_path: Path) -> None:
+    """The SDK takes ``"3"`` and ``3`` for one id: cancelling request 3 as ``"3"`` cancels it
+    (it is never answered), and the end of the input does not wait for it."""
+    init_workspace(tmp_path)
+    events = [{"type": "user", "content": f"note {i} on the token bucket"} for i in range(300)]
+    answers = _pipe(
+        tmp_path,
+        [
+            _call(2, "append", {"session": "s1", "events": events}),
+            _call(3, "query_memory", {"query": "token bucket"}),  # catches the cold tier up
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "3"}},
+        ],
+    )
+    assert [a["id"] for a in answers] == [2]
+
+
+def test_two_requests_with_one_id_are_both_answered_though_the_input_ends(tmp_path: Path) -> None:
+    """A client reusing an id while its first request runs gets both answers: the first one
+    written does not count for the other, still running when the input ends."""
+    init_workspace(tmp_path)
+    events = [{"type": "user", "content": f"note {i} on the token bucket"} for i in range(300)]
+    answers = _pipe(
+        tmp_path,
+        [
+            _call(2, "append", {"session": "s1", "events": events}),
+            _call(5, "query_memory", {"query": "token bucket"}),  # catches the cold tier up
+            {"jsonrpc": "2.0", "id": 5, "method": "ping"},
+        ],
+    )
+    assert sorted(str(a["id"]) for a in answers) == ["2", "5", "5"], answers
+    assert any("hits" in a.get("result", {}).get("structuredContent", {}) for a in answers)
