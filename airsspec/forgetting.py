@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import getpass
 import logging
+import os
 import shutil
 import time
 import warnings
@@ -396,12 +397,44 @@ def _follow_one(memory: Memory, located: Any) -> list[str]:
 
 def _read_mark(memory: Memory) -> dict[str, int]:
     """Where ``follow`` resumes: the last record of the workspace log it read, and the byte
-    just after it (the start when this machine never looked)."""
+    just after it; the start when this machine never looked, or when the mark names no record
+    of the log (it is derived state: damaged or edited, it is never trusted to skip one)."""
     try:
         mark = orjson.loads(read_nofollow(memory.workspace.layout.forgotten_path))
-        return {"seq": int(mark["seq"]), "offset": int(mark["offset"])}
+        seq, offset = mark["seq"], mark["offset"]
     except (OSError, ValueError, KeyError, TypeError):
         return {"seq": 0, "offset": 0}
+    if type(seq) is not int or type(offset) is not int or not _ends_record(memory, seq, offset):
+        return {"seq": 0, "offset": 0}
+    return {"seq": seq, "offset": offset}
+
+
+def _ends_record(memory: Memory, seq: int, offset: int) -> bool:
+    """Whether the workspace log's line ending just before byte ``offset`` is record ``seq``
+    (or both are 0: its start)."""
+    from eventlog.layout import reader_nofollow, session_path
+
+    if seq <= 0 or offset <= 0:
+        return seq == offset == 0
+    try:
+        with reader_nofollow(session_path(memory.workspace.log.log_dir, MEMORY_SESSION)) as f:
+            if offset > os.fstat(f.fileno()).st_size:
+                return False
+            line, start, step = b"", offset, 4096
+            while start > 0 and b"\n" not in line[:-1]:  # back to the line's start
+                step = min(start, step * 2)
+                start -= step
+                f.seek(start)
+                line = f.read(step) + line
+    except OSError:
+        return False
+    if not line.endswith(b"\n"):
+        return False
+    try:
+        record = orjson.loads(line[:-1].rsplit(b"\n", 1)[-1])
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(record, dict) and record.get("seq") == seq
 
 
 def _write_mark(memory: Memory, mark: dict[str, int]) -> None:

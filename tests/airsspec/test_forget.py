@@ -565,3 +565,46 @@ def test_a_forget_run_on_one_machine_is_followed_by_another_sharing_the_bucket(
         assert memory.scoped(user="ben").context("b1", 600) == ben_before
         hits = memory.search("staging vault rotates in eu-west", k=20)["hits"]
         assert not [h for h in hits if h["session"] == "a1" or h.get("source")]
+
+
+def test_a_damaged_follow_mark_is_read_from_the_start_never_trusted_to_skip_a_forget(
+    tmp_path: Path, env: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``state/forgotten.json`` is derived state: one that names no record of the workspace
+    log (past its end, negative, in the middle of a line, a seq the line there does not
+    carry, unreadable) is read as 'never looked', so the ``forgotten`` event is followed
+    again, without a warning that the log is damaged (it is not), and the mark is
+    written sound."""
+    import logging
+
+    from airsspec.forgetting import follow
+
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "CANARY vault"})
+        memory.scoped(user="ben").append("b1", {"type": "user", "content": "ben's own"})
+        memory.project()
+        memory.forget(user="ana")
+        path = memory.workspace.layout.forgotten_path
+        sound = json.loads(path.read_text())
+        assert follow(memory) == []  # followed here already
+        damaged = {
+            "past the end": {"seq": sound["seq"], "offset": 10**12},
+            "negative": {"seq": -5, "offset": -100},
+            "mid-line": {"seq": sound["seq"], "offset": sound["offset"] - 7},
+            "fraction": {"seq": sound["seq"], "offset": 1.5},
+            "wrong seq": {"seq": 10**9, "offset": sound["offset"]},
+            "seq at the start": {"seq": 3, "offset": 0},
+        }
+        for name, mark in damaged.items():
+            path.write_text(json.dumps(mark))
+            caplog.clear()
+            with caplog.at_level(logging.WARNING):
+                assert "a1" in follow(memory), name
+            assert not caplog.records, (name, caplog.text)
+            assert json.loads(path.read_text()) == sound, name
+        path.write_bytes(b"\x00{garbage")
+        assert "a1" in follow(memory)
+        assert json.loads(path.read_text()) == sound
+        assert [r.content for r in memory.replay("b1") if r.type == "user"] == ["ben's own"]
+    assert _files_holding(tmp_path, b"CANARY") == []
