@@ -389,6 +389,8 @@ def _follow_one(memory: Memory, located: Any) -> list[str]:
     _drop(memory, sessions, cold, always=False)
     if cold is not None:
         cold.embedder.discard_sessions(owners)
+    else:  # as ``forget`` does: the cold files here (checkpoints, the cache) go whole
+        _drop_cold(memory)
     shutil.rmtree(memory.workspace.state_dir / "tmp" / "duckdb", ignore_errors=True)
     _mark_followed(memory, located)
     _purge(memory, sessions, cold)

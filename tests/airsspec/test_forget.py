@@ -608,3 +608,50 @@ def test_a_damaged_follow_mark_is_read_from_the_start_never_trusted_to_skip_a_fo
         assert json.loads(path.read_text()) == sound
         assert [r.content for r in memory.replay("b1") if r.type == "user"] == ["ben's own"]
     assert _files_holding(tmp_path, b"CANARY") == []
+
+
+@pytest.mark.s3
+def test_a_machine_whose_embedder_cannot_run_still_follows_a_forget_into_its_cold_files(
+    tmp_path: Path,
+    moto_endpoint: str,
+    bucket_url: str,
+    env: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Machine b embedded ana's messages, then its embedder cannot run (a model gone) when it
+    follows a forget run on machine a: its cold checkpoints (which hold a message's text) and
+    its embedding cache must go as ``forget`` drops them there, not stay for good."""
+    import sqlite3
+
+    from projections.embedding_cache import text_sha256
+    from tests.conftest import bucket_config
+
+    machines = {m: tmp_path / m for m in "ab"}
+    for root in machines.values():
+        root.mkdir()
+        init_workspace(root)
+        bucket_config(root, bucket_url, moto_endpoint, (root / "airsspec.toml").read_text())
+        with (root / "airsspec.toml").open("a") as f:
+            f.write('[privacy]\nencrypt = "user"\n')
+    a, b = machines["a"], machines["b"]
+    said = [f"CANARYCOLD{i} the staging vault rotates on Mondays" for i in range(5)]
+    with Memory.open(b) as memory:
+        memory.scoped(user="ana").append_many("a1", [{"type": "user", "content": t} for t in said])
+        memory.scoped(user="ben").append("b1", {"type": "user", "content": "ben zebra"})
+        memory.project("all")
+    assert _grep(b, "canarycold")
+    _cli(a, "forget", "--user", "ana", "--by", "dpo")
+
+    monkeypatch.setattr(Memory, "embedder_problem", lambda self: "no model here")
+    with Memory.open(b) as memory:
+        memory.project(("hot",))
+    assert _grep(b, "canarycold") == set()
+    cache = b / ".airsspec" / "state" / "caches" / "embeddings.sqlite"
+    if cache.exists():
+        with contextlib.closing(sqlite3.connect(cache)) as db:
+            cached = {row[0] for row in db.execute("SELECT text_sha256 FROM embeddings")}
+        assert not {text_sha256(text) for text in said} & cached
+    monkeypatch.undo()
+    with Memory.open(b) as memory:  # the embedder is back: the cold tier resumes
+        hits = memory.search("ben zebra", k=5)["hits"]
+        assert [h["session"] for h in hits] == ["b1"]
