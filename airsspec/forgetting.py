@@ -38,6 +38,7 @@ import getpass
 import logging
 import os
 import shutil
+import threading
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from airsspec.memory import Memory
 
 logger = logging.getLogger(__name__)
+_following = threading.local()  # the memories this thread is following forgets for
 
 
 @dataclass
@@ -334,7 +336,20 @@ def follow(memory: Memory, *, fresh: bool = False) -> list[str]:
     """Apply here the ``forgotten`` events another machine appended since this one last looked
     (see the module); returns the sessions dropped and folded again. One ``stat`` when the
     workspace log has not grown; ``fresh`` first brings a bucket's copy of it up to date (a
-    request), as a registration of documents needs."""
+    request), as a registration of documents needs. The refold after each event runs
+    ``project``, whose own ``follow`` returns at once: the events are taken one after another,
+    never one inside the refold of the other (hundreds would pass the recursion limit)."""
+    active = _following.__dict__.setdefault("memories", set())
+    if id(memory) in active:
+        return []
+    active.add(id(memory))
+    try:
+        return _follow(memory, fresh)
+    finally:
+        active.discard(id(memory))
+
+
+def _follow(memory: Memory, fresh: bool) -> list[str]:
     from eventlog.layout import session_path
 
     if fresh:
@@ -349,7 +364,7 @@ def follow(memory: Memory, *, fresh: bool = False) -> list[str]:
     followed: list[str] = []
     try:
         for located in _read_from(memory, mark, mark["seq"] + 1):
-            # (a fold below runs ``follow`` too, and may have followed later events already)
+            # (another thread or process may have followed it meanwhile)
             if located.record.type == "forgotten" and _read_mark(memory)["offset"] < located.end:
                 followed += _follow_one(memory, located)
             mark = {"seq": located.record.seq, "offset": located.end}

@@ -655,3 +655,39 @@ def test_a_machine_whose_embedder_cannot_run_still_follows_a_forget_into_its_col
     with Memory.open(b) as memory:  # the embedder is back: the cold tier resumes
         hits = memory.search("ben zebra", k=5)["hits"]
         assert [h["session"] for h in hits] == ["b1"]
+
+
+def test_following_many_forget_events_takes_them_one_after_another_not_nested(
+    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine that missed many forgets (offline a while, or its mark lost) follows each
+    from the same depth: the refold after one does not follow the next inside it (some 200
+    events nested past Python's recursion limit: RecursionError on every read), and
+    ``follow`` names every session it dropped."""
+    import inspect
+
+    import airsspec.forgetting
+
+    _workspace(tmp_path, "user")
+    users = [f"u{i}" for i in range(6)]
+    with Memory.open(tmp_path) as memory:
+        for user in users:
+            memory.scoped(user=user).append(f"s-{user}", {"type": "user", "content": "CANARY"})
+        memory.project()
+        for user in users:
+            memory.forget(user=user)
+        memory.workspace.layout.forgotten_path.unlink()  # as a machine that never looked
+
+        depths = []
+        follow_one = airsspec.forgetting._follow_one
+
+        def measured(memory: Memory, located: object) -> list[str]:
+            depths.append(len(inspect.stack(0)))
+            return follow_one(memory, located)
+
+        monkeypatch.setattr(airsspec.forgetting, "_follow_one", measured)
+        followed = airsspec.forgetting.follow(memory)
+        assert len(depths) == len(users)
+        assert len(set(depths)) == 1, depths
+        assert {f"s-{user}" for user in users} <= set(followed)
+        assert airsspec.forgetting.follow(memory) == []
