@@ -82,6 +82,9 @@ class BucketKeyStore:
     is kept ``recheck`` seconds before the bucket is asked again (a GET per record would cost
     more than the sealing)."""
 
+    # Its object-store client runs a runtime of its own that a forked worker must not inherit.
+    forkable = False
+
     def __init__(self, store: Any, recheck: float = 1.0) -> None:
         self.store = store
         self.recheck = recheck

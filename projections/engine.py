@@ -126,6 +126,13 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _keys_forkable(log: Any) -> bool:
+    """Whether a forked worker may open the log's sealed records: not through a key store
+    whose client a forked process must not inherit (one on a bucket)."""
+    sealer = getattr(log, "sealer", None)
+    return sealer is None or getattr(sealer.keys, "forkable", True)
+
+
 def _fold_in_worker(sessions: list[str]) -> list[tuple[str, SessionOutcome, Checkpoint | None]]:
     assert _FORKED is not None
     runner, projector, stop_at = _FORKED
@@ -284,6 +291,7 @@ class Runner:
         forkable = (
             projector.parallel
             and projector.state_store.forkable
+            and _keys_forkable(self.log)
             and not FORK_UNSAFE_MODULES & sys.modules.keys()
         )
         if self.jobs == 1 or len(sessions) < 2 or not forkable:

@@ -376,3 +376,42 @@ def test_following_an_idle_bucket_costs_one_listing_a_round(
     assert cached("s3") == 1, "a round that saw no head move fetched nothing"
     follow_once()  # the fourth round since the first: a full one
     assert cached("s3") == 2
+
+
+def test_a_rebuild_in_several_jobs_over_keys_on_the_bucket_completes(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    """With the data keys on the bucket, a fold in forked workers would open sealed records
+    through the bucket's client, whose runtime a forked process must not inherit (the workers
+    crashed or hung: the command segfaulted or never ended). Such a fold runs in the process
+    itself; the command ends 0 and leaves no worker behind."""
+    import subprocess
+
+    from airsspec import Memory
+    from tests.conftest import children, wait_for
+
+    (tmp_path / "airsspec.toml").write_text(
+        f'[storage]\nurl = "{bucket_url}"\nendpoint = "{moto_endpoint}"\nregion = "us-east-1"\n'
+        'access_key_id = "testing"\nsecret_access_key = "testing"\n'
+        '[privacy]\nencrypt = "user"\n'
+    )
+    env = {**os.environ, "AIRSSPEC_COLD_EMBEDDER": "hash"}
+    with Memory.open(tmp_path) as memory:
+        for user in ("ana", "ben", "cat"):
+            memory.scoped(user=user).append(f"s-{user}", {"type": "user", "content": "hello"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "airsspec", "rebuild", "--projection", "warm", "--jobs", "2"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        started = children(proc.pid)
+        proc.kill()
+        _, err = proc.communicate()
+        assert wait_for(lambda: not any(Path(f"/proc/{c}").exists() for c in started), 10)
+        pytest.fail("the rebuild never ended")
+    assert proc.returncode == 0, err.decode()[-2000:]
