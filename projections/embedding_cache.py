@@ -11,6 +11,7 @@ Each vector embedded for a session's record is also listed under that session (`
 forgetting a session can remove its vectors by name once its texts can no longer be read (a
 machine that follows a ``forget`` run elsewhere has no key left to hash them with). A cache
 made before that list existed has vectors of unknown owners: ``discard_sessions`` empties it.
+Neither discard can search a damaged cache or a copy set aside: they are removed whole.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -67,6 +70,7 @@ class CachedEmbedder:
                 "vector BLOB, PRIMARY KEY (model, text_sha256)) WITHOUT ROWID"
             )
             with db:
+                db.execute("BEGIN IMMEDIATE")  # one process at a time looks, and decides
                 if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'owners'").fetchone():
                     db.execute(
                         "CREATE TABLE owners (session TEXT, text_sha256 TEXT, "
@@ -100,9 +104,28 @@ class CachedEmbedder:
 
     def discard(self, text_hashes: set[str]) -> int:
         """Remove the vectors of these texts (by SHA-256, every model) and vacuum the file,
-        so no page of it still holds them (forgetting); returns how many were removed."""
-        if not text_hashes or not self.path.exists():
+        so no page of it still holds them (forgetting); returns how many were removed. A
+        damaged cache, and the copies set aside earlier, cannot be searched: they go whole."""
+        if not text_hashes:
             return 0
+        return self._discarding(self._discard, text_hashes)
+
+    def _discarding(self, discard: Callable[[Any], int], what: Any) -> int:
+        for copy in self.path.parent.glob(f"{self.path.name}*.corrupt-*"):
+            copy.unlink(missing_ok=True)  # set aside by ``embed``: vectors of unknown owners
+        if not self.path.exists():
+            return 0
+        try:
+            return discard(what)
+        except sqlite3.DatabaseError as exc:
+            self._raise_if_refused(exc)
+            self.close()
+            for suffix in ("", "-wal", "-shm"):
+                self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+            logger.warning("the embedding cache %s was damaged (%s); removed", self.path, exc)
+            return 0
+
+    def _discard(self, text_hashes: set[str]) -> int:
         db = self._connect()
         removed = 0
         keys = sorted(text_hashes)
@@ -120,9 +143,12 @@ class CachedEmbedder:
         """Remove the vectors of every text embedded for ``sessions`` (a text another session
         shares goes too: it is embedded again when next needed) and vacuum the file; a cache
         holding vectors of unknown owners (made before they were listed) is emptied whole.
-        Returns how many vectors were removed."""
-        if not sessions or not self.path.exists():
+        Returns how many vectors were removed. A damaged cache goes whole (``discard``)."""
+        if not sessions:
             return 0
+        return self._discarding(self._discard_sessions, sessions)
+
+    def _discard_sessions(self, sessions: list[str]) -> int:
         db = self._connect()
         with db:
             if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'unowned'").fetchone():

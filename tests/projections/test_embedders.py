@@ -122,3 +122,65 @@ def test_discarding_sessions_removes_their_vectors_only_and_an_unowned_cache_goe
     assert reopened.discard_sessions(["ana-1"]) == len(TEXTS) + 1  # unknown owners: all
     reopened.embed(TEXTS[:1], ["ben"])
     assert reopened.discard_sessions(["ana-1"]) == 0  # listed from now on
+
+
+def test_discarding_from_a_damaged_cache_removes_it_and_every_copy_set_aside(
+    tmp_path: Path,
+) -> None:
+    """Forgetting cannot search a damaged cache for a session's vectors: the cache goes
+    whole (it is a cache), and so do copies set aside earlier (they hold vectors of owners
+    nobody can name), rather than failing every ``project`` that follows a forget."""
+    path = tmp_path / "cache.sqlite"
+    for discard in (
+        lambda c: c.discard_sessions(["ana"]),
+        lambda c: c.discard({"0" * 64}),
+    ):
+        cache = CachedEmbedder(HashEmbedder(32), path)
+        cache.embed(TEXTS, ["ana"] * len(TEXTS))
+        cache.close()
+        path.write_bytes(b"not a database" * 300)  # embed sets it aside, then starts afresh
+        cache = CachedEmbedder(HashEmbedder(32), path)
+        cache.embed(TEXTS[:1], ["ana"])
+        cache.close()
+        assert list(tmp_path.glob("cache.sqlite.corrupt-*"))
+        path.write_bytes(b"not a database" * 300)
+        discard(CachedEmbedder(HashEmbedder(32), path))
+        assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_cache_opened_by_two_processes_at_once_is_never_set_aside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes opening a cache that has no owners table yet (new, or made before it):
+    the second to create it must not take the table the first made for damage (setting the
+    cache aside under the first, whose WAL goes with it)."""
+    import sqlite3
+
+    path = tmp_path / "cache.sqlite"
+    connect = sqlite3.connect
+    raced = []
+
+    class Racing(sqlite3.Connection):
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+            cursor = super().execute(sql, *args)
+            if "name = 'owners'" in sql and not raced:  # the other process, right after
+                raced.append(True)
+                other = connect(path, timeout=0.1)
+                try:
+                    other.execute(
+                        "CREATE TABLE IF NOT EXISTS owners (session TEXT, text_sha256 TEXT, "
+                        "PRIMARY KEY (session, text_sha256)) WITHOUT ROWID"
+                    )
+                    other.commit()
+                except sqlite3.OperationalError:  # "database is locked": this one decides
+                    pass
+                finally:
+                    other.close()
+            return cursor
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: connect(*a, **k, factory=Racing))
+    cache = CachedEmbedder(HashEmbedder(32), path)
+    cache.embed(TEXTS, ["ana"] * len(TEXTS))
+    assert raced
+    assert not list(tmp_path.glob("*.corrupt-*"))
+    assert cache.discard_sessions(["ana"]) == len(TEXTS)
