@@ -583,6 +583,7 @@ class ColdCheckpoints(FileStateStore[ColdState]):
             )
             for (i, _), vector in zip(embedded, found, strict=True):
                 vectors[i] = vector
+        self._check_lease()  # embedding takes a while: the lease may have been lost meanwhile
         self.table.add(units, vectors, contexts)
 
     def _check_lease(self) -> None:
