@@ -34,6 +34,7 @@ subject is read again. The machine that ran ``forget`` marks its own event follo
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import logging
 import os
@@ -42,6 +43,7 @@ import threading
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -397,10 +399,14 @@ def _follow_one(memory: Memory, located: Any) -> list[str]:
     sessions = sorted({*record.sessions, MEMORY_SESSION})
     owners = list(sessions)
     if record.subject == "user":
-        owners += [f"src:{path}" for path in owned_sources(memory.workspace.log, record.name)]
-        folder = memory.workspace.sources_dir / USERS_FOLDER / record.name
-        if folder.is_dir() and not folder.is_symlink():
-            shutil.rmtree(folder)
+        owned = owned_sources(memory.workspace.log, record.name)
+        owners += [f"src:{path}" for path in owned]
+        since = {  # registered after the forget, and present (not its removal, recorded then)
+            path
+            for path, event in owned.items()
+            if event.seq > record.seq and event.sha256 is not None
+        }
+        _remove_documents(memory.workspace.sources_dir, USERS_FOLDER, record.name, since)
     _drop(memory, sessions, cold, always=False)
     if cold is not None:
         cold.embedder.discard_sessions(owners)
@@ -410,6 +416,31 @@ def _follow_one(memory: Memory, located: Any) -> list[str]:
     _mark_followed(memory, located)
     _purge(memory, sessions, cold)
     return sessions
+
+
+def _remove_documents(sources: Path, users: str, user: str, since: set[str]) -> None:
+    """Remove ``user``'s folder under ``sources/`` as ``forget`` did where it ran, but for
+    the documents registered after its event (``since``: added since, not forgotten; a
+    follow run again, its mark lost, must not take them)."""
+    folder = sources / users / user
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    if not since:
+        shutil.rmtree(folder)
+        return
+    for parent, folders, files in os.walk(folder, topdown=False):  # never through a link
+        here = Path(parent)
+        for name in files:
+            if (here / name).relative_to(sources).as_posix() not in since:
+                (here / name).unlink()
+        for name in folders:
+            if (here / name).is_symlink():
+                (here / name).unlink()
+            else:
+                with contextlib.suppress(OSError):  # one that keeps a document stays
+                    (here / name).rmdir()
+    with contextlib.suppress(OSError):
+        folder.rmdir()
 
 
 def _read_mark(memory: Memory) -> dict[str, int]:

@@ -691,3 +691,32 @@ def test_following_many_forget_events_takes_them_one_after_another_not_nested(
         assert len(set(depths)) == 1, depths
         assert {f"s-{user}" for user in users} <= set(followed)
         assert airsspec.forgetting.follow(memory) == []
+
+
+def test_following_a_forget_again_keeps_the_documents_the_user_added_since(
+    tmp_path: Path, env: None
+) -> None:
+    """A machine that follows a forget again (its mark lost or damaged: ``state/`` is
+    disposable) removes what the forget covered, not a document of the same user
+    registered after it: that one is new, and its file under ``sources/`` may be the only
+    copy."""
+    from airsspec.forgetting import follow
+
+    _workspace(tmp_path, "user")
+    folder = tmp_path / ".airsspec" / "sources" / "users" / "ana"
+    folder.mkdir(parents=True)
+    (folder / "old.md").write_text("# Old\n\nCANARY the vault sits in eu-west.\n")
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "CANARY vault"})
+        memory.project()
+        memory.forget(user="ana")
+        assert not folder.exists()
+        (folder / "notes").mkdir(parents=True)
+        (folder / "notes" / "new.md").write_text("# New\n\nwritten after the forget\n")
+        memory.project()  # registered
+        memory.workspace.layout.forgotten_path.unlink()
+        assert "a1" in follow(memory)
+        assert (folder / "notes" / "new.md").read_text() == "# New\n\nwritten after the forget\n"
+        hits = memory.search("written after the forget", k=3)["hits"]
+        assert hits and hits[0]["source"] == "users/ana/notes/new.md"
+    assert _files_holding(tmp_path, b"CANARY") == []
