@@ -79,42 +79,12 @@ def test_a_real_mcp_client_calls_every_tool_over_stdio(tmp_path: Path) -> None:
 def test_requests_piped_in_are_all_answered_though_the_input_ends_at_once(tmp_path: Path) -> None:
     """A script pipes its requests and closes the input: every request is still answered,
     the slow ones (a query catching the cold tier up) included, then the server exits 0."""
-    import json
-    import subprocess
-
-    init_workspace(tmp_path)
-    events = [{"type": "user", "content": f"note {i} on the token bucket"} for i in range(300)]
     calls = [
-        ("append", {"session": "s1", "events": events}),
-        ("query_memory", {"query": "token bucket", "k": 3}),
-        ("sessions", {}),
-        ("nope", {}),  # an unknown tool: answered with an error
+        _call(4, "sessions", {}),
+        _call(5, "nope", {}),  # an unknown tool: answered with an error
     ]
-    messages = [
-        MCP_INITIALIZE,
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        *(
-            {
-                "jsonrpc": "2.0",
-                "id": i,
-                "method": "tools/call",
-                "params": {"name": n, "arguments": a},
-            }
-            for i, (n, a) in enumerate(calls, start=2)
-        ),
-    ]
-    done = subprocess.run(
-        [sys.executable, "-m", "airsspec", "mcp"],
-        cwd=tmp_path,
-        input=b"".join(json.dumps(m).encode() + b"\n" for m in messages),  # then EOF
-        capture_output=True,
-        env={**os.environ, "AIRSSPEC_COLD_EMBEDDER": "hash"},
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    answers = {a["id"]: a for a in map(json.loads, done.stdout.splitlines())}
-    assert sorted(answers) == [1, 2, 3, 4, 5], done.stdout
+    answers = {a["id"]: a for a in _pipe(tmp_path, [*_slow_query(tmp_path, 3), *calls])}
+    assert sorted(answers) == [2, 3, 4, 5], answers
     hits = answers[3]["result"]["structuredContent"]["hits"]
     assert hits and "token bucket" in hits[0]["text"]
     assert answers[5]["result"]["isError"] is True
@@ -174,34 +144,29 @@ def _call(request_id: object, name: str, arguments: dict) -> dict:
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
+def _slow_query(workspace: Path, request_id: object) -> list[dict]:
+    """An append of 300 messages (id 2), then a ``query_memory`` (``request_id``) that runs a
+    while: it catches the cold tier up first."""
+    init_workspace(workspace)
+    events = [{"type": "user", "content": f"note {i} on the token bucket"} for i in range(300)]
+    return [
+        _call(2, "append", {"session": "s1", "events": events}),
+        _call(request_id, "query_memory", {"query": "token bucket"}),
+    ]
+
+
 def test_a_request_cancelled_by_its_id_written_as_a_string_is_not_awaited(tmp_path: Path) -> None:
     """The SDK takes ``"3"`` and ``3`` for one id: cancelling request 3 as ``"3"`` cancels it
     (it is never answered), and the end of the input does not wait for it."""
-    init_workspace(tmp_path)
-    events = [{"type": "user", "content": f"note {i} on the token bucket"} for i in range(300)]
-    answers = _pipe(
-        tmp_path,
-        [
-            _call(2, "append", {"session": "s1", "events": events}),
-            _call(3, "query_memory", {"query": "token bucket"}),  # catches the cold tier up
-            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "3"}},
-        ],
-    )
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "3"}}
+    answers = _pipe(tmp_path, [*_slow_query(tmp_path, 3), cancel])
     assert [a["id"] for a in answers] == [2]
 
 
 def test_two_requests_with_one_id_are_both_answered_though_the_input_ends(tmp_path: Path) -> None:
     """A client reusing an id while its first request runs gets both answers: the first one
     written does not count for the other, still running when the input ends."""
-    init_workspace(tmp_path)
-    events = [{"type": "user", "content": f"note {i} on the token bucket"} for i in range(300)]
-    answers = _pipe(
-        tmp_path,
-        [
-            _call(2, "append", {"session": "s1", "events": events}),
-            _call(5, "query_memory", {"query": "token bucket"}),  # catches the cold tier up
-            {"jsonrpc": "2.0", "id": 5, "method": "ping"},
-        ],
-    )
+    ping = {"jsonrpc": "2.0", "id": 5, "method": "ping"}
+    answers = _pipe(tmp_path, [*_slow_query(tmp_path, 5), ping])
     assert sorted(str(a["id"]) for a in answers) == ["2", "5", "5"], answers
     assert any("hits" in a.get("result", {}).get("structuredContent", {}) for a in answers)
