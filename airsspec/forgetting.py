@@ -409,7 +409,7 @@ def _follow_one(memory: Memory, located: Any) -> list[str]:
         _remove_documents(memory.workspace.sources_dir, USERS_FOLDER, record.name, since)
     _drop(memory, sessions, cold, always=False)
     if cold is not None:
-        cold.embedder.discard_sessions(owners)
+        cold.embedder.discard_owners(owners)
     else:  # as ``forget`` does: the cold files here (checkpoints, the cache) go whole
         _drop_cold(memory)
     shutil.rmtree(memory.workspace.state_dir / "tmp" / "duckdb", ignore_errors=True)

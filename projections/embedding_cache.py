@@ -7,10 +7,11 @@ aside as ``*.corrupt-<time>`` with a warning and started afresh. SQLite in WAL m
 processes may share it; the model id names the exact model files, so vectors of another model
 are never returned.
 
-Each vector embedded for a session's record is also listed under that session (``owners``), so
-forgetting a session can remove its vectors by name once its texts can no longer be read (a
-machine that follows a ``forget`` run elsewhere has no key left to hash them with). A cache
-made before that list existed has vectors of unknown owners: ``discard_sessions`` empties it.
+Each vector is also listed under its owners (``owners``): the session whose record it was
+embedded for, or ``src:PATH`` for a document. Forgetting can then remove vectors by owner once
+their texts can no longer be read (a machine that follows a ``forget`` run elsewhere has no key
+left to hash them with). A cache made before that list existed has vectors of unknown owners:
+``discard_owners`` empties it.
 Neither discard can search a damaged cache or a copy set aside: they are removed whole.
 """
 
@@ -87,17 +88,17 @@ class CachedEmbedder:
             self._db.close()
             self._db = None
 
-    def embed(self, texts: list[str], sessions: list[str] | None = None) -> np.ndarray:
+    def embed(self, texts: list[str], owners: list[str] | None = None) -> np.ndarray:
         """Vectors of ``texts``, from the cache where it has them (a damaged cache is set
-        aside and rebuilt, never fatal); ``sessions[i]`` names the session ``texts[i]`` was
-        read from (``discard_sessions``)."""
+        aside and rebuilt, never fatal); ``owners[i]`` owns ``texts[i]``: the session it was
+        read from, or ``src:PATH`` (``discard_owners``)."""
         try:
-            return self._embed(texts, sessions)
+            return self._embed(texts, owners)
         except (sqlite3.DatabaseError, ValueError) as exc:
             self._raise_if_refused(exc)
             self._set_aside(exc)
         try:
-            return self._embed(texts, sessions)
+            return self._embed(texts, owners)
         except sqlite3.DatabaseError as exc:
             self._raise_if_refused(exc)
             raise
@@ -139,16 +140,16 @@ class CachedEmbedder:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return removed
 
-    def discard_sessions(self, sessions: list[str]) -> int:
-        """Remove the vectors of every text embedded for ``sessions`` (a text another session
+    def discard_owners(self, owners: list[str]) -> int:
+        """Remove the vectors of every text these ``owners`` own (a text another owner
         shares goes too: it is embedded again when next needed) and vacuum the file; a cache
         holding vectors of unknown owners (made before they were listed) is emptied whole.
         Returns how many vectors were removed. A damaged cache goes whole (``discard``)."""
-        if not sessions:
+        if not owners:
             return 0
-        return self._discarding(self._discard_sessions, sessions)
+        return self._discarding(self._discard_owners, owners)
 
-    def _discard_sessions(self, sessions: list[str]) -> int:
+    def _discard_owners(self, owners: list[str]) -> int:
         db = self._connect()
         with db:
             if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'unowned'").fetchone():
@@ -157,8 +158,8 @@ class CachedEmbedder:
                 db.execute("DROP TABLE unowned")
             else:
                 removed = 0
-                for start in range(0, len(sessions), _LOOKUP_CHUNK):
-                    chunk = sessions[start : start + _LOOKUP_CHUNK]
+                for start in range(0, len(owners), _LOOKUP_CHUNK):
+                    chunk = owners[start : start + _LOOKUP_CHUNK]
                     marks = ",".join("?" * len(chunk))
                     removed += db.execute(
                         "DELETE FROM embeddings WHERE text_sha256 IN (SELECT text_sha256 FROM "
@@ -190,7 +191,7 @@ class CachedEmbedder:
             exc,
         )
 
-    def _embed(self, texts: list[str], sessions: list[str] | None) -> np.ndarray:
+    def _embed(self, texts: list[str], owners: list[str] | None) -> np.ndarray:
         keys = [text_sha256(t) for t in texts]
         db = self._connect()
         found: dict[str, np.ndarray] = {}
@@ -227,11 +228,11 @@ class CachedEmbedder:
                     ],
                 )
             found.update(zip(missing, vectors, strict=True))
-        if sessions is not None:
+        if owners is not None:
             with db:
                 db.executemany(
                     "INSERT OR IGNORE INTO owners VALUES (?, ?)",
-                    set(zip(sessions, keys, strict=True)),
+                    set(zip(owners, keys, strict=True)),
                 )
         self.stats.hits += len(keys) - len(missing)
         self.stats.misses += len(missing)

@@ -102,7 +102,7 @@ def test_discarding_sessions_removes_their_vectors_only_and_an_unowned_cache_goe
     cache = CachedEmbedder(HashEmbedder(32), path)
     cache.embed(TEXTS[:2], ["ana-1", "ana-2"])
     cache.embed(TEXTS[2:], ["ben"] * (len(TEXTS) - 2))
-    assert cache.discard_sessions(["ana-1", "ana-2"]) == 2
+    assert cache.discard_owners(["ana-1", "ana-2"]) == 2
     cache.stats.misses = 0
     cache.embed(TEXTS[2:])
     assert cache.stats.misses == 0, "another session's vectors went too"
@@ -119,9 +119,9 @@ def test_discarding_sessions_removes_their_vectors_only_and_an_unowned_cache_goe
         db.execute("INSERT INTO embeddings VALUES ('m', 'h', x'00')")
     reopened = CachedEmbedder(HashEmbedder(32), legacy)
     reopened.embed(TEXTS, ["ben"] * len(TEXTS))
-    assert reopened.discard_sessions(["ana-1"]) == len(TEXTS) + 1  # unknown owners: all
+    assert reopened.discard_owners(["ana-1"]) == len(TEXTS) + 1  # unknown owners: all
     reopened.embed(TEXTS[:1], ["ben"])
-    assert reopened.discard_sessions(["ana-1"]) == 0  # listed from now on
+    assert reopened.discard_owners(["ana-1"]) == 0  # listed from now on
 
 
 def test_discarding_from_a_damaged_cache_removes_it_and_every_copy_set_aside(
@@ -132,7 +132,7 @@ def test_discarding_from_a_damaged_cache_removes_it_and_every_copy_set_aside(
     nobody can name), rather than failing every ``project`` that follows a forget."""
     path = tmp_path / "cache.sqlite"
     for discard in (
-        lambda c: c.discard_sessions(["ana"]),
+        lambda c: c.discard_owners(["ana"]),
         lambda c: c.discard({"0" * 64}),
     ):
         cache = CachedEmbedder(HashEmbedder(32), path)
@@ -183,4 +183,4 @@ def test_a_cache_opened_by_two_processes_at_once_is_never_set_aside(
     cache.embed(TEXTS, ["ana"] * len(TEXTS))
     assert raced
     assert not list(tmp_path.glob("*.corrupt-*"))
-    assert cache.discard_sessions(["ana"]) == len(TEXTS)
+    assert cache.discard_owners(["ana"]) == len(TEXTS)
