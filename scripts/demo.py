@@ -94,6 +94,68 @@ async def mcp_demo(target: Path) -> None:
             print(f"  {hit['score']:.3f}  {hit['session']} #{hit['seq_from']}  {hit['text'][:90]}")
 
 
+def holding(root: Path, needle: bytes) -> list[str]:
+    """The files under ``root`` whose bytes hold ``needle`` (what ``grep -rl`` finds)."""
+    return sorted(
+        str(f.relative_to(root))
+        for f in root.rglob("*")
+        if f.is_file() and needle in f.read_bytes()
+    )
+
+
+def forget_demo(root: Path) -> None:
+    """Two users' memories in one encrypted workspace; one user is forgotten everywhere."""
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    run(root, "init", ".")
+    with (root / "airsspec.toml").open("a") as config:
+        config.write('\n[privacy]\nencrypt = "user"\n')
+    print('(airsspec.toml: [privacy] encrypt = "user": each user\'s records under their own key)')
+    for user, text in (("ana", "My card ends 4242, CANARY-ANA"), ("ben", "Ship the API on Monday")):
+        run(root, "session", "start", f"{user}-1", "--user", user)
+        run(root, "append", f"{user}-1", stdin=json.dumps({"type": "user", "content": text}))
+    run(root, "project")
+    print("files holding CANARY-ANA (grep -rl):", *holding(root, b"CANARY-ANA"), sep="\n  ")
+    run(root, "forget", "--user", "ana", "--by", "dpo")
+    print(f"files holding CANARY-ANA now: {len(holding(root, b'CANARY-ANA'))}")
+    run(root, "replay", "ana-1")
+    run(root, "search", "when does the API ship?", "-k", "1")
+    run(root, "verify")
+
+
+def bucket_demo(root: Path) -> None:
+    """Two machines (each its own folder and cache) share one log on an S3 bucket (a local
+    moto server stands in for S3)."""
+    try:
+        from bench.storage import KEYS, moto_server, new_bucket
+    except ImportError as exc:  # moto is in the [s3] and [dev] extras
+        print(f"(skipped: {exc}; pip install '.[s3]')")
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    with moto_server() as (endpoint, _):
+        url = new_bucket(endpoint)
+        storage = (
+            f'[storage]\nurl = "{url}"\nendpoint = "{endpoint}"\nregion = "{KEYS["region"]}"\n'
+            f'access_key_id = "{KEYS["access_key_id"]}"\n'
+            f'secret_access_key = "{KEYS["secret_access_key"]}"\n'
+        )
+        machines = {name: root / name for name in ("laptop", "ci-runner")}
+        for folder in machines.values():
+            folder.mkdir(parents=True)
+            (folder / "airsspec.toml").write_text(storage)
+        print(f"(both airsspec.toml files: [storage] url = {url!r}, endpoint = {endpoint!r})")
+        laptop, runner = machines.values()
+        line = '{"type": "user", "content": "Pin the parser to v2 in CI."}'
+        print("-- on the laptop --")
+        run(laptop, "append", "shared-plan", stdin=line)
+        print("-- on the CI runner: the same log, read from the bucket --")
+        run(runner, "replay", "shared-plan")
+        run(runner, "append", "shared-plan", stdin='{"type": "assistant", "content": "Pinned."}')
+        print("-- back on the laptop: one chain, both writers, verified --")
+        run(laptop, "verify", "shared-plan")
+        run(laptop, "search", "parser version in CI", "-k", "1")
+
+
 def cold_rows(target: Path) -> list[dict]:
     """Every row of the cold tier (vectors included), in unit order."""
     with Workspace.open(config=target / "airsspec.toml") as ws:
@@ -471,6 +533,12 @@ def main() -> None:
 
     print("\n== 17. One warm process: airsspec serve for agents, hooks and people ==")
     serve_demo(target)
+
+    print("\n== 18. Forget a user: every copy under the workspace goes, the log still verifies ==")
+    forget_demo(target.parent / "demo-private")
+
+    print("\n== 19. Beyond one machine: two machines share one log on an S3 bucket ==")
+    bucket_demo(target.parent / "demo-bucket")
     print(f"\nDemo workspace: {target} (delete it at will; the example stays untouched)")
 
 
