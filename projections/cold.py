@@ -546,18 +546,21 @@ class ColdCheckpoints(FileStateStore[ColdState]):
 
     @override
     def save(self, session: str, state: ColdState, checkpoint: Checkpoint) -> None:
-        self._check_lease()
+        vectors = self._vectors(state.units)
+        self._check_lease()  # after the embedding (it takes a while), right before the writes
         if not state.clean:
             self.table.delete(f"session = {quote(session)} AND record_seq > {state.base_seq}")
-        self._add(state.units, state.contexts)
+        self.table.add(state.units, vectors, state.contexts)
         for event in state.sources.values():  # replayed after a crash: delete first
-            self.table.delete(f"source = {quote(event.path)}")
             text = None
             if event.sha256 is not None and self.cold.sources_dir is not None:
                 text = read_source(self.cold.sources_dir, event.path, event.sha256)
-            if text is not None:
-                units = source_units(event, text)
-                self._add(units, [""] * len(units))
+            units = [] if text is None else source_units(event, text)
+            vectors = self._vectors(units)
+            self._check_lease()
+            self.table.delete(f"source = {quote(event.path)}")
+            if units:
+                self.table.add(units, vectors, [""] * len(units))
         if self.table.open() is None:
             self.table.create()  # an empty projection is still an output
         data = {
@@ -569,8 +572,8 @@ class ColdCheckpoints(FileStateStore[ColdState]):
         state.base_seq, state.units, state.contexts, state.clean = checkpoint.seq, [], [], True
         state.sources = {}
 
-    def _add(self, units: list[Unit], contexts: list[str]) -> None:
-        """Embed what the policy says (identical texts once) and write the rows."""
+    def _vectors(self, units: list[Unit]) -> list[np.ndarray | None]:
+        """Each unit's vector where the policy embeds it (identical texts once), else None."""
         embedded = [
             (i, text)
             for i, unit in enumerate(units)
@@ -583,8 +586,7 @@ class ColdCheckpoints(FileStateStore[ColdState]):
             )
             for (i, _), vector in zip(embedded, found, strict=True):
                 vectors[i] = vector
-        self._check_lease()  # embedding takes a while: the lease may have been lost meanwhile
-        self.table.add(units, vectors, contexts)
+        return vectors
 
     def _check_lease(self) -> None:
         """Before each write to a table on a bucket: stop (``LeaseLostError``) once another
