@@ -24,18 +24,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import print_table
-from bench.storage import KEYS, moto_server, new_bucket
+from bench.storage import moto_server, new_bucket, storage_section
 
 TIERS = ("hot", "tokens", "learnings")
 
 
 def _config(root: Path, url: str, endpoint: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "airsspec.toml").write_text(
-        f'[storage]\nurl = "{url}"\nendpoint = "{endpoint}"\nregion = "{KEYS["region"]}"\n'
-        f'access_key_id = "{KEYS["access_key_id"]}"\n'
-        f'secret_access_key = "{KEYS["secret_access_key"]}"\n'
-    )
+    (root / "airsspec.toml").write_text(storage_section(url, endpoint))
     return root / "airsspec.toml"
 
 

@@ -97,6 +97,16 @@ def serve_moto(port: int) -> None:
     run_simple("127.0.0.1", port, serialized, threaded=True, request_handler=MotoRequestHandler)
 
 
+def storage_section(url: str, endpoint: str) -> str:
+    """The ``[storage]`` section of an ``airsspec.toml`` naming bucket ``url`` on the moto
+    server at ``endpoint``."""
+    return (
+        f'[storage]\nurl = "{url}"\nendpoint = "{endpoint}"\nregion = "{KEYS["region"]}"\n'
+        f'access_key_id = "{KEYS["access_key_id"]}"\n'
+        f'secret_access_key = "{KEYS["secret_access_key"]}"\n'
+    )
+
+
 def new_bucket(endpoint: str) -> str:
     """Create an empty bucket; its url (with a prefix)."""
     name = f"b-{uuid.uuid4().hex[:12]}"

@@ -127,18 +127,14 @@ def bucket_demo(root: Path) -> None:
     """Two machines (each its own folder and cache) share one log on an S3 bucket (a local
     moto server stands in for S3)."""
     try:
-        from bench.storage import KEYS, moto_server, new_bucket
+        from bench.storage import moto_server, new_bucket, storage_section
     except ImportError as exc:  # moto is in the [s3] and [dev] extras
         print(f"(skipped: {exc}; pip install '.[s3]')")
         return
     shutil.rmtree(root, ignore_errors=True)
     with moto_server() as (endpoint, _):
         url = new_bucket(endpoint)
-        storage = (
-            f'[storage]\nurl = "{url}"\nendpoint = "{endpoint}"\nregion = "{KEYS["region"]}"\n'
-            f'access_key_id = "{KEYS["access_key_id"]}"\n'
-            f'secret_access_key = "{KEYS["secret_access_key"]}"\n'
-        )
+        storage = storage_section(url, endpoint)
         machines = {name: root / name for name in ("laptop", "ci-runner")}
         for folder in machines.values():
             folder.mkdir(parents=True)

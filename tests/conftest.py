@@ -173,14 +173,10 @@ def moto_endpoint():
 def bucket_config(root: Path, url: str | None, endpoint: str, text: str = "") -> Path:
     """``root/airsspec.toml`` holding ``text`` and, with ``url``, a ``[storage]`` section naming
     the moto bucket ``url`` at ``endpoint`` (without: the workspace's own folder)."""
-    from bench.storage import KEYS
+    from bench.storage import storage_section
 
     if url is not None:
-        text += (
-            f'[storage]\nurl = "{url}"\nendpoint = "{endpoint}"\nregion = "{KEYS["region"]}"\n'
-            f'access_key_id = "{KEYS["access_key_id"]}"\n'
-            f'secret_access_key = "{KEYS["secret_access_key"]}"\n'
-        )
+        text += storage_section(url, endpoint)
     root.mkdir(parents=True, exist_ok=True)
     (root / "airsspec.toml").write_text(text)
     return root / "airsspec.toml"
