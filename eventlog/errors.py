@@ -243,6 +243,11 @@ class TokenError(BadInputError, ValueError):
     """A token request that cannot be done (bad user name, unknown id, damaged file)."""
 
 
+class InvalidNameError(BadInputError, ValueError):
+    """A user, agent or project name that breaks the rule of ``eventlog.names`` (a path, a
+    separator, a control character, upper case, not NFC, too long): refused where it enters."""
+
+
 class BadRequestError(BadInputError, ValueError):
     """A request the HTTP API cannot read (not JSON, not an object)."""
 

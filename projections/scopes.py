@@ -27,8 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-SHARED = "*"
-"""A recorded scope value that every reader's value matches (shared on purpose)."""
+from eventlog.names import SHARED, check_name, check_scope_value
+
+__all__ = ["ENV_NAMES", "SHARED", "Scope", "check_name", "learning_visible"]
 
 ENV_NAMES = {"user": "AIRSSPEC_USER", "agent": "AIRSSPEC_AGENT", "project": "AIRSSPEC_PROJECT"}
 """The environment variables that give the CLI's and the MCP server's default scope."""
@@ -41,6 +42,14 @@ class Scope:
     user: str | None = None
     agent: str | None = None
     project: str | None = None
+
+    def __post_init__(self) -> None:
+        # identities are checked where a scope is made (``eventlog.names``): a flag, the
+        # environment, a header, a token and a record read back all become a Scope here
+        for name in ("user", "agent", "project"):
+            value = getattr(self, name)
+            if value is not None:
+                check_scope_value(value, name)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -58,7 +67,11 @@ class Scope:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Scope:
         """The scope the environment names (``ENV_NAMES``; empty values are not a scope)."""
         env = os.environ if env is None else env
-        return cls(**{name: env.get(var) or None for name, var in ENV_NAMES.items()})
+        values = {name: env.get(var) or None for name, var in ENV_NAMES.items()}
+        for name, value in values.items():
+            if value is not None:
+                check_name(value, ENV_NAMES[name])
+        return cls(**values)
 
     @property
     def named(self) -> bool:

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
+
+from eventlog.names import check_name, check_scope_value
 
 
 class Category(StrEnum):
@@ -139,7 +141,14 @@ interaction, what the user says about themself or the project's ground rules: ke
 LearningScope = Literal["session", "project", "global"]
 LearningSource = Literal["extractive", "anthropic", "user"]
 
-_ScopeValue = Annotated[str, Field(min_length=1, max_length=200)]
+
+def _optional_name(value: str | None, info: ValidationInfo) -> str | None:
+    return None if value is None else check_name(value, info.field_name or "user")
+
+
+_ScopeValue = Annotated[
+    str, AfterValidator(lambda v, info: check_scope_value(v, info.field_name)), Field(min_length=1)
+]  # a name (``eventlog.names``) or SHARED
 _Scope = Annotated[_ScopeValue | None, OMIT_NONE]
 
 
@@ -287,7 +296,7 @@ class _SourceIndexed(BaseModel):
     size: int | None = Field(default=None, ge=0)  # None: the file was removed
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     # the owner of a document under sources/users/USER/ (forget --user removes it)
-    user: str | None = Field(default=None, min_length=1, max_length=200)
+    user: Annotated[str | None, AfterValidator(_optional_name)] = None
 
 
 @event_type("forgotten", Category.MEMORY, writer="privacy API")
