@@ -301,7 +301,7 @@ def assess(
     housekeeping: list[dict[str, Any]] = []
     for state in states:
         owner = Scope.of(state.info.get("owner"))
-        if state.session != MEMORY_SESSION and state.info and scope.matches(owner):
+        if state.session != MEMORY_SESSION and state.info and scope.reads(owner):
             result.sessions[state.session] = {
                 **state.info,
                 "files_changed": list(state.files_changed),

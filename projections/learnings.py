@@ -36,6 +36,7 @@ from eventlog.schema import (
     PhaseChangedRecord,
     Record,
     RestoredRecord,
+    SessionAssignedRecord,
     SessionEndedRecord,
     SessionStartedRecord,
 )
@@ -43,7 +44,9 @@ from projections.fold import Projector
 from projections.scopes import Scope
 from projections.state_store import JsonStore, StateStore
 
-STATE_VERSION = 2  # 2: the session's owner scope (``info["owner"]``) and each learning's
+# 3: an assignment (``session_assigned``) replaces the session's owner, and a learning keeps only
+# the owner recorded with it (else its session's, when read); 2: owners (``info["owner"]``)
+STATE_VERSION = 3
 # Tools whose parameters name a file they change (Claude Code's, OpenHands', and plain names).
 EDIT_TOOLS = frozenset(
     {"Edit", "MultiEdit", "Write", "NotebookEdit", "str_replace_editor", "edit_file", "write_file"}
@@ -97,6 +100,8 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
         if record.phase is not None:
             info["phase"] = record.phase
             info.setdefault("phases", []).append({"phase": record.phase, "ts": record.ts})
+    elif isinstance(record, SessionAssignedRecord):
+        info["owner"] = Scope.of(record.__dict__).to_fields()
     elif isinstance(record, PhaseChangedRecord):
         info["phase"] = record.phase
         info.setdefault("phases", []).append({"phase": record.phase, "ts": record.ts})
@@ -115,7 +120,9 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
                 "session": record.session,
                 "seq": record.seq,
                 "ts": record.ts,
-                "owner": Scope.of(record.__dict__).to_fields() or info.get("owner") or {},
+                # recorded with the learning, else its session's owner when it is read (an
+                # assignment moves a session's learnings with it)
+                "owner": Scope.of(record.__dict__).to_fields(),
             }
         )
     elif isinstance(record, ExtractedRecord):

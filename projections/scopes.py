@@ -10,13 +10,15 @@ field the reader names must be the owner's value of that field, or the owner's f
 ``SHARED`` (``"*"``: recorded on purpose as shared with every reader). A field the reader leaves
 out is not a restriction. So:
 
-- the unscoped reader (no field named) sees every session, owned or not (the workspace owner's
-  view, and the behaviour of a workspace that never names a scope);
-- a scoped reader sees only sessions owned by its values (or shared), never unowned ones: data
-  written before scopes existed, or without one, is nobody's, so no user is shown it.
+- the unscoped reader (no field named) is an admin: it reads and writes every session;
+- a scoped reader reads sessions owned by its values (or shared) and the team's: a session whose
+  owner names no user (written by the CLI, the hooks or ``Memory`` without a user) belongs to
+  the workspace's project, so every user of it reads it (``Scope.reads``); it writes only to
+  sessions its values own (``Scope.matches`` on a named owner). An admin gives a session to a
+  user with a ``session_assigned`` event (``airsspec session assign``), which makes it private.
 
 Learnings follow their session's owner (a learning added outside any session records the scope
-of the memory that added it). A learning a user adds with ``scope="global"`` is shared with
+of the memory that added it). A learning an admin adds with ``scope="global"`` is shared with
 every reader on purpose; an inferred one never is, whatever scope the extractor gave it.
 """
 
@@ -90,6 +92,18 @@ class Scope:
                 return False
         return True
 
+    def reads(self, owner: Scope) -> bool:
+        """Whether a reader with this scope may read what ``owner`` owns: the read rule of
+        the access gate. A field the owner names must be this reader's value (or SHARED); a
+        field the owner leaves out is the team's: a session or learning no user owns belongs
+        to the workspace's project and every reader of it may read it. Writing keeps the
+        stricter ``matches``: only an unscoped memory (an admin) writes to what no user owns."""
+        for name in self.names():
+            wanted, have = getattr(self, name), getattr(owner, name)
+            if wanted is not None and have is not None and have not in (wanted, SHARED):
+                return False
+        return True
+
     def within(self, owner: Scope) -> Scope:
         """This reader's scope narrowed to a session's owner: the fields this one leaves out
         are the owner's. A context built for a user's session is that user's, whoever asks."""
@@ -105,7 +119,8 @@ class Scope:
 
 def learning_visible(reader: Scope, owner: Scope, item: Mapping[str, Any]) -> bool:
     """Whether a learning (a fold item: ``scope``, ``source``) owned by ``owner`` reaches
-    ``reader``: the reader may see its owner, or a user shared it with ``scope="global"``."""
+    ``reader``: the reader may read its owner's (``Scope.reads``), or an admin shared it
+    with ``scope="global"``."""
     if item.get("scope") == "global" and item.get("source") == "user":
         return True
-    return reader.matches(owner)
+    return reader.reads(owner)

@@ -1,4 +1,4 @@
-"""A session's lifecycle: ``airsspec session start|phase|end|show``.
+"""A session's lifecycle: ``airsspec session start|phase|end|assign|show``.
 
 Each action is a parser of its own: the owner options go with ``start`` only, ``--status`` with
 ``end`` only, so any other pairing is a usage error (exit 2) before the workspace is opened.
@@ -68,6 +68,24 @@ def cmd_session_end(args: argparse.Namespace) -> int:
     with open_memory(args) as memory:
         record = memory.sessions.end(args.session, status=args.status)
     return _done(args, record, f"ended {args.session} (#{record.seq}) with status {args.status}")
+
+
+@command(
+    "session assign",
+    _SESSION,
+    arg("--user", required=True, help="the user it is given to"),
+    arg("--agent", help="its agent (default: none)"),
+    arg("--project", help="its project (default: none)"),
+)
+def cmd_session_assign(args: argparse.Namespace) -> int:
+    """Give a session to a user (admins only: run without AIRSSPEC_USER). From then on it is
+    that user's: other users no longer read it (a session no user owns is the team's). The
+    change is an event of the session's log (session_assigned); the log keeps who owned it."""
+    owner = {"user": args.user, "agent": args.agent, "project": args.project}
+    with open_memory(args) as memory:
+        record = memory.sessions.assign(args.session, **owner)
+    owned = Scope.of(record.__dict__)
+    return _done(args, record, f"assigned {args.session} (#{record.seq}) to {owned}")
 
 
 @command("session show", _SESSION)

@@ -79,8 +79,12 @@ def _builder(memory: Memory) -> ContextBuilder:
 
 def _record_access(memory: Memory, session: str, given: dict[str, bool], query: str | None) -> None:
     """Record what a context build gave ``session`` (the access count of each learning, and
-    which matched its task or query: a cold one that matched becomes warm)."""
+    which matched its task or query: a cold one that matched becomes warm), with the
+    reader's scope; a read-only reader records nothing (``memory.scopes``)."""
+    if not memory.scopes.records_access():
+        return
     event = {
+        **memory.scope.to_fields(),
         "type": "memory_accessed",
         "learning_ids": sorted(given),
         "matched": sorted(i for i, matched in given.items() if matched),

@@ -74,21 +74,29 @@ class Memory:
     read and written as ``scope`` (see the module)."""
 
     def __init__(
-        self, workspace: Workspace, scope: Scope | None = None, summarizer: Summarizer | None = None
+        self,
+        workspace: Workspace,
+        scope: Scope | None = None,
+        summarizer: Summarizer | None = None,
+        *,
+        read_only: bool = False,
     ) -> None:
         self.workspace = workspace
         self.scope = scope or Scope()
+        self.read_only = read_only  # a read-only principal: no write, no access record
         self._summarizer = summarizer  # the compactor's, over [compactor] summarizer
         self._policies: dict[str, Compactor | Extractor] = {}
-        self._owners_seen: dict[str, Scope] = {}
+        self._owners_seen: dict[str, tuple[Scope, int]] = {}  # session -> (owner, at head)
         self._owns_workspace = True
         self.scopes = Scopes(self)
         self.sessions = Sessions(self)
         self.learnings = Learnings(self)
 
-    def _view(self, scope: Scope) -> Memory:
-        """This memory's workspace, resources and caches, read and written as ``scope``."""
-        view = type(self)(self.workspace, scope, self._summarizer)
+    def _view(self, scope: Scope, *, read_only: bool = False) -> Memory:
+        """This memory's workspace, resources and caches, read and written as ``scope``
+        (read-only when this memory is, or ``read_only``)."""
+        read_only = self.read_only or read_only
+        view = type(self)(self.workspace, scope, self._summarizer, read_only=read_only)
         view._policies, view._owners_seen = self._policies, self._owners_seen
         view._owns_workspace = False
         return view
@@ -226,10 +234,16 @@ class Memory:
         return self.workspace.token_counter()
 
     def scoped(
-        self, user: str | None = None, agent: str | None = None, project: str | None = None
+        self,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        *,
+        read_only: bool = False,
     ) -> Memory:
-        """A view of this memory read and written as the scope named (``scopes.view``)."""
-        return self.scopes.view(user, agent, project)
+        """A view of this memory read and written as the scope named (``scopes.view``);
+        ``read_only``: a view that writes nothing (``memory.scopes``)."""
+        return self.scopes.view(user, agent, project, read_only=read_only)
 
     # ------------------------------------------------------------------ the log
 
@@ -266,7 +280,7 @@ class Memory:
             except SessionExistsError:  # another writer created it first: is it ours?
                 self.scopes.guard(session, writing=True)
                 return self._then_hot(session, list(log.append_many(session, bodies)), project)
-            self._owners_seen[session] = self.scope
+            self._owners_seen[session] = (self.scope, records[-1].seq)
             return self._then_hot(session, records[len(opening) :], project)
         return self._then_hot(session, list(log.append_many(session, events)), project)
 
@@ -284,6 +298,7 @@ class Memory:
 
     def _system_append(self, session: str, events: list[dict[str, Any]]) -> list[Record]:
         """Append derived or lifecycle events (system types), then fold hot and learnings."""
+        self.scopes.writable()
         records = list(self.workspace.log.append_many(session, events, system=True))
         self.project(("hot", "learnings"), sessions=[session], warn=False)
         return records
@@ -301,7 +316,7 @@ class Memory:
         """``session`` if it names a session of this workspace that this memory's scope may
         read; else ``InvalidSessionIdError``, ``NoSuchSessionError`` or ``ScopeError``."""
         if not self.has_session(session):
-            raise NoSuchSessionError(f"no session {session!r} in {self.workspace.log_dir}")
+            raise NoSuchSessionError(f"no session {session!r} in this workspace")
         self.scopes.guard(session)
         return session
 

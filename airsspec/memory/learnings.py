@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airsspec.errors import LearningError
+from airsspec.errors import LearningError, ScopeError
 from eventlog.bound import Bound
 from eventlog.ids import parse_ts, utc_now
 from eventlog.schema import MEMORY_SESSION
@@ -95,8 +95,10 @@ class Learnings:
             raise LearningError(f"no learning {learning_id!r} (see airsspec learnings list)")
         if reader is not None:
             memory.check_session(reader)
+        if reader is not None and memory.scopes.records_access():
             memory._memory_event(
                 {
+                    **memory.scope.to_fields(),
                     "type": "memory_accessed",
                     "learning_ids": [found.id],
                     "purpose": "recall",
@@ -106,8 +108,10 @@ class Learnings:
             found = self.list(reader=reader).by_id(found.id) or found
         return found
 
-    def _owners(self) -> dict[str, Scope]:
-        """Who owns each learning: the scope recorded with it, else its session's owner."""
+    def owners(self) -> dict[str, Scope]:
+        """Who owns each learning (by id): the scope recorded with it, else its session's
+        owner (the learnings projection as it stands)."""
+        self._memory.project(("learnings",), warn=False)
         (projector,) = self._memory.workspace.projectors(("learnings",))
         owners: dict[str, Scope] = {}
         for state in projector.states():
@@ -119,7 +123,7 @@ class Learnings:
     def _changeable(self, learning_id: str, doing: str) -> Assessed:
         """The learning ``learning_id`` names, if this memory's scope may change it."""
         found = self.get(learning_id)
-        owner = self._owners().get(found.id, Scope())
+        owner = self.owners().get(found.id, Scope())
         self._memory.scopes.guard_learning(found, owner, doing)
         return found
 
@@ -137,6 +141,11 @@ class Learnings:
         memory = self._memory
         if not text.strip():
             raise LearningError("a learning needs some text")
+        if scope == "global" and not memory.scopes.admin:
+            raise ScopeError(
+                f"a global learning reaches every user: only an admin adds one "
+                f"(a memory scoped to {memory.scope} cannot)"
+            )
         if session is not None:
             memory.check_session(session)
         from compactor.extractor import learning_id
@@ -212,7 +221,7 @@ class Learnings:
         scope = self._memory.scope
         if not scope.named:
             return lambda _: True
-        owners = self._owners()
+        owners = self.owners()
         return lambda i: (owner := owners.get(i, Scope())).named and scope.matches(owner)
 
     def archive(

@@ -22,6 +22,7 @@ from airsspec.errors import (
     VerifyFailedError,
 )
 from eventlog.bound import Bound
+from eventlog.schema import MEMORY_SESSION
 
 if TYPE_CHECKING:
     from airsspec.memory.core import Memory
@@ -91,10 +92,15 @@ def replay(
 def _replayed(
     memory: Memory, session: str, from_seq: int, bound: Bound | None, raw: bool
 ) -> Iterator[Any]:
+    gate = memory.scopes
+    # the workspace's own log reaches a user as its filtered view (``Scopes.reads_record``)
+    owners = memory.learnings.owners() if session == MEMORY_SESSION and not gate.admin else None
     for located in memory.workspace.log.read(session, from_seq=from_seq):
         record = located.record
         if bound is not None and bound.passed(record):
             return
+        if owners is not None and not gate.reads_record(record, owners):
+            continue
         yield (record, located.raw) if raw else record
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from airsspec.errors import InvalidQueryError, ScopeError, field_of
+from airsspec.errors import InvalidQueryError, NoSuchSessionError, field_of
 from eventlog.bound import Bound
 from projections.memory_tool import QueryMemoryInput
 from projections.scopes import Scope
@@ -60,8 +60,8 @@ def query_memory(
     scope = memory.scopes.narrowed(scope)
     if chosen.session is not None:
         memory.check_session(chosen.session)
-        if scope.named and not scope.matches(memory.scopes.owner(chosen.session)):
-            raise ScopeError(f"session {chosen.session!r} is outside the scope {scope}")
+        if not scope.reads(memory.scopes.owner(chosen.session)):  # a narrower scope asked
+            raise NoSuchSessionError(f"no session {chosen.session!r} in this workspace")
     since, until = Bound.time(chosen.since, "since"), Bound.time(chosen.until, "until")
     if fresh:
         memory.project(("cold",))

@@ -86,7 +86,7 @@ class Sessions:
                     f"a memory scoped to {memory.scope} cannot start a session as {name}={value}"
                 )
         if memory.has_session(session):
-            memory.check_session(session)
+            memory.scopes.guard(session, writing=True)
             recorded = memory.scopes.owner(session)
             if recorded.named and owner.named and not owner.matches(recorded):
                 raise ScopeError(f"session {session!r} is owned by {recorded}")
@@ -98,10 +98,36 @@ class Sessions:
         }
         return memory._system_append(session, [event])[0]
 
+    def assign(
+        self,
+        session: str,
+        *,
+        user: str,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> Record:
+        """Give ``session`` to a new owner (``user``, and ``agent``/``project`` when named):
+        a ``session_assigned`` event in its log, so the change is recorded, never made in
+        place. Only an admin (an unscoped memory) assigns (``ScopeError`` otherwise)."""
+        memory = self._memory
+        owner = Scope(user, agent, project)
+        if not owner.user:
+            raise LearningError("assign: name the user the session is given to")
+        if not memory.scopes.admin:
+            raise ScopeError(
+                f"only an admin assigns sessions (not a memory scoped to {memory.scope})"
+            )
+        memory.check_session(session)
+        memory.scopes.guard(session, writing=True)
+        return memory._system_append(session, [{"type": "session_assigned", **owner.to_fields()}])[
+            0
+        ]
+
     def phase(self, session: str, phase: str) -> Record:
         """Move ``session`` to ``phase`` (one of the configured phases)."""
         memory = self._memory
         memory.check_session(session)
+        memory.scopes.guard(session, writing=True)
         event = {"type": "phase_changed", "phase": self._phase(phase)}
         return memory._system_append(session, [event])[0]
 
@@ -114,6 +140,7 @@ class Sessions:
 
         memory = self._memory
         memory.check_session(session)
+        memory.scopes.guard(session, writing=True)
         lock = memory.state_dir / "session-end.lock"
         with file_lock(lock, wait=True, holder="session end"):
             if once and self.info(session).get("ended") is not None:

@@ -64,14 +64,17 @@ class Served:
         return self.tokens.lookup(token)
 
     def view(self, principal: Principal) -> Any:
-        """The memory as ``principal`` may see it (``Memory.scoped`` to its scope)."""
-        scoped = getattr(self.memory, "scoped", None)
-        if scoped is None or not principal.scope:  # the owner's view: all of it
+        """The memory as ``principal`` may see and change it (``Memory.scoped`` to its scope,
+        read-only for a read-only token): the access gate (``memory.scopes``) decides the rest."""
+        if not principal.scope and not principal.read_only:  # an admin's view: all of it
             return self.memory
         # Kept for the next request of the same scope, but not every scope ever asked for:
         # the agent and project headers are the caller's to choose.
-        view = self._views.pop(principal.scope, None) or scoped(**dict(principal.scope))
-        self._views[principal.scope] = view
+        key = (principal.scope, principal.read_only)
+        view = self._views.pop(key, None) or self.memory.scoped(
+            **dict(principal.scope), read_only=principal.read_only
+        )
+        self._views[key] = view
         while len(self._views) > MAX_VIEWS:
             self._views.popitem(last=False)
         return view

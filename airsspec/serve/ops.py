@@ -200,6 +200,16 @@ def end_session(
     return _record(memory.sessions.end(session, status=status))
 
 
+def assign_session(
+    memory: Any,
+    session: Session,
+    user: Annotated[str, Field(min_length=1, max_length=128, description="the new owner")],
+) -> dict[str, Any] | None:
+    """Give a session to a user (admins only): other users no longer read it. The change is
+    recorded in the session's log."""
+    return _record(memory.sessions.assign(session, user=user))
+
+
 def compact(
     memory: Any,
     session: Session,
@@ -299,6 +309,7 @@ OPS: tuple[Op, ...] = (
     Op(start_session, False, "POST", "/sessions/{session}/start"),
     Op(set_phase, False, "POST", "/sessions/{session}/phase"),
     Op(end_session, False, "POST", "/sessions/{session}/end"),
+    Op(assign_session, False, "POST", "/sessions/{session}/assign"),
     Op(compact, False, "POST", "/sessions/{session}/compact"),
     Op(verify, True, "POST", "/verify"),
     Op(health, True, "GET", "/status"),

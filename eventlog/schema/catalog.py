@@ -231,6 +231,14 @@ class _SessionStarted(_ScopeFields):
     phase: str | None = None
 
 
+@event_type("session_assigned", Category.MEMORY, writer="session API")
+class _SessionAssigned(_ScopeFields):
+    """An admin gave the session to a new owner (``airsspec session assign``): from this
+    record on, the session is the named scope's, whoever owned it before."""
+
+    by: str | None = None  # the admin who asked, when known
+
+
 @event_type("session_ended", Category.MEMORY, writer="session API")
 class _SessionEnded(BaseModel):
     status: str = Field(min_length=1, max_length=200)
@@ -271,7 +279,7 @@ class _LearningFeedback(BaseModel):
 
 
 @event_type("memory_accessed", Category.MEMORY, writer="context builder")
-class _MemoryAccessed(BaseModel):
+class _MemoryAccessed(_ScopeFields):  # the scope fields: who read (left out for an admin)
     learning_ids: list[str]  # what was returned
     matched: list[str] = Field(default_factory=list)  # those that matched the task or query
     purpose: Literal["context", "recall"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
+from airsspec.errors import LearningError
 from airsspec.memory import (
     AsyncMemory,
     Memory,
@@ -63,7 +64,7 @@ def test_async_twins_run_services_and_read_iterators_to_the_end(tmp_path: Path) 
     replayed, task, seen_by_alice = asyncio.run(run())
     assert [r.type for r in replayed] == ["session_started", "user"]
     assert task == "quokka census"
-    assert seen_by_alice == []  # an AsyncMemory view, narrowed
+    assert [s.session for s in seen_by_alice] == ["s1"]  # an AsyncMemory view: the team's
 
 
 def test_append_projects_the_hot_window_unless_asked_not_to(memory: Memory) -> None:
@@ -106,9 +107,9 @@ def test_query_memory_takes_the_tool_declaration_or_its_fields(memory: Memory) -
 
 
 def _guarded(memory: Memory) -> tuple[str, str]:
-    """A global learning nobody owns and one bob shares with everyone: alice sees both."""
+    """A global learning an admin added (nobody owns it; alice reads it) and bob's own."""
     unowned = memory.learnings.add("tabs, not spaces", scope="global").learning_id
-    bobs = memory.scoped(user="bob").learnings.add("bob: always squash", scope="global")
+    bobs = memory.scoped(user="bob").learnings.add("bob: always squash", scope="project")
     return unowned, bobs.learning_id
 
 
@@ -116,14 +117,14 @@ def test_a_scoped_memory_cannot_change_a_learning_outside_its_scope(memory: Memo
     unowned, bobs = _guarded(memory)
     alice = memory.scoped(user="alice")
     seen = {a.id for a in alice.learnings.list().learnings}
-    assert {unowned, bobs} <= seen  # reading a shared learning is allowed
+    assert unowned in seen and bobs not in seen  # reading a shared learning is allowed
     for learning in (unowned, bobs):
         for change in (
             lambda i=learning: alice.learnings.confirm(i),
             lambda i=learning: alice.learnings.reject(i, reason="not mine"),
             lambda i=learning: alice.learnings.restore(i),
         ):
-            with pytest.raises(ScopeError, match="cannot"):
+            with pytest.raises((ScopeError, LearningError)):  # bob's: as if none
                 change()
     assert alice.learnings.archive("0d") == []
     assert alice.learnings.gc() == {}
@@ -149,7 +150,8 @@ def test_the_http_api_refuses_a_verdict_on_a_learning_outside_the_callers_scope(
             answer = http.post(
                 "/v1/learnings/feedback", json={"learning_id": learning, "verdict": "rejected"}
             )
-            assert answer.status_code == 403, answer.text
+            assert answer.status_code in (400, 403), answer.text
+            assert "bob" not in answer.text
     assert memory.learnings.get(bobs).status == "active"
 
 
