@@ -94,15 +94,13 @@ class Scope:
 
     def reads(self, owner: Scope) -> bool:
         """Whether a reader with this scope may read what ``owner`` owns: the read rule of
-        the access gate. A field the owner names must be this reader's value (or SHARED); a
-        field the owner leaves out is the team's: a session or learning no user owns belongs
-        to the workspace's project and every reader of it may read it. Writing keeps the
-        stricter ``matches``: only an unscoped memory (an admin) writes to what no user owns."""
-        for name in self.names():
-            wanted, have = getattr(self, name), getattr(owner, name)
-            if wanted is not None and have is not None and have not in (wanted, SHARED):
-                return False
-        return True
+        the access gate. What this scope ``matches``, and the team's: what no user owns (a
+        session written without a user belongs to the workspace's project), when the other
+        fields this reader names (an agent, a project it narrows to) match. Writing keeps the
+        stricter ``matches``: only an unscoped memory (an admin) writes what no user owns."""
+        if self.matches(owner):
+            return True
+        return owner.user is None and Scope(None, self.agent, self.project).matches(owner)
 
     def within(self, owner: Scope) -> Scope:
         """This reader's scope narrowed to a session's owner: the fields this one leaves out

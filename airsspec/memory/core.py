@@ -412,12 +412,14 @@ class Memory:
         (then as last saved); in a folder written by ``rebuild(as_of=...)``, which holds
         projections without a log, as saved there. ``NoSuchSessionError`` when there is none;
         ``CorruptLogError`` naming file and line when its log cannot be read."""
-        if not self.has_session(session) or not fresh:
+        logged = self.has_session(session)
+        if logged:
+            self.check_session(session)  # the gate, whether fresh or as last saved
+        if not logged or not fresh:
             window = self.workspace.load_hot(session)
             if window is None:
-                raise NoSuchSessionError(f"no session {session!r} in {self.workspace.log_dir}")
+                raise NoSuchSessionError(f"no session {session!r} in this workspace")
             return window
-        self.check_session(session)
         (report,) = self.project(("hot",), sessions=[session], warn=False)
         report.raise_failed()
         window = self.workspace.load_hot(session)

@@ -7,7 +7,8 @@ so no field is spelled twice. From one declaration come the HTTP request body (`
 model refusing unknown keys), its OpenAPI schema, and the MCP tool (name, description from the
 docstring, input schema, ``readOnlyHint``/``destructiveHint``). Validation of values the log
 itself checks (session ids, event fields) is left to ``Memory``, so its messages are the CLI's.
-Nothing here is ever destructive: every write appends to the log.
+Nothing here is ever destructive: every write appends to the log. Who may call an operation on
+what is decided by the memory each call is given (the access gate, ``memory.scopes``), never here.
 """
 
 from __future__ import annotations
@@ -246,12 +247,15 @@ def health(memory: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Op:
-    """One operation: its function, whether it writes, and where it lives in HTTP."""
+    """One operation: its function, whether it writes, and where it lives in HTTP.
+    ``records_access``: a read that appends a side record (``memory_accessed``: which
+    learnings it gave) for a read-write caller, and nothing for a read-only one."""
 
     fn: Callable[..., Any]
     read_only: bool
     method: str
     path: str
+    records_access: bool = False
 
     @property
     def name(self) -> str:
@@ -299,7 +303,7 @@ class Op:
 
 OPS: tuple[Op, ...] = (
     Op(append, False, "POST", "/sessions/{session}/events"),
-    Op(context, True, "POST", "/sessions/{session}/context"),
+    Op(context, True, "POST", "/sessions/{session}/context", records_access=True),
     Op(query_memory, True, "POST", "/search"),
     Op(sessions, True, "GET", "/sessions"),
     Op(replay, True, "POST", "/sessions/{session}/replay"),

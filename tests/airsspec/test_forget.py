@@ -16,7 +16,12 @@ from hypothesis import strategies as st
 
 from airsspec import Memory
 from eventlog.crypto import CONTENT_FIELDS, FORGOTTEN, FileKeyStore, Sealer, key_id
-from eventlog.errors import ForgetError, InvalidEventError, NothingToCompactError, ScopeError
+from eventlog.errors import (
+    ForgetError,
+    InvalidEventError,
+    NoSuchSessionError,
+    NothingToCompactError,
+)
 from eventlog.schema import input_bodies
 from tests.conftest import claude_transcript, init_workspace, run_cli, snapshot
 
@@ -249,7 +254,7 @@ def test_forgetting_one_session_keeps_the_others_of_its_owner(tmp_path: Path, en
         ana.append("a1", {"type": "user", "content": "CANARY first session"})
         ana.append("a2", {"type": "user", "content": "kept second session"})
         memory.project()
-        with pytest.raises(ScopeError):
+        with pytest.raises(NoSuchSessionError):  # ana's: as if there were none
             memory.scoped(user="ben").forget(session="a1")
         done = ana.forget(session="a1")
         assert done.sessions == ["a1"] and done.keys_destroyed == 1

@@ -55,6 +55,8 @@ def test_the_workspace_log_reaches_a_user_only_as_its_own_view(memory: Memory) -
     assert b"alice-learning" in seen and b"alice-query" in seen
     for theirs in (b"bob-learning", b"bob-query", b"bob-reason"):
         assert theirs not in seen
+    with pytest.raises(NoSuchSessionError):
+        alice.hot("b1", fresh=False)  # as last saved: the gate all the same
     kinds = {r.type for r in alice.replay(MEMORY_SESSION)}
     assert kinds == {"learning", "memory_accessed"}
 

@@ -14,7 +14,7 @@ import pytest
 
 from airsspec import Memory
 from eventlog.crypto import FORGOTTEN, FileKeyStore, key_id
-from eventlog.errors import KeyStoreError, ScopeError
+from eventlog.errors import KeyStoreError, NoSuchSessionError, ScopeError
 from eventlog.schema import MEMORY_SESSION
 from projections.scopes import Scope
 from tests.conftest import init_workspace, run_cli
@@ -192,7 +192,7 @@ def test_of_two_users_starting_one_session_at_once_only_the_first_writes_to_it(
             return found
 
         ana.scopes.opening = ben_gets_in_between.__get__(ana.scopes)  # type: ignore[method-assign]
-        with pytest.raises(ScopeError):
+        with pytest.raises(NoSuchSessionError):  # ben's: as if there were none
             ana.append("race", {"type": "user", "content": "ana was here"})
         said = [r.content for r in first.replay("race") if r.type == "user"]
         assert said == ["ben was here"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from airsspec.memory import Memory
-from eventlog.errors import ScopeError
+from eventlog.errors import NoSuchSessionError
 from tests.conftest import claude_transcript, init_workspace, snapshot
 
 
@@ -35,8 +35,8 @@ def test_an_import_into_another_users_session_is_refused_and_writes_nothing(
     with Memory.open(tmp_path / "ws", user="bob") as bob:
         try:
             bob.import_transcripts("claude-code", [source])
-        except ScopeError as exc:
-            assert "alice" in str(exc)
+        except NoSuchSessionError as exc:  # alice's: answered as missing, her name unsaid
+            assert "alice" not in str(exc)
         else:
             raise AssertionError("bob imported into alice's session")
     assert snapshot(tmp_path / "ws" / "contexts") == {

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airsspec import Memory
-from eventlog.errors import InvalidEventError, LearningError
+from eventlog.errors import InvalidEventError, LearningError, ScopeError
 from eventlog.schema import MEMORY_SESSION
 from tests.conftest import run_cli, snapshot
 
@@ -110,7 +110,7 @@ def test_housekeeping_changes_what_is_loaded_and_never_a_byte_of_any_log(
 
 
 def test_the_workspace_log_only_takes_airsspecs_own_events(memory: Memory) -> None:
-    with pytest.raises(InvalidEventError, match="own log"):
+    with pytest.raises(ScopeError, match="own log"):
         memory.append(MEMORY_SESSION, {"type": "user", "content": "hi"})
     with pytest.raises(InvalidEventError, match="written by airsspec itself"):
         memory.append(
