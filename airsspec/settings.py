@@ -129,8 +129,32 @@ class PrivacySettings(_Section):
 
     encrypt: EncryptMode = "off"
     # where data keys live (eventlog.keystores): "local" (state/keys/), "bucket" (the
-    # [storage] url's keys/), or "module:name" (a factory of a key store); default: beside the log
-    keys: str | None = Field(default=None, pattern=r"^(local|bucket|[\w.]+:\w+)$")
+    # [storage] url's keys/), or the name of a key store an installed distribution declares
+    # (entry point group airsspec.key_stores); default: beside the log
+    keys: str | None = None
+
+    @field_validator("keys")
+    @classmethod
+    def _named_key_store(cls, value: str | None) -> str | None:
+        # A name, never a module path: a repository's config choosing code to import would run
+        # that repository's code in every hook and command started in it.
+        if value is None or value in ("local", "bucket"):
+            return value
+        from eventlog.keystores import ENTRY_POINT_GROUP, key_store_names
+
+        known = key_store_names()
+        if ":" in value:
+            raise ValueError(
+                f"names code to import; name a key store instead: {', '.join(known)} (others "
+                f"are registered by an installed package under the entry point group "
+                f"{ENTRY_POINT_GROUP})"
+            )
+        if value not in known:
+            raise ValueError(
+                f"no key store named {value!r} is installed; known: {', '.join(known)} "
+                f"(entry point group {ENTRY_POINT_GROUP})"
+            )
+        return value
 
 
 class StorageSettings(_Section):

@@ -13,19 +13,29 @@ built in:
 - ``CallbackKeyStore``: a KMS behind one callable, ``callback(action, kid)`` with ``action`` one
   of ``get`` (the key, or None), ``create`` (the key, made when missing: two callers must get
   the same one) and ``destroy`` (whether it existed). ``Memory.open(..., keys=...)`` takes such a
-  callable or any object with the two calls; ``[privacy] keys = "module:name"`` names a
-  factory returning one.
+  callable or any object with the two calls.
+
+``[privacy] keys`` names a key store, never code: ``local``, ``bucket``, or the name of an
+entry point in the group ``airsspec.key_stores`` that an installed distribution declares
+(``[project.entry-points."airsspec.key_stores"] vault = "mycompany_kms:key_store"``): a
+factory called with no argument, returning a key store or a ``KeyCallback``.
 
 Invariants: a provider never hands out a key that is not 32 bytes (``KeyStoreError``); its
 failures are ``KeyStoreError`` (the caller can retry or fix access), never a third-party error.
+Configuration never imports code by a module path: a repository's ``airsspec.toml`` can only
+choose among the stores the installed environment offers, and the distributions are looked up
+on ``sys.path`` without the working directory (a cloned repository's folder cannot declare
+one).
 """
 
 from __future__ import annotations
 
-import importlib
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
+from importlib.metadata import EntryPoint, distributions
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,6 +45,12 @@ from eventlog.errors import KeyStoreError, StorageError
 KeyAction = Literal["get", "create", "destroy"]
 KeyCallback = Callable[[KeyAction, str], "bytes | bool | None"]
 """A KMS as one callable (see the module)."""
+
+ENTRY_POINT_GROUP = "airsspec.key_stores"
+"""The entry point group naming installed key stores (see the module)."""
+
+BUILT_IN = ("local", "bucket")
+"""The key stores every installation has."""
 
 KEYS_PREFIX = "keys"
 """The folder of key objects under a bucket's ``[storage] url``."""
@@ -153,24 +169,49 @@ def as_key_store(given: KeyStore | KeyCallback) -> KeyStore:
     raise KeyStoreError(f"{given!r} is neither a key store nor a key callback")
 
 
-def from_entry_point(spec: str) -> KeyStore:
-    """The key store ``[privacy] keys = "module:name"`` names: ``name`` in ``module`` is
-    called with no argument and returns a key store or a ``KeyCallback``."""
-    module, _, name = spec.partition(":")
+def _trusted_path() -> list[str]:
+    """``sys.path`` without the working directory (``""``, or the folder itself, as ``python
+    -m`` and ``-c`` put it first): where installed distributions are looked up."""
+    here = os.path.realpath(os.getcwd())
+    return [p for p in sys.path if p and os.path.realpath(p) != here]
+
+
+def installed_key_stores() -> dict[str, EntryPoint]:
+    """The key stores installed distributions declare (``ENTRY_POINT_GROUP``), by name; the
+    first one found on the trusted path wins, as for an import."""
+    found: dict[str, EntryPoint] = {}
+    for dist in distributions(path=_trusted_path()):
+        for point in dist.entry_points.select(group=ENTRY_POINT_GROUP):
+            found.setdefault(point.name, point)
+    return found
+
+
+def key_store_names() -> list[str]:
+    """Every name ``[privacy] keys`` accepts here: the built-in ones, then the installed ones."""
+    return [*BUILT_IN, *sorted(set(installed_key_stores()) - set(BUILT_IN))]
+
+
+def installed_key_store(name: str) -> KeyStore:
+    """The key store the installed entry point ``name`` makes (its factory called with no
+    argument); ``KeyStoreError`` when none is installed under that name, or it fails."""
+    point = installed_key_stores().get(name)
+    if point is None:
+        known = ", ".join(key_store_names())
+        raise KeyStoreError(f"[privacy] keys = {name!r}: no key store of that name; known: {known}")
     try:
-        factory = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise KeyStoreError(f"[privacy] keys = {spec!r}: cannot load it: {exc}") from exc
-    return as_key_store(factory())
+        made = point.load()()
+    except Exception as exc:  # a plugin's own failure, wrapped at the boundary
+        raise KeyStoreError(f"[privacy] keys = {name!r} ({point.value}): {exc}") from exc
+    return as_key_store(made)
 
 
 def open_key_store(
     spec: str | None, local: Path, bucket: Callable[[], Any] | None
 ) -> tuple[KeyStore, bool]:
     """The key store ``[privacy] keys`` names (``spec``): ``local`` (files under ``local``),
-    ``bucket`` (``bucket()`` gives the ObjectStore of ``[storage] url``), ``module:name``,
-    or None: beside the log (the bucket's when there is one). Also whether it is the local
-    folder (with encryption off and no folder, no key was ever made there)."""
+    ``bucket`` (``bucket()`` gives the ObjectStore of ``[storage] url``), an installed key
+    store's name, or None: beside the log (the bucket's when there is one). Also whether it is
+    the local folder (with encryption off and no folder, no key was ever made there)."""
     chosen = spec or ("bucket" if bucket is not None else "local")
     if chosen == "local":
         return FileKeyStore(local), True
@@ -178,4 +219,4 @@ def open_key_store(
         if bucket is None:
             raise KeyStoreError('[privacy] keys = "bucket" needs [storage] url')
         return BucketKeyStore(bucket()), False
-    return from_entry_point(chosen), False
+    return installed_key_store(chosen), False

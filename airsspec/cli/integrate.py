@@ -132,13 +132,16 @@ def _detached(args: argparse.Namespace, memory: Memory, config: Path | None) -> 
     import json
     import subprocess
 
+    from airsspec import hooks
+
     where = _global_options(args)
     if not where:
         where = ["-c", str(config)] if config is not None else ["-w", str(memory.root)]
     errors = memory.state_dir / "hook-jobs.log"
 
     def start(job: Job) -> None:
-        argv = [sys.executable, "-m", "airsspec", *where, "hook", "run-job"]
+        # runs in the workspace's folder: -P keeps it off sys.path (nothing imported from it)
+        argv = [*hooks.python_command(), "-m", "airsspec", *where, "hook", "run-job"]
         with errors.open("ab") as err:
             subprocess.Popen(
                 [*argv, "--job", json.dumps(job.to_json())],

@@ -51,11 +51,19 @@ def workspace_for(payload: dict[str, Any], default: Path) -> Path | None:
     return Memory.find_config(folder)
 
 
+def python_command() -> list[str]:
+    """This interpreter, started so that it never imports from its working directory (``-P``:
+    the folder ``-m`` would put first on ``sys.path`` is left off)."""
+    return [sys.executable, "-P"]
+
+
 def command(event: str, scope: str, before: Sequence[str] = (), after: Sequence[str] = ()) -> str:
     """The shell command an entry runs (``before``: global options, ``after``: the hook's).
-    A committed (project) file names no personal path: ``airsspec`` is found on PATH; the
-    other scopes run this interpreter."""
-    program = ["airsspec"] if scope == "project" else [sys.executable, "-m", "airsspec"]
+    A committed (project) file names no personal path: ``airsspec`` is found on PATH (a console
+    script: the project's folder is not on its ``sys.path``); the other scopes run this
+    interpreter with ``-P``, so the project the hook runs in (Claude Code's working directory,
+    any cloned repository) is never on ``sys.path``: nothing is imported from it."""
+    program = ["airsspec"] if scope == "project" else [*python_command(), "-m", "airsspec"]
     return f"{shlex.join([*program, *before, 'hook', event, *after])}  # {MARKER}"
 
 
@@ -89,6 +97,7 @@ __all__ = [
     "command",
     "entries",
     "handle",
+    "python_command",
     "read_input",
     "run_job",
     "settings_path",

@@ -440,7 +440,7 @@ KMS = DictKms()
 
 
 def kms_factory() -> DictKms:
-    """``[privacy] keys = "tests.airsspec.test_forget:kms_factory"``."""
+    """What an installed key store's entry point (``[privacy] keys = "kms"``) names."""
     return KMS
 
 
@@ -477,10 +477,19 @@ def test_a_kms_that_fails_or_gives_a_bad_key_is_a_key_store_error(
     assert _files_holding(tmp_path, b"never stored") == []
 
 
-def test_privacy_keys_names_a_key_store_factory_every_command_uses(tmp_path: Path) -> None:
+def test_privacy_keys_names_a_key_store_factory_every_command_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from importlib.metadata import EntryPoint, EntryPoints
+
+    import eventlog.keystores
+
+    point = EntryPoint("kms", f"{__name__}:kms_factory", eventlog.keystores.ENTRY_POINT_GROUP)
+    installed = type("Dist", (), {"entry_points": EntryPoints([point])})
+    monkeypatch.setattr(eventlog.keystores, "distributions", lambda path: [installed])
     _workspace(tmp_path, "session")
     with (tmp_path / "airsspec.toml").open("a") as f:
-        f.write('keys = "tests.airsspec.test_forget:kms_factory"\n')
+        f.write('keys = "kms"\n')
     KMS.keys.clear()
     with Memory.open(tmp_path) as memory:
         memory.append("s1", {"type": "user", "content": "sealed by the factory's kms"})
