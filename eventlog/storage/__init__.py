@@ -20,21 +20,41 @@ over any ``SessionStore``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from eventlog.heads import Head
 from eventlog.recovery import TailState
 
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's rule for bucket names
+_SEGMENT = re.compile(r"[A-Za-z0-9!_.*'()-]+")  # S3's safe characters for a key
+
 
 def parse_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/prefix`` as (bucket, prefix); ``ValueError`` naming what is wrong."""
+    """``s3://bucket/prefix`` as (bucket, prefix); ``ValueError`` naming what is wrong.
+
+    Only a plain bucket and prefix: a bucket named as S3 names them, and prefix segments of S3's
+    safe characters, none empty (one trailing ``/`` aside), ``.`` or ``..``. Every key the log
+    writes is derived under the prefix, so nothing in the url can point a key anywhere else (a
+    store would normalise ``..`` or refuse it halfway through a command)."""
     if not url.startswith("s3://"):
         raise ValueError(f"storage url {url!r}: use s3://bucket/prefix")
     bucket, _, prefix = url[5:].partition("/")
-    if not bucket:
-        raise ValueError(f"storage url {url!r}: no bucket")
-    return bucket, prefix.strip("/")
+    if not _BUCKET.fullmatch(bucket) or ".." in bucket:
+        raise ValueError(
+            f"storage url {url!r}: the bucket must be 3 to 63 lowercase letters, digits, '.' "
+            "or '-', starting and ending with a letter or digit, no '..'"
+        )
+    body = prefix.removesuffix("/")
+    segments = body.split("/") if prefix else []  # "s3://bucket//": one empty segment
+    for segment in segments:
+        if not _SEGMENT.fullmatch(segment) or segment in (".", ".."):
+            raise ValueError(
+                f"storage url {url!r}: the prefix must be segments of letters, digits and "
+                f"!_.*'()- (not empty, '.' or '..'); got {segment!r}"
+            )
+    return bucket, body
 
 
 @runtime_checkable
