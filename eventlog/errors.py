@@ -463,6 +463,8 @@ class StorageError(UnavailableError, EventLogError):
     """The store could not be reached or refused a request (network, permissions, bucket);
     nothing was acknowledged by the call that raised it."""
 
+    exit_code = EXIT_FAILED  # the machine failed (the input was fine), as for ClientError
+
 
 class ConditionalWritesError(StorageError):
     """The store does not enforce create-only writes (``If-None-Match: *``), so two writers
