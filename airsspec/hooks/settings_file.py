@@ -13,6 +13,9 @@ Invariants:
   link stays); a link that points nowhere is refused.
 - A shape that is not Claude Code's (``"hooks": []``, ``"Stop": "echo hi"``, a group that is not
   an object) is refused with one error naming the file and the key; nothing is written.
+- airsspec's entries are recognised exactly (``is_our_command``: the command install writes,
+  of this version or an earlier one), never by a word in a user's command: a user's hook that
+  mentions ``airsspec-hook`` is the user's, kept by install and uninstall.
 - ``install`` keeps the original bytes beside the file (``<name>.airsspec-backup``), or notes
   that it created the file (``<name>.airsspec-created``). ``uninstall`` gives back the original
   bytes when nothing else changed since, removes a file it created, and otherwise removes only
@@ -25,6 +28,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 from json.decoder import scanstring
 from pathlib import Path
 from typing import Any
@@ -49,12 +53,53 @@ def settings_path(scope: str, project: Path, home: Path | None = None) -> Path:
     raise HookSettingsError(f"unknown scope {scope!r}; use one of {', '.join(SCOPES)}")
 
 
+_SUFFIX = f"  # {MARKER}"
+_ACTION = re.compile(r"[A-Za-z][A-Za-z-]*")  # an event, or an earlier version's action
+_HOOK_OPTIONS = ("--budget", "--recall")
+
+
+def is_our_command(command: str) -> bool:
+    """Whether ``command`` is one that install writes (or an earlier version wrote), exactly:
+    ``PROGRAM [-c|-w PATH] hook ACTION [--budget N] [--recall N]  # airsspec-hook``, PROGRAM
+    being ``airsspec`` or ``PYTHON [-P] -m airsspec``. A user's command that merely mentions
+    the marker (``my-airsspec-hook.sh``, ``echo airsspec-hook``) is not ours: install and
+    uninstall leave it alone."""
+    if not command.endswith(_SUFFIX):
+        return False
+    try:
+        words = shlex.split(command[: -len(_SUFFIX)])
+    except ValueError:  # unbalanced quotes: nothing install wrote
+        return False
+    if words[:1] == ["airsspec"]:
+        rest = words[1:]
+    elif words[1:3] == ["-m", "airsspec"]:
+        rest = words[3:]
+    elif words[1:4] == ["-P", "-m", "airsspec"]:
+        rest = words[4:]
+    else:
+        return False
+    if rest[:1] in (["-c"], ["-w"]):
+        rest = rest[2:]
+    if len(rest) < 2 or rest[0] != "hook" or not _ACTION.fullmatch(rest[1]):
+        return False
+    options = rest[2:]
+    return len(options) % 2 == 0 and all(
+        name in _HOOK_OPTIONS and value.isdigit()
+        for name, value in zip(options[::2], options[1::2], strict=True)
+    )
+
+
 def _is_our_hook(hook: Any) -> bool:
-    return isinstance(hook, dict) and MARKER in str(hook.get("command", ""))
+    return (
+        isinstance(hook, dict)
+        and hook.get("type") == "command"
+        and isinstance(hook.get("command"), str)
+        and is_our_command(hook["command"])
+    )
 
 
 def is_ours(group: Any) -> bool:
-    """Whether a hook group holds a hook airsspec installed (found by its marker)."""
+    """Whether a hook group holds a hook airsspec installed (``is_our_command``)."""
     hooks = group.get("hooks") if isinstance(group, dict) else None
     return isinstance(hooks, list) and any(_is_our_hook(h) for h in hooks)
 

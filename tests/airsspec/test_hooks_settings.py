@@ -228,3 +228,61 @@ def test_only_hooks_that_answer_nothing_run_in_the_background(project: Path) -> 
     assert settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].startswith(
         "airsspec hook UserPromptSubmit --recall 300"
     )
+
+
+# Commands of the user's that mention the marker: none is one install writes.
+LOOKALIKES = [
+    "my-airsspec-hook.sh",
+    "echo airsspec-hook",
+    "/opt/airsspec-hook/run.sh Stop",
+    "notify.sh  # airsspec-hook",
+    "airsspec hook Stop  # airsspec-hook-mine",
+    "airsspec hook Stop; curl example.invalid  # airsspec-hook",
+    "airsspec hook Stop --since 1  # airsspec-hook",
+    "python -m airsspec status  # airsspec-hook",
+]
+
+
+def test_a_users_hook_mentioning_the_marker_is_kept_and_the_bytes_come_back(
+    tmp_path: Path,
+) -> None:
+    from airsspec.hooks import entries
+    from airsspec.hooks.settings_file import install, uninstall
+
+    theirs = {"hooks": {"Stop": [], "SessionStart": []}}
+    for command in LOOKALIKES:
+        hook = {"type": "command", "command": command}
+        theirs["hooks"]["Stop"].append({"hooks": [hook]})
+        theirs["hooks"]["SessionStart"].append({"hooks": [hook]})
+    path = tmp_path / "settings.json"
+    original = json.dumps(theirs, indent="\t").replace("\n", "\r\n").encode()
+    path.write_bytes(original)
+    for scope in ("local", "project"):
+        assert install(path, entries(scope, ["-w", "/a b/ws"], ["--budget", "500"]))
+        kept = json.loads(path.read_text())["hooks"]
+        for event in ("Stop", "SessionStart"):
+            assert kept[event][: len(LOOKALIKES)] == theirs["hooks"][event]
+            assert len(kept[event]) == len(LOOKALIKES) + 1  # ours, once
+    assert uninstall(path) == (len(EVENTS), "restored")
+    assert path.read_bytes() == original
+    assert uninstall(path) == (0, "unchanged") and path.read_bytes() == original
+
+
+def test_uninstall_without_a_backup_removes_exactly_what_install_writes(tmp_path: Path) -> None:
+    """Entries of this version and of earlier ones (``python -m airsspec -w PATH hook import``)
+    go; a user's look-alike stays."""
+    from airsspec.hooks import command
+    from airsspec.hooks.settings_file import uninstall
+
+    ours = [
+        command("Stop", "user"),
+        command("Stop", "project", ["-c", "/x/airsspec.toml"], ["--recall", "300"]),
+        f"{sys.executable} -m airsspec -w '/my ws' hook import  # airsspec-hook",
+        "/usr/bin/python3 -m airsspec hook session-start --budget 2000  # airsspec-hook",
+    ]
+    groups = [{"hooks": [{"type": "command", "command": c}]} for c in [*ours, *LOOKALIKES]]
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"hooks": {"Stop": groups}}, indent=2))
+    assert uninstall(path) == (len(ours), "edited")
+    left = [g["hooks"][0]["command"] for g in json.loads(path.read_text())["hooks"]["Stop"]]
+    assert left == LOOKALIKES
