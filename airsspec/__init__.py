@@ -29,6 +29,26 @@ __all__ = [
 ]
 
 
+def _drop_working_directory() -> None:
+    """``python -m airsspec`` puts the working directory first on ``sys.path`` and locates the
+    package with ``sys.argv[0]`` set to ``-m``: the folder is taken off then, before anything
+    else is imported, so a command run inside a cloned repository never imports its modules (an
+    ``eventlog.py`` or a ``pydantic.py`` of its own). The ``airsspec`` console script never has
+    it on its path; the installed hooks run ``python -P``, which keeps it off from the start
+    (the package itself included). A checkout run from its own folder keeps it: the package
+    came from there, so that folder is what runs anyway."""
+    import os
+    import sys
+
+    if sys.argv[:1] != ["-m"] or sys.flags.safe_path or not sys.path:
+        return
+    here = os.path.realpath(os.getcwd())
+    if os.path.realpath(os.path.dirname(os.path.dirname(__file__))) == here:
+        return
+    if os.path.realpath(sys.path[0] or ".") == here:
+        del sys.path[0]
+
+
 def _check_layers() -> None:
     """Refuse to run on a namesake: ``eventlog``, ``projections`` and ``compactor`` are also
     names of unrelated distributions on the package index (see the README)."""
@@ -44,6 +64,7 @@ def _check_layers() -> None:
             )
 
 
+_drop_working_directory()
 _check_layers()
 
 _FROM_MEMORY = {"AsyncMemory", "Memory"}

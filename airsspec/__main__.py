@@ -3,28 +3,13 @@
 When ``airsspec serve`` runs for the workspace, the hot commands (hooks, append, context,
 query --json) go to it through the light client first, before anything heavy is imported.
 
-Nothing is ever imported from the working directory: ``python -m`` puts it first on
-``sys.path``, and a hook or a command runs inside whatever repository the user cloned, whose
-``evilmod.py`` (or ``pydantic.py``) must stay inert. So the folder is taken off ``sys.path``
-before anything else is imported. The installed hooks also start Python with ``-P``, which keeps
-it off from the start (the ``airsspec`` package itself included).
+Nothing is ever imported from the working directory, where a hook or a command runs inside
+whatever repository the user cloned: ``python -m`` put it first on ``sys.path``, and the package
+took it off while it was being imported (``airsspec._drop_working_directory``), before this
+module and anything a configuration can name.
 """
 
-import os
 import sys
-
-
-def _drop_working_directory() -> None:
-    """Remove the entry ``python -m`` or ``-c`` put first (``""`` or the working directory);
-    an entry the user listed on purpose (``PYTHONPATH``) comes later and stays."""
-    if sys.flags.safe_path or not sys.path:
-        return
-    first = sys.path[0]
-    if first == "" or os.path.realpath(first) == os.path.realpath(os.getcwd()):
-        del sys.path[0]
-
-
-_drop_working_directory()  # once, at import: the console script imports this module too
 
 
 def run() -> int:

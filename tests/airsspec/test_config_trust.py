@@ -26,12 +26,13 @@ EVIL = 'import pathlib\npathlib.Path({canary!r}).write_text("imported")\n\ndef k
 
 
 def _repo(root: Path, keys: str) -> Path:
-    """A cloned repository: a workspace whose config names ``keys``, and an ``evilmod.py`` (and a
-    ``pydantic.py``) that leave a canary file beside it when imported."""
+    """A cloned repository: a workspace whose config names ``keys``, and an ``evilmod.py`` (and
+    a ``pydantic.py`` and an ``eventlog.py``, names airsspec imports) that leave a canary file
+    beside it when imported."""
     init_workspace(root)
     with (root / "airsspec.toml").open("a") as f:
         f.write(f'\n[privacy]\nencrypt = "session"\nkeys = "{keys}"\n')
-    for module in ("evilmod", "pydantic"):
+    for module in ("evilmod", "pydantic", "eventlog"):
         (root / f"{module}.py").write_text(EVIL.format(canary=str(root.parent / "CANARY")))
     return root
 
@@ -179,8 +180,9 @@ def test_a_cloned_repository_runs_no_code_through_the_hook_or_the_cli(tmp_path: 
 
 @pytest.mark.slow
 def test_the_cli_imports_nothing_from_its_working_directory(tmp_path: Path) -> None:
-    """``python -m airsspec`` puts the folder it runs in first on ``sys.path``; a
-    ``pydantic.py`` there is not what the command imports."""
+    """``python -m airsspec`` puts the folder it runs in first on ``sys.path``; its
+    ``eventlog.py`` (imported with the package) and ``pydantic.py`` are not what the command
+    imports."""
     repo = _repo(tmp_path / "repo", "local")
     done = run_cli("status", cwd=repo, env=ENV)
     assert done.returncode == 0, done.stderr.decode()
