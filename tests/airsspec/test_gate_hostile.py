@@ -227,6 +227,65 @@ def test_an_async_view_is_gated_as_its_memory(memory: Memory) -> None:
     assert not _leaks(asyncio.run(attack()))
 
 
+def test_the_workspace_log_read_as_a_session_gives_nothing_of_another_user(
+    memory: Memory,
+) -> None:
+    alice = _alice(memory)
+    before = snapshot(memory.log_dir)
+    answers = {
+        "hot": alice.hot(MEMORY_SESSION),
+        "history": alice.history(MEMORY_SESSION, 4000),
+        "memory_block": alice.memory_block(MEMORY_SESSION, 4000, query="initech"),
+        "info": alice.sessions.info(MEMORY_SESSION),
+        "search": alice.search("initech bobquery bobreason", session=MEMORY_SESSION, k=50),
+        "search_now": alice.search_now("initech bobquery", session=MEMORY_SESSION, k=50),
+        "verify": alice.verify([MEMORY_SESSION]).sessions,
+    }
+    for name, answer in answers.items():
+        assert not _leaks(answer), name
+    assert snapshot(memory.log_dir) == before
+
+
+def test_another_users_learning_neither_reaches_nor_overrules_a_users_own(memory: Memory) -> None:
+    alice, bob = _alice(memory), memory.scoped(user="bob")
+    mine = alice.learnings.add("Use tabs for indentation in python files", kind="preference")
+    bob.learnings.add(
+        "Never use tabs for indentation in python files, boblearning", kind="preference"
+    )
+    seen = alice.learnings.list()
+    assert [(a.id, a.status) for a in seen.learnings if a.id == mine.learning_id] == [
+        (mine.learning_id, "active")
+    ]
+    assert not _leaks(seen.learnings) and not _leaks(seen.conflicts)
+    assert not _leaks(alice.learnings.health())
+
+
+def test_a_read_only_memory_is_refused_every_write(memory: Memory, tmp_path: Path) -> None:
+    alice = _alice(memory)
+    own = alice.learnings.add("alice: squash before merging", kind="preference").learning_id
+    alice.learnings.archive("0s")
+    rejected = alice.learnings.add("alice: rebase always", kind="preference").learning_id
+    alice.learnings.reject(rejected)  # a candidate of gc
+    reader = _alice(memory, read_only=True)
+    transcript = claude_transcript(tmp_path / "a7.jsonl", "a read-only import")
+    before = snapshot(memory.log_dir)
+    for write in (
+        lambda: reader.learnings.restore(own),
+        lambda: reader.learnings.confirm(own),
+        lambda: reader.learnings.reject(own, reason="x"),
+        lambda: reader.learnings.gc(),
+        lambda: reader.learnings.add("x", session="a1"),
+        lambda: reader.sessions.phase("a1", "design"),
+        lambda: reader.import_transcripts("claude-code", [transcript]),
+        lambda: reader.scoped(read_only=False).append("a1", _say("x")),
+        lambda: Memory(memory.workspace, read_only=True).sessions.assign("a1", user="bob"),
+    ):
+        with pytest.raises(ReadOnlyTokenError):
+            write()
+    assert reader.learnings.get(own, reader="a1").id == own  # a recall records nothing
+    assert snapshot(memory.log_dir) == before
+
+
 # ---------------------------------------------------------------- reads: what leaks
 
 
@@ -326,6 +385,39 @@ def test_reextract_copies_nothing_of_another_user(memory: Memory, tmp_path: Path
 def test_the_teams_context_holds_nothing_private_to_a_user(memory: Memory) -> None:
     given = memory.context("team", 4000, query="initech merger march")
     assert not _leaks(given)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a session whose first record cannot be read has no owner in the learnings fold, "
+    "so the gate takes it for the team's (scopes.py owner -> Scope()) and reads on: the user "
+    "gets CorruptLogError naming the server's file path instead of a missing session",
+)
+def test_a_session_of_unknown_owner_answers_as_missing(tmp_path: Path, env: None) -> None:
+    with Memory.open(tmp_path, create=True) as memory:
+        memory.scoped(user="bob").append("b2", _say("initech"), project=False)
+        path = memory.log_dir / "b2.jsonl"
+        path.write_bytes(path.read_bytes()[:40] + b"\n")  # its session_started torn
+    with Memory.open(tmp_path) as reopened:
+        with pytest.raises(NoSuchSessionError) as raised:
+            list(_alice(reopened).replay("b2"))
+        assert str(tmp_path) not in str(raised.value)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a principal that names an agent but no user (AIRSSPEC_AGENT alone, "
+    "memory.scoped(agent=...)) is not an admin, yet Scope.matches lets it read and write "
+    "every user's sessions of that agent (projections/scopes.py matches: a field the reader "
+    "leaves out is no restriction)",
+)
+def test_a_principal_without_a_user_does_not_write_a_users_session(memory: Memory) -> None:
+    memory.scoped(user="bob", agent="claude").append("bc", _say("initech via claude"))
+    agent = memory.scoped(agent="claude")
+    before = snapshot(memory.log_dir)
+    with pytest.raises((NoSuchSessionError, ScopeError)):
+        agent.append("bc", _say("injected into bob's session"))
+    assert snapshot(memory.log_dir) == before
 
 
 # ---------------------------------------------------------------- writes: what holds
