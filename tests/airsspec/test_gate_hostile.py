@@ -286,6 +286,31 @@ def test_a_read_only_memory_is_refused_every_write(memory: Memory, tmp_path: Pat
     assert snapshot(memory.log_dir) == before
 
 
+def test_the_hooks_of_a_user_brief_and_capture_nothing_of_another_user(
+    memory: Memory, tmp_path: Path
+) -> None:
+    from airsspec.hooks.events import handle
+
+    alice = _alice(memory)
+    transcript = claude_transcript(tmp_path / "b1.jsonl", "alice's agent writes as b1")
+    before = snapshot(memory.log_dir)
+    for session in ("a1", "fresh"):
+        given = handle(alice, "SessionStart", {"session_id": session, "source": "startup"})
+        assert not _leaks(given) and not _names_b1(given)
+    for event, payload in (
+        ("SessionStart", {"session_id": "b1", "source": "resume"}),
+        (
+            "UserPromptSubmit",
+            {"session_id": "b1", "prompt": "x", "transcript_path": str(transcript)},
+        ),
+        ("SessionEnd", {"session_id": "b1", "transcript_path": str(transcript)}),
+    ):
+        with pytest.raises(AirsspecError) as raised:
+            handle(alice, event, payload)
+        assert isinstance(raised.value, (NoSuchSessionError, ScopeError)), event
+    assert snapshot(memory.log_dir) == before
+
+
 # ---------------------------------------------------------------- reads: what leaks
 
 
@@ -418,6 +443,25 @@ def test_a_principal_without_a_user_does_not_write_a_users_session(memory: Memor
     with pytest.raises((NoSuchSessionError, ScopeError)):
         agent.append("bc", _say("injected into bob's session"))
     assert snapshot(memory.log_dir) == before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="learning units pass the cold query's filter whoever owns them (recall.py _where: "
+    "OR kind = 'learning') and are dropped only after ranking and the k cut (search.py "
+    "query_memory): another user's learning that matches takes a place and is removed, so "
+    "the number of hits tells a user that someone else holds a learning on the query",
+)
+def test_another_users_learning_changes_nothing_in_a_users_search(
+    tmp_path: Path, env: None
+) -> None:
+    with Memory.open(tmp_path, create=True) as memory:
+        alice = _alice(memory)
+        alice.append("a1", _say("we talked about a quokka once"))
+        before = alice.search("quokka zanzibar acquisition", k=1)["hits"]
+        memory.scoped(user="bob").learnings.add("quokka zanzibar acquisition is the deal")
+        after = alice.search("quokka zanzibar acquisition", k=1)["hits"]
+        assert [h["unit_id"] for h in after] == [h["unit_id"] for h in before]
 
 
 # ---------------------------------------------------------------- writes: what holds
