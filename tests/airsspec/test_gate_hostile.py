@@ -693,6 +693,27 @@ def test_forget_refuses_another_users_session_and_user(sealed: Memory) -> None:
     assert snapshot(sealed.log_dir) == before
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a session an admin shares with every user (user '*') is written by any user: "
+    "Scope.matches counts SHARED as the reader's own value, so the write rule (scopes.py "
+    "guard: owner.named and matches) lets every user append and end it; the README says a "
+    "user writes only to its own",
+)
+def test_a_session_shared_with_every_user_is_not_every_users_to_write(memory: Memory) -> None:
+    memory.sessions.start("shared", user="*", task="read by everyone")
+    alice = _alice(memory)
+    assert [r.type for r in alice.replay("shared")] == ["session_started"]  # read: yes
+    before = snapshot(memory.log_dir)
+    for write in (
+        lambda: alice.append("shared", _say("alice writes in everyone's session")),
+        lambda: alice.sessions.end("shared", status="closed by alice"),
+    ):
+        with contextlib.suppress(ScopeError):
+            write()
+    assert snapshot(memory.log_dir) == before
+
+
 # ---------------------------------------------------------------- the CLI door
 
 
