@@ -170,12 +170,14 @@ class Recall:
         kinds: list[str] | None = None,
         sessions: Collection[str] | None = None,
         user: str | None = None,
+        learnings: Collection[str] | None = None,
     ) -> QueryResult:
         """The ``k`` best units for ``query`` within the filters, best first. ``sessions``
         (a reader scope's sessions, ``projections.scopes``) keeps units of those sessions
-        only, the workspace's documents, and learnings, which the caller filters by the
-        scope's own rules; with ``user`` (the reader's), documents another user owns (under
-        ``sources/users/OTHER/``) are left out too."""
+        only, the workspace's documents, and learnings; with ``user`` (the reader's),
+        documents another user owns (under ``sources/users/OTHER/``) are left out too, and
+        ``learnings`` (the unit ids of the learnings the reader may see) keeps only those,
+        before anything is ranked, so another reader's learning never takes a place."""
         started = time.perf_counter()
         if kinds is not None and (unknown := set(kinds) - set(KINDS)):
             raise ValueError(f"unknown kinds {sorted(unknown)}; available: {', '.join(KINDS)}")
@@ -189,9 +191,10 @@ class Recall:
                 "(run `airsspec project` to rebuild it)"
             )
             result.mode = "log-scan"
-            result.hits = self._scan_log(query, k, session, since, until, kinds, sessions)
+            filters = (session, since, until, kinds, sessions, user, learnings)
+            result.hits = self._scan_log(query, k, *filters)
         else:
-            self._search(table, result, k, session, since, until, kinds, sessions, user)
+            self._search(table, result, k, session, since, until, kinds, sessions, user, learnings)
         result.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 3)
         return result
 
@@ -335,6 +338,7 @@ class Recall:
         kinds: list[str] | None,
         sessions: Collection[str] | None = None,
         user: str | None = None,  # documents are not in the log: nothing of theirs to filter
+        learnings: Collection[str] | None = None,
     ) -> list[Hit]:
         if self.log is None or (
             kinds is not None and not {"message", "summary", "learning"} & set(kinds)
@@ -349,7 +353,10 @@ class Recall:
                 for unit in record_units(located.record):
                     if kinds is not None and unit.kind not in kinds:
                         continue
-                    if sessions is not None and name not in sessions and unit.kind != "learning":
+                    if unit.kind == "learning":
+                        if learnings is not None and unit.unit_id not in learnings:
+                            continue
+                    elif sessions is not None and name not in sessions:
                         continue
                     if (since and unit.ts and unit.ts < since) or (
                         until and unit.ts and unit.ts > until
@@ -509,6 +516,7 @@ def _where(
     kinds: list[str] | None,
     sessions: Collection[str] | None = None,
     user: str | None = None,
+    learnings: Collection[str] | None = None,
 ) -> str:
     clauses = []
     if sessions is not None:
@@ -520,7 +528,11 @@ def _where(
                 f" AND (NOT starts_with(source, {quote(USERS_FOLDER + '/')})"
                 f" OR starts_with(source, {mine}))"
             )
-        clauses.append(f"(session IN ({allowed}) OR kind = 'learning' OR ({documents}))")
+        notes = "kind = 'learning'"
+        if learnings is not None:
+            readable = ", ".join(quote(u) for u in sorted(learnings)) or "NULL"
+            notes += f" AND unit_id IN ({readable})"
+        clauses.append(f"(session IN ({allowed}) OR ({notes}) OR ({documents}))")
     if session:
         clauses.append(f"session = {quote(session)}")
     if since:

@@ -31,7 +31,11 @@ from typing import Any
 
 from eventlog.names import SHARED, check_name, check_scope_value
 
-__all__ = ["ENV_NAMES", "SHARED", "Scope", "check_name", "learning_visible"]
+__all__ = ["ENV_NAMES", "SHARED", "TEAM", "Scope", "check_name", "learning_visible"]
+
+TEAM = "(team)"
+"""A reader's user that is no one's (never a name: the rule refuses parentheses): what the
+context of a session no user owns is built as, so it holds only what every user may read."""
 
 ENV_NAMES = {"user": "AIRSSPEC_USER", "agent": "AIRSSPEC_AGENT", "project": "AIRSSPEC_PROJECT"}
 """The environment variables that give the CLI's and the MCP server's default scope."""
@@ -50,7 +54,7 @@ class Scope:
         # environment, a header, a token and a record read back all become a Scope here
         for name in ("user", "agent", "project"):
             value = getattr(self, name)
-            if value is not None:
+            if value is not None and not (name == "user" and value == TEAM):
                 check_scope_value(value, name)
 
     @classmethod

@@ -105,7 +105,7 @@ def build(
 ) -> str | list[dict[str, Any]]:
     """See ``Memory.context``."""
     validate_session_id(session)
-    if memory.has_session(session):
+    if memory._logged(session):
         memory.check_session(session)
     built = _builder(memory).build(
         session, budget, query=query, format=format, reader=memory.scopes.reader(session)
@@ -118,7 +118,7 @@ def build(
 def memory_block(memory: Memory, session: str, budget: int, *, query: str | None = None) -> str:
     """See ``Memory.memory_block``."""
     validate_session_id(session)
-    if memory.has_session(session):
+    if memory._logged(session):
         memory.check_session(session)  # a scoped memory's own sessions only
     block, given = _builder(memory).memory_block(
         session, budget, query, memory.scopes.reader(session)

@@ -308,14 +308,20 @@ class Memory:
         return self._system_append(MEMORY_SESSION, [event])[0]
 
     def has_session(self, session: str) -> bool:
-        """Whether ``session`` (a valid id, else ``InvalidSessionIdError``) has a log here."""
+        """Whether ``session`` (a valid id, else ``InvalidSessionIdError``) has a log here
+        that this memory may read (another user's is answered as none)."""
+        return self._logged(session) and self.scopes.reads_session(session)
+
+    def _logged(self, session: str) -> bool:
+        """Whether ``session`` (a valid id) has a log here, whoever asks: what a write
+        decides on (append to it or create it) before the gate has its say."""
         validate_session_id(session)
         return session in self.workspace.log.sessions()
 
     def check_session(self, session: str) -> str:
         """``session`` if it names a session of this workspace that this memory's scope may
         read; else ``InvalidSessionIdError``, ``NoSuchSessionError`` or ``ScopeError``."""
-        if not self.has_session(session):
+        if not self._logged(session):
             raise NoSuchSessionError(f"no session {session!r} in this workspace")
         self.scopes.guard(session)
         return session
@@ -341,10 +347,18 @@ class Memory:
     rebuild = _projecting.rebuild
 
     def status(self) -> list[TierStatus]:
-        """Items, size, lag and what is degraded, for every projection."""
+        """Items, size, lag and what is degraded, for every projection (the sessions named
+        behind: those this memory may read)."""
+        from dataclasses import replace
+
         from projections.status import tier_status
 
-        return [tier_status(self.workspace.log, p) for p in self.workspace.projectors()]
+        found = [tier_status(self.workspace.log, p) for p in self.workspace.projectors()]
+        if (shown := self.scopes.visible()) is None:
+            return found
+        return [
+            replace(t, behind_sessions=[s for s in t.behind_sessions if s in shown]) for t in found
+        ]
 
     def overview(self) -> dict[str, Any]:
         """The workspace at a glance (what ``airsspec status`` shows): the log's sessions,
@@ -412,7 +426,7 @@ class Memory:
         (then as last saved); in a folder written by ``rebuild(as_of=...)``, which holds
         projections without a log, as saved there. ``NoSuchSessionError`` when there is none;
         ``CorruptLogError`` naming file and line when its log cannot be read."""
-        logged = self.has_session(session)
+        logged = self._logged(session)
         if logged:
             self.check_session(session)  # the gate, whether fresh or as last saved
         if not logged or not fresh:
@@ -526,7 +540,7 @@ class Memory:
                 else self.workspace.extractor()
             )
             self._policies[name] = made
-        self.check_session(session)
+        self.scopes.guard_writes(session)  # derived events are written to the session
         records = self._policies[name].run(session, force=force)
         follow = ("hot", "warm") if name == "compact" else ("hot", "learnings")
         self.project(follow, sessions=[session], warn=False)

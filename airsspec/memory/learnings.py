@@ -109,16 +109,19 @@ class Learnings:
         return found
 
     def owners(self) -> dict[str, Scope]:
-        """Who owns each learning (by id): the scope recorded with it, else its session's
-        owner (the learnings projection as it stands)."""
-        self._memory.project(("learnings",), warn=False)
-        (projector,) = self._memory.workspace.projectors(("learnings",))
+        """Who owns each learning (by id) this memory may read: the scope recorded with it,
+        else its session's owner (the learnings projection as it stands)."""
+        memory = self._memory
+        memory.project(("learnings",), warn=False)
+        (projector,) = memory.workspace.projectors(("learnings",))
         owners: dict[str, Scope] = {}
         for state in projector.states():
             session_owner = Scope.of(state.info.get("owner"))
             for item in state.learnings:
                 owners.setdefault(item["id"], Scope.of(item.get("owner")) or session_owner)
-        return owners
+        if memory.scopes.admin:
+            return owners
+        return {i: o for i, o in owners.items() if memory.scope.reads(o)}
 
     def _changeable(self, learning_id: str, doing: str) -> Assessed:
         """The learning ``learning_id`` names, if this memory's scope may change it."""
@@ -147,7 +150,7 @@ class Learnings:
                 f"(a memory scoped to {memory.scope} cannot)"
             )
         if session is not None:
-            memory.check_session(session)
+            memory.scopes.guard_writes(session)
         from compactor.extractor import learning_id
 
         home = session or MEMORY_SESSION

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airsspec.errors import AirsspecError, InvalidQueryError
+from airsspec.errors import AirsspecError, InvalidQueryError, ScopeError
 from airsspec.forgetting import follow
 from airsspec.memory.records import outside
 from airsspec.workspace import TIERS as PROJECTIONS
@@ -61,7 +61,40 @@ def project(
     warning unless ``warn`` is false (the reports name it either way). Setting ``cancel``
     stops after the record being folded, with what was done saved. ``deep`` reads every
     output file and repairs one whose content differs from what was written. A ``forget``
-    run on another machine sharing the log is followed here (``airsspec.forgetting``)."""
+    run on another machine sharing the log is followed here (``airsspec.forgetting``). The
+    reports name only sessions this memory may read (``memory.scopes``)."""
+    reports = catch_up(
+        memory,
+        projections,
+        sessions=sessions,
+        jobs=jobs,
+        progress=progress,
+        warn=warn,
+        cancel=cancel,
+        deep=deep,
+    )
+    return memory.scopes.reports(reports)
+
+
+def catch_up(
+    memory: Memory,
+    projections: Iterable[str] | str = PROJECTIONS,
+    *,
+    sessions: Iterable[str] | None = None,
+    jobs: int = 1,
+    progress: Progress | None = None,
+    warn: bool = True,
+    cancel: threading.Event | None = None,
+    deep: bool = False,
+) -> list[RunReport]:
+    """Bring ``projections`` up to the head of the log (only ``sessions``, when given).
+    A cold projection whose embedder cannot load is left as it is, with a warning (search
+    degrades to full-text and says so). A session whose log is damaged is skipped, with a
+    warning unless ``warn`` is false (the reports name it either way). Setting ``cancel``
+    stops after the record being folded, with what was done saved. ``deep`` reads every
+    output file and repairs one whose content differs from what was written. A ``forget``
+    run on another machine sharing the log is followed here (``airsspec.forgetting``).
+    Whoever asks (the access gate's own reads: ``project`` is what callers use)."""
     from projections.engine import Runner
 
     names = chosen(projections)
@@ -70,7 +103,8 @@ def project(
         names = tuple(t for t in names if t != "cold")
     if "cold" in names:
         follow(memory, fresh=True)  # first: a forgotten user's documents are not registered
-    if "cold" in names and register_sources(memory) and sessions is not None:
+    registered = "cold" in names and not memory.read_only and register_sources(memory)
+    if registered and sessions is not None:
         sessions = {*sessions, MEMORY_SESSION}
     projectors = memory.workspace.projectors(names)
     runner = Runner(memory.workspace.log, projectors, progress, jobs=jobs, cancel=cancel, deep=deep)
@@ -104,6 +138,11 @@ def rebuild(
     else on a local Ray started for the run), the others here."""
     from projections.engine import Runner
 
+    if not memory.scopes.admin or memory.read_only:
+        raise ScopeError(
+            "a rebuild replays every user's sessions (a past one copies them out): "
+            f"only an admin rebuilds (not a memory scoped to {memory.scope or 'read only'})"
+        )
     names = chosen(projections)
     if engine not in ("local", "ray"):
         raise InvalidQueryError(f"engine must be local or ray (got {engine!r})")
@@ -156,8 +195,8 @@ def library(memory: Memory) -> list[dict[str, Any]]:
 
 
 def library_file(memory: Memory, number: int) -> tuple[dict[str, Any], str] | None:
-    """Library file ``number``: its entry and text (None: no such file). A file of a
-    session this memory's scope may not read is refused (``ScopeError``)."""
+    """Library file ``number``: its entry and text (None: no such file, or one of a session
+    this memory's scope may not read: the two are answered alike)."""
     from projections.warm import library_file_name
 
     (warm,) = memory.workspace.projectors(("warm",))
@@ -167,8 +206,9 @@ def library_file(memory: Memory, number: int) -> tuple[dict[str, Any], str] | No
     path = warm.library_dir / name
     if entry is None and memory.scope.named:
         return None  # a file no fold names has no owner a scoped reader could match
-    if entry is not None:
-        memory.scopes.guard(entry["session"])
+    allowed = memory.scopes.visible()
+    if entry is not None and allowed is not None and entry["session"] not in allowed:
+        return None  # another user's: as if there were no such file
     if not path.exists():
         return None
     return entry or {}, path.read_text(encoding="utf-8")

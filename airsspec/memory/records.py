@@ -137,7 +137,7 @@ def verify(
         sessions = sorted(visible)
     chosen = list(sessions) if sessions is not None else None
     for session in chosen if memory.scope.named and chosen else ():
-        memory.scopes.guard(session)
+        memory.check_session(session)  # another user's is missing, as a missing one is
     sealed = seal.anchors() if seal is not None else None
     report = verify_log(memory.workspace.log, chosen, sealed)
     problems = (

@@ -55,9 +55,14 @@ def reextract(
 ) -> dict[str, Any]:
     """Replay ``memory``'s log into ``out`` with another summarizer and/or extractor (the
     copy opened as ``make``, the live memory's class); return what changed (see the module)."""
-    from airsspec.errors import InvalidQueryError
+    from airsspec.errors import InvalidQueryError, ScopeError
     from airsspec.workspace import Workspace
     from eventlog.layout import Layout
+
+    if not memory.scopes.admin:
+        raise ScopeError(
+            f"reextract copies every user's log: only an admin runs it (not {memory.scope})"
+        )
 
     target, live = Path(out).resolve(), memory.root.resolve()
     if target == live or live in target.parents or target in live.parents:

@@ -28,16 +28,23 @@ session's head, so an assignment made by another process is seen at the next cal
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from airsspec.errors import NoSuchSessionError, ReadOnlyTokenError, ScopeError
+from airsspec.errors import CorruptLogError, NoSuchSessionError, ReadOnlyTokenError, ScopeError
 from eventlog.schema import MEMORY_SESSION
-from projections.scopes import Scope
+from projections.scopes import TEAM, Scope
 
 if TYPE_CHECKING:
     from airsspec.memory.core import Memory
     from eventlog.schema import Record
+    from projections.engine import RunReport
     from projections.learning_rules import Assessed
+
+
+def _missing(session: str) -> NoSuchSessionError:
+    """What a session this memory may not read is answered with: what a missing one is."""
+    return NoSuchSessionError(f"no session {session!r} in this workspace")
 
 
 class Scopes:
@@ -70,28 +77,55 @@ class Scopes:
                 raise ScopeError(f"a memory scoped to {name}={current} cannot widen to {value}")
         return self._memory._view(self.scope.within(given), read_only=read_only)
 
-    def owners(self) -> dict[str, Scope]:
-        """Every session's owner (``Scope()`` for an unowned session)."""
+    def _all_owners(self) -> dict[str, Scope]:
+        """Every folded session's owner (``Scope()``: no one's), whoever asks: the gate's own
+        input. A session the learnings projection could not fold is not in it."""
+        from airsspec.memory.projecting import catch_up
+
         memory = self._memory
-        memory.project(("learnings",), warn=False)
+        catch_up(memory, ("learnings",), warn=False)
         (projector,) = memory.workspace.projectors(("learnings",))
         return {state.session: Scope.of(state.info.get("owner")) for state in projector.states()}
 
-    def owner(self, session: str) -> Scope:
-        """The owner of ``session`` (``Scope()``: unowned, or not in the log yet)."""
+    def _owner(self, session: str) -> Scope | None:
+        """The owner of ``session`` whoever asks (``Scope()``: no one's, or not in the log
+        yet; None: unknown, its log could not be folded far enough to say)."""
+        from airsspec.memory.projecting import catch_up
+
         memory = self._memory
         log = memory.workspace.log
         if session not in log.sessions():
             return Scope()
-        head = log.head(session).seq
+        try:
+            head = log.head(session).seq
+        except CorruptLogError:
+            return None  # its last record cannot be read: neither can its owner
         known = memory._owners_seen.get(session)
         if known is not None and known[1] == head:
             return known[0]
-        memory.project(("learnings",), sessions=[session], warn=False)
+        catch_up(memory, ("learnings",), sessions=[session], warn=False)
         (projector,) = memory.workspace.projectors(("learnings",))
         loaded = projector.state_store.load(session)
-        found = Scope.of(loaded[0].info.get("owner")) if loaded else Scope()
+        if not loaded or not loaded[0].info:
+            return None  # nothing folded: who owns it cannot be told
+        found = Scope.of(loaded[0].info.get("owner"))
         memory._owners_seen[session] = (found, head)
+        return found
+
+    def owners(self) -> dict[str, Scope]:
+        """The owner of every session this memory may read (``Scope()``: the team's)."""
+        found = self._all_owners()
+        if self.admin:
+            return found
+        return {s: o for s, o in found.items() if s != MEMORY_SESSION and self.scope.reads(o)}
+
+    def owner(self, session: str) -> Scope:
+        """The owner of ``session`` (``Scope()``: the team's, the workspace's own log, or
+        not in the log yet; and for a session this memory may not read, as for a missing
+        one)."""
+        found = None if session == MEMORY_SESSION else self._owner(session)
+        if found is None or not (self.admin or self.scope.reads(found)):
+            return Scope()
         return found
 
     def narrowed(self, scope: Scope | None) -> Scope:
@@ -109,13 +143,24 @@ class Scopes:
         if not scope.named:
             return None
         # the workspace's own log is read only through its filtered view (``reads_record``)
-        owners = self.owners()
+        owners = self._all_owners()
         return {s for s, o in owners.items() if s != MEMORY_SESSION and scope.reads(o)}
 
     def reader(self, session: str) -> Scope:
         """The scope reads made for ``session`` run in: this memory's, narrowed to the
-        session's owner, so a user's session is never given another user's memory."""
-        return self.scope.within(self.owner(session))
+        session's owner, so a user's session is never given another user's memory, and the
+        team's session (no user owns it) only the team's (``TEAM``), whoever asks: what an
+        agent is given there, every user of the workspace reads."""
+        reader = self.scope.within(self.owner(session))
+        return reader if reader.user is not None else replace(reader, user=TEAM)
+
+    def reports(self, reports: list[RunReport]) -> list[RunReport]:
+        """Projection reports as this memory may see them: no outcome of a session it may
+        not read (an admin's: as they are)."""
+        if self.admin or not any(r.outcomes for r in reports):
+            return reports
+        shown = self.visible() or set()
+        return [replace(r, outcomes=[o for o in r.outcomes if o.session in shown]) for r in reports]
 
     @property
     def admin(self) -> bool:
@@ -144,15 +189,41 @@ class Scopes:
             return  # read as each reader's filtered view (``reads_record``)
         if self.admin:
             return
-        owner = self.owner(session)
-        if not self.scope.reads(owner):
-            raise NoSuchSessionError(f"no session {session!r} in this workspace")
-        if writing and not (owner.named and self.scope.matches(owner)):
+        owner = self._owner(session)
+        if owner is None or not self.scope.reads(owner):
+            raise _missing(session)
+        if writing and not self.writes(owner):
             whose = "the team's (owned by no user)" if not owner.user else "not yours"
             raise ScopeError(
                 f"session {session!r} is {whose}; a memory scoped to {self.scope} cannot write "
                 "to it (an admin can: airsspec session assign)"
             )
+
+    def reads_session(self, session: str) -> bool:
+        """Whether this memory may read ``session`` (an admin any; a user its own and the
+        team's, never one whose owner cannot be told)."""
+        if self.admin or session == MEMORY_SESSION:
+            return True
+        owner = self._owner(session)
+        return owner is not None and self.scope.reads(owner)
+
+    def writes(self, owner: Scope) -> bool:
+        """Whether this memory may write to what ``owner`` owns: an admin anything; a user
+        what its values own, the user named exactly (a session shared with every user,
+        ``*``, is read by all and written by none of them; a scope naming no user writes to
+        no user's session)."""
+        if self.admin:
+            return True
+        if owner.user is not None and owner.user != self.scope.user:
+            return False
+        return owner.named and self.scope.matches(owner)
+
+    def guard_writes(self, session: str) -> None:
+        """``guard(session, writing=True)`` for a session that must exist (a write that does
+        not create one: a learning, a compaction, a forget): missing is missing."""
+        if session not in self._memory.workspace.log.sessions() and session != MEMORY_SESSION:
+            raise _missing(session)
+        self.guard(session, writing=True)
 
     def reads_record(self, record: Record, owners: dict[str, Scope]) -> bool:
         """Whether a record of the workspace's own log reaches this reader (``owners``: each

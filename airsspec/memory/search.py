@@ -66,10 +66,22 @@ def query_memory(
     if fresh:
         memory.project(("cold",))
     allowed = memory.scopes.visible(scope)
+    readable = None  # the unit ids of the learnings this reader may see: filtered before ranking
+    if allowed is not None and (chosen.kinds is None or "learning" in chosen.kinds):
+        seen = memory.learnings.list(scope=scope).learnings
+        readable = {f"{a.session}:{a.seq}:0" for a in seen}
     answer = (
         memory.workspace.recall()
         .query_memory(
-            chosen.query, chosen.k, chosen.session, since, until, chosen.kinds, allowed, scope.user
+            chosen.query,
+            chosen.k,
+            chosen.session,
+            since,
+            until,
+            chosen.kinds,
+            allowed,
+            scope.user,
+            readable,
         )
         .to_json()
     )

@@ -85,7 +85,7 @@ class Sessions:
                 raise ScopeError(
                     f"a memory scoped to {memory.scope} cannot start a session as {name}={value}"
                 )
-        if memory.has_session(session):
+        if memory._logged(session):
             memory.scopes.guard(session, writing=True)
             recorded = memory.scopes.owner(session)
             if recorded.named and owner.named and not owner.matches(recorded):

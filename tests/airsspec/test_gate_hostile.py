@@ -7,10 +7,7 @@ What a user must never get: another user's text, query, reason, task, file names
 message); what a user must never do: write to another user's or the team's session, add what
 reaches every user, or (read-only) append anything at all.
 
-Each attack that holds is a plain test (a regression test of the gate). Each attack that
-succeeds today is written as the behaviour the model promises, marked ``xfail(strict=True)``
-with the hole it found: it passes while the hole is open, and fails (so the mark must go) once
-it is closed.
+Each attack is written as the behaviour the model promises: a regression test of the gate.
 """
 
 from __future__ import annotations
@@ -314,21 +311,10 @@ def test_the_hooks_of_a_user_brief_and_capture_nothing_of_another_user(
 # ---------------------------------------------------------------- reads: what leaks
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Memory.has_session answers the log's listing, not the gate: it is True for "
-    "another user's session id (core.py has_session), so its existence leaks",
-)
 def test_has_session_is_false_for_another_users_session(memory: Memory) -> None:
     assert _alice(memory).has_session("b1") is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="verify([S]) raises NoSuchSessionError for another user's session but reports a "
-    "missing one as a failed session ('no such session'): an oracle of which ids exist "
-    "(records.py verify: guard only for ids in the log)",
-)
 def test_verify_answers_another_users_session_as_a_missing_one(memory: Memory) -> None:
     alice = _alice(memory)
 
@@ -342,32 +328,17 @@ def test_verify_answers_another_users_session_as_a_missing_one(memory: Memory) -
     assert outcome("b1") == outcome("nosuch")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memory.scopes.owners()/owner(S) are public and unfiltered: a user lists every "
-    "session id with its owner's name (scopes.py owners, owner)",
-)
 def test_the_gates_owner_map_names_no_session_a_user_may_not_read(memory: Memory) -> None:
     alice = _alice(memory)
     assert "b1" not in alice.scopes.owners()
     assert alice.scopes.owner("b1") == Scope()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memory.learnings.owners() is public and unfiltered: every learning id with its "
-    "owner (learnings.py owners)",
-)
 def test_the_learning_owner_map_names_no_learning_a_user_may_not_read(memory: Memory) -> None:
     owners = _alice(memory).learnings.owners()
     assert all(owner.user in (None, "alice") for owner in owners.values())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="status()/overview() (airsspec status) list every tier's behind_sessions for the "
-    "whole log: another user's session ids reach a user (core.py status, projections/status)",
-)
 def test_status_names_no_session_a_user_may_not_read(memory: Memory) -> None:
     memory.scoped(user="bob").append("b9", _say("a new session of bob"), project=False)
     alice = _alice(memory)
@@ -375,24 +346,12 @@ def test_status_names_no_session_a_user_may_not_read(memory: Memory) -> None:
     assert all("b9" not in tier.behind_sessions for tier in alice.status())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library_file(N) of another user's summary raises NoSuchSessionError naming that "
-    "session ('no session b1'): numbering through the library lists every owner's session "
-    "ids (projecting.py library_file: guard(entry['session']))",
-)
 def test_a_library_file_of_another_user_answers_as_a_missing_file(memory: Memory) -> None:
     (entry,) = [e for e in memory.library() if e["session"] == "b1"]
     number = int(entry["library_no"])
     assert _alice(memory).library_file(number) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="learnings.reextract(out) replays the whole log, every user's sessions, into OUT "
-    "and diffs them: a scoped memory copies another user's log out (reextract.py reads "
-    "source.sessions() unfiltered)",
-)
 def test_reextract_copies_nothing_of_another_user(memory: Memory, tmp_path: Path) -> None:
     out = tmp_path.parent / f"{tmp_path.name}-reextract"
     with contextlib.suppress(ScopeError):
@@ -400,24 +359,11 @@ def test_reextract_copies_nothing_of_another_user(memory: Memory, tmp_path: Path
     assert not out.exists() or not _files_holding(out, BOB_TEXT)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a context built for the team's session by an admin (the hooks, a CLI without "
-    "AIRSSPEC_USER) is built in the scope Scope(): other users' summaries and passages are "
-    "given to the team's session, which every user reads (scopes.py reader: the admin's "
-    "scope within an unowned owner stays unscoped)",
-)
 def test_the_teams_context_holds_nothing_private_to_a_user(memory: Memory) -> None:
     given = memory.context("team", 4000, query="initech merger march")
     assert not _leaks(given)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a session whose first record cannot be read has no owner in the learnings fold, "
-    "so the gate takes it for the team's (scopes.py owner -> Scope()) and reads on: the user "
-    "gets CorruptLogError naming the server's file path instead of a missing session",
-)
 def test_a_session_of_unknown_owner_answers_as_missing(tmp_path: Path, env: None) -> None:
     with Memory.open(tmp_path, create=True) as memory:
         memory.scoped(user="bob").append("b2", _say("initech"), project=False)
@@ -429,13 +375,6 @@ def test_a_session_of_unknown_owner_answers_as_missing(tmp_path: Path, env: None
         assert str(tmp_path) not in str(raised.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a principal that names an agent but no user (AIRSSPEC_AGENT alone, "
-    "memory.scoped(agent=...)) is not an admin, yet Scope.matches lets it read and write "
-    "every user's sessions of that agent (projections/scopes.py matches: a field the reader "
-    "leaves out is no restriction)",
-)
 def test_a_principal_without_a_user_does_not_write_a_users_session(memory: Memory) -> None:
     memory.scoped(user="bob", agent="claude").append("bc", _say("initech via claude"))
     agent = memory.scoped(agent="claude")
@@ -445,13 +384,6 @@ def test_a_principal_without_a_user_does_not_write_a_users_session(memory: Memor
     assert snapshot(memory.log_dir) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="learning units pass the cold query's filter whoever owns them (recall.py _where: "
-    "OR kind = 'learning') and are dropped only after ranking and the k cut (search.py "
-    "query_memory): another user's learning that matches takes a place and is removed, so "
-    "the number of hits tells a user that someone else holds a learning on the query",
-)
 def test_another_users_learning_changes_nothing_in_a_users_search(
     tmp_path: Path, env: None
 ) -> None:
@@ -464,12 +396,6 @@ def test_another_users_learning_changes_nothing_in_a_users_search(
         assert [h["unit_id"] for h in after] == [h["unit_id"] for h in before]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rebuild(as_of=..., out=DIR) by a user materialises every session's projections "
-    "(hot windows, library summaries) into DIR: another user's text is copied out "
-    "(projecting.py rebuild: no scope, every session of the log)",
-)
 def test_a_past_rebuild_by_a_user_holds_nothing_of_another_user(
     memory: Memory, tmp_path: Path
 ) -> None:
@@ -479,12 +405,6 @@ def test_a_past_rebuild_by_a_user_holds_nothing_of_another_user(
     assert not out.exists() or not _files_holding(out, BOB_TEXT)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="project() and rebuild() of a user return a report per session of the whole log, "
-    "and take sessions=[another user's id]: every session id reaches a user (projecting.py "
-    "project: no scope)",
-)
 def test_the_projection_reports_of_a_user_name_no_other_users_session(memory: Memory) -> None:
     memory.scoped(user="bob").append("b1", _say("one more"), project=False)
     reports = _alice(memory).project(("hot", "warm"))
@@ -600,12 +520,6 @@ def test_verdicts_and_housekeeping_touch_only_the_users_own_learnings(memory: Me
 # ---------------------------------------------------------------- writes: what gets through
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="learnings.add(session=S) checks only that the user may read S, then appends: a "
-    "user writes a learning into the team's session, which reaches every user's prompt "
-    "(learnings.py add: check_session, not guard(writing=True))",
-)
 def test_a_user_adds_no_learning_to_the_teams_session(memory: Memory) -> None:
     alice = _alice(memory)
     before = snapshot(memory.log_dir)
@@ -614,12 +528,6 @@ def test_a_user_adds_no_learning_to_the_teams_session(memory: Memory) -> None:
     assert snapshot(memory.log_dir) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compact and learnings.extract check only that the user may read the session "
-    "(core.py _policy: check_session), then the compactor and extractor append to it: a "
-    "user writes compactions and learnings into the team's session",
-)
 def test_a_user_runs_no_process_that_appends_to_the_teams_session(memory: Memory) -> None:
     alice = _alice(memory)
     memory.append_many("team", [_say(f"we decided to use kafka, note {i}") for i in range(4)])
@@ -633,11 +541,6 @@ def test_a_user_runs_no_process_that_appends_to_the_teams_session(memory: Memory
     assert snapshot(memory.log_dir) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a read-only memory compacts and extracts: _policy never asks scopes.writable(), "
-    "and the compactor and extractor append to the log directly (core.py _policy)",
-)
 def test_a_read_only_memory_runs_no_process_that_appends(memory: Memory) -> None:
     reader = _alice(memory, read_only=True)
     memory.scoped(user="alice").append_many(
@@ -654,12 +557,6 @@ def test_a_read_only_memory_runs_no_process_that_appends(memory: Memory) -> None
     assert snapshot(memory.log_dir) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a read-only search (fresh), project or rebuild registers new documents under "
-    "sources/: a source_indexed record is appended to the workspace log on its behalf "
-    "(projecting.py project -> register_sources), undocumented",
-)
 def test_a_read_only_search_appends_nothing(memory: Memory) -> None:
     (memory.sources_dir / "notes.md").write_text("the team's deploy notes\n")
     reader = _alice(memory, read_only=True)
@@ -693,13 +590,6 @@ def test_forget_refuses_another_users_session_and_user(sealed: Memory) -> None:
     assert snapshot(sealed.log_dir) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a session an admin shares with every user (user '*') is written by any user: "
-    "Scope.matches counts SHARED as the reader's own value, so the write rule (scopes.py "
-    "guard: owner.named and matches) lets every user append and end it; the README says a "
-    "user writes only to its own",
-)
 def test_a_session_shared_with_every_user_is_not_every_users_to_write(memory: Memory) -> None:
     memory.sessions.start("shared", user="*", task="read by everyone")
     alice = _alice(memory)
@@ -748,11 +638,6 @@ def test_the_cli_with_a_user_reads_nothing_of_another_user(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="airsspec status with AIRSSPEC_USER lists every tier's behind_sessions, another "
-    "user's session ids among them (Memory.overview)",
-)
 def test_the_cli_status_of_a_user_names_no_other_users_session(tmp_path: Path) -> None:
     root = _cli_workspace(tmp_path)
     shown = run_cli("status", "--json", cwd=root, env={**ENV, "AIRSSPEC_USER": "alice"})
@@ -761,11 +646,6 @@ def test_the_cli_status_of_a_user_names_no_other_users_session(tmp_path: Path) -
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="airsspec learnings add --session TEAM with AIRSSPEC_USER appends to the team's "
-    "session (Learnings.add checks reading only)",
-)
 def test_the_cli_user_adds_no_learning_to_the_teams_session(tmp_path: Path) -> None:
     root = _cli_workspace(tmp_path)
     before = snapshot(root / ".airsspec" / "contexts")
