@@ -48,9 +48,17 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from airsspec.errors import CorruptLogError, ForgetError, ScopeError
+from airsspec.errors import (
+    CorruptLogError,
+    ForgetError,
+    InvalidNameError,
+    InvalidSessionIdError,
+    ScopeError,
+    UnsafePathError,
+)
 from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id, kid_parts, learning_subject
-from eventlog.layout import read_nofollow
+from eventlog.layout import read_nofollow, validate_session_id
+from eventlog.names import check_name, name_folder
 from eventlog.schema import MEMORY_SESSION
 
 if TYPE_CHECKING:
@@ -101,6 +109,10 @@ def forget(
     started = time.perf_counter()
     if (user is None) == (session is None):
         raise ForgetError("name one subject to forget: a user or a session")
+    # names are values, never paths: checked before anything is read or changed, and the
+    # user's folder of documents derived inside sources/users/ with links refused
+    asker = _asker(memory, by)
+    folder = None if user is None else _documents_folder(memory, check_name(user, "user"))
     log = memory.workspace.log
     sealer = log.sealer
     if sealer is None:
@@ -176,7 +188,7 @@ def forget(
     # 2. drop every derived copy while the keys still exist: a crash past step 3 then leaves
     #    nothing in the clear that a later ``project`` would not fold again as forgotten
     ordered = sorted(touched)
-    _drop_documents(memory, user, documents, cold)
+    _drop_documents(folder, documents, cold)
     _drop(memory, ordered, cold)
     removed = cold.embedder.discard(hashes) if cold is not None else _drop_cold(memory)
     shutil.rmtree(memory.workspace.state_dir / "tmp" / "duckdb", ignore_errors=True)
@@ -186,7 +198,6 @@ def forget(
     gone = {kid for kid in sorted(kids) if sealer.forget_key(kid)}
     destroyed = len(gone)
     kids = named | gone
-    asker = by or memory.scope.user or getpass.getuser()
     event = {
         "type": "forgotten",
         "subject": "user" if user is not None else "session",
@@ -221,6 +232,24 @@ def forget(
     )
 
 
+def _asker(memory: Memory, by: str | None) -> str:
+    """Who asks for the forget (recorded): ``by``, else the memory's user, else the login name;
+    a name (``eventlog.names``) whichever it is."""
+    if by is not None:
+        return check_name(by, "by")
+    if memory.scope.user is not None:
+        return memory.scope.user
+    return check_name(getpass.getuser(), "the login name (name who asks with --by)")
+
+
+def _documents_folder(memory: Memory, user: str) -> Path:
+    """``sources/users/USER/``, derived from the checked name; a link there (the folder or
+    ``sources/users`` itself) is refused (``UnsafePathError``): a removal stays inside."""
+    from projections.sources import USERS_FOLDER
+
+    return name_folder(memory.workspace.sources_dir / USERS_FOLDER, user)
+
+
 def _documents(memory: Memory, user: str, cold: Any, hashes: set[str]) -> list[str]:
     """The paths of the documents ``user`` owns under ``sources/`` (``projections.sources``),
     adding the cache keys of their indexed texts to ``hashes``."""
@@ -240,16 +269,15 @@ def _documents(memory: Memory, user: str, cold: Any, hashes: set[str]) -> list[s
     return sorted(owned)
 
 
-def _drop_documents(memory: Memory, user: str | None, paths: list[str], cold: Any) -> None:
-    """Delete ``user``'s folder under ``sources/`` and the cold rows of its documents (the
-    next registration, in step 5's fold, records their removal in the log)."""
-    from projections.sources import USERS_FOLDER
-
-    if user is None:
+def _drop_documents(folder: Path | None, paths: list[str], cold: Any) -> None:
+    """Delete the user's ``folder`` under ``sources/`` (``_documents_folder``; None when a
+    session is forgotten) and the cold rows of its documents (the next registration, in step
+    5's fold, records their removal in the log)."""
+    if folder is None:
         return
-    folder = memory.workspace.sources_dir / USERS_FOLDER / user
-    if folder.is_dir() and not folder.is_symlink():
-        shutil.rmtree(folder)
+    folder = name_folder(folder.parent, folder.name)  # again, right before the removal
+    if folder.is_dir():
+        shutil.rmtree(folder)  # (rmtree removes a link inside, never what it points to)
     if cold is not None and paths and cold.store.open() is not None:
         from projections.cold import quote
 
@@ -368,7 +396,17 @@ def _follow(memory: Memory, fresh: bool) -> list[str]:
         for located in _read_from(memory, mark, mark["seq"] + 1):
             # (another thread or process may have followed it meanwhile)
             if located.record.type == "forgotten" and _read_mark(memory)["offset"] < located.end:
-                followed += _follow_one(memory, located)
+                if (problem := _unfollowable(located.record)) is not None:
+                    logger.warning(
+                        "forget event %s of the workspace log not followed: %s",
+                        located.record.seq,
+                        problem,
+                    )
+                else:
+                    sessions, complete = _follow_one(memory, located)
+                    followed += sessions
+                    if not complete:  # followed again at the next read, from this event
+                        break
             mark = {"seq": located.record.seq, "offset": located.end}
     except CorruptLogError as exc:  # named by status and verify; every other read goes on
         logger.warning("forget events not followed (the workspace log is damaged): %s", exc)
@@ -389,15 +427,33 @@ def _locate(memory: Memory, seq: int) -> Any:
     return next(iter(_read_from(memory, _read_mark(memory), seq)), None)
 
 
-def _follow_one(memory: Memory, located: Any) -> list[str]:
+def _unfollowable(record: Any) -> str | None:
+    """Why a recorded ``forgotten`` event cannot be followed here (None: it can): its names
+    come from the log, written by another machine (or edited by hand), and are checked as any
+    name entering is, never turned into a path unchecked."""
+    try:
+        if record.subject == "user":
+            check_name(record.name, "its user")
+        for session in record.sessions:
+            validate_session_id(session)
+    except (InvalidNameError, InvalidSessionIdError) as exc:
+        return str(exc)
+    return None
+
+
+def _follow_one(memory: Memory, located: Any) -> tuple[list[str], bool]:
     """Drop what ``forget`` named (its sessions, the user's documents) from this machine's
-    tiers and caches, mark the event followed, then fold the sessions again (forgotten)."""
-    from projections.sources import USERS_FOLDER, owned_sources
+    tiers and caches, mark the event followed, then fold the sessions again (forgotten).
+    Returns the sessions and whether it was followed whole: a user's folder of documents
+    behind a link is not removed (warned; the event is left unmarked, taken again once the
+    link is gone), everything else is."""
+    from projections.sources import owned_sources
 
     record = located.record
     cold = _cold_projector(memory)
     sessions = sorted({*record.sessions, MEMORY_SESSION})
     owners = list(sessions)
+    complete = True
     if record.subject == "user":
         owned = owned_sources(memory.workspace.log, record.name)
         owners += [f"src:{path}" for path in owned]
@@ -406,24 +462,35 @@ def _follow_one(memory: Memory, located: Any) -> list[str]:
             for path, event in owned.items()
             if event.seq > record.seq and event.sha256 is not None
         }
-        _remove_documents(memory.workspace.sources_dir, USERS_FOLDER, record.name, since)
+        try:
+            _remove_documents(memory, record.name, since)
+        except UnsafePathError as exc:
+            complete = False
+            logger.warning(
+                "the documents of forgotten user %s are not removed here: %s; the forget is "
+                "followed again once the link is gone",
+                record.name,
+                exc,
+            )
     _drop(memory, sessions, cold, always=False)
     if cold is not None:
         cold.embedder.discard_owners(owners)
     else:  # as ``forget`` does: the cold files here (checkpoints, the cache) go whole
         _drop_cold(memory)
     shutil.rmtree(memory.workspace.state_dir / "tmp" / "duckdb", ignore_errors=True)
-    _mark_followed(memory, located)
+    if complete:
+        _mark_followed(memory, located)
     _purge(memory, sessions, cold)
-    return sessions
+    return sessions, complete
 
 
-def _remove_documents(sources: Path, users: str, user: str, since: set[str]) -> None:
-    """Remove ``user``'s folder under ``sources/`` as ``forget`` did where it ran, but for
-    the documents registered after its event (``since``: added since, not forgotten; a
-    follow run again, its mark lost, must not take them)."""
-    folder = sources / users / user
-    if not folder.is_dir() or folder.is_symlink():
+def _remove_documents(memory: Memory, user: str, since: set[str]) -> None:
+    """Remove ``user``'s folder under ``sources/`` (``_documents_folder``: links refused) as
+    ``forget`` did where it ran, but for the documents registered after its event (``since``:
+    added since, not forgotten; a follow run again, its mark lost, must not take them)."""
+    sources = memory.workspace.sources_dir
+    folder = _documents_folder(memory, user)
+    if not folder.is_dir():
         return
     if not since:
         shutil.rmtree(folder)

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from airsspec.cli.common import EXIT_OK, UsageError, arg, command, open_memory, print_json
+from eventlog.names import check_name
 
 
 @command(
@@ -20,6 +21,10 @@ def cmd_forget(args: argparse.Namespace) -> int:
     cold rows and their old versions, cached embeddings). The log keeps the ciphertext."""
     if (args.user is None) == (args.session is None):
         raise UsageError("forget: name one subject: --user U or --session S")
+    # names, never paths: refused before the workspace is opened (nothing is touched)
+    for flag, value in (("--user", args.user), ("--by", args.by)):
+        if value is not None:
+            check_name(value, flag)
     with open_memory(args) as memory:
         done = memory.forget(user=args.user, session=args.session, by=args.by)
     if args.json:
