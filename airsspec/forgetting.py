@@ -41,7 +41,6 @@ import os
 import shutil
 import threading
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -303,6 +302,9 @@ def _drop_cold(memory: Memory) -> int:
     shutil.rmtree(ws.layout.tier_dir("cold"), ignore_errors=True)
     shutil.rmtree(ws.layout.caches_dir, ignore_errors=True)
     (ws.state_dir / "cold.manifest.json").unlink(missing_ok=True)
+    # the record of the table's files goes with the table (``projections.cold``): kept, the
+    # deep check would name each of them as missing
+    ws.layout.tier_dir("cold").with_name("cold.files.json").unlink(missing_ok=True)
     return 0
 
 
@@ -345,21 +347,11 @@ def _purge(memory: Memory, sessions: list[str], cold: Any) -> list[str]:
 
 
 def _compact_cold(cold: Any, *, reindex: bool) -> None:
-    """Remove every old version of the cold table (a reader still on one fails once and
-    reopens: they hold the rows just deleted; Lance warns of exactly that, on purpose here);
-    with ``reindex``, drop and rebuild its indexes (the full-text index holds their words)."""
-    from datetime import timedelta
-
-    if cold is None or (table := cold.store.open()) is None:
-        return
-    with cold.state_store.exclusive(), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
-        if reindex:
-            for index in table.list_indices():
-                table.drop_index(index.name)
-            table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
-            cold.store.maintain(cold.ann_min_rows)
-        table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+    """Remove every old version of the cold table (they hold the rows just deleted), its
+    record of files updated with what Lance removed (``ColdProjector.remove_old_versions``);
+    with ``reindex``, its indexes rebuilt (the full-text index holds their words)."""
+    if cold is not None:
+        cold.remove_old_versions(reindex=reindex)
 
 
 def follow(memory: Memory, *, fresh: bool = False) -> list[str]:

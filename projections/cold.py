@@ -36,6 +36,7 @@ import re
 import shutil
 import unicodedata
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
@@ -471,8 +472,30 @@ class ColdProjector(Projector[ColdState]):
         # bucket has no files here to compare)
         local = self.store.local
         table_dir = None if local is None else local / f"{TABLE}.lance"
-        files = TableFiles(table_dir, out_dir.with_name("cold.files.json"))
-        self.state_store: ColdCheckpoints = ColdCheckpoints(out_dir, self, files, lease)
+        self.files = TableFiles(table_dir, out_dir.with_name("cold.files.json"))
+        self.state_store: ColdCheckpoints = ColdCheckpoints(out_dir, self, self.files, lease)
+
+    def remove_old_versions(self, *, reindex: bool) -> None:
+        """Remove every old version of the table now, not after ``VERSIONS_KEPT_FOR``: they
+        hold rows just deleted (``forget``). A reader still on one fails once and reopens
+        (Lance warns of exactly that, on purpose here). With ``reindex``, the indexes are
+        dropped and built again first (the full-text index holds the deleted rows' words).
+        Lance removing files is recorded in ``cold.files.json`` in the same turn, so the
+        deep check (``damage``) never names them as missing. (On a bucket, the lease is
+        held as for any write: ``exclusive``.)"""
+        table = self.store.open()
+        if table is None:
+            return
+        with self.state_store.exclusive(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
+            with damage_named(str(self.store.table_dir)):
+                if reindex:
+                    for index in table.list_indices():
+                        table.drop_index(index.name)
+                    table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+                    self.store.maintain(self.ann_min_rows)
+                table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+            self.files.record(self.store.epoch, cleaned=True)
 
     @override
     def fingerprint(self) -> dict[str, Any]:
