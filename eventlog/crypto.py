@@ -3,7 +3,8 @@
 The log is never rewritten, so a user's data cannot be removed from it; it can be made
 unreadable. With ``[privacy] encrypt = "user"`` (or ``"session"``), the content fields of each
 record (``CONTENT_FIELDS``: what someone said, a tool's parameters and result, summaries, learning
-texts, a session's task, and every record's ``meta`` and ``origin``) are encrypted at append,
+texts, a session's task and end status, a verdict's reason, what a context build was asked, and
+every record's ``meta`` and ``origin``: every free-text field) are encrypted at append,
 before the record is encoded, with AES-256-GCM under a data key of its *subject*: the session's
 owning user (``projections.scopes``), else the session itself. The stored record stays a valid
 record of its type: each sealed field holds a placeholder (``SEALED``; ``meta`` and ``origin`` are
@@ -75,10 +76,14 @@ CONTENT_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "compaction": {"summary": _text, "chunks": _chunks},
     "learning": {"text": _text},
     "session_started": {"task": _text},
+    "session_ended": {"status": _text},  # free text: a person's words, or Claude Code's reason
     "memory_accessed": {"query": _text},
     "learning_feedback": {"reason": _text},
 }
-"""Per type, the fields sealed and the placeholder each keeps in the clear record."""
+"""Per type, the fields sealed and the placeholder each keeps in the clear record: every field
+that holds free text. What stays in the clear is structure: ids, seqs, counts, hashes, scope
+names, and codes from a fixed set (a phase is one of the configured phases, a learning's kind
+and scope are enumerated)."""
 
 DROPPED_FIELDS = ("meta", "origin")
 """Fields of any type that are sealed and left out of the clear record (they are optional)."""
