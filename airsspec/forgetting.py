@@ -12,7 +12,10 @@ The log is never rewritten (an invariant), so forgetting is crypto-shredding: wi
    folder), so a crash after step 3 leaves nothing in the clear that ``project`` would not fold
    again as forgotten;
 3. destroys the keys: the user's key and each of its sessions' (or the one session's), and the
-   key of each of their learnings that was given a verdict (its reason is sealed under it);
+   key of each of their learnings that was given a verdict (its reason is sealed under it); a
+   session the user started meanwhile is the user's too (its key goes, its copies in step 5).
+   Then it counts what it forgot: the records sealed under those keys that cannot be read now
+   and could before (one appended meanwhile counts, one an earlier forget took does not);
 4. appends a ``forgotten`` event to the workspace's own log: whom, who asked, which sessions and
    keys (the time is the record's);
 5. drops the sessions again (a daemon may have folded them between 2 and 3) and folds them
@@ -55,7 +58,14 @@ from airsspec.errors import (
     ScopeError,
     UnsafePathError,
 )
-from eventlog.crypto import CONTENT_FIELDS, DROPPED_FIELDS, key_id, kid_parts, learning_subject
+from eventlog.crypto import (
+    CONTENT_FIELDS,
+    DROPPED_FIELDS,
+    is_forgotten,
+    key_id,
+    kid_parts,
+    learning_subject,
+)
 from eventlog.layout import read_nofollow, validate_session_id
 from eventlog.names import check_name, name_folder
 from eventlog.schema import MEMORY_SESSION
@@ -76,7 +86,7 @@ class Forgotten:
     by: str
     sessions: list[str]
     keys_destroyed: int
-    records_forgotten: int  # sealed records that can no longer be read
+    records_forgotten: int  # records this forget made unreadable (counted once the keys went)
     records_in_clear: int  # written before encryption was on: still readable in the log
     cache_entries_removed: int
     documents: list[str] = field(default_factory=list)  # removed from sources/users/USER/
@@ -142,8 +152,9 @@ def forget(
     from projections.units import record_units
 
     units = []
-    forgotten = in_clear = 0
+    in_clear = 0
     touched = set(sessions)
+    unreadable: dict[str, set[int]] = {}  # seqs an earlier forget made unreadable already
     for name in [*sessions, MEMORY_SESSION]:
         if name not in log.sessions():
             continue
@@ -155,13 +166,13 @@ def forget(
             if kid is not None and kid == whole_user and name != MEMORY_SESSION:
                 only_user += 1
             touched.add(name)
+            if is_forgotten(located.record):
+                unreadable.setdefault(name, set()).add(located.record.seq)
             if located.record.type == "learning":
                 # what was said of it (a verdict's reason) is sealed under its own key; it
                 # follows its learning (a learning precedes its feedback in the reading order)
                 kids.add(key_id(learning_subject(located.record.learning_id)))
-            if mine:
-                forgotten += 1
-            elif _has_content(located.record):
+            if not mine and _has_content(located.record):
                 in_clear += 1
             units.extend(record_units(located.record))
 
@@ -195,8 +206,22 @@ def forget(
     # 3. destroy the keys, 4. record it (a learning's key exists only once it had feedback)
     named = {key_id(subject) for subject in subjects}
     gone = {kid for kid in sorted(kids) if sealer.forget_key(kid)}
+    later: list[str] = []
+    if user is not None:
+        # a session the user started while this ran is the user's too: its key goes (its
+        # records may be sealed under it alone), and its copies in step 5
+        owners = memory.scopes.owners()
+        later = sorted(s for s, o in owners.items() if o.user == user and s not in sessions)
+        more = {key_id(f"session:{s}") for s in later}
+        gone |= {kid for kid in sorted(more) if sealer.forget_key(kid)}
+        named |= more
+        sessions = sorted({*sessions, *later})
+        ordered = sorted({*ordered, *later})
     destroyed = len(gone)
     kids = named | gone
+    # counted now, not at the last reading: records appended since under the keys just
+    # destroyed are forgotten too, and those an earlier forget made unreadable are not again
+    forgotten = _newly_forgotten(memory, ordered, kids, unreadable)
     event = {
         "type": "forgotten",
         "subject": "user" if user is not None else "session",
@@ -215,6 +240,7 @@ def forget(
     tiers = _purge(memory, ordered, cold)
     if cold is not None:
         removed += cold.embedder.discard(hashes)
+        removed += cold.embedder.discard_owners(later)  # their texts were never read here
     shutil.rmtree(memory.workspace.state_dir / "tmp" / "duckdb", ignore_errors=True)
     return Forgotten(
         subject=event["subject"],
@@ -229,6 +255,25 @@ def forget(
         seconds=round(time.perf_counter() - started, 3),
         tiers=tiers,
     )
+
+
+def _newly_forgotten(
+    memory: Memory, sessions: list[str], kids: set[str], unreadable: dict[str, set[int]]
+) -> int:
+    """The records of ``sessions`` (and of the workspace log) sealed under one of ``kids``
+    that cannot be read now, but for those that could not be read before (``unreadable``)."""
+    log = memory.workspace.log
+    count = 0
+    listed = set(log.sessions())
+    for name in sorted({*sessions, MEMORY_SESSION} & listed):
+        before = unreadable.get(name, set())
+        for located in log.read(name):
+            kid = _sealed_kid(located.raw)
+            if kid is None or kids.isdisjoint(kid_parts(kid)):
+                continue
+            if is_forgotten(located.record) and located.record.seq not in before:
+                count += 1
+    return count
 
 
 def _asker(memory: Memory, by: str | None) -> str:
