@@ -12,7 +12,9 @@ when it folds its event, and only while the file still holds that content, so:
 
 A document under ``sources/users/USER/`` is owned by USER: its events name the user
 (``user``), ``forget --user USER`` deletes the folder and every copy derived from its
-documents, and the next registration records their removal. Others are owned by no one.
+documents, and the next registration records their removal. Others are owned by no one. A
+folder there whose name is not a user name (``eventlog.names``) is not indexed (each of its
+documents is named in a warning); the other documents are.
 
 Symbolic links (to files or folders) are not followed: a link to a file outside the workspace
 is never registered (each is named in a warning).
@@ -31,9 +33,10 @@ from typing import Any
 
 import orjson
 
-from eventlog.errors import UnsafePathError
+from eventlog.errors import InvalidNameError, UnsafePathError
 from eventlog.layout import read_nofollow
 from eventlog.log import EventLog
+from eventlog.names import check_name
 from eventlog.recovery import TailState
 from eventlog.schema import MEMORY_SESSION, Record, SourceIndexedRecord
 from projections.checkpoints import file_identity
@@ -67,6 +70,20 @@ def source_owner(path: str) -> str | None:
     """The user owning the document at ``path`` (relative to ``sources/``), or None."""
     parts = path.split("/")
     return parts[1] if len(parts) > 2 and parts[0] == USERS_FOLDER and parts[1] else None
+
+
+def owner_problem(path: str) -> str | None:
+    """Why the document at ``path`` cannot be registered (None: it can): its folder under
+    ``sources/users/`` is not a user name (``eventlog.names``). Such a document is skipped
+    alone, named in a warning; it is never registered as unowned (it was put there as
+    someone's)."""
+    user = source_owner(path)
+    try:
+        if user is not None:
+            check_name(user, f"{USERS_FOLDER}/{user}/")
+    except InvalidNameError as exc:
+        return str(exc)
+    return None
 
 
 def _owned(path: str) -> dict[str, str]:
@@ -120,6 +137,9 @@ def register_sources(log: EventLog, sources_dir: Path, state: Path) -> list[Sour
         seen = set()
         for file in source_files(sources_dir):
             path = file.relative_to(sources_dir).as_posix()
+            if (problem := owner_problem(path)) is not None:
+                logger.warning("%s: not indexed: %s", file, problem)
+                continue
             seen.add(path)
             entry = known["files"].get(path)
             identity = file_identity(file)

@@ -63,18 +63,20 @@ def _planted(tmp_path: Path, hostile: str) -> tuple[Path, Path]:
     return ws, canary
 
 
-@pytest.mark.parametrize("flag", ["--user", "--by"])
+@pytest.mark.parametrize("flag", ["--user", "--by", "AIRSSPEC_USER"])
 def test_forget_refuses_a_user_that_is_a_path_in_one_line_and_changes_no_byte(
     tmp_path: Path, flag: str
 ) -> None:
+    """(``AIRSSPEC_USER='../..' airsspec forget --user '../..'``: a user forgetting themself.)"""
     ws, canary = _planted(tmp_path, "../../../..")
     before = _digests(tmp_path)
-    args = ["--user", "../../../.."] if flag == "--user" else ["--user", "ana", "--by", "../.."]
-    refused = run_cli("forget", *args, cwd=ws, env=ENV)
+    args = ["--user", "../../../.."] if flag != "--by" else ["--user", "ana", "--by", "../.."]
+    env = {**ENV, "AIRSSPEC_USER": "../../../.."} if flag == "AIRSSPEC_USER" else ENV
+    refused = run_cli("forget", *args, cwd=ws, env=env)
     said = refused.stderr.decode()
     assert refused.returncode == 2, said
     assert said.startswith("airsspec: error:") and said.count("\n") == 1, said
-    assert flag in said and "invalid name" in said
+    assert ("--by" if flag == "--by" else "--user") in said and "invalid name" in said
     assert _digests(tmp_path) == before
     assert (canary / "keep.txt").read_text() == "beside the workspace\n"
 
@@ -189,3 +191,23 @@ def test_a_follower_removes_nothing_through_a_linked_users_folder(
         caplog.clear()
         assert "a1" in follow(memory)
         assert follow(memory) == []
+
+
+def test_a_folder_under_sources_users_that_is_not_a_name_is_skipped_alone(
+    tmp_path: Path, env: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A document's owner is the name of its folder under ``sources/users/``: a folder whose
+    name is not one (upper case, a space) is not indexed, and warned, and every other document
+    still is (one bad folder used to stop them all)."""
+    ws = _workspace(tmp_path / "ws")
+    users = ws / ".airsspec" / "sources" / "users"
+    (users / "Bad Name").mkdir(parents=True)
+    (users / "Bad Name" / "x.md").write_text("# X\n\nthe zebra sleeps standing\n")
+    (users / "ana").mkdir()
+    (users / "ana" / "notes.md").write_text("# Notes\n\nthe vault sits in eu-west\n")
+    with Memory.open(ws) as memory, caplog.at_level(logging.WARNING):
+        memory.project()
+        assert "Bad Name" in caplog.text and "invalid name" in caplog.text
+        hits = memory.search("vault eu-west", k=3)["hits"]
+        assert hits and hits[0]["source"] == "users/ana/notes.md"
+        assert not [h for h in memory.search("zebra sleeps", k=5)["hits"] if h.get("source")]
