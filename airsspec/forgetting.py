@@ -114,10 +114,12 @@ def forget(
     memory: Memory, *, user: str | None = None, session: str | None = None, by: str | None = None
 ) -> Forgotten:
     """Forget ``user`` (every session it owns, and what it added outside one) or ``session``
-    (see the module); a scoped memory may forget only what its scope owns."""
+    (see the module); a scoped memory may forget only itself or a session it may write to
+    (the access gate), and a read-only one nothing."""
     started = time.perf_counter()
     if (user is None) == (session is None):
         raise ForgetError("name one subject to forget: a user or a session")
+    memory.scopes.writable()
     # names are values, never paths: checked before anything is read or changed, and the
     # user's folder of documents derived inside sources/users/ with links refused
     asker = _asker(memory, by)
@@ -127,7 +129,7 @@ def forget(
     if sealer is None:
         raise _in_the_clear()
     if user is not None:
-        if memory.scope.user not in (None, user):
+        if not memory.scopes.admin and memory.scope.user != user:
             raise ScopeError(f"a memory scoped to {memory.scope} cannot forget user {user}")
         owners = memory.scopes.owners()
         sessions = sorted(s for s, owner in owners.items() if owner.user == user)
@@ -136,6 +138,7 @@ def forget(
     else:
         assert session is not None
         memory.check_session(session)
+        memory.scopes.guard_writes(session)  # the team's session is not a user's to shred
         owned = memory.scopes.owner(session).user
         sessions = [session]
         subjects = [f"session:{session}"]

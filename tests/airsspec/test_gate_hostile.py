@@ -565,12 +565,6 @@ def test_a_read_only_search_appends_nothing(memory: Memory) -> None:
     assert snapshot(memory.log_dir) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="forget(session=S) asks only that the user may read S (forgetting.py: "
-    "check_session): a user destroys the team's session key; and it never asks "
-    "scopes.writable(), so a read-only memory forgets too (it appends 'forgotten' itself)",
-)
 def test_forget_refuses_the_teams_session_and_every_read_only_memory(sealed: Memory) -> None:
     before = snapshot(sealed.root)
     with pytest.raises(ScopeError):
