@@ -1,0 +1,349 @@
+"""The access matrix of a served memory, declared once: who (a principal) may do what (an
+operation of ``airsspec.serve.ops.OPS``) to what (a target), through which door (HTTP, MCP).
+
+A served workspace is built once (``build``): alice's and bob's sessions, a session written
+with no user (the team's), learnings of each kind of owner in the workspace's own log, and a
+global learning. Every text a user writes carries that user's canary, so a leak of one user's
+record into another user's answer is a plain substring check. ``call`` runs one cell and
+returns what the caller saw (``Outcome``); ``expected`` says what the declared matrix allows:
+
+- ``none`` (no token): 401 everywhere;
+- ``admin``: every operation on every target answered as the unscoped Python API answers it;
+- ``user``/``other`` (read-write): their own session anything; another user's session exactly
+  as a session that does not exist (404, never a hint that it does); the team's sessions read
+  but not written (403); the workspace's own log read as the caller's own records only, never
+  written (403); a global learning refused (403, admins only);
+- ``read_only``: as ``user`` for reads, 403 for every write, and no read appends anything.
+
+The log's byte length (``log_size``) changes only where a write is allowed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+
+from airsspec.serve.ops import OPS
+from eventlog.schema import MEMORY_SESSION
+
+PRINCIPALS = ("admin", "user", "other", "read_only", "none")
+TARGETS = ("own", "others", "unowned", "workspace", "global")
+DOORS = ("http", "mcp")
+OP_NAMES = tuple(op.name for op in OPS)
+OP_BY_NAME = {op.name: op for op in OPS}
+
+CANARY = {"alice": "ALICECANARY", "bob": "BOBCANARY", "team": "TEAMCANARY", "admin": "ADMINCANARY"}
+SESSION = {"alice": "alice-s", "bob": "bob-s", "team": "team-s", "workspace": MEMORY_SESSION}
+ABSENT = "absent-s"  # a session that never exists: what another user's must look like
+ABSENT_LEARNING = "lrn-absent"
+USER_OF = {"admin": "owner", "user": "alice", "other": "bob", "read_only": "alice", "none": None}
+SESSION_OPS = (
+    "append",
+    "context",
+    "replay",
+    "start_session",
+    "set_phase",
+    "end_session",
+    "compact",
+)
+WRITES = frozenset(op.name for op in OPS if not op.read_only)
+
+
+@dataclass
+class World:
+    """The served workspace: its url, the principals' tokens, the learnings' ids."""
+
+    url: str
+    log_dir: Path
+    tokens: dict[str, str | None]
+    learning: dict[str, str] = field(default_factory=dict)  # owner -> a learning id
+
+
+def log_size(log_dir: Path) -> int:
+    """The log's byte length: every ``*.jsonl`` under its folder."""
+    return sum(p.stat().st_size for p in log_dir.rglob("*.jsonl"))
+
+
+def build(memory: Any, url: str, local_token: str) -> World:
+    """Write the workspace every cell runs on, through the Python API (see the module)."""
+    from airsspec.serve.tokens import TokenStore
+
+    store = TokenStore(memory.root)
+    tokens: dict[str, str | None] = {
+        "admin": local_token,  # the server's owner: unscoped (admin tokens are not made yet)
+        "user": store.create("alice")[1],
+        "other": store.create("bob")[1],
+        "read_only": store.create("alice", read_only=True)[1],
+        "none": None,
+    }
+    world = World(url, memory.log_dir, tokens)
+    for who in ("alice", "bob", "team"):
+        view = memory if who == "team" else memory.scoped(user=who)
+        canary = CANARY[who]
+        session = SESSION[who]
+        view.sessions.start(session, task=f"{canary} task: canary plan")
+        view.append_many(
+            session,
+            [
+                {"type": "user", "content": f"{canary} secret canary plan of {who}"},
+                {"type": "assistant", "content": f"{canary} answer: canary plan noted"},
+            ],
+        )
+        learned = view.learnings.add(f"{canary} learning: canary plan", scope="project")
+        world.learning[who] = learned.learning_id if hasattr(learned, "learning_id") else learned.id
+        view.context(session, 300, query=f"{canary} query canary plan")
+        if who != "team":
+            view.learnings.feedback(world.learning[who], "confirmed", reason=f"{canary} reason")
+    glob = memory.learnings.add(f"{CANARY['team']} global canary plan", scope="global")
+    world.learning["global"] = glob.learning_id if hasattr(glob, "learning_id") else glob.id
+    return world
+
+
+# ---------------------------------------------------------------------------- one cell
+
+
+def subject(principal: str) -> str:
+    """Whose records a principal is (the admin stands for alice's side: her session is its own)."""
+    return {"admin": "alice", "user": "alice", "read_only": "alice", "other": "bob"}.get(
+        principal, "alice"
+    )
+
+
+def foreign(principal: str) -> str:
+    """The other user, whose records this principal must never see."""
+    return "bob" if subject(principal) == "alice" else "alice"
+
+
+def target_session(principal: str, target: str) -> str | None:
+    """The session a cell names (None: the target names no session)."""
+    return {
+        "own": SESSION[subject(principal)],
+        "others": SESSION[foreign(principal)],
+        "unowned": SESSION["team"],
+        "workspace": MEMORY_SESSION,
+        "global": None,
+    }[target]
+
+
+def target_learning(world: World, principal: str, target: str) -> str:
+    """The learning a cell names."""
+    return {
+        "own": world.learning[subject(principal)],
+        "others": world.learning[foreign(principal)],
+        "unowned": world.learning["team"],
+        "workspace": world.learning["team"],
+        "global": world.learning["global"],
+    }[target]
+
+
+def applies(op: str, target: str) -> bool:
+    """Whether a target means anything for an operation (a session operation needs one)."""
+    return not (op in SESSION_OPS and target == "global")
+
+
+def arguments(world: World, op: str, principal: str, target: str, *, absent: bool = False) -> dict:
+    """The arguments of one cell; ``absent``: the same call naming what never existed."""
+    session = ABSENT if absent else target_session(principal, target)
+    canary = CANARY["admin" if principal == "admin" else subject(principal)]
+    if op == "append":
+        return {"session": session, "events": [{"type": "user", "content": f"{canary} more"}]}
+    if op == "context":
+        return {"session": session, "budget": 4000, "query": f"{canary} canary plan"}
+    if op == "query_memory":
+        return {"query": "canary plan", "k": 5} | ({"session": session} if session else {})
+    if op == "replay":
+        return {"session": session, "limit": 10_000}
+    if op == "learnings":
+        return {"cue": "canary plan"} | ({"reader": session} if session else {})
+    if op == "add_learning":
+        scope = "global" if target == "global" else "project"
+        named = session if target in ("own", "others", "unowned") else None  # the evidence
+        # A global learning reaches every reader: one a user should not have been able to add
+        # must not carry that user's canary into the cells after it (its own cell fails).
+        text = "a global rule added" if scope == "global" else f"{canary} added"
+        return {"text": text, "scope": scope} | ({"session": named} if named else {})
+    if op == "learning_feedback":
+        learning = ABSENT_LEARNING if absent else target_learning(world, principal, target)
+        return {"learning_id": learning, "verdict": "confirmed", "reason": f"{canary} why"}
+    if op == "start_session":
+        return {"session": session, "task": f"{canary} task"}
+    if op == "set_phase":
+        return {"session": session, "phase": "discover"}
+    if op in ("end_session", "compact"):
+        return {"session": session}
+    if op == "verify":
+        return {"sessions": [session]} if session else {}
+    return {}  # sessions, health
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a caller saw: a status (MCP: 200, or the refusal's status when it is known from
+    the HTTP door, else 0 for a tool error), and the answer's text."""
+
+    status: int
+    text: str
+
+    @property
+    def ok(self) -> bool:
+        """Answered, not refused."""
+        return 200 <= self.status < 300
+
+
+def call(world: World, door: str, op: str, principal: str, args: dict) -> Outcome:
+    """Run one operation through one door as one principal."""
+    token = world.tokens[principal]
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with httpx.Client(base_url=world.url, headers=headers, timeout=120) as http:
+        if door == "http":
+            spec = OP_BY_NAME[op]
+            body = dict(args)
+            path = spec.path
+            if "{session}" in path:
+                path = path.replace("{session}", body.pop("session"))
+            if spec.method == "GET":
+                answer = http.get(f"/v1{path}")
+            else:
+                answer = http.post(f"/v1{path}", json=body)
+            return Outcome(answer.status_code, answer.text)
+        request = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": op, "arguments": args},
+        }
+        answer = http.post(
+            "/mcp", json=request, headers={"Accept": "application/json, text/event-stream"}
+        )
+        if answer.status_code != 200:
+            return Outcome(answer.status_code, answer.text)
+        result = answer.json().get("result") or {}
+        text = json.dumps(answer.json(), ensure_ascii=False)
+        return Outcome(0 if result.get("isError") or "error" in answer.json() else 200, text)
+
+
+# ---------------------------------------------------------------------------- the matrix
+
+READS = frozenset(op.name for op in OPS if op.read_only)
+SESSION_WRITES = ("append", "start_session", "set_phase", "end_session", "compact")
+CREATES = ("append", "start_session")  # on a session that does not exist: it is made
+
+
+def expected(op: str, principal: str, target: str) -> str | None:
+    """What the declared matrix says of one cell: ``ok``, ``unauthorized`` (401),
+    ``forbidden`` (403), ``refused`` (400 or 403: the unscoped API refuses it too),
+    ``absent`` (exactly as the same call naming what never existed), ``hidden`` (refused,
+    saying nothing of whose it is: a session that does not exist would be made), or None (the
+    matrix leaves it open: only the invariants hold)."""
+    if principal == "none":
+        return "unauthorized"
+    if principal == "admin":
+        reserved = target == "workspace" and op in CREATES
+        return "refused" if reserved else "ok"  # the workspace's log takes no appends
+    if principal == "read_only" and op in WRITES:
+        return "forbidden"
+    if target == "own" or op in ("sessions", "health"):
+        return "ok"
+    if target == "others":
+        if op in CREATES:
+            return "hidden"
+        return "absent"
+    if target == "unowned":
+        if op in READS:
+            return "ok"
+        return "forbidden" if op in SESSION_WRITES else None
+    if target == "workspace":
+        if op in READS or op == "add_learning":
+            return "ok"
+        return "refused" if op in SESSION_WRITES else None
+    # global
+    if op == "add_learning":
+        return "forbidden"
+    return "ok" if op in READS else None
+
+
+def may_write(op: str, principal: str, outcome: Outcome) -> bool:
+    """Whether the log may grow by this cell: an answered write, or an answered read of a
+    read-write caller (its access record); never a refusal, never a read-only caller."""
+    return outcome.ok and principal not in ("read_only", "none")
+
+
+def cells() -> list[tuple[str, str, str, str]]:
+    """Every (op, door, principal, target) the matrix covers."""
+    return [
+        (op, door, principal, target)
+        for op in OP_NAMES
+        for door in DOORS
+        for principal in PRINCIPALS
+        for target in TARGETS
+        if applies(op, target)
+    ]
+
+
+def _detail(outcome: Outcome, door: str, names: tuple[str, ...]) -> tuple[int, str]:
+    """An answer as (status, message) with the names asked for replaced by one placeholder."""
+    text = outcome.text
+    if door == "http":
+        with contextlib.suppress(ValueError, AttributeError):
+            text = json.loads(text).get("detail", text)
+    else:
+        with contextlib.suppress(ValueError, KeyError, IndexError, TypeError):
+            text = json.loads(text)["result"]["content"][0]["text"]
+    for name in names:
+        text = text.replace(name, "<NAME>")
+    return outcome.status, text
+
+
+def check(world: World, op: str, door: str, principal: str, target: str) -> None:
+    """Run one cell and assert the matrix and the invariants (see the module)."""
+    args = arguments(world, op, principal, target)
+    before = log_size(world.log_dir)
+    outcome = call(world, door, op, principal, args)
+    grown = log_size(world.log_dir) - before
+    where = f"{op} via {door} as {principal} on {target}: {outcome.status} {outcome.text[:300]}"
+    assert outcome.status < 500 and "Traceback" not in outcome.text, where
+    assert grown == 0 or may_write(op, principal, outcome), f"log grew by {grown}: {where}"
+    if principal in ("user", "other", "read_only"):
+        hidden = CANARY[foreign(principal)]
+        assert hidden not in outcome.text, f"{hidden} leaked: {where}"
+    want = expected(op, principal, target)
+    refused = outcome.status in (0, 400, 403, 404, 409) and not outcome.ok
+    if want == "unauthorized":
+        assert outcome.status == 401, where
+    elif want == "ok":
+        assert outcome.ok, where
+        if op == "sessions" and principal != "admin" and target in ("others", "unowned"):
+            listed = outcome.text
+            if target == "others":
+                assert f'"{SESSION[foreign(principal)]}' not in listed, where
+            else:  # the team's sessions are every user's to read
+                assert SESSION["team"] in listed, where
+    elif want == "forbidden":
+        assert outcome.status in ((0,) if door == "mcp" else (403,)), where
+    elif want == "refused":
+        assert outcome.status in ((0,) if door == "mcp" else (400, 403)), where
+    elif want == "hidden":
+        assert refused, where
+        assert foreign(principal) not in _detail(outcome, door, (args["session"],))[1], (
+            f"owner named: {where}"
+        )
+    elif want == "absent":
+        absent_args = arguments(world, op, principal, target, absent=True)
+        size = log_size(world.log_dir)
+        ghost = call(world, door, op, principal, absent_args)
+        wrote = log_size(world.log_dir) != size
+        assert not wrote or may_write(op, principal, ghost), f"the absent call wrote: {where}"
+        assert not (world.log_dir / f"{ABSENT}.jsonl").exists(), f"made {ABSENT}: {where}"
+        names = (
+            (target_learning(world, principal, target), ABSENT_LEARNING)
+            if op == "learning_feedback"
+            else (SESSION[foreign(principal)], ABSENT)
+        )
+        assert _detail(outcome, door, names) == _detail(ghost, door, names), (
+            f"{where}\n  a session that does not exist: {ghost.status} {ghost.text[:300]}"
+        )
