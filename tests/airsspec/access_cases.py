@@ -74,8 +74,12 @@ def build(memory: Any, url: str, local_token: str) -> World:
     from airsspec.serve.tokens import TokenStore
 
     store = TokenStore(memory.root)
+    try:  # an admin token where they can be made; else the server's owner (unscoped)
+        admin = store.create("root", admin=True)[1]
+    except TypeError:
+        admin = local_token
     tokens: dict[str, str | None] = {
-        "admin": local_token,  # the server's owner: unscoped (admin tokens are not made yet)
+        "admin": admin,
         "user": store.create("alice")[1],
         "other": store.create("bob")[1],
         "read_only": store.create("alice", read_only=True)[1],
@@ -96,7 +100,7 @@ def build(memory: Any, url: str, local_token: str) -> World:
         )
         learned = view.learnings.add(f"{canary} learning: canary plan", scope="project")
         world.learning[who] = learned.learning_id if hasattr(learned, "learning_id") else learned.id
-        view.context(session, 300, query=f"{canary} query canary plan")
+        view.context(session, 4000, query=f"{canary} query canary plan")  # its access record
         if who != "team":
             view.learnings.feedback(world.learning[who], "confirmed", reason=f"{canary} reason")
     glob = memory.learnings.add(f"{CANARY['team']} global canary plan", scope="global")
@@ -317,6 +321,9 @@ def check(world: World, op: str, door: str, principal: str, target: str) -> None
         assert outcome.status == 401, where
     elif want == "ok":
         assert outcome.ok, where
+        if op == "replay" and target == "workspace" and principal in ("user", "other", "read_only"):
+            users = {r.get("user") for r in json.loads(outcome.text)} - {None}
+            assert users <= {subject(principal)}, f"records of {users}: {where}"
         if op == "sessions" and principal != "admin" and target in ("others", "unowned"):
             listed = outcome.text
             if target == "others":
