@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from airsspec.errors import AirsspecError
 from airsspec.memory import Memory
-from eventlog.names import name_problem
+from eventlog.names import SHARED, name_problem
 from projections.scopes import Scope
 from tests.conftest import init_workspace, run_cli
 
@@ -64,9 +64,10 @@ FEW = settings(max_examples=30, suppress_health_check=list(HealthCheck), deadlin
 SLOW_FEW = settings(max_examples=10, suppress_health_check=list(HealthCheck), deadline=None)
 
 
-def valid(name: str) -> bool:
-    """Whether the one rule accepts ``name`` (the oracle every entry point must agree with)."""
-    return name_problem(name) is None
+def valid(name: str, *, shared: bool = False) -> bool:
+    """Whether the one rule accepts ``name`` (the oracle every entry point must agree with);
+    ``shared``: where a recorded scope may also be ``SHARED`` (``*``, every reader's)."""
+    return name_problem(name) is None or (shared and name == SHARED)
 
 
 def assert_safe(name: str) -> None:
@@ -143,17 +144,24 @@ def owner_of(memory: Memory, session: str) -> str | None:
 @example("../..")
 @example(unicodedata.normalize("NFD", "josé"))
 @example(unicodedata.normalize("NFC", "josé"))
+@example(SHARED)
 def test_a_scope_holds_a_name_exactly_or_refuses_it_in_one_line(name: str) -> None:
-    for make in (lambda: Scope(user=name), lambda: Scope.from_env({"AIRSSPEC_USER": name})):
-        try:
-            scope = make()
-        except AirsspecError as exc:
-            assert not valid(name)
-            assert_one_line(str(exc))
-            assert exc.exit_code == 2 and exc.http_status == 400
-        else:
-            assert valid(name) and scope.user == name
-            assert_safe(name)
+    for field in ("user", "agent", "project"):
+        variable = f"AIRSSPEC_{field.upper()}"
+        for shared, make, given_as in (
+            (True, Scope, {field: name}),  # a recorded scope may be shared
+            (False, Scope.from_env, {variable: name}),  # a reader never is
+        ):
+            try:
+                scope = make(**given_as) if make is Scope else make(given_as)
+            except AirsspecError as exc:
+                assert not valid(name, shared=shared), (field, name)
+                assert_one_line(str(exc))
+                assert exc.exit_code == 2 and exc.http_status == 400
+            else:
+                assert valid(name, shared=shared) and getattr(scope, field) == name
+                if name != SHARED:
+                    assert_safe(name)
 
 
 def _cli(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -181,6 +189,8 @@ def _cli(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str, 
 @example(unicodedata.normalize("NFD", "josé"), False)
 @example(unicodedata.normalize("NFC", "josé"), True)
 @example("ana.b@c-d_1", False)
+@example(SHARED, False)
+@example(SHARED, True)
 def test_session_start_records_the_user_given_or_refuses_it(
     place, memory: Memory, name: str, by_env: bool
 ) -> None:
@@ -195,11 +205,12 @@ def test_session_start_records_the_user_given_or_refuses_it(
     )
     assert digest_tree(canary) == kept
     if code == 0:
-        assert valid(name), name
+        assert valid(name, shared=not by_env), name
         assert owner_of(memory, session) == name
-        assert_safe(name)
+        if name != SHARED:
+            assert_safe(name)
     else:
-        assert code == 2 and not valid(name), (name, err)
+        assert code == 2 and not valid(name, shared=not by_env), (name, err)
         assert_one_line(err)
         assert err.startswith("airsspec: error: ")
         assert log_bytes(root) == before
@@ -249,6 +260,7 @@ def test_forget_refuses_a_name_that_is_not_one_and_removes_nothing_outside(
 @example("../..")
 @example("Alice")
 @example(unicodedata.normalize("NFC", "josé"))
+@example(SHARED)
 def test_a_session_started_record_holds_its_user_exactly_or_is_refused(
     place, memory: Memory, name: str
 ) -> None:
@@ -261,13 +273,14 @@ def test_a_session_started_record_holds_its_user_exactly_or_is_refused(
             session, [{"type": "session_started", "user": name}], system=True
         )
     except AirsspecError as exc:
-        assert not valid(name)
+        assert not valid(name, shared=True)
         assert_one_line(str(exc))
         assert exc.exit_code == 2
         assert log_bytes(root) == before
     else:
-        assert valid(name) and owner_of(memory, session) == name
-        assert_safe(name)
+        assert valid(name, shared=True) and owner_of(memory, session) == name
+        if name != SHARED:
+            assert_safe(name)
 
 
 # ---------------------------------------------------------------------------- tokens
