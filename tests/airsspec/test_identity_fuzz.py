@@ -222,9 +222,11 @@ def test_session_start_records_the_user_given_or_refuses_it(
 @example("../../../../canary")
 @example("Alice")
 def test_forget_refuses_a_name_that_is_not_one_and_removes_nothing_outside(
-    place, name: str
+    place, memory: Memory, name: str
 ) -> None:
     root, canary = place
+    with contextlib.suppress(AirsspecError):  # something to forget, where the name is taken
+        memory.sessions.start(fresh_session(), user=name)
     workspace = (root / ".airsspec").resolve()
     outside: list[str] = []
     real = shutil.rmtree
@@ -423,6 +425,9 @@ def test_the_command_refuses_a_path_for_a_user_in_one_line(
 @pytest.mark.parametrize("name", ["../..", "../../../../canary"], ids=["workspace", "canary"])
 def test_forget_of_a_path_named_user_leaves_everything_as_it_was(tmp_path: Path, name) -> None:
     root, canary = _copy_of_place(tmp_path)
+    with contextlib.suppress(AirsspecError), Memory.open(root) as memory:
+        memory.sessions.start("planted", user=name)  # something to forget, if the name is taken
+        memory.learnings.list()
     before, kept = digest_tree(root), digest_tree(canary)
     done = run_cli("forget", f"--user={name}", cwd=root, env={"AIRSSPEC_COLD_EMBEDDER": "hash"})
     assert digest_tree(canary) == kept
