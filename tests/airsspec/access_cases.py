@@ -43,6 +43,7 @@ ABSENT = "absent-s"  # a session that never exists: what another user's must loo
 ABSENT_LEARNING = "lrn-absent"
 USER_OF = {"admin": "owner", "user": "alice", "other": "bob", "read_only": "alice", "none": None}
 SESSION_OPS = (
+    "assign_session",
     "append",
     "context",
     "replay",
@@ -180,6 +181,9 @@ def arguments(world: World, op: str, principal: str, target: str, *, absent: boo
         return {"session": session, "phase": "discover"}
     if op in ("end_session", "compact"):
         return {"session": session}
+    if op == "assign_session":  # to its owner again: the cells after it see the same world
+        owner = {"own": subject(principal), "others": foreign(principal)}.get(target, "carol")
+        return {"session": session, "user": owner}
     if op == "verify":
         return {"sessions": [session]} if session else {}
     return {}  # sessions, health
@@ -247,14 +251,16 @@ def expected(op: str, principal: str, target: str) -> str | None:
     if principal == "none":
         return "unauthorized"
     if principal == "admin":
-        reserved = target == "workspace" and op in CREATES
-        return "refused" if reserved else "ok"  # the workspace's log takes no appends
+        reserved = target == "workspace" and op in (*SESSION_WRITES, "assign_session")
+        return "refused" if reserved else "ok"  # the workspace's log takes no direct write
     if principal == "read_only" and op in WRITES:
         return "forbidden"
+    if op == "assign_session":
+        return "forbidden"  # an admin's alone, whatever the session
     if target == "own" or op in ("sessions", "health"):
         return "ok"
     if target == "others":
-        if op in CREATES:
+        if op in CREATES or op == "context":  # a context of a new session is answered
             return "hidden"
         return "absent"
     if target == "unowned":
@@ -286,7 +292,21 @@ def cells() -> list[tuple[str, str, str, str]]:
         for principal in PRINCIPALS
         for target in TARGETS
         if applies(op, target)
+        # an admin's assignment of the team's session would change the world of later cells
+        and not (op == "assign_session" and principal == "admin" and target == "unowned")
     ]
+
+
+def _records(outcome: Outcome, door: str) -> list[dict[str, Any]]:
+    """The records a replay answered (MCP: its tool result's structured content)."""
+    answer = json.loads(outcome.text)
+    if door == "http":
+        return answer
+    result = answer["result"]
+    structured = result.get("structuredContent")
+    if structured is not None:
+        return structured.get("result", structured)
+    return [json.loads(item["text"]) for item in result["content"]]
 
 
 def _detail(outcome: Outcome, door: str, names: tuple[str, ...]) -> tuple[int, str]:
@@ -322,7 +342,7 @@ def check(world: World, op: str, door: str, principal: str, target: str) -> None
     elif want == "ok":
         assert outcome.ok, where
         if op == "replay" and target == "workspace" and principal in ("user", "other", "read_only"):
-            users = {r.get("user") for r in json.loads(outcome.text)} - {None}
+            users = {r.get("user") for r in _records(outcome, door)} - {None}
             assert users <= {subject(principal)}, f"records of {users}: {where}"
         if op == "sessions" and principal != "admin" and target in ("others", "unowned"):
             listed = outcome.text

@@ -6,9 +6,8 @@ matrix says (``access_cases.expected``), never leaks another user's text, and gr
 only where a write is allowed.
 
 One workspace and one in-process server for the module (no background work, so only the cell
-under test writes). The exhaustive loop names every cell; a cell the code does not hold yet is
-an expected failure with its reason, strict, so it is noticed the day it holds. The property
-test draws runs of cells in any order from those that hold (fixed seeds under the CI profile).
+under test writes). The exhaustive loop names every cell; the property test draws runs of
+cells in any order (fixed seeds under the CI profile), so no cell depends on the ones before.
 """
 
 from __future__ import annotations
@@ -36,56 +35,16 @@ def world(tmp_path_factory: pytest.TempPathFactory):
                 yield ac.build(memory, where["url"], served.local_token)
 
 
-USERS = ("user", "other", "read_only")
-SESSION_READS = ("context", "query_memory", "replay", "learnings", "verify")
-
-
-def known(cell: tuple[str, str, str, str]) -> str | None:
-    """Why a cell does not hold on this code yet (None: it holds): the defects the one gate
-    removes, each named once."""
-    op, _door, principal, target = cell
-    if principal not in USERS:
-        return None
-    writes = op in ac.WRITES
-    if target == "others" and not (principal == "read_only" and writes):
-        if op in ac.CREATES:
-            return "another user's session is refused naming its owner (user=...)"
-        if op in (*SESSION_READS, *ac.SESSION_WRITES, "add_learning"):
-            return "another user's session is answered 403 (it exists, whose) not 404"
-    if target == "unowned" and (op in SESSION_READS or op == "sessions"):
-        return "a session written with no user is invisible to every token (the team model)"
-    if target == "workspace":
-        if op == "replay":
-            return "the workspace log's replay returns every user's records"
-        if op == "query_memory":
-            return "a search naming the workspace log is refused, not filtered to the caller"
-        if op in ("set_phase", "end_session", "compact") and principal != "read_only":
-            return "a token's user writes phase/end records into the workspace log"
-    if target == "global" and op == "add_learning" and principal != "read_only":
-        return "any read-write token adds a global learning (admins only)"
-    if principal == "read_only" and op == "context" and target in ("own", "workspace"):
-        return "a read-only token's context appends a memory_accessed record"
-    return None
-
-
 CELLS = ac.cells()
-HOLDING = [cell for cell in CELLS if known(cell) is None]
 
 
-@pytest.mark.parametrize(
-    "cell",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=known(c))) if known(c) else c
-        for c in CELLS
-    ],
-    ids=["-".join(c) for c in CELLS],
-)
+@pytest.mark.parametrize("cell", CELLS, ids=["-".join(c) for c in CELLS])
 def test_every_cell_answers_as_the_matrix_declares(world, cell) -> None:
     ac.check(world, *cell)
 
 
 @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.sampled_from(HOLDING), min_size=1, max_size=6))
+@given(st.lists(st.sampled_from(CELLS), min_size=1, max_size=6))
 def test_any_run_of_operations_keeps_the_matrix(world, run) -> None:
     for cell in run:
         ac.check(world, *cell)
