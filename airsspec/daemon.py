@@ -46,21 +46,24 @@ class Daemon:
 
     # ------------------------------------------------------------------ lock
 
-    def acquire(self) -> None:
-        """Take the workspace's watch lock, or raise ``DaemonBusyError`` naming the holder."""
+    def acquire(self, holder: str = "watch") -> None:
+        """Take the workspace's watch lock for ``holder`` (the command holding it: ``watch``,
+        or ``serve``, which runs the same work inside the server), or raise
+        ``DaemonBusyError`` naming the process that holds it and what it is."""
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            pid, _, kind = os.pread(fd, 64, 0).decode(errors="replace").strip().partition(" ")
             os.close(fd)
-            raise DaemonBusyError(
-                f"another 'airsspec watch' (pid {holder}) is already watching "
-                f"{self.memory.root}; stop it first"
-            ) from exc
+            if kind == "serve":  # the server runs the watch work itself
+                what = f"is held by airsspec serve (pid {pid or '?'}), which keeps it current"
+            else:
+                what = f"is already watched by another 'airsspec watch' (pid {pid or '?'})"
+            raise DaemonBusyError(f"{self.memory.root} {what}; stop it first") from exc
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, f"{os.getpid()} {holder}\n".encode(), 0)
         self._lock_fd = fd
 
     def release(self) -> None:

@@ -104,7 +104,7 @@ def test_appends_become_visible_and_sigterm_stops_cleanly(root: Path) -> None:
     with Workspace.open(config=root / "airsspec.toml") as ws:
         assert [h.seq_from for h in ws.recall().query_memory("second", k=1).hits] == [2]
     second = run_cli("watch", cwd=root)
-    assert second.returncode == 1 and b"already watching" in second.stderr
+    assert second.returncode == 1 and b"already watched by another" in second.stderr
     watcher.proc.send_signal(signal.SIGTERM)
     watcher.wait_for("stopped")
     assert watcher.proc.wait(timeout=30) == 0
