@@ -12,6 +12,11 @@ Whatever the fast path cannot do exactly as the full command would, it leaves to
 None): no server, an option it does not know, input that is not JSON, or a request the server
 refuses as invalid (the full command then prints its own message; nothing was written, since
 an append is all or none). ``AIRSSPEC_NO_SERVER=1`` turns the fast path off.
+
+The scope the CLI takes from AIRSSPEC_USER/AGENT/PROJECT travels in ``X-Airsspec-User/-Agent/
+-Project`` headers, percent-encoded UTF-8 (a header's bytes are read as latin-1: a name outside
+ASCII sent raw would arrive as another name). Input lines end at ``\n`` only, as the full
+command's (``eventlog.jsonl_lines``).
 """
 
 from __future__ import annotations
@@ -52,10 +57,10 @@ class Server:
         """Send one request; the status and the decoded JSON answer."""
         data = b"" if body is None else json.dumps(body).encode()
         scope = "".join(
-            f"X-Airsspec-{name}: {value}\r\n"
+            f"X-Airsspec-{name}: {quoted(value)}\r\n"
             for name in ("User", "Agent", "Project")
-            if (value := os.environ.get(f"AIRSSPEC_{name.upper()}", "")).isprintable() and value
-        )  # the scope the CLI would take from the same variables
+            if (value := os.environ.get(f"AIRSSPEC_{name.upper()}", ""))
+        )  # the scope the CLI would take from the same variables (the server checks them)
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
             f"Authorization: Bearer {self.token}\r\nContent-Type: application/json\r\n"
@@ -75,6 +80,18 @@ class Server:
         if b"transfer-encoding: chunked" in header.lower():
             raise _client_error("a chunked answer (this client reads whole answers)")
         return status, json.loads(payload or b"null")
+
+
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+
+
+def quoted(value: str) -> str:
+    """``value``'s UTF-8 percent-encoded as ``urllib.parse.quote(value, safe="")`` does (the
+    server decodes it with ``unquote``), without importing ``urllib``. A value that is not
+    valid text (a lone surrogate from undecodable environment bytes) keeps its bytes: the
+    server refuses it as a name."""
+    data = value.encode("utf-8", "surrogateescape")
+    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in data)
 
 
 def _client_error(message: str) -> OSError:
@@ -233,8 +250,32 @@ def _fail(detail: object, code: int) -> int:
     return code
 
 
+class _StdoutClosed(Exception):
+    """Standard output was closed by its reader (``| head``): the command's work is done,
+    only its output is unwanted; never a failure of the server."""
+
+
+def _out(text: str) -> None:
+    """``text`` on standard output, flushed now: a closed pipe is noticed here, where it can
+    be told from a failure of the connection to the server, not at the interpreter's exit."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError as exc:
+        raise _StdoutClosed from exc
+
+
+def _quiet() -> int:
+    """After a closed standard output: the rest of the output goes nowhere, and the command
+    exits 0, as the full command does (Python's own flush at exit would fail again)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
+
+
 def _print(value: object) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    _out(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 def _hook(server: Server, opts: dict) -> int | None:
@@ -247,7 +288,7 @@ def _hook(server: Server, opts: dict) -> int | None:
         return None  # a token may not have the server read files: the full command reads them
     if status != 200 or not isinstance(answer, dict):  # a hook never blocks Claude Code
         return _fail(answer.get("detail") if isinstance(answer, dict) else answer, 1)
-    sys.stdout.write(answer["stdout"])  # what the hook command prints
+    _out(answer["stdout"])  # what the hook command prints
     return 0
 
 
@@ -258,7 +299,9 @@ def _append(server: Server, opts: dict) -> int | None:
     if raw is None:
         return None
     events = []
-    for line in raw.splitlines():
+    from eventlog.jsonl_lines import jsonl_lines
+
+    for line in jsonl_lines(raw):  # as the full command splits: the same records
         if line.strip():
             try:
                 events.append(json.loads(line))
@@ -280,7 +323,7 @@ def _append(server: Server, opts: dict) -> int | None:
     else:
         first, last = answer["seqs"][0], answer["seqs"][-1]
         span = f"seq {first}" if first == last else f"seq {first}-{last}"
-        print(f"appended {answer['appended']} record(s) to {session} ({span})")
+        _out(f"appended {answer['appended']} record(s) to {session} ({span})\n")
     return 0
 
 
@@ -304,7 +347,7 @@ def _context(server: Server, opts: dict) -> int | None:
         from eventlog.render import printable  # rare: control characters, escaped as the CLI does
 
         text = printable(text)
-    print(text)
+    _out(f"{text}\n")
     return 0
 
 
@@ -350,6 +393,8 @@ def dispatch(argv: list[str]) -> int | None:
     handler |= {"query": _query, "search": _query}
     try:
         return handler[opts["command"]](server, opts)
+    except _StdoutClosed:
+        return _quiet()
     except (ConnectionRefusedError, FileNotFoundError):
         return None  # nothing was sent: the server went away, the full command does it
     except (OSError, ValueError) as exc:  # sent: running it again could repeat it

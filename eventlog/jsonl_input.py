@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from eventlog.errors import InexactJSONError, InvalidEventError, InvalidInputError, LineError
 from eventlog.exact_json import loads_exact
+from eventlog.jsonl_lines import jsonl_lines
 from eventlog.prepare import validate_input
 from eventlog.schema import Event
 
@@ -17,7 +18,7 @@ def parse_event_lines(data: bytes, source: str) -> list[Event]:
     validate them again) or raise ``InvalidInputError``."""
     events: list[Event] = []
     errors: list[LineError] = []
-    for number, line in enumerate(data.split(b"\n"), start=1):  # JSONL lines end at \n only
+    for number, line in enumerate(jsonl_lines(data), start=1):
         if not line.strip():
             continue
         try:
