@@ -8,10 +8,21 @@ import getpass
 from airsspec.cli.common import EXIT_OK, arg, command, command_group, open_memory, print_json
 
 
+def port(value: str) -> int:
+    """A TCP port, 0 to 65535 (argparse names the option if not)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"{number} is not a port (0-65535)")
+    return number
+
+
 @command(
     "serve",
     arg("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"),
-    arg("--port", type=int, default=8750, help="TCP port (default 8750; 0: any free port)"),
+    arg("--port", type=port, default=8750, help="TCP port (default 8750; 0: any free port)"),
     arg("--socket", metavar="PATH", help="listen on this Unix socket instead of TCP"),
     arg("--user", help="the user of local clients (hooks, the CLI; default: your login name)"),
     json_flag=False,
@@ -24,12 +35,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from airsspec.serve.app import serve
     from airsspec.serve.core import Served
-    from airsspec.serve.tokens import check_user
+    from eventlog.names import check_name
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     for noisy in ("mcp", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    user = check_user(args.user or getpass.getuser())
+    user = check_name(args.user or getpass.getuser(), "--user")
     with open_memory(args) as memory:
         served = Served(memory, local_user=user)
 
@@ -44,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 command_group(
     "token",
     "Bearer tokens for 'airsspec serve'. Create one (printed once, stored hashed), list them "
-    "(ids and users, never the tokens), or revoke one by id.",
+    "(ids, users, admin or user, never the tokens), or revoke one by id.",
 )
 
 
@@ -52,16 +63,29 @@ command_group(
     "token create",
     arg("--user", required=True, help="the user the token acts for"),
     arg("--read-only", action="store_true", help="the token may only read"),
+    arg(
+        "--admin",
+        action="store_true",
+        help="an admin's token: the whole workspace, sessions of every user and of none",
+    ),
 )
 def cmd_token_create(args: argparse.Namespace) -> int:
     """Create a bearer token. It is printed once and stored hashed."""
     from airsspec.serve.tokens import TokenStore
 
     with open_memory(args) as memory:
-        entry, token = TokenStore(memory.root).create(args.user, read_only=args.read_only)
+        entry, token = TokenStore(memory.root).create(
+            args.user, read_only=args.read_only, admin=args.admin
+        )
     if args.json:
         print_json(
-            {"id": entry.id, "user": entry.user, "read_only": entry.read_only, "token": token}
+            {
+                "id": entry.id,
+                "user": entry.user,
+                "read_only": entry.read_only,
+                "admin": entry.admin,
+                "token": token,
+            }
         )
     else:
         print(token)
@@ -80,13 +104,17 @@ def cmd_token_list(args: argparse.Namespace) -> int:
     else:
         for e in entries:
             mode = "read-only" if e.read_only else "read-write"
-            print(f"{e.id}  {e.user}  {mode}  {e.created}")
+            kind = "admin" if e.admin else "user"
+            print(f"{e.id}  {e.user}  {kind}  {mode}  {e.created}")
     return EXIT_OK
 
 
-@command("token revoke", arg("id", help="the token's id (see airsspec token list)"))
+@command(
+    "token revoke",
+    arg("id", help="the token's id, or at least 6 of its first characters (airsspec token list)"),
+)
 def cmd_token_revoke(args: argparse.Namespace) -> int:
-    """Revoke a token. From then on the server refuses it from then on."""
+    """Revoke a token. From then on the server refuses it."""
     from airsspec.serve.tokens import TokenStore
 
     with open_memory(args) as memory:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -75,7 +77,17 @@ async def run(served: Served, request: Request, fn: Any, *, writes: bool) -> Any
     return await anyio.to_thread.run_sync(lambda: served.call(principal, fn, writes=writes))
 
 
-def guarded(handler: Any) -> Any:
+def public(served: Served, detail: str) -> str:
+    """``detail`` as a caller may see it: every path under the workspace (the CLI's messages
+    name them, for the person at that machine) said as ``the workspace``; a caller learns
+    nothing of the server's filesystem."""
+    roots = {str(served.memory.root), str(Path(served.memory.root).resolve())}
+    for root in sorted(roots, key=len, reverse=True):
+        detail = re.sub(re.escape(root) + r"[^\s'\"]*", "the workspace", detail)
+    return detail
+
+
+def guarded(handler: Any, served: Served) -> Any:
     """``handler``'s answer, or the problem its error is."""
 
     async def endpoint(request: Request) -> Response:
@@ -84,7 +96,7 @@ def guarded(handler: Any) -> Any:
         except ValidationError as exc:
             return problem(400, validation_problem(exc))
         except AirsspecError as exc:
-            return problem(exc.http_status, str(exc))
+            return problem(exc.http_status, public(served, str(exc)))
         except Exception:  # never a traceback to the caller; the server's log has it
             log.exception("unexpected failure on %s %s", request.method, request.url.path)
             return problem(500, "internal error (see the server's log)", "Internal Server Error")
@@ -105,7 +117,7 @@ def _op_endpoint(served: Served, op: Op) -> Any:
         )
         return JSONResponse(result)
 
-    return guarded(handler)
+    return guarded(handler, served)
 
 
 ALIASES = {"session-start": "SessionStart"}  # what earlier installs ran (as the CLI maps them)
@@ -131,7 +143,7 @@ def _hook_endpoint(served: Served) -> Any:
         payload = await read_json(request)
         event = request.path_params["event"]
         named = [key for key in SERVER_FILES if payload.get(key)]
-        if named and not request.user.principal.owner:
+        if named and not request.user.principal.local:
             raise ServerFilesError(
                 f"hook input names a file of the server's machine ({', '.join(named)}): "
                 "only the server's local token may (a token's user would read it through "
@@ -164,7 +176,7 @@ def _hook_endpoint(served: Served) -> Any:
         shown = "" if answer is None else json.dumps(answer, ensure_ascii=False) + "\n"
         return JSONResponse({"answer": answer, "stdout": shown})
 
-    return guarded(handler)
+    return guarded(handler, served)
 
 
 def _handle_hook(memory: Any, event: str, payload: dict[str, Any], budget: int) -> dict[str, Any]:

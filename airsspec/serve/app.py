@@ -3,41 +3,53 @@
 Routes: ``/v1/...`` the HTTP API (``api``), ``/mcp`` the MCP server over streamable HTTP (the
 official SDK's session manager, the tools of ``ops``), ``/`` the viewer (``viewer``). Every
 request but ``GET /v1/health``, the login page and static files needs a token: a bearer token
-(``Authorization: Bearer ...``); for the viewer's pages also its HttpOnly cookie, or ``?token=``
-once (the viewer turns it into the cookie). The token decides the user whose scoped memory the
-request sees. What a page of another origin could make a browser send is refused
-(``BrowserGuard``), and no body beyond ``api.MAX_BODY`` is taken in (``BodyLimit``).
+(``Authorization: Bearer ...``); for the viewer's pages also its HttpOnly cookie, set only by the
+sign-in form posted from our own origin (never by a token in a url, which any page could link to
+and which stays in histories). The token decides the user whose scoped memory the request sees;
+the scope headers (``X-Airsspec-User/-Agent/-Project``, percent-encoded UTF-8) narrow it. What a
+page of another origin could make a browser send is refused (``BrowserGuard``), no answer is kept
+in a cache (``Cache-Control: no-store``), and no body beyond ``api.MAX_BODY`` is taken in
+(``BodyLimit``).
 
 Discovery: while it runs, the server keeps ``state/serve.json`` (url or socket, pid, and the
-token of the user who started it; mode 0600) so local clients find it (``airsspec.client``);
-the file is removed at exit, and a client ignores one whose pid is dead.
+token of the user who started it; mode 0600) so local clients find it (``airsspec.client``).
+One server per workspace: a second refuses to start, naming the first, unless the first is dead
+(its file is then taken over, and it says so). Each removes at exit only its own file (same pid
+and token), never another's. A client ignores a file whose pid is dead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import ipaddress
 import json
 import logging
 import os
 import signal
 import socket
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.authentication import AuthCredentials, AuthenticationBackend, BaseUser
+from starlette.authentication import (
+    AuthCredentials,
+    AuthenticationBackend,
+    AuthenticationError,
+    BaseUser,
+)
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from airsspec.errors import BodyTooLargeError, ServeError
+from airsspec.errors import AirsspecError, BodyTooLargeError, ServeError, TokenError
 from airsspec.serve import api
 from airsspec.serve.core import Served
-from airsspec.serve.tokens import Principal
+from airsspec.serve.tokens import Principal, scope_fields
 
 COOKIE = "airsspec_token"
 OPEN_PATHS = ("/v1/health", "/login", "/static/")
@@ -53,6 +65,11 @@ PAGE_HEADERS = [  # the viewer's pages: only our own script and styles, never in
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"same-origin"),  # no-referrer makes a browser send Origin: null
 ]
+NO_STORE = (b"cache-control", b"no-store")  # a page or answer holds memory: never kept
+DAMAGED_TOKENS = (
+    "the server's token file (auth/tokens.json) is damaged; its owner must fix or remove it "
+    "(airsspec token list says what is wrong)"
+)
 STATE_FILE = "serve.json"
 
 
@@ -74,16 +91,34 @@ class PrincipalUser(BaseUser):
 
 
 def request_token(conn: HTTPConnection) -> str | None:
-    """The token a request carries: the bearer header; for the viewer's pages also
-    ``?token=`` then the cookie. The API and MCP take only the header: a browser sends the
-    cookie by itself, to a form of any page of the same site (another local port is one), and
-    a url's token ends up in logs and histories."""
+    """The token a request carries: the bearer header; for the viewer's pages also the
+    cookie. The API and MCP take only the header: a browser sends the cookie by itself, to a
+    form of any page of the same site (another local port is one). A token in a url is never
+    taken: it ends up in logs and histories, and any page could sign a browser in with it."""
     header = conn.headers.get("authorization", "")
     if header[:7].lower() == "bearer ":
         return header[7:].strip()
     if conn.url.path.startswith(API_PATHS):
         return None
-    return conn.query_params.get("token") or conn.cookies.get(COOKIE)
+    return conn.cookies.get(COOKIE)
+
+
+class RequestRefused(AuthenticationError):
+    """A request that cannot be authenticated for a reason of its own (a scope header that
+    is not a name) or of the server's (a damaged token file): answered ``status``, never 500
+    text."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+def refused(conn: HTTPConnection, exc: Exception) -> Any:
+    """The problem answer of a ``RequestRefused`` (Starlette's ``on_error``)."""
+    if isinstance(exc, RequestRefused):
+        return api.problem(exc.status, exc.detail)
+    return api.problem(400, str(exc))
 
 
 class TokenBackend(AuthenticationBackend):
@@ -94,10 +129,17 @@ class TokenBackend(AuthenticationBackend):
 
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         """The principal of the request's token, or None (unauthenticated)."""
-        principal = self.served.principal(request_token(conn))
+        try:
+            principal = self.served.principal(request_token(conn))
+        except TokenError as exc:  # the file, not the caller: the server's log names it
+            logging.getLogger("airsspec.serve").error("%s", exc)
+            raise RequestRefused(503, DAMAGED_TOKENS) from exc
         if principal is None:
             return None
-        principal = principal.narrowed(conn.headers)
+        try:
+            principal = principal.narrowed(scope_fields(conn.headers))
+        except AirsspecError as exc:
+            raise RequestRefused(exc.http_status, str(exc)) from exc
         scopes = ["read"] if principal.read_only else ["read", "write"]
         return AuthCredentials(scopes), PrincipalUser(principal)
 
@@ -161,9 +203,12 @@ class BrowserGuard:
             await api.problem(403, refusal)(scope, receive, send)
             return
 
+        cached = scope.get("path", "").startswith("/static/")  # our own code, no memory
+
         async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *PAGE_HEADERS]}
+                extra = PAGE_HEADERS if cached else [*PAGE_HEADERS, NO_STORE]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
@@ -203,6 +248,7 @@ class BodyLimit:
 
 def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
     """The application: API, MCP over HTTP and viewer over ``served``."""
+    from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 
     from airsspec.mcp_server import build_server
@@ -213,7 +259,12 @@ def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
         user = request.scope.get("user") if request is not None else None
         if not isinstance(user, PrincipalUser):  # RequireToken lets none through; be sure
             raise api.BadRequestError("a valid bearer token is needed")
-        return served.call(user.principal, lambda m: op.call(m, arguments), writes=not op.read_only)
+        try:
+            return served.call(
+                user.principal, lambda m: op.call(m, arguments), writes=not op.read_only
+            )
+        except AirsspecError as exc:  # as the API answers it: no path of this machine
+            raise ToolError(api.public(served, str(exc))) from exc
 
     mcp = build_server(run_tool)
     mcp.streamable_http_app(host=host, stateless_http=True, json_response=True)
@@ -236,7 +287,7 @@ def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
     middleware = [
         Middleware(BrowserGuard, loopback=_loopback(host)),
         Middleware(BodyLimit),
-        Middleware(AuthenticationMiddleware, backend=TokenBackend(served)),
+        Middleware(AuthenticationMiddleware, backend=TokenBackend(served), on_error=refused),
         Middleware(RequireToken),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
@@ -253,12 +304,36 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _clear_socket(path: str) -> None:
+    """Make room for a Unix socket at ``path``: nothing there, or a stale socket (one nobody
+    answers on, left by a server that died), which is removed. Anything else is refused and
+    left as it is: a file (a session's log...), a folder, a link, or a live socket."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise ServeError(f"--socket {path}: exists and is not a socket; refusing to remove it")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        Path(path).unlink(missing_ok=True)  # stale: its server is gone
+        return
+    except OSError as exc:
+        raise ServeError(f"--socket {path}: cannot check it: {exc.strerror or exc}") from exc
+    finally:
+        probe.close()
+    raise ServeError(f"--socket {path}: a server already answers there; stop it first")
+
+
 def bind(host: str, port: int, path: str | None) -> socket.socket:
     """The listening socket: a Unix socket at ``path``, else TCP ``host:port``."""
+    if path is None and not host:
+        raise ServeError("--host is empty (it would listen on every interface); name one")
     try:
         if path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                Path(path).unlink()
+            _clear_socket(path)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.bind(path)
             os.chmod(path, 0o600)
@@ -308,15 +383,54 @@ def write_state(served: Served, where: dict[str, Any]) -> Path:
 
 
 def remove_state(served: Served) -> None:
-    """Remove the discovery file if it is this process's."""
+    """Remove the discovery file if it is this server's (its pid and its token): never the
+    file of another server, which local clients would then stop finding."""
     path = state_path(served.memory)
-    with contextlib.suppress(OSError, ValueError):
-        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        info = json.loads(path.read_text(encoding="utf-8"))
+        if info.get("pid") == os.getpid() and info.get("token") == served.local_token:
             path.unlink()
 
 
+def claim(served: Served) -> int:
+    """Become the one server of the workspace: take its serve lock (held until ``release``,
+    or this process's end, so a server that died leaves nothing held). Another live server
+    holds it: ``ServeError`` naming it (pid, address). A discovery file left by a dead one is
+    taken over, with a warning saying so. Returns the lock's descriptor."""
+    lock = served.memory.workspace.layout.locks_dir / "serve.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    info = _discovery(served)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        where = info.get("socket") or info.get("url") or "an address not yet published"
+        raise ServeError(
+            f"another airsspec serve (pid {info.get('pid', '?')}) already serves "
+            f"{served.memory.root} at {where}; stop it first"
+        ) from None
+    if info.get("pid") not in (None, os.getpid()):
+        logging.getLogger("airsspec.serve").warning(
+            "airsspec serve: taking over from a server that is gone (pid %s)", info.get("pid")
+        )
+    return fd
+
+
+def _discovery(served: Served) -> dict[str, Any]:
+    """The discovery file's content ({} when there is none or it is unreadable)."""
+    try:
+        info = json.loads(state_path(served.memory).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
 def check_exposure(served: Served, host: str, path: str | None) -> None:
-    """Refuse to listen beyond loopback while no token exists."""
+    """Refuse an empty host (it would bind every interface), and to listen beyond loopback
+    while no token exists."""
+    if path is None and not host:
+        raise ServeError("--host is empty (it would listen on every interface); name one")
     if path is None and not _loopback(host) and not served.tokens.entries():
         raise ServeError(
             f"refusing to listen on {host} (beyond this machine) with no token configured; "
@@ -336,7 +450,13 @@ def serve(
     import uvicorn
 
     check_exposure(served, host, path)
-    sock = bind(host, port, path)
+    held = claim(served)
+    try:
+        sock = bind(host, port, path)
+    except BaseException:
+        os.close(held)
+        raise
+    ours = os.stat(path).st_ino if path is not None else None
     where = address(sock)
     app = create_app(served, host=host)
     config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
@@ -355,9 +475,10 @@ def serve(
     finally:
         remove_state(served)
         sock.close()
-        if path is not None:
-            with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):
+            if path is not None and os.lstat(path).st_ino == ours:  # ours, not a newer one
                 Path(path).unlink()
+        os.close(held)
 
 
 @contextlib.contextmanager
@@ -371,6 +492,7 @@ def serving(
 
     import uvicorn
 
+    held = claim(served) if discover else None
     sock = bind(host, port, None)
     app = create_app(served, host=host)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
@@ -390,3 +512,5 @@ def serving(
         server.should_exit = True
         thread.join(30)
         sock.close()
+        if held is not None:
+            os.close(held)

@@ -44,7 +44,7 @@ class Served:
         # The token of the user who started the server, written only to the discovery file
         # (mode 0600): local clients (hooks, the CLI) read it there.
         self.local_token = "airs_local_" + secrets.token_urlsafe(32)
-        self.local = Principal(local_user, False, "local", owner=True)
+        self.local = Principal(local_user, False, "local", admin=True, local=True)
         self._views: OrderedDict[Any, Any] = OrderedDict()  # the latest MAX_VIEWS scopes
         self._later: list[threading.Thread] = []
         self.background = Background(self) if background else None
@@ -132,7 +132,7 @@ class Background:
     def start(self) -> None:
         """Take the watch lock and start the stepper, the watcher and the cold indexer."""
         try:
-            self.daemon.acquire()
+            self.daemon.acquire("serve")
         except DaemonBusyError as exc:
             log.warning("airsspec serve: background work left to the running daemon: %s", exc)
             return

@@ -5,8 +5,11 @@ thoughts, tool calls paired with their results, errors marked, each compaction s
 summary with a link to exactly the records it covers), verify, learnings with their evidence,
 and search with provenance. Server-rendered Jinja2 templates with autoescaping on, so stored
 content is always shown as text, never run; a few lines of our own JavaScript, no build step, no
-third-party code. Signing in sets an HttpOnly cookie holding the token (``/login``, or
-``?token=`` once); every page reads through the signed-in user's scoped memory.
+third-party code. Signing in sets an HttpOnly cookie holding the token, only by the form of
+``/login`` posted from this server's own origin (the ``Origin`` header equal to ours, or
+``Sec-Fetch-Site: same-origin``): another page cannot sign a browser in as someone else, and a
+token in a url is never taken. Every page reads through the signed-in user's scoped memory, and
+no page or error shows a path of the server's machine.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from airsspec.errors import AirsspecError
+from airsspec.serve.api import problem, public
 from airsspec.serve.app import COOKIE
 from airsspec.serve.core import Served
 
@@ -93,6 +97,8 @@ def routes(served: Served) -> list[Any]:
     async def login(request: Request) -> Response:
         if request.method == "GET":
             return render("login.html", request, error=None)
+        if not same_origin(request):
+            return problem(403, "sign in from this server's own page (/login)")
         form = await request.form()
         token = str(form.get("token", "")).strip()
         if served.principal(token) is None:
@@ -105,8 +111,6 @@ def routes(served: Served) -> list[Any]:
         return response
 
     async def sessions(request: Request) -> Response:
-        if (token := request.query_params.get("token")) is not None:  # once: into the cookie
-            return signed_in(RedirectResponse(request.url.path, 303), token, request)
         filters = {
             k: request.query_params.get(k, "").strip()
             for k in ("user", "agent", "from", "to", "text")
@@ -146,7 +150,7 @@ def routes(served: Served) -> list[Any]:
         try:
             records, info = await _read(served, request, read)
         except AirsspecError as exc:
-            return render("error.html", request, 404, message=str(exc))
+            return render("error.html", request, 404, message=public(served, str(exc)))
         items = timeline(records)
         return render(
             "session.html",
@@ -175,7 +179,7 @@ def routes(served: Served) -> list[Any]:
             try:
                 answer = await _read(served, request, lambda m: m.search(query, k=20, fresh=False))
             except AirsspecError as exc:
-                error = str(exc)
+                error = public(served, str(exc))
         return render("search.html", request, query=query, answer=answer, error=error)
 
     return [
@@ -197,6 +201,15 @@ def _span(request: Request) -> tuple[int, int] | None:
     except (KeyError, ValueError):
         return None
     return (low, high) if 1 <= low <= high else None
+
+
+def same_origin(request: Request) -> bool:
+    """Whether a browser sent ``request`` from a page of this server: its ``Origin`` is ours,
+    or (a browser that sends no ``Origin``) it says ``Sec-Fetch-Site: same-origin``."""
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
+    return request.headers.get("sec-fetch-site") == "same-origin"
 
 
 def signed_in(response: Response, token: str, request: Request) -> Response:
