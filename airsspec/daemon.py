@@ -22,6 +22,7 @@ import signal
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import watchfiles
 
@@ -43,6 +44,9 @@ class Daemon:
         self.lock_path = memory.workspace.layout.locks_dir / "watch.lock"
         self._lock_fd: int | None = None
         self.cold = ColdIndexer(memory, self.stop_event)
+        # Held around each step: ``airsspec serve`` runs this loop beside its requests, and
+        # gives its memory's lock here so a step and a request never fold one tier at once.
+        self.step_lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
 
     # ------------------------------------------------------------------ lock
 
@@ -126,6 +130,21 @@ class Daemon:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop_event.set())
         self.cold.start()
+        self.watch()
+        stopped_cleanly = self.cold.stop()
+        if not stopped_cleanly:
+            log.warning("cold tier busy with index upkeep; it resumes at the next start")
+        log.info("stopped")
+        if not stopped_cleanly:
+            self.release()
+            logging.shutdown()
+            os._exit(0)  # every write is checkpointed: as safe as a SIGKILL, which is tested
+
+    def watch(self) -> None:
+        """The loop itself, until ``stop_event`` is set: follow the bucket (other machines'
+        appends reach the cache), catch up once, then step the sessions whose logs change and
+        register changed documents. ``run`` drives it for ``watch``; the server drives it in
+        a thread of its own (the cold indexer started and stopped by the caller)."""
         if follow := getattr(getattr(self.memory.workspace.log, "store", None), "follow", None):
             follow(self.stop_event)  # a bucket: other machines' appends reach the cache
         # the log's local layout: the folder, or a bucket's cache (which ``follow`` fills)
@@ -161,18 +180,11 @@ class Daemon:
                 self._safe_step(sessions)
             if any(p.parent != logs for p in paths):  # a document: the cold tier registers it
                 self.cold.request([MEMORY_SESSION])
-        stopped_cleanly = self.cold.stop()
-        if not stopped_cleanly:
-            log.warning("cold tier busy with index upkeep; it resumes at the next start")
-        log.info("stopped")
-        if not stopped_cleanly:
-            self.release()
-            logging.shutdown()
-            os._exit(0)  # every write is checkpointed: as safe as a SIGKILL, which is tested
 
     def _safe_step(self, sessions: set[str] | None) -> None:
         try:
-            self.step(sessions)
+            with self.step_lock:
+                self.step(sessions)
         except Exception:  # degrade, never crash: the next change retries from checkpoints
             log.exception("step failed; will retry on the next change")
 

@@ -5,10 +5,11 @@ thread under one lock (``Served.call``), so the tiers a call folds in this proce
 append, learnings after a read) are never written by two threads at once. The cold tier is
 embedded by the daemon's ``ColdIndexer`` thread outside that lock, so a search never waits for a
 catch-up: it answers from what is indexed and says how many records are not yet (``ops``). Appends
-made by other processes are noticed with watchfiles, as ``airsspec watch`` does, and the
-daemon's step (hot, compaction and learnings when due, warm, then a cold request) runs for the
-sessions that changed. When another ``airsspec watch`` already holds the workspace, the server
-leaves the background work to it.
+made by other processes (and, on a bucket, by other machines) are noticed by the daemon's own
+watch loop, run in a thread of the server (``Background``), and the daemon's step (hot,
+compaction and learnings when due, warm, then a cold request) runs for the sessions that
+changed. When another ``airsspec watch`` already holds the workspace, the server leaves the
+background work to it.
 
 Each request acts for a principal (a token's user); ``view`` is that user's scoped memory
 (``Memory.scoped(user=...)``), so a user reads and writes only what is theirs. The user who
@@ -19,12 +20,10 @@ as the CLI is, unless a request narrows it (``X-Airsspec-User``/``-Agent``/``-Pr
 from __future__ import annotations
 
 import logging
-import queue
 import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from airsspec.errors import DaemonBusyError, ReadOnlyTokenError
@@ -120,17 +119,19 @@ class Served:
 
 
 class Background:
-    """The daemon's policies, driven inside the server (see the module)."""
+    """The daemon's own watch loop (``Daemon.watch``: the bucket followed, the first catch-up,
+    a step per change, documents registered), driven in a thread of the server, each step
+    under the served memory's lock; the cold indexer beside it, as in ``airsspec watch``."""
 
     def __init__(self, served: Served) -> None:
         self.served = served
         self.daemon = served.memory.daemon()
+        self.daemon.step_lock = served.lock
         self.held = False
-        self.queue: queue.Queue[set[str] | None] = queue.Queue()
-        self.threads: list[threading.Thread] = []
+        self.thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Take the watch lock and start the stepper, the watcher and the cold indexer."""
+        """Take the watch lock (as ``serve``) and start the watch loop and the cold indexer."""
         try:
             self.daemon.acquire("serve")
         except DaemonBusyError as exc:
@@ -138,52 +139,22 @@ class Background:
             return
         self.held = True
         self.daemon.cold.start()
-        for target, name in ((self._steps, "serve-steps"), (self._watch, "serve-watch")):
-            thread = threading.Thread(target=target, name=name, daemon=True)
-            thread.start()
-            self.threads.append(thread)
-        self.queue.put(set())  # a first step over every session
-
-    def _steps(self) -> None:
-        while not self.daemon.stop_event.is_set():
-            item = self.queue.get()
-            if item is None:
-                return
-            wanted = set(item)
-            while not self.queue.empty():  # merge what piled up while the last step ran
-                more = self.queue.get_nowait()
-                if more is None:
-                    return
-                wanted |= more
-            try:
-                with self.served.lock:
-                    self.daemon.step(wanted or None)
-            except Exception:  # degrade, never crash: the next change retries
-                log.exception("background step failed; will retry on the next change")
+        self.thread = threading.Thread(target=self._watch, name="serve-watch", daemon=True)
+        self.thread.start()
 
     def _watch(self) -> None:
-        import watchfiles
-
-        from airsspec.memory import LOG_SUFFIX
-
-        logs = self.served.memory.log_dir
-        logs.mkdir(parents=True, exist_ok=True)
-        for changes in watchfiles.watch(
-            logs, stop_event=self.daemon.stop_event, debounce=20, step=5, raise_interrupt=False
-        ):
-            names = {Path(p).name for _, p in changes}
-            sessions = {n[: -len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}
-            if sessions:
-                self.queue.put(sessions)
+        try:
+            self.daemon.watch()
+        except Exception:  # degrade, never crash the server: its requests still answer
+            log.exception("background watch stopped; searches read what is not indexed yet")
 
     def stop(self) -> None:
-        """Stop every thread; the cold indexer saves what it embedded."""
+        """Stop the loop and the cold indexer (which saves what it embedded)."""
         if not self.held:
             return
         self.daemon.stop_event.set()
-        self.queue.put(None)
-        for thread in self.threads:
-            thread.join(10)
+        if self.thread is not None:
+            self.thread.join(10)
         self.daemon.cold.stop()
         self.daemon.release()
         self.held = False

@@ -411,3 +411,32 @@ def test_a_closed_stdout_is_not_a_server_error(memory, monkeypatch, capsys, tmp_
             monkeypatch.undo()
     assert code == 0
     assert "error" not in capsys.readouterr().err
+
+
+@pytest.mark.s3
+@pytest.mark.slow
+def test_a_server_on_a_bucket_projects_another_machines_append(
+    tmp_path, monkeypatch, moto_endpoint, bucket_url
+) -> None:
+    from tests.conftest import bucket_config, wait_for
+
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    here = bucket_config(tmp_path / "here", bucket_url, moto_endpoint)
+    there = bucket_config(tmp_path / "there", bucket_url, moto_endpoint)
+    with (
+        Memory.open(config=here, create=True) as mine,
+        Memory.open(config=there, create=True) as other,
+    ):
+        served = Served(mine, local_user="owner")
+        served.start()
+        try:
+            assert served.background is not None and served.background.held
+            other.append_many("remote", [{"type": "user", "content": "written over there"}])
+
+            def projected() -> bool:  # read from disk: ``hot`` would project it itself
+                files = (mine.state_dir / "hot").glob("remote*")
+                return any(b"written over there" in f.read_bytes() for f in files if f.is_file())
+
+            assert wait_for(projected, 60), "the server never followed the bucket"
+        finally:
+            served.stop()
