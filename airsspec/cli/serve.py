@@ -33,9 +33,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import logging
     import sys
 
+    from airsspec.memory import check_name
     from airsspec.serve.app import serve
     from airsspec.serve.core import Served
-    from eventlog.names import check_name
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     for noisy in ("mcp", "watchfiles"):

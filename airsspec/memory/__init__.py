@@ -51,6 +51,7 @@ from eventlog.importers import FORMATS
 from eventlog.jsonl_input import parse_event_lines
 from eventlog.layout import LOG_SUFFIX, validate_session_id
 from eventlog.log import SessionInfo
+from eventlog.names import check_name
 from eventlog.render import format_record, printable
 from eventlog.schema import (
     INPUT_TYPES,
@@ -125,6 +126,7 @@ __all__ = [
     "TokenCounter",
     "Verified",
     "VerifyFailedError",
+    "check_name",
     "format_record",
     "normalize_ts",
     "outside",

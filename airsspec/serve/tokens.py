@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from airsspec.errors import InvalidNameError, TokenError, UnsafePathError
-from eventlog.names import check_name
+from airsspec.memory import check_name
 
 PREFIX = "airs_"
 MIN_PREFIX = 6  # characters of an id a revoke may name it by: one character names too many
