@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import queue
 import shutil
 import subprocess
@@ -32,9 +33,12 @@ def run(
     expect: int | None = 0,
     max_lines: int | None = None,
     width: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> str:
-    shown = " ".join(a if " " not in a else repr(a) for a in args)
-    print(f"\n$ airsspec {shown}" + (f"  <<< {stdin.strip()!r}" if stdin else ""), flush=True)
+    shown = " ".join(a if " " not in a and "/" not in a else repr(a) for a in args)
+    prefix = "".join(f"{k}={v!r} " for k, v in (env or {}).items())
+    line = f"\n$ {prefix}airsspec {shown}" + (f"  <<< {stdin.strip()!r}" if stdin else "")
+    print(line, flush=True)
     result = subprocess.run(
         [sys.executable, "-m", "airsspec", *args],
         cwd=cwd,
@@ -42,6 +46,7 @@ def run(
         input=stdin,
         capture_output=True,
         check=False,
+        env={**os.environ, **(env or {})},
     )
     output = (result.stdout + result.stderr).rstrip("\n")
     lines = output.splitlines()
@@ -202,11 +207,27 @@ def watch_demo(target: Path) -> None:
     run(target, "hot", "review-release-specs", "--budget", "40")
 
 
+def curl(url: str, token: str, path: str, body: str = "{}") -> tuple[int, str]:
+    """POST ``body`` to the server as a user would with curl; (status, answer)."""
+    shown = f"curl -H 'Authorization: Bearer airs_...' -X POST {url}{path} -d '{body}'"
+    print(f"\n$ {shown}", flush=True)
+    auth = f"Authorization: Bearer {token}"
+    done = subprocess.run(
+        ["curl", "-s", "-w", "\n%{http_code}", "-H", auth, "-X", "POST", url + path, "-d", body],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    answer, _, status = done.stdout.rpartition("\n")
+    return int(status), answer
+
+
 def serve_demo(target: Path) -> None:
-    """Start ``airsspec serve``, call it with curl and from a hook, photograph the viewer."""
-    # A token reads only its user's sessions: give the spec session an owner first.
-    run(target, "session", "start", "spec-rate-limiter", "--user", "demo")
-    token = run(target, "token", "create", "--user", "demo").strip()
+    """Start ``airsspec serve``: a user's token reads its own sessions and the team's, never
+    another user's; a hook goes through the server; the viewer, signed in by its own form."""
+    demo = run(target, "token", "create", "--user", "demo").strip()
+    ben = run(target, "token", "create", "--user", "ben").strip()
+    run(target, "token", "create", "--user", "ops", "--admin", max_lines=1, width=40)
     print("\n$ airsspec serve --port 0 &", flush=True)
     server = subprocess.Popen(
         [sys.executable, "-m", "airsspec", "serve", "--port", "0"],
@@ -220,28 +241,17 @@ def serve_demo(target: Path) -> None:
         print(server.stdout.readline().rstrip(), flush=True)  # printed once it listens
         state = json.loads((target / ".airsspec" / "state" / "serve.json").read_text())
         url = state["url"]
-        body = '{"query": "per API key limits", "k": 2}'
-        print(f"\n$ curl -H 'Authorization: Bearer airs_...' -X POST {url}/v1/search -d '{body}'")
-        found = subprocess.run(
-            [
-                "curl",
-                "-s",
-                "-H",
-                f"Authorization: Bearer {token}",
-                "-X",
-                "POST",
-                f"{url}/v1/search",
-                "-d",
-                body,
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        hits = json.loads(found.stdout)["hits"]
-        assert hits, f"the demo user's search found nothing: {found.stdout[:300]}"
+        print("(the example's sessions were written without a user: they are the team's)")
+        status, found = curl(url, demo, "/v1/search", '{"query": "per API key limits", "k": 2}')
+        hits = json.loads(found)["hits"]
+        assert status == 200 and hits, f"the demo user's search found nothing: {found[:300]}"
         for hit in hits:
             print(f"  {hit['session']} #{hit['seq_from']}: {hit['text'][:100]}")
+        run(target, "session", "assign", "spec-rate-limiter", "--user", "demo")
+        for who, token in (("ben", ben), ("demo", demo)):
+            status, answer = curl(url, token, "/v1/sessions/spec-rate-limiter/replay")
+            shown = answer if status != 200 else f"{len(json.loads(answer))} records"
+            print(f"  as {who}: {status} {shown[:100]}")
         started = time.perf_counter()
         run(
             target,
@@ -253,8 +263,8 @@ def serve_demo(target: Path) -> None:
         )
         print(f"(the hook went through the server: {time.perf_counter() - started:.2f} s)")
         shot = target.parent / "viewer.png"
-        if viewer_screenshot(f"{url}/sessions/spec-rate-limiter?token={token}", shot):
-            print(f"\nthe viewer, as a browser shows it: {shot}")
+        if viewer_screenshot(url, demo, "/sessions/spec-rate-limiter", shot):
+            print(f"\nthe viewer, signed in as demo, as a browser shows it: {shot}")
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -263,8 +273,29 @@ def serve_demo(target: Path) -> None:
     )
 
 
-def viewer_screenshot(url: str, path: Path) -> bool:
-    """A screenshot of ``url`` with Playwright and the system's Chromium, when both exist."""
+def trust_demo(private: Path) -> None:
+    """Names are values, never paths; a cloned repository's settings import none of its code."""
+    files = sorted(p for p in private.rglob("*") if p.is_file())
+    before = {p: p.read_bytes() for p in files}
+    run(private, "forget", "--user", "../..", env={"AIRSSPEC_USER": "../.."}, expect=2)
+    after = {p: p.read_bytes() for p in sorted(p for p in private.rglob("*") if p.is_file())}
+    print(f"the workspace's {len(before)} files, byte for byte as before: {after == before}")
+    clone = private.parent / "demo-cloned-repo"
+    shutil.rmtree(clone, ignore_errors=True)
+    clone.mkdir()
+    canary = clone / "evilmod-ran"
+    (clone / "evilmod.py").write_text(f"open({str(canary)!r}, 'w').close()\nkeys = dict\n")
+    run(clone, "init", ".")
+    with (clone / "airsspec.toml").open("a") as config:
+        config.write('\n[privacy]\nkeys = "evilmod:keys"\n')
+    print("(a cloned repository: evilmod.py beside an airsspec.toml naming it as its key store)")
+    run(clone, "status", expect=2)
+    print(f"evilmod.py was imported: {canary.exists()}")
+
+
+def viewer_screenshot(url: str, token: str, page_path: str, path: Path) -> bool:
+    """A screenshot of the viewer's ``page_path``, signed in with ``token`` through its own
+    form, with Playwright and the system's Chromium, when both exist."""
     chromium = shutil.which("chromium")
     try:
         from playwright.sync_api import sync_playwright
@@ -285,7 +316,11 @@ def viewer_screenshot(url: str, path: Path) -> bool:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=args)
         page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.goto(url)
+        page.goto(url + "/login")
+        page.fill("input[name=token]", token)
+        page.click("button:has-text('Sign in')")
+        page.wait_for_selector("table.sessions")
+        page.goto(url + page_path)
         page.screenshot(path=str(path))
         browser.close()
     return True
@@ -535,6 +570,9 @@ def main() -> None:
 
     print("\n== 19. Beyond one machine: two machines share one log on an S3 bucket ==")
     bucket_demo(target.parent / "demo-bucket")
+
+    print("\n== 20. Trust: a name is never a path, a cloned repository's code never runs ==")
+    trust_demo(target.parent / "demo-private")
     print(f"\nDemo workspace: {target} (delete it at will; the example stays untouched)")
 
 

@@ -12,9 +12,10 @@ changed. When another ``airsspec watch`` already holds the workspace, the server
 background work to it.
 
 Each request acts for a principal (a token's user); ``view`` is that user's scoped memory
-(``Memory.scoped(user=...)``), so a user reads and writes only what is theirs. The user who
-started the server (its local token, in the discovery file) is the workspace's owner: unscoped,
-as the CLI is, unless a request narrows it (``X-Airsspec-User``/``-Agent``/``-Project``).
+(``Memory.scoped(user=...)``, read-only for a read-only token), and the access gate of that
+memory (``memory.scopes``) decides what it may read and write. An admin (an admin token, or
+the local token of the user who started the server, in the discovery file) is unscoped, as
+the CLI is, unless a request narrows it (``X-Airsspec-User``/``-Agent``/``-Project``).
 """
 
 from __future__ import annotations
@@ -65,13 +66,16 @@ class Served:
     def view(self, principal: Principal) -> Any:
         """The memory as ``principal`` may see and change it (``Memory.scoped`` to its scope,
         read-only for a read-only token): the access gate (``memory.scopes``) decides the rest."""
-        if not principal.scope and not principal.read_only:  # an admin's view: all of it
+        fields = dict(principal.scope)
+        if not principal.admin:  # a user's token is that user's, whatever else is named
+            fields["user"] = principal.user
+        if not fields and not principal.read_only:  # an admin's view: all of it
             return self.memory
         # Kept for the next request of the same scope, but not every scope ever asked for:
         # the agent and project headers are the caller's to choose.
-        key = (principal.scope, principal.read_only)
+        key = (tuple(sorted(fields.items())), principal.read_only)
         view = self._views.pop(key, None) or self.memory.scoped(
-            **dict(principal.scope), read_only=principal.read_only
+            **fields, read_only=principal.read_only
         )
         self._views[key] = view
         while len(self._views) > MAX_VIEWS:
