@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from airsspec.cli.common import EXIT_OK, UsageError, arg, command, open_memory, print_json
-from eventlog.names import check_name
+from airsspec.memory import check_name
 
 
 @command(
