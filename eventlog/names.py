@@ -32,7 +32,8 @@ from eventlog.errors import InvalidNameError, UnsafePathError
 
 MAX_NAME = 128
 SHARED = "*"
-"""A recorded agent or project value shared on purpose with every reader (never a reader's)."""
+"""A recorded owner value shared on purpose with every reader (an admin's to record; never a
+reader's own name: the rule refuses it)."""
 
 _PUNCTUATION = frozenset("._-@")
 _RESERVED = frozenset(
