@@ -201,6 +201,25 @@ def init_workspace(root: Path) -> Path:
     return root
 
 
+def init_encrypted(root: Path, mode: str = "user") -> Path:
+    """``init_workspace`` with ``[privacy] encrypt = MODE`` (what ``forget`` shreds)."""
+    init_workspace(root)
+    with (root / "airsspec.toml").open("a") as config:
+        config.write(f'\n[privacy]\nencrypt = "{mode}"\n')
+    return root
+
+
+OFFLINE = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No model to load, no API to call, and no user in the environment."""
+    for name, value in OFFLINE.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AIRSSPEC_USER", raising=False)
+
+
 # The first request of an MCP session over stdio, as a client sends it.
 MCP_INITIALIZE = {
     "jsonrpc": "2.0",

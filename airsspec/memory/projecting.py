@@ -87,14 +87,8 @@ def catch_up(
     cancel: threading.Event | None = None,
     deep: bool = False,
 ) -> list[RunReport]:
-    """Bring ``projections`` up to the head of the log (only ``sessions``, when given).
-    A cold projection whose embedder cannot load is left as it is, with a warning (search
-    degrades to full-text and says so). A session whose log is damaged is skipped, with a
-    warning unless ``warn`` is false (the reports name it either way). Setting ``cancel``
-    stops after the record being folded, with what was done saved. ``deep`` reads every
-    output file and repairs one whose content differs from what was written. A ``forget``
-    run on another machine sharing the log is followed here (``airsspec.forgetting``).
-    Whoever asks (the access gate's own reads: ``project`` is what callers use)."""
+    """What ``project`` does, its reports unfiltered, whoever asks: the access gate's own
+    reads (who owns what) run here, below the gate."""
     from projections.engine import Runner
 
     names = chosen(projections)

@@ -10,16 +10,7 @@ from pathlib import Path
 import pytest
 
 from airsspec import Memory
-from tests.conftest import init_workspace
-
-ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AIRSSPEC_USER", raising=False)
+from tests.conftest import init_encrypted
 
 
 def _cold(memory: Memory):
@@ -29,11 +20,9 @@ def _cold(memory: Memory):
 
 @pytest.mark.parametrize("subject", ["user", "session"])
 def test_after_a_forget_verify_tiers_passes_and_project_does_not_rebuild_cold(
-    tmp_path: Path, env: None, subject: str
+    tmp_path: Path, offline: None, subject: str
 ) -> None:
-    init_workspace(tmp_path)
-    with (tmp_path / "airsspec.toml").open("a") as f:
-        f.write('\n[privacy]\nencrypt = "user"\n')
+    init_encrypted(tmp_path)
     document = tmp_path / ".airsspec" / "sources" / "users" / "ana" / "notes.md"
     document.parent.mkdir(parents=True)
     document.write_text("# Notes\n\nthe vault sits in eu-west.\n")
@@ -65,13 +54,11 @@ def test_after_a_forget_verify_tiers_passes_and_project_does_not_rebuild_cold(
 
 
 def test_a_forget_where_the_embedder_cannot_run_leaves_no_record_of_the_files_it_removed(
-    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, offline: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without an embedder the cold tier goes whole (``project`` rebuilds it once one runs):
     its record of files goes with it, or the deep check names every file as missing."""
-    init_workspace(tmp_path)
-    with (tmp_path / "airsspec.toml").open("a") as f:
-        f.write('\n[privacy]\nencrypt = "user"\n')
+    init_encrypted(tmp_path)
     with Memory.open(tmp_path) as memory:
         memory.scoped(user="ana").append("a1", {"type": "user", "content": "ana says"})
         memory.scoped(user="ben").append("b1", {"type": "user", "content": "ben zebra"})

@@ -13,16 +13,7 @@ import pytest
 import airsspec.forgetting
 from airsspec import Memory
 from eventlog.crypto import FORGOTTEN
-from tests.conftest import init_workspace
-
-ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AIRSSPEC_USER", raising=False)
+from tests.conftest import init_encrypted
 
 
 def _said(n: int, what: str) -> list[dict[str, Any]]:
@@ -31,11 +22,9 @@ def _said(n: int, what: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("mode", ["user", "session"])
 def test_records_an_earlier_forget_made_unreadable_are_not_counted_again(
-    tmp_path: Path, env: None, mode: str
+    tmp_path: Path, offline: None, mode: str
 ) -> None:
-    init_workspace(tmp_path)
-    with (tmp_path / "airsspec.toml").open("a") as f:
-        f.write(f'\n[privacy]\nencrypt = "{mode}"\n')
+    init_encrypted(tmp_path, mode)
     with Memory.open(tmp_path) as memory:
         ana = memory.scoped(user="ana")
         ana.append_many("a1", _said(3, "first"))
@@ -48,13 +37,11 @@ def test_records_an_earlier_forget_made_unreadable_are_not_counted_again(
 
 @pytest.mark.parametrize("mode", ["user", "session"])
 def test_records_appended_while_forget_runs_are_forgotten_and_counted(
-    tmp_path: Path, env: None, mode: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, offline: None, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Appends land between forget's last reading and the destruction of the keys (as under
     load): 5 records in a session it knew, and a session started meanwhile with 2."""
-    init_workspace(tmp_path)
-    with (tmp_path / "airsspec.toml").open("a") as f:
-        f.write(f'\n[privacy]\nencrypt = "{mode}"\n')
+    init_encrypted(tmp_path, mode)
     drop_documents = airsspec.forgetting._drop_documents
     with Memory.open(tmp_path) as memory:
         ana = memory.scoped(user="ana")

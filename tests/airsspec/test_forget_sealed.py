@@ -12,16 +12,7 @@ import pytest
 from airsspec import Memory
 from airsspec.hooks.events import Job, run_job
 from eventlog.crypto import FORGOTTEN, SEALED
-from tests.conftest import init_workspace
-
-ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AIRSSPEC_USER", raising=False)
+from tests.conftest import init_encrypted
 
 
 def _holding(root: Path, needle: bytes) -> list[str]:
@@ -35,11 +26,9 @@ def _holding(root: Path, needle: bytes) -> list[str]:
 
 @pytest.mark.parametrize("mode", ["user", "session"])
 def test_an_end_status_and_a_hooks_end_reason_are_sealed_and_gone_after_forget(
-    tmp_path: Path, env: None, mode: str
+    tmp_path: Path, offline: None, mode: str
 ) -> None:
-    init_workspace(tmp_path)
-    with (tmp_path / "airsspec.toml").open("a") as f:
-        f.write(f'\n[privacy]\nencrypt = "{mode}"\n')
+    init_encrypted(tmp_path, mode)
     with Memory.open(tmp_path) as memory:
         ana = memory.scoped(user="ana")
         for session in ("a1", "a2"):
