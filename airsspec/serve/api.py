@@ -150,12 +150,6 @@ def _hook_endpoint(served: Served) -> Any:
                 "the server)"
             )
         budget, recall = _number(request, "budget", 2000), _number(request, "recall", 0)
-        if not hasattr(hooks, "handle"):  # the hook functions the CLI runs
-            answer = await run(
-                served, request, lambda m: _handle_hook(m, event, payload, budget), writes=True
-            )
-            text = answer.get("context") or ""
-            return JSONResponse({"answer": answer, "stdout": f"{text}\n" if text else ""})
         event = ALIASES.get(event, event)
         if event == "import":  # earlier installs: PostToolUse, Stop and PreCompact
             named = payload.get("hook_event_name")
@@ -177,17 +171,6 @@ def _hook_endpoint(served: Served) -> Any:
         return JSONResponse({"answer": answer, "stdout": shown})
 
     return guarded(handler, served)
-
-
-def _handle_hook(memory: Any, event: str, payload: dict[str, Any], budget: int) -> dict[str, Any]:
-    """A hook's answer with the hook functions the CLI runs (``session-start``, ``import``)."""
-    from airsspec import hooks
-
-    if event in ("session-start", "SessionStart"):
-        return {"context": hooks.session_context(memory, payload, budget)}
-    if event in ("import", *hooks.EVENTS):
-        return {"appended": hooks.import_transcript(memory, payload)}
-    raise BadRequestError(f"unknown hook event {event!r}; known: session-start, import")
 
 
 async def health(request: Request) -> Response:
