@@ -361,7 +361,7 @@ def chunks(size: int) -> Iterator[bytes]:
             "/login",
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="the sign-in form (serve/viewer.py:139, request.form()) is refused by "
+                reason="the sign-in form (serve/viewer.py:102, request.form()) is refused by "
                 "Starlette's form parser as 400 text/plain ('Field exceeded maximum size'), "
                 "not a 413 problem document",
             ),
@@ -370,7 +370,7 @@ def chunks(size: int) -> Iterator[bytes]:
             "/mcp",
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="BodyLimit's BodyTooLargeError (serve/app.py:234) is raised inside the "
+                reason="BodyLimit's BodyTooLargeError (serve/app.py:243) is raised inside the "
                 "MCP transport, which answers 413 with no problem document (no content type)",
             ),
         ),
@@ -436,7 +436,7 @@ def test_openapi_and_error_documents_name_no_path_nor_owner(hostile: Hostile) ->
 
 @pytest.mark.xfail(
     strict=True,
-    reason="bind (serve/app.py:277-279) binds the socket under the process's umask and only "
+    reason="bind (serve/app.py:338-339) binds the socket under the process's umask and only "
     "then chmods it 0600: in between, a group-writable umask lets the group connect",
 )
 def test_a_unix_socket_is_never_reachable_by_others_even_for_a_moment(
@@ -515,7 +515,7 @@ def test_the_light_client_sends_the_local_token_to_no_other_users_file(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="GET /mcp (serve/app.py:318, the SDK's stateless streamable HTTP) opens an event "
+    reason="GET /mcp (serve/app.py:270 and 284, stateless streamable HTTP) opens an event "
     "stream that never answers nor ends: any token, a read-only one too, holds a connection "
     "and a task of the server for as long as it likes",
 )
