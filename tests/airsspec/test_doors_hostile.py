@@ -96,19 +96,22 @@ def test_a_users_hook_on_the_workspace_log_briefs_only_its_own(hostile: Hostile)
     assert BOB not in answer.text
 
 
+WHOSE = ("bob", "team", "workspace")  # another user's session, the team's, the workspace log
+
+
 @pytest.mark.parametrize("event", ["SessionEnd", "PreCompact", "Stop", "UserPromptSubmit"])
 def test_a_users_hook_ending_another_users_or_the_teams_session_writes_nothing(
     hostile: Hostile, event: str
 ) -> None:
-    before = {who: hostile.session_bytes(who) for who in ("bob", "team")}
+    before = {who: hostile.session_bytes(who) for who in WHOSE}
     sizes = ac.log_size(hostile.world.log_dir)
-    for who in ("bob", "team"):
+    for who in WHOSE:
         payload = {"session_id": ac.SESSION[who], "reason": "logout", "prompt": "hi"}
         answer = hook(hostile, "user", event, payload)
         assert answer.status_code < 500, answer.text
         assert BOB not in answer.text
     hostile.settle()
-    assert {who: hostile.session_bytes(who) for who in ("bob", "team")} == before
+    assert {who: hostile.session_bytes(who) for who in WHOSE} == before
     assert ac.log_size(hostile.world.log_dir) == sizes
 
 
