@@ -373,8 +373,9 @@ def chunks(size: int) -> Iterator[bytes]:
             "/mcp",
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="BodyLimit's BodyTooLargeError (serve/app.py:243) is raised inside the "
-                "MCP transport, which answers 413 with no problem document (no content type)",
+                reason="the MCP SDK's own limit (4 MiB, its StreamableHTTPSessionManager) cuts "
+                "the body first and answers 413 with no content type, not a problem document "
+                "(BodyLimit, serve/app.py:243, is never reached)",
             ),
         ),
         "/v1/sessions/alice-s/events",
