@@ -216,40 +216,54 @@ class BrowserGuard:
 
 class BodyLimit:
     """No request body beyond ``api.MAX_BODY`` is taken in, on any route (the MCP transport
-    reads a body whole, so does the sign-in form, open to anyone): a declared length beyond it
-    is answered 413 at once; a chunked body that grows beyond it fails the read
-    (``BodyTooLargeError``: the API answers it 413)."""
+    reads a body whole, so does the sign-in form, open to anyone), nor beyond the MCP SDK's own
+    limit on ``/mcp``: a declared length beyond it is answered 413 at once; a chunked body that
+    grows beyond it is answered the same problem document, whatever the route."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, mcp_limit: int) -> None:
         self.app = app
+        self.mcp_limit = min(mcp_limit, api.MAX_BODY)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse or cut off a body too large; pass the rest on."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.mcp_limit if scope.get("path", "").startswith("/mcp") else api.MAX_BODY
         declared = dict(scope["headers"]).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > api.MAX_BODY:
-            detail = f"request body of {int(declared)} bytes; at most {api.MAX_BODY}"
+        if declared.isdigit() and int(declared) > limit:
+            detail = f"request body of {int(declared)} bytes; at most {limit}"
             await api.problem(413, detail)(scope, receive, send)
             return
         seen = 0
+        started = False
 
         async def counted() -> Any:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > api.MAX_BODY:
-                raise BodyTooLargeError(f"request body beyond {api.MAX_BODY} bytes")
+            if seen > limit:
+                raise BodyTooLargeError(f"request body beyond {limit} bytes")
             return message
 
-        await self.app(scope, counted, send)
+        async def sending(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, sending)
+        except BodyTooLargeError as exc:  # read by a route that does not answer it itself
+            if started:
+                raise
+            await api.problem(413, str(exc))(scope, receive, send)
 
 
 def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
     """The application: API, MCP over HTTP and viewer over ``served``."""
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
     from airsspec.mcp_server import build_server
     from airsspec.serve import viewer
@@ -281,12 +295,13 @@ def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
 
     routes: list[Any] = [
         *api.routes(served),
-        Route("/mcp", StreamableHTTPASGIApp(manager), methods=["GET", "POST", "DELETE"]),
+        # No GET: a stateless server has no stream to offer, and a GET would be held open
+        Route("/mcp", StreamableHTTPASGIApp(manager), methods=["POST", "DELETE"]),
         *viewer.routes(served),
     ]
     middleware = [
         Middleware(BrowserGuard, loopback=_loopback(host)),
-        Middleware(BodyLimit),
+        Middleware(BodyLimit, mcp_limit=DEFAULT_MAX_REQUEST_BODY_SIZE),  # the SDK's own
         Middleware(AuthenticationMiddleware, backend=TokenBackend(served), on_error=refused),
         Middleware(RequireToken),
     ]
@@ -335,7 +350,11 @@ def bind(host: str, port: int, path: str | None) -> socket.socket:
         if path is not None:
             _clear_socket(path)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.bind(path)
+            mask = os.umask(0o177)  # made 0600: never open to others, not even for a moment
+            try:
+                sock.bind(path)
+            finally:
+                os.umask(mask)
             os.chmod(path, 0o600)
         else:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET

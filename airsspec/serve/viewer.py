@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -99,7 +100,11 @@ def routes(served: Served) -> list[Any]:
             return render("login.html", request, error=None)
         if not same_origin(request):
             return problem(403, "sign in from this server's own page (/login)")
-        form = await request.form()
+        try:
+            form = await request.form()
+        except HTTPException as exc:  # the form parser's refusal, as every answer: a problem
+            too_large = "maximum size" in str(exc.detail)
+            return problem(413 if too_large else 400, f"sign-in form: {exc.detail}")
         token = str(form.get("token", "")).strip()
         if served.principal(token) is None:
             return render("login.html", request, 401, error="That token is not valid.")

@@ -6,8 +6,7 @@ viewer's pages with query parameters and odd session segments, the scope headers
 encoded, raw or too long, bodies beyond the limit on the open routes, the sign-in form, the
 discovery file and socket's modes, and the light client run as another user.
 
-Each attack that holds is a plain test (a regression); each that gets through is a strict xfail
-naming the defect, so the day it is fixed the test says so.
+Each attack is written as the behaviour the doors promise: a regression test.
 """
 
 from __future__ import annotations
@@ -357,30 +356,7 @@ def chunks(size: int) -> Iterator[bytes]:
         sent += len(block)
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(
-            "/login",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the sign-in form (serve/viewer.py:102, request.form()) is refused by "
-                "Starlette's form parser as 400 text/plain ('Field exceeded maximum size'), "
-                "not a 413 problem document",
-            ),
-        ),
-        pytest.param(
-            "/mcp",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the MCP SDK's own limit (4 MiB, its StreamableHTTPSessionManager) cuts "
-                "the body first and answers 413 with no content type, not a problem document "
-                "(BodyLimit, serve/app.py:243, is never reached)",
-            ),
-        ),
-        "/v1/sessions/alice-s/events",
-    ],
-)
+@pytest.mark.parametrize("path", ["/login", "/mcp", "/v1/sessions/alice-s/events"])
 def test_a_chunked_body_beyond_the_limit_is_a_clean_413(hostile: Hostile, path: str) -> None:
     headers = {"Origin": hostile.url, "Content-Type": "application/x-www-form-urlencoded"}
     if path != "/login":
@@ -438,11 +414,6 @@ def test_openapi_and_error_documents_name_no_path_nor_owner(hostile: Hostile) ->
 # ---------------------------------------------------------------------------- local files
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bind (serve/app.py:338-339) binds the socket under the process's umask and only "
-    "then chmods it 0600: in between, a group-writable umask lets the group connect",
-)
 def test_a_unix_socket_is_never_reachable_by_others_even_for_a_moment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -517,12 +488,6 @@ def test_the_light_client_sends_the_local_token_to_no_other_users_file(
         path.unlink()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GET /mcp (serve/app.py:270 and 284, stateless streamable HTTP) opens an event "
-    "stream that never answers nor ends: any token, a read-only one too, holds a connection "
-    "and a task of the server for as long as it likes",
-)
 def test_a_get_of_the_mcp_door_is_answered_not_held_open(hostile: Hostile) -> None:
     headers = {"Authorization": f"Bearer {hostile.world.tokens['read_only']}", **MCP_ACCEPT}
     with httpx.Client(base_url=hostile.url, headers=headers, timeout=2) as http:
