@@ -48,7 +48,7 @@ def _missing(session: str) -> NoSuchSessionError:
 
 
 class Scopes:
-    """The scope checks of one ``Memory`` (see the module)."""
+    """The access gate of one ``Memory``: every decision of who may read or write what."""
 
     def __init__(self, memory: Memory) -> None:
         self._memory = memory
@@ -227,7 +227,7 @@ class Scopes:
 
     def reads_record(self, record: Record, owners: dict[str, Scope]) -> bool:
         """Whether a record of the workspace's own log reaches this reader (``owners``: each
-        learning's owner, ``learning_owners``): a learning it may read, a verdict, archive or
+        learning's owner: ``learnings.owners``): a learning it may read, a verdict, archive or
         restore of such learnings, its own access records and documents; nothing else (who
         was forgotten, another user's queries and reasons) but to an admin."""
         if self.admin:
