@@ -157,9 +157,12 @@ class Scopes:
     def reports(self, reports: list[RunReport]) -> list[RunReport]:
         """Projection reports as this memory may see them: no outcome of a session it may
         not read (an admin's: as they are)."""
-        if self.admin or not any(r.outcomes for r in reports):
+        if self.admin:
             return reports
-        shown = self.visible() or set()
+        named = {o.session for r in reports for o in r.outcomes}
+        # only the sessions named are asked about (an append's report names one): not every
+        # owner of the workspace, on the path of every write
+        shown = {s for s in named if s != MEMORY_SESSION and self.reads_session(s)}
         return [replace(r, outcomes=[o for o in r.outcomes if o.session in shown]) for r in reports]
 
     @property

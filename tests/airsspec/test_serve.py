@@ -51,14 +51,6 @@ def tokens(memory: Memory) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def server(memory: Memory):
-    """(url, served) of a server with no background work (each test drives what it needs)."""
-    served = Served(memory, local_user="owner", background=False)
-    with serving(served) as where:
-        yield where["url"], served
-
-
 def client(url: str, token: str | None) -> httpx.Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx.Client(base_url=url, headers=headers, timeout=60)

@@ -42,13 +42,6 @@ def tokens(memory: Memory) -> dict[str, str]:
     return {"alice": store.create("alice")[1], "bob": store.create("bob")[1]}
 
 
-@pytest.fixture
-def server(memory: Memory):
-    served = Served(memory, local_user="owner", background=False)
-    with serving(served) as where:
-        yield where["url"], served
-
-
 def http(url: str, token: str | None = None, **headers: str) -> httpx.Client:
     if token:
         headers["Authorization"] = f"Bearer {token}"

@@ -14,7 +14,6 @@ import socket
 import sys
 from pathlib import Path
 
-import httpx2 as httpx
 import pytest
 
 from airsspec import client as light
@@ -25,6 +24,7 @@ from airsspec.serve.app import COOKIE, bind, claim, remove_state, serving
 from airsspec.serve.core import Served
 from airsspec.serve.tokens import TokenStore
 from eventlog.errors import DaemonBusyError, ServeError, TokenError, UnsafePathError
+from tests.airsspec.test_serve_hostile import http
 
 EVENTS = [{"type": "user", "content": "the plan for the upload limit"}]
 
@@ -36,19 +36,6 @@ def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         monkeypatch.delenv(f"AIRSSPEC_{name}", raising=False)
     with Memory.open(tmp_path / "ws", create=True) as memory:
         yield memory
-
-
-@pytest.fixture
-def server(memory: Memory):
-    served = Served(memory, local_user="owner", background=False)
-    with serving(served) as where:
-        yield where["url"], served
-
-
-def http(url: str, token: str | None = None, **headers: str) -> httpx.Client:
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    return httpx.Client(base_url=url, headers=headers, timeout=60, follow_redirects=False)
 
 
 def cli(memory: Memory, *argv: str) -> int:
