@@ -271,6 +271,38 @@ class Layout:
         return self.state_dir / "caches"
 
     @property
+    def duckdb_temp_dir(self) -> Path:
+        """``state/tmp/duckdb``: DuckDB's spill folder (emptied after a ``forget``)."""
+        return self.state_dir / "tmp" / "duckdb"
+
+    @property
+    def sources_registry_path(self) -> Path:
+        """``state/sources.json``: what ``sources/`` held at its last registration."""
+        return self.state_dir / "sources.json"
+
+    def lock_path(self, name: str) -> Path:
+        """``state/{name}.lock``: a lock of the workspace's own processes (``import``,
+        ``session-end``)."""
+        return self.state_dir / f"{name}.lock"
+
+    @property
+    def hook_jobs_log(self) -> Path:
+        """``state/hook-jobs.log``: what background hook jobs reported."""
+        return self.state_dir / "hook-jobs.log"
+
+    def cold_paths(self) -> list[Path]:
+        """What the cold projection keeps here: its table, checkpoints, manifest, record of
+        the table's files, and the embedding cache (removed whole when no embedder can fold
+        them again)."""
+        return [
+            self.vectors_dir,
+            self.tier_dir("cold"),
+            self.caches_dir,
+            self.state_dir / "cold.manifest.json",
+            self.state_dir / "cold.files.json",
+        ]
+
+    @property
     def analytics_dir(self) -> Path:
         """``analytics/events``: the analytics Delta table of a workspace without a bucket."""
         return self.root / "analytics" / "events"

@@ -31,6 +31,7 @@ from __future__ import annotations
 import fcntl
 import os
 import resource
+import stat
 import threading
 import weakref
 from collections import OrderedDict
@@ -646,6 +647,14 @@ class EventLog(Appends):
     def sessions(self) -> list[str]:
         """Sessions with a log, sorted by id."""
         return list_sessions(self.log_dir)
+
+    def has(self, session: str) -> bool:
+        """Whether ``session`` (a valid id) has a log here: one ``stat`` (a symbolic link is
+        not a session's log, as for ``sessions``)."""
+        try:
+            return stat.S_ISREG(os.lstat(session_path(self.log_dir, session)).st_mode)
+        except FileNotFoundError:
+            return False
 
     def info(self, session: str) -> SessionInfo:
         """Counts, first/last time and size of a session, from its first and last lines only."""

@@ -37,7 +37,7 @@ import shutil
 import unicodedata
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
@@ -474,6 +474,22 @@ class ColdProjector(Projector[ColdState]):
         table_dir = None if local is None else local / f"{TABLE}.lance"
         self.files = TableFiles(table_dir, out_dir.with_name("cold.files.json"))
         self.state_store: ColdCheckpoints = ColdCheckpoints(out_dir, self, self.files, lease)
+
+    @override
+    def purge(self, sessions: Collection[str], *, thorough: bool = True) -> None:
+        """Drop ``sessions``' rows and checkpoints; then the table keeps no old version,
+        deletion file or index holding them (rebuilding the indexes is most of the cost: not
+        ``thorough``, only when it held rows of them)."""
+        held = thorough or self.holds(sessions)
+        super().purge(sessions)
+        if held:
+            self.remove_old_versions(reindex=True)
+
+    def holds(self, sessions: Collection[str]) -> bool:
+        """Whether the table has rows of ``sessions``."""
+        if (table := self.store.open()) is None or not sessions:
+            return False
+        return table.count_rows(f"session IN ({', '.join(quote(s) for s in sessions)})") > 0
 
     def remove_old_versions(self, *, reindex: bool) -> None:
         """Remove every old version of the table now, not after ``VERSIONS_KEPT_FOR``: they

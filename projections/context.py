@@ -36,9 +36,6 @@ class ContextSource(Protocol):
     def window(self, session: str) -> HotWindow | None:
         """The session's hot window, current (None: no such session in the log)."""
 
-    def history(self, session: str, budget: int) -> str:
-        """The session's summary and newest messages within ``budget`` tokens."""
-
     def assessment(self, session: str, cue: str, reader: Any) -> Assessment:
         """Every learning as ``session`` (whose task and ``cue`` decide relevance) sees it."""
 
@@ -97,7 +94,7 @@ class ContextBuilder:
             parts += self._earlier_sessions(session, budget // 3, reader)
         if query is not None:
             room = (budget - counter.count("\n\n".join(parts))) // 2
-            visible = self.source.history(session, budget)
+            visible = self._history(window, budget)
             for passage in self._recalled(query, visible, room, reader):  # best first
                 candidate = f"{recalled}\n{passage}" if recalled else passage
                 if counter.count(candidate) <= room:
@@ -105,7 +102,7 @@ class ContextBuilder:
             parts += [recalled] if recalled else []
         rest = budget - counter.count("\n\n".join(parts)) - 2
         while True:  # tokens can merge across a join: shrink until the whole fits
-            history = self.source.history(session, rest) if rest > 0 else ""
+            history = self._history(window, rest) if rest > 0 else ""
             text = "\n\n".join([*parts, history] if history else parts)
             if counter.count(text) <= budget:
                 break
@@ -116,6 +113,13 @@ class ContextBuilder:
         if format == "text":
             return Built(text, shown)
         return Built(self._messages(format, session, window, parts, recalled, history), shown)
+
+    def _history(self, window: HotWindow | None, budget: int) -> str:
+        """The window's summary and newest messages within ``budget`` tokens (the window
+        read once per build, never again while packing)."""
+        from projections.hot import format_history
+
+        return "" if window is None else format_history(window, budget, self.counter)
 
     def memory_block(
         self, session: str, budget: int, query: str | None, reader: Any

@@ -12,6 +12,7 @@ wherever and whenever it runs; that is what lets a rebuild equal an incremental 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from eventlog.schema import Record
@@ -57,3 +58,11 @@ class Projector(Fold[S]):
     def item_count(self) -> int:
         """Items in the projection (for ``status``)."""
         return len(self.state_store.sessions())
+
+    def purge(self, sessions: Collection[str], *, thorough: bool = True) -> None:
+        """Drop ``sessions`` from this projection (``forget``): their states and outputs
+        go, and the next catch-up folds them again. ``thorough``: also what a store keeps
+        beyond its states (the cold table's old versions), even when it held none of them."""
+        with self.state_store.exclusive():
+            for session in sessions:
+                self.state_store.drop(session)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -41,6 +41,7 @@ import pyarrow as pa
 
 from eventlog.ids import normalize_ts
 from eventlog.log import EventLog
+from eventlog.schema import Record
 from projections.bm25 import BM25
 from projections.cold import ColdStore, quote
 from projections.embedders import Embedder
@@ -340,49 +341,67 @@ class Recall:
         user: str | None = None,  # documents are not in the log: nothing of theirs to filter
         learnings: Collection[str] | None = None,
     ) -> list[Hit]:
-        if self.log is None or (
-            kinds is not None and not {"message", "summary", "learning"} & set(kinds)
-        ):
+        if self.log is None:
             return []
-        units = []
-        names = self.log.sessions()
+        log = self.log
+        names = log.sessions()
         if session:
             names = [session] if session in names else []
-        for name in names:
-            for located in self.log.read(name):
-                for unit in record_units(located.record):
-                    if kinds is not None and unit.kind not in kinds:
-                        continue
-                    if unit.kind == "learning":
-                        if learnings is not None and unit.unit_id not in learnings:
-                            continue
-                    elif sessions is not None and name not in sessions:
-                        continue
-                    if (since and unit.ts and unit.ts < since) or (
-                        until and unit.ts and unit.ts > until
-                    ):
-                        continue
-                    units.append(unit)
-        # one unit per message here too: a long message's chunks are one passage
-        ranked = BM25([u.text for u in units]).top(query, 4 * k)
-        firsts: dict[Any, int] = {}
-        for i, _ in ranked:
-            unit = units[i]
-            firsts.setdefault(
-                (unit.session, unit.record_seq) if unit.kind == "message" else unit.unit_id, i
-            )
-        keep = set(firsts.values())
-        ranked = [(i, score) for i, score in ranked if i in keep and score > 0][:k]
-        best = ranked[0][1] if ranked else 1.0
-        return [
-            Hit(
-                **{name: getattr(units[i], name) for name in UNIT_FIELDS},
-                score=round(score / best, 6),
-                parts={"lexical": round(score / best, 6)},
-                tier="log",
-            )
-            for i, score in ranked
-        ]
+        records = (located.record for name in names for located in log.read(name))
+        filters = {"kinds": kinds, "since": since, "until": until}
+        return scan(records, query, k, **filters, sessions=sessions, learnings=learnings)
+
+
+def scan(
+    records: Iterable[Record],
+    query: str,
+    k: int,
+    *,
+    kinds: Collection[str] | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    sessions: Collection[str] | None = None,
+    learnings: Collection[str] | None = None,
+) -> list[Hit]:
+    """The ``k`` best passages of ``records`` for ``query`` by BM25 (best = 1.0), one per
+    message (a long message's chunks are one passage): recall where no index answers (the
+    log scan of ``Recall``, and the records the cold index has not reached yet). Only units of
+    ``kinds``, within ``since``/``until``, of ``sessions`` (a learning: among ``learnings``,
+    by unit id) are ranked."""
+    if kinds is not None and not {"message", "summary", "learning"} & set(kinds):
+        return []
+    units = []
+    for record in records:
+        for unit in record_units(record):
+            if kinds is not None and unit.kind not in kinds:
+                continue
+            if unit.kind == "learning":
+                if learnings is not None and unit.unit_id not in learnings:
+                    continue
+            elif sessions is not None and unit.session not in sessions:
+                continue
+            if (since and unit.ts and unit.ts < since) or (until and unit.ts and unit.ts > until):
+                continue
+            units.append(unit)
+    ranked = BM25([u.text for u in units]).top(query, 4 * k) if units else []
+    firsts: dict[Any, int] = {}
+    for i, _ in ranked:
+        unit = units[i]
+        firsts.setdefault(
+            (unit.session, unit.record_seq) if unit.kind == "message" else unit.unit_id, i
+        )
+    keep = set(firsts.values())
+    ranked = [(i, score) for i, score in ranked if i in keep and score > 0][:k]
+    best = ranked[0][1] if ranked else 1.0
+    return [
+        Hit(
+            **{name: getattr(units[i], name) for name in UNIT_FIELDS},
+            score=round(score / best, 6),
+            parts={"lexical": round(score / best, 6)},
+            tier="log",
+        )
+        for i, score in ranked
+    ]
 
 
 _POOL: ThreadPoolExecutor | None = None

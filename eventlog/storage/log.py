@@ -173,6 +173,10 @@ class ObjectStoreLog(Appends):
         self.store.sync(names)
         return names
 
+    def has(self, session: str) -> bool:
+        """Whether ``session`` (a valid id) has records in the store."""
+        return validate_session_id(session) in self.store.sessions()
+
     def head(self, session: str) -> TailState:
         """The session's last record now (seq 0 when it has none)."""
         validate_session_id(session)
