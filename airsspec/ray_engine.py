@@ -36,7 +36,7 @@ from projections.cold import TABLE
 from projections.engine import RunReport, SessionOutcome
 
 if TYPE_CHECKING:
-    from airsspec.memory import Memory
+    from airsspec.kernel import Kernel
     from airsspec.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -194,11 +194,11 @@ def _cluster(ray: Any, address: str | None) -> Iterator[None]:
         ray.shutdown()
 
 
-def rebuild_cold(memory: Memory, address: str | None = None, embed_actors: int = 2) -> RunReport:
+def rebuild_cold(kernel: Kernel, address: str | None = None, embed_actors: int = 2) -> RunReport:
     """Delete the cold tier and rebuild it from the log on Ray (see the module docstring)."""
     ray, lance = _imports()
-    workspace = memory.workspace
-    memory.register_sources()
+    workspace = kernel.workspace
+    kernel.register_sources()
     projector = workspace.projectors(("cold",))[0]
     log = workspace.log
     where = (

@@ -339,7 +339,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if args.log_level != "debug":
         logging.getLogger("watchfiles").setLevel(logging.WARNING)  # a line per change is noise
     with open_memory(args) as memory:
-        daemon = memory.daemon()
+        from airsspec.daemon import Daemon
+
+        daemon = Daemon(memory)
         try:
             daemon.acquire()
         except DaemonBusyError as exc:

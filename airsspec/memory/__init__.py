@@ -10,12 +10,12 @@ Concepts and where they live:
 - ``Memory`` (``core``): open, append, replay/verify/seal/import/export (``records``),
   project/rebuild/status, hot, history, library, context (``context`` over
   ``projections.context``), search and ``query_memory`` (``search``), compact, forget,
-  analytics, daemon.
+  analytics: each a service's call over the memory's ``Kernel`` (``airsspec.kernel``).
 - ``memory.sessions`` (``sessions``): list, start, phase, end, info.
 - ``memory.learnings`` (``learnings``, ``health``, ``reextract``): list, get, add, confirm,
   reject, extract, gc, archive, restore, reextract, health.
-- ``memory.scopes`` (``scopes``): views, owners, what a scope may see, guards.
-- ``AsyncMemory`` (``aio``): generated from the above.
+- ``memory.scopes`` (``airsspec.kernel.gate``): owners, what a scope may see, guards.
+- ``AsyncMemory`` (``aio``): emitted from the above (``python -m airsspec.memory.aio_emit``).
 
 The errors the facade raises are re-exported here for convenience; they are the classes of
 ``airsspec.errors`` (declared once, in ``eventlog.errors``), which the doors import.

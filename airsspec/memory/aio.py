@@ -1,150 +1,700 @@
-"""``AsyncMemory``: ``Memory`` for asyncio code, generated from it so it cannot fall behind.
+"""``AsyncMemory``: ``Memory`` for asyncio code, every call written out.
 
-Every public method of ``Memory`` and of its services (``sessions``, ``learnings``,
-``scopes``) has an async twin of the same name and signature, built here by walking the
-classes: the twin runs the call in a worker thread (``asyncio.to_thread``), so the event loop
-never blocks on the log or a projection. A call that returns an iterator (``replay``) is read
-to the end in that thread and returns a list; a call that returns a ``Memory`` (``open``,
-``scoped``...) returns an ``AsyncMemory`` over it. Properties (``root``, ``scope``...) read
-through. ``tests/airsspec/test_async_memory.py`` checks that no public call is missing.
+Emitted from ``Memory`` and its services (``sessions``, ``learnings``, ``scopes``) by
+``python -m airsspec.memory.aio_emit``; do not edit by hand (a test fails when this module falls
+behind them). Each twin has the name and signature of its call and runs it in a worker thread
+(``asyncio.to_thread``), so the event loop never blocks on the log or a projection; a call that
+returns an iterator (``replay``) is read to a list there; one that returns a ``Memory``
+(``scoped``) returns an ``AsyncMemory``. ``AsyncMemory.open(...)`` is awaited
+(``memory = await AsyncMemory.open(p)``) or used directly with ``async with`` (closed at the
+end).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-from collections.abc import Callable, Iterator
-from functools import partial
-from typing import Any
+import builtins
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airsspec.memory.core import Memory
-from airsspec.memory.learnings import Learnings
-from airsspec.memory.scopes import Scopes
-from airsspec.memory.sessions import Sessions
 
-SERVICES: dict[str, type] = {"sessions": Sessions, "learnings": Learnings, "scopes": Scopes}
-"""The services of ``Memory``, by attribute name."""
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Iterable
+    from datetime import datetime, timedelta
+    from pathlib import Path
 
-
-def public_calls(cls: type) -> dict[str, Any]:
-    """The public methods of ``cls`` (plain, class and static), as stored on the class."""
-    found: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__[:-1]):  # object's own methods are not calls
-        for name, value in vars(klass).items():
-            if name.startswith("_"):
-                continue
-            if isinstance(value, (classmethod, staticmethod)) or inspect.isfunction(value):
-                found[name] = value
-    return found
-
-
-def _settled(result: Any) -> Any:
-    """``result`` as a coroutine may hand it back: an iterator read to the end (the thread
-    that made it reads it), a ``Memory`` wrapped as an ``AsyncMemory``."""
-    if isinstance(result, Memory):
-        return AsyncMemory(result)
-    if isinstance(result, Iterator):
-        return list(result)
-    return result
-
-
-async def _run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return await asyncio.to_thread(lambda: _settled(partial(fn, *args, **kwargs)()))
+    from airsspec.forgetting import Forgotten
+    from airsspec.kernel import Kernel
+    from airsspec.kernel.gate import Gate
+    from airsspec.memory.learnings import Learnings
+    from airsspec.memory.records import Verified
+    from airsspec.memory.sessions import Sessions
+    from airsspec.settings import Settings
+    from airsspec.workspace import Workspace
+    from compactor.summarizers import Summarizer
+    from eventlog.bound import Bound
+    from eventlog.importers import ImportResult
+    from eventlog.log import SessionInfo
+    from eventlog.schema import Event, Record
+    from eventlog.seal import Seal
+    from projections.analytics import Analytics, QueryResult
+    from projections.context import ContextFormat
+    from projections.engine import Progress, RunReport
+    from projections.hot import HotWindow
+    from projections.learning_rules import Assessed, Assessment
+    from projections.memory_tool import QueryMemoryInput
+    from projections.scopes import Scope
+    from projections.status import TierStatus
+    from projections.tokens import TokenCounter
 
 
-def _twin(owner: str, name: str, stored: Any) -> Any:
-    """The async twin of ``owner.name`` (``stored``: as it is stored on the class)."""
-    fn = stored.__func__ if isinstance(stored, (classmethod, staticmethod)) else stored
-    doc = f"``{owner}.{name}`` as a coroutine (run in a worker thread)."
-    if isinstance(stored, classmethod):
+class AsyncSessions:
+    """``Memory.sessions`` for asyncio: every call of ``Sessions`` as a coroutine."""
 
-        async def of_class(cls: type, *args: Any, **kwargs: Any) -> Any:
-            return await _run(getattr(Memory, name), *args, **kwargs)
+    def __init__(self, target: Sessions) -> None:
+        self._target = target
 
-        made: Any = of_class
-    elif isinstance(stored, staticmethod):
+    async def assign(
+        self, session: str, *, user: str, agent: str | None = None, project: str | None = None
+    ) -> Record:
+        """``Memory.sessions.assign`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.assign(session, user=user, agent=agent, project=project)
+        )
 
-        async def of_nothing(*args: Any, **kwargs: Any) -> Any:
-            return await _run(getattr(Memory, name), *args, **kwargs)
+    async def end(self, session: str, *, status: str = "done", once: bool = False) -> Record | None:
+        """``Memory.sessions.end`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.end(session, status=status, once=once))
 
-        made = of_nothing
-    else:
+    async def info(self, session: str) -> dict[str, Any]:
+        """``Memory.sessions.info`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.info(session))
 
-        async def of_instance(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return await _run(getattr(self._target, name), *args, **kwargs)
+    async def list(self) -> list[SessionInfo]:
+        """``Memory.sessions.list`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.list())
 
-        made = of_instance
-    made.__name__ = made.__qualname__ = name
-    made.__doc__ = doc
-    made.__signature__ = inspect.signature(fn)
-    made.__wrapped_call__ = fn  # what it mirrors (the signature test reads it)
-    if isinstance(stored, classmethod):
-        return classmethod(made)
-    if isinstance(stored, staticmethod):
-        return staticmethod(made)
-    return made
+    async def names(self) -> builtins.list[str]:
+        """``Memory.sessions.names`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.names())
 
+    async def phase(self, session: str, phase: str) -> Record:
+        """``Memory.sessions.phase`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.phase(session, phase))
 
-def _passthrough(name: str) -> property:
-    return property(
-        lambda self: getattr(self._target, name), doc=f"``Memory.{name}``, read through."
-    )
-
-
-def _async_class(cls: type, doc: str, extra: dict[str, Any] | None = None) -> type:
-    namespace: dict[str, Any] = {"__doc__": doc, "__module__": __name__}
-    for name, stored in public_calls(cls).items():
-        namespace[name] = _twin(cls.__name__, name, stored)
-    for klass in cls.__mro__:
-        for name, value in vars(klass).items():
-            if isinstance(value, property) and not name.startswith("_"):
-                namespace.setdefault(name, _passthrough(name))
-    namespace.update(extra or {})
-    return type(f"Async{cls.__name__}", (), namespace)
-
-
-def _service_init(self: Any, target: Any) -> None:
-    self._target = target
+    async def start(
+        self,
+        session: str,
+        *,
+        task: str | None = None,
+        phase: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> Record:
+        """``Memory.sessions.start`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.start(
+                session, task=task, phase=phase, user=user, agent=agent, project=project
+            )
+        )
 
 
-ASYNC_SERVICES: dict[str, type] = {
-    attr: _async_class(
+class AsyncLearnings:
+    """``Memory.learnings`` for asyncio: every call of ``Learnings`` as a coroutine."""
+
+    def __init__(self, target: Learnings) -> None:
+        self._target = target
+
+    async def add(
+        self,
+        text: str,
+        *,
+        kind: str = "preference",
+        scope: str = "project",
+        session: str | None = None,
+    ) -> Record:
+        """``Memory.learnings.add`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.add(text, kind=kind, scope=scope, session=session))
+
+    async def archive(
+        self, older_than: str | timedelta, *, now: str | datetime | None = None
+    ) -> builtins.list[str]:
+        """``Memory.learnings.archive`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.archive(older_than, now=now))
+
+    async def confirm(self, learning_id: str, *, reason: str = "") -> Record:
+        """``Memory.learnings.confirm`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.confirm(learning_id, reason=reason))
+
+    async def extract(self, session: str, *, force: bool = False) -> builtins.list[Record]:
+        """``Memory.learnings.extract`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.extract(session, force=force))
+
+    async def feedback(self, learning_id: str, verdict: str, *, reason: str = "") -> Record:
+        """``Memory.learnings.feedback`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.feedback(learning_id, verdict, reason=reason))
+
+    async def gc(
+        self, *, dry_run: bool = False, now: str | datetime | None = None
+    ) -> dict[str, str]:
+        """``Memory.learnings.gc`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.gc(dry_run=dry_run, now=now))
+
+    async def get(self, learning_id: str, *, reader: str | None = None) -> Assessed:
+        """``Memory.learnings.get`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.get(learning_id, reader=reader))
+
+    async def health(self, *, now: str | datetime | None = None) -> dict[str, Any]:
+        """``Memory.learnings.health`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.health(now=now))
+
+    async def list(
+        self,
+        *,
+        reader: str | None = None,
+        cue: str = "",
+        now: str | datetime | None = None,
+        scope: Scope | None = None,
+    ) -> Assessment:
+        """``Memory.learnings.list`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.list(reader=reader, cue=cue, now=now, scope=scope))
+
+    async def owners(self) -> dict[str, Scope]:
+        """``Memory.learnings.owners`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.owners())
+
+    async def reextract(
+        self, out: str | Path, *, summarizer: str | None = None, extractor: str | None = None
+    ) -> dict[str, Any]:
+        """``Memory.learnings.reextract`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.reextract(out, summarizer=summarizer, extractor=extractor)
+        )
+
+    async def reject(self, learning_id: str, *, reason: str = "") -> Record:
+        """``Memory.learnings.reject`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.reject(learning_id, reason=reason))
+
+    async def restore(self, learning_id: str) -> Record:
+        """``Memory.learnings.restore`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.restore(learning_id))
+
+
+class AsyncGate:
+    """``Memory.scopes`` for asyncio: every call of ``Gate`` as a coroutine."""
+
+    def __init__(self, target: Gate) -> None:
+        self._target = target
+
+    @property
+    def admin(self) -> bool:
+        """``Memory.scopes.admin``, read through."""
+        return self._target.admin
+
+    @property
+    def scope(self) -> Scope:
+        """``Memory.scopes.scope``, read through."""
+        return self._target.scope
+
+    async def guard(self, session: str, *, writing: bool = False) -> None:
+        """``Memory.scopes.guard`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.guard(session, writing=writing))
+
+    async def guard_learning(self, learning: Assessed, owner: Scope, doing: str) -> None:
+        """``Memory.scopes.guard_learning`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.guard_learning(learning, owner, doing))
+
+    async def guard_writes(self, session: str) -> None:
+        """``Memory.scopes.guard_writes`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.guard_writes(session))
+
+    async def narrow(
+        self, user: str | None = None, agent: str | None = None, project: str | None = None
+    ) -> Scope:
+        """``Memory.scopes.narrow`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.narrow(user, agent, project))
+
+    async def narrowed(self, scope: Scope | None) -> Scope:
+        """``Memory.scopes.narrowed`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.narrowed(scope))
+
+    async def opening(self, session: str) -> list[dict[str, Any]]:
+        """``Memory.scopes.opening`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.opening(session))
+
+    async def owner(self, session: str) -> Scope:
+        """``Memory.scopes.owner`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.owner(session))
+
+    async def owners(self) -> dict[str, Scope]:
+        """``Memory.scopes.owners`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.owners())
+
+    async def reader(self, session: str) -> Scope:
+        """``Memory.scopes.reader`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.reader(session))
+
+    async def reads_record(self, record: Record, owners: dict[str, Scope]) -> bool:
+        """``Memory.scopes.reads_record`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.reads_record(record, owners))
+
+    async def reads_session(self, session: str) -> bool:
+        """``Memory.scopes.reads_session`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.reads_session(session))
+
+    async def records_access(self) -> bool:
+        """``Memory.scopes.records_access`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.records_access())
+
+    async def reports(self, reports: list[RunReport]) -> list[RunReport]:
+        """``Memory.scopes.reports`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.reports(reports))
+
+    async def visible(self, scope: Scope | None = None) -> set[str] | None:
+        """``Memory.scopes.visible`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.visible(scope))
+
+    async def writable(self) -> None:
+        """``Memory.scopes.writable`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.writable())
+
+    async def writes(self, owner: Scope) -> bool:
+        """``Memory.scopes.writes`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.writes(owner))
+
+
+class AsyncMemory:
+    """``Memory`` for asyncio code (see the module)."""
+
+    def __init__(self, target: Memory) -> None:
+        self._target = target
+        self.sessions = AsyncSessions(target.sessions)
+        self.learnings = AsyncLearnings(target.learnings)
+        self.scopes = AsyncGate(target.scopes)
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def log_dir(self) -> Path:
+        """``Memory.log_dir``, read through."""
+        return self._target.log_dir
+
+    @property
+    def read_only(self) -> bool:
+        """``Memory.read_only``, read through."""
+        return self._target.read_only
+
+    @property
+    def root(self) -> Path:
+        """``Memory.root``, read through."""
+        return self._target.root
+
+    @property
+    def scope(self) -> Scope:
+        """``Memory.scope``, read through."""
+        return self._target.scope
+
+    @property
+    def settings(self) -> Settings:
+        """``Memory.settings``, read through."""
+        return self._target.settings
+
+    @property
+    def sources_dir(self) -> Path:
+        """``Memory.sources_dir``, read through."""
+        return self._target.sources_dir
+
+    @property
+    def state_dir(self) -> Path:
+        """``Memory.state_dir``, read through."""
+        return self._target.state_dir
+
+    @property
+    def workspace(self) -> Workspace:
+        """``Memory.workspace``, read through."""
+        return self._target.workspace
+
+    async def analytics(
+        self, parquet_source: str | None = None, sql: str | None = None
+    ) -> Analytics:
+        """``Memory.analytics`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.analytics(parquet_source, sql))
+
+    async def append(
+        self, session: str, event: Event | dict[str, Any], *, project: bool = True
+    ) -> Record:
+        """``Memory.append`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.append(session, event, project=project))
+
+    async def append_many(
+        self, session: str, events: Iterable[Event | dict[str, Any]], *, project: bool = True
+    ) -> list[Record]:
+        """``Memory.append_many`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.append_many(session, events, project=project))
+
+    async def check_session(self, session: str) -> str:
+        """``Memory.check_session`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.check_session(session))
+
+    async def close(self) -> None:
+        """``Memory.close`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.close())
+
+    async def compact(self, session: str, *, force: bool = False) -> Record | None:
+        """``Memory.compact`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.compact(session, force=force))
+
+    async def context(
+        self, session: str, budget: int, *, query: str | None = None, format: ContextFormat = "text"
+    ) -> str | list[dict[str, Any]]:
+        """``Memory.context`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.context(session, budget, query=query, format=format))
+
+    @classmethod
+    def discover(
         cls,
-        f"``Memory.{attr}`` for asyncio: every call of ``{cls.__name__}`` as a coroutine.",
-        {"__init__": _service_init},
-    )
-    for attr, cls in SERVICES.items()
-}
+        start: str | Path | None = None,
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> _Opening:
+        """``Memory.discover``, awaited or with ``async with`` (closed after)."""
+        return _Opening(lambda: Memory.discover(start, user=user, agent=agent, project=project))
+
+    async def embedder_problem(self) -> str | None:
+        """``Memory.embedder_problem`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.embedder_problem())
+
+    async def export(self, session: str, fmt: str, target: str | Path | None = None) -> bytes:
+        """``Memory.export`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.export(session, fmt, target))
+
+    async def export_parquet(self, target: str | Path) -> int:
+        """``Memory.export_parquet`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.export_parquet(target))
+
+    @staticmethod
+    async def fetch_models() -> Path:
+        """``Memory.fetch_models`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: Memory.fetch_models())
+
+    @staticmethod
+    async def find_config(start: str | Path) -> Path | None:
+        """``Memory.find_config`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: Memory.find_config(start))
+
+    async def forget(
+        self, *, user: str | None = None, session: str | None = None, by: str | None = None
+    ) -> Forgotten:
+        """``Memory.forget`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.forget(user=user, session=session, by=by))
+
+    async def has_session(self, session: str) -> bool:
+        """``Memory.has_session`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.has_session(session))
+
+    async def history(self, session: str, budget: int) -> str:
+        """``Memory.history`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.history(session, budget))
+
+    async def hot(self, session: str, *, fresh: bool = True) -> HotWindow:
+        """``Memory.hot`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.hot(session, fresh=fresh))
+
+    async def import_transcripts(
+        self,
+        fmt: str,
+        paths: Iterable[str | Path],
+        *,
+        prefix: str = "",
+        keep_secrets: bool = False,
+        live: bool = False,
+    ) -> list[ImportResult]:
+        """``Memory.import_transcripts`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.import_transcripts(
+                fmt, paths, prefix=prefix, keep_secrets=keep_secrets, live=live
+            )
+        )
+
+    @staticmethod
+    async def init(path: str | Path = ".") -> tuple[Path, bool]:
+        """``Memory.init`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: Memory.init(path))
+
+    async def library(self) -> list[dict[str, Any]]:
+        """``Memory.library`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.library())
+
+    async def library_file(self, number: int) -> tuple[dict[str, Any], str] | None:
+        """``Memory.library_file`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.library_file(number))
+
+    async def memory_block(self, session: str, budget: int, *, query: str | None = None) -> str:
+        """``Memory.memory_block`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.memory_block(session, budget, query=query))
+
+    @staticmethod
+    async def models_status() -> dict[str, str]:
+        """``Memory.models_status`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: Memory.models_status())
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path = ".",
+        *,
+        create: bool = False,
+        config: str | Path | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        keys: Any = None,
+        summarizer: Summarizer | None = None,
+    ) -> _Opening:
+        """``Memory.open``, awaited or with ``async with`` (closed after)."""
+        return _Opening(
+            lambda: Memory.open(
+                path,
+                create=create,
+                config=config,
+                user=user,
+                agent=agent,
+                project=project,
+                keys=keys,
+                summarizer=summarizer,
+            )
+        )
+
+    @classmethod
+    def open_workspace(
+        cls,
+        root: str | Path,
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+    ) -> _Opening:
+        """``Memory.open_workspace``, awaited or with ``async with`` (closed after)."""
+        return _Opening(
+            lambda: Memory.open_workspace(root, user=user, agent=agent, project=project)
+        )
+
+    @classmethod
+    async def over(cls, kernel: Kernel) -> AsyncMemory:
+        """``Memory.over`` as a coroutine (run in a worker thread)."""
+        return AsyncMemory(await _run(lambda: Memory.over(kernel)))
+
+    async def overview(self) -> dict[str, Any]:
+        """``Memory.overview`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.overview())
+
+    async def project(
+        self,
+        projections: Iterable[str] | str = ("hot", "warm", "tokens", "learnings", "cold"),
+        *,
+        sessions: Iterable[str] | None = None,
+        jobs: int = 1,
+        progress: Progress | None = None,
+        warn: bool = True,
+        cancel: threading.Event | None = None,
+        deep: bool = False,
+    ) -> list[RunReport]:
+        """``Memory.project`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.project(
+                projections,
+                sessions=sessions,
+                jobs=jobs,
+                progress=progress,
+                warn=warn,
+                cancel=cancel,
+                deep=deep,
+            )
+        )
+
+    async def query_memory(
+        self,
+        request: QueryMemoryInput | dict[str, Any],
+        *,
+        fresh: bool = True,
+        scope: Scope | None = None,
+    ) -> dict[str, Any]:
+        """``Memory.query_memory`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.query_memory(request, fresh=fresh, scope=scope))
+
+    async def rebuild(
+        self,
+        projections: Iterable[str] | str = ("hot", "warm", "tokens", "learnings", "cold"),
+        *,
+        as_of: Bound | int | str | datetime | None = None,
+        out: str | Path | None = None,
+        jobs: int = 1,
+        progress: Progress | None = None,
+        engine: str = "local",
+        address: str | None = None,
+    ) -> list[RunReport]:
+        """``Memory.rebuild`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.rebuild(
+                projections,
+                as_of=as_of,
+                out=out,
+                jobs=jobs,
+                progress=progress,
+                engine=engine,
+                address=address,
+            )
+        )
+
+    async def register_sources(self) -> list[str]:
+        """``Memory.register_sources`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.register_sources())
+
+    async def replay(
+        self,
+        session: str,
+        *,
+        from_seq: int = 1,
+        until: Bound | int | str | datetime | None = None,
+        raw: bool = False,
+    ) -> list[Any]:
+        """``Memory.replay`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: list(self._target.replay(session, from_seq=from_seq, until=until, raw=raw))
+        )
+
+    async def report(self, name: str, *, parquet: str | None = None) -> QueryResult:
+        """``Memory.report`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.report(name, parquet=parquet))
+
+    async def run_policies(self, session: str) -> dict[str, list[Record]]:
+        """``Memory.run_policies`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.run_policies(session))
+
+    async def scoped(
+        self,
+        user: str | None = None,
+        agent: str | None = None,
+        project: str | None = None,
+        *,
+        read_only: bool = False,
+    ) -> AsyncMemory:
+        """``Memory.scoped`` as a coroutine (run in a worker thread)."""
+        return AsyncMemory(
+            await _run(lambda: self._target.scoped(user, agent, project, read_only=read_only))
+        )
+
+    async def seal(self, target: str | Path | None = None, *, key: bytes | None = None) -> Seal:
+        """``Memory.seal`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.seal(target, key=key))
+
+    async def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        session: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since: str | datetime | None = None,
+        until: str | datetime | None = None,
+        fresh: bool = True,
+        scope: Scope | None = None,
+    ) -> dict[str, Any]:
+        """``Memory.search`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.search(
+                query,
+                k=k,
+                session=session,
+                kinds=kinds,
+                since=since,
+                until=until,
+                fresh=fresh,
+                scope=scope,
+            )
+        )
+
+    async def search_now(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        session: str | None = None,
+        kinds: Iterable[str] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> dict[str, Any]:
+        """``Memory.search_now`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.search_now(
+                query, k=k, session=session, kinds=kinds, since=since, until=until
+            )
+        )
+
+    async def sql(self, query: str, *, parquet: str | None = None) -> tuple[QueryResult, list[str]]:
+        """``Memory.sql`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.sql(query, parquet=parquet))
+
+    async def status(self) -> list[TierStatus]:
+        """``Memory.status`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.status())
+
+    async def token_counter(self) -> TokenCounter:
+        """``Memory.token_counter`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.token_counter())
+
+    async def verify(
+        self,
+        sessions: Iterable[str] | None = None,
+        *,
+        against: str | Path | Seal | None = None,
+        key: bytes | None = None,
+        projections: bool = False,
+    ) -> Verified:
+        """``Memory.verify`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.verify(sessions, against=against, key=key, projections=projections)
+        )
+
+    async def warm_up(self) -> None:
+        """``Memory.warm_up`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.warm_up())
 
 
-def _memory_init(self: Any, memory: Memory) -> None:
-    """Wrap an open ``Memory``."""
-    self._target = memory
-    self.memory = memory
-    for attr, service in ASYNC_SERVICES.items():
-        setattr(self, attr, service(getattr(memory, attr)))
+_T = TypeVar("_T")
 
 
-async def _aenter(self: Any) -> Any:
-    return self
+async def _run(call: Callable[[], _T]) -> _T:
+    return await asyncio.to_thread(call)
 
 
-async def _aexit(self: Any, *exc: object) -> None:
-    await self.close()
+class _Opening:
+    """A memory being opened: awaited, the ``AsyncMemory``; with ``async with``, the
+    ``AsyncMemory``, closed at the end of the block."""
 
+    def __init__(self, opener: Callable[[], Memory]) -> None:
+        self._opener = opener
+        self._opened: AsyncMemory | None = None
 
-def _scope(self: Any) -> Any:
-    return self._target.scope
+    async def _open(self) -> AsyncMemory:
+        return AsyncMemory(await _run(self._opener))
 
+    def __await__(self) -> Generator[Any, None, AsyncMemory]:
+        return self._open().__await__()
 
-AsyncMemory: type = _async_class(
-    Memory,
-    "``Memory`` for asyncio code: every call as a coroutine run in a worker thread (see the "
-    "module); ``async with await AsyncMemory.open(...) as memory`` closes it at the end.",
-    {
-        "__init__": _memory_init,
-        "__aenter__": _aenter,
-        "__aexit__": _aexit,
-        "scope": property(_scope, doc="``Memory.scope``, read through."),
-    },
-)
+    async def __aenter__(self) -> AsyncMemory:
+        self._opened = await self._open()
+        return self._opened
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._opened is not None:
+            await self._opened.close()

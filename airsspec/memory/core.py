@@ -15,11 +15,14 @@ Append, through every door, brings the session's hot projection current before i
 that asks ``project=False`` leaves it to ``project`` and the daemon. The other projections
 follow in ``project``, ``search`` (cold) and ``compact``, or in the daemon.
 
-What crosses sessions is composed as services: ``memory.sessions`` (list, start, phase, end,
-info), ``memory.learnings`` (list, add, confirm, reject, gc, archive, restore, reextract, health)
-and ``memory.scopes`` (views, owners, guards). The log's own calls (``replay``, ``verify``,
-``seal``, ``import_transcripts``, ``export``) live in ``airsspec.memory.records``; the search
-calls in ``airsspec.memory.search``; the context budget in ``projections.context``.
+``Memory`` is a thin composition: each call is a service's, over this memory's ``Kernel``
+(``airsspec.kernel``: the log, the projections, freshness, the access gate), and no service
+calls back into ``Memory``. What crosses sessions is composed as services: ``memory.sessions``
+(list, start, phase, end, info), ``memory.learnings`` (list, add, confirm, reject, gc, archive,
+restore, reextract, health) and ``memory.scopes`` (the gate: owners, what a scope may see,
+guards). The log's own calls (``replay``, ``verify``, ``seal``, ``import_transcripts``,
+``export``) live in ``airsspec.memory.records``; the search calls in ``airsspec.memory.search``;
+hot, history and context in ``airsspec.memory.context`` over ``projections.context``.
 """
 
 from __future__ import annotations
@@ -33,34 +36,38 @@ from typing import TYPE_CHECKING, Any
 from airsspec.errors import (
     AirsspecError,
     InvalidQueryError,
-    NoSuchSessionError,
     NotAWorkspaceError,
     SessionExistsError,
 )
+from airsspec.kernel import Kernel
+from airsspec.kernel.freshness import PROJECTIONS
+from airsspec.kernel.gate import Gate
 from airsspec.memory import projecting as _projecting
 from airsspec.memory import records as _records
 from airsspec.memory import search as _search
+from airsspec.memory.context import Context
 from airsspec.memory.learnings import Learnings
-from airsspec.memory.scopes import Scopes
 from airsspec.memory.sessions import Sessions
 from airsspec.settings import CONFIG_NAME
-from airsspec.workspace import TIERS as PROJECTIONS
 from airsspec.workspace import Workspace, init_workspace
-from eventlog.bound import Bound
 from eventlog.layout import Layout, validate_session_id
-from eventlog.schema import MEMORY_SESSION
-from projections.context import FORMATS as CONTEXT_FORMATS
 from projections.context import ContextFormat
 from projections.scopes import Scope
 
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
-    from airsspec.daemon import Daemon
+    import threading
+    from collections.abc import Iterator
+
     from airsspec.forgetting import Forgotten
-    from compactor.compactor import Compactor
-    from compactor.extractor import Extractor
+    from airsspec.memory.records import Verified
+    from airsspec.settings import Settings
     from compactor.summarizers import Summarizer
+    from eventlog.bound import Bound
+    from eventlog.importers import ImportResult
     from eventlog.schema import Event, Record
+    from eventlog.seal import Seal
     from projections.analytics import Analytics, QueryResult
+    from projections.engine import Progress, RunReport
     from projections.hot import HotWindow
     from projections.memory_tool import QueryMemoryInput
     from projections.status import TierStatus
@@ -71,7 +78,8 @@ logger = logging.getLogger(__name__)
 
 class Memory:
     """An agent memory: the frozen log of a workspace and every projection derived from it,
-    read and written as ``scope`` (see the module)."""
+    read and written as ``scope`` (see the module). A thin composition: each call is a
+    service's over this memory's ``Kernel``."""
 
     def __init__(
         self,
@@ -81,25 +89,22 @@ class Memory:
         *,
         read_only: bool = False,
     ) -> None:
-        self.workspace = workspace
-        self.scope = scope or Scope()
-        self.read_only = read_only  # a read-only principal: no write, no access record
-        self._summarizer = summarizer  # the compactor's, over [compactor] summarizer
-        self._policies: dict[str, Compactor | Extractor] = {}
-        self._owners_seen: dict[str, tuple[Scope, int]] = {}  # session -> (owner, at head)
-        self._owns_workspace = True
-        self.scopes = Scopes(self)
-        self.sessions = Sessions(self)
-        self.learnings = Learnings(self)
+        self._bind(Kernel(workspace, scope, read_only=read_only, summarizer=summarizer), True)
 
-    def _view(self, scope: Scope, *, read_only: bool = False) -> Memory:
-        """This memory's workspace, resources and caches, read and written as ``scope``
-        (read-only when this memory is, or ``read_only``)."""
-        read_only = self.read_only or read_only
-        view = type(self)(self.workspace, scope, self._summarizer, read_only=read_only)
-        view._policies, view._owners_seen = self._policies, self._owners_seen
-        view._owns_workspace = False
-        return view
+    def _bind(self, kernel: Kernel, owns_workspace: bool) -> None:
+        self.kernel = kernel
+        self._owns_workspace = owns_workspace
+        self.scopes: Gate = kernel.gate
+        self.sessions = Sessions(kernel)
+        self.learnings = Learnings(kernel)
+        self._context = Context(kernel)
+
+    @classmethod
+    def over(cls, kernel: Kernel) -> Memory:
+        """A memory over ``kernel`` (a view: closing it leaves the workspace open)."""
+        memory = cls.__new__(cls)
+        memory._bind(kernel, False)
+        return memory
 
     # ------------------------------------------------------------------ open and close
 
@@ -205,12 +210,27 @@ class Memory:
         self.close()
 
     @property
+    def workspace(self) -> Workspace:
+        """The open workspace (settings, folders, the log)."""
+        return self.kernel.workspace
+
+    @property
+    def scope(self) -> Scope:
+        """The scope this memory reads and writes as (empty: an admin's)."""
+        return self.kernel.scope
+
+    @property
+    def read_only(self) -> bool:
+        """Whether this memory writes nothing (a read-only principal)."""
+        return self.kernel.read_only
+
+    @property
     def root(self) -> Path:
         """The workspace folder."""
         return self.workspace.root
 
     @property
-    def settings(self) -> Any:
+    def settings(self) -> Settings:
         """The workspace's settings (``airsspec.toml``, frozen)."""
         return self.workspace.settings
 
@@ -242,8 +262,11 @@ class Memory:
         read_only: bool = False,
     ) -> Memory:
         """A view of this memory read and written as the scope named (``scopes.view``);
-        ``read_only``: a view that writes nothing (``memory.scopes``)."""
-        return self.scopes.view(user, agent, project, read_only=read_only)
+        ``read_only``: a view that writes nothing (``memory.scopes``). A view narrows: naming
+        a value this memory's scope names otherwise is a ``ScopeError``. It shares this
+        memory's workspace and caches; closing it leaves the workspace open."""
+        scope = self.scopes.narrow(user, agent, project)
+        return Memory.over(self.kernel.view(scope, read_only=read_only))
 
     # ------------------------------------------------------------------ the log
 
@@ -269,96 +292,149 @@ class Memory:
         Once the records are stored the append has succeeded: if bringing the hot projection
         current then fails (a full disk, say), that is logged as a warning, not raised, since a
         caller that saw an error would append the records again; it catches up later."""
-        log = self.workspace.log
+        kernel = self.kernel
+        log = kernel.log
         validate_session_id(session)
-        if opening := self.scopes.opening(session):
+        if opening := kernel.gate.opening(session):
             from eventlog.prepare import prepare_events
 
             bodies = prepare_events(list(events))  # refuses system types, names the index
             try:  # only as the session's first records, checked under its lock
                 records = list(log.append_many(session, [*opening, *bodies], system=True, new=True))
             except SessionExistsError:  # another writer created it first: is it ours?
-                self.scopes.guard(session, writing=True)
+                kernel.gate.guard(session, writing=True)
                 return self._then_hot(session, list(log.append_many(session, bodies)), project)
-            self._owners_seen[session] = (self.scope, records[-1].seq)
+            kernel.owners_seen[session] = (kernel.scope, records[-1].seq)
             return self._then_hot(session, records[len(opening) :], project)
         return self._then_hot(session, list(log.append_many(session, events)), project)
 
     def _then_hot(self, session: str, records: list[Record], project: bool) -> list[Record]:
         if project:
             try:
-                self.project(("hot",), sessions=[session])
+                self.kernel.written("append", session, warn=True)
             except (OSError, AirsspecError) as exc:
                 logger.warning(
-                    "%s: appended, but the hot projection was not updated: %s",
-                    session,
-                    exc,
+                    "%s: appended, but the hot projection was not updated: %s", session, exc
                 )
         return records
-
-    def _system_append(self, session: str, events: list[dict[str, Any]]) -> list[Record]:
-        """Append derived or lifecycle events (system types), then fold hot and learnings."""
-        self.scopes.writable()
-        records = list(self.workspace.log.append_many(session, events, system=True))
-        self.project(("hot", "learnings"), sessions=[session], warn=False)
-        return records
-
-    def _memory_event(self, event: dict[str, Any]) -> Record:
-        """Append an event to the workspace's own log."""
-        return self._system_append(MEMORY_SESSION, [event])[0]
 
     def has_session(self, session: str) -> bool:
         """Whether ``session`` (a valid id, else ``InvalidSessionIdError``) has a log here
         that this memory may read (another user's is answered as none)."""
-        return self._logged(session) and self.scopes.reads_session(session)
-
-    def _logged(self, session: str) -> bool:
-        """Whether ``session`` (a valid id) has a log here, whoever asks: what a write
-        decides on (append to it or create it) before the gate has its say."""
-        validate_session_id(session)
-        return session in self.workspace.log.sessions()
+        return self.kernel.has_session(session)
 
     def check_session(self, session: str) -> str:
         """``session`` if it names a session of this workspace that this memory's scope may
         read; else ``InvalidSessionIdError``, ``NoSuchSessionError`` or ``ScopeError``."""
-        if not self._logged(session):
-            raise NoSuchSessionError(f"no session {session!r} in this workspace")
-        self.scopes.guard(session)
-        return session
+        return self.kernel.check_session(session)
 
-    replay = _records.replay
+    def replay(
+        self,
+        session: str,
+        *,
+        from_seq: int = 1,
+        until: Bound | int | str | datetime | None = None,
+        raw: bool = False,
+    ) -> Iterator[Any]:
+        """The records of ``session`` from ``from_seq`` up to ``until`` (a seq or a time);
+        with ``raw``, (record, stored line) pairs (``airsspec.memory.records``)."""
+        return _records.replay(self.kernel, session, from_seq=from_seq, until=until, raw=raw)
 
-    verify = _records.verify
+    def verify(
+        self,
+        sessions: Iterable[str] | None = None,
+        *,
+        against: str | Path | Seal | None = None,
+        key: bytes | None = None,
+        projections: bool = False,
+    ) -> Verified:
+        """Check every record, the hash chains and the heads; with ``against``, that nothing
+        sealed changed; with ``projections``, every projection's outputs
+        (``airsspec.memory.records``)."""
+        return _records.verify(
+            self.kernel, sessions, against=against, key=key, projections=projections
+        )
 
-    seal = _records.seal
+    def seal(self, target: str | Path | None = None, *, key: bytes | None = None) -> Seal:
+        """A seal of every session's head this memory may read, written to ``target`` (outside
+        the workspace) when given; signed with ``key``."""
+        return _records.seal(self.kernel, target, key=key)
 
-    import_transcripts = _records.import_transcripts
+    def import_transcripts(
+        self,
+        fmt: str,
+        paths: Iterable[str | Path],
+        *,
+        prefix: str = "",
+        keep_secrets: bool = False,
+        live: bool = False,
+    ) -> list[ImportResult]:
+        """Import agent transcripts (``FORMATS``: lossless, idempotent, all or nothing)."""
+        return _records.import_transcripts(
+            self.kernel, fmt, paths, prefix=prefix, keep_secrets=keep_secrets, live=live
+        )
 
-    export = _records.export
+    def export(self, session: str, fmt: str, target: str | Path | None = None) -> bytes:
+        """An imported ``session`` in its source format ``fmt``, byte for byte (written to
+        ``target``, outside the workspace, when given)."""
+        return _records.export(self.kernel, session, fmt, target)
 
-    export_parquet = _records.export_parquet
+    def export_parquet(self, target: str | Path) -> int:
+        """The whole log as Parquet under ``target``; how many records were written (an
+        admin's only)."""
+        return _records.export_parquet(self.kernel, target)
 
-    register_sources = _projecting.register_sources
+    def register_sources(self) -> list[str]:
+        """Record each document under ``sources/`` added, changed or removed since its last
+        registration (a ``source_indexed`` event); the paths."""
+        return self.kernel.register_sources()
 
     # ------------------------------------------------------------------ projections
 
-    project = _projecting.project
+    def project(
+        self,
+        projections: Iterable[str] | str = PROJECTIONS,
+        *,
+        sessions: Iterable[str] | None = None,
+        jobs: int = 1,
+        progress: Progress | None = None,
+        warn: bool = True,
+        cancel: threading.Event | None = None,
+        deep: bool = False,
+    ) -> list[RunReport]:
+        """Bring ``projections`` up to the head of the log (only ``sessions``, when given);
+        the reports name only sessions this memory may read (``Kernel.catch_up``)."""
+        options = {"jobs": jobs, "progress": progress, "cancel": cancel, "deep": deep}
+        return self.kernel.project(projections, sessions=sessions, warn=warn, **options)
 
-    rebuild = _projecting.rebuild
+    def rebuild(
+        self,
+        projections: Iterable[str] | str = PROJECTIONS,
+        *,
+        as_of: Bound | int | str | datetime | None = None,
+        out: str | Path | None = None,
+        jobs: int = 1,
+        progress: Progress | None = None,
+        engine: str = "local",
+        address: str | None = None,
+    ) -> list[RunReport]:
+        """Delete ``projections`` and replay the log; with ``as_of``, materialise them as they
+        were then into ``out`` (``airsspec.memory.projecting``)."""
+        return _projecting.rebuild(
+            self.kernel,
+            projections,
+            as_of=as_of,
+            out=out,
+            jobs=jobs,
+            progress=progress,
+            engine=engine,
+            address=address,
+        )
 
     def status(self) -> list[TierStatus]:
         """Items, size, lag and what is degraded, for every projection (the sessions named
         behind: those this memory may read)."""
-        from dataclasses import replace
-
-        from projections.status import tier_status
-
-        found = [tier_status(self.workspace.log, p) for p in self.workspace.projectors()]
-        if (shown := self.scopes.visible()) is None:
-            return found
-        return [
-            replace(t, behind_sessions=[s for s in t.behind_sessions if s in shown]) for t in found
-        ]
+        return self.kernel.status()
 
     def overview(self) -> dict[str, Any]:
         """The workspace at a glance (what ``airsspec status`` shows): the log's sessions,
@@ -385,13 +461,7 @@ class Memory:
 
     def embedder_problem(self) -> str | None:
         """Why the cold projection's embedder cannot run here (None when it can)."""
-        from airsspec.errors import EmbedderUnavailable
-
-        try:
-            self.workspace.embedder().check()
-        except EmbedderUnavailable as exc:
-            return str(exc)
-        return None
+        return self.kernel.embedder_problem()
 
     def warm_up(self) -> None:
         """Load the embedder now, so the first search is as quick as the others (one that
@@ -426,29 +496,22 @@ class Memory:
         (then as last saved); in a folder written by ``rebuild(as_of=...)``, which holds
         projections without a log, as saved there. ``NoSuchSessionError`` when there is none;
         ``CorruptLogError`` naming file and line when its log cannot be read."""
-        logged = self._logged(session)
-        if logged:
-            self.check_session(session)  # the gate, whether fresh or as last saved
-        if not logged or not fresh:
-            window = self.workspace.load_hot(session)
-            if window is None:
-                raise NoSuchSessionError(f"no session {session!r} in this workspace")
-            return window
-        (report,) = self.project(("hot",), sessions=[session], warn=False)
-        report.raise_failed()
-        window = self.workspace.load_hot(session)
-        assert window is not None
-        return window
+        return self._context.hot(session, fresh=fresh)
 
     def history(self, session: str, budget: int) -> str:
         """The session's latest summary and newest messages within ``budget`` tokens (the
         last part of ``context``)."""
-        self.hot(session)
-        return self.workspace.format_history(session, budget)
+        return self._context.history(session, budget)
 
-    library = _projecting.library
+    def library(self) -> list[dict[str, Any]]:
+        """The library (the warm projection's ``history-NNN.md`` files, with session and
+        range) of the sessions this memory's scope may read, ordered by number."""
+        return _projecting.library(self.kernel)
 
-    library_file = _projecting.library_file
+    def library_file(self, number: int) -> tuple[dict[str, Any], str] | None:
+        """Library file ``number``: its entry and text (None: no such file, or one of a
+        session this memory's scope may not read: the two are answered alike)."""
+        return _projecting.library_file(self.kernel, number)
 
     def context(
         self, session: str, budget: int, *, query: str | None = None, format: ContextFormat = "text"
@@ -459,20 +522,12 @@ class Memory:
         then the session's summary and newest messages). What the memory block gave is
         recorded (a ``memory_accessed`` event), so the same call later may rank learnings
         differently; otherwise the result is a function of the log."""
-        from airsspec.memory.context import build
-
-        if budget < 1:
-            raise InvalidQueryError(f"budget must be at least 1 token (got {budget})")
-        if format not in CONTEXT_FORMATS:
-            raise InvalidQueryError(f"format must be text, anthropic or openai (got {format!r})")
-        return build(self, session, budget, query=query, format=format)
+        return self._context.build(session, budget, query=query, format=format)
 
     def memory_block(self, session: str, budget: int, *, query: str | None = None) -> str:
         """The memory part of ``context`` alone (task and phase, anchors, learnings), within
         the share of ``budget`` that ``context`` gives it; the access is recorded."""
-        from airsspec.memory.context import memory_block
-
-        return memory_block(self, session, budget, query=query)
+        return self._context.memory_block(session, budget, query=query)
 
     # ------------------------------------------------------------------ search
 
@@ -491,15 +546,17 @@ class Memory:
         """The ``k`` best passages (messages, summaries, sources, learnings) with provenance,
         the shape of ``airsspec query --json``. ``fresh`` brings the cold projection up to
         date first. Only what ``scope`` (default: this memory's; it narrows) may see."""
-        request = _search.request(
+        return _search.search(
+            self.kernel,
             query,
             k=k,
             session=session,
             kinds=kinds,
-            since=Bound.time(since, "since"),
-            until=Bound.time(until, "until"),
+            since=since,
+            until=until,
+            fresh=fresh,
+            scope=scope,
         )
-        return self.query_memory(request, fresh=fresh, scope=scope)
 
     def query_memory(
         self,
@@ -510,7 +567,7 @@ class Memory:
     ) -> dict[str, Any]:
         """``search`` for a ``query_memory`` tool call (a ``QueryMemoryInput``, or its
         fields as a dict, validated here: ``InvalidQueryError`` naming the field)."""
-        return _search.query_memory(self, request, fresh=fresh, scope=scope)
+        return _search.query_memory(self.kernel, request, fresh=fresh, scope=scope)
 
     def search_now(
         self,
@@ -525,26 +582,10 @@ class Memory:
         """``search`` without waiting for the cold projection: what is indexed, plus a
         full-text scan of the records not indexed yet (``unindexed`` counts them)."""
         return _search.search_now(
-            self, query, k=k, session=session, kinds=kinds, since=since, until=until
+            self.kernel, query, k=k, session=session, kinds=kinds, since=since, until=until
         )
 
     # ------------------------------------------------------------------ processes
-
-    def _policy(self, name: str, session: str, force: bool) -> list[Record]:
-        """Run one process that appends derived events (``compact`` or ``extract``: each has
-        ``due`` and ``run``) on ``session``, then bring the projections that read it current."""
-        if name not in self._policies:
-            made = (
-                self.workspace.compactor(self._summarizer)
-                if name == "compact"
-                else self.workspace.extractor()
-            )
-            self._policies[name] = made
-        self.scopes.guard_writes(session)  # derived events are written to the session
-        records = self._policies[name].run(session, force=force)
-        follow = ("hot", "warm") if name == "compact" else ("hot", "learnings")
-        self.project(follow, sessions=[session], warn=False)
-        return records
 
     def run_policies(self, session: str) -> dict[str, list[Record]]:
         """Run each process that writes derived events (the compactor, then the learnings
@@ -554,17 +595,17 @@ class Memory:
         appended: dict[str, list[Record]] = {}
         for name in ("compact", "extract"):
             try:
-                records = self._policy(name, session, force=False)
+                records = self.kernel.run_policy(name, session, force=False)
             except (NothingToCompactError, CompactionBusyError):
                 continue
             if records:
                 appended[name] = records
         return appended
 
-    def compact(self, session: str, *, force: bool = False) -> Any:
+    def compact(self, session: str, *, force: bool = False) -> Record | None:
         """Compact ``session`` if its hot window is over budget (or ``force``); return the
         compaction record, or None when it was within budget. Hot and warm follow at once."""
-        records = self._policy("compact", session, force)
+        records = self.kernel.run_policy("compact", session, force=force)
         return records[0] if records else None
 
     def forget(
@@ -575,7 +616,7 @@ class Memory:
         ``[privacy] encrypt``; raises ``ForgetError`` otherwise."""
         from airsspec.forgetting import forget
 
-        return forget(self, user=user, session=session, by=by)
+        return forget(self.kernel, user=user, session=session, by=by)
 
     def analytics(self, parquet_source: str | None = None, sql: str | None = None) -> Analytics:
         """The SQL views, holding only the sessions this memory's scope may read; the
@@ -609,22 +650,6 @@ class Memory:
             return run_report(analytics, name)
         finally:
             analytics.close()
-
-    def daemon(self, *, debounce_ms: int = 20) -> Daemon:
-        """The ``watch`` daemon over this memory (``acquire``, ``run``, ``release``)."""
-        from airsspec.daemon import Daemon
-
-        return Daemon(self, debounce_ms=debounce_ms)
-
-    def watch(self, *, debounce_ms: int = 20) -> None:
-        """Keep every projection current as agents append, until SIGINT or SIGTERM (one
-        daemon per workspace: ``DaemonBusyError`` naming the holder when one already runs)."""
-        daemon = self.daemon(debounce_ms=debounce_ms)
-        daemon.acquire()
-        try:
-            daemon.run()
-        finally:
-            daemon.release()
 
 
 __all__ = ["PROJECTIONS", "Memory"]

@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING, Any
 from eventlog.ids import parse_ts
 
 if TYPE_CHECKING:
-    from airsspec.memory.core import Memory
+    from airsspec.kernel import Kernel
 
 
-def health(memory: Memory, moment: str) -> dict[str, Any]:
-    """The health of ``memory``'s learnings at ``moment`` (see the module)."""
+def health(kernel: Kernel, moment: str) -> dict[str, Any]:
+    """The health of ``kernel``'s learnings at ``moment`` (see the module)."""
     from projections.learning_rules import assess, content_words, gc_candidates, matches
 
-    cfg = memory.settings.learnings
-    (projector,) = memory.workspace.projectors(("learnings",))
+    cfg = kernel.settings.learnings
+    projector = kernel.projector("learnings")
     states = projector.states()
-    assessment = assess(states, moment, settings=cfg, scope=memory.scope)
-    projections = memory.status()
+    assessment = assess(states, moment, settings=cfg, scope=kernel.scope)
+    projections = kernel.status()
     active = [a for a in assessment.learnings if a.status == "active"]
     horizon = parse_ts(moment) - timedelta(days=max(0.0, cfg.warm_days - 7))
     demote_soon = [a.id for a in assessment.level("warm") if parse_ts(a.last_match) < horizon]

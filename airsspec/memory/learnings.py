@@ -6,11 +6,12 @@ when relevant), cold (searchable only); ``projections.learning_rules`` decides i
 Every change is an event: feedback, archives, restores and what each context build returned go
 to the workspace's own log; nothing is ever deleted. Reading never writes, except that a
 context build or an explicit recall records what it returned (an access: priority counts them).
-A scoped memory changes only learnings within its scope (``Scopes.guard_learning``).
+A scoped memory changes only learnings within its scope (``Gate.guard_learning``).
 """
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -24,7 +25,7 @@ from eventlog.schema import MEMORY_SESSION
 from projections.scopes import Scope
 
 if TYPE_CHECKING:
-    from airsspec.memory.core import Memory
+    from airsspec.kernel import Kernel
     from eventlog.schema import Record
     from projections.learning_rules import Assessed, Assessment
 
@@ -48,10 +49,10 @@ def _now(value: str | datetime | None) -> str:
 
 
 class Learnings:
-    """The learnings of one ``Memory`` (see the module)."""
+    """The learnings of one open workspace, as its kernel's scope sees them (see the module)."""
 
-    def __init__(self, memory: Memory) -> None:
-        self._memory = memory
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
 
     def list(
         self,
@@ -66,39 +67,39 @@ class Learnings:
         (default: this memory's, narrowed to ``reader``'s owner; an argument narrows)."""
         from projections.learning_rules import assess
 
-        memory = self._memory
+        kernel = self._kernel
         when = _now(now)
-        memory.project(("learnings",), warn=False)
-        (projector,) = memory.workspace.projectors(("learnings",))
+        kernel.fresh("learnings")
+        projector = kernel.projector("learnings")
         states = projector.states()
         if scope is None:
             owners = {s.session: s.info.get("owner") for s in states}
-            scope = memory.scope.within(Scope.of(owners.get(reader or "")))
+            scope = kernel.scope.within(Scope.of(owners.get(reader or "")))
         else:
-            scope = memory.scopes.narrowed(scope)
+            scope = kernel.gate.narrowed(scope)
         return assess(
             states,
             when,
             scope=scope,
             reader=reader,
             cue=cue,
-            settings=memory.settings.learnings,
-            count_tokens=memory.workspace.token_counter().count,
+            settings=kernel.settings.learnings,
+            count_tokens=kernel.token_counter().count,
         )
 
     def get(self, learning_id: str, *, reader: str | None = None) -> Assessed:
         """One learning by id (or an unambiguous prefix); with ``reader``, record that this
         session recalled it explicitly (cold -> hot for that session)."""
-        memory = self._memory
+        kernel = self._kernel
         found = self.list().by_id(learning_id)
         if found is None:
             raise LearningError(f"no learning {learning_id!r} (see airsspec learnings list)")
         if reader is not None:
-            memory.check_session(reader)
-        if reader is not None and memory.scopes.records_access():
-            memory._memory_event(
+            kernel.check_session(reader)
+        if reader is not None and kernel.gate.records_access():
+            kernel.memory_event(
                 {
-                    **memory.scope.to_fields(),
+                    **kernel.scope.to_fields(),
                     "type": "memory_accessed",
                     "learning_ids": [found.id],
                     "purpose": "recall",
@@ -111,23 +112,23 @@ class Learnings:
     def owners(self) -> dict[str, Scope]:
         """Who owns each learning (by id) this memory may read: the scope recorded with it,
         else its session's owner (the learnings projection as it stands)."""
-        memory = self._memory
-        memory.project(("learnings",), warn=False)
-        (projector,) = memory.workspace.projectors(("learnings",))
+        kernel = self._kernel
+        kernel.fresh("learnings")
+        projector = kernel.projector("learnings")
         owners: dict[str, Scope] = {}
         for state in projector.states():
             session_owner = Scope.of(state.info.get("owner"))
             for item in state.learnings:
                 owners.setdefault(item["id"], Scope.of(item.get("owner")) or session_owner)
-        if memory.scopes.admin:
+        if kernel.gate.admin:
             return owners
-        return {i: o for i, o in owners.items() if memory.scope.reads(o)}
+        return {i: o for i, o in owners.items() if kernel.scope.reads(o)}
 
     def _changeable(self, learning_id: str, doing: str) -> Assessed:
         """The learning ``learning_id`` names, if this memory's scope may change it."""
         found = self.get(learning_id)
         owner = self.owners().get(found.id, Scope())
-        self._memory.scopes.guard_learning(found, owner, doing)
+        self._kernel.gate.guard_learning(found, owner, doing)
         return found
 
     def add(
@@ -141,20 +142,20 @@ class Learnings:
         """Record a learning the user states directly (source ``user``: explicit, confirmed);
         in ``session``'s log when given, else in the workspace's own log. ``scope`` is where
         it applies: session, project or global (a global one reaches every reader)."""
-        memory = self._memory
+        kernel = self._kernel
         if not text.strip():
             raise LearningError("a learning needs some text")
-        if scope == "global" and not memory.scopes.admin:
+        if scope == "global" and not kernel.gate.admin:
             raise ScopeError(
                 f"a global learning reaches every user: only an admin adds one "
-                f"(a memory scoped to {memory.scope} cannot)"
+                f"(a memory scoped to {kernel.scope} cannot)"
             )
         if session is not None:
-            memory.scopes.guard_writes(session)
+            kernel.gate.guard_writes(session)
         from compactor.extractor import learning_id
 
         home = session or MEMORY_SESSION
-        owner = {} if session else memory.scope.to_fields()  # a session's owner owns its own
+        owner = {} if session else kernel.scope.to_fields()  # a session's owner owns its own
         event = {
             **owner,
             "type": "learning",
@@ -165,7 +166,7 @@ class Learnings:
             "source": "user",
             "explicit": True,
         }
-        return memory._system_append(home, [event])[0]  # the log validates kind and scope
+        return kernel.system_append(home, [event])[0]  # the log validates kind and scope
 
     def feedback(self, learning_id: str, verdict: str, *, reason: str = "") -> Record:
         """Confirm or reject a learning (``verdict``: confirmed or rejected). A rejected
@@ -181,7 +182,7 @@ class Learnings:
             "verdict": verdict,
             "reason": reason,
         }
-        return self._memory._memory_event(event)
+        return self._kernel.memory_event(event)
 
     def confirm(self, learning_id: str, *, reason: str = "") -> Record:
         """``feedback(learning_id, "confirmed")``."""
@@ -191,13 +192,13 @@ class Learnings:
         """``feedback(learning_id, "rejected")``."""
         return self.feedback(learning_id, "rejected", reason=reason)
 
-    def extract(self, session: str, *, force: bool = False) -> list[Record]:
+    def extract(self, session: str, *, force: bool = False) -> builtins.list[Record]:
         """Run the learnings extractor on ``session`` if it is due (or ``force``); return what
         it appended (learnings, then the ``extracted`` mark)."""
         from airsspec.errors import CompactionBusyError
 
         try:
-            return self._memory._policy("extract", session, force)
+            return self._kernel.run_policy("extract", session, force=force)
         except CompactionBusyError:
             return []  # another process is extracting this session
 
@@ -209,19 +210,19 @@ class Learnings:
         A scoped memory archives only learnings within its scope."""
         from projections.learning_rules import gc_candidates
 
-        memory = self._memory
-        chosen = gc_candidates(self.list(now=now), memory.settings.learnings)
+        kernel = self._kernel
+        chosen = gc_candidates(self.list(now=now), kernel.settings.learnings)
         mine = self._mine()
         chosen = {i: why for i, why in chosen.items() if mine(i)}
         if chosen and not dry_run:
             event = {"type": "archived", "learning_ids": sorted(chosen), "reason": "gc"}
-            memory._memory_event(event)
+            kernel.memory_event(event)
         return chosen
 
     def _mine(self) -> Callable[[str], bool]:
         """Whether this memory's scope may change a learning (by id): an unscoped memory any,
         a scoped one those owned within its scope."""
-        scope = self._memory.scope
+        scope = self._kernel.scope
         if not scope.named:
             return lambda _: True
         owners = self.owners()
@@ -229,9 +230,9 @@ class Learnings:
 
     def archive(
         self, older_than: str | timedelta, *, now: str | datetime | None = None
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         """Archive every learning (anchors aside) with no activity for ``older_than`` (a
-        timedelta, or ``30d``, ``12h``...); a scoped memory, only those within its scope."""
+        timedelta, or ``30d``, ``12h``...); a scoped kernel, only those within its scope."""
         age = parse_duration(older_than) if isinstance(older_than, str) else older_than
         assessment = self.list(now=now)
         limit = parse_ts(assessment.now) - age
@@ -247,7 +248,7 @@ class Learnings:
         if chosen:
             reason = f"inactive for more than {older_than}"
             event = {"type": "archived", "learning_ids": chosen, "reason": reason}
-            self._memory._memory_event(event)
+            self._kernel.memory_event(event)
         return chosen
 
     def restore(self, learning_id: str) -> Record:
@@ -256,7 +257,7 @@ class Learnings:
         found = self._changeable(learning_id, "restore")
         if found.status != "archived":
             raise LearningError(f"learning {found.id} is not archived (it is {found.status})")
-        return self._memory._memory_event({"type": "restored", "learning_id": found.id})
+        return self._kernel.memory_event({"type": "restored", "learning_id": found.id})
 
     def reextract(
         self, out: str | Path, *, summarizer: str | None = None, extractor: str | None = None
@@ -266,8 +267,8 @@ class Learnings:
         The live projections and the log are untouched."""
         from airsspec.memory.reextract import reextract
 
-        memory = self._memory
-        return reextract(memory, type(memory), out, summarizer=summarizer, extractor=extractor)
+        kernel = self._kernel
+        return reextract(kernel, out, summarizer=summarizer, extractor=extractor)
 
     def health(self, *, now: str | datetime | None = None) -> dict[str, Any]:
         """Capacity used per level, pending promotions and demotions, open conflicts, every
@@ -276,4 +277,4 @@ class Learnings:
         has not done yet."""
         from airsspec.memory.health import health
 
-        return health(self._memory, _now(now))
+        return health(self._kernel, _now(now))

@@ -21,11 +21,12 @@ from airsspec.errors import (
     ScopeError,
     VerifyFailedError,
 )
+from airsspec.memory.learnings import Learnings
 from eventlog.bound import Bound
 from eventlog.schema import MEMORY_SESSION
 
 if TYPE_CHECKING:
-    from airsspec.memory.core import Memory
+    from airsspec.kernel import Kernel
     from eventlog.importers import ImportResult
     from eventlog.seal import Seal
     from eventlog.verify import SessionReport, VerifyReport
@@ -57,11 +58,11 @@ class Verified:
         return self.report.sessions
 
 
-def outside(memory: Memory, value: str | Path, option: str) -> Path:
+def outside(kernel: Kernel, value: str | Path, option: str) -> Path:
     """``value`` resolved, refused (``OutputInsideWorkspaceError``) when it is the workspace
     folder or under it, or is no name this system can hold (a lone surrogate)."""
     try:
-        target, root = Path(value).resolve(), memory.root.resolve()
+        target, root = Path(value).resolve(), kernel.root.resolve()
     except (UnicodeEncodeError, ValueError) as exc:
         raise OutputInsideWorkspaceError(
             f"{option} {value!r}: not a path this system can name ({exc})"
@@ -75,7 +76,7 @@ def outside(memory: Memory, value: str | Path, option: str) -> Path:
 
 
 def replay(
-    memory: Memory,
+    kernel: Kernel,
     session: str,
     *,
     from_seq: int = 1,
@@ -84,18 +85,18 @@ def replay(
 ) -> Iterator[Any]:
     """The records of ``session`` from ``from_seq`` up to ``until`` (a seq or a time);
     with ``raw``, each with its exact stored line (bytes, no newline)."""
-    memory.check_session(session)
+    kernel.check_session(session)
     bound = None if until is None else Bound.parse(until, "until")
-    return _replayed(memory, session, from_seq, bound, raw)
+    return _replayed(kernel, session, from_seq, bound, raw)
 
 
 def _replayed(
-    memory: Memory, session: str, from_seq: int, bound: Bound | None, raw: bool
+    kernel: Kernel, session: str, from_seq: int, bound: Bound | None, raw: bool
 ) -> Iterator[Any]:
-    gate = memory.scopes
+    gate = kernel.gate
     # the workspace's own log reaches a user as its filtered view (``Scopes.reads_record``)
-    owners = memory.learnings.owners() if session == MEMORY_SESSION and not gate.admin else None
-    for located in memory.workspace.log.read(session, from_seq=from_seq):
+    owners = Learnings(kernel).owners() if session == MEMORY_SESSION and not gate.admin else None
+    for located in kernel.log.read(session, from_seq=from_seq):
         record = located.record
         if bound is not None and bound.passed(record):
             return
@@ -117,7 +118,7 @@ def _load_seal(against: str | Path | Seal, key: bytes | None) -> tuple[Seal, lis
 
 
 def verify(
-    memory: Memory,
+    kernel: Kernel,
     sessions: Iterable[str] | None = None,
     *,
     against: str | Path | Seal | None = None,
@@ -133,20 +134,20 @@ def verify(
     if key is not None and against is None:
         raise InvalidQueryError("key goes with against (the seal it signed)")
     seal, notes = _load_seal(against, key) if against is not None else (None, [])
-    if sessions is None and (visible := memory.scopes.visible()) is not None:
+    if sessions is None and (visible := kernel.gate.visible()) is not None:
         sessions = sorted(visible)
     chosen = list(sessions) if sessions is not None else None
-    for session in chosen if memory.scope.named and chosen else ():
-        memory.check_session(session)  # another user's is missing, as a missing one is
+    for session in chosen if kernel.scope.named and chosen else ():
+        kernel.check_session(session)  # another user's is missing, as a missing one is
     sealed = seal.anchors() if seal is not None else None
-    report = verify_log(memory.workspace.log, chosen, sealed)
+    report = verify_log(kernel.log, chosen, sealed)
     problems = (
-        [f"{t.tier}: {d}" for t in memory.status() for d in t.degraded] if projections else []
+        [f"{t.tier}: {d}" for t in kernel.status() for d in t.degraded] if projections else []
     )
     return Verified(report, seal.sealed_at if seal else None, notes, problems)
 
 
-def seal(memory: Memory, target: str | Path | None = None, *, key: bytes | None = None) -> Seal:
+def seal(kernel: Kernel, target: str | Path | None = None, *, key: bytes | None = None) -> Seal:
     """A seal of every session's head (of a scoped memory: every session its scope may read),
     verified first (``VerifyFailedError`` naming the sessions that fail); written as JSON to
     ``target`` when given (outside the workspace, else ``OutputInsideWorkspaceError``).
@@ -154,23 +155,23 @@ def seal(memory: Memory, target: str | Path | None = None, *, key: bytes | None 
     from eventlog.seal import make_seal
     from eventlog.verify import verify as verify_log
 
-    path = outside(memory, target, "target") if target is not None else None
+    path = outside(kernel, target, "target") if target is not None else None
     if key is not None and len(key) < 16:
         raise InvalidQueryError(f"key: a key needs at least 16 bytes (got {len(key)})")
-    visible = memory.scopes.visible()  # None: every session
+    visible = kernel.gate.visible()  # None: every session
     chosen = sorted(visible) if visible is not None else None
-    report = verify_log(memory.workspace.log, chosen)
+    report = verify_log(kernel.log, chosen)
     if not report.ok:
         bad = ", ".join(s.session for s in report.sessions if s.problem)
         raise VerifyFailedError(f"not sealed: verify fails for {bad}")
-    made = make_seal(memory.workspace.log, key, chosen)
+    made = make_seal(kernel.log, key, chosen)
     if path is not None:
         path.write_text(made.model_dump_json(indent=2, exclude_none=True) + "\n", "utf-8")
     return made
 
 
 def import_transcripts(
-    memory: Memory,
+    kernel: Kernel,
     fmt: str,
     paths: Iterable[str | Path],
     *,
@@ -184,39 +185,39 @@ def import_transcripts(
     from compactor.compactor import file_lock
     from eventlog.importers import ImportOptions, import_paths
 
-    with file_lock(memory.state_dir / "import.lock", wait=True, holder="import"):
+    with file_lock(kernel.workspace.layout.lock_path("import"), wait=True, holder="import"):
         return import_paths(
-            memory.workspace.log,
+            kernel.log,
             fmt,
             [Path(p) for p in paths],
             ImportOptions(prefix, keep_secrets, live),
-            opening=memory.scopes.opening,
+            opening=kernel.gate.opening,
         )
 
 
-def export(memory: Memory, session: str, fmt: str, target: str | Path | None = None) -> bytes:
+def export(kernel: Kernel, session: str, fmt: str, target: str | Path | None = None) -> bytes:
     """An imported ``session`` in its source format ``fmt``, byte for byte; written to
     ``target`` too when given (outside the workspace)."""
     from eventlog.importers import export_session
 
-    path = outside(memory, target, "target") if target is not None else None
-    memory.check_session(session)
-    data = export_session(memory.workspace.log, fmt, session)
+    path = outside(kernel, target, "target") if target is not None else None
+    kernel.check_session(session)
+    data = export_session(kernel.log, fmt, session)
     if path is not None:
         path.write_bytes(data)
     return data
 
 
-def export_parquet(memory: Memory, target: str | Path) -> int:
+def export_parquet(kernel: Kernel, target: str | Path) -> int:
     """The whole log as Parquet under ``target`` (partitioned by session date), with
     token counts; how many records were written. A scoped memory is refused."""
     from projections.analytics import export_parquet as write_parquet
 
-    if memory.scope.named:
+    if kernel.scope.named:
         raise ScopeError(
-            f"export parquet holds every session; a memory scoped to {memory.scope} cannot write it"
+            f"export parquet holds every session; a memory scoped to {kernel.scope} cannot write it"
         )
-    path = outside(memory, target, "target")
-    memory.project(("tokens",))
-    log_dir = memory.workspace.log.log_dir  # on a bucket: its synced cache
-    return write_parquet(log_dir, memory.state_dir / "tokens", path)
+    path = outside(kernel, target, "target")
+    kernel.fresh("tokens")
+    log_dir = kernel.log.log_dir  # on a bucket: its synced cache
+    return write_parquet(log_dir, kernel.workspace.layout.tier_dir("tokens"), path)

@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 from eventlog.schema import INPUT_TYPES, MEMORY_SESSION, CompactionRecord, LearningRecord
 
 if TYPE_CHECKING:
-    from airsspec.memory.core import Memory
+    from airsspec.kernel import Kernel
 
 _ENVELOPE = ("v", "session", "seq", "prev", "hash", "batch", "redacted")
 
 
-def _derived(memory: Memory) -> tuple[dict[tuple, str], set[tuple]]:
+def _derived(kernel: Kernel) -> tuple[dict[tuple, str], set[tuple]]:
     """Summaries ((session, first id, last id) -> text) and learnings {(session, kind, text)}
-    of ``memory``'s log."""
-    log = memory.workspace.log
+    of ``kernel``'s log."""
+    log = kernel.log
     summaries: dict[tuple, str] = {}
     learnings: set[tuple] = set()
     for session in log.sessions():
@@ -46,30 +46,30 @@ def _derived(memory: Memory) -> tuple[dict[tuple, str], set[tuple]]:
 
 
 def reextract(
-    memory: Memory,
-    make: type[Memory],
+    kernel: Kernel,
     out: str | Path,
     *,
     summarizer: str | None = None,
     extractor: str | None = None,
 ) -> dict[str, Any]:
-    """Replay ``memory``'s log into ``out`` with another summarizer and/or extractor (the
-    copy opened as ``make``, the live memory's class); return what changed (see the module)."""
+    """Replay ``kernel``'s log into ``out`` with another summarizer and/or extractor; return
+    what changed (see the module)."""
     from airsspec.errors import InvalidQueryError, ScopeError
+    from airsspec.kernel import Kernel
     from airsspec.workspace import Workspace
     from eventlog.layout import Layout
 
-    if not memory.scopes.admin:
+    if not kernel.gate.admin:
         raise ScopeError(
-            f"reextract copies every user's log: only an admin runs it (not {memory.scope})"
+            f"reextract copies every user's log: only an admin runs it (not {kernel.scope})"
         )
 
-    target, live = Path(out).resolve(), memory.root.resolve()
+    target, live = Path(out).resolve(), kernel.root.resolve()
     if target == live or live in target.parents or target in live.parents:
         raise InvalidQueryError(f"{target}: choose a folder outside the workspace")
     if target.exists() and any(target.iterdir()):
         raise InvalidQueryError(f"{target}: not empty; choose a new folder")
-    settings = memory.workspace.settings
+    settings = kernel.workspace.settings
     if summarizer is not None:
         compactor = settings.compactor.model_copy(update={"summarizer": summarizer})
         settings = settings.model_copy(update={"compactor": compactor})
@@ -79,8 +79,9 @@ def reextract(
     # the copy keeps its log and tiers in ``out``: never the live bucket's (``[storage] url``)
     settings = settings.model_copy(update={"storage": type(settings.storage)()})
     Layout(target).create()
-    with make(Workspace(target, settings)) as copy:
-        source = memory.workspace.log
+    with Workspace(target, settings) as workspace:
+        copy = Kernel(workspace)
+        source = kernel.log
         for session in source.sessions():
             if session == MEMORY_SESSION:
                 continue
@@ -88,24 +89,24 @@ def reextract(
 
             def flush(session: str = session, batch: list[dict[str, Any]] = batch) -> None:
                 if batch:
-                    copy.workspace.log.append_many(session, batch, system=True, keep_secrets=True)
+                    copy.log.append_many(session, batch, system=True, keep_secrets=True)
                     batch.clear()
 
             for located in source.read(session):
                 record = located.record
                 if record.type == "compaction":  # the same range, summarised again
                     flush()
-                    copy.compact(session, force=True)
+                    copy.run_policy("compact", session, force=True)
                 elif record.type == "extracted":  # the same range, read again
                     flush()
-                    copy.learnings.extract(session, force=True)
+                    copy.run_policy("extract", session, force=True)
                 elif record.type in INPUT_TYPES and not (
                     isinstance(record, LearningRecord) and record.source != "user"
                 ):
                     body = record.model_dump(exclude_none=True)
                     batch.append({k: v for k, v in body.items() if k not in _ENVELOPE})
             flush()
-        before_summaries, before_learnings = _derived(memory)
+        before_summaries, before_learnings = _derived(kernel)
         after_summaries, after_learnings = _derived(copy)
     changed = [
         {"session": k[0], "from_id": k[1], "to_id": k[2], "before": v, "after": after_summaries[k]}

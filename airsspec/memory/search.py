@@ -15,19 +15,25 @@ the same as any hit's: session, seq range, time, ids and hashes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict
+from datetime import datetime
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from airsspec.errors import InvalidQueryError, NoSuchSessionError, field_of
+from airsspec.memory.learnings import Learnings
+from airsspec.memory.records import replay
+from airsspec.memory.sessions import Sessions
 from eventlog.bound import Bound
 from projections.memory_tool import QueryMemoryInput
 from projections.scopes import Scope
 
 if TYPE_CHECKING:
-    from airsspec.memory.core import Memory
+    from airsspec.kernel import Kernel
+    from eventlog.schema import Record
 
 SCAN_LIMIT = 5000  # unindexed records read per query at most (the cold projection catches up)
 
@@ -44,34 +50,69 @@ def request(query: str, **fields: Any) -> QueryMemoryInput:
         raise InvalidQueryError(f"{field_of(error, 'query')}: {error['msg']}") from exc
 
 
+def search(
+    kernel: Kernel,
+    query: str,
+    *,
+    k: int = 10,
+    session: str | None = None,
+    kinds: Iterable[str] | None = None,
+    since: str | datetime | None = None,
+    until: str | datetime | None = None,
+    fresh: bool = True,
+    scope: Scope | None = None,
+) -> dict[str, Any]:
+    """See ``Memory.search``."""
+    chosen = request(
+        query,
+        k=k,
+        session=session,
+        kinds=kinds,
+        since=Bound.time(since, "since"),
+        until=Bound.time(until, "until"),
+    )
+    return query_memory(kernel, chosen, fresh=fresh, scope=scope)
+
+
 def query_memory(
-    memory: Memory,
+    kernel: Kernel,
     given: QueryMemoryInput | dict[str, Any],
     *,
     fresh: bool = True,
     scope: Scope | None = None,
 ) -> dict[str, Any]:
     """See ``Memory.query_memory``."""
+    with kernel.reading():
+        return _query_memory(kernel, given, fresh=fresh, scope=scope)
+
+
+def _query_memory(
+    kernel: Kernel,
+    given: QueryMemoryInput | dict[str, Any],
+    *,
+    fresh: bool,
+    scope: Scope | None,
+) -> dict[str, Any]:
     if isinstance(given, QueryMemoryInput):
         chosen = given
     else:
         fields = dict(given)
         chosen = request(fields.pop("query", ""), **fields)
-    scope = memory.scopes.narrowed(scope)
+    scope = kernel.gate.narrowed(scope)
     if chosen.session is not None:
-        memory.check_session(chosen.session)
-        if not scope.reads(memory.scopes.owner(chosen.session)):  # a narrower scope asked
+        kernel.check_session(chosen.session)
+        if not scope.reads(kernel.gate.owner(chosen.session)):  # a narrower scope asked
             raise NoSuchSessionError(f"no session {chosen.session!r} in this workspace")
     since, until = Bound.time(chosen.since, "since"), Bound.time(chosen.until, "until")
     if fresh:
-        memory.project(("cold",))
-    allowed = memory.scopes.visible(scope)
+        kernel.fresh("search", warn=True)
+    allowed = kernel.gate.visible(scope)
     readable = None  # the unit ids of the learnings this reader may see: filtered before ranking
     if allowed is not None and (chosen.kinds is None or "learning" in chosen.kinds):
-        seen = memory.learnings.list(scope=scope).learnings
+        seen = Learnings(kernel).list(scope=scope).learnings
         readable = {f"{a.session}:{a.seq}:0" for a in seen}
     answer = (
-        memory.workspace.recall()
+        kernel.workspace.recall()
         .query_memory(
             chosen.query,
             chosen.k,
@@ -86,7 +127,7 @@ def query_memory(
         .to_json()
     )
     if any(hit["kind"] == "learning" for hit in answer["hits"]):
-        learnings = memory.learnings.list(scope=scope).learnings
+        learnings = Learnings(kernel).list(scope=scope).learnings
         live = {a.id for a in learnings if a.status == "active"}
         answer["hits"] = [
             hit
@@ -96,14 +137,14 @@ def query_memory(
     return answer
 
 
-def _behind(memory: Memory, session: str | None) -> dict[str, tuple[int, int]]:
+def _behind(kernel: Kernel, session: str | None) -> dict[str, tuple[int, int]]:
     """The sessions the cold projection lags on (of those visible): first unindexed seq, head."""
     from projections.checkpoints import log_tail
 
-    log = memory.workspace.log
-    (cold,) = memory.workspace.projectors(("cold",))
+    log = kernel.log
+    cold = kernel.projector("cold")
     manifest = cold.state_store.read_manifest()
-    names = [session] if session else [info.session for info in memory.sessions.list()]
+    names = [session] if session else [info.session for info in Sessions(kernel).list()]
     behind = {}
     for name in names:
         entry = manifest.get(name)
@@ -114,56 +155,36 @@ def _behind(memory: Memory, session: str | None) -> dict[str, tuple[int, int]]:
     return behind
 
 
-def _tail_hits(
-    memory: Memory, behind: dict[str, tuple[int, int]], chosen: QueryMemoryInput
-) -> list[dict[str, Any]]:
-    """The best passages of the unindexed records for the query (BM25, best = 1.0)."""
-    from projections.bm25 import BM25
-    from projections.recall import Hit
-    from projections.units import UNIT_FIELDS, record_units
-
-    units, read = [], 0
-    since, until = Bound.time(chosen.since, "since"), Bound.time(chosen.until, "until")
-    for name, (first, _) in behind.items():
-        for record in memory.replay(name, from_seq=first):
-            read += 1
-            for unit in record_units(record):
-                if chosen.kinds is not None and unit.kind not in chosen.kinds:
-                    continue
-                if (since and unit.ts and unit.ts < since) or (
-                    until and unit.ts and unit.ts > until
-                ):
-                    continue
-                units.append(unit)
-            if read >= SCAN_LIMIT:
-                break
-    ranked = BM25([u.text for u in units]).top(chosen.query, chosen.k) if units else []
-    best = ranked[0][1] if ranked else 1.0
-    return [
-        asdict(
-            Hit(
-                **{name: getattr(units[i], name) for name in UNIT_FIELDS},
-                score=round(score / best, 6),
-                parts={"lexical": round(score / best, 6)},
-                tier="log",
-            )
-        )
-        for i, score in ranked
-        if score > 0
-    ]
+def _tail(kernel: Kernel, behind: dict[str, tuple[int, int]]) -> Iterator[Record]:
+    """The unindexed records of the sessions ``behind`` names, at most ``SCAN_LIMIT``."""
+    records = (
+        r for name, (first, _) in behind.items() for r in replay(kernel, name, from_seq=first)
+    )
+    return islice(records, SCAN_LIMIT)
 
 
 def search_now(
-    memory: Memory, query: str, *, k: int = 10, kinds: Iterable[str] | None = None, **filters: Any
+    kernel: Kernel, query: str, *, k: int = 10, kinds: Iterable[str] | None = None, **filters: Any
 ) -> dict[str, Any]:
     """See ``Memory.search_now`` and the module."""
     chosen = request(query, k=k, kinds=kinds, **filters)
-    answer = memory.query_memory(chosen, fresh=False)
-    behind = _behind(memory, chosen.session)
+    answer = query_memory(kernel, chosen, fresh=False)
+    behind = _behind(kernel, chosen.session)
     lag = sum(head - first + 1 for first, head in behind.values())
     answer["unindexed"] = lag
     if lag:
-        extra = _tail_hits(memory, behind, chosen)
+        from projections.recall import scan
+
+        since, until = Bound.time(chosen.since, "since"), Bound.time(chosen.until, "until")
+        found = scan(
+            _tail(kernel, behind),
+            chosen.query,
+            chosen.k,
+            kinds=chosen.kinds,
+            since=since,
+            until=until,
+        )
+        extra = [asdict(hit) for hit in found]
         seen = {hit["unit_id"] for hit in answer["hits"]}
         merged = answer["hits"] + [hit for hit in extra if hit["unit_id"] not in seen]
         answer["hits"] = sorted(merged, key=lambda hit: -hit["score"])[:k]

@@ -2,38 +2,40 @@
 
 Every change is an event in the session's own log (``session_started``, ``phase_changed``,
 ``session_ended``); nothing is ever deleted. A session's owner is the first scope recorded in
-it (``memory.scopes``); starting it again as another owner is refused.
+it (``kernel.gate``); starting it again as another owner is refused.
 """
 
 from __future__ import annotations
 
+import builtins
 from typing import TYPE_CHECKING, Any
 
 from airsspec.errors import CorruptLogError, LearningError, ScopeError, UnsafePathError
+from airsspec.memory.learnings import Learnings
 from eventlog.layout import validate_session_id
 from eventlog.schema import MEMORY_SESSION
 from projections.scopes import Scope
 
 if TYPE_CHECKING:
-    from airsspec.memory.core import Memory
+    from airsspec.kernel import Kernel
     from eventlog.log import SessionInfo
     from eventlog.schema import Record
 
 
 class Sessions:
-    """The sessions of one ``Memory`` (see the module)."""
+    """The sessions of one open workspace, as its kernel's scope sees them (see the module)."""
 
-    def __init__(self, memory: Memory) -> None:
-        self._memory = memory
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
 
     def list(self) -> list[SessionInfo]:
         """Every session this memory's scope may read: records, first and last time, bytes;
         a session whose log cannot be read is listed with its ``problem``."""
         from eventlog.log import SessionInfo
 
-        memory = self._memory
-        log = memory.workspace.log
-        visible = memory.scopes.visible()
+        kernel = self._kernel
+        log = kernel.log
+        visible = kernel.gate.visible()
         infos = []
         for name in log.sessions():
             if visible is not None and name not in visible:
@@ -45,16 +47,16 @@ class Sessions:
                 infos.append(SessionInfo(name, 0, None, None, size, problem=str(exc)))
         return infos
 
-    def names(self) -> list[str]:
+    def names(self) -> builtins.list[str]:
         """The ids of every session this memory's scope may read, the workspace's own log
         among them for an unscoped memory (nothing is read but the folder listing)."""
-        memory = self._memory
-        visible = memory.scopes.visible()
-        names = memory.workspace.log.sessions()
+        kernel = self._kernel
+        visible = kernel.gate.visible()
+        names = kernel.log.sessions()
         return [n for n in names if visible is None or n in visible]
 
     def _phase(self, phase: str | None) -> str:
-        cfg = self._memory.settings.learnings
+        cfg = self._kernel.settings.learnings
         chosen = phase or cfg.default_phase
         if chosen not in cfg.phases:
             raise LearningError(f"unknown phase {chosen!r}; configured: {', '.join(cfg.phases)}")
@@ -74,20 +76,20 @@ class Sessions:
         configured) and its owner: ``user``, ``agent`` and ``project``, each defaulting to
         this memory's scope. A new session is created; an existing one resumes (its owner
         is the first one recorded: another scope is refused with ``ScopeError``)."""
-        memory = self._memory
+        kernel = self._kernel
         validate_session_id(session)
         if session == MEMORY_SESSION:
             raise LearningError(f"{MEMORY_SESSION!r} is the workspace's own log")
         given = Scope(user, agent, project)
-        owner = memory.scope.within(given)
+        owner = kernel.scope.within(given)
         for name, value in given.to_fields().items():
-            if getattr(memory.scope, name) not in (None, value):
+            if getattr(kernel.scope, name) not in (None, value):
                 raise ScopeError(
-                    f"a memory scoped to {memory.scope} cannot start a session as {name}={value}"
+                    f"a memory scoped to {kernel.scope} cannot start a session as {name}={value}"
                 )
-        if memory._logged(session):
-            memory.scopes.guard(session, writing=True)
-            recorded = memory.scopes.owner(session)
+        if kernel.logged(session):
+            kernel.gate.guard(session, writing=True)
+            recorded = kernel.gate.owner(session)
             if recorded.named and owner.named and not owner.matches(recorded):
                 raise ScopeError(f"session {session!r} is owned by {recorded}")
         event = {
@@ -96,7 +98,7 @@ class Sessions:
             "phase": self._phase(phase),
             **owner.to_fields(),
         }
-        return memory._system_append(session, [event])[0]
+        return kernel.system_append(session, [event])[0]
 
     def assign(
         self,
@@ -109,27 +111,25 @@ class Sessions:
         """Give ``session`` to a new owner (``user``, and ``agent``/``project`` when named):
         a ``session_assigned`` event in its log, so the change is recorded, never made in
         place. Only an admin (an unscoped memory) assigns (``ScopeError`` otherwise)."""
-        memory = self._memory
+        kernel = self._kernel
         owner = Scope(user, agent, project)
         if not owner.user:
             raise LearningError("assign: name the user the session is given to")
-        if not memory.scopes.admin:
+        if not kernel.gate.admin:
             raise ScopeError(
-                f"only an admin assigns sessions (not a memory scoped to {memory.scope})"
+                f"only an admin assigns sessions (not a memory scoped to {kernel.scope})"
             )
-        memory.check_session(session)
-        memory.scopes.guard(session, writing=True)
-        return memory._system_append(session, [{"type": "session_assigned", **owner.to_fields()}])[
-            0
-        ]
+        kernel.check_session(session)
+        kernel.gate.guard(session, writing=True)
+        return kernel.system_append(session, [{"type": "session_assigned", **owner.to_fields()}])[0]
 
     def phase(self, session: str, phase: str) -> Record:
         """Move ``session`` to ``phase`` (one of the configured phases)."""
-        memory = self._memory
-        memory.check_session(session)
-        memory.scopes.guard(session, writing=True)
+        kernel = self._kernel
+        kernel.check_session(session)
+        kernel.gate.guard(session, writing=True)
         event = {"type": "phase_changed", "phase": self._phase(phase)}
-        return memory._system_append(session, [event])[0]
+        return kernel.system_append(session, [event])[0]
 
     def end(self, session: str, *, status: str = "done", once: bool = False) -> Record | None:
         """Record that ``session`` ended with ``status``; its remaining records are read by the
@@ -138,28 +138,28 @@ class Sessions:
         for one SessionEnd) take turns, so it is recorded once."""
         from compactor.compactor import file_lock
 
-        memory = self._memory
-        memory.check_session(session)
-        memory.scopes.guard(session, writing=True)
-        lock = memory.state_dir / "session-end.lock"
+        kernel = self._kernel
+        kernel.check_session(session)
+        kernel.gate.guard(session, writing=True)
+        lock = kernel.workspace.layout.lock_path("session-end")
         with file_lock(lock, wait=True, holder="session end"):
             if once and self.info(session).get("ended") is not None:
                 return None
             ended = {"type": "session_ended", "status": status}
-            record = memory._system_append(session, [ended])[0]
-        memory.learnings.extract(session)
+            record = kernel.system_append(session, [ended])[0]
+        Learnings(kernel).extract(session)
         return record
 
     def info(self, session: str) -> dict[str, Any]:
         """Task, phase (with its guidance), status, times, files changed, decisions and
         discoveries of ``session``."""
-        memory = self._memory
-        memory.check_session(session)
-        assessment = memory.learnings.list()
+        kernel = self._kernel
+        kernel.check_session(session)
+        assessment = Learnings(kernel).list()
         info = dict(assessment.sessions.get(session, {}))
         mine = [a for a in assessment.learnings if a.session == session]
         info["decisions"] = [a.text for a in mine if a.kind == "decision"]
         info["discoveries"] = [a.text for a in mine if a.kind in ("pattern", "error_fix")]
         phase = info.get("phase")
-        info["guidance"] = memory.settings.learnings.phases.get(phase or "", None)
+        info["guidance"] = kernel.settings.learnings.phases.get(phase or "", None)
         return {"session": session, **info}

@@ -129,7 +129,9 @@ class Background:
 
     def __init__(self, served: Served) -> None:
         self.served = served
-        self.daemon = served.memory.daemon()
+        from airsspec.daemon import Daemon
+
+        self.daemon = Daemon(served.memory)
         self.daemon.step_lock = served.lock
         self.held = False
         self.thread: threading.Thread | None = None

@@ -591,7 +591,7 @@ def test_a_damaged_follow_mark_is_read_from_the_start_never_trusted_to_skip_a_fo
     written sound."""
     import logging
 
-    from airsspec.forgetting import follow
+    from airsspec.kernel.purge import follow
 
     _workspace(tmp_path, "user")
     with Memory.open(tmp_path) as memory:
@@ -601,7 +601,7 @@ def test_a_damaged_follow_mark_is_read_from_the_start_never_trusted_to_skip_a_fo
         memory.forget(user="ana")
         path = memory.workspace.layout.forgotten_path
         sound = json.loads(path.read_text())
-        assert follow(memory) == []  # followed here already
+        assert follow(memory.kernel) == []  # followed here already
         damaged = {
             "past the end": {"seq": sound["seq"], "offset": 10**12},
             "negative": {"seq": -5, "offset": -100},
@@ -614,11 +614,11 @@ def test_a_damaged_follow_mark_is_read_from_the_start_never_trusted_to_skip_a_fo
             path.write_text(json.dumps(mark))
             caplog.clear()
             with caplog.at_level(logging.WARNING):
-                assert "a1" in follow(memory), name
+                assert "a1" in follow(memory.kernel), name
             assert not caplog.records, (name, caplog.text)
             assert json.loads(path.read_text()) == sound, name
         path.write_bytes(b"\x00{garbage")
-        assert "a1" in follow(memory)
+        assert "a1" in follow(memory.kernel)
         assert json.loads(path.read_text()) == sound
         assert [r.content for r in memory.replay("b1") if r.type == "user"] == ["ben's own"]
     assert _files_holding(tmp_path, b"CANARY") == []
@@ -680,7 +680,7 @@ def test_following_many_forget_events_takes_them_one_after_another_not_nested(
     ``follow`` names every session it dropped."""
     import inspect
 
-    import airsspec.forgetting
+    import airsspec.kernel.purge
 
     _workspace(tmp_path, "user")
     users = [f"u{i}" for i in range(6)]
@@ -693,18 +693,18 @@ def test_following_many_forget_events_takes_them_one_after_another_not_nested(
         memory.workspace.layout.forgotten_path.unlink()  # as a machine that never looked
 
         depths = []
-        follow_one = airsspec.forgetting._follow_one
+        follow_one = airsspec.kernel.purge._follow_one
 
         def measured(memory: Memory, located: object) -> list[str]:
             depths.append(len(inspect.stack(0)))
             return follow_one(memory, located)
 
-        monkeypatch.setattr(airsspec.forgetting, "_follow_one", measured)
-        followed = airsspec.forgetting.follow(memory)
+        monkeypatch.setattr(airsspec.kernel.purge, "_follow_one", measured)
+        followed = airsspec.kernel.purge.follow(memory.kernel)
         assert len(depths) == len(users)
         assert len(set(depths)) == 1, depths
         assert {f"s-{user}" for user in users} <= set(followed)
-        assert airsspec.forgetting.follow(memory) == []
+        assert airsspec.kernel.purge.follow(memory.kernel) == []
 
 
 def test_following_a_forget_again_keeps_the_documents_the_user_added_since(
@@ -714,7 +714,7 @@ def test_following_a_forget_again_keeps_the_documents_the_user_added_since(
     disposable) removes what the forget covered, not a document of the same user
     registered after it: that one is new, and its file under ``sources/`` may be the only
     copy."""
-    from airsspec.forgetting import follow
+    from airsspec.kernel.purge import follow
 
     _workspace(tmp_path, "user")
     folder = tmp_path / ".airsspec" / "sources" / "users" / "ana"
@@ -729,7 +729,7 @@ def test_following_a_forget_again_keeps_the_documents_the_user_added_since(
         (folder / "notes" / "new.md").write_text("# New\n\nwritten after the forget\n")
         memory.project()  # registered
         memory.workspace.layout.forgotten_path.unlink()
-        assert "a1" in follow(memory)
+        assert "a1" in follow(memory.kernel)
         assert (folder / "notes" / "new.md").read_text() == "# New\n\nwritten after the forget\n"
         hits = memory.search("written after the forget", k=3)["hits"]
         assert hits and hits[0]["source"] == "users/ana/notes/new.md"

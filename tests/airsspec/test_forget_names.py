@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from airsspec import Memory
-from airsspec.forgetting import follow
+from airsspec.kernel.purge import follow
 from eventlog.crypto import key_id
 from eventlog.errors import InvalidNameError
 from eventlog.schema import MEMORY_SESSION
@@ -153,11 +153,11 @@ def test_a_follower_skips_a_forgotten_event_whose_name_is_not_one(
         mark = memory.workspace.layout.forgotten_path
         before = {k: v for k, v in _digests(tmp_path).items() if k != str(mark)}
         with caplog.at_level(logging.WARNING, logger="airsspec.forgetting"):
-            assert follow(memory) == []
+            assert follow(memory.kernel) == []
         assert "not followed" in caplog.text and "invalid name" in caplog.text
         assert {k: v for k, v in _digests(tmp_path).items() if k != str(mark)} == before
         caplog.clear()
-        assert follow(memory) == []  # skipped once, not warned at every read
+        assert follow(memory.kernel) == []  # skipped once, not warned at every read
         assert not caplog.records
         assert [r.content for r in memory.replay("b1") if r.type == "user"] == ["ben's own"]
     assert document.read_text() == "# Ben\n\nben's notes\n"
@@ -180,7 +180,7 @@ def test_a_follower_removes_nothing_through_a_linked_users_folder(
         users.parent.mkdir(parents=True, exist_ok=True)
         users.symlink_to(outside, target_is_directory=True)
         with caplog.at_level(logging.WARNING, logger="airsspec.forgetting"):
-            follow(memory)
+            follow(memory.kernel)
         assert "symbolic link" in caplog.text
         assert (outside / "ana" / "canary.md").read_text() == "not the workspace's\n"
         assert (
@@ -189,8 +189,8 @@ def test_a_follower_removes_nothing_through_a_linked_users_folder(
         )
         users.unlink()  # once the link is gone, the event is followed to its end
         caplog.clear()
-        assert "a1" in follow(memory)
-        assert follow(memory) == []
+        assert "a1" in follow(memory.kernel)
+        assert follow(memory.kernel) == []
 
 
 def test_a_folder_under_sources_users_that_is_not_a_name_is_skipped_alone(

@@ -1,0 +1,302 @@
+"""The kernel: the open workspace as the services see it.
+
+``Memory`` (``airsspec.memory.core``) is a facade composed of services (sessions, learnings,
+records, search, context, forgetting, compaction, reextract); each service takes a ``Kernel``
+and uses only its public methods, never ``Memory``. The rules:
+
+- **a service never imports ``Memory``** and never calls back into it (the import contract of
+  ``pyproject.toml`` enforces it); a service that needs another builds it over the same kernel;
+- **access is decided in one place**, the gate (``kernel.gate``, ``airsspec.kernel.gate``), on
+  identities validated once (``eventlog.names``, ``eventlog.layout.validate_session_id``);
+- **freshness is declared once** (``NEEDS`` and ``FOLLOWS`` below): a read names what it reads
+  (``kernel.fresh("learnings")``) and the kernel brings the projections that answer it current;
+  a write names what it wrote (``kernel.written("compact", session)``) and the projections that
+  follow it are folded;
+- **derived copies are purged by their own projection** (``airsspec.kernel.purge``): forgetting
+  asks each projection's store to drop sessions, and the cold store compacts its own versions.
+
+A kernel is read and written as its ``scope`` (a ``Scope``: empty for an admin) and may be
+read-only; ``view`` gives another scope over the same workspace and caches.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from airsspec.errors import AirsspecError, NoSuchSessionError
+from airsspec.kernel.freshness import FOLLOWS, NEEDS, Read, Write, chosen
+from airsspec.kernel.gate import Gate
+from airsspec.workspace import TIERS as PROJECTIONS
+from eventlog.schema import MEMORY_SESSION
+from projections.scopes import Scope
+
+if TYPE_CHECKING:
+    from airsspec.settings import Settings
+    from airsspec.workspace import Workspace
+    from compactor.compactor import Compactor
+    from compactor.extractor import Extractor
+    from compactor.summarizers import Summarizer
+    from eventlog.log import EventLog
+    from eventlog.schema import Record
+    from eventlog.storage.log import ObjectStoreLog
+    from projections.engine import Progress, RunReport
+    from projections.status import TierStatus
+    from projections.tokens import TokenCounter
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Shared:
+    """What every view of one open workspace shares: caches and the processes it built."""
+
+    owners_seen: dict[str, tuple[Scope, int]] = field(default_factory=dict)
+    policies: dict[str, Any] = field(default_factory=dict)
+
+
+class Kernel:
+    """One open workspace, read and written as ``scope`` (see the module)."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        scope: Scope | None = None,
+        *,
+        read_only: bool = False,
+        summarizer: Summarizer | None = None,
+        shared: _Shared | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.scope = scope or Scope()
+        self.read_only = read_only  # a read-only principal: no write, no access record
+        self.summarizer = summarizer  # the compactor's, over [compactor] summarizer
+        self._shared = shared or _Shared()
+        self._reading = threading.local()  # the projections a read in this thread brought
+        self.gate = Gate(self)
+
+    def view(self, scope: Scope, *, read_only: bool = False) -> Kernel:
+        """The same workspace and caches, read and written as ``scope`` (read-only when this
+        kernel is, or ``read_only``)."""
+        return Kernel(
+            self.workspace,
+            scope,
+            read_only=self.read_only or read_only,
+            summarizer=self.summarizer,
+            shared=self._shared,
+        )
+
+    # ------------------------------------------------------------------ the workspace
+
+    @property
+    def log(self) -> EventLog | ObjectStoreLog:
+        """The workspace's log."""
+        return self.workspace.log
+
+    @property
+    def root(self) -> Path:
+        """The workspace folder."""
+        return self.workspace.root
+
+    @property
+    def settings(self) -> Settings:
+        """The workspace's settings (``airsspec.toml``, frozen)."""
+        return self.workspace.settings
+
+    @property
+    def owners_seen(self) -> dict[str, tuple[Scope, int]]:
+        """The gate's cache: session -> (owner, the session's head when it was read)."""
+        return self._shared.owners_seen
+
+    def token_counter(self) -> TokenCounter:
+        """The workspace's token counter."""
+        return self.workspace.token_counter()
+
+    def projector(self, name: str) -> Any:
+        """The projector of projection ``name``."""
+        (projector,) = self.workspace.projectors((name,))
+        return projector
+
+    # ------------------------------------------------------------------ sessions
+
+    def logged(self, session: str) -> bool:
+        """Whether ``session`` (a valid id, else ``InvalidSessionIdError``) has a log here,
+        whoever asks (one ``stat``): what a write decides on before the gate has its say."""
+        return self.log.has(session)
+
+    def has_session(self, session: str) -> bool:
+        """Whether ``session`` has a log here that this kernel may read (another user's is
+        answered as none)."""
+        return self.logged(session) and self.gate.reads_session(session)
+
+    def check_session(self, session: str) -> str:
+        """``session`` if it names a session this kernel may read; else
+        ``InvalidSessionIdError``, ``NoSuchSessionError`` or ``ScopeError``."""
+        if not self.logged(session):
+            raise NoSuchSessionError(f"no session {session!r} in this workspace")
+        self.gate.guard(session)
+        return session
+
+    # ------------------------------------------------------------------ freshness
+
+    def catch_up(
+        self,
+        projections: Iterable[str] | str = PROJECTIONS,
+        *,
+        sessions: Iterable[str] | None = None,
+        jobs: int = 1,
+        progress: Progress | None = None,
+        warn: bool = True,
+        cancel: threading.Event | None = None,
+        deep: bool = False,
+    ) -> list[RunReport]:
+        """Bring ``projections`` to the head of the log (only ``sessions``, when given),
+        whoever asks (the reports unfiltered: the gate's own reads run here). A cold
+        projection whose embedder cannot load is left, with a warning (search degrades to
+        full text and says so); a session whose log is damaged is skipped (warned unless
+        ``warn`` is false; the reports name it). ``cancel`` stops after the record being
+        folded; ``deep`` reads every output file and repairs one that differs. A ``forget``
+        run on another machine sharing the log is followed here (``airsspec.kernel.purge``)."""
+        from airsspec.kernel.purge import follow
+        from projections.engine import Runner
+
+        names = chosen(projections)
+        done = getattr(self._reading, "done", None)  # inside ``reading``: each once
+        if done is not None:
+            names = tuple(t for t in names if t not in done)
+            if sessions is None:
+                done.update(names)
+            if not names:
+                return []
+        if "cold" in names and (problem := self.embedder_problem()):
+            logger.warning("the cold projection was not updated: %s", problem)
+            names = tuple(t for t in names if t != "cold")
+        if "cold" in names:
+            follow(self, fresh=True)  # first: a forgotten user's documents are not registered
+        registered = "cold" in names and not self.read_only and self.register_sources()
+        if registered and sessions is not None:
+            sessions = {*sessions, MEMORY_SESSION}
+        projectors = self.workspace.projectors(names)
+        runner = Runner(self.log, projectors, progress, jobs=jobs, cancel=cancel, deep=deep)
+        reports = runner.catch_up(sessions=sessions)
+        follow(self)  # a ``forget`` run on another machine sharing the log is applied here
+        for report in reports if warn else ():
+            for outcome in report.failed:
+                logger.warning(
+                    "%s: skipped %s (its log is damaged; the other sessions are current): %s",
+                    report.projector,
+                    outcome.session,
+                    outcome.failed,
+                )
+        return reports
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """A read made of several reads (a context build, a search): within the block, each
+        projection is brought current once, by the first read that needs all of it; a
+        record appended meanwhile is left to the next read, as one appended just after."""
+        if getattr(self._reading, "done", None) is not None:
+            yield  # an outer read holds the block
+            return
+        self._reading.done = set()
+        try:
+            yield
+        finally:
+            self._reading.done = None
+
+    def project(
+        self,
+        projections: Iterable[str] | str = PROJECTIONS,
+        *,
+        sessions: Iterable[str] | None = None,
+        **options: Any,
+    ) -> list[RunReport]:
+        """``catch_up``, its reports naming only the sessions this kernel may read."""
+        return self.gate.reports(self.catch_up(projections, sessions=sessions, **options))
+
+    def fresh(
+        self, read: Read, sessions: Iterable[str] | None = None, *, warn: bool = False
+    ) -> list[RunReport]:
+        """Bring what ``read`` needs (``NEEDS``) current, for ``sessions`` (default: all)."""
+        return self.project(NEEDS[read], sessions=sessions, warn=warn)
+
+    def written(self, write: Write, session: str, *, warn: bool = False) -> list[RunReport]:
+        """Fold the projections that follow ``write`` (``FOLLOWS``) for ``session``."""
+        return self.project(FOLLOWS[write], sessions=[session], warn=warn)
+
+    def register_sources(self) -> list[str]:
+        """Append a ``source_indexed`` event for each document under ``sources/`` added,
+        changed or removed since its last event; the paths (a damaged own log: a warning)."""
+        from projections.sources import register_sources as register
+
+        layout = self.workspace.layout
+        try:
+            records = register(self.log, layout.sources_dir, layout.sources_registry_path)
+        except AirsspecError as exc:
+            logger.warning("documents under sources/ not registered: %s", exc)
+            return []
+        return [record.path for record in records]
+
+    def status(self) -> list[TierStatus]:
+        """Items, size, lag and what is degraded, for every projection (the sessions named
+        behind: those this kernel may read)."""
+        from projections.status import tier_status
+
+        found = [tier_status(self.log, p) for p in self.workspace.projectors()]
+        if (shown := self.gate.visible()) is None:
+            return found
+        return [
+            replace(t, behind_sessions=[s for s in t.behind_sessions if s in shown]) for t in found
+        ]
+
+    def embedder_problem(self) -> str | None:
+        """Why the cold projection's embedder cannot run here (None when it can)."""
+        from airsspec.errors import EmbedderUnavailable
+
+        try:
+            self.workspace.embedder().check()
+        except EmbedderUnavailable as exc:
+            return str(exc)
+        return None
+
+    # ------------------------------------------------------------------ system writes
+
+    def system_append(self, session: str, events: list[dict[str, Any]]) -> list[Record]:
+        """Append lifecycle or derived events (system types: the gate decided the write
+        already), then fold what follows them (``FOLLOWS["system"]``)."""
+        self.gate.writable()
+        records = list(self.log.append_many(session, events, system=True))
+        self.written("system", session)
+        return records
+
+    def memory_event(self, event: dict[str, Any]) -> Record:
+        """Append an event to the workspace's own log."""
+        return self.system_append(MEMORY_SESSION, [event])[0]
+
+    def policy(self, name: Literal["compact", "extract"]) -> Compactor | Extractor:
+        """The process that appends derived events (``compact`` or ``extract``: each has
+        ``due`` and ``run``), built once per open workspace."""
+        policies = self._shared.policies
+        if name not in policies:
+            ws = self.workspace
+            policies[name] = ws.compactor(self.summarizer) if name == "compact" else ws.extractor()
+        made: Compactor | Extractor = policies[name]
+        return made
+
+    def run_policy(
+        self, name: Literal["compact", "extract"], session: str, *, force: bool
+    ) -> list[Record]:
+        """Run ``policy(name)`` on ``session`` (a write the gate checks), then fold what
+        follows it."""
+        self.gate.guard_writes(session)  # derived events are written to the session
+        records: list[Record] = self.policy(name).run(session, force=force)
+        self.written(name, session)
+        return records
+
+
+__all__ = ["FOLLOWS", "NEEDS", "PROJECTIONS", "Kernel", "Read", "Write", "chosen"]
