@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airsspec.hooks.events import OPEN, RECENT
 from airsspec.memory import MEMORY_SESSION
 
 if TYPE_CHECKING:
@@ -25,6 +24,8 @@ HEADER = (
     "`airsspec learnings list` shows every learning):"
 )
 TODO_TOOLS = ("TodoWrite",)
+RECENT = 3  # earlier sessions whose open tasks and topics a starting session sees
+OPEN = ("pending", "in_progress")  # todo states that leave a task open
 
 
 def _earlier(infos: list[SessionInfo], session: str) -> list[SessionInfo]:

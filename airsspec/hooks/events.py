@@ -36,10 +36,8 @@ if TYPE_CHECKING:
     from airsspec.memory import Memory
 
 FORMAT = "claude-code"
-RECENT = 3  # earlier sessions whose open tasks and topics a starting session sees
 TASK_CHARS = 200  # a session's task: the first line of its first prompt, at most this long
 MAX_STATUS = 200  # a session_ended status: printable, at most this long; another is "other"
-OPEN = ("pending", "in_progress")  # todo states that leave a task open
 EVENTS = (
     "SessionStart",
     "UserPromptSubmit",

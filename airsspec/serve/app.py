@@ -49,9 +49,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from airsspec.errors import AirsspecError, BodyTooLargeError, ServeError, TokenError
 from airsspec.serve import api
 from airsspec.serve.core import Served
-from airsspec.serve.tokens import Principal, scope_fields
+from airsspec.serve.tokens import COOKIE, Principal, scope_fields
 
-COOKIE = "airsspec_token"
 OPEN_PATHS = ("/v1/health", "/login", "/static/")
 API_PATHS = ("/v1/", "/mcp")
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")

@@ -34,6 +34,7 @@ from airsspec.errors import InvalidNameError, TokenError, UnsafePathError
 from airsspec.memory import check_name
 
 PREFIX = "airs_"
+COOKIE = "airsspec_token"  # the viewer's cookie holding a signed-in token
 MIN_PREFIX = 6  # characters of an id a revoke may name it by: one character names too many
 
 

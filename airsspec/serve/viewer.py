@@ -28,8 +28,8 @@ from starlette.staticfiles import StaticFiles
 
 from airsspec.errors import AirsspecError
 from airsspec.serve.api import problem, public
-from airsspec.serve.app import COOKIE
 from airsspec.serve.core import Served
+from airsspec.serve.tokens import COOKIE
 
 HERE = Path(__file__).parent
 ENV = Environment(
