@@ -131,7 +131,7 @@ class Workspace:
                 from eventlog.storage.objects import ObjectStore
 
                 options = storage.model_dump(exclude={"url"})
-                cache = self.state_dir / "objects" / "keys"
+                cache = self.layout.objects_dir / "keys"
 
                 def bucket() -> ObjectStore:
                     return ObjectStore(storage.url, cache, **options)
@@ -377,7 +377,7 @@ class Workspace:
             self.layout.tier_dir("tokens"),
             parquet_source,
             tables=tables,
-            temp_dir=self.layout.state_dir / "tmp" / "duckdb",
+            temp_dir=self.layout.duckdb_temp_dir,
             dataset=dataset,
             storage_options=options,
         )

@@ -5,7 +5,7 @@ so after a crash a projection is either before or after a save; loads them back 
 absent, unreadable, or made under other settings: the session is then folded from zero); and
 keeps the projection's manifest (``projections.checkpoints.Manifest``) of the files it wrote.
 
-- ``FolderStore``: one file per session, ``{out_dir}/{session}{suffix}``, holding the state
+- ``SessionFilesStore``: one file per session, ``{out_dir}/{session}{suffix}``, holding the state
   and the checkpoint (a tier encodes its state in its own format: JSON, Parquet).
 - ``JsonStore``: the JSON one most tiers use: ``{"fingerprint", "checkpoint", **dump(state)}``
   with sorted keys, so the bytes depend only on the records folded.
@@ -150,7 +150,7 @@ class FileStateStore(StateStore[S]):
         return self.read(session, data)
 
 
-class FolderStore(FileStateStore[S]):
+class SessionFilesStore(FileStateStore[S]):
     """One file per session, ``{out_dir}/{session}{suffix}``, holding state and checkpoint;
     a tier says how its state is encoded (``encode``, ``decode``)."""
 
@@ -227,7 +227,7 @@ class JsonFold(Protocol[S]):
         ...
 
 
-class JsonStore(FolderStore[S]):
+class JsonStore(SessionFilesStore[S]):
     """``{"fingerprint", "checkpoint", **dump(state)}`` per session, keys sorted."""
 
     def __init__(self, out_dir: Path, fold: Any) -> None:

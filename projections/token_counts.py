@@ -22,7 +22,7 @@ from eventlog.render import record_text
 from eventlog.schema import Record
 from projections.checkpoints import Checkpoint
 from projections.fold import Projector
-from projections.state_store import FolderStore, StateStore
+from projections.state_store import SessionFilesStore, StateStore
 from projections.tokens import TokenCounter, token_counter
 
 SCHEMA = pa.schema(
@@ -85,11 +85,11 @@ class TokenCountProjector(Projector[TokenState]):
         state.pending.clear()
 
 
-class ParquetStore(FolderStore[TokenState]):
+class ParquetStore(SessionFilesStore[TokenState]):
     """``{session}.parquet`` per session, the checkpoint in the file's own metadata."""
 
     suffix = ".parquet"
-    unreadable = (*FolderStore.unreadable, pa.ArrowException)
+    unreadable = (*SessionFilesStore.unreadable, pa.ArrowException)
 
     def __init__(self, out_dir: Path, fold: TokenCountProjector) -> None:
         super().__init__(out_dir, fold)

@@ -123,9 +123,6 @@ def cmd_hooks_uninstall(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_ALIASES = {"session-start": "SessionStart"}  # what earlier installs ran
-
-
 def _detached(args: argparse.Namespace, memory: Memory, config: Path | None) -> Defer:
     """A ``defer`` that runs a job in a detached process (its own session: it outlives the
     hook and Claude Code), its errors appended to the workspace's state/hook-jobs.log."""
@@ -137,7 +134,7 @@ def _detached(args: argparse.Namespace, memory: Memory, config: Path | None) -> 
     where = _global_options(args)
     if not where:
         where = ["-c", str(config)] if config is not None else ["-w", str(memory.root)]
-    errors = memory.state_dir / "hook-jobs.log"
+    errors = memory.workspace.layout.hook_jobs_log
 
     def start(job: Job) -> None:
         # runs in the workspace's folder: -P keeps it off sys.path (nothing imported from it)
@@ -183,10 +180,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
                 hooks.run_job(memory, job)
             return EXIT_OK
         data = hooks.read_input(sys.stdin.buffer.read())
-        event = _ALIASES.get(args.event, args.event)
-        if event == "import":  # earlier installs: PostToolUse, Stop and PreCompact
-            named = data.get("hook_event_name")
-            event = named if named in ("PostToolUse", "Stop", "PreCompact") else "Stop"
+        event = hooks.normalize(args.event, data)
         config = None
         if args.workspace is None and args.config is None:
             config = hooks.workspace_for(data, Path.cwd())

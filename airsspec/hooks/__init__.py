@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from airsspec.errors import HookInputError, HookSettingsError
-from airsspec.hooks.events import EVENTS, Defer, Job, expand, handle, run_job
+from airsspec.hooks.events import EVENTS, Defer, Job, expand, handle, normalize, run_job
 from airsspec.hooks.settings_file import MARKER, SCOPES, settings_path
 
 TIMEOUT = 60  # seconds Claude Code gives a hook before it stops waiting
@@ -97,6 +97,7 @@ __all__ = [
     "command",
     "entries",
     "handle",
+    "normalize",
     "python_command",
     "read_input",
     "run_job",

@@ -81,6 +81,22 @@ class Job:
 Defer = Callable[[Job], None]
 
 
+ALIASES = {"session-start": "SessionStart"}  # what earlier installs ran
+EARLIER_IMPORT = ("PostToolUse", "Stop", "PreCompact")  # what an earlier "import" hook was
+
+
+def normalize(event: str, payload: dict[str, Any]) -> str:
+    """The hook event an installed hook names (``EVENTS``), whatever install wrote it: an
+    earlier name (``session-start``), or the earlier ``import`` hook, which stood for the event
+    its payload names (``hook_event_name``: PostToolUse, Stop or PreCompact; else Stop). The CLI
+    and the server's hook route both ask here."""
+    event = ALIASES.get(event, event)
+    if event == "import":
+        named = payload.get("hook_event_name")
+        return named if named in EARLIER_IMPORT else "Stop"
+    return event
+
+
 def run_job(memory: Memory, job: Job) -> dict[str, Any]:
     """Do what ``job`` says; return what was appended, per session and policy."""
     main, *_ = job.sessions

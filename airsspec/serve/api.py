@@ -120,9 +120,6 @@ def _op_endpoint(served: Served, op: Op) -> Any:
     return guarded(handler, served)
 
 
-ALIASES = {"session-start": "SessionStart"}  # what earlier installs ran (as the CLI maps them)
-
-
 MAX_BUDGET = 1_000_000  # tokens a hook's answer may be asked for (as the context operation)
 
 
@@ -150,10 +147,7 @@ def _hook_endpoint(served: Served) -> Any:
                 "the server)"
             )
         budget, recall = _number(request, "budget", 2000), _number(request, "recall", 0)
-        event = ALIASES.get(event, event)
-        if event == "import":  # earlier installs: PostToolUse, Stop and PreCompact
-            named = payload.get("hook_event_name")
-            event = named if named in ("PostToolUse", "Stop", "PreCompact") else "Stop"
+        event = hooks.normalize(event, payload)
         principal = request.user.principal
 
         def defer(job: Any) -> None:  # the slow part runs after the answer, in the server
