@@ -237,8 +237,8 @@ def forget(
         removed += cold.embedder.discard_owners(later)  # their texts were never read here
     clear_spill(kernel)
     return Forgotten(
-        subject=event["subject"],
-        name=event["name"],
+        subject="user" if user is not None else "session",
+        name=user or session or "",
         by=asker,
         sessions=sessions,
         keys_destroyed=destroyed,

@@ -178,11 +178,10 @@ class Memory:
         from airsspec.settings import WorkspaceSettings
 
         here = Path.cwd() if start is None else Path(start)
-        scope = {"user": user, "agent": agent, "project": project}
         found = cls.find_config(here)
         if found is not None:
-            return cls.open(config=found, **scope)
-        return cls.open(here / WorkspaceSettings().path, **scope)
+            return cls.open(config=found, user=user, agent=agent, project=project)
+        return cls.open(here / WorkspaceSettings().path, user=user, agent=agent, project=project)
 
     @staticmethod
     def find_config(start: str | Path) -> Path | None:
