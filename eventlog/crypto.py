@@ -66,6 +66,10 @@ def _empty(_: Any) -> dict[str, Any]:
     return {}
 
 
+def _list(_: Any) -> list[Any]:
+    return []
+
+
 CONTENT_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "user": {"content": _text},
     "assistant": {"content": _text},
@@ -79,11 +83,22 @@ CONTENT_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "session_ended": {"status": _text},  # free text: a person's words, or Claude Code's reason
     "memory_accessed": {"query": _text},
     "learning_feedback": {"reason": _text},
+    "memory_file_written": {"path": _text, "text": _text, "actor": _text},
+    "memory_file_renamed": {"old_path": _text, "new_path": _text, "actor": _text},
+    "memory_file_deleted": {"path": _text, "actor": _text},
+    "messages_request": {"params": _text, "added": _list},
+    "messages_response": {"body": _text},
 }
 """Per type, the fields sealed and the placeholder each keeps in the clear record: every field
 that holds free text. What stays in the clear is structure: ids, seqs, counts, hashes, scope
 names, and codes from a fixed set (a phase is one of the configured phases, a learning's kind
 and scope are enumerated)."""
+
+USER_KEYED = frozenset(
+    {"learning", "memory_file_written", "memory_file_renamed", "memory_file_deleted"}
+)
+"""Types a user writes outside any session (to the workspace's own log) naming themself
+(``user``): sealed under that user's key alone, so forgetting the user shreds them."""
 
 DROPPED_FIELDS = ("meta", "origin")
 """Fields of any type that are sealed and left out of the clear record (they are optional)."""
@@ -293,16 +308,17 @@ class Sealer:
         return self.keys.destroy(kid)
 
     def subject(self, session: str, body: dict[str, Any]) -> str:
-        """Whose key seals ``body`` of ``session``: the user a learning names (one added
-        outside a session), else (``mode = "user"``) the user owning the session, else the
-        session. What a context build gave a session is sealed as that session's; a reason
-        given for a learning's verdict is sealed under a key of that learning, destroyed
-        when its owner is forgotten (the feedback record cannot name the owner)."""
+        """Whose key seals ``body`` of ``session``: the user a learning or a memory file names
+        (``USER_KEYED``: written outside a session), else (``mode = "user"``) the user owning
+        the session, else the session. What a context build gave a session is sealed as that
+        session's; a reason given for a learning's verdict is sealed under a key of that
+        learning, destroyed when its owner is forgotten (the feedback record cannot name the
+        owner)."""
         if body["type"] == "learning_feedback":
             return learning_subject(body["learning_id"])
         if body["type"] == "memory_accessed":
             session = body["reader"]
-        elif body["type"] == "learning" and body.get("user"):
+        elif body["type"] in USER_KEYED and body.get("user"):
             return f"user:{body['user']}"
         if self.mode == "user" and (user := self.owner_of(session)) is not None:
             return f"user:{user}"
@@ -313,7 +329,7 @@ class Sealer:
         session record (``mode = "user"``) is sealed under a key nested in the user's and the
         session's keys (``nested_kid``), so forgetting the user or that one session shreds it."""
         subject = self.subject(session, body)
-        if not subject.startswith("user:") or (body["type"] == "learning" and body.get("user")):
+        if not subject.startswith("user:") or (body["type"] in USER_KEYED and body.get("user")):
             return key_id(subject)
         reader = body["reader"] if body["type"] == "memory_accessed" else session
         return nested_kid(key_id(subject), key_id(f"session:{reader}"))

@@ -226,6 +226,12 @@ class LearningError(BadInputError, ValueError):
     """A learnings or session request that cannot be done (unknown id, phase or duration)."""
 
 
+class MemoryFileError(BadInputError, ValueError):
+    """A ``/memories`` request that cannot be done as asked (a path outside ``/memories``, an
+    ``old_str`` not found once, a line out of range): the message is the one Claude's memory
+    tool was trained on."""
+
+
 class ForgetError(BadInputError, ValueError):
     """A forget request that cannot be done (nothing named, encryption off, a session whose
     records were sealed under its user's key alone)."""
@@ -275,6 +281,10 @@ class NotAWorkspaceError(NotFoundError):
 
 class NoSuchSessionError(NotFoundError):
     """The session named has no log in this workspace."""
+
+
+class NoSuchMemoryFileError(NotFoundError):
+    """The ``/memories`` path named holds no file or folder (in this memory's tree)."""
 
 
 # ---- forbidden ---------------------------------------------------------------------------------
@@ -327,6 +337,12 @@ class DaemonBusyError(ConflictError):
 class LeaseLostError(ConflictError, EventLogError):
     """Another machine took over a bucket lease this one held (a renewal was refused: this
     machine was too slow to renew it); the holder stopped before writing again. Run it again."""
+
+
+class MemoryFileConflictError(ConflictError):
+    """A ``/memories`` write refused as it stands: the file changed since the
+    ``content_sha256`` the caller read, or the path to create already exists. Nothing was
+    written; read again and retry."""
 
 
 class SessionExistsError(ConflictError, EventLogError):

@@ -316,3 +316,76 @@ class _Forgotten(BaseModel):
     by: str = Field(min_length=1, max_length=200)  # who asked
     sessions: list[str] = Field(default_factory=list)  # the sessions it covered
     keys: list[str] = Field(default_factory=list)  # the ids of the keys destroyed
+
+
+# --------------------------------------------------------------------------- memory files
+
+_Sha256 = Annotated[str | None, Field(pattern=r"^[0-9a-f]{64}$")]
+MemoryFileCommand = Literal["create", "str_replace", "insert", "write"]
+"""What changed a memory file: one of the memory tool's commands, or a plain ``write``."""
+
+
+class _MemoryFileFields(_ScopeFields):
+    """Whose ``/memories`` tree a change is in (its ``user`` and ``project``) and the agent
+    that made it (``agent``, with ``actor``: what made it, a tool or a model), as written by
+    the memory files API (``airsspec.memory.files``)."""
+
+    actor: Annotated[str | None, OMIT_NONE] = Field(default=None, max_length=200)
+
+
+@event_type("memory_file_written", Category.MEMORY, writer="memory files API")
+class _MemoryFileWritten(_MemoryFileFields):
+    """A ``/memories`` file created or changed: its whole new text, the SHA-256 of that text's
+    UTF-8 bytes, and the SHA-256 it replaced (None: it did not exist)."""
+
+    path: str = Field(min_length=1, max_length=4096)
+    text: str
+    content_sha256: _Sha256
+    previous_sha256: _Sha256 = None
+    command: MemoryFileCommand
+
+
+@event_type("memory_file_renamed", Category.MEMORY, writer="memory files API")
+class _MemoryFileRenamed(_MemoryFileFields):
+    """A ``/memories`` file or folder moved from ``old_path`` to ``new_path`` (every file
+    under a folder moves with it)."""
+
+    old_path: str = Field(min_length=1, max_length=4096)
+    new_path: str = Field(min_length=1, max_length=4096)
+
+
+@event_type("memory_file_deleted", Category.MEMORY, writer="memory files API")
+class _MemoryFileDeleted(_MemoryFileFields):
+    """A ``/memories`` file or folder deleted (every file under a folder with it); ``all``:
+    the whole tree cleared (``clear_all_memory``)."""
+
+    path: str = Field(min_length=1, max_length=4096)
+    all: bool = False
+
+
+# --------------------------------------------------------------------------- captured API calls
+
+
+@event_type("messages_request", Category.MEMORY, writer="messages capture")
+class _MessagesRequest(BaseModel):
+    """A Messages API request as sent (``airsspec.memory.capture``), kept so that its body is
+    rebuilt byte for byte: ``params``, the body's JSON text without ``messages`` (whose place
+    among its keys is ``messages_at``), and the messages as the conversation the log holds
+    gives its first ``reused``, then the JSON text of each one it ``added``."""
+
+    params: str = Field(min_length=2)
+    messages_at: int = Field(ge=0)
+    reused: int = Field(ge=0)
+    added: list[str]
+
+
+@event_type("messages_response", Category.MEMORY, writer="messages capture")
+class _MessagesResponse(BaseModel):
+    """The Messages API response to the request before it, its body's JSON text as received:
+    a ``compaction`` block's ``encrypted_content`` and ``context_management.applied_edits``
+    among the rest, byte for byte; ``compacted`` and ``applied_edits`` say at a glance
+    whether the server compacted the context or edited it."""
+
+    body: str = Field(min_length=2)
+    compacted: bool = False
+    applied_edits: int = Field(default=0, ge=0)
