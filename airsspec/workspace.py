@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
     from projections.recall import Recall
     from projections.tokens import TokenCounter
 
-TIERS = ("hot", "warm", "tokens", "learnings", "cold")
+TIERS = ("hot", "warm", "tokens", "learnings", "memory_files", "cold")
 
 
 @dataclass
@@ -200,11 +200,17 @@ class Workspace:
 
             return LearningsProjector(base.tier_dir("learnings"))
 
+        def memory_files() -> Any:
+            from projections.memory_files import MemoryFilesProjector
+
+            return MemoryFilesProjector(base.tier_dir("memory_files"))
+
         made: dict[str, Any] = {
             "hot": hot,
             "warm": warm,
             "tokens": tokens,
             "learnings": learnings,
+            "memory_files": memory_files,
             "cold": lambda: self._cold_projector(base),
         }
         unknown = [t for t in tiers if t not in made]

@@ -38,10 +38,10 @@ from projections.state_store import FileStateStore, StateStore
 
 S = TypeVar("S")
 PREFIX = "projections"
-# Tiers whose state file says where their output stands whole: hot, tokens and learnings hold
-# it all, the cold checkpoint names rows of the table every machine shares. Not warm: its
-# library files live beside its state, per machine.
-SHARED_TIERS = frozenset({"hot", "tokens", "learnings", "cold"})
+# Tiers whose state file says where their output stands whole: hot, tokens, learnings and
+# memory files hold it all, the cold checkpoint names rows of the table every machine shares.
+# Not warm: its library files live beside its state, per machine.
+SHARED_TIERS = frozenset({"hot", "tokens", "learnings", "memory_files", "cold"})
 logger = logging.getLogger(__name__)
 
 

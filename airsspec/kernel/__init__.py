@@ -266,12 +266,21 @@ class Kernel:
 
     # ------------------------------------------------------------------ system writes
 
-    def system_append(self, session: str, events: list[dict[str, Any]]) -> list[Record]:
+    def system_append(
+        self,
+        session: str,
+        events: list[dict[str, Any]],
+        *,
+        write: Write = "system",
+        keep_secrets: bool = False,
+    ) -> list[Record]:
         """Append lifecycle or derived events (system types: the gate decided the write
-        already), then fold what follows them (``FOLLOWS["system"]``)."""
+        already), then fold what follows them (``FOLLOWS[write]``). ``keep_secrets``: stored
+        exactly, unredacted (a captured API body, which must stay byte for byte)."""
         self.gate.writable()
-        records = list(self.log.append_many(session, events, system=True))
-        self.written("system", session)
+        log = self.log
+        records = list(log.append_many(session, events, system=True, keep_secrets=keep_secrets))
+        self.written(write, session)
         return records
 
     def memory_event(self, event: dict[str, Any]) -> Record:

@@ -12,8 +12,10 @@ from typing import Literal
 from airsspec.errors import InvalidQueryError
 from airsspec.workspace import TIERS as PROJECTIONS
 
-Read = Literal["window", "owners", "learnings", "library", "earlier", "search", "tokens"]
-Write = Literal["append", "system", "compact", "extract"]
+Read = Literal[
+    "window", "owners", "learnings", "library", "earlier", "search", "tokens", "memory_files"
+]
+Write = Literal["append", "system", "compact", "extract", "memory_files"]
 
 NEEDS: Mapping[Read, tuple[str, ...]] = {
     "window": ("hot",),  # a session's hot window: hot, history, the end of a context
@@ -23,6 +25,7 @@ NEEDS: Mapping[Read, tuple[str, ...]] = {
     "earlier": ("hot", "warm"),  # other sessions' latest summaries (a context's middle)
     "search": ("cold",),  # the cold index
     "tokens": ("tokens",),  # token counts (export parquet)
+    "memory_files": ("memory_files",),  # the /memories trees
 }
 """What each read needs current: the one declaration of freshness for reads."""
 
@@ -31,6 +34,7 @@ FOLLOWS: Mapping[Write, tuple[str, ...]] = {
     "system": ("hot", "learnings"),  # lifecycle and memory events: owners, task, learnings
     "compact": ("hot", "warm"),  # a summary: the window starts after it, the library holds it
     "extract": ("hot", "learnings"),  # learnings and the extracted mark
+    "memory_files": ("memory_files",),  # a /memories change: the next command reads it
 }
 """Which projections follow which write, folded before the write returns (the daemon brings
 the rest: tokens and cold after every change)."""

@@ -15,6 +15,8 @@ ones made about access:
   (``reads_record``: its own access records and documents, the learnings and verdicts it may
   read), and written by no caller directly: only airsspec's services append there;
 - **global learnings** reach every reader, so only an admin adds them;
+- **memory files** (``/memories``) are a tree per user and project (``memory_tree``): a
+  principal reads and writes its own tree only, and replays only its own tree's changes;
 - **a read-only principal** (a read-only token) writes nothing: a write is refused
   (``ReadOnlyTokenError``) and the access records a read would add (``memory_accessed``) are
   not written (``records_access``).
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from airsspec.errors import CorruptLogError, NoSuchSessionError, ReadOnlyTokenError, ScopeError
 from airsspec.kernel.freshness import NEEDS
 from eventlog.schema import MEMORY_SESSION
+from projections.memory_files import MEMORY_FILE_TYPES, tree_key
 from projections.scopes import TEAM, Scope
 
 if TYPE_CHECKING:
@@ -242,7 +245,15 @@ class Gate:
         if kind == "source_indexed":
             user = fields.get("user")
             return user is None or self.scope.matches(Scope(user=user))
+        if kind in MEMORY_FILE_TYPES:
+            return self.memory_tree() == tree_key(Scope.of(fields))
         return False
+
+    def memory_tree(self) -> str:
+        """The ``/memories`` tree this principal reads and writes (``projections.memory_files``):
+        its own user's and project's, never another's; an admin's is the team's (no user),
+        and another's only through a view scoped to it."""
+        return tree_key(self.scope)
 
     def guard_learning(self, learning: Assessed, owner: Scope, doing: str) -> None:
         """Refuse (``ScopeError``) a change (``doing``: confirm, reject, archive, restore) to

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from airsspec.forgetting import Forgotten
     from airsspec.kernel import Kernel
     from airsspec.kernel.gate import Gate
+    from airsspec.memory.files import Change, MemoryFiles
     from airsspec.memory.learnings import Learnings
     from airsspec.memory.records import Verified
     from airsspec.memory.sessions import Sessions
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from projections.engine import Progress, RunReport
     from projections.hot import HotWindow
     from projections.learning_rules import Assessed, Assessment
+    from projections.memory_files import FileVersion
     from projections.memory_tool import QueryMemoryInput
     from projections.scopes import Scope
     from projections.status import TierStatus
@@ -211,6 +213,10 @@ class AsyncGate:
         """``Memory.scopes.guard_writes`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.guard_writes(session))
 
+    async def memory_tree(self) -> str:
+        """``Memory.scopes.memory_tree`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.memory_tree())
+
     async def narrow(
         self, user: str | None = None, agent: str | None = None, project: str | None = None
     ) -> Scope:
@@ -266,6 +272,95 @@ class AsyncGate:
         return await _run(lambda: self._target.writes(owner))
 
 
+class AsyncMemoryFiles:
+    """``Memory.files`` for asyncio: every call of ``MemoryFiles`` as a coroutine."""
+
+    def __init__(self, target: MemoryFiles) -> None:
+        self._target = target
+
+    async def clear(self, *, actor: str | None = None) -> Change:
+        """``Memory.files.clear`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.clear(actor=actor))
+
+    async def create(self, path: str, file_text: str, *, actor: str | None = None) -> Change:
+        """``Memory.files.create`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.create(path, file_text, actor=actor))
+
+    async def delete(
+        self, path: str, *, content_sha256: str | None = None, actor: str | None = None
+    ) -> Change:
+        """``Memory.files.delete`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.delete(path, content_sha256=content_sha256, actor=actor)
+        )
+
+    async def history(self, path: str) -> list[FileVersion]:
+        """``Memory.files.history`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.history(path))
+
+    async def insert(
+        self,
+        path: str,
+        insert_line: int,
+        insert_text: str,
+        *,
+        content_sha256: str | None = None,
+        actor: str | None = None,
+    ) -> Change:
+        """``Memory.files.insert`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.insert(
+                path, insert_line, insert_text, content_sha256=content_sha256, actor=actor
+            )
+        )
+
+    async def read(self, path: str, *, as_of: int | str | datetime | None = None) -> FileVersion:
+        """``Memory.files.read`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.read(path, as_of=as_of))
+
+    async def rename(self, old_path: str, new_path: str, *, actor: str | None = None) -> Change:
+        """``Memory.files.rename`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.rename(old_path, new_path, actor=actor))
+
+    async def str_replace(
+        self,
+        path: str,
+        old_str: str,
+        new_str: str,
+        *,
+        content_sha256: str | None = None,
+        actor: str | None = None,
+    ) -> Change:
+        """``Memory.files.str_replace`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.str_replace(
+                path, old_str, new_str, content_sha256=content_sha256, actor=actor
+            )
+        )
+
+    async def tree(self, *, as_of: int | str | datetime | None = None) -> dict[str, FileVersion]:
+        """``Memory.files.tree`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.tree(as_of=as_of))
+
+    async def view(
+        self,
+        path: str,
+        view_range: list[int] | None = None,
+        *,
+        as_of: int | str | datetime | None = None,
+    ) -> str:
+        """``Memory.files.view`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.view(path, view_range, as_of=as_of))
+
+    async def write(
+        self, path: str, text: str, *, content_sha256: str | None = None, actor: str | None = None
+    ) -> Change:
+        """``Memory.files.write`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.write(path, text, content_sha256=content_sha256, actor=actor)
+        )
+
+
 class AsyncMemory:
     """``Memory`` for asyncio code (see the module)."""
 
@@ -274,6 +369,7 @@ class AsyncMemory:
         self.sessions = AsyncSessions(target.sessions)
         self.learnings = AsyncLearnings(target.learnings)
         self.scopes = AsyncGate(target.scopes)
+        self.files = AsyncMemoryFiles(target.files)
 
     async def __aenter__(self) -> AsyncMemory:
         return self
@@ -499,7 +595,14 @@ class AsyncMemory:
 
     async def project(
         self,
-        projections: Iterable[str] | str = ("hot", "warm", "tokens", "learnings", "cold"),
+        projections: Iterable[str] | str = (
+            "hot",
+            "warm",
+            "tokens",
+            "learnings",
+            "memory_files",
+            "cold",
+        ),
         *,
         sessions: Iterable[str] | None = None,
         jobs: int = 1,
@@ -533,7 +636,14 @@ class AsyncMemory:
 
     async def rebuild(
         self,
-        projections: Iterable[str] | str = ("hot", "warm", "tokens", "learnings", "cold"),
+        projections: Iterable[str] | str = (
+            "hot",
+            "warm",
+            "tokens",
+            "learnings",
+            "memory_files",
+            "cold",
+        ),
         *,
         as_of: Bound | int | str | datetime | None = None,
         out: str | Path | None = None,

@@ -22,10 +22,16 @@ from typing import Any
 
 from airsspec.kernel.gate import Gate
 from airsspec.memory.core import Memory
+from airsspec.memory.files import MemoryFiles
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.sessions import Sessions
 
-SERVICES: dict[str, type] = {"sessions": Sessions, "learnings": Learnings, "scopes": Gate}
+SERVICES: dict[str, type] = {
+    "sessions": Sessions,
+    "learnings": Learnings,
+    "scopes": Gate,
+    "files": MemoryFiles,
+}
 """The services of ``Memory``, by attribute name."""
 
 TARGET = Path(__file__).with_name("aio.py")

@@ -19,10 +19,11 @@ follow in ``project``, ``search`` (cold) and ``compact``, or in the daemon.
 (``airsspec.kernel``: the log, the projections, freshness, the access gate), and no service
 calls back into ``Memory``. What crosses sessions is composed as services: ``memory.sessions``
 (list, start, phase, end, info), ``memory.learnings`` (list, add, confirm, reject, gc, archive,
-restore, reextract, health) and ``memory.scopes`` (the gate: owners, what a scope may see,
-guards). The log's own calls (``replay``, ``verify``, ``seal``, ``import_transcripts``,
-``export``) live in ``airsspec.memory.records``; the search calls in ``airsspec.memory.search``;
-hot, history and context in ``airsspec.memory.context`` over ``projections.context``.
+restore, reextract, health), ``memory.scopes`` (the gate: owners, what a scope may see,
+guards) and ``memory.files`` (the ``/memories`` tree of Claude's memory tool, every version
+kept). The log's own calls (``replay``, ``verify``, ``seal``, ``import_transcripts``, ``export``) live in
+``airsspec.memory.records``; the search calls in ``airsspec.memory.search``; hot, history and
+context in ``airsspec.memory.context`` over ``projections.context``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from airsspec.memory import projecting as _projecting
 from airsspec.memory import records as _records
 from airsspec.memory import search as _search
 from airsspec.memory.context import Context
+from airsspec.memory.files import MemoryFiles
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.sessions import Sessions
 from airsspec.settings import CONFIG_NAME
@@ -97,6 +99,7 @@ class Memory:
         self.scopes: Gate = kernel.gate
         self.sessions = Sessions(kernel)
         self.learnings = Learnings(kernel)
+        self.files = MemoryFiles(kernel)
         self._context = Context(kernel)
 
     @classmethod

@@ -32,7 +32,14 @@ def project(tmp_path: Path) -> Path:
 
 def test_status_shows_lag_until_projected(project: Path) -> None:
     before = json.loads(run_cli("status", "--json", cwd=project).stdout)
-    assert [t["tier"] for t in before["tiers"]] == ["hot", "warm", "tokens", "learnings", "cold"]
+    assert [t["tier"] for t in before["tiers"]] == [
+        "hot",
+        "warm",
+        "tokens",
+        "learnings",
+        "memory_files",
+        "cold",
+    ]
     assert all(t["lag_records"] == before["log"]["records"] == 379 for t in before["tiers"])
     result = run_cli("project", cwd=project)
     assert result.returncode == 0 and b"hot: 379 record(s) applied" in result.stdout
