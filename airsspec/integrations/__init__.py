@@ -1,0 +1,11 @@
+"""Adapters that put airsspec memory behind the memory interfaces agent frameworks already use.
+
+Each adapter is a module of its own, imported by name, with its framework as an optional extra:
+importing this package imports none of them (nor their frameworks), so ``import airsspec``
+stays light.
+
+- ``airsspec.integrations.anthropic_memory``: Claude's memory tool (``memory_20250818``) over
+  ``memory.files``, for the Anthropic SDK's tool runner (extra ``anthropic``).
+- ``airsspec.integrations.messages_capture``: Messages API requests and responses, compaction
+  blocks included, recorded as events and rebuilt exactly (extra ``anthropic``).
+"""

@@ -1,0 +1,188 @@
+"""Claude's memory tool (``{"type": "memory_20250818", "name": "memory"}``) over airsspec memory.
+
+``MemoryTool`` and ``AsyncMemoryTool`` subclass the Anthropic SDK's ``BetaAbstractMemoryTool``
+and ``BetaAsyncAbstractMemoryTool``: give one to ``client.beta.messages.tool_runner(tools=[...])``
+and every ``view``, ``create``, ``str_replace``, ``insert``, ``delete`` and ``rename`` Claude
+issues runs on ``memory.files``, the ``/memories`` tree of the memory's user and project kept on
+the log (every version with its agent and ``actor``, ``history``, ``as_of``, ``forget``). The
+answers are the reference filesystem backend's strings; a refused command (a bad path, an
+``old_str`` not found, a file changed by another writer meanwhile) comes back to Claude as an
+error result (``ToolError``) it can read and correct, never as an exception of the loop.
+
+    from anthropic import Anthropic
+    from airsspec.integrations.anthropic_memory import MemoryTool
+
+    tool = MemoryTool(memory.scoped(user="ana", agent="claude"), actor="claude-sonnet-4-5")
+    runner = Anthropic().beta.messages.tool_runner(
+        model="claude-sonnet-4-5", max_tokens=1024, tools=[tool],
+        messages=[{"role": "user", "content": "Remember that I prefer tabs."}],
+    )
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+from anthropic.types.beta import (
+    BetaCacheControlEphemeralParam,
+    BetaMemoryTool20250818CreateCommand,
+    BetaMemoryTool20250818DeleteCommand,
+    BetaMemoryTool20250818InsertCommand,
+    BetaMemoryTool20250818RenameCommand,
+    BetaMemoryTool20250818StrReplaceCommand,
+    BetaMemoryTool20250818ViewCommand,
+)
+from anyio.to_thread import run_sync
+from typing_extensions import override
+
+from airsspec.errors import BadInputError, ConflictError, ForbiddenError, NotFoundError
+from airsspec.memory import Memory
+
+T = TypeVar("T")
+REFUSED = (BadInputError, NotFoundError, ConflictError, ForbiddenError)
+"""What a command may be refused with: answered to Claude as an error result. Any other
+error (the log cannot be written, say) is the caller's, raised."""
+
+
+def _answer(call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except REFUSED as exc:
+        raise ToolError(str(exc)) from exc
+
+
+class _Commands:
+    """The six commands and ``clear_all_memory`` on one memory's ``files``, as strings."""
+
+    def __init__(self, memory: Memory, actor: str | None) -> None:
+        self.files, self.actor = memory.files, actor
+
+    def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return _answer(lambda: self.files.view(command.path, command.view_range))
+
+    def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        files, actor = self.files, self.actor
+        return _answer(lambda: files.create(command.path, command.file_text, actor=actor).message)
+
+    def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        files, actor = self.files, self.actor
+        return _answer(
+            lambda: (
+                files.str_replace(
+                    command.path, command.old_str, command.new_str, actor=actor
+                ).message
+            )
+        )
+
+    def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        files, actor = self.files, self.actor
+        return _answer(
+            lambda: (
+                files.insert(
+                    command.path, command.insert_line, command.insert_text, actor=actor
+                ).message
+            )
+        )
+
+    def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return _answer(lambda: self.files.delete(command.path, actor=self.actor).message)
+
+    def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        files, actor = self.files, self.actor
+        return _answer(
+            lambda: files.rename(command.old_path, command.new_path, actor=actor).message
+        )
+
+    def clear_all_memory(self) -> str:
+        return _answer(lambda: self.files.clear(actor=self.actor).message)
+
+
+class MemoryTool(BetaAbstractMemoryTool):
+    """Claude's memory tool over ``memory.files`` (see the module). ``actor`` is recorded
+    with every change (the model, say), beside the memory's agent."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        actor: str | None = None,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+    ) -> None:
+        super().__init__(cache_control=cache_control)
+        self._commands = _Commands(memory, actor)
+
+    @override
+    def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return self._commands.view(command)
+
+    @override
+    def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return self._commands.create(command)
+
+    @override
+    def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return self._commands.str_replace(command)
+
+    @override
+    def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return self._commands.insert(command)
+
+    @override
+    def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return self._commands.delete(command)
+
+    @override
+    def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return self._commands.rename(command)
+
+    @override
+    def clear_all_memory(self) -> str:
+        return self._commands.clear_all_memory()
+
+
+class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
+    """``MemoryTool`` for the async client's tool runner: each command runs in a worker
+    thread (the log's writes block), so the event loop never waits on a disk."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        actor: str | None = None,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+    ) -> None:
+        super().__init__(cache_control=cache_control)
+        self._commands = _Commands(memory, actor)
+
+    async def _run(self, call: Callable[..., str], *args: Any) -> str:
+        return await run_sync(call, *args)
+
+    @override
+    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return await self._run(self._commands.view, command)
+
+    @override
+    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return await self._run(self._commands.create, command)
+
+    @override
+    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return await self._run(self._commands.str_replace, command)
+
+    @override
+    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return await self._run(self._commands.insert, command)
+
+    @override
+    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return await self._run(self._commands.delete, command)
+
+    @override
+    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return await self._run(self._commands.rename, command)
+
+    @override
+    async def clear_all_memory(self) -> str:
+        return await self._run(self._commands.clear_all_memory)
