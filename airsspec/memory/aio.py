@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from airsspec.forgetting import Forgotten
     from airsspec.kernel import Kernel
     from airsspec.kernel.gate import Gate
+    from airsspec.memory.capture import Captures
     from airsspec.memory.files import Change, MemoryFiles
     from airsspec.memory.learnings import Learnings
     from airsspec.memory.records import Verified
@@ -361,6 +362,30 @@ class AsyncMemoryFiles:
         )
 
 
+class AsyncCaptures:
+    """``Memory.captures`` for asyncio: every call of ``Captures`` as a coroutine."""
+
+    def __init__(self, target: Captures) -> None:
+        self._target = target
+
+    async def conversation(self, session: str, *, upto: int | None = None) -> list[str]:
+        """``Memory.captures.conversation`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.conversation(session, upto=upto))
+
+    async def record(
+        self,
+        session: str,
+        request: bytes | str | dict[str, Any],
+        response: bytes | str | dict[str, Any],
+    ) -> list[Record]:
+        """``Memory.captures.record`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.record(session, request, response))
+
+    async def request(self, session: str, n: int) -> bytes:
+        """``Memory.captures.request`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.request(session, n))
+
+
 class AsyncMemory:
     """``Memory`` for asyncio code (see the module)."""
 
@@ -370,6 +395,7 @@ class AsyncMemory:
         self.learnings = AsyncLearnings(target.learnings)
         self.scopes = AsyncGate(target.scopes)
         self.files = AsyncMemoryFiles(target.files)
+        self.captures = AsyncCaptures(target.captures)
 
     async def __aenter__(self) -> AsyncMemory:
         return self

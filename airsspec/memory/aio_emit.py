@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from airsspec.kernel.gate import Gate
+from airsspec.memory.capture import Captures
 from airsspec.memory.core import Memory
 from airsspec.memory.files import MemoryFiles
 from airsspec.memory.learnings import Learnings
@@ -31,6 +32,7 @@ SERVICES: dict[str, type] = {
     "learnings": Learnings,
     "scopes": Gate,
     "files": MemoryFiles,
+    "captures": Captures,
 }
 """The services of ``Memory``, by attribute name."""
 

@@ -20,8 +20,9 @@ follow in ``project``, ``search`` (cold) and ``compact``, or in the daemon.
 calls back into ``Memory``. What crosses sessions is composed as services: ``memory.sessions``
 (list, start, phase, end, info), ``memory.learnings`` (list, add, confirm, reject, gc, archive,
 restore, reextract, health), ``memory.scopes`` (the gate: owners, what a scope may see,
-guards) and ``memory.files`` (the ``/memories`` tree of Claude's memory tool, every version
-kept). The log's own calls (``replay``, ``verify``, ``seal``, ``import_transcripts``, ``export``) live in
+guards), ``memory.files`` (the ``/memories`` tree of Claude's memory tool, every version kept)
+and ``memory.captures`` (Messages API calls as sent, rebuilt byte for byte). The log's own
+calls (``replay``, ``verify``, ``seal``, ``import_transcripts``, ``export``) live in
 ``airsspec.memory.records``; the search calls in ``airsspec.memory.search``; hot, history and
 context in ``airsspec.memory.context`` over ``projections.context``.
 """
@@ -46,6 +47,7 @@ from airsspec.kernel.gate import Gate
 from airsspec.memory import projecting as _projecting
 from airsspec.memory import records as _records
 from airsspec.memory import search as _search
+from airsspec.memory.capture import Captures
 from airsspec.memory.context import Context
 from airsspec.memory.files import MemoryFiles
 from airsspec.memory.learnings import Learnings
@@ -100,6 +102,7 @@ class Memory:
         self.sessions = Sessions(kernel)
         self.learnings = Learnings(kernel)
         self.files = MemoryFiles(kernel)
+        self.captures = Captures(kernel)
         self._context = Context(kernel)
 
     @classmethod
