@@ -242,6 +242,120 @@ def health(memory: Any) -> dict[str, Any]:
     return memory.learnings.health()
 
 
+# ---------------------------------------------------------------------------- memory files
+
+MemoryPath = Annotated[
+    str, Field(min_length=1, max_length=4096, description="a path under /memories")
+]
+Sha256 = Annotated[
+    str | None,
+    Field(
+        pattern=r"^[0-9a-f]{64}$",
+        description="the content_sha256 read: refused (409) if the file changed since",
+    ),
+]
+Actor = Annotated[
+    str | None, Field(max_length=200, description="who writes (a model, a tool), kept with it")
+]
+AsOf = Annotated[
+    int | str | None,
+    Field(description="as it stood then: a seq of the workspace's own log, or an RFC 3339 time"),
+]
+
+
+def _version(version: Any) -> dict[str, Any] | None:
+    return None if version is None else asdict(version)
+
+
+def _change(change: Any) -> dict[str, Any]:
+    return {"result": change.message, "version": _version(change.version)}
+
+
+def memory_view(
+    memory: Any,
+    path: MemoryPath = "/memories",
+    view_range: Annotated[
+        list[int] | None,
+        Field(min_length=2, max_length=2, description="first and last line (-1: the end)"),
+    ] = None,
+    as_of: AsOf = None,
+) -> dict[str, Any]:
+    """View a /memories folder (two levels deep) or a memory file's numbered lines, as
+    Claude's memory tool answers ``view``; each file's current version with its
+    content_sha256 in ``files``."""
+    files = memory.files.tree(as_of=as_of)
+    return {
+        "result": memory.files.view(path, view_range, as_of=as_of),
+        "files": {p: v.sha256 for p, v in files.items()},
+    }
+
+
+def memory_history(memory: Any, path: MemoryPath) -> list[dict[str, Any] | None]:
+    """Every version of a /memories path, oldest first: its text, content_sha256, the agent
+    and actor that wrote it, and the log record (seq, hash, time) it is."""
+    return [_version(v) for v in memory.files.history(path)]
+
+
+def memory_create(
+    memory: Any,
+    path: MemoryPath,
+    file_text: Annotated[str, Field(max_length=10_000_000, description="the file's text")],
+    actor: Actor = None,
+) -> dict[str, Any]:
+    """Create a memory file (refused, 409, if the path exists)."""
+    return _change(memory.files.create(path, file_text, actor=actor))
+
+
+def memory_str_replace(
+    memory: Any,
+    path: MemoryPath,
+    old_str: Annotated[str, Field(min_length=1, description="text found exactly once")],
+    new_str: Annotated[str, Field(description="its replacement")],
+    content_sha256: Sha256 = None,
+    actor: Actor = None,
+) -> dict[str, Any]:
+    """Replace the one occurrence of ``old_str`` in a memory file."""
+    change = memory.files.str_replace(
+        path, old_str, new_str, content_sha256=content_sha256, actor=actor
+    )
+    return _change(change)
+
+
+def memory_insert(
+    memory: Any,
+    path: MemoryPath,
+    insert_line: Annotated[int, Field(ge=0, description="insert after this line (0: on top)")],
+    insert_text: Annotated[str, Field(description="the text inserted")],
+    content_sha256: Sha256 = None,
+    actor: Actor = None,
+) -> dict[str, Any]:
+    """Insert text after a line of a memory file."""
+    change = memory.files.insert(
+        path, insert_line, insert_text, content_sha256=content_sha256, actor=actor
+    )
+    return _change(change)
+
+
+def memory_delete(
+    memory: Any,
+    path: MemoryPath,
+    content_sha256: Sha256 = None,
+    actor: Actor = None,
+) -> dict[str, Any]:
+    """Delete a memory file or folder from the tree (its history stays in the log)."""
+    return _change(memory.files.delete(path, content_sha256=content_sha256, actor=actor))
+
+
+def memory_rename(
+    memory: Any,
+    old_path: MemoryPath,
+    new_path: MemoryPath,
+    actor: Actor = None,
+) -> dict[str, Any]:
+    """Move a memory file or folder to a path that does not exist."""
+    return _change(memory.files.rename(old_path, new_path, actor=actor))
+
+
 # ---------------------------------------------------------------------------- the declaration
 
 
@@ -317,6 +431,13 @@ OPS: tuple[Op, ...] = (
     Op(compact, False, "POST", "/sessions/{session}/compact"),
     Op(verify, True, "POST", "/verify"),
     Op(health, True, "GET", "/status"),
+    Op(memory_view, True, "POST", "/memories/view"),
+    Op(memory_history, True, "POST", "/memories/history"),
+    Op(memory_create, False, "POST", "/memories/create"),
+    Op(memory_str_replace, False, "POST", "/memories/str_replace"),
+    Op(memory_insert, False, "POST", "/memories/insert"),
+    Op(memory_delete, False, "POST", "/memories/delete"),
+    Op(memory_rename, False, "POST", "/memories/rename"),
 )
 """Every operation; the HTTP API and the MCP tools are generated from this tuple."""
 

@@ -13,7 +13,9 @@ returns what the caller saw (``Outcome``); ``expected`` says what the declared m
   as a session that does not exist (404, never a hint that it does); the team's sessions read
   but not written (403); the workspace's own log read as the caller's own records only, never
   written (403); a global learning refused (403, admins only);
-- ``read_only``: as ``user`` for reads, 403 for every write, and no read appends anything.
+- ``read_only``: as ``user`` for reads, 403 for every write, and no read appends anything;
+- memory files (``memory_*``): each caller has its own ``/memories`` tree (an admin's is the
+  team's), so another's file, the team's to a user, is exactly a file that does not exist.
 
 The log's byte length (``log_size``) changes only where a write is allowed.
 """
@@ -41,6 +43,12 @@ CANARY = {"alice": "ALICECANARY", "bob": "BOBCANARY", "team": "TEAMCANARY", "adm
 SESSION = {"alice": "alice-s", "bob": "bob-s", "team": "team-s", "workspace": MEMORY_SESSION}
 ABSENT = "absent-s"  # a session that never exists: what another user's must look like
 ABSENT_LEARNING = "lrn-absent"
+MEMORY_FILE = {
+    "alice": "/memories/alice.md",
+    "bob": "/memories/bob.md",
+    "team": "/memories/team.md",
+}
+ABSENT_FILE = "/memories/absent.md"
 USER_OF = {"admin": "owner", "user": "alice", "other": "bob", "read_only": "alice", "none": None}
 SESSION_OPS = (
     "assign_session",
@@ -104,6 +112,7 @@ def build(memory: Any, url: str, local_token: str) -> World:
         view.context(session, 4000, query=f"{canary} query canary plan")  # its access record
         if who != "team":
             view.learnings.feedback(world.learning[who], "confirmed", reason=f"{canary} reason")
+        view.files.create(MEMORY_FILE[who], f"{canary} memory file of {who}\n", actor=canary)
     glob = memory.learnings.add(f"{CANARY['team']} global canary plan", scope="global")
     world.learning["global"] = glob.learning_id if hasattr(glob, "learning_id") else glob.id
     return world
@@ -146,6 +155,50 @@ def target_learning(world: World, principal: str, target: str) -> str:
     }[target]
 
 
+def memory_file(principal: str, target: str) -> str:
+    """The /memories path a cell names: the caller's own file (an admin's tree is the
+    team's), the other user's, or the team's."""
+    tree = "team" if principal == "admin" else subject(principal)
+    return {
+        "own": MEMORY_FILE[tree],
+        "others": MEMORY_FILE[foreign(principal)],
+    }.get(target, MEMORY_FILE["team"])
+
+
+def memory_arguments(op: str, principal: str, target: str, absent: bool) -> dict:
+    """The arguments of a memory-file cell, chosen so that no cell changes what another one
+    finds: an edit replaces the owner's canary by itself, a delete names a stale
+    ``content_sha256``, a rename names its own path as the destination, a create writes
+    under ``created/``."""
+    path = ABSENT_FILE if absent else memory_file(principal, target)
+    tree = "team" if path == MEMORY_FILE["team"] else path.rsplit("/", 1)[1][:-3]
+    canary = CANARY.get(tree, "absent")
+    return {
+        "memory_view": {"path": path},
+        "memory_history": {"path": path},
+        "memory_create": {
+            "path": path.replace("/memories/", "/memories/created/"),
+            "file_text": "x",
+        },
+        "memory_str_replace": {"path": path, "old_str": canary, "new_str": canary},
+        "memory_insert": {"path": path, "insert_line": 0, "insert_text": "another line"},
+        "memory_delete": {"path": path, "content_sha256": "0" * 64},
+        "memory_rename": {"old_path": path, "new_path": path},
+    }[op]
+
+
+def memory_expected(op: str, principal: str, target: str) -> str | None:
+    """``expected`` of a memory-file cell: the caller's own file answered; another's (the
+    team's, to a user) exactly as one that does not exist; create, delete and rename (always
+    refused on one's own file here, a create done once) left to the invariants."""
+    if principal == "read_only" and op in WRITES:
+        return "forbidden"
+    own = target == "own" or (principal == "admin" and target != "others")
+    if not own:
+        return None if op == "memory_create" else "absent"
+    return None if op in ("memory_create", "memory_delete", "memory_rename") else "ok"
+
+
 def applies(op: str, target: str) -> bool:
     """Whether a target means anything for an operation (a session operation needs one)."""
     return not (op in SESSION_OPS and target == "global")
@@ -153,6 +206,8 @@ def applies(op: str, target: str) -> bool:
 
 def arguments(world: World, op: str, principal: str, target: str, *, absent: bool = False) -> dict:
     """The arguments of one cell; ``absent``: the same call naming what never existed."""
+    if op.startswith("memory_"):
+        return memory_arguments(op, principal, target, absent)
     session = ABSENT if absent else target_session(principal, target)
     canary = CANARY["admin" if principal == "admin" else subject(principal)]
     if op == "append":
@@ -250,6 +305,8 @@ def expected(op: str, principal: str, target: str) -> str | None:
     matrix leaves it open: only the invariants hold)."""
     if principal == "none":
         return "unauthorized"
+    if op.startswith("memory_"):
+        return memory_expected(op, principal, target)
     if principal == "admin":
         reserved = target == "workspace" and op in (*SESSION_WRITES, "assign_session")
         return "refused" if reserved else "ok"  # the workspace's log takes no direct write
@@ -366,11 +423,12 @@ def check(world: World, op: str, door: str, principal: str, target: str) -> None
         wrote = log_size(world.log_dir) != size
         assert not wrote or may_write(op, principal, ghost), f"the absent call wrote: {where}"
         assert not (world.log_dir / f"{ABSENT}.jsonl").exists(), f"made {ABSENT}: {where}"
-        names = (
-            (target_learning(world, principal, target), ABSENT_LEARNING)
-            if op == "learning_feedback"
-            else (SESSION[foreign(principal)], ABSENT)
-        )
+        if op == "learning_feedback":
+            names = (target_learning(world, principal, target), ABSENT_LEARNING)
+        elif op.startswith("memory_"):
+            names = (memory_file(principal, target), ABSENT_FILE)
+        else:
+            names = (SESSION[foreign(principal)], ABSENT)
         assert _detail(outcome, door, names) == _detail(ghost, door, names), (
             f"{where}\n  a session that does not exist: {ghost.status} {ghost.text[:300]}"
         )
