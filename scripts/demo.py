@@ -128,6 +128,52 @@ def forget_demo(root: Path) -> None:
     run(root, "verify")
 
 
+def claude_memory_demo(root: Path) -> None:
+    """Claude's memory tool on the log: a recorded conversation's commands replayed through
+    the SDK's tool runner (no network), the file's versions, then its user forgotten."""
+    import httpx2
+    from anthropic import Anthropic
+
+    from airsspec.integrations.anthropic_memory import MemoryTool
+    from airsspec.memory import Memory
+
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    run(root, "init", ".")
+    with (root / "airsspec.toml").open("a") as config:
+        config.write('\n[privacy]\nencrypt = "user"\n')
+    recorded = json.loads((REPO / "tests/fixtures/anthropic/memory_tool_turns.json").read_text())
+    answers = iter(recorded["responses"])
+
+    def api(request: httpx2.Request) -> httpx2.Response:  # the Messages API, as recorded
+        sent = json.loads(request.content)["messages"][-1]["content"]
+        for block in sent if isinstance(sent, list) else []:
+            print(f"   -> {block['content'].splitlines()[0]}")
+        answer = next(answers)
+        for block in answer["content"]:
+            if block["type"] == "tool_use":
+                print(f"claude: memory {json.dumps(block['input'])[:110]}")
+        return httpx2.Response(200, json=answer)
+
+    client = Anthropic(
+        api_key="replayed", http_client=httpx2.Client(transport=httpx2.MockTransport(api))
+    )
+    with Memory.open(root) as memory:
+        ana = memory.scoped(user="ana", agent="claude")
+        tool = MemoryTool(ana, actor="claude-sonnet-4-5")
+        client.beta.messages.tool_runner(tools=[tool], **recorded["request"]).until_done()
+        print("\nhistory of /memories/preferences.md (every version a record of the log):")
+        for v in ana.files.history("/memories/preferences.md"):
+            print(
+                f"  seq {v.seq}  {v.op:<7} {v.command:<11} by {v.agent}/{v.actor}  {v.sha256[:12]}"
+            )
+    run(root, "replay", "airsspec.memory", max_lines=6, width=150)
+    print("files holding 'deploy day' (grep -rl):", *holding(root, b"deploy day"), sep="\n  ")
+    run(root, "forget", "--user", "ana")
+    print(f"files holding 'deploy day' now: {len(holding(root, b'deploy day'))}")
+    run(root, "verify")
+
+
 def bucket_demo(root: Path) -> None:
     """Two machines (each its own folder and cache) share one log on an S3 bucket (a local
     moto server stands in for S3)."""
@@ -573,6 +619,9 @@ def main() -> None:
 
     print("\n== 20. Trust: a name is never a path, a cloned repository's code never runs ==")
     trust_demo(target.parent / "demo-private")
+
+    print("\n== 21. Claude's memory tool on the log: versions with actors, then forgotten ==")
+    claude_memory_demo(target.parent / "demo-claude-memory")
     print(f"\nDemo workspace: {target} (delete it at will; the example stays untouched)")
 
 
