@@ -35,7 +35,6 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 from anyio.to_thread import run_sync
-from typing_extensions import override
 
 from airsspec.errors import BadInputError, ConflictError, ForbiddenError, NotFoundError
 from airsspec.memory import Memory
@@ -99,7 +98,7 @@ class _Commands:
         return _answer(lambda: self.files.clear(actor=self.actor).message)
 
 
-class MemoryTool(BetaAbstractMemoryTool):
+class MemoryTool(_Commands, BetaAbstractMemoryTool):
     """Claude's memory tool over ``memory.files`` (see the module). ``actor`` is recorded
     with every change (the model, say), beside the memory's agent."""
 
@@ -110,36 +109,19 @@ class MemoryTool(BetaAbstractMemoryTool):
         actor: str | None = None,
         cache_control: BetaCacheControlEphemeralParam | None = None,
     ) -> None:
-        super().__init__(cache_control=cache_control)
-        self._commands = _Commands(memory, actor)
+        BetaAbstractMemoryTool.__init__(self, cache_control=cache_control)
+        _Commands.__init__(self, memory, actor)
 
-    @override
-    def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
-        return self._commands.view(command)
 
-    @override
-    def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
-        return self._commands.create(command)
+def _in_thread(name: str) -> Callable[..., Any]:
+    """The async command ``name``: ``_Commands``' own, run in a worker thread."""
 
-    @override
-    def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
-        return self._commands.str_replace(command)
+    async def command(self: AsyncMemoryTool, *args: Any) -> str:
+        call: Callable[..., str] = getattr(self._commands, name)
+        return await run_sync(call, *args)
 
-    @override
-    def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
-        return self._commands.insert(command)
-
-    @override
-    def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
-        return self._commands.delete(command)
-
-    @override
-    def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
-        return self._commands.rename(command)
-
-    @override
-    def clear_all_memory(self) -> str:
-        return self._commands.clear_all_memory()
+    command.__name__ = command.__qualname__ = name
+    return command
 
 
 class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
@@ -156,33 +138,10 @@ class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
         super().__init__(cache_control=cache_control)
         self._commands = _Commands(memory, actor)
 
-    async def _run(self, call: Callable[..., str], *args: Any) -> str:
-        return await run_sync(call, *args)
-
-    @override
-    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
-        return await self._run(self._commands.view, command)
-
-    @override
-    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
-        return await self._run(self._commands.create, command)
-
-    @override
-    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
-        return await self._run(self._commands.str_replace, command)
-
-    @override
-    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
-        return await self._run(self._commands.insert, command)
-
-    @override
-    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
-        return await self._run(self._commands.delete, command)
-
-    @override
-    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
-        return await self._run(self._commands.rename, command)
-
-    @override
-    async def clear_all_memory(self) -> str:
-        return await self._run(self._commands.clear_all_memory)
+    view = _in_thread("view")
+    create = _in_thread("create")
+    str_replace = _in_thread("str_replace")
+    insert = _in_thread("insert")
+    delete = _in_thread("delete")
+    rename = _in_thread("rename")
+    clear_all_memory = _in_thread("clear_all_memory")

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from airsspec.memory import Memory
+from airsspec.memory import MEMORY_SESSION, Memory
 from airsspec.serve.app import check_exposure, serving
 from airsspec.serve.core import Served
 from airsspec.serve.ops import OPS
@@ -440,3 +440,81 @@ def test_another_users_token_reads_nothing_through_mcp_either(server, memory, to
     assert replayed.is_error and found.structured_content["hits"] == []
     assert written.is_error
     assert len(list(memory.replay("s1"))) == 3  # alice's session_started and her two events
+
+
+# ---------------------------------------------------------------------------- /memories
+
+MEMORY_PATH = "/memories/preferences.md"
+
+
+def _head(memory: Memory) -> int:
+    log = memory.workspace.log
+    return log.head(MEMORY_SESSION).seq if MEMORY_SESSION in log.sessions() else 0
+
+
+def test_memory_files_over_http_with_versions_and_optimistic_concurrency(
+    server, memory: Memory, tokens
+) -> None:
+    url, _ = server
+    with client(url, tokens["alice"]) as http:
+        made = http.post(
+            "/v1/memories/create",
+            json={"path": MEMORY_PATH, "file_text": "- tabs\n", "actor": "claude"},
+        )
+        assert made.status_code == 200, made.text
+        assert made.json()["result"] == f"File created successfully at: {MEMORY_PATH}"
+        sha = made.json()["version"]["sha256"]
+        edit = {"path": MEMORY_PATH, "old_str": "tabs", "new_str": "tabs, never spaces"}
+        assert http.post("/v1/memories/str_replace", json=edit | {"content_sha256": sha}).is_success
+        stale = http.post("/v1/memories/str_replace", json=edit | {"content_sha256": sha})
+        assert stale.status_code == 409
+        assert "has changed since it was read" in stale.json()["detail"]
+        viewed = http.post("/v1/memories/view", json={"path": MEMORY_PATH}).json()
+        assert viewed["result"].endswith("     1\t- tabs, never spaces\n     2\t")
+        history = http.post("/v1/memories/history", json={"path": MEMORY_PATH}).json()
+        assert [(v["op"], v["actor"]) for v in history] == [("created", "claude"), ("edited", None)]
+        assert http.post("/v1/memories/view", json={"path": "/etc"}).status_code == 400
+        spec = http.get("/v1/openapi.json").json()
+        assert spec["paths"]["/v1/memories/str_replace"]["post"]["x-read-only"] is False
+    with client(url, tokens["bob"]) as http:
+        assert http.post("/v1/memories/view", json={}).json()["files"] == {}
+        assert http.post("/v1/memories/history", json={"path": MEMORY_PATH}).status_code == 404
+    before = _head(memory)
+    with client(url, tokens["reader"]) as http:
+        assert http.post("/v1/memories/view", json={"path": MEMORY_PATH}).is_success
+        for route, body in [
+            ("create", {"path": "/memories/x.md", "file_text": "x"}),
+            ("str_replace", edit),
+            ("insert", {"path": MEMORY_PATH, "insert_line": 0, "insert_text": "x"}),
+            ("delete", {"path": MEMORY_PATH}),
+            ("rename", {"old_path": MEMORY_PATH, "new_path": "/memories/y.md"}),
+        ]:
+            refused = http.post(f"/v1/memories/{route}", json=body)
+            assert refused.status_code == 403, (route, refused.text)
+    assert _head(memory) == before
+    assert memory.verify().ok
+
+
+def test_memory_files_through_the_mcp_tools(server, memory: Memory, tokens) -> None:
+    url, _ = server
+
+    async def run(token: str) -> dict:
+        async with mcp_session(url, token) as session:
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            created = await session.call_tool(
+                "memory_create", {"path": MEMORY_PATH, "file_text": "deploy on Thursday\n"}
+            )
+            viewed = await session.call_tool("memory_view", {"path": "/memories"})
+            return {"tools": tools, "created": created, "viewed": viewed}
+
+    done = asyncio.run(asyncio.wait_for(run(tokens["alice"]), 60))
+    tools = done["tools"]
+    assert tools["memory_view"].annotations.read_only_hint is True
+    assert tools["memory_str_replace"].annotations.read_only_hint is False
+    assert not done["created"].is_error
+    assert done["viewed"].structured_content["files"] == {
+        MEMORY_PATH: memory.scoped(user="alice").files.read(MEMORY_PATH).sha256
+    }
+    read_only = asyncio.run(asyncio.wait_for(run(tokens["reader"]), 60))
+    assert read_only["created"].is_error and "read-only" in read_only["created"].content[0].text
+    assert memory.scoped(user="alice").files.history(MEMORY_PATH)[-1].text == "deploy on Thursday\n"
