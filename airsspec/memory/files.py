@@ -232,7 +232,7 @@ class MemoryFiles:
         ``expected`` (a SHA-256; None: any)."""
         found = files.get(path)
         if found is None:
-            if any(under(p, path) for p in files):
+            if path == ROOT or any(under(p, path) for p in files):
                 raise MemoryFileError(f"The path {path} is not a file.")
             raise NoSuchMemoryFileError(
                 f"The path {path} does not exist. Please provide a valid path."
