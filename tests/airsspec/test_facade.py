@@ -20,8 +20,8 @@ from airsspec.memory import (
     OutputInsideWorkspaceError,
     QueryMemoryInput,
     ScopeError,
+    aio,
 )
-from airsspec.memory import aio
 from airsspec.memory.aio_emit import SERVICES, main, public_calls
 from tests.conftest import REPO
 
