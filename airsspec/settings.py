@@ -80,6 +80,13 @@ class ColdSettings(_Section, IndexPolicy, RecallWeights):
     ann_min_rows: int = Field(20_000, ge=256)
 
 
+class VisualSettings(_Section):
+    """``[visual]``: when a project's oldest sessions move to images, and how pages are set."""
+
+    warm_sessions: int = Field(5, ge=1, le=1000)
+    density: Literal["dense", "medium", "large"] = "medium"
+
+
 class LearningsSettings(_Section, LearningSettings):
     """``[learnings]``: what crosses sessions (tiers and scores: ``projections.learning_rules``)."""
 
@@ -207,6 +214,7 @@ class Settings(_Section):
     compactor: CompactorSettings = CompactorSettings()
     cold: ColdSettings = ColdSettings()
     learnings: LearningsSettings = LearningsSettings()
+    visual: VisualSettings = VisualSettings()
     privacy: PrivacySettings = PrivacySettings()
     storage: StorageSettings = StorageSettings()
 
@@ -390,6 +398,16 @@ recency_half_life_days = 30.0
 # recalls), and a hit never scores 0. An unrelated passage ("ok", a bare command) scores about
 # 0.05; 0 turns the floor off.
 min_score = 0.15
+
+[visual]
+# The visual tier: once the warm part of a project's context (its sessions with a summary that
+# `context` reads as text) holds more than warm_sessions sessions, `airsspec visualize` moves the
+# oldest to PNG pages of their latest summary (knowledge/visual/summary-NNN.png), recorded as a
+# `visualized` event; nothing is deleted. `context --images` gives those pages as images.
+# density: "dense" (10 px), "medium" (12 px) or "large" (15 px) JetBrains Mono on 980 px pages
+# (bench/visual.py measures tokens and OCR legibility of each). Changing it re-renders the pages.
+warm_sessions = 5
+density = "medium"
 
 [learnings]
 # What crosses sessions. An extractor reads each session's new messages and records learnings

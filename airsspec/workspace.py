@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
     from projections.recall import Recall
     from projections.tokens import TokenCounter
 
-TIERS = ("hot", "warm", "tokens", "learnings", "memory_files", "cold")
+TIERS = ("hot", "warm", "tokens", "learnings", "memory_files", "cold", "visual")
 
 
 @dataclass
@@ -205,6 +205,13 @@ class Workspace:
 
             return MemoryFilesProjector(base.tier_dir("memory_files"))
 
+        def visual() -> Any:  # Pillow: imported only by what renders or reads pages
+            from projections.visual import VisualProjector
+
+            return VisualProjector(
+                base.tier_dir("visual"), base.visual_dir, self.settings.visual.density
+            )
+
         made: dict[str, Any] = {
             "hot": hot,
             "warm": warm,
@@ -212,6 +219,7 @@ class Workspace:
             "learnings": learnings,
             "memory_files": memory_files,
             "cold": lambda: self._cold_projector(base),
+            "visual": visual,
         }
         unknown = [t for t in tiers if t not in made]
         if unknown:

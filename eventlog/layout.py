@@ -226,6 +226,11 @@ class Layout:
         return self.root / "knowledge" / "library"
 
     @property
+    def visual_dir(self) -> Path:
+        """``knowledge/visual``: the visual tier's pages (``summary-NNN.png``) and sidecars."""
+        return self.root / "knowledge" / "visual"
+
+    @property
     def vectors_dir(self) -> Path:
         """``knowledge/vectors``: the cold tier's Lance tables."""
         return self.root / "knowledge" / "vectors"

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from projections.hot import HotWindow
     from projections.learning_rules import Assessment
     from projections.tokens import TokenCounter
+    from projections.visual_context import Page
 
 ContextFormat = Literal["text", "anthropic", "openai"]
 FORMATS: tuple[str, ...] = ("text", "anthropic", "openai")
@@ -47,6 +48,9 @@ class ContextSource(Protocol):
 
     def records(self, session: str, from_seq: int) -> dict[int, Record]:
         """The session's records from ``from_seq`` on, by seq."""
+
+    def pages(self, session: str, reader: Any) -> list[Page]:
+        """The visual tier's pages of the other sessions ``reader`` may see."""
 
 
 @dataclass(frozen=True)
@@ -83,15 +87,26 @@ class ContextBuilder:
         query: str | None = None,
         format: ContextFormat = "text",
         reader: Any = None,
+        images: bool = False,
     ) -> Built:
-        """The context of ``session`` within ``budget`` tokens, read as ``reader``."""
+        """The context of ``session`` within ``budget`` tokens, read as ``reader``; with
+        ``images`` (format anthropic), the other sessions moved to the visual tier are given as
+        images within a third of the budget (``projections.visual_context``), the rest as
+        text in what is left."""
+        from projections.visual_context import Chosen, choose, with_images
+
         counter = self.counter
         window = self.source.window(session)
+        pictured = Chosen()
+        if images:
+            pictured = choose(self.source.pages(session, reader), budget // 3, counter)
+            budget -= pictured.tokens
         block, given = self.memory_block(session, budget, query, reader)
         parts: list[str] = [block] if block else []
         recalled = ""
         if window is None or window.summary is None:
-            parts += self._earlier_sessions(session, budget // 3, reader)
+            skip = {page.session for page in pictured.pages}
+            parts += self._earlier_sessions(session, budget // 3, reader, skip)
         if query is not None:
             room = (budget - counter.count("\n\n".join(parts))) // 2
             visible = self._history(window, budget)
@@ -112,7 +127,8 @@ class ContextBuilder:
         shown = given if (given and block and text.startswith(block)) else {}
         if format == "text":
             return Built(text, shown)
-        return Built(self._messages(format, session, window, parts, recalled, history), shown)
+        messages = self._messages(format, session, window, parts, recalled, history)
+        return Built(with_images(messages, pictured.pages), shown)
 
     def _history(self, window: HotWindow | None, budget: int) -> str:
         """The window's summary and newest messages within ``budget`` tokens (the window
@@ -169,15 +185,19 @@ class ContextBuilder:
             return "", {}
         return "\n".join(lines), given
 
-    def _earlier_sessions(self, session: str, budget: int, reader: Any) -> list[str]:
-        """The latest summaries of the most recent other sessions, each within its share."""
+    def _earlier_sessions(
+        self, session: str, budget: int, reader: Any, skip: set[str]
+    ) -> list[str]:
+        """The latest summaries of the most recent other sessions (but those in ``skip``:
+        given as images), each within its share."""
         from projections.hot import summary_block
 
         count = self.other_sessions
         if count == 0 or budget <= 0:
             return []
         blocks = []
-        for name, summary in list(self.source.earlier(session, reader))[:count]:
+        earlier = [(n, s) for n, s in self.source.earlier(session, reader) if n not in skip]
+        for name, summary in earlier[:count]:
             block = summary_block(summary, budget // count, self.counter, session=name)
             blocks += [block] if block else []
         return blocks

@@ -95,44 +95,52 @@ class WarmState:
     pending: dict[str, str] = field(default_factory=dict)  # file name -> markdown to write
 
 
-class LibraryStore(JsonStore[WarmState]):
-    """The warm tier's store: a state file per session, and the library files its
-    compactions render (written before the state file that names them)."""
+class OwnedFilesStore(JsonStore[Any]):
+    """A tier's store whose sessions own files in a folder beside their states (the library's
+    ``history-NNN.md``, the visual tier's pages): a state's ``pending`` files (name -> bytes
+    or text) are written before the state that lists them in ``files``, so after a crash a
+    resumed fold rewrites the same bytes; ``pattern`` globs the folder's files for a reset."""
 
-    def __init__(self, out_dir: Path, library_dir: Path, fold: WarmProjector) -> None:
+    def __init__(self, out_dir: Path, files_dir: Path, fold: Any, pattern: str) -> None:
         super().__init__(out_dir, fold)
-        self.library_dir = library_dir
+        self.files_dir = files_dir
+        self.pattern = pattern
 
     @override
-    def save(self, session: str, state: WarmState, checkpoint: Checkpoint) -> None:
-        for name, text in sorted(state.pending.items()):
-            atomic_write(self.library_dir / name, text.encode("utf-8"))
+    def save(self, session: str, state: Any, checkpoint: Checkpoint) -> None:
+        for name, data in sorted(state.pending.items()):
+            atomic_write(self.files_dir / name, data if isinstance(data, bytes) else data.encode())
         state.pending.clear()
         super().save(session, state, checkpoint)
 
     @override
     def drop(self, session: str) -> None:
         loaded = self.load(session)
-        for entry in loaded[0].files if loaded else []:
-            (self.library_dir / entry["file"]).unlink(missing_ok=True)
+        for name in self.owned(loaded[0]) if loaded else []:
+            (self.files_dir / name).unlink(missing_ok=True)
         super().drop(session)
 
     @override
     def reset(self) -> None:
         super().reset()
-        if self.library_dir.is_dir():
-            for stray in self.library_dir.glob("history-*.md"):
+        if self.files_dir.is_dir():
+            for stray in self.files_dir.glob(self.pattern):
                 stray.unlink()
 
     @override
     def output_files(self, session: str) -> list[str]:
         loaded = self.load(session)
-        owned = [str(self.library_dir / e["file"]) for e in loaded[0].files] if loaded else []
+        owned = [str(self.files_dir / name) for name in self.owned(loaded[0])] if loaded else []
         return super().output_files(session) + owned
 
     @override
     def disk_bytes(self) -> int:
-        return super().disk_bytes() + folder_size(self.library_dir)
+        return super().disk_bytes() + folder_size(self.files_dir)
+
+    @staticmethod
+    def owned(state: Any) -> list[str]:
+        """The files ``state`` lists."""
+        return [entry["file"] for entry in state.files]
 
 
 class WarmProjector(Projector[WarmState]):
@@ -142,7 +150,7 @@ class WarmProjector(Projector[WarmState]):
 
     def __init__(self, out_dir: Path, library_dir: Path) -> None:
         self.library_dir = library_dir
-        self.state_store: LibraryStore = LibraryStore(out_dir, library_dir, self)
+        self.state_store = OwnedFilesStore(out_dir, library_dir, self, "history-*.md")
 
     @override
     def fingerprint(self) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The projections' commands: project, rebuild, hot, context, status, compact, library, watch."""
+"""The projections' commands: project, rebuild, hot, context, status, compact, visualize,
+library, watch."""
 
 from __future__ import annotations
 
@@ -165,13 +166,20 @@ def cmd_hot(args: argparse.Namespace) -> int:
     arg("--budget", type=tokens, required=True, metavar="TOKENS", help="the token budget"),
     arg("--query", metavar="TEXT", help="also recall passages about this"),
     arg("--format", choices=CONTEXT_FORMATS, default="text"),
+    arg(
+        "--images",
+        action="store_true",
+        help="with --format anthropic: sessions moved to the visual tier as image blocks",
+    ),
 )
 def cmd_context(args: argparse.Namespace) -> int:
     """Print what a session should see next. Within a token budget: for a session with no summary
     yet (or a new one), the latest summaries of the most recent other sessions; with --query,
     recalled passages not already visible; then its own summary and newest messages."""
     with open_memory(args) as memory:
-        context = memory.context(args.session, args.budget, query=args.query, format=args.format)
+        context = memory.context(
+            args.session, args.budget, query=args.query, format=args.format, images=args.images
+        )
         if not memory.has_session(args.session):
             print(
                 f"airsspec: note: no session {args.session!r} yet; showing what other sessions "
@@ -277,6 +285,34 @@ def cmd_compact(args: argparse.Namespace) -> int:
             f"window {r['tokens_before']} -> {r['tokens_after']} tokens ({r['reason']})"
         )
     return exit_code
+
+
+@command(
+    "visualize",
+    arg("sessions", nargs="*", help="sessions to move with --force (default: the policy's)"),
+    arg("--force", action="store_true", help="move even within [visual] warm_sessions"),
+)
+def cmd_visualize(args: argparse.Namespace) -> int:
+    """Move the oldest warm sessions to images. Once a project has more than [visual]
+    warm_sessions sessions whose latest summary is read as text, the oldest move to PNG pages of
+    that summary (knowledge/visual/), recorded as a visualized event; nothing is deleted."""
+    with open_memory(args) as memory:
+        records = memory.visualize(args.sessions or None, force=args.force)
+    moved = [
+        {"session": r.session, "library_no": r.library_no, "seq": r.seq, "reason": r.reason}
+        for r in records
+    ]
+    if args.json:
+        print_json(moved)
+        return EXIT_OK
+    if not moved:
+        print("nothing to move: no project holds more warm sessions than [visual] warm_sessions")
+    for m in moved:
+        print(
+            f"{m['session']}: history-{m['library_no']:03d}.md moved to images as "
+            f"summary-{m['library_no']:03d}.png ({m['reason']})"
+        )
+    return EXIT_OK
 
 
 @command(

@@ -389,3 +389,13 @@ class _MessagesResponse(BaseModel):
     body: str = Field(min_length=2)
     compacted: bool = False
     applied_edits: int = Field(default=0, ge=0)
+
+
+@event_type("visualized", Category.MEMORY, writer="visual policy")
+class _Visualized(BaseModel):
+    """The session left the warm part of its project's context: library page ``library_no``
+    (its latest) is read as images from now on (``projections.visual``). Nothing is deleted."""
+
+    library_no: int = Field(ge=1)
+    reason: str = Field(min_length=1, max_length=500)
+    project: Annotated[str | None, OMIT_NONE] = None  # the project whose warm part it left
