@@ -8,7 +8,8 @@ counter, over the same text the page shows) against Claude's image tokens for it
 (width x height / 750), their ratio, and legibility: the share of the page's identifiers (paths,
 ids, names, numbers with a separator: what an agent must not misread) that tesseract recovers
 from the PNG. Tesseract is a conservative stand-in for a vision model; each page is read at
-3x its size (tesseract wants larger glyphs than a model does; upscaling adds no detail).
+3x its size (tesseract wants larger glyphs than a model does; upscaling adds no detail),
+with its automatic page segmentation (pages of two or three columns are read column by column).
 Medians over the pages, and the sum of tokens. Needs ``tesseract`` (``make tesseract``);
 the dev transcripts are skipped, and said so, when absent.
 
@@ -52,7 +53,7 @@ def ocr(png: Path, scale: int) -> str:
     with Image.open(png) as image:
         image.resize((image.width * scale, image.height * scale), Image.LANCZOS).save(big)
     done = subprocess.run(
-        ["tesseract", str(big), "-", "--psm", "6"], capture_output=True, text=True, check=True
+        ["tesseract", str(big), "-", "--psm", "3"], capture_output=True, text=True, check=True
     )
     return done.stdout
 
@@ -63,9 +64,9 @@ def workspaces(tmp: Path) -> dict[str, Path]:
     example = tmp / "example"
     shutil.copytree(ROOT / ".airsspec-example", example / ".airsspec")
     made["example"] = example / ".airsspec"
-    sources = [
-        ("claude-code", p) for p in sorted((DATA / "claude-code").glob("*.jsonl"))
-    ] + [("claude-code", p) for p in sorted((DATA / "claude-code" / "compact").glob("*.jsonl"))]
+    sources = [("claude-code", p) for p in sorted((DATA / "claude-code").glob("*.jsonl"))] + [
+        ("claude-code", p) for p in sorted((DATA / "claude-code" / "compact").glob("*.jsonl"))
+    ]
     sources += [("openhands", p) for p in sorted((DATA / "openhands").glob("*.json"))]
     if not sources:
         print(f"dev transcripts not found under {DATA}: the example workspace only")
@@ -167,7 +168,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="forced compactions per session")
     args = parser.parse_args()
     if shutil.which("tesseract") is None:
-        sys.exit("bench/visual.py needs tesseract (make tesseract, or apt-get install tesseract-ocr)")
+        sys.exit(
+            "bench/visual.py needs tesseract (make tesseract, or apt-get install tesseract-ocr)"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         for label, workspace in workspaces(Path(tmp)).items():
             pages = library_pages(workspace, args.rounds)

@@ -4,7 +4,9 @@ A page is grayscale, set in JetBrains Mono (the font ships in the pinned ``fontp
 package, so every machine draws the same glyphs), one ``Density`` (font size, page width, most
 lines a page holds) for the whole page. Lines are wrapped at spaces only: an identifier (a path,
 an id, a name) is never cut, unless it alone is wider than the page, and then it is cut at the
-page's edge and the cut marked. Markdown headings are set in bold and keep their ``#`` marks.
+page's edge and the cut marked. Markdown headings are set in bold and keep their ``#`` marks;
+blank lines are left out. Short lines (a summary's bullets) go in two or three columns when
+that costs fewer image tokens and cuts no word one column keeps whole.
 A page is as tall as its lines and as wide as its longest (a short summary costs a small
 image), and never larger than what Claude reads without scaling it down, so the image-token
 count below is what it is billed.
@@ -38,9 +40,12 @@ MAX_IMAGE_TOKENS = 1600
 """Claude scales an image of more than about this many tokens (1.2 megapixels) down."""
 PIXELS_PER_TOKEN = 750
 """Claude's image-token rule: about width x height / 750 tokens."""
-CUT_MARK = "\u21a9"  # ↩: an identifier wider than the page goes on at the next line
+CUT_MARK = "\u2192"  # →: an identifier wider than the page goes on at the next line (a glyph
+# the font has)
 MARGIN = 8
 _SORTED = orjson.OPT_SORT_KEYS
+GUTTER = 3  # characters between two columns
+MIN_COLUMN = 40  # characters: narrower columns would wrap most lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,26 +167,72 @@ def wrap(text: str, columns: int) -> list[tuple[str, bool]]:
     return out
 
 
-def paginate(text: str, density: Density) -> list[list[tuple[str, bool]]]:
-    """``text`` wrapped and cut into pages of at most ``density.max_lines`` lines."""
-    lines = wrap(text, _columns(density))
-    per = density.max_lines
-    return [lines[i : i + per] for i in range(0, len(lines), per)] or [[]]
+@dataclass(frozen=True, slots=True)
+class Sheet:
+    """One page's lines (each with whether it is a heading), set in ``columns`` columns read
+    down then across."""
+
+    lines: list[tuple[str, bool]]
+    columns: int = 1
+
+    @property
+    def rows(self) -> int:
+        """Lines per column."""
+        return max(1, -(-len(self.lines) // self.columns))
 
 
-def render_page(lines: list[tuple[str, bool]], density: Density, info: dict[str, Any]) -> bytes:
-    """One page's PNG: ``lines`` black on white, ``info`` as ``tEXt`` chunks (a value that is
-    not a string is stored as JSON); nothing else in the file."""
+def _size(sheet: Sheet, density: Density) -> tuple[int, int, int]:
+    """A sheet's width and height in pixels, and the width of one of its columns."""
+    font = _font(density.font_px, False)
+    column = math.ceil(max((font.getlength(line) for line, _ in sheet.lines), default=0))
+    gutter = math.ceil(font.getlength(" " * GUTTER))
+    width = sheet.columns * column + (sheet.columns - 1) * gutter + 2 * MARGIN
+    return min(density.width, width), sheet.rows * density.line_px + 2 * MARGIN, column
+
+
+def paginate(text: str, density: Density) -> list[Sheet]:
+    """``text`` wrapped (blank lines left out: headings are set apart in bold) into pages of
+    one, two or three columns, whichever costs the fewest image tokens (short lines, as a
+    summary's bullets are, fill a page better side by side) without cutting a word one column
+    keeps whole; a page holds at most ``density.max_lines`` rows."""
+    best: tuple[int, list[Sheet]] | None = None
+    whole = -1  # the identifiers one column cuts (CUT_MARK): more columns may cut no more
+    for columns in (1, 2, 3):
+        chars = (_columns(density) - GUTTER * (columns - 1)) // columns
+        if columns > 1 and chars < MIN_COLUMN:
+            break
+        lines = [line for line in wrap(text, chars) if line[0].strip()]
+        cuts = sum(line.endswith(CUT_MARK) for line, _ in lines)
+        if columns > 1 and cuts > whole:
+            break  # it would cut an identifier that one column keeps whole
+        whole = cuts if columns == 1 else whole
+        per = density.max_lines * columns
+        sheets = [Sheet(lines[i : i + per], columns) for i in range(0, len(lines), per)]
+        sheets = sheets or [Sheet([])]
+        cost = sum(image_tokens(*_size(sheet, density)[:2]) for sheet in sheets)
+        if best is None or cost < best[0]:
+            best = (cost, sheets)
+    assert best is not None
+    return best[1]
+
+
+def render_page(sheet: Sheet, density: Density, info: dict[str, Any]) -> bytes:
+    """One page's PNG: the sheet's lines black on white, its columns apart by a gray rule,
+    ``info`` as ``tEXt`` chunks (a value that is not a string is stored as JSON); nothing
+    else in the file. As wide and as tall as its text: no blank column is billed."""
     from PIL import Image, ImageDraw, PngImagePlugin
 
-    height = max(1, len(lines)) * density.line_px + 2 * MARGIN
-    longest = max((_font(density.font_px, h).getlength(line) for line, h in lines), default=0)
-    width = min(density.width, math.ceil(longest) + 2 * MARGIN)  # no blank column billed
+    width, height, column = _size(sheet, density)
+    step = (width - 2 * MARGIN - column * sheet.columns) // max(1, sheet.columns - 1) + column
     image = Image.new("L", (width, height), 255)
     draw = ImageDraw.Draw(image)
-    for row, (line, heading) in enumerate(lines):
+    for index, (line, heading) in enumerate(sheet.lines):
+        across, row = divmod(index, sheet.rows)
         font = _font(density.font_px, heading)
-        draw.text((MARGIN, MARGIN + row * density.line_px), line, fill=0, font=font)
+        draw.text((MARGIN + across * step, MARGIN + row * density.line_px), line, fill=0, font=font)
+    for across in range(1, sheet.columns):
+        x = MARGIN + across * step - (step - column) // 2
+        draw.line([(x, MARGIN), (x, height - MARGIN)], fill=170)
     chunks = PngImagePlugin.PngInfo()
     for key, value in info.items():
         text = value if isinstance(value, str) else orjson.dumps(value, option=_SORTED).decode()
@@ -196,8 +247,8 @@ def render(text: str, density: Density, info: dict[str, Any]) -> list[bytes]:
     ``info`` and its page number and count."""
     pages = paginate(text, density)
     return [
-        render_page(lines, density, {**info, "page": f"{n}/{len(pages)}"})
-        for n, lines in enumerate(pages, start=1)
+        render_page(sheet, density, {**info, "page": f"{n}/{len(pages)}"})
+        for n, sheet in enumerate(pages, start=1)
     ]
 
 

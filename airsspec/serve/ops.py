@@ -89,11 +89,17 @@ def context(
         Literal["text", "anthropic", "openai"],
         Field(description="text, or a messages list for the Anthropic or OpenAI SDK"),
     ] = "text",
+    images: Annotated[
+        bool,
+        Field(description="with format anthropic: sessions moved to images as image blocks"),
+    ] = False,
 ) -> dict[str, Any]:
     """What a session should see next within ``budget`` tokens: its memory (task, phase,
     learnings), its latest summary and newest messages; with ``query``, recalled passages not
-    already visible. A new session starts with what the latest other sessions left."""
-    text = memory.context(session, budget, query=query, format=format)
+    already visible. A new session starts with what the latest other sessions left. With
+    ``images`` (format anthropic), older sessions moved to the visual tier come as base64 PNG
+    image blocks, counted at Claude's image-token rate within the budget."""
+    text = memory.context(session, budget, query=query, format=format, images=images)
     return {"session": session, "budget": budget, "context": text}
 
 

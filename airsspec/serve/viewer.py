@@ -167,6 +167,23 @@ def routes(served: Served) -> list[Any]:
             truncated=len(records) == MAX_RECORDS,
         )
 
+    async def page(request: Request) -> Response:
+        """A PNG page of the visual tier (``knowledge/visual``), read through the gate: a
+        page of a session the user may not read is answered as one that does not exist."""
+        name, file = request.path_params["session"], request.path_params["file"]
+
+        def read(memory: Any) -> bytes | None:
+            found = [p.data for p in memory.pages(name) if p.file == file]
+            return found[0] if found else None
+
+        try:
+            data = await _read(served, request, read)
+        except AirsspecError as exc:
+            return render("error.html", request, 404, message=public(served, str(exc)))
+        if data is None:
+            return render("error.html", request, 404, message=f"no page {file} of {name}")
+        return Response(data, media_type="image/png")
+
     async def verify(request: Request) -> Response:
         report = await _read(served, request, lambda m: m.verify())
         return render("verify.html", request, report=report)
@@ -192,6 +209,7 @@ def routes(served: Served) -> list[Any]:
         Route("/logout", logout, methods=["POST"]),  # a link of any page cannot sign out
         Route("/", sessions),
         Route("/sessions/{session}", session),
+        Route("/sessions/{session}/visual/{file}", page),
         Route("/verify", verify),
         Route("/learnings", learnings),
         Route("/search", search),

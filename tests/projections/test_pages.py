@@ -79,7 +79,19 @@ def test_identifiers_are_never_cut_across_lines(words: list[str], columns: int) 
 
 def test_a_word_wider_than_the_page_is_cut_and_the_cut_marked() -> None:
     lines = wrap("x" * 50, 20)
-    assert [line for line, _ in lines][:2] == ["x" * 19 + "\u21a9", "x" * 19 + "\u21a9"]
+    assert [line for line, _ in lines][:2] == ["x" * 19 + "\u2192", "x" * 19 + "\u2192"]
+
+
+def test_short_lines_go_side_by_side_but_never_at_the_cost_of_an_identifier() -> None:
+    from projections.pages import paginate
+
+    wide = "## What the work was about, in one line as wide as a page of one column allows it"
+    bullets = wide + "\n" + "\n".join(f"- #{n}: fixed api/{n}.py" for n in range(60))
+    assert paginate(bullets, DENSITIES["medium"])[0].columns == 3
+    long_id = "webhooks/migrations/0001_queue_with_a_rather_long_name_indeed.py"
+    sheets = paginate(bullets + "\n- " + long_id, DENSITIES["medium"])
+    assert sheets[0].columns < 3
+    assert any(line.strip() == "- " + long_id for s in sheets for line, _ in s.lines)
 
 
 def test_headings_are_kept_and_marked() -> None:
