@@ -89,9 +89,9 @@ DENSITIES: dict[str, Density] = {
 @cache
 def font_path() -> Path:
     """The TrueType file of JetBrains Mono (variable weight) from its pinned package."""
-    from fontpkg_jetbrains_mono import ROOT
+    from importlib.resources import files
 
-    return ROOT / "files" / "JetBrainsMono[wght].ttf"
+    return Path(str(files("fontpkg_jetbrains_mono") / "files" / "JetBrainsMono[wght].ttf"))
 
 
 @cache

@@ -594,7 +594,8 @@ class Memory:
 
     def run_policies(self, session: str) -> dict[str, list[Record]]:
         """Run each process that writes derived events (the compactor, then the learnings
-        extractor) on ``session`` when it is due; what each appended."""
+        extractor) on ``session`` when it is due, and after a compaction the visual policy
+        (``visualize``); what each appended."""
         from airsspec.errors import CompactionBusyError, NothingToCompactError
 
         appended: dict[str, list[Record]] = {}
@@ -605,6 +606,9 @@ class Memory:
                 continue
             if records:
                 appended[name] = records
+        # the warm part grew: its oldest sessions may move
+        if appended.get("compact") and (moved := self.visualize()):
+            appended["visualize"] = moved
         return appended
 
     def compact(self, session: str, *, force: bool = False) -> Record | None:

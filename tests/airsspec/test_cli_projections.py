@@ -39,6 +39,7 @@ def test_status_shows_lag_until_projected(project: Path) -> None:
         "learnings",
         "memory_files",
         "cold",
+        "visual",
     ]
     assert all(t["lag_records"] == before["log"]["records"] == 379 for t in before["tiers"])
     result = run_cli("project", cwd=project)

@@ -6,6 +6,11 @@ within its budget; a scoped reader sees only its own pages; ``forget`` removes a
 from __future__ import annotations
 
 import base64
+import os
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +19,9 @@ from pydantic import TypeAdapter
 
 from airsspec import Memory
 from airsspec.errors import InvalidQueryError
-from projections.pages import image_tokens, png_size, png_text
-from tests.conftest import init_encrypted, init_workspace, run_cli
+from projections.pages import DENSITIES, image_tokens, png_size, png_text, render
+from projections.visual import page_text, provenance
+from tests.conftest import REPO, init_encrypted, init_workspace, run_cli
 
 ANTHROPIC = TypeAdapter(list[anthropic_types.MessageParam])
 SESSIONS = ["s1", "s2", "s3", "s4"]
@@ -127,9 +133,6 @@ def test_a_scoped_reader_sees_only_pages_of_sessions_it_may_read(root: Path) -> 
 
 
 def test_forget_removes_a_users_pages(tmp_path: Path, offline: None) -> None:
-    from projections.pages import DENSITIES, render
-    from projections.visual import page_text, provenance
-
     root = init_encrypted(tmp_path)
     with Memory.open(root) as memory:
         for n, session in enumerate(SESSIONS):
@@ -146,3 +149,46 @@ def test_forget_removes_a_users_pages(tmp_path: Path, offline: None) -> None:
             assert after[name] == render(shown, DENSITIES["medium"], origin)[0] != before[name]
     assert after["summary-001.png"] == before["summary-001.png"]  # bob's stay as they were
     assert after["summary-003.png"] == before["summary-003.png"]
+
+
+def test_the_policy_runs_after_a_compaction_as_the_daemon_and_hooks_drive_it(root: Path) -> None:
+    with Memory.open(root) as memory:
+        for session in SESSIONS[:2]:
+            _session(memory, session)
+        memory.append_many("s3", [{"type": "user", "content": "x " * 400}] * 30)
+        appended = memory.run_policies("s3")
+        assert [r.type for r in appended["compact"]] == ["compaction"]
+        assert [r.session for r in appended["visualize"]] == ["s1"]  # 3 warm > 2
+
+
+@pytest.mark.slow
+def test_every_example_of_the_visual_memory_doc_runs_as_written(tmp_path: Path) -> None:
+    text = (REPO / "docs" / "visual-memory.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```(sh|python)\n(.*?)^```$", text, re.S | re.M)
+    assert [lang for lang, _ in blocks] == ["sh", "sh", "python"]
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    shutil.copytree(
+        REPO / ".airsspec-example" / "contexts",
+        tmp_path / ".airsspec" / "contexts",
+        dirs_exist_ok=True,
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "AIRSSPEC_COLD_EMBEDDER": "hash",
+        "ANTHROPIC_API_KEY": "",
+        "PYTHONPATH": str(REPO),
+    }
+    for lang, body in blocks:
+        command = ["bash", "-euo", "pipefail", "-c", body] if lang == "sh" else [sys.executable]
+        done = subprocess.run(
+            command if lang == "sh" else [*command, "-c", body],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (body, done.stderr)
+    assert (tmp_path / ".airsspec" / "knowledge" / "visual" / "summary-001.png").exists()
