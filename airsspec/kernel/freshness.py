@@ -13,9 +13,17 @@ from airsspec.errors import InvalidQueryError
 from airsspec.workspace import TIERS as PROJECTIONS
 
 Read = Literal[
-    "window", "owners", "learnings", "library", "earlier", "search", "tokens", "memory_files"
+    "window",
+    "owners",
+    "learnings",
+    "library",
+    "earlier",
+    "search",
+    "tokens",
+    "memory_files",
+    "pages",
 ]
-Write = Literal["append", "system", "compact", "extract", "memory_files"]
+Write = Literal["append", "system", "compact", "extract", "memory_files", "visualize"]
 
 NEEDS: Mapping[Read, tuple[str, ...]] = {
     "window": ("hot",),  # a session's hot window: hot, history, the end of a context
@@ -26,6 +34,7 @@ NEEDS: Mapping[Read, tuple[str, ...]] = {
     "search": ("cold",),  # the cold index
     "tokens": ("tokens",),  # token counts (export parquet)
     "memory_files": ("memory_files",),  # the /memories trees
+    "pages": ("warm", "visual"),  # the visual tier's pages (a context with images)
 }
 """What each read needs current: the one declaration of freshness for reads."""
 
@@ -35,6 +44,7 @@ FOLLOWS: Mapping[Write, tuple[str, ...]] = {
     "compact": ("hot", "warm"),  # a summary: the window starts after it, the library holds it
     "extract": ("hot", "learnings"),  # learnings and the extracted mark
     "memory_files": ("memory_files",),  # a /memories change: the next command reads it
+    "visualize": ("visual",),  # a session moved to images: its page is rendered
 }
 """Which projections follow which write, folded before the write returns (the daemon brings
 the rest: tokens and cold after every change)."""

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from projections.scopes import Scope
     from projections.status import TierStatus
     from projections.tokens import TokenCounter
+    from projections.visual_context import Page
 
 
 class AsyncSessions:
@@ -474,10 +475,18 @@ class AsyncMemory:
         return await _run(lambda: self._target.compact(session, force=force))
 
     async def context(
-        self, session: str, budget: int, *, query: str | None = None, format: ContextFormat = "text"
+        self,
+        session: str,
+        budget: int,
+        *,
+        query: str | None = None,
+        format: ContextFormat = "text",
+        images: bool = False,
     ) -> str | list[dict[str, Any]]:
         """``Memory.context`` as a coroutine (run in a worker thread)."""
-        return await _run(lambda: self._target.context(session, budget, query=query, format=format))
+        return await _run(
+            lambda: self._target.context(session, budget, query=query, format=format, images=images)
+        )
 
     @classmethod
     def discover(
@@ -560,6 +569,12 @@ class AsyncMemory:
         """``Memory.library_file`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.library_file(number))
 
+    async def load_context(
+        self, project: str | None = None, *, session: str | None = None
+    ) -> dict[str, Any]:
+        """``Memory.load_context`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.load_context(project, session=session))
+
     async def memory_block(self, session: str, budget: int, *, query: str | None = None) -> str:
         """``Memory.memory_block`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.memory_block(session, budget, query=query))
@@ -619,6 +634,10 @@ class AsyncMemory:
         """``Memory.overview`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.overview())
 
+    async def pages(self, session: str | None = None) -> list[Page]:
+        """``Memory.pages`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.pages(session))
+
     async def project(
         self,
         projections: Iterable[str] | str = (
@@ -628,6 +647,7 @@ class AsyncMemory:
             "learnings",
             "memory_files",
             "cold",
+            "visual",
         ),
         *,
         sessions: Iterable[str] | None = None,
@@ -669,6 +689,7 @@ class AsyncMemory:
             "learnings",
             "memory_files",
             "cold",
+            "visual",
         ),
         *,
         as_of: Bound | int | str | datetime | None = None,
@@ -800,6 +821,12 @@ class AsyncMemory:
         return await _run(
             lambda: self._target.verify(sessions, against=against, key=key, projections=projections)
         )
+
+    async def visualize(
+        self, sessions: Iterable[str] | None = None, *, force: bool = False
+    ) -> list[Record]:
+        """``Memory.visualize`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.visualize(sessions, force=force))
 
     async def warm_up(self) -> None:
         """``Memory.warm_up`` as a coroutine (run in a worker thread)."""

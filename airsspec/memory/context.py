@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from airsspec.errors import InvalidQueryError, NoSuchSessionError
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.search import search
+from airsspec.memory.visual import Visual
 from projections.context import FORMATS, ContextBuilder, ContextFormat
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from projections.hot import HotWindow
     from projections.learning_rules import Assessment
     from projections.scopes import Scope
+    from projections.visual_context import Page
 
 
 class KernelSource:
@@ -63,6 +65,10 @@ class KernelSource:
         """The session's records from ``from_seq``, by seq."""
         read = self.kernel.log.read(session, from_seq=from_seq)
         return {located.record.seq: located.record for located in read}
+
+    def pages(self, session: str, reader: Scope) -> list[Page]:
+        """The visual tier's pages of the other sessions ``reader`` may see."""
+        return Visual(self.kernel).pages(reader, besides=session)
 
 
 class Context:
@@ -135,16 +141,20 @@ class Context:
         *,
         query: str | None = None,
         format: ContextFormat = "text",
+        images: bool = False,
     ) -> str | list[dict[str, Any]]:
         """See ``Memory.context``."""
         if budget < 1:
             raise InvalidQueryError(f"budget must be at least 1 token (got {budget})")
         if format not in FORMATS:
             raise InvalidQueryError(f"format must be text, anthropic or openai (got {format!r})")
+        if images and format != "anthropic":
+            raise InvalidQueryError(f"images go with format anthropic (got {format!r})")
         with self._kernel.reading():
             reader = self._reader(session)
-            builder = self._builder()
-            built = builder.build(session, budget, query=query, format=format, reader=reader)
+            built = self._builder().build(
+                session, budget, query=query, format=format, reader=reader, images=images
+            )
         self._record_access(session, built.given, query)
         return built.context
 

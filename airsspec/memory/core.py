@@ -52,6 +52,7 @@ from airsspec.memory.context import Context
 from airsspec.memory.files import MemoryFiles
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.sessions import Sessions
+from airsspec.memory.visual import Visual
 from airsspec.settings import CONFIG_NAME
 from airsspec.workspace import Workspace, init_workspace
 from eventlog.layout import Layout, validate_session_id
@@ -76,6 +77,7 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
     from projections.memory_tool import QueryMemoryInput
     from projections.status import TierStatus
     from projections.tokens import TokenCounter
+    from projections.visual_context import Page
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +106,7 @@ class Memory:
         self.files = MemoryFiles(kernel)
         self.captures = Captures(kernel)
         self._context = Context(kernel)
+        self._visual = Visual(kernel)
 
     @classmethod
     def over(cls, kernel: Kernel) -> Memory:
@@ -519,15 +522,23 @@ class Memory:
         return _projecting.library_file(self.kernel, number)
 
     def context(
-        self, session: str, budget: int, *, query: str | None = None, format: ContextFormat = "text"
+        self,
+        session: str,
+        budget: int,
+        *,
+        query: str | None = None,
+        format: ContextFormat = "text",
+        images: bool = False,
     ) -> str | list[dict[str, Any]]:
         """What ``session`` should see next, within ``budget`` tokens, as text or as a
         ``messages`` list for the Anthropic or OpenAI SDK (``projections.context`` owns the
         budget: memory block, earlier sessions' summaries, recalled passages with ``query``,
         then the session's summary and newest messages). What the memory block gave is
         recorded (a ``memory_accessed`` event), so the same call later may rank learnings
-        differently; otherwise the result is a function of the log."""
-        return self._context.build(session, budget, query=query, format=format)
+        differently; otherwise the result is a function of the log. With ``images``
+        (format anthropic), other sessions moved to the visual tier come as image blocks
+        within the budget (``projections.visual_context``)."""
+        return self._context.build(session, budget, query=query, format=format, images=images)
 
     def memory_block(self, session: str, budget: int, *, query: str | None = None) -> str:
         """The memory part of ``context`` alone (task and phase, anchors, learnings), within
@@ -616,6 +627,32 @@ class Memory:
         compaction record, or None when it was within budget. Hot and warm follow at once."""
         records = self.kernel.run_policy("compact", session, force=force)
         return records[0] if records else None
+
+    def visualize(
+        self, sessions: Iterable[str] | None = None, *, force: bool = False
+    ) -> list[Record]:
+        """Move the oldest warm sessions of each project past ``[visual] warm_sessions`` to
+        the visual tier (``force``: the sessions named whatever the count; none named, the
+        oldest of each project); the ``visualized`` events appended
+        (``compactor.visual_policy``). Only sessions this memory may write move."""
+        return self._visual.visualize(sessions, force=force)
+
+    def pages(self, session: str | None = None) -> list[Page]:
+        """The visual tier's PNG pages (``projections.visual_context.Page``: session, library
+        number, file, bytes, image tokens) this memory may read; only ``session``'s if given."""
+        return [p for p in self._visual.pages() if session is None or p.session == session]
+
+    def load_context(
+        self, project: str | None = None, *, session: str | None = None
+    ) -> dict[str, Any]:
+        """A project's context as the design's four parts: ``hot`` (the session's summary
+        and newest messages; default the project's latest session), ``warm`` (the latest
+        summaries of its other sessions still read as text), ``cold_images`` (caption and
+        image blocks of those moved to the visual tier), ``archive_images`` (none: pages of
+        cross-project patterns are not rendered) and ``tokens`` (each part's, and the
+        total). ``project`` None: the sessions that name no project. Only what this memory
+        may read."""
+        return self._visual.load_context(project, session=session)
 
     def forget(
         self, *, user: str | None = None, session: str | None = None, by: str | None = None

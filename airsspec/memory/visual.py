@@ -1,10 +1,11 @@
-"""The visual tier for ``Memory``: the policy that moves sessions to images, and the pages a
-reader may see.
+"""The visual tier, a service of the facade: the policy that moves sessions to images, the
+pages a reader may see, and a project's context in the design's four parts.
 
 ``projections.visual`` renders the pages, ``compactor.visual_policy`` decides which sessions
-move, ``projections.visual_context`` lays pages out in a context; this module gives them the
-workspace and the gate: the policy moves only sessions this memory may write, and a reader is
-given only the pages of sessions it may read.
+move, ``projections.visual_context`` lays pages out in a context; this service gives them the
+kernel: the policy moves only sessions this kernel may write (the gate), a reader is given only
+the pages of sessions it may read, and freshness is what the kernel declares (``pages``,
+``visualize``).
 """
 
 from __future__ import annotations
@@ -15,90 +16,95 @@ from typing import TYPE_CHECKING, Any
 from eventlog.layout import read_nofollow, validate_session_id
 
 if TYPE_CHECKING:
-    from airsspec.memory.core import Memory
+    from airsspec.kernel import Kernel
     from eventlog.schema import Record
     from projections.scopes import Scope
     from projections.visual_context import Page
 
 
-def visualize(
-    memory: Memory, sessions: Iterable[str] | None = None, *, force: bool = False
-) -> list[Record]:
-    """See ``Memory.visualize``."""
-    from compactor.visual_policy import VisualPolicy
+class Visual:
+    """The visual tier of one kernel (see the module)."""
 
-    memory.scopes.writable()
-    named = None if sessions is None else [validate_session_id(s) for s in sessions]
-    for session in named or ():
-        memory.scopes.guard_writes(session)
-    ws = memory.workspace
-    warm, visual = ws.projectors(("warm", "visual"))
-    owners = {s: o for s, o in memory.scopes.owners().items() if memory.scopes.writes(o)}
-    policy = VisualPolicy(
-        ws.log, warm, visual, ws.layout.locks_dir, ws.settings.visual.warm_sessions
-    )
-    records = policy.run(owners, force=force, sessions=named)
-    if records:
-        memory.project(("visual",), sessions=[r.session for r in records], warn=False)
-    return records
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
 
+    def visualize(
+        self, sessions: Iterable[str] | None = None, *, force: bool = False
+    ) -> list[Record]:
+        """See ``Memory.visualize``."""
+        from compactor.visual_policy import VisualPolicy
 
-def pages(memory: Memory, reader: Scope | None = None, *, besides: str | None = None) -> list[Page]:
-    """The visual tier's pages (with their bytes) of the sessions ``reader`` (default: this
-    memory's scope) may read, but ``besides``."""
-    from projections.visual_context import Page
-
-    memory.project(("warm", "visual"), warn=False)
-    (visual,) = memory.workspace.projectors(("visual",))
-    allowed = memory.scopes.visible(reader)
-    found = []
-    for entry in visual.pages():
-        session = entry["session"]
-        if session == besides or (allowed is not None and session not in allowed):
-            continue
-        data = read_nofollow(visual.visual_dir / entry["file"])
-        cover = f"#1-#{entry['to_seq']}"
-        found.append(
-            Page(
-                session,
-                entry["library_no"],
-                entry["file"],
-                data,
-                entry["image_tokens"],
-                cover,
-                entry["ts"],
-            )
+        kernel = self._kernel
+        gate = kernel.gate
+        gate.writable()
+        named = None if sessions is None else [validate_session_id(s) for s in sessions]
+        for session in named or ():
+            gate.guard_writes(session)
+        owners = {s: o for s, o in gate.owners().items() if gate.writes(o)}
+        policy = VisualPolicy(
+            kernel.log,
+            kernel.projector("warm"),
+            kernel.projector("visual"),
+            kernel.workspace.layout.locks_dir,
+            kernel.settings.visual.warm_sessions,
         )
-    return found
+        records = policy.run(owners, force=force, sessions=named)
+        for session in dict.fromkeys(r.session for r in records):
+            kernel.written("visualize", session)
+        return records
 
+    def pages(self, reader: Scope | None = None, *, besides: str | None = None) -> list[Page]:
+        """The pages (with their bytes) of the sessions ``reader`` (default: this kernel's
+        scope) may read, but ``besides``."""
+        from projections.visual_context import Page
 
-def load_context(
-    memory: Memory, project: str | None = None, *, session: str | None = None
-) -> dict[str, Any]:
-    """The design's ``load_context(project)``: ``hot`` (the session's summary and newest
-    messages: ``session``, default the project's latest), ``warm`` (the latest summaries of
-    its other sessions not moved to images), ``cold_images`` (the pages of those moved) and
-    ``archive_images`` (none yet: pages of cross-project patterns are not rendered), each
-    with its tokens. Only the sessions this memory may read; ``project`` None: the
-    sessions that name no project."""
-    from projections.hot import summary_block
-    from projections.visual_context import load_context as parts
+        kernel = self._kernel
+        kernel.fresh("pages")
+        visual = kernel.projector("visual")
+        allowed = kernel.gate.visible(reader)
+        found = []
+        for entry in visual.pages():
+            session = entry["session"]
+            if session == besides or (allowed is not None and session not in allowed):
+                continue
+            found.append(
+                Page(
+                    session,
+                    entry["library_no"],
+                    entry["file"],
+                    read_nofollow(visual.visual_dir / entry["file"]),
+                    entry["image_tokens"],
+                    f"#1-#{entry['to_seq']}",
+                    entry["ts"],
+                )
+            )
+        return found
 
-    if session is not None:
-        memory.check_session(session)  # a scoped memory's own sessions only
-    memory.project(("hot", "warm", "visual"), warn=False)
-    owners = memory.scopes.owners()
-    members = {s for s, owner in owners.items() if owner.project == project}
-    infos = [i for i in memory.sessions.list() if i.session in members and i.last_ts]
-    if session is None and infos:
-        session = max(infos, key=lambda i: (i.last_ts or "", i.session)).session
-    cold = [p for p in pages(memory) if p.session in members and p.session != session]
-    pictured = {p.session for p in cold}
-    counter = memory.workspace.token_counter()
-    hot = memory.workspace.format_history(session, 1 << 30) if session else ""
-    warm = []
-    for name in sorted(members - pictured - {session or ""}):
-        window = memory.workspace.load_hot(name)
-        if window is not None and window.summary is not None:
-            warm.append(summary_block(window.summary, 1 << 30, counter, session=name))
-    return parts(hot, warm, cold, [], counter)
+    def load_context(
+        self, project: str | None = None, *, session: str | None = None
+    ) -> dict[str, Any]:
+        """See ``Memory.load_context``."""
+        from projections.hot import format_history, summary_block
+        from projections.visual_context import load_context as parts
+
+        kernel = self._kernel
+        with kernel.reading():
+            if session is not None:
+                kernel.check_session(session)  # a scoped kernel's own sessions only
+            kernel.fresh("earlier")
+            owners = kernel.gate.owners()
+            members = {s for s, owner in owners.items() if owner.project == project}
+            if session is None:
+                latest = [e for e in kernel.projector("warm").entries() if e["session"] in members]
+                session = latest[-1]["session"] if latest else None
+            cold = [p for p in self.pages() if p.session in members and p.session != session]
+            pictured = {p.session for p in cold}
+            counter = kernel.token_counter()
+            window = kernel.workspace.load_hot(session) if session else None
+            hot = format_history(window, 1 << 30, counter) if window else ""
+            warm = []
+            for name in sorted(members - pictured - {session or ""}):
+                other = kernel.workspace.load_hot(name)
+                if other is not None and other.summary is not None:
+                    warm.append(summary_block(other.summary, 1 << 30, counter, session=name))
+        return parts(hot, warm, cold, [], counter)
