@@ -84,7 +84,7 @@ class VisualSettings(_Section):
     """``[visual]``: when a project's oldest sessions move to images, and how pages are set."""
 
     warm_sessions: int = Field(5, ge=1, le=1000)
-    density: Literal["dense", "medium", "large"] = "medium"
+    density: Literal["dense", "medium", "large"] = "dense"
 
 
 class LearningsSettings(_Section, LearningSettings):
@@ -404,10 +404,11 @@ min_score = 0.15
 # `context` reads as text) holds more than warm_sessions sessions, `airsspec visualize` moves the
 # oldest to PNG pages of their latest summary (knowledge/visual/summary-NNN.png), recorded as a
 # `visualized` event; nothing is deleted. `context --images` gives those pages as images.
-# density: "dense" (10 px), "medium" (12 px) or "large" (15 px) JetBrains Mono on 980 px pages
-# (bench/visual.py measures tokens and OCR legibility of each). Changing it re-renders the pages.
+# density: "dense" (10 px), "medium" (12 px) or "large" (15 px) JetBrains Mono on 980 px pages.
+# bench/visual.py measures each: dense costs the fewest image tokens at the same OCR legibility.
+# Changing it re-renders the pages.
 warm_sessions = 5
-density = "medium"
+density = "dense"
 
 [learnings]
 # What crosses sessions. An extractor reads each session's new messages and records learnings

@@ -88,7 +88,7 @@ class VisualProjector(Projector[VisualState]):
 
     name = "visual"
 
-    def __init__(self, out_dir: Path, visual_dir: Path, density: str = "medium") -> None:
+    def __init__(self, out_dir: Path, visual_dir: Path, density: str = "dense") -> None:
         self.visual_dir = visual_dir
         self.density: Density = DENSITIES[density]
         self.state_store = OwnedFilesStore(out_dir, visual_dir, self, "summary-*")

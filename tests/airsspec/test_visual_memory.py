@@ -146,7 +146,7 @@ def test_forget_removes_a_users_pages(tmp_path: Path, offline: None) -> None:
             shown = page_text(compaction)
             assert "rate limiting" not in shown and "[forgotten]" in shown
             origin = {"airsspec:provenance": provenance(compaction, moved)}
-            assert after[name] == render(shown, DENSITIES["medium"], origin)[0] != before[name]
+            assert after[name] == render(shown, DENSITIES["dense"], origin)[0] != before[name]
     assert after["summary-001.png"] == before["summary-001.png"]  # bob's stay as they were
     assert after["summary-003.png"] == before["summary-003.png"]
 
