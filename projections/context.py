@@ -6,12 +6,17 @@ of the budget); for a session with no summary yet (or no record at all: an agent
 fresh), the latest summaries of the ``context_other_sessions`` most recent other sessions (at
 most a third of the budget); with a query, the best recalled passages not already visible (at
 most half of what is left); then the session's own summary and newest messages in the rest.
+The newest message is never lost: the parts before it give way (last first) until it has half
+the budget, and if it still does not fit whole it is shown cut, with a marker
+(``fitting.marker``: ``elided_seqs`` finds it). In an API format, thoughts are left out unless
+asked for, and the list is never empty (``context_formats``).
 
 Invariants: the result never exceeds the budget (counted with the workspace's tokenizer, after
 joining: tokens can merge across a join, so the history shrinks until the whole fits); nothing
-is cut inside a message, a bullet or a token; the result is a function of what the source
-returns, so of the log. The builder reads through a ``ContextSource`` (the facade supplies one:
-hot windows, warm summaries, learnings, recall, records), so this module never opens a log.
+is cut inside a bullet or a token, nor inside a message but the newest; the result is a
+function of what the source returns, so of the log. The builder reads through a
+``ContextSource`` (the facade supplies one: hot windows, warm summaries, learnings, recall,
+records), so this module never opens a log.
 """
 
 from __future__ import annotations
@@ -88,11 +93,13 @@ class ContextBuilder:
         format: ContextFormat = "text",
         reader: Any = None,
         images: bool = False,
+        thoughts: bool = False,
     ) -> Built:
-        """The context of ``session`` within ``budget`` tokens, read as ``reader``; with
-        ``images`` (format anthropic), the other sessions moved to the visual tier are given as
-        images within a third of the budget (``projections.visual_context``), the rest as
-        text in what is left."""
+        """The context of ``session`` within ``budget`` tokens, read as ``reader``; in an API
+        format, the session's thoughts only with ``thoughts``; with ``images`` (format
+        anthropic), the other sessions moved to the visual tier are given as images within a
+        third of the budget (``projections.visual_context``), the rest as text in what is left."""
+        from projections.hot import render_entry
         from projections.visual_context import Chosen, choose, with_images
 
         counter = self.counter
@@ -115,6 +122,12 @@ class ContextBuilder:
                 if counter.count(candidate) <= room:
                     recalled = candidate
             parts += [recalled] if recalled else []
+        # the newest message is never lost: what came before it gives way (recalled passages,
+        # earlier sessions, then the memory block) until it has at least half the budget
+        newest = window.uncovered[-1] if window is not None and window.uncovered else None
+        need = min(counter.count(render_entry(newest)), budget // 2) if newest else 0
+        while parts and budget - counter.count("\n\n".join(parts)) - 2 < need:
+            parts.pop()
         rest = budget - counter.count("\n\n".join(parts)) - 2
         while True:  # tokens can merge across a join: shrink until the whole fits
             history = self._history(window, rest) if rest > 0 else ""
@@ -127,7 +140,7 @@ class ContextBuilder:
         shown = given if (given and block and text.startswith(block)) else {}
         if format == "text":
             return Built(text, shown)
-        messages = self._messages(format, session, window, parts, recalled, history)
+        messages = self._messages(format, session, window, parts, recalled, history, thoughts)
         return Built(with_images(messages, pictured.pages), shown)
 
     def _history(self, window: HotWindow | None, budget: int) -> str:
@@ -222,21 +235,25 @@ class ContextBuilder:
         parts: list[str],
         recalled: str,
         history: str,
+        thoughts: bool,
     ) -> list[dict[str, Any]]:
         """The context chosen, as that API's ``messages`` (``projections.context_formats``):
         the summary and the newest messages ``history`` holds are split back into the summary
         text and the hot entries."""
         from projections.context_formats import build_messages
-        from projections.hot import render_entry
+        from projections.hot import render_entry, shown_entries
 
-        entries = list(window.uncovered) if window else []
-        while entries and render_entry(entries[0]) not in history:  # the oldest that fit
-            entries.pop(0)
+        entries = shown_entries(window, history, self.counter) if window else []
         shown = "\n".join(render_entry(e) for e in entries)
         summary = history[: len(history) - len(shown)].strip("\n") if shown else history
         records = self.source.records(session, entries[0].seq) if entries else {}
         shown_recalled = recalled if recalled and recalled in parts else ""
         lead = [p for p in parts if p is not recalled] + ([summary] if summary else [])
         return build_messages(
-            format, lead=lead, recalled=shown_recalled, entries=entries, records=records
+            format,
+            lead=lead,
+            recalled=shown_recalled,
+            entries=entries,
+            records=records,
+            thoughts=thoughts,
         )

@@ -14,6 +14,11 @@ call's name and arguments and the call a tool output answers).
   ``system`` message; a tool call is an entry of the assistant message's ``tool_calls`` and its
   output a ``role: "tool"`` message with that ``tool_call_id``, right after it.
 
+Tool call ids are ``call_`` and a hash of the call's record id (29 characters: under the 40
+the OpenAI API accepts, unique and the same on every build). Thoughts (``thought`` records)
+are the agent's own notes, not speech: left out unless asked for. The list is never empty (an
+API refuses an empty ``messages``): with nothing chosen, one user message says so.
+
 Invariant: every tool call in the output has its result where the API requires it, and every
 result its call; a call or output whose partner is outside the window (or that the API could
 not accept where it stands) is given as plain text instead, so nothing chosen is dropped.
@@ -21,6 +26,7 @@ not accept where it stands) is given as plain text instead, so nothing chosen is
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -65,18 +71,28 @@ def build_messages(
     recalled: str,
     entries: Sequence[HotEntry],
     records: Mapping[int, Record],
+    thoughts: bool = False,
 ) -> list[dict[str, Any]]:
     """The ``messages`` of a context in ``format``: ``lead`` (memory block, summaries) and
-    ``recalled`` first, then ``entries`` (hot entries, oldest first) as turns."""
+    ``recalled`` first, then ``entries`` (hot entries, oldest first) as turns; ``thought``
+    entries only with ``thoughts``."""
     preamble = [text for text in (*lead, recalled) if text]
-    groups = _pair(_groups([_item(entry, records.get(entry.seq)) for entry in entries]))
-    if format == "anthropic":
-        return _anthropic(preamble, groups)
-    return _openai(preamble, groups)
+    shown = [e for e in entries if thoughts or e.type != "thought"]
+    groups = _pair(_groups([_item(entry, records.get(entry.seq)) for entry in shown]))
+    messages = _anthropic(preamble, groups) if format == "anthropic" else _openai(preamble, groups)
+    if not any(m["role"] == "user" for m in messages):  # an API refuses a request without one
+        content = "(no context)"
+        messages.append(
+            {"role": "user", "content": [{"type": "text", "text": content}]}
+            if format == "anthropic"
+            else {"role": "user", "content": content}
+        )
+    return messages
 
 
-def _tool_id(event_id: str) -> str:
-    return "call_" + _NOT_ID.sub("_", event_id)
+def tool_id(event_id: str) -> str:
+    """The API id of the tool call recorded as ``event_id``: short, stable, unique."""
+    return "call_" + hashlib.blake2b(event_id.encode(), digest_size=12).hexdigest()
 
 
 def _tool_name(name: str) -> str:
@@ -91,9 +107,9 @@ def _item(entry: HotEntry, record: Record | None) -> _Item:
     if isinstance(record, ActionRecord):
         # an elided call keeps its elided text: the arguments whole would break the budget
         arguments = record.params if not entry.elided else {"elided": entry.text}
-        return _Item("assistant", text, _tool_id(entry.id), _tool_name(record.tool), arguments)
+        return _Item("assistant", text, tool_id(entry.id), _tool_name(record.tool), arguments)
     if isinstance(record, ObservationRecord) and record.action_id:
-        return _Item("user", entry.text, _tool_id(record.action_id), is_error=record.is_error)
+        return _Item("user", entry.text, tool_id(record.action_id), is_error=record.is_error)
     role = "assistant" if entry.type in _ASSISTANT_TYPES else "user"
     return _Item(role, text)
 

@@ -86,6 +86,15 @@ def elide(
     return marker(seq, session, total)
 
 
+_MARKER = re.compile(r"\[#(\d+): [\d,]+ tokens elided; airsspec replay ")
+
+
+def elided_seqs(context: str | list[dict[str, Any]]) -> list[int]:
+    """The seqs of the messages a context (text or ``messages``) shows cut, by their markers."""
+    text = context if isinstance(context, str) else orjson.dumps(context).decode()
+    return sorted({int(seq) for seq in _MARKER.findall(text)})
+
+
 _CALL = re.compile(r"^([\w.:-]+)\((.*)\)$", re.S)
 
 
@@ -160,16 +169,31 @@ def pack(
 
 def _head_and_tail(text: str, room: int, counter: TokenCounter) -> str:
     """Whole lines from the start (two thirds of ``room``) and from the end (the rest); a
-    first line too long on its own is cut between words."""
+    first line too long on its own is cut between words, and so is the last when it is that
+    line (a question at the end of a long paste survives)."""
     lines = text.split("\n")
     head_room = room * 2 // 3
     head = pack(lines, head_room, counter)
     if not head:
         words = counter.truncate(lines[0], head_room)
         cut = words.rsplit(None, 1)[0] if " " in words.strip() else words
-        return f"{cut} …" if cut else ""
+        end = _last_words(lines[-1], room - head_room, counter) if len(lines) == 1 else ""
+        return f"{cut} … {end}".rstrip() if cut else ""
     tail = pack(reversed(lines[len(head) :]), room - head_room, counter)
     return "\n".join([*head, "…", *reversed(tail)])
+
+
+def _last_words(line: str, room: int, counter: TokenCounter) -> str:
+    """The longest run of whole words ending ``line`` within ``room`` tokens."""
+    words = line.split(" ")
+    low, high = 0, len(words)  # words[high:] fits: find the first start that does
+    while low < high:
+        middle = (low + high) // 2
+        if counter.count(" ".join(words[middle:])) <= room:
+            high = middle
+        else:
+            low = middle + 1
+    return " ".join(words[high:])
 
 
 # ----------------------------------------------------------------------------- summaries

@@ -21,7 +21,7 @@ fingerprint (window size, message types, encoding, cap), nothing else.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from projections.state_store import JsonStore, StateStore
 from projections.tokens import TokenCounter, token_counter
 from projections.warm import library_file_name
 
-STATE_VERSION = 2
+STATE_VERSION = 3  # 3: a one-line message cut keeps its last words too
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,10 +294,12 @@ def summary_block(
 def format_history(window: HotWindow, budget_tokens: int, counter: TokenCounter) -> str:
     """The text an agent puts in its prompt: the latest summary first, then every message no
     summary covers yet, keeping the newest when the budget forces a cut. Never exceeds
-    ``budget_tokens``, and never cuts inside a message, a summary bullet or a token: a message
-    that does not fit whole is left out (with the older ones), the summary loses whole bullets,
-    least important first. When not everything fits, the summary and the messages share the
-    budget in proportion to how many messages each stands for (each at least a third)."""
+    ``budget_tokens``, and never cuts inside a summary bullet or a token: a message that does
+    not fit whole is left out (with the older ones), except the newest, which is never lost: if
+    it does not fit whole it keeps its head and tail and a marker (``fitting.elide``). The
+    summary loses whole bullets, least important first. When not everything fits, the summary
+    and the messages share the budget in proportion to how many messages each stands for (each
+    at least a third)."""
     if budget_tokens <= 0:
         return ""
     blocks = [render_entry(e) for e in window.uncovered]
@@ -330,4 +332,43 @@ def format_history(window: HotWindow, budget_tokens: int, counter: TokenCounter)
             break
         chosen.insert(0, older.pop())
         text = wider
+    if blocks and not chosen:  # the newest message, cut to fit what the summary leaves
+        if parts and counter.count(parts[0]) > budget_tokens // 2:  # the message's half
+            summary = summary_block(window.summary, budget_tokens // 2, counter)  # type: ignore[arg-type]
+            parts = [summary] if summary else []
+        room = budget_tokens - (counter.count(parts[0]) + 1 if parts else 0)
+        newest = fit_entry(window.uncovered[-1], room, counter, window.session)
+        text = "\n".join([*parts, newest] if newest else parts)
     return text
+
+
+def fit_entry(entry: HotEntry, budget: int, counter: TokenCounter, session: str) -> str:
+    """``entry`` as prompt text within ``budget`` tokens: whole, or its head and tail and a
+    marker naming what was cut; empty if not even its heading and the marker fit."""
+    whole = render_entry(entry)
+    if counter.count(whole) <= budget:
+        return whole
+    head = render_entry(replace(entry, text=""))
+    text = elide(entry.text, budget - counter.count(head), counter, seq=entry.seq, session=session)
+    fitted = head + text
+    return fitted if counter.count(fitted) <= budget else ""
+
+
+def shown_entries(window: HotWindow, history: str, counter: TokenCounter) -> list[HotEntry]:
+    """The window's messages that ``history`` (from ``format_history``) shows, oldest first;
+    the newest, when shown cut to fit, as it was shown (its ``elided`` counting the cut)."""
+    entries = list(window.uncovered)
+    newest = entries[-1] if entries else None
+    while entries and render_entry(entries[0]) not in history:  # the oldest that fit
+        entries.pop(0)
+    if newest is not None and not entries:
+        head = render_entry(replace(newest, text=""))
+        where = history.rfind(head)
+        if where >= 0:
+            text = history[where + len(head) :]
+            cut = max(newest.tokens - counter.count(text), 1)
+            shown = replace(
+                newest, text=text, tokens=newest.tokens - cut, elided=newest.elided + cut
+            )
+            return [shown]
+    return entries

@@ -29,7 +29,7 @@ from airsspec.errors import (
     NothingToCompactError,
     UsageError,
 )
-from airsspec.memory import CONTEXT_FORMATS, PROJECTIONS, Bound, printable
+from airsspec.memory import CONTEXT_FORMATS, PROJECTIONS, Bound, elided_seqs, printable
 
 # The options project and rebuild share.
 JOBS = arg(
@@ -171,6 +171,7 @@ def cmd_hot(args: argparse.Namespace) -> int:
         action="store_true",
         help="with --format anthropic: sessions moved to the visual tier as image blocks",
     ),
+    arg("--thoughts", action="store_true", help="keep the agent's thoughts in an API format"),
 )
 def cmd_context(args: argparse.Namespace) -> int:
     """Print what a session should see next. Within a token budget: for a session with no summary
@@ -178,7 +179,12 @@ def cmd_context(args: argparse.Namespace) -> int:
     recalled passages not already visible; then its own summary and newest messages."""
     with open_memory(args) as memory:
         context = memory.context(
-            args.session, args.budget, query=args.query, format=args.format, images=args.images
+            args.session,
+            args.budget,
+            query=args.query,
+            format=args.format,
+            images=args.images,
+            thoughts=args.thoughts,
         )
         if not memory.has_session(args.session):
             print(
@@ -186,10 +192,15 @@ def cmd_context(args: argparse.Namespace) -> int:
                 "left",
                 file=sys.stderr,
             )
+    truncated = elided_seqs(context)  # the messages shown cut, the newest among them
+    if truncated:
+        cut = ", ".join(f"#{seq}" for seq in truncated)
+        print(f"airsspec: note: shown cut to fit the budget: {cut}", file=sys.stderr)
+    head = {"session": args.session, "budget": args.budget, "truncated": truncated}
     if args.format != "text":  # the list to pass as the SDK's ``messages``
-        print_json({"session": args.session, "budget": args.budget, "messages": context})
+        print_json({**head, "messages": context})
     elif args.json:
-        print_json({"session": args.session, "budget": args.budget, "context": context})
+        print_json({**head, "context": context})
     else:
         print(printable(context))
     return EXIT_OK

@@ -63,6 +63,7 @@ from eventlog.schema import (
     Record,
 )
 from projections.context import FORMATS as CONTEXT_FORMATS
+from projections.fitting import elided_seqs
 from projections.memory_tool import (
     QUERY_MEMORY_TOOL,
     QUERY_MEMORY_TOOL_OPENAI,
@@ -127,6 +128,7 @@ __all__ = [
     "Verified",
     "VerifyFailedError",
     "check_name",
+    "elided_seqs",
     "format_record",
     "normalize_ts",
     "outside",

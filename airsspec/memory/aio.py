@@ -482,10 +482,13 @@ class AsyncMemory:
         query: str | None = None,
         format: ContextFormat = "text",
         images: bool = False,
+        thoughts: bool = False,
     ) -> str | list[dict[str, Any]]:
         """``Memory.context`` as a coroutine (run in a worker thread)."""
         return await _run(
-            lambda: self._target.context(session, budget, query=query, format=format, images=images)
+            lambda: self._target.context(
+                session, budget, query=query, format=format, images=images, thoughts=thoughts
+            )
         )
 
     @classmethod

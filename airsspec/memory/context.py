@@ -142,6 +142,7 @@ class Context:
         query: str | None = None,
         format: ContextFormat = "text",
         images: bool = False,
+        thoughts: bool = False,
     ) -> str | list[dict[str, Any]]:
         """See ``Memory.context``."""
         if budget < 1:
@@ -152,8 +153,15 @@ class Context:
             raise InvalidQueryError(f"images go with format anthropic (got {format!r})")
         with self._kernel.reading():
             reader = self._reader(session)
-            built = self._builder().build(
-                session, budget, query=query, format=format, reader=reader, images=images
+            builder = self._builder()
+            built = builder.build(
+                session,
+                budget,
+                query=query,
+                format=format,
+                reader=reader,
+                images=images,
+                thoughts=thoughts,
             )
         self._record_access(session, built.given, query)
         return built.context

@@ -529,16 +529,21 @@ class Memory:
         query: str | None = None,
         format: ContextFormat = "text",
         images: bool = False,
+        thoughts: bool = False,
     ) -> str | list[dict[str, Any]]:
         """What ``session`` should see next, within ``budget`` tokens, as text or as a
         ``messages`` list for the Anthropic or OpenAI SDK (``projections.context`` owns the
         budget: memory block, earlier sessions' summaries, recalled passages with ``query``,
         then the session's summary and newest messages). What the memory block gave is
         recorded (a ``memory_accessed`` event), so the same call later may rank learnings
-        differently; otherwise the result is a function of the log. With ``images``
+        differently; otherwise the result is a function of the log. The newest message is
+        never lost (cut with a marker if it must be: ``elided_seqs`` finds it); in an API
+        format the session's thoughts are left out unless ``thoughts``. With ``images``
         (format anthropic), other sessions moved to the visual tier come as image blocks
         within the budget (``projections.visual_context``)."""
-        return self._context.build(session, budget, query=query, format=format, images=images)
+        return self._context.build(
+            session, budget, query=query, format=format, images=images, thoughts=thoughts
+        )
 
     def memory_block(self, session: str, budget: int, *, query: str | None = None) -> str:
         """The memory part of ``context`` alone (task and phase, anchors, learnings), within

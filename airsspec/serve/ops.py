@@ -28,6 +28,7 @@ from airsspec.memory import (
     LearningKind,
     LearningScope,
     QueryMemoryInput,
+    elided_seqs,
 )
 
 # What a caller may append: the event models of the log, the system ones aside (derived).
@@ -93,14 +94,20 @@ def context(
         bool,
         Field(description="with format anthropic: sessions moved to images as image blocks"),
     ] = False,
+    thoughts: Annotated[
+        bool, Field(description="keep the agent's thoughts in an API format's messages")
+    ] = False,
 ) -> dict[str, Any]:
     """What a session should see next within ``budget`` tokens: its memory (task, phase,
     learnings), its latest summary and newest messages; with ``query``, recalled passages not
-    already visible. A new session starts with what the latest other sessions left. With
-    ``images`` (format anthropic), older sessions moved to the visual tier come as base64 PNG
-    image blocks, counted at Claude's image-token rate within the budget."""
-    text = memory.context(session, budget, query=query, format=format, images=images)
-    return {"session": session, "budget": budget, "context": text}
+    already visible. A new session starts with what the latest other sessions left. The newest
+    message is never lost: ``truncated`` lists the messages shown cut (by seq). With ``images``
+    (format anthropic), older sessions moved to the visual tier come as base64 PNG image
+    blocks, counted at Claude's image-token rate within the budget."""
+    text = memory.context(
+        session, budget, query=query, format=format, images=images, thoughts=thoughts
+    )
+    return {"session": session, "budget": budget, "context": text, "truncated": elided_seqs(text)}
 
 
 def query_memory(memory: Any, **request: Any) -> dict[str, Any]:

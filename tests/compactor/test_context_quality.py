@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from airsspec.memory import Memory
 from compactor.summarizers import ExtractiveSummarizer, Message
-from projections.fitting import SECTION_TITLES, elide, parse_sections
+from projections.fitting import SECTION_TITLES, elide, elided_seqs, parse_sections
 from projections.hot import format_history, render_entry
 from projections.tokens import token_counter
 
@@ -178,7 +178,11 @@ def test_no_prompt_ends_inside_a_token_a_json_line_or_a_bullet(tmp_path: Path) -
             text = format_history(window, budget, COUNTER)
             assert COUNTER.count(text) <= budget
             rest = text
-            for block in reversed(blocks):  # messages are whole, newest last
+            newest = window.uncovered[-1]
+            if elided_seqs(text) == [newest.seq]:  # the newest, cut to fit: marked, last
+                assert text.endswith(f"--from {newest.seq} --until {newest.seq}]"), budget
+                rest = text[: text.rindex(f"[#{newest.seq} ")].rstrip("\n")
+            for block in reversed(blocks):  # the others are whole, newest last
                 if rest.endswith(block):
                     rest = rest[: -len(block)].rstrip("\n")
             for line in rest.splitlines():  # what remains is the summary, in whole lines

@@ -149,3 +149,88 @@ def test_a_tool_result_whose_call_is_out_of_the_window_is_text(format: str) -> N
     valid(format, messages)
     text = orjson.dumps(messages).decode()
     assert "[tool result] 42 lines" in text and "tool_use" not in text and "tool_call" not in text
+
+
+def long_question(memory: Memory) -> str:
+    """A session whose one message is about 290 tokens, the question at its end."""
+    text = " ".join(f"line {i} of the pasted log: worker {i} restarted." for i in range(30))
+    text += " Why do the workers keep restarting?"
+    memory.append("q", {"type": "user", "content": text})
+    return text
+
+
+@pytest.mark.parametrize("format", ["text", "anthropic", "openai"])
+def test_a_message_over_the_budget_is_cut_with_a_marker_never_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, format: str
+) -> None:
+    from airsspec.memory import elided_seqs
+
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    with Memory.open(tmp_path, create=True) as memory:
+        text = long_question(memory)
+        assert memory.token_counter().count(text) > 250
+        context = memory.context("q", 200, format=format)
+        dumped = context if isinstance(context, str) else orjson.dumps(context).decode()
+        assert elided_seqs(context) == [1]
+        assert "tokens elided; airsspec replay q --from 1 --until 1" in dumped
+        assert "line 0 of the pasted log" in dumped and "keep restarting?" in dumped
+        if format == "text":
+            assert memory.token_counter().count(context) <= 200
+        else:
+            valid(format, context)
+            assert context[-1]["role"] == "user"
+
+
+@pytest.mark.parametrize("format", ["anthropic", "openai"])
+def test_no_message_within_the_budget_still_gives_a_valid_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, format: str
+) -> None:
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    with Memory.open(tmp_path, create=True) as memory:
+        messages = memory.context("nobody-yet", 50, format=format)
+        valid(format, messages)
+        assert messages and messages[-1]["role"] == "user"
+
+
+@pytest.mark.parametrize("format", ["anthropic", "openai"])
+def test_tool_call_ids_are_short_stable_and_unique(tool_memory: Memory, format: str) -> None:
+    first = tool_memory.context("s1", 2000, format=format)
+    again = tool_memory.context("s1", 2000, format=format)
+    dumped = orjson.dumps(first).decode()
+    if format == "anthropic":
+        ids = [b["id"] for m in first for b in m["content"] if b["type"] == "tool_use"]
+    else:
+        ids = [c["id"] for m in first for c in m.get("tool_calls", [])]
+    assert len(ids) == 2 and len(set(ids)) == 2
+    assert all(len(i) <= 40 for i in ids)
+    assert orjson.dumps(again).decode() == dumped  # stable across builds
+    records = tool_memory.replay("s1")
+    assert not any(r.id in dumped for r in records)  # derived from the record id, not it
+
+
+@pytest.mark.parametrize("format", ["anthropic", "openai"])
+def test_thoughts_are_left_out_of_api_formats_unless_asked(
+    tool_memory: Memory, format: str
+) -> None:
+    plain = orjson.dumps(tool_memory.context("s1", 2000, format=format)).decode()
+    asked = orjson.dumps(tool_memory.context("s1", 2000, format=format, thoughts=True)).decode()
+    assert "pytest first" not in plain
+    assert "[thought] pytest first" in asked
+    assert "pytest first" in tool_memory.context("s1", 2000)  # the text format shows all
+
+
+def test_the_cli_says_which_message_it_cut(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
+    with Memory.open(tmp_path, create=True) as memory:
+        long_question(memory)
+    shown = run_cli("context", "q", "--budget", "200", "--json", cwd=tmp_path, env=env)
+    assert shown.returncode == 0, shown.stderr
+    answer = orjson.loads(shown.stdout)
+    assert answer["truncated"] == [1] and "keep restarting?" in answer["context"]
+    assert b"shown cut to fit the budget: #1" in shown.stderr
+    messages = run_cli(
+        "context", "q", "--budget", "200", "--format", "openai", cwd=tmp_path, env=env
+    )
+    assert orjson.loads(messages.stdout)["truncated"] == [1]
