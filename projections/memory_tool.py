@@ -41,15 +41,46 @@ class QueryMemoryInput(Frozen):
     kinds: list[UnitKind] | None = Field(
         None, description="only these kinds of passage (default: all)"
     )
+    detail: bool = Field(
+        False, description="each passage's full provenance (ids, hashes, time, score parts)"
+    )
 
 
 QUERY_MEMORY_DESCRIPTION = (
     "Search everything this agent has seen or done, including history that was compacted "
     "out of the context window: past messages, tool calls and results, summaries of older "
-    "conversation, and documents the user added. Returns the best matching passages, each "
-    "with its session, sequence range, time and event ids. Use it when you need a fact, "
+    "conversation, and documents the user added. Returns the best matching passages, best "
+    "first, each with where it is from (session #sequence range, or file:lines) and its "
+    "score in parentheses; "
+    "detail=true adds time, kind, event ids and hashes. Use it when you need a fact, "
     "decision or result from earlier that is not in the current context."
 )
+
+
+def compact_answer(answer: dict[str, Any], detail: bool = False) -> dict[str, Any]:
+    """A ``query_memory`` answer as a tool returns it: with ``detail``, whole; else the
+    passages' text first and short provenance (``from``: ``session #seqs`` or
+    ``source:lines``, then the score in parentheses), and any warnings, so a model's
+    context holds passages, not metadata."""
+    if detail:
+        return answer
+    hits = []
+    for hit in answer["hits"]:
+        if hit.get("source") is not None:
+            where = f"{hit['source']}:{_span(hit['line_from'], hit['line_to'])}"
+        else:
+            where = f"{hit['session']} #{_span(hit['seq_from'], hit['seq_to'])}"
+        hits.append({"text": hit["text"], "from": f"{where} ({hit['score']:.2f})"})
+    compact: dict[str, Any] = {"hits": hits}
+    if answer.get("warnings"):
+        compact["warnings"] = answer["warnings"]
+    if answer.get("unindexed"):
+        compact["unindexed"] = answer["unindexed"]
+    return compact
+
+
+def _span(first: int | None, last: int | None) -> str:
+    return f"{first}" if first == last else f"{first}-{last}"
 
 
 def _clean(schema: Any) -> Any:
@@ -86,8 +117,8 @@ def run_query(
     recall: Recall, request: QueryMemoryInput, sessions: Collection[str] | None = None
 ) -> dict[str, Any]:
     """Run one validated query against ``recall`` (within ``sessions`` when given: a reader
-    scope's); the JSON-ready answer."""
-    return recall.query_memory(
+    scope's); the JSON-ready answer, compact unless the request asks for ``detail``."""
+    answer = recall.query_memory(
         request.query,
         request.k,
         request.session,
@@ -96,6 +127,7 @@ def run_query(
         request.kinds,
         sessions,
     ).to_json()
+    return compact_answer(answer, request.detail)
 
 
 def tool_result(recall: Recall, tool_use: Any) -> dict[str, Any]:

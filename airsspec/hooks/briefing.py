@@ -117,13 +117,19 @@ def briefing(memory: Memory, session: str, source: str, budget: int) -> str:
 
 def recalled(memory: Memory, session: str, prompt: str, budget: int) -> str:
     """Passages of other sessions found for ``prompt``, best first, within ``budget`` tokens
-    (the cold tier as it stands: the hooks bring it up to date when a session ends)."""
+    (the cold tier as it stands: the hooks bring it up to date when a session ends); a
+    passage whose text another shown one holds (an anchor and the message it quotes) once."""
     counter = memory.token_counter()
     head = "Recalled from this project's memory (airsspec):"
     text = ""
+    shown: list[str] = []
     for hit in memory.search(prompt, k=5, fresh=False)["hits"]:
         if hit["session"] == session or str(hit["session"]).startswith(f"{session}."):
             continue  # this conversation is already in front of Claude
+        said = " ".join(hit["text"].split()).casefold()
+        if any(said in other or other in said for other in shown):
+            continue  # an anchor learning quoting a message shown (or the reverse): once
+        shown.append(said)
         where = hit["source"] or f"{hit['session']} #{hit['seq_from']}-{hit['seq_to']}"
         candidate = f"{text or head}\n- [{where}] {hit['text']}"
         if counter.count(candidate) <= budget:

@@ -68,6 +68,7 @@ from projections.memory_tool import (
     QUERY_MEMORY_TOOL,
     QUERY_MEMORY_TOOL_OPENAI,
     QueryMemoryInput,
+    compact_answer,
 )
 from projections.scopes import ENV_NAMES, Scope
 from projections.tokens import TokenCounter
@@ -128,6 +129,7 @@ __all__ = [
     "Verified",
     "VerifyFailedError",
     "check_name",
+    "compact_answer",
     "elided_seqs",
     "format_record",
     "normalize_ts",

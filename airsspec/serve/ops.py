@@ -28,6 +28,7 @@ from airsspec.memory import (
     LearningKind,
     LearningScope,
     QueryMemoryInput,
+    compact_answer,
     elided_seqs,
 )
 
@@ -113,9 +114,11 @@ def context(
 def query_memory(memory: Any, **request: Any) -> dict[str, Any]:
     """Search everything this agent has seen or done, including history compacted out of
     the context window: messages, tool calls and results, summaries, added documents.
-    Returns the best passages, each with session, seq range, time and ids. Answers at once:
-    records not indexed yet are searched in the log, and ``warnings`` says so."""
-    return memory.search_now(**request)
+    Returns the best passages, text first, each with session and seq range and score (with
+    ``detail``, time, kind, ids and hashes too). Answers at once: records not indexed yet
+    are searched in the log, and ``warnings`` says so."""
+    detail = bool(request.pop("detail", False))
+    return compact_answer(memory.search_now(**request), detail)
 
 
 query_memory.__model__ = QueryMemoryInput  # type: ignore[attr-defined]  # its parameters

@@ -298,3 +298,21 @@ def test_a_hook_run_by_a_user_records_the_session_as_that_users(tmp_path: Path) 
     with Memory.open(project, user="alice") as alice, Memory.open(project, user="bob") as bob:
         assert "own" in [info.session for info in alice.sessions.list()]
         assert "own" not in [info.session for info in bob.sessions.list()]
+
+
+def test_recall_gives_a_learning_and_the_message_it_quotes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airsspec.hooks.briefing import recalled
+
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    rule = "Always sign webhooks with HMAC-SHA256 over the raw body."
+    with Memory.open(tmp_path, create=True) as memory:
+        said = f"One thing for every endpoint from now on. {rule} Thanks."
+        memory.append("abc", {"type": "user", "content": said})
+        memory.learnings.add(rule, kind="anchor", session="abc")
+        memory.project(("cold",))
+        kinds = [h["kind"] for h in memory.search("sign webhooks HMAC raw body", k=5)["hits"]]
+        assert "learning" in kinds and "message" in kinds  # both found: the case at hand
+        text = recalled(memory, "def", "sign webhooks HMAC raw body", 300)
+        assert text.count("HMAC-SHA256 over the raw body") == 1

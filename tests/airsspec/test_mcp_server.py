@@ -49,7 +49,7 @@ async def _session_run(workspace: Path) -> None:
         assert [s["session"] for s in listed_sessions] == ["s1"]
         hits = _json(await session.call_tool("query_memory", {"query": "token bucket", "k": 2}))
         assert hits["hits"][0]["text"] == "I will use a token bucket per API key"
-        assert hits["hits"][0]["session"] == "s1"
+        assert hits["hits"][0]["from"].startswith("s1 #")
         context = await session.call_tool("context", {"session": "s1", "budget": 200})
         assert "rate limiting" in context.content[0].text
         replayed = _json(await session.call_tool("replay", {"session": "s1", "from_seq": 2}))

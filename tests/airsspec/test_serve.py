@@ -77,7 +77,10 @@ def test_a_search_finds_what_is_not_indexed_yet_and_says_so(server, memory, toke
     url, _ = server  # no background indexer: nothing appended is indexed
     with client(url, tokens["alice"]) as http:
         http.post("/v1/sessions/s1/events", json={"events": EVENTS}).raise_for_status()
-        answer = http.post("/v1/search", json={"query": "token bucket", "k": 1}).json()
+        answer = http.post(
+            "/v1/search", json={"query": "token bucket", "k": 1, "detail": True}
+        ).json()
+        compact = http.post("/v1/search", json={"query": "token bucket", "k": 1}).json()
         elsewhere = http.post(
             "/v1/search", json={"query": "token bucket", "since": "2999-01-01T00:00:00Z"}
         ).json()
@@ -88,6 +91,7 @@ def test_a_search_finds_what_is_not_indexed_yet_and_says_so(server, memory, toke
     stored = [r for r in memory.replay("s1") if getattr(r, "content", None) == hit["text"]]
     assert hit["hashes"] == [stored[0].hash]  # provenance, as any hit's
     assert elsewhere["hits"] == []  # the filters hold for the scanned records too
+    assert compact["hits"] == [{"text": hit["text"], "from": f"s1 #{hit['seq_from']} (1.00)"}]
 
 
 def test_the_background_indexer_makes_an_append_searchable(memory: Memory, tokens) -> None:

@@ -202,7 +202,7 @@ def test_query_memory_tool_round_trip_through_the_sdk(example_ws: Workspace) -> 
     assert sent["is_error"] is False
     answer = json.loads(sent["content"])
     assert len(answer["hits"]) == 2
-    assert {h["session"] for h in answer["hits"]} == {"bugfix-login-timeout"}
+    assert {h["from"].split(" #")[0] for h in answer["hits"]} == {"bugfix-login-timeout"}
 
 
 def test_tool_with_bad_input_returns_an_error_result(example_ws: Workspace) -> None:
@@ -252,3 +252,22 @@ def test_the_pronoun_i_is_no_anchor_wherever_it_stands() -> None:
 
     question = "What did I tell Bob, and when I\u2019m away what I've asked of I2C?"
     assert query_anchors(question) == ["bob", "i2c"]
+
+
+def test_query_memory_tool_results_are_mostly_passage_text(example_ws: Workspace) -> None:
+    """At k=5 a tool result is at least 60% passage text; ``detail`` gives the provenance."""
+    text = total = 0
+    for number, query in enumerate(QUERIES):
+        asked = {"type": "tool_use", "id": f"t{number}", "name": "query_memory"}
+        sent = tool_result(example_ws.recall(), {**asked, "input": {"query": query, "k": 5}})
+        compact = json.loads(sent["content"])
+        assert len(compact["hits"]) == 5
+        assert all(list(hit) == ["text", "from"] for hit in compact["hits"])
+        assert all(hit["from"].endswith(")") for hit in compact["hits"])  # the score
+        text += sum(len(hit["text"]) for hit in compact["hits"])
+        total += len(sent["content"])  # as the model reads it
+        full = {**asked, "input": {"query": query, "k": 5, "detail": True}}
+        detailed = json.loads(tool_result(example_ws.recall(), full)["content"])
+        assert [h["text"] for h in detailed["hits"]] == [h["text"] for h in compact["hits"]]
+        assert all(h["event_ids"] and h["hashes"] for h in detailed["hits"])
+    assert text / total >= 0.60, (text, total)
