@@ -430,10 +430,23 @@ class _Candidate:
 
 
 def _vector_rows(table: Any, vector: np.ndarray, where: str, n: int) -> pa.Table:
+    """The ``n`` nearest rows to ``vector`` among those ``where`` keeps. The filter applies
+    before the pool is cut: an ANN search visits only ``NPROBES`` partitions, so a filter
+    (a time window, a session) whose rows lie in other partitions would leave fewer than
+    ``n``; then the filtered rows are searched exactly."""
+    rows = _nearest(table, vector, where, n, exact=False)
+    if where and rows.num_rows < n:
+        return _nearest(table, vector, where, n, exact=True)
+    return rows
+
+
+def _nearest(table: Any, vector: np.ndarray, where: str, n: int, *, exact: bool) -> pa.Table:
     search = table.search(vector, vector_column_name="vector").distance_type("cosine")
-    # with an ANN index, REFINE_FACTOR * n PQ candidates get exact distances; the best n return
-    search = search.limit(n).nprobes(NPROBES).refine_factor(REFINE_FACTOR).with_row_id(True)
-    search = search.select([*_RANK_COLUMNS, "vector", "_distance"])
+    if exact:
+        search = search.bypass_vector_index()
+    else:  # with an ANN index, REFINE_FACTOR * n PQ candidates get exact distances
+        search = search.nprobes(NPROBES).refine_factor(REFINE_FACTOR)
+    search = search.limit(n).with_row_id(True).select([*_RANK_COLUMNS, "vector", "_distance"])
     return (search.where(where, prefilter=True) if where else search).to_arrow()
 
 

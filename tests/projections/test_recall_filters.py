@@ -1,0 +1,46 @@
+"""A filtered search is filtered before its candidate pool is cut: with an ANN index, a time
+window whose rows lie in partitions the query does not visit still gives its nearest rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import pytest
+from lancedb.index import IvfPq
+
+from projections.recall import _nearest, _vector_rows
+
+
+@pytest.mark.slow
+def test_a_time_window_far_from_the_query_still_fills_the_pool(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    dim, groups, per = 16, 64, 300  # 64 tight clusters: the query's is not the window's
+    centers = rng.normal(size=(groups, dim))
+    vectors = np.concatenate([c + 0.05 * rng.normal(size=(per, dim)) for c in centers])
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype("float32")
+    count = groups * per
+    early = [i // per == groups - 1 for i in range(count)]  # only the last cluster is early
+    table = lancedb.connect(tmp_path).create_table(
+        "units",
+        pa.table(
+            {
+                "unit_id": [f"u{i}" for i in range(count)],
+                "ts": ["2026-01-01T00:00:00Z" if e else "2026-01-02T00:00:00Z" for e in early],
+                "text": ["x"] * count,
+                "kind": ["message"] * count,
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
+            }
+        ),
+    )
+    table.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=64))
+    query = (centers[0] / np.linalg.norm(centers[0])).astype("float32")
+    until = "ts <= '2026-01-01T00:00:00Z'"
+    assert _nearest(table, query, until, 20, exact=False).num_rows < 20  # the case at hand
+    rows = _vector_rows(table, query, until, 20)
+    assert rows.num_rows == 20
+    assert set(rows["ts"].to_pylist()) == {"2026-01-01T00:00:00Z"}
+    exact = _nearest(table, query, until, 20, exact=True)
+    assert rows["unit_id"].to_pylist() == exact["unit_id"].to_pylist()
