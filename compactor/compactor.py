@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from compactor.summarizers import ExtractiveSummarizer, Message, Summarizer
 from eventlog.errors import CompactionBusyError, NothingToCompactError, SummarizerError
@@ -100,6 +101,9 @@ def file_lock(path: Path, *, wait: bool, holder: str = "compactor") -> Iterator[
         os.close(fd)
 
 
+CONSOLIDATION = "session ended"  # the reason of a session end's compaction (``consolidate``)
+
+
 class Compactor:
     """Compacts a session's hot window into a compaction event (see the module)."""
 
@@ -134,8 +138,18 @@ class Compactor:
         record = self.compact(session, force=force)
         return [record] if record is not None else []
 
-    def compact(self, session: str, *, force: bool = False) -> CompactionRecord | None:
-        """Compact ``session`` if it is due (or ``force``); return the appended event."""
+    def consolidate(self, session: str) -> CompactionRecord | None:
+        """At session end: one compaction event covering every message no summary covers yet
+        (the summarizer's, or the extractive one; recorded, so a replay never calls a model),
+        so the next session starts from what this one decided and left open; None when the
+        window holds no message."""
+        return self.compact(session, force=True, whole=True)
+
+    def compact(
+        self, session: str, *, force: bool = False, whole: bool = False
+    ) -> CompactionRecord | None:
+        """Compact ``session`` if it is due (or ``force``); return the appended event.
+        ``whole``: every uncovered message, not the oldest half (``consolidate``)."""
         with file_lock(self.lock_dir / f"compact-{session}.lock", wait=False):
             (report,) = Runner(self.log, [self.hot]).catch_up(sessions=[session])
             report.raise_failed()  # a damaged log is named, never taken for a missing session
@@ -146,6 +160,12 @@ class Compactor:
             if reason is None and not force:
                 return None
             uncovered = window.uncovered
+            if whole:
+                if not uncovered:
+                    return None
+                reason = CONSOLIDATION
+                event = self._build(session, window, uncovered[-1].seq, reason)
+                return self._append(session, event)
             old_count = len(uncovered) // 2
             if old_count == 0:
                 raise NothingToCompactError(
@@ -163,12 +183,16 @@ class Compactor:
                 kept -= uncovered[old_count].tokens
                 old_count += 1
             event = self._build(session, window, uncovered[old_count - 1].seq, reason or "forced")
-            with file_lock(self.lock_dir / "library.lock", wait=True):
-                Runner(self.log, [self.warm]).catch_up()
-                event["library_no"] = self.warm.max_library_no() + 1
-                (record,) = self.log.append_many(session, [event], system=True)
-            assert isinstance(record, CompactionRecord)
-            return record
+            return self._append(session, event)
+
+    def _append(self, session: str, event: dict[str, Any]) -> CompactionRecord:
+        """Append a compaction event under the next library number."""
+        with file_lock(self.lock_dir / "library.lock", wait=True):
+            Runner(self.log, [self.warm]).catch_up()
+            event["library_no"] = self.warm.max_library_no() + 1
+            (record,) = self.log.append_many(session, [event], system=True)
+        assert isinstance(record, CompactionRecord)
+        return record
 
     # ------------------------------------------------------------------ the tree-reduce
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airsspec.memory.consolidation import consolidate
+from compactor.compactor import CONSOLIDATION
 from eventlog.schema import INPUT_TYPES, MEMORY_SESSION, CompactionRecord, LearningRecord
 
 if TYPE_CHECKING:
@@ -96,7 +98,10 @@ def reextract(
                 record = located.record
                 if record.type == "compaction":  # the same range, summarised again
                     flush()
-                    copy.run_policy("compact", session, force=True)
+                    if record.reason == CONSOLIDATION:  # a session end's: all it covered
+                        consolidate(copy, session)
+                    else:
+                        copy.run_policy("compact", session, force=True)
                 elif record.type == "extracted":  # the same range, read again
                     flush()
                     copy.run_policy("extract", session, force=True)

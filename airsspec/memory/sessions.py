@@ -11,6 +11,7 @@ import builtins
 from typing import TYPE_CHECKING, Any
 
 from airsspec.errors import CorruptLogError, LearningError, ScopeError, UnsafePathError
+from airsspec.memory.consolidation import consolidate
 from airsspec.memory.learnings import Learnings
 from eventlog.layout import validate_session_id
 from eventlog.schema import MEMORY_SESSION
@@ -148,6 +149,7 @@ class Sessions:
             ended = {"type": "session_ended", "status": status}
             record = kernel.system_append(session, [ended])[0]
         Learnings(kernel).extract(session)
+        consolidate(kernel, session)
         return record
 
     def info(self, session: str) -> dict[str, Any]:

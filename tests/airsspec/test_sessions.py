@@ -95,9 +95,10 @@ def test_housekeeping_changes_what_is_loaded_and_never_a_byte_of_any_log(
     before = snapshot(log_dir)
     learning = _learning_of(memory, CORRECTION)
     assert memory.learnings.archive("0d") == [learning.id]
-    assert CORRECTION not in memory.context("next", budget=1500)
+    # what the memory block loads (the ended session's summary quotes the user apart)
+    assert CORRECTION not in memory.memory_block("next", budget=1500)
     memory.learnings.restore(learning.id)
-    assert CORRECTION in memory.context("next", budget=1500)
+    assert CORRECTION in memory.memory_block("next", budget=1500)
     memory.learnings.feedback(learning.id, "rejected")
     assert memory.learnings.gc(dry_run=True) == {learning.id: "rejected"}
     assert memory.learnings.gc() == {learning.id: "rejected"}

@@ -1,0 +1,76 @@
+"""Session-end consolidation: when a session ends, a compaction event covers what no summary
+covers yet, so the next session's ``context`` starts from session 1's rules, requirements and
+open tasks, through the Python API and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airsspec.memory import Memory
+from tests.conftest import run_cli
+
+SESSION_1 = [
+    ("user", "We are building the signup service. Emails must be lowercased before storing."),
+    ("assistant", "Understood. I will lowercase emails in the signup handler."),
+    ("user", "Always use snake_case for JSON fields."),
+    ("assistant", "Noted: snake_case for every JSON field."),
+    ("user", "We decided to use Postgres, not SQLite, for the accounts table."),
+    ("assistant", "I changed db/config.py to point at Postgres."),
+    ("user", "The tests fail with KeyError: 'email' in test_signup.py"),
+    ("assistant", "Fixed: the handler now reads payload['email'] after validation."),
+    ("user", "Next we still need to add rate limiting to the signup endpoint."),
+    ("assistant", "Open task: rate limiting on /signup, not started."),
+    ("user", "Also TODO: send the welcome email asynchronously."),
+    ("assistant", "Added to the list: welcome email via the job queue."),
+    ("user", "Thanks, that's all for today."),
+    ("assistant", "Stopping here: rate limiting and the welcome email are open."),
+    ("user", "Bye"),
+]
+CARRIED = (
+    "Emails must be lowercased",  # a requirement
+    "snake_case for JSON fields",  # a rule
+    "rate limiting to the signup endpoint",  # an open task
+    "welcome email asynchronously",  # another
+)
+ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
+
+
+@pytest.fixture
+def ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A workspace whose session ``agent-1`` (15 messages, far under the compaction
+    threshold) was written through ``Memory`` and not yet ended."""
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    with Memory.open(tmp_path, create=True) as memory:
+        for who, text in SESSION_1:
+            memory.append("agent-1", {"type": who, "content": text})
+        assert memory.compact("agent-1") is None  # not due: only the end consolidates
+    return tmp_path
+
+
+def test_the_next_session_starts_from_what_the_last_one_left(ended: Path) -> None:
+    with Memory.open(ended) as memory:
+        before = memory.context("agent-2", 800)
+        assert not all(text in before for text in CARRIED)  # the case at hand
+        memory.sessions.end("agent-1")
+        compactions = [r for r in memory.replay("agent-1") if r.type == "compaction"]
+        assert len(compactions) == 1 and compactions[0].reason == "session ended"
+        assert (compactions[0].from_seq, compactions[0].to_seq) == (1, len(SESSION_1))
+        context = memory.context("agent-2", 800)
+        assert memory.token_counter().count(context) <= 800
+        for text in CARRIED:
+            assert text in context, text
+        memory.sessions.end("agent-1")  # ending again covers nothing new: no second event
+        assert sum(r.type == "compaction" for r in memory.replay("agent-1")) == 1
+
+
+def test_the_cli_carries_it_too(ended: Path) -> None:
+    assert run_cli("session", "end", "agent-1", cwd=ended, env=ENV).returncode == 0
+    shown = run_cli("context", "agent-2", "--budget", "800", "--json", cwd=ended, env=ENV)
+    assert shown.returncode == 0, shown.stderr
+    context = json.loads(shown.stdout)["context"]
+    for text in CARRIED:
+        assert text in context, text
