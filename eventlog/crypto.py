@@ -86,7 +86,7 @@ CONTENT_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "memory_file_written": {"path": _text, "text": _text, "actor": _text},
     "memory_file_renamed": {"old_path": _text, "new_path": _text, "actor": _text},
     "memory_file_deleted": {"path": _text, "actor": _text},
-    "messages_request": {"params": _text, "added": _list},
+    "messages_request": {"body_params": _text, "added": _list},
     "messages_response": {"body": _text},
 }
 """Per type, the fields sealed and the placeholder each keeps in the clear record: every field

@@ -8,7 +8,7 @@ back unchanged; the API then drops every block before it) and reports
 ``context_management.applied_edits``. A log of user and assistant text alone cannot say what
 the model saw. So each call is recorded as two events of the conversation's session:
 
-- ``messages_request``: the body's JSON text without ``messages`` (``params``, where the
+- ``messages_request``: the body's JSON text without ``messages`` (``body_params``, where the
   messages went among its keys: ``messages_at``), how many of its messages are the conversation
   the log already holds (``reused``: the previous request's messages and the answer to it,
   compared as the JSON text the SDK sends), and the JSON text of each message it added;
@@ -102,7 +102,7 @@ class Captures:
         record = exchanges[n - 1][0]
         before = self.conversation(session, upto=n - 1)
         messages = before[: record.reused] + list(record.added)
-        params = list(json.loads(record.params).items())
+        params = list(json.loads(record.body_params).items())
         at = record.messages_at
         joined = [encode(k) + ":" + encode(v) for k, v in params[:at]]
         joined.append('"messages":[' + ",".join(messages) + "]")
@@ -138,7 +138,7 @@ class Captures:
         events = [
             {
                 "type": "messages_request",
-                "params": encode(params),
+                "body_params": encode(params),
                 "messages_at": keys.index("messages"),
                 "reused": reused,
                 "added": sent[reused:],

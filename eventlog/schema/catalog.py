@@ -369,11 +369,11 @@ class _MemoryFileDeleted(_MemoryFileFields):
 @event_type("messages_request", Category.MEMORY, writer="messages capture")
 class _MessagesRequest(BaseModel):
     """A Messages API request as sent (``airsspec.memory.capture``), kept so that its body is
-    rebuilt byte for byte: ``params``, the body's JSON text without ``messages`` (whose place
+    rebuilt byte for byte: ``body_params``, the body's JSON text without ``messages`` (whose place
     among its keys is ``messages_at``), and the messages as the conversation the log holds
     gives its first ``reused``, then the JSON text of each one it ``added``."""
 
-    params: str = Field(min_length=2)
+    body_params: str = Field(min_length=2)  # not ``params``: an action's is an object
     messages_at: int = Field(ge=0)
     reused: int = Field(ge=0)
     added: list[str]
