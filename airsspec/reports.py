@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airsspec.errors import PlotPathError, PlotUnavailableError
+from airsspec.errors import UnavailableError, UsageError
 
 if TYPE_CHECKING:  # duckdb loads only when a report runs
     from projections.analytics import Analytics, QueryResult
@@ -36,11 +36,11 @@ PLOT_FORMATS = ("png", "svg", "pdf")
 
 
 def plot_format(path: Path) -> str:
-    """The format ``path``'s extension names (one of ``PLOT_FORMATS``), or ``PlotPathError``:
+    """The format ``path``'s extension names (one of ``PLOT_FORMATS``), or a ``UsageError``:
     checked before a report runs, so a wrong name costs nothing and writes nothing."""
     fmt = path.suffix.removeprefix(".").lower()
     if fmt not in PLOT_FORMATS:
-        raise PlotPathError(
+        raise UsageError(
             f"--plot {str(path)!r}: a chart is written as "
             + ", ".join(f".{f}" for f in PLOT_FORMATS)
             + " (the file's extension names the format)"
@@ -60,7 +60,7 @@ def plot_report(name: str, result: QueryResult, path: Path) -> None:
     try:
         import matplotlib
     except ImportError as exc:
-        raise PlotUnavailableError(
+        raise UnavailableError(
             "--plot needs matplotlib: pip install 'airsspec-memory[plot]'"
         ) from exc
     matplotlib.use("Agg")

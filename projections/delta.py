@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from eventlog.errors import AirsspecError, DeltaExportError
+from eventlog.errors import AirsspecError, UnavailableError
 
 PARTITION = "session_date"
 _KEY = ("session_date", "session", "seq")
@@ -32,7 +32,7 @@ def _deltalake() -> Any:
     try:
         import deltalake
     except ImportError as exc:
-        raise DeltaExportError(
+        raise UnavailableError(
             "the analytics table needs deltalake (pip install 'airsspec-memory[s3]')"
         ) from exc
     return deltalake
@@ -55,7 +55,7 @@ def open_table(location: str | Path, storage_options: dict[str, str] | None = No
             return None
         return deltalake.DeltaTable(str(location), storage_options=options)
     except (OSError, deltalake.exceptions.DeltaError) as exc:
-        raise DeltaExportError(f"{location}: the analytics table cannot be read: {exc}") from exc
+        raise UnavailableError(f"{location}: the analytics table cannot be read: {exc}") from exc
 
 
 def exported_positions(table: Any) -> dict[str, int]:
@@ -147,10 +147,10 @@ def export_delta(
             except deltalake.exceptions.CommitFailedError:
                 continue  # another exporter committed first: read its version, merge again
             except (OSError, deltalake.exceptions.DeltaError) as exc:
-                raise DeltaExportError(
+                raise UnavailableError(
                     f"{location}: the analytics table could not be written: {exc}"
                 ) from exc
-        raise DeltaExportError(f"{location}: lost {_ATTEMPTS} commits in a row to other writers")
+        raise UnavailableError(f"{location}: lost {_ATTEMPTS} commits in a row to other writers")
     finally:
         analytics.close()
 
