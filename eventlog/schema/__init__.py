@@ -23,9 +23,8 @@ recovery recognise a batch cut short by a crash and quarantine all of it, keepin
 
 from __future__ import annotations
 
-from typing import Any
-
 from eventlog.layout import MEMORY_SESSION as MEMORY_SESSION  # the workspace's own log
+from eventlog.schema import records
 from eventlog.schema.catalog import (
     CATALOG,
     BackendInfo,
@@ -40,20 +39,18 @@ from eventlog.schema.catalog import (
     SummarizerInfo,
     event_type,
 )
-from eventlog.schema.models import (
+from eventlog.schema.envelopes import (
     IMPORTER_FIELDS,
-    SCHEMA,
-    SCHEMA_VERSION,
     Event,
     Frozen,
     Meta,
     Origin,
     Record,
     Redaction,
-    Schema,
     UnknownRecord,
-    derive,
 )
+from eventlog.schema.models import SCHEMA, SCHEMA_VERSION, Schema, derive
+from eventlog.schema.records import *  # noqa: F403  UserEvent, UserRecord ... (emitted)
 from eventlog.schema.validation import (
     UnknownEventTypeError,
     event_bodies,
@@ -90,10 +87,7 @@ user and agent said or did, as the learnings projector and the extractor read it
 _OMIT_WHEN_NONE: tuple[str, ...] = SCHEMA.omit_when_none
 """Optional fields left out of a stored record rather than stored as null."""
 
-_DERIVED: dict[str, Any] = SCHEMA.models()
-globals().update(_DERIVED)  # UserEvent, UserRecord, ... (named after their type)
-
-__all__ = [  # the derived names (UserEvent ...) last
+__all__ = [  # the derived names (UserEvent ..., emitted in ``records``) last
     "CATALOG",
     "CONVERSATION_TYPES",
     "IMPORTER_FIELDS",
@@ -134,5 +128,5 @@ __all__ = [  # the derived names (UserEvent ...) last
     "record_validator",
     "unknown_type",
     "validate_event",
-    *sorted(_DERIVED),
+    *records.__all__,
 ]

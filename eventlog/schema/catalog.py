@@ -1,6 +1,6 @@
 """The catalog of event types: each is declared once, here, and nowhere else.
 
-A declaration is a pydantic model of the type's own fields, decorated with ``event_type``: the
+A declaration is a model of the type's own fields (a ``Fields``), decorated with ``event_type``: the
 type's name (the ``type`` stored in every record: never rename one), its ``Category`` and, for
 a type only airsspec appends, the part of airsspec that writes it. Everything else about a type
 is derived from its declaration (``eventlog.schema.models``): the input event a caller appends
@@ -69,6 +69,12 @@ def event_type(
     return declare
 
 
+def class_name(kind: str) -> str:
+    """The stem of a type's derived class names: ``session_started`` -> ``SessionStarted``
+    (``SessionStartedEvent``, ``SessionStartedRecord``)."""
+    return kind.title().replace("_", "")
+
+
 class _OmitNone:
     """The marker type of ``OMIT_NONE``."""
 
@@ -84,6 +90,13 @@ def omitted_when_none(models: list[type[BaseModel]]) -> tuple[str, ...]:
     """The names of the fields marked ``OMIT_NONE`` in ``models``, each once, in order."""
     names = (n for m in models for n, f in m.model_fields.items() if OMIT_NONE in f.metadata)
     return tuple(dict.fromkeys(names))
+
+
+class Fields(BaseModel):
+    """Base of a type's declared fields: its pydantic schema is built on first validation, not
+    at import (``defer_build``), so importing the catalog builds no model (issue 46)."""
+
+    model_config = ConfigDict(defer_build=True)
 
 
 # --------------------------------------------------------------------------- shared parts
@@ -152,7 +165,7 @@ _ScopeValue = Annotated[
 _Scope = Annotated[_ScopeValue | None, OMIT_NONE]
 
 
-class _ScopeFields(BaseModel):
+class _ScopeFields(Fields):
     """Whose memory a record belongs to (``projections.scopes``): left out when not named."""
 
     user: _Scope = None
@@ -164,28 +177,28 @@ class _ScopeFields(BaseModel):
 
 
 @event_type("user", Category.MESSAGE)
-class _User(BaseModel):
+class _User(Fields):
     content: str
 
 
 @event_type("assistant", Category.MESSAGE)
-class _Assistant(BaseModel):
+class _Assistant(Fields):
     content: str
 
 
 @event_type("thought", Category.MESSAGE)
-class _Thought(BaseModel):
+class _Thought(Fields):
     content: str
 
 
 @event_type("action", Category.MESSAGE)
-class _Action(BaseModel):
+class _Action(Fields):
     tool: str = Field(min_length=1)
     params: dict[str, Any] = Field(default_factory=dict)
 
 
 @event_type("observation", Category.MESSAGE)
-class _Observation(BaseModel):
+class _Observation(Fields):
     result: Any
     action_id: Annotated[str | None, OMIT_NONE] = None
     is_error: bool = False
@@ -195,7 +208,7 @@ class _Observation(BaseModel):
 
 
 @event_type("compaction", Category.SUMMARY, writer="compactor")
-class _Compaction(BaseModel):
+class _Compaction(Fields):
     """Everything needed to write ``history-NNN.md`` without calling any summarizer again."""
 
     library_no: int = Field(ge=1)
@@ -215,7 +228,7 @@ class _Compaction(BaseModel):
 
 
 @event_type("imported", Category.IMPORTED)
-class _Imported(BaseModel):
+class _Imported(Fields):
     """A foreign record this version does not map to a message type (kept, never dropped)."""
 
     kind: str
@@ -240,12 +253,12 @@ class _SessionAssigned(_ScopeFields):
 
 
 @event_type("session_ended", Category.MEMORY, writer="session API")
-class _SessionEnded(BaseModel):
+class _SessionEnded(Fields):
     status: str = Field(min_length=1, max_length=200)
 
 
 @event_type("phase_changed", Category.MEMORY, writer="session API")
-class _PhaseChanged(BaseModel):
+class _PhaseChanged(Fields):
     phase: str = Field(min_length=1, max_length=200)
 
 
@@ -261,7 +274,7 @@ class _Learning(_ScopeFields):
 
 
 @event_type("extracted", Category.MEMORY, writer="extractor")
-class _Extracted(BaseModel):
+class _Extracted(Fields):
     """An extractor read ``from_seq..to_seq``; the learnings it found are appended with it."""
 
     from_seq: int = Field(ge=1)
@@ -271,7 +284,7 @@ class _Extracted(BaseModel):
 
 
 @event_type("learning_feedback", Category.MEMORY, writer="learnings API")
-class _LearningFeedback(BaseModel):
+class _LearningFeedback(Fields):
     learning_id: str = Field(min_length=1)
     verdict: Literal["confirmed", "rejected", "superseded"]
     by: str | None = None  # the learning that supersedes it
@@ -288,18 +301,18 @@ class _MemoryAccessed(_ScopeFields):  # the scope fields: who read (left out for
 
 
 @event_type("archived", Category.MEMORY, writer="housekeeping")
-class _Archived(BaseModel):
+class _Archived(Fields):
     learning_ids: list[str] = Field(min_length=1)
     reason: str
 
 
 @event_type("restored", Category.MEMORY, writer="housekeeping")
-class _Restored(BaseModel):
+class _Restored(Fields):
     learning_id: str = Field(min_length=1)
 
 
 @event_type("source_indexed", Category.MEMORY, writer="source registry")
-class _SourceIndexed(BaseModel):
+class _SourceIndexed(Fields):
     path: str = Field(min_length=1)  # under sources/, with "/" between folders
     size: int | None = Field(default=None, ge=0)  # None: the file was removed
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
@@ -308,7 +321,7 @@ class _SourceIndexed(BaseModel):
 
 
 @event_type("forgotten", Category.MEMORY, writer="privacy API")
-class _Forgotten(BaseModel):
+class _Forgotten(Fields):
     """A subject was forgotten (``airsspec forget``): its keys destroyed, its copies purged."""
 
     subject: Literal["user", "session"]

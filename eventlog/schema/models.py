@@ -9,14 +9,16 @@ here names an event type.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from types import ModuleType
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, create_model
 
-from eventlog.ids import normalize_ts
-from eventlog.schema.catalog import CATALOG, OMIT_NONE, Category, EventType, omitted_when_none
+from eventlog.schema import records
+from eventlog.schema.catalog import CATALOG, Category, EventType, class_name, omitted_when_none
+from eventlog.schema.envelopes import Event, Record
 
 SCHEMA_VERSION = 2
 """2 added the memory-management types of sessions and learnings (``session_started`` ...
@@ -24,97 +26,12 @@ SCHEMA_VERSION = 2
 
 _HOME = "eventlog.schema"  # where the derived models are found by name (pickle, JSON schema)
 
-Meta = dict[str, Any]
-
-
-class Frozen(BaseModel):
-    """A value read, never changed, that refuses a key it does not declare (a misspelt key is
-    an error, never ignored): settings sections, seals, tool inputs."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Origin(BaseModel):
-    """Where an imported record came from, with its exact source bytes (UTF-8), so the source
-    can be re-exported byte for byte: ``prefix`` are the bytes between the previous record and
-    this one (JSON arrays), ``suffix`` the bytes after the last record of an import."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    format: str
-    source: str
-    index: int = Field(ge=0)
-    sha256: str
-    text: str
-    prefix: str = ""
-    suffix: str | None = None
-
-
-class Redaction(BaseModel):
-    """One secret replaced at append: where (dotted path), what kind, and its SHA-256 prefix."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    path: str
-    kind: str
-    sha256: str
-
-
-class Event(BaseModel):
-    """Base of what callers append. ``id`` and ``ts`` are assigned unless given."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    type: str
-    id: Annotated[str | None, OMIT_NONE] = Field(default=None, min_length=1, max_length=200)
-    ts: Annotated[str | None, OMIT_NONE] = None
-    meta: Annotated[Meta | None, OMIT_NONE] = None
-    origin: Annotated[Origin | None, OMIT_NONE] = None
-
-    @field_validator("ts")
-    @classmethod
-    def _utc_rfc3339(cls, value: str | None) -> str | None:
-        return None if value is None else normalize_ts(value)
-
-
-IMPORTER_FIELDS = frozenset({"origin"})
-"""Fields of an input event only importers (and airsspec's own writers) set: ``append``
-refuses them, so a hand-written ``origin`` can never pass for an imported record."""
-
-
-class Record(BaseModel):
-    """Envelope shared by every stored record."""
-
-    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
-
-    v: int
-    id: str
-    session: str
-    seq: int = Field(ge=1)
-    ts: str
-    type: str
-    prev: str | None
-    hash: str
-    meta: Meta | None = None
-    origin: Origin | None = None
-    batch: tuple[int, int] | None = None
-    redacted: tuple[Redaction, ...] | None = None
-
-
-class UnknownRecord(Record):
-    """A record whose ``type`` this version does not know; every field is kept."""
-
-
-def _class_name(kind: str) -> str:
-    """``session_started`` -> ``SessionStarted``."""
-    return kind.title().replace("_", "")
-
 
 def event_model(declared: EventType) -> type[Event]:
     """The input event of a declared type: its fields on the ``Event`` envelope."""
     who = "a caller" if declared.writer is None else "airsspec"
     return create_model(
-        f"{_class_name(declared.name)}Event",
+        f"{class_name(declared.name)}Event",
         __base__=(declared.fields, Event),
         __module__=_HOME,
         __doc__=f"A ``{declared.name}`` event as {who} appends it.",
@@ -125,7 +42,7 @@ def event_model(declared: EventType) -> type[Event]:
 def record_model(declared: EventType) -> type[Record]:
     """The stored record of a declared type: its fields on the ``Record`` envelope."""
     return create_model(
-        f"{_class_name(declared.name)}Record",
+        f"{class_name(declared.name)}Record",
         __base__=(declared.fields, Record),
         __module__=_HOME,
         __doc__=f"A stored ``{declared.name}`` record.",
@@ -160,8 +77,15 @@ class Schema:
         return {model.__name__: model for model in derived}
 
 
-def derive(catalog: Mapping[str, EventType]) -> Schema:
-    """The models and registries of the types declared in ``catalog``."""
+def derive(catalog: Mapping[str, EventType], *, emitted: ModuleType | None = None) -> Schema:
+    """The models and registries of the types declared in ``catalog``: a type's classes are
+    taken from ``emitted`` (the module ``eventlog.schema.emit`` wrote) when it holds them,
+    made anew otherwise (a copy of the catalog in a test, a type declared but not yet
+    emitted: ``tests/eventlog/test_schema_emit.py`` says to run the emitter)."""
+
+    def made(t: EventType, kind: str, make: Callable[[EventType], type[Any]]) -> Any:
+        found = getattr(emitted, f"{class_name(t.name)}{kind}", None)
+        return found if found is not None else make(t)
 
     def named(*categories: Category) -> list[str]:
         return [t.name for t in catalog.values() if t.category in categories]
@@ -169,8 +93,8 @@ def derive(catalog: Mapping[str, EventType]) -> Schema:
     system = {t.name: t.writer for t in catalog.values() if t.writer is not None}
     return Schema(
         catalog=catalog,
-        events={name: event_model(t) for name, t in catalog.items()},
-        records={name: record_model(t) for name, t in catalog.items()},
+        events={name: made(t, "Event", event_model) for name, t in catalog.items()},
+        records={name: made(t, "Record", record_model) for name, t in catalog.items()},
         system=system,
         memory={name: system[name] for name in named(Category.MEMORY)},
         messages=tuple(named(Category.MESSAGE)),
@@ -179,5 +103,5 @@ def derive(catalog: Mapping[str, EventType]) -> Schema:
     )
 
 
-SCHEMA = derive(CATALOG)
+SCHEMA = derive(CATALOG, emitted=records)
 """This version's schema."""

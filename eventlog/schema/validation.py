@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
 from eventlog.errors import UnknownEventTypeError
-from eventlog.schema.models import SCHEMA, Event, Record, Schema, UnknownRecord
+from eventlog.schema.envelopes import Event, Record, UnknownRecord
+from eventlog.schema.models import SCHEMA, Schema
 
 
 def unknown_type(kind: Any, *, schema: Schema = SCHEMA) -> str:

@@ -41,8 +41,10 @@ def test_each_event_type_is_declared_once_and_named_nowhere_else_in_the_schema()
     texts = {path.name: path.read_text(encoding="utf-8") for path in SCHEMA_SOURCES}
     for name in CATALOG:
         assert texts["catalog.py"].count(f'@event_type("{name}"') == 1, name
-        assert [
-            file for file, text in texts.items() if f'"{name}"' in text and file != "catalog.py"
+        assert [  # records.py is emitted from the catalog (test_schema_emit holds it current)
+            file
+            for file, text in texts.items()
+            if f'"{name}"' in text and file not in ("catalog.py", "records.py")
         ] == [], name
 
 
