@@ -40,6 +40,7 @@ tesseract:
 test: $(STAMP) chromium tesseract
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports --no-cache  # the import contract of pyproject.toml
+	$(PY) -m mypy  # types ([tool.mypy] in pyproject.toml names the packages and exclusions)
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # Property tests with random seeds and more examples (`make test` replays fixed seeds). Turn what
@@ -86,6 +87,7 @@ bench: $(STAMP) check-native tesseract
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) -m mypy
 	$(PY) -m ruff format --check .
 
 clean:

@@ -193,7 +193,7 @@ def _local(info: dict) -> bool:
 
 def _parse(argv: list[str]) -> dict | None:
     """The options of a command the fast path serves, or None for anything else."""
-    known = {
+    known: dict[str, dict[str, type | None]] = {
         "hook": {"--budget": int, "--recall": int},
         "append": {"--json": None},
         "context": {"--budget": int, "--query": str, "--format": str, "--json": None},

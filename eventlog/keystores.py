@@ -163,7 +163,7 @@ def as_key_store(given: KeyStore | KeyCallback) -> KeyStore:
     """``given`` as a ``KeyStore``: an object with ``key`` and ``destroy`` as it is, a
     callable wrapped in a ``CallbackKeyStore``."""
     if hasattr(given, "key") and hasattr(given, "destroy"):
-        return given  # type: ignore[return-value]
+        return given
     if callable(given):
         return CallbackKeyStore(given)
     raise KeyStoreError(f"{given!r} is neither a key store nor a key callback")

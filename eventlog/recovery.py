@@ -17,7 +17,7 @@ import base64
 import errno
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import orjson
 
@@ -50,7 +50,7 @@ def _after_last_newline(fd: int, limit: int) -> int:
     return 0
 
 
-def _parse_last(fd: int, path: Path, start: int, end: int) -> dict:
+def _parse_last(fd: int, path: Path, start: int, end: int) -> dict[str, Any]:
     raw = os.pread(fd, end - start, start)
     try:
         record = orjson.loads(raw)
@@ -71,7 +71,7 @@ def record_ending_at(fd: int, path: Path, end: int) -> tuple[int, str | None]:
     if os.pread(fd, 1, end - 1) != b"\n":
         raise CorruptLogError(path, seq=None, offset=end, reason="no record ends there")
     last = _parse_last(fd, path, _after_last_newline(fd, end - 1), end)
-    return last.get("seq"), last.get("hash")
+    return cast("int", last.get("seq")), last.get("hash")  # as stored (unchecked here)
 
 
 def inspect_tail(fd: int, path: Path, size: int) -> tuple[int, TailState]:

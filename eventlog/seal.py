@@ -27,7 +27,7 @@ from eventlog.log import EventLog
 from eventlog.schema import Frozen
 from eventlog.verify import Anchor
 
-SEAL_FORMAT = "airsspec-seal/1"
+SEAL_FORMAT: Literal["airsspec-seal/1"] = "airsspec-seal/1"
 
 
 class SealedHead(Frozen):

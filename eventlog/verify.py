@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 from pydantic import ValidationError
@@ -95,7 +96,7 @@ class _CompactionCheck:
         self.uncovered: list[str] = []  # hashes of seq covered_until+1, covered_until+2, ...
         self.covered_until = 0
 
-    def __call__(self, data: dict) -> None:
+    def __call__(self, data: dict[str, Any]) -> None:
         if data["type"] == "compaction":
             first, last = data["from_seq"], data["to_seq"]
             if first != self.covered_until + 1:
@@ -202,7 +203,7 @@ class _Fault(Exception):
     """What is wrong with one line."""
 
 
-def _check_line(raw: bytes, session: str, seq: int, prev: str | None) -> dict:
+def _check_line(raw: bytes, session: str, seq: int, prev: str | None) -> dict[str, Any]:
     """Return the parsed record, or raise ``_Fault`` saying what is wrong with it."""
     if not raw.endswith(b"\n"):
         raise _Fault("incomplete final line (torn tail that could not be quarantined)")

@@ -110,7 +110,7 @@ def _item(entry: HotEntry, record: Record | None) -> _Item:
         return _Item("assistant", text, tool_id(entry.id), _tool_name(record.tool), arguments)
     if isinstance(record, ObservationRecord) and record.action_id:
         return _Item("user", entry.text, tool_id(record.action_id), is_error=record.is_error)
-    role = "assistant" if entry.type in _ASSISTANT_TYPES else "user"
+    role: Literal["user", "assistant"] = "assistant" if entry.type in _ASSISTANT_TYPES else "user"
     return _Item(role, text)
 
 

@@ -200,7 +200,7 @@ class Assessed:
 
     def to_json(self) -> dict[str, Any]:
         """As ``learnings --json`` prints it."""
-        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from airsspec.cli import (
     analytics,
@@ -126,7 +126,7 @@ def _add(
     where: argparse._SubParsersAction[_Parser], name: str, spec: Command, *, listed: bool
 ) -> None:
     """Add ``spec`` to ``where`` as ``name``, with its options (help only when ``listed``)."""
-    extra = {"help": spec.summary, "aliases": list(spec.aliases)} if listed else {}
+    extra: dict[str, Any] = {"help": spec.summary, "aliases": list(spec.aliases)} if listed else {}
     p = where.add_parser(name, description=spec.help, **extra)
     p.set_defaults(func=spec.handler, parser=p)
     if spec.json_flag:

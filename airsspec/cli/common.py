@@ -114,7 +114,7 @@ def open_memory(args: argparse.Namespace) -> Memory:
     (``airsspec.memory.ENV_NAMES``); a folder that is not one is refused (exit 2) and
     nothing is created there. ``-c`` and ``-w`` together must name the same workspace
     (``-w`` the config's ``[workspace] path``), else neither is guessed: exit 2."""
-    scope = Scope.from_env().to_fields()  # AIRSSPEC_USER, AIRSSPEC_AGENT, AIRSSPEC_PROJECT
+    scope: dict[str, Any] = Scope.from_env().to_fields()  # AIRSSPEC_USER, _AGENT, _PROJECT
     if args.config is not None:
         memory = Memory.open(config=args.config, **scope)
         if args.workspace is not None and Path(args.workspace).resolve() != memory.root.resolve():

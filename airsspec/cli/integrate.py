@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airsspec.cli.common import (
     EXIT_FAILED,
@@ -189,7 +189,8 @@ def cmd_hook(args: argparse.Namespace) -> int:
         if config is None:
             memory = open_memory(args)
         else:  # scoped by the environment, as every other command is (AIRSSPEC_USER, ...)
-            memory = Memory.open(config=config, **Scope.from_env().to_fields())
+            scope: dict[str, Any] = Scope.from_env().to_fields()  # user, agent, project
+            memory = Memory.open(config=config, **scope)
         with memory:
             defer = _detached(args, memory, config)
             answer = hooks.handle(

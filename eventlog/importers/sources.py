@@ -54,7 +54,7 @@ def jsonl_units(data: bytes, source: str, *, live: bool = False) -> list[Unit]:
     the next import instead of being refused."""
     if live and data and not data.endswith(b"\n"):
         data = data[: data.rfind(b"\n") + 1]
-    units = []
+    units: list[Unit] = []
     for number, text in enumerate(_lines(_decode(data, source)), start=1):
         if not text.strip():
             raise SourceError(source, number, "blank line in a JSONL transcript")
@@ -83,7 +83,8 @@ def json_array_units(data: bytes, source: str) -> list[Unit]:
     start = len(text) - len(text.lstrip())
     if not text.startswith("[", start):
         raise SourceError(source, 1, "expected a JSON array")
-    pos, units, gap_start = start + 1, [], 0
+    units: list[Unit] = []
+    pos, gap_start = start + 1, 0
     while True:
         while pos < len(text) and text[pos] in " \t\r\n":
             pos += 1

@@ -32,10 +32,10 @@ def event_model(declared: EventType) -> type[Event]:
     who = "a caller" if declared.writer is None else "airsspec"
     return create_model(
         f"{class_name(declared.name)}Event",
-        __base__=(declared.fields, Event),
+        __base__=(declared.fields, Event),  # type: ignore[arg-type]  # fields first, as emitted
         __module__=_HOME,
         __doc__=f"A ``{declared.name}`` event as {who} appends it.",
-        type=(Literal[declared.name], declared.name),
+        type=(Literal[declared.name], declared.name),  # type: ignore[arg-type]  # a run-time Literal
     )
 
 
@@ -43,10 +43,10 @@ def record_model(declared: EventType) -> type[Record]:
     """The stored record of a declared type: its fields on the ``Record`` envelope."""
     return create_model(
         f"{class_name(declared.name)}Record",
-        __base__=(declared.fields, Record),
+        __base__=(declared.fields, Record),  # type: ignore[arg-type]  # fields first, as emitted
         __module__=_HOME,
         __doc__=f"A stored ``{declared.name}`` record.",
-        type=(Literal[declared.name], ...),
+        type=(Literal[declared.name], ...),  # type: ignore[arg-type]  # a run-time Literal
     )
 
 

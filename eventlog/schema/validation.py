@@ -16,7 +16,7 @@ import orjson
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
-from eventlog.errors import UnknownEventTypeError
+from eventlog.errors import UnknownEventTypeError as UnknownEventTypeError  # re-exported
 from eventlog.schema.envelopes import Event, Record, UnknownRecord
 from eventlog.schema.models import SCHEMA, Schema
 
@@ -34,9 +34,10 @@ def unknown_type(kind: Any, *, schema: Schema = SCHEMA) -> str:
 
 
 @cache
-def _record_adapter(schema: Schema) -> TypeAdapter[Any]:
+def _record_adapter(schema: Schema) -> TypeAdapter[Record]:
     members = tuple(schema.records.values())
-    return TypeAdapter(Annotated[Union[members], Field(discriminator="type")])  # noqa: UP007
+    union: Any = Union[members]  # noqa: UP007  # a union of the schema's types, known at run time
+    return TypeAdapter(Annotated[union, Field(discriminator="type")])
 
 
 def record_validator(*, schema: Schema = SCHEMA) -> Any:
@@ -76,7 +77,8 @@ def _parse_deep(line: bytes | str, schema: Schema) -> Record:
 
 def record_from_dict(data: dict[str, Any], *, schema: Schema = SCHEMA) -> Record:
     """Build a record model from an already-validated body (used right after writing)."""
-    return _model_validator(schema.records.get(data["type"], UnknownRecord))(data)
+    record: Record = _model_validator(schema.records.get(data["type"], UnknownRecord))(data)
+    return record
 
 
 @cache
@@ -93,7 +95,8 @@ def _model_validator(cls: type[BaseModel]) -> Any:
 @cache
 def _input_adapter(schema: Schema) -> TypeAdapter[list[Event]]:
     members = tuple(schema.events.values())
-    return TypeAdapter(list[Annotated[Union[members], Field(discriminator="type")]])  # noqa: UP007
+    union: Any = Union[members]  # noqa: UP007  # a union of the schema's types, known at run time
+    return TypeAdapter(list[Annotated[union, Field(discriminator="type")]])
 
 
 def input_adapter(*, schema: Schema = SCHEMA) -> TypeAdapter[list[Event]]:
@@ -114,7 +117,9 @@ def _nested_fields(schema: Schema) -> dict[str, dict[str, Any]]:
     ...), with the serializer that dumps them."""
     return {
         kind: {
-            name: TypeAdapter(field.annotation).serializer.to_python
+            name: TypeAdapter(
+                Any if field.annotation is None else field.annotation
+            ).serializer.to_python
             for name, field in cls.model_fields.items()
             if _holds_model(field.annotation)
         }
@@ -206,8 +211,10 @@ def input_bodies(items: list[Any], *, schema: Schema = SCHEMA) -> list[dict[str,
     The first validator refuses an optional field given as None, so what it returns is
     stored as it is; a batch it refuses is validated again by one that takes them (and
     raises the errors of an invalid batch), and its Nones are dropped."""
+    validated: list[dict[str, Any]]
     try:
-        return _input_validator(schema, False).validate_python(items)
+        validated = _input_validator(schema, False).validate_python(items)
+        return validated
     except ValidationError:
         validated = _input_validator(schema, True).validate_python(items)
     for fields in validated:
