@@ -380,7 +380,7 @@ class _MemoryFileDeleted(_MemoryFileFields):
 
 
 @event_type("messages_request", Category.MEMORY, writer="messages capture")
-class _MessagesRequest(BaseModel):
+class _MessagesRequest(Fields):
     """A Messages API request as sent (``airsspec.memory.capture``), kept so that its body is
     rebuilt byte for byte: ``body_params``, the body's JSON text without ``messages`` (whose place
     among its keys is ``messages_at``), and the messages as the conversation the log holds
@@ -393,7 +393,7 @@ class _MessagesRequest(BaseModel):
 
 
 @event_type("messages_response", Category.MEMORY, writer="messages capture")
-class _MessagesResponse(BaseModel):
+class _MessagesResponse(Fields):
     """The Messages API response to the request before it, its body's JSON text as received:
     a ``compaction`` block's ``encrypted_content`` and ``context_management.applied_edits``
     among the rest, byte for byte; ``compacted`` and ``applied_edits`` say at a glance

@@ -241,6 +241,66 @@ class ForgottenRecord(catalog._Forgotten, Record):
     type: Literal["forgotten"]
 
 
+class MemoryFileWrittenEvent(catalog._MemoryFileWritten, Event):
+    """A ``memory_file_written`` event as airsspec appends it."""
+
+    type: Literal["memory_file_written"] = "memory_file_written"
+
+
+class MemoryFileWrittenRecord(catalog._MemoryFileWritten, Record):
+    """A stored ``memory_file_written`` record."""
+
+    type: Literal["memory_file_written"]
+
+
+class MemoryFileRenamedEvent(catalog._MemoryFileRenamed, Event):
+    """A ``memory_file_renamed`` event as airsspec appends it."""
+
+    type: Literal["memory_file_renamed"] = "memory_file_renamed"
+
+
+class MemoryFileRenamedRecord(catalog._MemoryFileRenamed, Record):
+    """A stored ``memory_file_renamed`` record."""
+
+    type: Literal["memory_file_renamed"]
+
+
+class MemoryFileDeletedEvent(catalog._MemoryFileDeleted, Event):
+    """A ``memory_file_deleted`` event as airsspec appends it."""
+
+    type: Literal["memory_file_deleted"] = "memory_file_deleted"
+
+
+class MemoryFileDeletedRecord(catalog._MemoryFileDeleted, Record):
+    """A stored ``memory_file_deleted`` record."""
+
+    type: Literal["memory_file_deleted"]
+
+
+class MessagesRequestEvent(catalog._MessagesRequest, Event):
+    """A ``messages_request`` event as airsspec appends it."""
+
+    type: Literal["messages_request"] = "messages_request"
+
+
+class MessagesRequestRecord(catalog._MessagesRequest, Record):
+    """A stored ``messages_request`` record."""
+
+    type: Literal["messages_request"]
+
+
+class MessagesResponseEvent(catalog._MessagesResponse, Event):
+    """A ``messages_response`` event as airsspec appends it."""
+
+    type: Literal["messages_response"] = "messages_response"
+
+
+class MessagesResponseRecord(catalog._MessagesResponse, Record):
+    """A stored ``messages_response`` record."""
+
+    type: Literal["messages_response"]
+
+
 __all__ = [
     "ActionEvent",
     "ActionRecord",
@@ -262,6 +322,16 @@ __all__ = [
     "LearningRecord",
     "MemoryAccessedEvent",
     "MemoryAccessedRecord",
+    "MemoryFileDeletedEvent",
+    "MemoryFileDeletedRecord",
+    "MemoryFileRenamedEvent",
+    "MemoryFileRenamedRecord",
+    "MemoryFileWrittenEvent",
+    "MemoryFileWrittenRecord",
+    "MessagesRequestEvent",
+    "MessagesRequestRecord",
+    "MessagesResponseEvent",
+    "MessagesResponseRecord",
     "ObservationEvent",
     "ObservationRecord",
     "PhaseChangedEvent",
