@@ -13,7 +13,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -220,8 +220,8 @@ class Settings(_Section):
 
 
 SECTIONS: dict[str, type[_Section]] = {
-    name: field.annotation
-    for name, field in Settings.model_fields.items()  # type: ignore[misc]
+    name: cast("type[_Section]", field.annotation)  # each field of Settings is a section
+    for name, field in Settings.model_fields.items()
 }
 
 

@@ -154,6 +154,7 @@ def record_at(log: EventLog, session: str, checkpoint: Checkpoint) -> str | None
     if checkpoint.end > size:
         return f"checkpoint at byte {checkpoint.end} is past the end of the log ({size} bytes)"
     fd = open_nofollow(path, os.O_RDONLY)
+    found: tuple[int | None, str | None]
     try:
         found = record_ending_at(fd, path, checkpoint.end)
     except CorruptLogError:

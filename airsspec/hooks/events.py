@@ -103,8 +103,8 @@ def run_job(memory: Memory, job: Job) -> dict[str, Any]:
     done: dict[str, Any] = {}
     # A second SessionEnd (hooks in two scopes, a job run again) ends nothing; the session's
     # learnings are extracted as it ends.
-    ending = job.end_status is not None
-    if ending and memory.sessions.end(main, status=job.end_status, once=True) is not None:
+    status = job.end_status
+    if status is not None and memory.sessions.end(main, status=status, once=True) is not None:
         done["ended"] = main
     for session in job.sessions:
         try:

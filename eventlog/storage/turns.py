@@ -60,4 +60,4 @@ def backoff(round_: int) -> float:
     over [0.5, 1] of it so pollers do not move in step."""
     import random
 
-    return min(0.002 * 2**round_, 0.05) * random.uniform(0.5, 1.0)
+    return float(min(0.002 * 2**round_, 0.05) * random.uniform(0.5, 1.0))
