@@ -405,7 +405,7 @@ class _MessagesResponse(Fields):
 
 
 @event_type("visualized", Category.MEMORY, writer="visual policy")
-class _Visualized(BaseModel):
+class _Visualized(Fields):
     """The session left the warm part of its project's context: library page ``library_no``
     (its latest) is read as images from now on (``projections.visual``). Nothing is deleted."""
 

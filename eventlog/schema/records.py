@@ -301,6 +301,18 @@ class MessagesResponseRecord(catalog._MessagesResponse, Record):
     type: Literal["messages_response"]
 
 
+class VisualizedEvent(catalog._Visualized, Event):
+    """A ``visualized`` event as airsspec appends it."""
+
+    type: Literal["visualized"] = "visualized"
+
+
+class VisualizedRecord(catalog._Visualized, Record):
+    """A stored ``visualized`` record."""
+
+    type: Literal["visualized"]
+
+
 __all__ = [
     "ActionEvent",
     "ActionRecord",
@@ -350,4 +362,6 @@ __all__ = [
     "ThoughtRecord",
     "UserEvent",
     "UserRecord",
+    "VisualizedEvent",
+    "VisualizedRecord",
 ]
