@@ -12,37 +12,36 @@ under the headings of ``SECTIONS``. This module assembles the parser and maps an
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from airsspec.cli import (
-    analytics,
-    integrate,
-    learnings,
-    log,
-    privacy,
-    search,
-    serve,
-    session,
-    tiers,
-)
 from airsspec.cli.common import COMMANDS, GROUPS, Command, first_sentence
 from airsspec.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AirsspecError
 
 PACKAGES = ("airsspec", "compactor", "eventlog", "projections")  # whose loggers warn
 
-# The headings of ``airsspec --help``, each with the modules whose commands it lists (in the
-# order they are defined there).
+# The headings of ``airsspec --help``, each with the modules of this package whose commands it
+# lists (in the order they are defined there).
 SECTIONS = (
-    ("log", (log,)),
-    ("projections", (tiers,)),
-    ("search", (search, analytics)),
-    ("memory across sessions", (session, learnings, privacy)),
-    ("integration", (integrate, serve)),
+    ("log", ("log",)),
+    ("projections", ("tiers",)),
+    ("search", ("search", "analytics")),
+    ("memory across sessions", ("session", "learnings", "privacy")),
+    ("integration", ("integrate", "serve")),
 )
+
+
+def _load_commands() -> None:
+    """Import every command module (each registers its commands in ``COMMANDS`` as it is
+    imported). Done when the parser is built, not when this package is imported: they import
+    the facade, which ``--version`` and the light client's renderers have no use for."""
+    for _, modules in SECTIONS:
+        for name in modules:
+            importlib.import_module(f"{__name__}.{name}")
 
 
 def _version() -> str:
@@ -137,6 +136,7 @@ def _add(
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command."""
+    _load_commands()
     parser = _RootParser(
         prog="airsspec",
         description="Auditable, replayable memory for AI agents: a frozen event log and the "
@@ -176,13 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _names(modules: Sequence[object]) -> list[str]:
-    """The top-level commands the modules define, in order, each once."""
+def _names(modules: Sequence[str]) -> list[str]:
+    """The top-level commands the modules (named under this package) define, in order, each
+    once."""
     names = [
         spec.name.partition(" ")[0]
         for module in modules
         for spec in COMMANDS
-        if spec.handler.__module__ == getattr(module, "__name__", "")
+        if spec.handler.__module__ == f"{__name__}.{module}"
     ]
     return list(dict.fromkeys(names))
 
@@ -213,8 +214,20 @@ def _show_warnings() -> None:
             logger.addHandler(_WARNINGS)
 
 
+def _asks_version(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is ``--version`` after global options only: answered before the
+    parser (and the commands it imports) is built."""
+    items = list(argv)
+    while items[:1] in (["-w"], ["--workspace"], ["-c"], ["--config"]) and len(items) > 2:
+        items = items[2:]
+    return items == ["--version"]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (an error's own ``exit_code``)."""
+    if _asks_version(sys.argv[1:] if argv is None else argv):
+        print(_version())
+        return EXIT_OK
     parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # the shell is asking for completions (see 'completion')
         import argcomplete

@@ -23,10 +23,9 @@ from airsspec.errors import EXIT_OK as EXIT_OK
 from airsspec.errors import EXIT_USAGE as EXIT_USAGE
 from airsspec.errors import UsageError as UsageError
 from airsspec.errors import validation_problem as validation_problem
-from airsspec.memory import Memory, Scope, outside
 
-if TYPE_CHECKING:
-    from airsspec.memory import RunReport
+if TYPE_CHECKING:  # the facade is imported by the commands that open a workspace, when they run
+    from airsspec.memory import Memory, RunReport
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -114,6 +113,8 @@ def open_memory(args: argparse.Namespace) -> Memory:
     (``airsspec.memory.ENV_NAMES``); a folder that is not one is refused (exit 2) and
     nothing is created there. ``-c`` and ``-w`` together must name the same workspace
     (``-w`` the config's ``[workspace] path``), else neither is guessed: exit 2."""
+    from airsspec.memory import Memory, Scope
+
     scope: dict[str, Any] = Scope.from_env().to_fields()  # AIRSSPEC_USER, _AGENT, _PROJECT
     if args.config is not None:
         memory = Memory.open(config=args.config, **scope)
@@ -133,6 +134,8 @@ def output_path(memory: Memory, value: str, option: str) -> Path:
     """Where an ``-o``/``--out`` option writes, checked before any work: refused when it
     resolves, links followed, to the workspace folder or under it (``airsspec.memory.outside``,
     the facade's own rule), the error naming ``option``."""
+    from airsspec.memory import outside
+
     return outside(memory, value, option)
 
 
