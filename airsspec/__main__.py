@@ -1,7 +1,8 @@
 """``python -m airsspec`` (and the ``airsspec`` command) runs the CLI.
 
-When ``airsspec serve`` runs for the workspace, the hot commands (hooks, append, context,
-query --json) go to it through the light client first, before anything heavy is imported.
+When ``airsspec serve`` runs for the workspace, the commands it can answer (hooks, append,
+context, search, sessions) go to it through the light client first, before anything heavy
+is imported.
 
 Nothing is ever imported from the working directory, where a hook or a command runs inside
 whatever repository the user cloned: ``python -m`` put it first on ``sys.path``, and the package

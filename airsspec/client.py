@@ -3,7 +3,9 @@
 A command started by a hook or an agent pays for Python's start-up and for what it imports;
 loading the log's models, the settings and the tiers costs more than the work itself. When a
 server runs for the workspace, ``dispatch`` sends the command there instead, importing only a
-few modules of the standard library: ``hook``, ``append``, ``context`` and ``query --json``. It
+few modules of the standard library: ``hook``, ``append``, ``context``, ``search`` (``query``)
+and ``sessions``; text answers are printed by the full command's renderers
+(``airsspec.cli.render``), so both paths print the same lines. It
 finds the server by the workspace's discovery file (``state/serve.json``, written by the
 server, mode 0600, holding its address and a token for local clients); a file whose pid is
 dead is ignored.
@@ -207,6 +209,7 @@ def _parse(argv: list[str]) -> dict | None:
         },
     }
     known["search"] = known["query"]  # one command by two names
+    known["sessions"] = {"--json": None}
     parsed: dict = {"workspace": None, "config": None, "args": []}
     items = iter(argv)
     command = None
@@ -342,18 +345,24 @@ def _context(server: Server, opts: dict) -> int | None:
     if opts.get("--json") or body["format"] != "text":
         _print(answer)
         return 0
-    text = answer["context"]
-    if not all(line.replace("\t", "").isprintable() for line in text.split("\n")):
-        from eventlog.render import printable  # rare: control characters, escaped as the CLI does
-
-        text = printable(text)
-    _out(f"{text}\n")
+    _out(f"{_printable(answer['context'])}\n")
     return 0
 
 
+def _printable(text: str) -> str:
+    """``text`` escaped as the full command escapes stored text (``eventlog.render.printable``),
+    that module imported only when ``text`` holds a character it may escape (it loads the event
+    models): every such character is one ``str.isprintable`` refuses."""
+    if all(line.replace("\t", "").isprintable() for line in text.split("\n")):
+        return text
+    from eventlog.render import printable  # rare: control characters
+
+    return printable(text)
+
+
 def _query(server: Server, opts: dict) -> int | None:
-    if len(opts["args"]) != 1 or not opts.get("--json"):
-        return None  # the human form is the full command's
+    if len(opts["args"]) != 1:
+        return None
     body = {
         "query": opts["args"][0],
         "k": opts.get("-k", 10),
@@ -363,9 +372,33 @@ def _query(server: Server, opts: dict) -> int | None:
         "kinds": opts.get("--kind"),
     }
     status, answer = server.request("POST", "/v1/search", body)
-    if status != 200:
+    if status != 200 or not isinstance(answer, dict):
         return None
-    _print(answer)
+    if opts.get("--json"):
+        _print(answer)
+        return 0
+    from airsspec.cli.render import hits_text  # the full command's renderer
+
+    _out(hits_text(answer, _printable))
+    for warning in answer["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def _sessions(server: Server, opts: dict) -> int | None:
+    if opts["args"]:
+        return None
+    status, answer = server.request("GET", "/v1/sessions")
+    if status != 200 or not isinstance(answer, list):
+        return None
+    if opts.get("--json"):
+        _print(answer)
+        return 0
+    if not answer or any(info.get("problem") for info in answer):
+        return None  # the full command names the log folder, or escapes the problem it reports
+    from airsspec.cli.render import sessions_text  # the full command's renderer
+
+    _out(sessions_text(answer))
     return 0
 
 
@@ -390,7 +423,7 @@ def dispatch(argv: list[str]) -> int | None:
     if server is None:
         return None
     handler = {"hook": _hook, "append": _append, "context": _context}
-    handler |= {"query": _query, "search": _query}
+    handler |= {"query": _query, "search": _query, "sessions": _sessions}
     try:
         return handler[opts["command"]](server, opts)
     except _StdoutClosed:

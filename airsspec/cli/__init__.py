@@ -17,10 +17,12 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from airsspec.cli.common import COMMANDS, GROUPS, Command, first_sentence
 from airsspec.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, AirsspecError
+
+if TYPE_CHECKING:  # the registry is imported with the commands (renderers need neither)
+    from airsspec.cli.common import Command
 
 PACKAGES = ("airsspec", "compactor", "eventlog", "projections")  # whose loggers warn
 
@@ -38,7 +40,8 @@ SECTIONS = (
 def _load_commands() -> None:
     """Import every command module (each registers its commands in ``COMMANDS`` as it is
     imported). Done when the parser is built, not when this package is imported: they import
-    the facade, which ``--version`` and the light client's renderers have no use for."""
+    the facade, which ``--version`` and the light client's renderers (``airsspec.cli.render``)
+    have no use for."""
     for _, modules in SECTIONS:
         for name in modules:
             importlib.import_module(f"{__name__}.{name}")
@@ -136,6 +139,8 @@ def _add(
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command."""
+    from airsspec.cli.common import COMMANDS, GROUPS, first_sentence
+
     _load_commands()
     parser = _RootParser(
         prog="airsspec",
@@ -179,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _names(modules: Sequence[str]) -> list[str]:
     """The top-level commands the modules (named under this package) define, in order, each
     once."""
+    from airsspec.cli.common import COMMANDS
+
     names = [
         spec.name.partition(" ")[0]
         for module in modules

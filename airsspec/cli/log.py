@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from airsspec.cli.common import arg, command, open_memory, output_path, print_json
+from airsspec.cli.render import sessions_text
 from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 from airsspec.memory import (
     FORMATS,
@@ -228,12 +229,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not infos:
         print(f"no sessions in {log_dir}")
         return EXIT_OK
-    print(f"{'session':<32} {'records':>8} {'first':<27} {'last':<27} {'bytes':>10}")
+    sys.stdout.write(sessions_text([asdict(i) for i in infos]))
     for i in infos:
-        print(
-            f"{i.session:<32} {i.records:>8} {i.first_ts or '-':<27} {i.last_ts or '-':<27} "
-            f"{i.bytes:>10}"
-        )
         if i.problem:
             print(f"airsspec: warning: {i.session}: {printable(i.problem)}", file=sys.stderr)
     return EXIT_OK

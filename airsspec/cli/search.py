@@ -21,6 +21,7 @@ from airsspec.cli.common import (
     progress_printer,
     validation_problem,
 )
+from airsspec.cli.render import hits_text
 from airsspec.memory import UNIT_KINDS, QueryMemoryInput, printable
 
 
@@ -64,30 +65,6 @@ def _batch_requests(source: str) -> list[QueryMemoryInput]:
     return requests
 
 
-def _print_hits(result: dict[str, Any]) -> None:
-    hits = result["hits"]
-    print(
-        f"{len(hits)} hit(s) for {printable(repr(result['query']))} "
-        f"({result['mode']}, {result['timings_ms']['total']:.1f} ms)"
-    )
-    for rank, hit in enumerate(hits, start=1):
-        if hit["source"] is not None:
-            where = f"{hit['source']}:{hit['line_from']}-{hit['line_to']}"
-        else:
-            span = (
-                hit["seq_from"]
-                if hit["seq_from"] == hit["seq_to"]
-                else (f"{hit['seq_from']}-{hit['seq_to']}")
-            )
-            where = f"{hit['session']} #{span}  {hit['ts']}"
-        parts = " ".join(f"{name} {value:.2f}" for name, value in hit["parts"].items())
-        print(f"{rank:>2}. {hit['score']:.3f}  {hit['kind']}/{hit['type']}  {where}  [{parts}]")
-        text = printable(" ".join(hit["text"].split()))
-        print(f"    {text[:200]}{'...' if len(text) > 200 else ''}")
-    for warning in result["warnings"]:
-        print(f"warning: {warning}", file=sys.stderr)
-
-
 @command(
     "search",
     arg("text", nargs="?", help="what to look for"),
@@ -128,5 +105,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             elif args.json:
                 print_json(result)
             else:
-                _print_hits(result)
+                sys.stdout.write(hits_text(result, printable))
+                for warning in result["warnings"]:
+                    print(f"warning: {warning}", file=sys.stderr)
     return EXIT_OK

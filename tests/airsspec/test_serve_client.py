@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,8 @@ from airsspec.serve.app import serving, state_path
 from airsspec.serve.core import Served
 from tests.conftest import REPO
 
-HEAVY = ("pydantic", "eventlog.schema", "airsspec.memory", "airsspec.cli")
+# airsspec.cli.common: every command module imports it (the package and its renderers do not)
+HEAVY = ("pydantic", "eventlog.schema", "airsspec.memory", "airsspec.cli.common")
 
 
 def heavy(names) -> list[str]:
@@ -150,3 +152,18 @@ def test_stored_control_characters_are_escaped_as_the_full_command_does(served) 
     full = airsspec(served, "context", "s1", "--budget", "200", server=False)
     assert fast[:3] == full[:3] and "\\x1b[31m" in fast[1]
     assert "\x1b" not in fast[1] and "\u202e" not in fast[1]
+
+
+@pytest.mark.slow
+def test_text_search_and_sessions_are_answered_by_the_server_as_the_full_command_prints(
+    served,
+) -> None:
+    for args in (("sessions",), ("sessions", "--json"), ("search", "rate limiting")):
+        fast = airsspec(served, *args)
+        full = airsspec(served, *args, server=False)
+        assert not heavy(fast[3]), args  # the server answered it
+        assert heavy(full[3]), args
+        timing = re.compile(r", [0-9.]+ ms\)")  # how long this search took, on either side
+        assert timing.sub(" ms)", fast[1]) == timing.sub(" ms)", full[1]), args
+        assert fast[0] == full[0] == 0 and fast[2] == full[2] == "", args
+    assert "add rate limiting" in fast[1] and fast[1].startswith("1 hit(s) for 'rate limiting'")
