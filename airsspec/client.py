@@ -227,7 +227,7 @@ def _parse(argv: list[str]) -> dict | None:
                     parsed.setdefault(item, []).append(next(items))
                 else:
                     parsed[item] = kind(next(items))
-            elif command is not None and not item.startswith("-"):
+            elif command is not None and (item == "-" or not item.startswith("-")):
                 parsed["args"].append(item)
             else:
                 return None
@@ -296,9 +296,16 @@ def _hook(server: Server, opts: dict) -> int | None:
 
 
 def _append(server: Server, opts: dict) -> int | None:
-    if not 1 <= len(opts["args"]) <= 2 or opts["args"][1:] not in ([], ["-"]):
+    if not 1 <= len(opts["args"]) <= 2:
         return None
-    raw = _stdin()
+    if opts["args"][1:] in ([], ["-"]):
+        raw = _stdin()
+    else:
+        try:
+            with open(opts["args"][1], "rb") as file:
+                raw = file.read()
+        except OSError:
+            return None  # the full command names the file and the problem
     if raw is None:
         return None
     events = []

@@ -1,5 +1,10 @@
-"""How an agent builder meets airsspec: CLI latency on the hook path, MCP query latency, install.
+"""How an agent builder meets airsspec: CLI latency per command, MCP query latency, install.
 
+- Every everyday command on a workspace of ``--records`` records (default 10k, projected once;
+  the hash embedder, so no model is loaded): median wall and CPU time without a server and with
+  ``airsspec serve`` running, each as a ratio to ``python -c pass`` measured in the same run,
+  and the modules it imports (``-X importtime``). The ratios are what to compare across
+  machines: the absolute figures move with the machine's load.
 - Median wall time of ``airsspec append`` (one event), ``airsspec context``, and a hook import of
   10 new transcript lines, each next to ``python -c pass`` measured in the same run.
 - ``query_memory`` latency through the MCP server (warm: one server, many calls) against
@@ -7,7 +12,7 @@
 - Size and time of ``pip install`` of the built wheel into a fresh venv, core and with
   ``[plot]`` (``--install`` only: it downloads from the package index).
 
-    python bench/surface.py [--repeats N] [--install]
+    python bench/surface.py [--repeats N] [--records N] [--only-commands] [--install]
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -45,6 +51,139 @@ def wall(cmd: list[str], cwd: Path, stdin: str | None = None) -> float:
     if done.returncode != 0:
         sys.exit(f"{cmd}: exit {done.returncode}: {done.stderr[-500:]}")
     return elapsed
+
+
+def timed(cmd: list[str], cwd: Path, stdin: str | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system, the command's own and its children's) of one
+    run of ``cmd``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds = wall(cmd, cwd, stdin)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return seconds, cpu
+
+
+def modules_imported(cmd: list[str], cwd: Path, stdin: str | None = None) -> int:
+    """How many modules ``cmd`` (a ``python -m airsspec`` command) imports."""
+    done = subprocess.run(
+        [cmd[0], "-X", "importtime", *cmd[1:]],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return sum("import time:" in line for line in done.stderr.splitlines()) - 1  # the header
+
+
+# (name, arguments, standard input): each command on the workspace ``command_rows`` builds.
+COMMANDS = [
+    ("--version", ["--version"], None),
+    ("append s FILE", ["append", "tiny", "event.jsonl"], None),
+    ("append s -", ["append", "tiny", "-"], '{"type": "user", "content": "one more"}\n'),
+    ("replay s", ["replay", "tiny"], None),
+    ("sessions", ["sessions"], None),
+    ("status", ["status"], None),
+    ("context s (no query)", ["context", "tiny", "--budget", "2000"], None),
+    ("search Q (text)", ["search", "webhook retries"], None),
+    ("search Q --json", ["search", "webhook retries", "--json"], None),
+    ("learnings list", ["learnings", "list"], None),
+]
+
+
+def build_workspace(project: Path, records: int) -> None:
+    """``records`` messages over 100 sessions plus a small one (``tiny``), projected once."""
+    from airsspec.memory import Memory
+
+    config, _ = Memory.init(project)
+    with Memory.open(config=config) as memory:
+        per = max(1, records // 100)
+        for s in range(100):
+            events = [
+                {"type": "user", "content": f"session {s} step {i}: webhook retries for job {i}"}
+                for i in range(per)
+            ]
+            memory.append_many(f"bulk-{s:03d}", events, project=False)
+        memory.append_many("tiny", [{"type": "user", "content": "add rate limiting"}])
+        memory.project()
+    (project / "event.jsonl").write_text('{"type": "user", "content": "from a file"}\n')
+
+
+def command_rows(root: Path, repeats: int, records: int) -> tuple[list[list[object]], str]:
+    """A row per command: wall and CPU medians without and with a server, their ratios to
+    ``python -c pass``, and the modules imported; and the load the machine was under."""
+    project = root / "commands"
+    project.mkdir()
+    hashed = os.environ.get("AIRSSPEC_COLD_EMBEDDER")
+    os.environ["AIRSSPEC_COLD_EMBEDDER"] = "hash"  # the cold tier's cost, not a model's
+    try:
+        return _command_rows(project, repeats, records)
+    finally:
+        os.environ.pop("AIRSSPEC_COLD_EMBEDDER")
+        if hashed is not None:
+            os.environ["AIRSSPEC_COLD_EMBEDDER"] = hashed
+
+
+def _command_rows(project: Path, repeats: int, records: int) -> tuple[list[list[object]], str]:
+    build_workspace(project, records)
+    airsspec = [sys.executable, "-m", "airsspec"]
+    pass_ = [timed([sys.executable, "-c", "pass"], project) for _ in range(repeats)]
+    base_wall = statistics.median(w for w, _ in pass_)
+    base_cpu = statistics.median(c for _, c in pass_)
+    figures: dict[str, dict[str, tuple[float, float]]] = {}
+    modules: dict[str, int] = {}
+    os.environ["AIRSSPEC_NO_SERVER"] = "1"
+    for name, args, stdin in COMMANDS:
+        runs = [timed([*airsspec, *args], project, stdin) for _ in range(repeats)]
+        figures[name] = {"local": _medians(runs)}
+        modules[name] = modules_imported([*airsspec, *args], project, stdin)
+    del os.environ["AIRSSPEC_NO_SERVER"]
+    server = subprocess.Popen(
+        [*airsspec, "serve", "--port", "0"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        server.stdout.readline()  # "airsspec serve: ... at ...": it answers from now on
+        for name, args, stdin in COMMANDS:
+            runs = [timed([*airsspec, *args], project, stdin) for _ in range(repeats)]
+            figures[name]["served"] = _medians(runs)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    rows: list[list[object]] = [
+        ["python -c pass", f"{base_wall * 1000:.0f}", f"{base_cpu * 1000:.0f}", "1.0", "-", "-"]
+    ]
+    for name, _, _ in COMMANDS:
+        (lw, lc), (sw, sc) = figures[name]["local"], figures[name]["served"]
+        rows.append(
+            [
+                name,
+                f"{lw * 1000:.0f} / {sw * 1000:.0f}",
+                f"{lc * 1000:.0f} / {sc * 1000:.0f}",
+                f"{lw / base_wall:.1f} / {sw / base_wall:.1f}",
+                modules[name],
+                "ok" if _meets(name, lw, sw, base_wall) else "MISSED",
+            ]
+        )
+    load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+    return rows, load
+
+
+def _medians(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
+
+
+def _meets(name: str, local: float, served: float, base: float) -> bool:
+    """Issue 46's targets: <= 5x ``python -c pass`` without a server (status and search:
+    <= 1 s), <= 3x with one."""
+    alone = (
+        local <= 1.0 if name.startswith(("status", "search", "learnings")) else local <= 5 * base
+    )
+    return alone and served <= 3 * base
 
 
 def median_ms(samples: list[float]) -> float:
@@ -171,11 +310,22 @@ def install_rows(root: Path) -> list[list[object]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument("--records", type=int, default=10_000, help="the workspace's size")
+    parser.add_argument("--only-commands", action="store_true", help="the command table only")
     parser.add_argument("--install", action="store_true", help="also measure pip install")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="airsspec-bench-surface-"))
     os.environ.setdefault("AIRSSPEC_MODELS", str(root / "models"))
     try:
+        rows, load = command_rows(root, args.repeats, args.records)
+        print_table(
+            f"Commands on a {args.records}-record workspace (projected once), medians of "
+            f"{args.repeats}: without a server / with one; load average {load}",
+            ["command", "wall ms", "cpu ms", "x python -c pass", "modules", "issue 46"],
+            rows,
+        )
+        if args.only_commands:
+            return
         print_table(
             f"CLI wall time on the hook path, ms (median of {args.repeats})",
             ["command", "median ms", "x python -c pass", "target ms"],

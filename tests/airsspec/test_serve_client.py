@@ -167,3 +167,17 @@ def test_text_search_and_sessions_are_answered_by_the_server_as_the_full_command
         assert timing.sub(" ms)", fast[1]) == timing.sub(" ms)", full[1]), args
         assert fast[0] == full[0] == 0 and fast[2] == full[2] == "", args
     assert "add rate limiting" in fast[1] and fast[1].startswith("1 hit(s) for 'rate limiting'")
+
+
+@pytest.mark.slow
+def test_append_of_a_file_and_of_dash_goes_to_the_server(served, tmp_path_factory) -> None:
+    events = tmp_path_factory.mktemp("input") / "events.jsonl"
+    events.write_bytes(b'{"type": "user", "content": "from a file"}\n')
+    by_file = airsspec(served, "append", "s1", str(events))
+    by_dash = airsspec(served, "append", "s1", "-", stdin=b'{"type": "user", "content": "dash"}\n')
+    assert by_file[:3] == (0, "appended 1 record(s) to s1 (seq 2)\n", "")
+    assert by_dash[:3] == (0, "appended 1 record(s) to s1 (seq 3)\n", "")
+    assert not heavy(by_file[3]) and not heavy(by_dash[3])  # the server appended them
+    missing = airsspec(served, "append", "s1", str(events.with_name("none.jsonl")))
+    assert missing[0] == 2 and "none.jsonl" in missing[2]  # the full command says what
+    assert [r.content for r in served.replay("s1")][1:] == ["from a file", "dash"]
