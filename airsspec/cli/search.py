@@ -4,6 +4,8 @@ finds passages across the whole memory, with provenance."""
 from __future__ import annotations
 
 import argparse
+import fcntl
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,50 @@ def _batch_requests(source: str) -> list[QueryMemoryInput]:
     return requests
 
 
+# Records the cold tier may lag by and still be caught up before a search answers (a few
+# seconds of embedding at most); further behind, the search answers at once from what is
+# indexed plus a scan of the rest, and a background worker catches up.
+CATCH_UP_HERE = 1000
+
+
+def _search(memory: Any, request: QueryMemoryInput, *, now: bool = False) -> dict[str, Any]:
+    """The answer to ``request`` from the cold tier as it is; ``now``: plus a full-text scan of
+    the records it has not indexed yet (``unindexed`` counts them)."""
+    try:
+        if now:
+            return dict(memory.search_now(**request.model_dump()))
+        return dict(memory.query_memory(request, fresh=False))
+    except ValueError as exc:  # a time that does not parse
+        raise UsageError(str(exc)) from exc
+
+
+def catch_up_in_background(root: Path, args: argparse.Namespace) -> bool:
+    """Start ``airsspec project --tier cold`` on the workspace as a detached process, unless
+    one started here still runs (it holds ``state/catch-up.lock``, inherited from this process
+    and released when it exits). The worker runs as this user, with this environment (the
+    same scope), and exits when the tier is up to date. Whether one was started."""
+    lock_path = root / "state" / "catch-up.lock"
+    lock = open(lock_path, "a")  # noqa: SIM115  # handed to the worker, which holds it
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a worker is at it
+        where = ["-c", args.config] if args.config else ["-w", str(root)]
+        subprocess.Popen(
+            [sys.executable, "-m", "airsspec", *where, "project", "--tier", "cold"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(lock.fileno(),),
+            start_new_session=True,  # not stopped with this terminal's process group
+            close_fds=True,
+        )
+        return True
+    finally:
+        lock.close()  # the worker keeps its own copy of the locked file
+
+
 @command(
     "search",
     arg("text", nargs="?", help="what to look for"),
@@ -83,7 +129,9 @@ def _batch_requests(source: str) -> list[QueryMemoryInput]:
 )
 def cmd_search(args: argparse.Namespace) -> int:
     """Search the whole memory. Messages, summaries, sources: semantic and full-text, with
-    provenance; brings the cold tier up to date first."""
+    provenance; brings the cold tier up to date first, or, when it is far behind (an import),
+    answers at once (what is indexed plus a scan of the rest) and catches up in the
+    background."""
     if (args.text is None) == (args.batch is None):
         raise UsageError("give either a query TEXT or --batch FILE.jsonl")
     requests = _batch_requests(args.batch) if args.batch else []
@@ -93,13 +141,19 @@ def cmd_search(args: argparse.Namespace) -> int:
         for request in requests:
             if request.session is not None:
                 memory.check_session(request.session)
-        if not args.stale:
-            memory.project(("cold",), progress=progress_printer())
-        for request in requests:
-            try:
-                result = memory.query_memory(request, fresh=False)
-            except ValueError as exc:  # a time that does not parse
-                raise UsageError(str(exc)) from exc
+        if args.batch:
+            if not args.stale:
+                memory.project(("cold",), progress=progress_printer())
+            results = [_search(memory, request) for request in requests]
+        else:
+            results = [_search(memory, requests[0], now=True)]
+            behind = results[0]["unindexed"]
+            if behind > CATCH_UP_HERE and not args.stale:
+                catch_up_in_background(memory.root, args)
+            elif behind and not args.stale:
+                memory.project(("cold",), progress=progress_printer())
+                results = [_search(memory, requests[0], now=True)]
+        for result in results:
             if args.batch:
                 sys.stdout.write(orjson.dumps(result).decode() + "\n")
             elif args.json:
