@@ -90,6 +90,7 @@ def catch_up_in_background(root: Path, args: argparse.Namespace) -> bool:
     and released when it exits). The worker runs as this user, with this environment (the
     same scope), and exits when the tier is up to date. Whether one was started."""
     lock_path = root / "state" / "catch-up.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = open(lock_path, "a")  # noqa: SIM115  # handed to the worker, which holds it
     try:
         try:
