@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from airsspec.cli import SECTIONS
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 
 # Libraries each costs from tens of milliseconds to seconds to import.
 HEAVY = (
@@ -87,21 +87,14 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A workspace with one session, every tier projected once (the cold one by the hash
     embedder: no model is loaded)."""
     root = tmp_path_factory.mktemp("budget")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "AIRSSPEC_COLD_EMBEDDER": "hash"}
-    env["AIRSSPEC_NO_SERVER"] = "1"
+    env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "AIRSSPEC_NO_SERVER": "1"}
     for args, stdin in (
-        (("init",), b""),
+        (("init",), None),
         (("append", "s1"), b'{"type": "user", "content": "add rate limiting"}\n'),
-        (("project",), b""),
+        (("project",), None),
     ):
-        subprocess.run(
-            [sys.executable, "-m", "airsspec", *args],
-            input=stdin,
-            cwd=root,
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        done = run_cli(*args, cwd=root, stdin=stdin, env=env)
+        assert done.returncode == 0, done.stderr
     (root / "event.jsonl").write_text('{"type": "user", "content": "one more"}\n')
     return root
 

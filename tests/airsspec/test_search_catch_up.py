@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from airsspec.memory import Memory
-from tests.conftest import REPO
+from tests.conftest import run_cli
 
 RECORDS = 10_000
 
@@ -41,20 +39,8 @@ def imported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def search(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "AIRSSPEC_COLD_EMBEDDER": "hash",
-        "AIRSSPEC_NO_SERVER": "1",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "airsspec", "search", *args, "--json"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        timeout=300,
-        check=False,
-    )
+    env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "AIRSSPEC_NO_SERVER": "1"}
+    return run_cli("search", *args, "--json", cwd=root, env=env)
 
 
 def lock_of(root: Path) -> Path:

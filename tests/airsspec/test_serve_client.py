@@ -181,3 +181,21 @@ def test_append_of_a_file_and_of_dash_goes_to_the_server(served, tmp_path_factor
     missing = airsspec(served, "append", "s1", str(events.with_name("none.jsonl")))
     assert missing[0] == 2 and "none.jsonl" in missing[2]  # the full command says what
     assert [r.content for r in served.replay("s1")][1:] == ["from a file", "dash"]
+
+
+@pytest.mark.slow
+def test_a_scoped_user_sees_through_the_server_only_what_the_full_command_shows(
+    served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served.sessions.start("alices", user="alice")
+    served.append_many("alices", [{"type": "user", "content": "alice's rate limiting notes"}])
+    served.sessions.start("bobs", user="bob")
+    monkeypatch.setenv("AIRSSPEC_USER", "bob")
+    for args in (("sessions", "--json"), ("search", "rate limiting", "--json")):
+        fast = airsspec(served, *args)
+        full = airsspec(served, *args, server=False)
+        assert not heavy(fast[3]), args  # the server answered, for bob only
+        assert "alices" not in fast[1] and "alice's" not in fast[1], args
+        if args[0] == "sessions":
+            assert fast[:3] == full[:3]
+            assert "bobs" in fast[1]
