@@ -242,8 +242,12 @@ class ColdStore:
         self._epoch: str | None = None
 
     def open(self) -> Any | None:
-        """The table, or None if it is missing, unreadable or made by another embedder."""
+        """The table, or None if it is missing, unreadable or made by another embedder. A local
+        table whose folder does not exist is missing without asking Lance (importing lancedb
+        takes seconds: the first search after an import answers from the log meanwhile)."""
         if self._table is None:
+            if self.local is not None and not (self.local / f"{TABLE}.lance").exists():
+                return None
             try:
                 table = self._connection().open_table(TABLE)
                 info = json.loads(table.schema.metadata[_META_KEY])

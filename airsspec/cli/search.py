@@ -135,14 +135,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     background."""
     if (args.text is None) == (args.batch is None):
         raise UsageError("give either a query TEXT or --batch FILE.jsonl")
-    requests = _batch_requests(args.batch) if args.batch else []
+    requests = _batch_requests(args.batch) if args.batch is not None else []
     if args.text is not None:
         requests = [_request(args)]
     with open_memory(args) as memory:
         for request in requests:
             if request.session is not None:
                 memory.check_session(request.session)
-        if args.batch:
+        if args.batch is not None:
             if not args.stale:
                 memory.project(("cold",), progress=progress_printer())
             results = [_search(memory, request) for request in requests]
@@ -155,7 +155,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 memory.project(("cold",), progress=progress_printer())
                 results = [_search(memory, requests[0], now=True)]
         for result in results:
-            if args.batch:
+            if args.batch is not None:
                 sys.stdout.write(orjson.dumps(result).decode() + "\n")
             elif args.json:
                 print_json(result)
