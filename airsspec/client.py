@@ -198,6 +198,7 @@ def _parse(argv: list[str]) -> dict | None:
     known: dict[str, dict[str, type | None]] = {
         "hook": {"--budget": int, "--recall": int},
         "append": {"--json": None},
+        "sessions": {"--json": None},
         "context": {"--budget": int, "--query": str, "--format": str, "--json": None},
         "query": {
             "-k": int,
@@ -209,7 +210,6 @@ def _parse(argv: list[str]) -> dict | None:
         },
     }
     known["search"] = known["query"]  # one command by two names
-    known["sessions"] = {"--json": None}
     parsed: dict = {"workspace": None, "config": None, "args": []}
     items = iter(argv)
     command = None
