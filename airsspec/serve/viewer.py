@@ -1,11 +1,15 @@
 """The web viewer at ``/``: the memory for people, served by the same process as the API.
 
-Pages: the sessions (filtered by user, agent, date and text), one session's timeline (messages,
-thoughts, tool calls paired with their results, errors marked, each compaction shown as its
-summary with a link to exactly the records it covers), verify, learnings with their evidence,
-and search with provenance. Server-rendered Jinja2 templates with autoescaping on, so stored
-content is always shown as text, never run; a few lines of our own JavaScript, no build step, no
-third-party code. Signing in sets an HttpOnly cookie holding the token, only by the form of
+Pages: the sessions (filtered by user, agent, date and text, a page at a time, the newest
+started first), one session's timeline (messages, thoughts, tool calls paired with their
+results, errors marked, memory events as cards, reads of the memory folded into a count, each
+compaction shown as its summary rendered as markdown with a link to exactly the records it
+covers, and links to jump to each error and summary), analytics (the charts of ``report`` as
+SVG, filtered like the sessions), verify (against an uploaded seal as well), learnings with their
+evidence (confirmed or rejected by a form, as the signed-in user), and search with provenance.
+Server-rendered Jinja2 templates with autoescaping on, so stored content is always shown as
+text, never run (markdown with raw HTML off); a few lines of our own JavaScript, no build step,
+no third-party script. Signing in sets an HttpOnly cookie holding the token, only by the form of
 ``/login`` posted from this server's own origin (the ``Origin`` header equal to ours, or
 ``Sec-Fetch-Site: same-origin``): another page cannot sign a browser in as someone else, and a
 token in a url is never taken. Every page reads through the signed-in user's scoped memory, and
@@ -15,11 +19,16 @@ no page or error shows a path of the server's machine.
 from __future__ import annotations
 
 import json
+import tempfile
+from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markdown_it import MarkdownIt
+from markupsafe import Markup, escape
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -27,7 +36,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from airsspec.errors import AirsspecError
+from airsspec.memory import MEMORY_SESSION
+from airsspec.reports import TOOLS_BY_SESSION
 from airsspec.serve.api import problem, public
+from airsspec.serve.charts import bar_chart
 from airsspec.serve.core import Served
 from airsspec.serve.tokens import COOKIE
 
@@ -42,6 +54,31 @@ ENV.filters["pretty"] = lambda value: (  # a text result as it is; anything else
     else json.dumps(value, indent=2, ensure_ascii=False, default=str)
 )
 MAX_RECORDS = 5000  # a timeline page shows at most this many records
+PAGE_SIZE = 50  # sessions on one page of the list
+MAX_SEAL = 1 << 20  # the largest seal file the verify page takes
+# CommonMark with raw HTML off: a summary's markup is shown, its HTML is text, and links with
+# an unsafe scheme (javascript:, data: ...) are left as text by markdown-it's own check.
+MARKDOWN = MarkdownIt("commonmark", {"html": False})
+
+
+def markdown(text: str | None) -> Markup:
+    """``text`` (a summary the compactor wrote, or stored content) as safe HTML."""
+    return Markup(MARKDOWN.render(text or ""))
+
+
+def human_time(ts: str | None) -> Markup:
+    """A record's time as a person reads it (to the minute, UTC), the exact one on hover."""
+    if not ts:
+        return Markup("")
+    try:
+        shown = datetime.fromisoformat(ts).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        shown = ts
+    return Markup('<time datetime="{0}" title="{0}">{1}</time>').format(escape(ts), shown)
+
+
+ENV.filters["markdown"] = markdown
+ENV.filters["when"] = human_time
 
 
 def render(name: str, request: Request, status: int = 200, **values: Any) -> HTMLResponse:
@@ -83,6 +120,11 @@ def timeline(records: list[Any]) -> list[dict[str, Any]]:
     for record in records:
         data = record.model_dump(mode="json", exclude_none=True)
         item = {"record": data, "type": record.type, "seq": record.seq, "result": None}
+        if record.type == "memory_accessed":  # reads of the memory: one count per run of them
+            if items and items[-1]["type"] == "memory_accessed":
+                items[-1]["count"] += 1
+                continue
+            item["count"] = 1
         if record.type == "observation" and data.get("action_id") in actions:
             actions[data["action_id"]]["result"] = data  # shown under its call
             continue
@@ -90,6 +132,78 @@ def timeline(records: list[Any]) -> list[dict[str, Any]]:
             actions[record.id] = item
         items.append(item)
     return items
+
+
+def jumps(items: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """The seqs a timeline's header links to: each error and each summary."""
+    found: dict[str, list[int]] = {"errors": [], "summaries": []}
+    for item in items:
+        result = item["result"] or item["record"]
+        if result.get("is_error"):
+            found["errors"].append(item["seq"])
+        if item["type"] == "compaction":
+            found["summaries"].append(item["seq"])
+    return found
+
+
+def _page(request: Request) -> int:
+    try:
+        return max(1, int(request.query_params.get("page", "1")))
+    except ValueError:
+        return 1
+
+
+def _filters(request: Request) -> dict[str, str]:
+    return {
+        k: request.query_params.get(k, "").strip() for k in ("user", "agent", "from", "to", "text")
+    }
+
+
+def _listed(memory: Any) -> list[dict[str, Any]]:
+    """The sessions a list shows: the workspace's own log (learnings, feedback) is none."""
+    owners = memory.scopes.owners()
+    return [
+        _session_row(info, owners.get(info.session))
+        for info in memory.sessions.list()
+        if info.session != MEMORY_SESSION
+    ]
+
+
+def analytics_charts(memory: Any, sessions: set[str]) -> list[Any]:
+    """The charts of ``report`` (tools, sessions, tokens) over ``sessions``."""
+    per_tool: dict[str, list[float]] = defaultdict(lambda: [0, 0])
+    for session, tool, calls, errors in memory.sql(TOOLS_BY_SESSION)[0].rows:
+        if session in sessions:
+            per_tool[tool][0] += calls - (errors or 0)
+            per_tool[tool][1] += errors or 0
+    rows = memory.report("sessions")
+    by_session = [dict(zip(rows.columns, r, strict=True)) for r in rows.rows]
+    by_session = [r for r in by_session if r["session"] in sessions]
+    per_day: dict[str, float] = defaultdict(float)
+    tokens = memory.report("tokens")
+    for r in tokens.rows:
+        row = dict(zip(tokens.columns, r, strict=True))
+        if row["session"] in sessions:
+            per_day[str(row["day"])] += row["tokens"] or 0
+    calls = sorted(per_tool.items(), key=lambda kv: -sum(kv[1]))
+    return [
+        bar_chart("Tool calls", calls, ["succeeded", "failed"]),
+        bar_chart(
+            "Tool calls per session",
+            [
+                (r["session"], [r["tool_calls"] - (r["errors"] or 0), r["errors"] or 0])
+                for r in by_session
+                if r["tool_calls"]
+            ],
+            ["succeeded", "failed"],
+        ),
+        bar_chart(
+            "Tokens per session",
+            [(r["session"], [r["tokens"] or 0]) for r in by_session],
+            ["tokens"],
+        ),
+        bar_chart("Tokens per day", [(d, [t]) for d, t in sorted(per_day.items())], ["tokens"]),
+    ]
 
 
 def routes(served: Served) -> list[Any]:
@@ -116,14 +230,10 @@ def routes(served: Served) -> list[Any]:
         return response
 
     async def sessions(request: Request) -> Response:
-        filters = {
-            k: request.query_params.get(k, "").strip()
-            for k in ("user", "agent", "from", "to", "text")
-        }
+        filters = _filters(request)
 
         def read(memory: Any) -> tuple[list[dict[str, Any]], set[str] | None]:
-            owners = memory.scopes.owners()
-            rows = [_session_row(info, owners.get(info.session)) for info in memory.sessions.list()]
+            rows = _listed(memory)
             found = None
             if filters["text"]:
                 hits = memory.search(filters["text"], k=100, fresh=False)["hits"]
@@ -133,8 +243,34 @@ def routes(served: Served) -> list[Any]:
 
         rows, found = await _read(served, request, read)
         shown = [row for row in rows if _matches(row, filters, found)]
-        shown.sort(key=lambda row: row["last_ts"] or "", reverse=True)
-        return render("sessions.html", request, rows=shown, total=len(rows), filters=filters)
+        # by when each started: later writes into an old session (extraction) never reorder
+        shown.sort(key=lambda row: (row["first_ts"] or "", row["session"]), reverse=True)
+        page = _page(request)
+        pages = max(1, -(-len(shown) // PAGE_SIZE))
+        return render(
+            "sessions.html",
+            request,
+            rows=shown[(page - 1) * PAGE_SIZE : page * PAGE_SIZE],
+            matched=len(shown),
+            total=len(rows),
+            filters=filters,
+            page=min(page, pages),
+            pages=pages,
+            query={k: v for k, v in filters.items() if v},
+        )
+
+    async def analytics(request: Request) -> Response:
+        filters = _filters(request)
+
+        def read(memory: Any) -> list[Any]:
+            rows = [row for row in _listed(memory) if _matches(row, filters, None)]
+            return analytics_charts(memory, {row["session"] for row in rows})
+
+        try:
+            charts = await _read(served, request, read)
+        except AirsspecError as exc:
+            return render("error.html", request, 400, message=public(served, str(exc)))
+        return render("analytics.html", request, charts=charts, filters=filters)
 
     async def session(request: Request) -> Response:
         name = request.path_params["session"]
@@ -162,6 +298,7 @@ def routes(served: Served) -> list[Any]:
             request,
             session=name,
             items=items,
+            jumps=jumps(items),
             info=info,
             span=span,
             truncated=len(records) == MAX_RECORDS,
@@ -185,13 +322,48 @@ def routes(served: Served) -> list[Any]:
         return Response(data, media_type="image/png")
 
     async def verify(request: Request) -> Response:
-        report = await _read(served, request, lambda m: m.verify())
-        return render("verify.html", request, report=report)
+        if request.method == "GET":
+            report = await _read(served, request, lambda m: m.verify())
+            return render("verify.html", request, report=report, seal=None)
+        if not same_origin(request):
+            return problem(403, "verify a seal from this server's own page (/verify)")
+        try:
+            form = await request.form(max_part_size=MAX_SEAL)
+        except HTTPException as exc:
+            return problem(400, f"seal upload: {exc.detail}")
+        upload = form.get("seal")
+        if upload is None or isinstance(upload, str):
+            return problem(400, "seal upload: choose a seal file (airsspec seal writes one)")
+        body = await upload.read()
+        try:
+            report = await _read(served, request, lambda m: _verify_against(m, body))
+        except AirsspecError as exc:
+            message = public(served, str(exc))
+            return render("error.html", request, 400, message=message, heading="Not verified")
+        return render("verify.html", request, report=report, seal=upload.filename or "the seal")
 
     async def learnings(request: Request) -> Response:
         found = await _read(served, request, lambda m: m.learnings.list())
         rows = sorted(found.learnings, key=lambda a: (a.status != "active", -a.priority, a.ts))
         return render("learnings.html", request, learnings=rows, conflicts=found.conflicts)
+
+    async def curate(request: Request) -> Response:
+        if not same_origin(request):
+            return problem(403, "change a learning from this server's own page (/learnings)")
+        form = await request.form()
+        verdict = request.path_params["verdict"]
+        learning = request.path_params["learning"]
+        reason = str(form.get("reason", "")).strip()
+        try:
+            await _read(
+                served, request, lambda m: m.learnings.feedback(learning, verdict, reason=reason)
+            )
+        except AirsspecError as exc:
+            message = public(served, str(exc))
+            return render(
+                "error.html", request, exc.http_status, message=message, heading="Not done"
+            )
+        return RedirectResponse(f"/learnings#l-{learning}", 303)
 
     async def search(request: Request) -> Response:
         query = request.query_params.get("q", "").strip()
@@ -210,11 +382,21 @@ def routes(served: Served) -> list[Any]:
         Route("/", sessions),
         Route("/sessions/{session}", session),
         Route("/sessions/{session}/visual/{file}", page),
-        Route("/verify", verify),
+        Route("/analytics", analytics),
+        Route("/verify", verify, methods=["GET", "POST"]),
         Route("/learnings", learnings),
+        Route("/learnings/{learning}/{verdict:str}", curate, methods=["POST"]),
         Route("/search", search),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
+
+
+def _verify_against(memory: Any, seal: bytes) -> Any:
+    """``memory.verify`` against an uploaded seal, held in a file only for the call."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as held:
+        held.write(seal)
+        held.flush()
+        return memory.verify(against=held.name)
 
 
 def _span(request: Request) -> tuple[int, int] | None:
