@@ -5,8 +5,10 @@ Built on the official MCP Python SDK (``MCPServer``). The tools are the operatio
 ``airsspec.serve.ops``, declared there once for the HTTP API too: name, description, input
 schema with bounds and descriptions, and annotations (``readOnlyHint``; no tool is destructive:
 every write appends to the log). Unknown arguments are refused. A caller's mistake (a bad
-argument, an unknown session) comes back as a tool error the model can read; the server keeps
-running. Over stdio every call goes through one ``Memory``, kept open for the life of the
+argument, an unknown session) comes back as a one-line tool error the model can read (the field
+and what is wrong with it); the server keeps running. A caller who may only read (a read-only
+token over HTTP) is listed only the tools that read. The server reports the package's version.
+Over stdio every call goes through one ``Memory``, kept open for the life of the
 server, so the embedder stays loaded and queries are warm; over HTTP the caller's token decides
 which user's view of the memory a call sees (``airsspec.serve``).
 
@@ -37,14 +39,16 @@ from mcp_types import (
     JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
+    ListToolsResult,
     RequestId,
     ToolAnnotations,
     jsonrpc_message_adapter,
 )
-from pydantic import ConfigDict
+from pydantic import ConfigDict, ValidationError
 from typing_extensions import override
 
-from airsspec.errors import AirsspecError
+import airsspec
+from airsspec.errors import AirsspecError, validation_problem
 from airsspec.serve.ops import OPS, Op
 
 INSTRUCTIONS = (
@@ -56,6 +60,26 @@ INSTRUCTIONS = (
 
 # How a tool call runs: (operation, validated arguments, the request's context) -> result.
 Runner = Callable[[Op, Any, Context], Any]
+# Whether the caller of a request (the SDK's request context) may write: is listed the writes.
+Writer = Callable[[Any], bool]
+
+
+class _Tool(Tool):
+    """The SDK's tool, whose refusal of the arguments is one line naming the field (the SDK's
+    own is pydantic's many-line report ending in a url)."""
+
+    @override
+    async def run(
+        self, arguments: dict[str, Any], context: Any, convert_result: bool = False
+    ) -> Any:
+        """Run the tool; a refusal of ``arguments`` said in one line."""
+        try:
+            return await super().run(arguments, context, convert_result)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                said = validation_problem(exc.__cause__, "arguments")
+                raise ToolError(f"{self.name}: {said}") from exc.__cause__
+            raise
 
 
 def _tool(op: Op, run: Runner) -> Tool:
@@ -77,7 +101,7 @@ def _tool(op: Op, run: Runner) -> Tool:
         "return": returns,
     }
     call.__name__ = op.name
-    tool = Tool.from_function(
+    tool = _Tool.from_function(
         call,
         name=op.name,
         description=op.description,
@@ -175,7 +199,18 @@ class _Output:
 
 class _Server(MCPServer):
     """The SDK's server, whose stdio transport lets calls still running answer after the
-    input ends."""
+    input ends, and whose list of tools is the caller's (``writes``: whether they may
+    write; every tool when not given)."""
+
+    writes: Writer | None = None
+
+    @override
+    async def _handle_list_tools(self, ctx: Any, params: Any) -> ListToolsResult:
+        """The tools this request's caller may call."""
+        tools = await self.list_tools()
+        if self.writes is not None and not self.writes(ctx):
+            tools = [t for t in tools if t.annotations is not None and t.annotations.read_only_hint]
+        return ListToolsResult(tools=tools)
 
     @override
     async def run_stdio_async(self) -> None:
@@ -199,14 +234,18 @@ class _Server(MCPServer):
             os.close(wire_fd)
 
 
-def build_server(run: Runner) -> MCPServer:
-    """An MCP server whose tools are the operations, each run by ``run``."""
-    return _Server(
+def build_server(run: Runner, writes: Writer | None = None) -> MCPServer:
+    """An MCP server whose tools are the operations, each run by ``run``; a caller for whom
+    ``writes`` says no is listed only the reads."""
+    server = _Server(
         "airsspec-memory",
         instructions=INSTRUCTIONS,
+        version=airsspec.__version__,
         tools=[_tool(op, run) for op in OPS],
         log_level="WARNING",
     )
+    server.writes = writes
+    return server
 
 
 def serve(memory: Any) -> None:

@@ -28,11 +28,6 @@ REPORTS = {
         sum(tokens) AS tokens, count(*) AS records
         FROM events GROUP BY ALL ORDER BY day, session""",
 }
-# The ``tools`` report's counts per session as well, so a page can total them over the sessions
-# a filter keeps (the viewer's analytics page).
-TOOLS_BY_SESSION = """SELECT session, tool, count(*) AS calls,
-    count(*) FILTER (WHERE is_error) AS errors
-    FROM tool_calls GROUP BY ALL ORDER BY session, tool"""
 
 
 # The formats a chart is written in, named by the file's extension: matplotlib's own backends

@@ -279,7 +279,12 @@ def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
         except AirsspecError as exc:  # as the API answers it: no path of this machine
             raise ToolError(api.public(served, str(exc))) from exc
 
-    mcp = build_server(run_tool)
+    def may_write(ctx: Any) -> bool:
+        request = ctx.request
+        user = request.scope.get("user") if request is not None else None
+        return isinstance(user, PrincipalUser) and not user.principal.read_only
+
+    mcp = build_server(run_tool, may_write)
     mcp.streamable_http_app(host=host, stateless_http=True, json_response=True)
     manager = mcp.session_manager
 

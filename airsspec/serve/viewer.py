@@ -37,7 +37,6 @@ from starlette.staticfiles import StaticFiles
 
 from airsspec.errors import AirsspecError
 from airsspec.memory import MEMORY_SESSION
-from airsspec.reports import TOOLS_BY_SESSION
 from airsspec.serve.api import problem, public
 from airsspec.serve.charts import bar_chart
 from airsspec.serve.core import Served
@@ -54,6 +53,11 @@ ENV.filters["pretty"] = lambda value: (  # a text result as it is; anything else
     else json.dumps(value, indent=2, ensure_ascii=False, default=str)
 )
 MAX_RECORDS = 5000  # a timeline page shows at most this many records
+# The ``tools`` report's counts per session as well, so the analytics page totals them over the
+# sessions its filter keeps (a read-only query of the analytics views, through ``Memory.sql``).
+TOOLS_BY_SESSION = """SELECT session, tool, count(*) AS calls,
+    count(*) FILTER (WHERE is_error) AS errors
+    FROM tool_calls GROUP BY ALL ORDER BY session, tool"""
 PAGE_SIZE = 50  # sessions on one page of the list
 MAX_SEAL = 1 << 20  # the largest seal file the verify page takes
 # CommonMark with raw HTML off: a summary's markup is shown, its HTML is text, and links with
