@@ -106,13 +106,15 @@ def operations_page() -> str:
     lines.append(
         "Each operation is one HTTP route under `/v1` and one MCP tool of the same name "
         "(`airsspec mcp`, or `/mcp` of `airsspec serve`). A read-only token may call only the "
-        "reads."
+        "reads. A read that records nothing is a GET as well, its arguments in the query "
+        "string (`curl -H 'Authorization: Bearer TOKEN' URL/v1/sessions/S/replay?limit=5`)."
     )
     lines.extend(["", "| Tool | Route | Writes | Arguments |", "| --- | --- | --- | --- |"])
     for op in OPS:
         arguments = ", ".join(f"`{p.name}`" for p in op.parameters)
         writes = "no" if op.read_only else "yes"
-        lines.append(f"| `{op.name}` | `{op.method} /v1{op.path}` | {writes} | {arguments} |")
+        route = " or ".join(f"`{method} /v1{op.path}`" for method in op.methods)
+        lines.append(f"| `{op.name}` | {route} | {writes} | {arguments} |")
     for op in OPS:
         lines.extend(["", f"## `{op.name}`", "", op.description or "(no description)"])
     return "\n".join(lines).rstrip() + "\n"

@@ -104,9 +104,20 @@ def guarded(handler: Any, served: Served) -> Any:
     return endpoint
 
 
+def _query(request: Request, op: Op) -> dict[str, Any]:
+    """A GET's arguments from its query string: a list field takes every value given."""
+    fields = op.arguments.model_fields
+    data: dict[str, Any] = {}
+    for name in request.query_params:
+        values = request.query_params.getlist(name)
+        many = name in fields and "list[" in str(fields[name].annotation)
+        data[name] = values if many or len(values) > 1 else values[0]
+    return data
+
+
 def _op_endpoint(served: Served, op: Op) -> Any:
     async def handler(request: Request) -> Response:
-        data = await read_json(request) if request.method == "POST" else {}
+        data = await read_json(request) if request.method == "POST" else _query(request, op)
         for name, value in request.path_params.items():
             if name in data and data[name] != value:
                 raise BadRequestError(f"field {name!r}: {data[name]!r} differs from the path")
@@ -219,6 +230,15 @@ def openapi(served: Served) -> dict[str, Any]:
             ref = {"$ref": f"#/components/schemas/{op.arguments.__name__}"}
             entry["requestBody"] = {"content": {"application/json": {"schema": ref}}}
         paths.setdefault(path, {})[op.method.lower()] = entry
+        if op.method != "GET" and "GET" in op.methods:  # the same read, its arguments in the query
+            query = [
+                {"name": n, "in": "query", "schema": schema}
+                for n, schema in body["properties"].items()
+            ]
+            get = {k: v for k, v in entry.items() if k != "requestBody"}
+            get["operationId"] = f"{op.name}_get"
+            get["parameters"] = [*entry["parameters"], *query]
+            paths[path]["get"] = get
     paths["/v1/hooks/{event}"] = {
         "post": {
             "operationId": "hook",
@@ -260,5 +280,5 @@ def routes(served: Served) -> list[Route]:
         Route("/v1/openapi.json", openapi_endpoint, methods=["GET"]),
         Route("/v1/hooks/{event}", _hook_endpoint(served), methods=["POST"]),
     ]
-    made += [Route(f"/v1{op.path}", _op_endpoint(served, op), methods=[op.method]) for op in OPS]
+    made += [Route(f"/v1{op.path}", _op_endpoint(served, op), methods=op.methods) for op in OPS]
     return made

@@ -104,11 +104,15 @@ def context(
     already visible. A new session starts with what the latest other sessions left. The newest
     message is never lost: ``truncated`` lists the messages shown cut (by seq). With ``images``
     (format anthropic), older sessions moved to the visual tier come as base64 PNG image
-    blocks, counted at Claude's image-token rate within the budget."""
-    text = memory.context(
+    blocks, counted at Claude's image-token rate within the budget. Answered as the CLI's
+    ``context --json`` prints it: ``context`` (the text), or for the anthropic and openai
+    formats ``messages`` (the list to pass as the SDK's messages; it is under ``context`` too
+    until the next release, for callers of the older shape)."""
+    made = memory.context(
         session, budget, query=query, format=format, images=images, thoughts=thoughts
     )
-    return {"session": session, "budget": budget, "context": text, "truncated": elided_seqs(text)}
+    answer = {"session": session, "budget": budget, "context": made, "truncated": elided_seqs(made)}
+    return answer if format == "text" else {**answer, "messages": made}
 
 
 def query_memory(memory: Any, **request: Any) -> dict[str, Any]:
@@ -386,6 +390,13 @@ class Op:
     method: str
     path: str
     records_access: bool = False
+
+    @property
+    def methods(self) -> list[str]:
+        """Its HTTP methods: a read with no side record is a GET as well (arguments in the
+        query string, for curl and a browser), whatever its ``method``."""
+        get = self.read_only and not self.records_access and self.method != "GET"
+        return [self.method, "GET"] if get else [self.method]
 
     @property
     def name(self) -> str:
