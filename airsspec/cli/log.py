@@ -26,16 +26,42 @@ from airsspec.memory import (
     arg("dir", nargs="?", default=".", help="folder to initialise (default: .)"),
 )
 def cmd_init(args: argparse.Namespace) -> int:
-    """Create a workspace and a commented airsspec.toml."""
+    """Create a workspace, a commented airsspec.toml, and the workspace's .gitignore (what is
+    derived or secret stays out of git)."""
     config, written = Memory.init(args.dir)
     with Memory.open(config=config) as memory:
         root = memory.root
+    ignore = Path(root) / ".gitignore"
+    ignored = not ignore.exists()
+    if ignored:  # one the user wrote is theirs
+        ignore.write_text(GITIGNORE, encoding="utf-8")
     if args.json:
-        print_json({"config": str(config), "config_written": written, "workspace": str(root)})
+        print_json(
+            {
+                "config": str(config),
+                "config_written": written,
+                "workspace": str(root),
+                "gitignore_written": ignored,
+            }
+        )
     else:
         print(f"{'created' if written else 'kept existing'} {config}")
         print(f"workspace ready at {root}")
     return EXIT_OK
+
+
+# What ``init`` keeps out of git in a workspace: the tiers (rebuilt from the log by ``airsspec
+# rebuild``), the state (keys, locks, caches) and the server's tokens. The log itself is the
+# record an audit may want kept; the line for it is there to uncomment.
+GITIGNORE = """\
+# Written by airsspec init. Derived from the log (airsspec rebuild makes them again):
+knowledge/
+# Secret or local: encryption keys, locks, caches, the server's state and tokens:
+state/
+auth/
+# The log itself (every transcript, secrets redacted at append). Uncomment to keep it out too:
+# contexts/
+"""
 
 
 @command(

@@ -1,0 +1,51 @@
+"""``airsspec init`` keeps what is derived or secret out of git: a real ``git check-ignore``
+agrees that the tiers, the state (keys) and the server's tokens are ignored and the log is not;
+a ``.gitignore`` the user already has is left as it is."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def ignored(repo: Path, *paths: str) -> set[str]:
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", *paths],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return set(done.stdout.split())
+
+
+def test_init_ignores_the_derived_and_secret_folders_not_the_log(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    done = run_cli("init", str(tmp_path), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["gitignore_written"] is True
+    ws = ".airsspec"
+    paths = [
+        f"{ws}/knowledge/library/history-001.md",
+        f"{ws}/state/keys/k1",
+        f"{ws}/auth/tokens.json",
+        f"{ws}/contexts/agent/s1.jsonl",
+    ]
+    assert ignored(tmp_path, *paths) == set(paths[:3])
+
+
+def test_a_gitignore_of_the_users_is_kept(tmp_path: Path) -> None:
+    assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0
+    mine = tmp_path / ".airsspec" / ".gitignore"
+    mine.write_text("*\n", encoding="utf-8")
+    again = run_cli("init", str(tmp_path), "--json", cwd=tmp_path)
+    assert json.loads(again.stdout)["gitignore_written"] is False
+    assert mine.read_text(encoding="utf-8") == "*\n"
