@@ -80,13 +80,15 @@ def plot_report(name: str, result: QueryResult, path: Path) -> None:
         by_session: dict[str, list[tuple[object, int]]] = {}
         for r in rows:
             by_session.setdefault(r["session"], []).append((r["day"], r["tokens"] or 0))
-        for session, points in sorted(by_session.items()):
+        series = sorted(by_session.items())
+        colours = series_colours(plt, len(series))
+        for (session, points), colour in zip(series, colours, strict=True):
             total, xs, ys = 0, [], []
             for day, tokens in points:
                 total += tokens
                 xs.append(day)
                 ys.append(total)
-            ax.plot(xs, ys, marker="o", label=session)
+            ax.plot(xs, ys, marker="o", label=session, color=colour)
         ax.set_ylabel("cumulative tokens")
         ax.set_title("Tokens per session over time")
         ax.legend(fontsize="small")
@@ -94,6 +96,16 @@ def plot_report(name: str, result: QueryResult, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, format=fmt)
     plt.close(fig)
+
+
+def series_colours(plt: Any, count: int) -> list[Any]:
+    """``count`` colours no two alike: matplotlib's ten-colour cycle repeats after ten series
+    (``report tokens`` draws one per session), so beyond it they are spread over a continuous
+    colour map."""
+    if count <= 10:
+        return [plt.get_cmap("tab10")(i) for i in range(count)]
+    cmap = plt.get_cmap("turbo")
+    return [cmap(i / (count - 1)) for i in range(count)]
 
 
 def _plot_tools(plt: Any, rows: list[dict[str, Any]], path: Path, fmt: str) -> None:

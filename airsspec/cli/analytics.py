@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +24,21 @@ def _cell(value: Any) -> str:
 
 
 def _shown(value: Any) -> str:
-    """A table cell as a person sees it (``printable``); csv and json keep exact values."""
+    """A table cell as a person sees it (``printable``; a fraction to two decimals, a time to
+    the second); csv and json keep exact values."""
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
     return printable(_cell(value))
+
+
+def _numeric(values: list[Any]) -> bool:
+    """Whether a column holds numbers only (shown right-aligned)."""
+    present = [v for v in values if v is not None]
+    return bool(present) and all(
+        isinstance(v, int | float | Decimal) and not isinstance(v, bool) for v in present
+    )
 
 
 def _print_result(result: QueryResult, fmt: str) -> None:
@@ -39,8 +54,13 @@ def _print_result(result: QueryResult, fmt: str) -> None:
     else:
         cells = [result.columns] + [[_shown(v) for v in row] for row in result.rows]
         widths = [min(60, max(len(r[i]) for r in cells)) for i in range(len(result.columns))]
+        right = [_numeric([row[i] for row in result.rows]) for i in range(len(result.columns))]
         for n, row in enumerate(cells):
-            print("  ".join(c[:60].ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+            shown = [
+                c[:60].rjust(w) if r else c[:60].ljust(w)
+                for c, w, r in zip(row, widths, right, strict=True)
+            ]
+            print("  ".join(shown).rstrip())
             if n == 0:
                 print("  ".join("-" * w for w in widths))
         print(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
