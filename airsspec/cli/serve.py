@@ -45,11 +45,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         served = Served(memory, local_user=user)
 
         def ready(where: dict) -> None:
-            shown = where["socket"] or where["url"]
-            print(f"airsspec serve: {memory.root} at {shown} (viewer: {where['url']}/)", flush=True)
+            print(banner(memory.root, where), flush=True)
 
         serve(served, host=args.host, port=args.port, path=args.socket, ready=ready)
     return EXIT_OK
+
+
+def banner(root: object, where: dict) -> str:
+    """The line ``serve`` prints once it listens: where, and how to reach it (a Unix socket
+    has no url a browser opens: the line says how curl reaches it)."""
+    if where.get("socket"):
+        sock = where["socket"]
+        return (
+            f"airsspec serve: {root} on the Unix socket {sock} "
+            f"(try: curl --unix-socket {sock} http://localhost/v1/health)"
+        )
+    return f"airsspec serve: {root} at {where['url']} (viewer: {where['url']}/)"
 
 
 command_group(

@@ -390,7 +390,10 @@ def test_the_light_client_reaches_a_server_on_a_unix_socket(tmp_path: Path) -> N
         stderr=subprocess.PIPE,
     )
     try:
-        assert proc.stdout is not None and "serve.sock" in proc.stdout.readline().decode()
+        assert proc.stdout is not None
+        said = proc.stdout.readline().decode()  # the banner: how a client reaches the socket
+        assert f"curl --unix-socket {sock} http://localhost/v1/health" in said
+        assert "viewer: http" not in said and "{" not in said
         assert os.stat(sock).st_mode & 0o077 == 0
         line = b'{"type": "user", "content": "over the socket"}\n'
         done = subprocess.run(
