@@ -4,6 +4,9 @@ themselves, the embedding model, shell completion."""
 from __future__ import annotations
 
 import argparse
+import json
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,12 +101,69 @@ def cmd_hooks_install(args: argparse.Namespace) -> int:
     path = hooks.settings_path(args.scope, project)
     groups = hooks.entries(args.scope, before, after, recall=args.recall > 0)
     changed = settings_file.install(path, groups)
+    runs = _runs(hooks.command("SessionStart", args.scope, before), project)
+    if not runs:
+        warn(
+            f"the hooks run {hooks.command('SessionStart', args.scope, before).split('  #')[0]!r}"
+            f", which does not run in {project} (for --scope project, 'airsspec' must be on "
+            "PATH: install the package, or use --scope local)"
+        )
+    twice = [
+        scope
+        for scope in settings_file.SCOPES
+        if scope != args.scope and _installed(hooks.settings_path(scope, project))
+    ]
+    for scope in twice:
+        warn(
+            f"airsspec's hooks are also installed at --scope {scope}: each event would be "
+            f"recorded twice (run: airsspec hooks uninstall --scope {scope})"
+        )
     if args.json:
-        print_json({"settings": str(path), "installed": list(hooks.EVENTS), "changed": changed})
+        print_json(
+            {
+                "settings": str(path),
+                "installed": list(hooks.EVENTS),
+                "changed": changed,
+                "command_runs": runs,
+                "also_installed": twice,
+            }
+        )
     else:
         state = "installed" if changed else "already installed:"
         print(f"{state} {', '.join(hooks.EVENTS)} hooks in {path}")
     return EXIT_OK
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr, as the CLI says them."""
+    print(f"airsspec: warning: {message}", file=sys.stderr)
+
+
+def _runs(command: str, project: Path) -> bool:
+    """Whether the program of a hook's ``command`` runs in ``project`` (its ``--version``)."""
+    words = shlex.split(command.split("  #")[0])
+    program = words[: words.index("hook")]
+    try:
+        done = subprocess.run(
+            [*program, "--version"], cwd=project, capture_output=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _installed(path: Path) -> bool:
+    """Whether the settings file ``path`` holds airsspec's hooks."""
+    from airsspec.hooks.settings_file import is_ours
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    groups = data.get("hooks") if isinstance(data, dict) else None
+    if not isinstance(groups, dict):
+        return False
+    return any(is_ours(g) for found in groups.values() if isinstance(found, list) for g in found)
 
 
 @command("hooks uninstall", _SCOPE, _PROJECT)
