@@ -67,6 +67,7 @@ def _empty(_: Any) -> dict[str, Any]:
 
 
 def _list(_: Any) -> list[Any]:
+def _none(_: Any) -> list[Any]:
     return []
 
 
@@ -88,6 +89,9 @@ CONTENT_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "memory_file_deleted": {"path": _text, "actor": _text},
     "messages_request": {"body_params": _text, "added": _list},
     "messages_response": {"body": _text},
+    "store_put": {"value": _empty},
+    "checkpoint": {"checkpoint": _empty, "metadata": _empty, "blobs": _empty},
+    "checkpoint_writes": {"writes": _none},
 }
 """Per type, the fields sealed and the placeholder each keeps in the clear record: every field
 that holds free text. What stays in the clear is structure: ids, seqs, counts, hashes, scope

@@ -9,6 +9,9 @@ A unit is a piece of readable text with its provenance. Pure functions of their 
 - a ``learning`` record gives one unit (its text; ``meta`` names the learning), so
   ``query_memory`` can search learnings; the other memory-management records (session
   lifecycle, feedback, accesses, housekeeping) give none;
+- a ``store_put`` record (a graph store's item) gives one unit of the text of the fields it
+  indexes (``meta`` names the namespace and key), none when it indexes none; the other records
+  of a framework's state (``STATE_TYPES``: pops, checkpoints...) give none;
 - a source document (markdown or text under ``sources/``) is split on headings, then by size
   with overlap, each section's secrets redacted as the log redacts them (so the lines stay
   where they were); its units name the file, its SHA-256 and the lines they span.
@@ -38,7 +41,7 @@ SOURCE_SUFFIXES = (".md", ".markdown", ".txt", ".rst")
 _HEADING = re.compile(r"^#{1,6}\s")
 
 
-UnitKind = Literal["message", "summary", "source", "learning"]
+UnitKind = Literal["message", "summary", "source", "learning", "store"]
 UNIT_KINDS: tuple[UnitKind, ...] = get_args(UnitKind)
 
 
@@ -192,7 +195,14 @@ def record_units(record: Record) -> list[Unit]:
     forgotten: ``eventlog.crypto``)."""
     from eventlog.crypto import is_forgotten
     from eventlog.render import record_text
-    from eventlog.schema import MEMORY_TYPES, CompactionRecord, ImportedRecord, LearningRecord
+    from eventlog.schema import (
+        MEMORY_TYPES,
+        STATE_TYPES,
+        CompactionRecord,
+        ImportedRecord,
+        LearningRecord,
+        StorePutRecord,
+    )
 
     if is_forgotten(record):
         return []
@@ -201,7 +211,11 @@ def record_units(record: Record) -> list[Unit]:
     if isinstance(record, LearningRecord):
         meta = {"learning_id": record.learning_id, "scope": record.scope}
         return [_unit(record, 0, "learning", record.kind, record.text, meta=meta)]
-    if record.type in MEMORY_TYPES:
+    if isinstance(record, StorePutRecord):
+        text = store_text(record.value, record.index)
+        meta = {"namespace": record.namespace, "key": record.key}
+        return [_unit(record, 0, "store", record.type, text, meta=meta)] if text else []
+    if record.type in MEMORY_TYPES or record.type in STATE_TYPES:
         return []
     if isinstance(record, ImportedRecord) and not record.text.strip():
         return []  # a foreign record with nothing to read (progress, snapshots, ...)
@@ -210,6 +224,34 @@ def record_units(record: Record) -> list[Unit]:
         return []
     pieces = split_text(text)
     return [_unit(record, part, "message", record.type, piece) for part, piece in enumerate(pieces)]
+
+
+def store_text(value: dict[str, Any], index: list[str] | bool) -> str:
+    """The searchable text of a store item's ``value``: the string leaves (other leaves as
+    JSON) of the fields ``index`` names (dotted paths; ``"$"`` or True: the whole value)."""
+    if index is False:
+        return ""
+    paths = ["$"] if index is True else index
+    found: list[str] = []
+    for path in paths:
+        node: Any = value
+        for step in [] if path == "$" else path.split("."):
+            node = node.get(step) if isinstance(node, dict) else None
+        _leaves(node, found)
+    return "\n".join(found).strip()
+
+
+def _leaves(node: Any, found: list[str]) -> None:
+    if isinstance(node, dict):
+        for child in node.values():
+            _leaves(child, found)
+    elif isinstance(node, list):
+        for child in node:
+            _leaves(child, found)
+    elif isinstance(node, str):
+        found.append(node)
+    elif node is not None:
+        found.append(orjson.dumps(node).decode())
 
 
 def _unit(record: Record, part: int, kind: UnitKind, type: str, text: str, **fields: Any) -> Unit:

@@ -16,6 +16,9 @@ Concepts and where they live:
   reject, extract, gc, archive, restore, reextract, health.
 - ``memory.scopes`` (``airsspec.kernel.gate``): owners, what a scope may see, guards.
 - ``AsyncMemory`` (``aio``): emitted from the above (``python -m airsspec.memory.aio_emit``).
+- framework state (``projections.agent_items``, ``projections.graph_state``): the folds the
+  adapters of ``airsspec.integrations`` read an agents SDK session, a graph's threads and store
+  back with.
 
 The errors the facade raises are re-exported here for convenience; they are the classes of
 ``airsspec.errors`` (declared once, in ``eventlog.errors``), which the doors import.
@@ -62,8 +65,11 @@ from eventlog.schema import (
     LearningScope,
     Record,
 )
+from projections.agent_items import ITEM_KEY, item_event
+from projections.agent_items import items as agent_items
 from projections.context import FORMATS as CONTEXT_FORMATS
 from projections.fitting import elided_seqs
+from projections.graph_state import StoredItem, Thread, fold_store, fold_thread
 from projections.memory_tool import (
     QUERY_MEMORY_TOOL,
     QUERY_MEMORY_TOOL_OPENAI,
@@ -96,6 +102,7 @@ __all__ = [
     "ENV_NAMES",
     "FORMATS",
     "INPUT_TYPES",
+    "ITEM_KEY",
     "LEVELS",
     "LOG_SUFFIX",
     "MEMORY_SESSION",
@@ -125,13 +132,19 @@ __all__ = [
     "Scope",
     "ScopeError",
     "SessionInfo",
+    "StoredItem",
+    "Thread",
     "TokenCounter",
     "Verified",
     "VerifyFailedError",
+    "agent_items",
     "check_name",
     "compact_answer",
     "elided_seqs",
+    "fold_store",
+    "fold_thread",
     "format_record",
+    "item_event",
     "normalize_ts",
     "outside",
     "parse_duration",

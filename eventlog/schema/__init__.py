@@ -84,6 +84,10 @@ CONVERSATION_TYPES: frozenset[str] = SCHEMA.conversation
 """The message types and ``imported`` (foreign records kept beside them): what a session's
 user and agent said or did, as the learnings projector and the extractor read it."""
 
+STATE_TYPES: frozenset[str] = SCHEMA.state
+"""The types an agent framework's adapter appends to keep its state on the log (an agents SDK
+session's pops and clears, a graph's store items and checkpoints: ``airsspec.integrations``)."""
+
 _OMIT_WHEN_NONE: tuple[str, ...] = SCHEMA.omit_when_none
 """Optional fields left out of a stored record rather than stored as null."""
 
@@ -98,6 +102,7 @@ __all__ = [  # the derived names (UserEvent ..., emitted in ``records``) last
     "RECORD_TYPES",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "STATE_TYPES",
     "SYSTEM_TYPES",
     "BackendInfo",
     "Category",

@@ -32,6 +32,7 @@ class Category(StrEnum):
     IMPORTED = "imported"  # a foreign record kept as it was, mapped to no message type
     SUMMARY = "summary"  # derived from a range of messages (the compactor's)
     MEMORY = "memory"  # memory management: sessions, learnings, sources (schema version 2)
+    STATE = "state"  # an agent framework's state kept on the log (``airsspec.integrations``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,3 +413,80 @@ class _Visualized(Fields):
     library_no: int = Field(ge=1)
     reason: str = Field(min_length=1, max_length=500)
     project: Annotated[str | None, OMIT_NONE] = None  # the project whose warm part it left
+# --------------------------------------------------------------------------- framework state
+# What an agent framework keeps through ``airsspec.integrations``, appended by its adapter
+# through ``Memory.append`` (any caller may): the framework's own objects are folded back from
+# these (``projections.agent_items``, ``projections.graph_state``), so each edit is a record that
+# ``replay`` shows and ``verify`` covers. Values a framework serializes itself (a graph's channel
+# values, its checkpoints) are kept as that serializer wrote them ({"type": ..., "data": base64}).
+
+
+@event_type("item_popped", Category.STATE)
+class _ItemPopped(Fields):
+    """An agents SDK session's last item was removed (``pop_item``): the record it was."""
+
+    of_seq: int = Field(ge=1)
+
+
+@event_type("items_cleared", Category.STATE)
+class _ItemsCleared(Fields):
+    """An agents SDK session's items were all removed (``clear_session``)."""
+
+
+_Namespace = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+
+
+@event_type("store_put", Category.STATE)
+class _StorePut(Fields):
+    """A graph store's item was written: its namespace, key and value (a JSON object)."""
+
+    namespace: _Namespace
+    key: str = Field(min_length=1)
+    value: dict[str, Any]
+    index: list[str] | bool = True  # the value's fields searched (True: all; False: none)
+    ttl: float | None = Field(default=None, gt=0)  # minutes from its last write or read
+
+
+@event_type("store_deleted", Category.STATE)
+class _StoreDeleted(Fields):
+    """A graph store's item was deleted, by its owner or because its time to live ran out."""
+
+    namespace: _Namespace
+    key: str = Field(min_length=1)
+    reason: Literal["deleted", "expired"] = "deleted"
+
+
+@event_type("store_touched", Category.STATE)
+class _StoreTouched(Fields):
+    """A graph store's items were read with ``refresh_ttl``: their time to live starts again."""
+
+    items: list[tuple[_Namespace, str]] = Field(min_length=1)
+
+
+@event_type("checkpoint", Category.STATE)
+class _Checkpoint(Fields):
+    """A graph thread's checkpoint (in the session named after the thread): the checkpoint
+    without its channel values, its metadata, and the values of the channels it changed."""
+
+    checkpoint_ns: str = ""
+    checkpoint_id: str = Field(min_length=1)
+    parent_id: str | None = None
+    checkpoint: dict[str, Any]  # serialized
+    metadata: dict[str, Any]  # serialized
+    blobs: dict[str, Any] = Field(default_factory=dict)  # channel -> {version, value}
+
+
+@event_type("checkpoint_writes", Category.STATE)
+class _CheckpointWrites(Fields):
+    """A task's pending writes against a checkpoint of a graph thread."""
+
+    checkpoint_ns: str = ""
+    checkpoint_id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
+    task_path: str = ""
+    writes: list[dict[str, Any]]  # {channel, idx, value (serialized)}
+
+
+@event_type("thread_deleted", Category.STATE)
+class _ThreadDeleted(Fields):
+    """A graph thread's checkpoints and writes were deleted (``delete_thread``)."""

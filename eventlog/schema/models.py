@@ -68,6 +68,8 @@ class Schema:
     """The message types, in declaration order (``MESSAGE_TYPES``)."""
     conversation: frozenset[str]
     """The messages and the foreign records kept beside them (``CONVERSATION_TYPES``)."""
+    state: frozenset[str]
+    """An agent framework's state kept on the log (``STATE_TYPES``)."""
     omit_when_none: tuple[str, ...]
     """Optional input fields left out of a stored record when None (``OMIT_NONE``)."""
 
@@ -99,6 +101,7 @@ def derive(catalog: Mapping[str, EventType], *, emitted: ModuleType | None = Non
         memory={name: system[name] for name in named(Category.MEMORY)},
         messages=tuple(named(Category.MESSAGE)),
         conversation=frozenset(named(Category.MESSAGE, Category.IMPORTED)),
+        state=frozenset(named(Category.STATE)),
         omit_when_none=omitted_when_none([Event, *(t.fields for t in catalog.values())]),
     )
 

@@ -313,6 +313,102 @@ class VisualizedRecord(catalog._Visualized, Record):
     type: Literal["visualized"]
 
 
+class ItemPoppedEvent(catalog._ItemPopped, Event):
+    """A ``item_popped`` event as a caller appends it."""
+
+    type: Literal["item_popped"] = "item_popped"
+
+
+class ItemPoppedRecord(catalog._ItemPopped, Record):
+    """A stored ``item_popped`` record."""
+
+    type: Literal["item_popped"]
+
+
+class ItemsClearedEvent(catalog._ItemsCleared, Event):
+    """A ``items_cleared`` event as a caller appends it."""
+
+    type: Literal["items_cleared"] = "items_cleared"
+
+
+class ItemsClearedRecord(catalog._ItemsCleared, Record):
+    """A stored ``items_cleared`` record."""
+
+    type: Literal["items_cleared"]
+
+
+class StorePutEvent(catalog._StorePut, Event):
+    """A ``store_put`` event as a caller appends it."""
+
+    type: Literal["store_put"] = "store_put"
+
+
+class StorePutRecord(catalog._StorePut, Record):
+    """A stored ``store_put`` record."""
+
+    type: Literal["store_put"]
+
+
+class StoreDeletedEvent(catalog._StoreDeleted, Event):
+    """A ``store_deleted`` event as a caller appends it."""
+
+    type: Literal["store_deleted"] = "store_deleted"
+
+
+class StoreDeletedRecord(catalog._StoreDeleted, Record):
+    """A stored ``store_deleted`` record."""
+
+    type: Literal["store_deleted"]
+
+
+class StoreTouchedEvent(catalog._StoreTouched, Event):
+    """A ``store_touched`` event as a caller appends it."""
+
+    type: Literal["store_touched"] = "store_touched"
+
+
+class StoreTouchedRecord(catalog._StoreTouched, Record):
+    """A stored ``store_touched`` record."""
+
+    type: Literal["store_touched"]
+
+
+class CheckpointEvent(catalog._Checkpoint, Event):
+    """A ``checkpoint`` event as a caller appends it."""
+
+    type: Literal["checkpoint"] = "checkpoint"
+
+
+class CheckpointRecord(catalog._Checkpoint, Record):
+    """A stored ``checkpoint`` record."""
+
+    type: Literal["checkpoint"]
+
+
+class CheckpointWritesEvent(catalog._CheckpointWrites, Event):
+    """A ``checkpoint_writes`` event as a caller appends it."""
+
+    type: Literal["checkpoint_writes"] = "checkpoint_writes"
+
+
+class CheckpointWritesRecord(catalog._CheckpointWrites, Record):
+    """A stored ``checkpoint_writes`` record."""
+
+    type: Literal["checkpoint_writes"]
+
+
+class ThreadDeletedEvent(catalog._ThreadDeleted, Event):
+    """A ``thread_deleted`` event as a caller appends it."""
+
+    type: Literal["thread_deleted"] = "thread_deleted"
+
+
+class ThreadDeletedRecord(catalog._ThreadDeleted, Record):
+    """A stored ``thread_deleted`` record."""
+
+    type: Literal["thread_deleted"]
+
+
 __all__ = [
     "ActionEvent",
     "ActionRecord",
@@ -320,6 +416,10 @@ __all__ = [
     "ArchivedRecord",
     "AssistantEvent",
     "AssistantRecord",
+    "CheckpointEvent",
+    "CheckpointRecord",
+    "CheckpointWritesEvent",
+    "CheckpointWritesRecord",
     "CompactionEvent",
     "CompactionRecord",
     "ExtractedEvent",
@@ -328,6 +428,10 @@ __all__ = [
     "ForgottenRecord",
     "ImportedEvent",
     "ImportedRecord",
+    "ItemPoppedEvent",
+    "ItemPoppedRecord",
+    "ItemsClearedEvent",
+    "ItemsClearedRecord",
     "LearningEvent",
     "LearningFeedbackEvent",
     "LearningFeedbackRecord",
@@ -358,8 +462,16 @@ __all__ = [
     "SessionStartedRecord",
     "SourceIndexedEvent",
     "SourceIndexedRecord",
+    "StoreDeletedEvent",
+    "StoreDeletedRecord",
+    "StorePutEvent",
+    "StorePutRecord",
+    "StoreTouchedEvent",
+    "StoreTouchedRecord",
     "ThoughtEvent",
     "ThoughtRecord",
+    "ThreadDeletedEvent",
+    "ThreadDeletedRecord",
     "UserEvent",
     "UserRecord",
     "VisualizedEvent",

@@ -1,0 +1,446 @@
+"""LangGraph's long-term store and thread checkpoints kept on the log of a ``Memory``.
+
+``AirsspecStore(memory)`` is a ``BaseStore``: the items of every namespace live in one session
+of the workspace, the store's (``store_session``: ``langgraph-store`` for an unscoped memory,
+one per scope otherwise, so the scope gate decides who reads which items), as ``store_put``
+and ``store_deleted`` events keyed by (namespace, key). ``get``, ``search`` and
+``list_namespaces`` read a fold of those events (``airsspec.memory.fold_store``); a ``search``
+with a ``query`` asks this memory's own search (``Memory.search``: lexical and semantic, over
+the fields each put indexes), and ``filter`` compares values as LangGraph's in-memory store
+does. TTL is in the events too: a put's ``ttl`` (minutes), a read with ``refresh_ttl`` records
+a ``store_touched`` event, an expired item is left out of every read, and ``sweep_expired``
+records its deletion (``reason: expired``).
+
+``AirsspecSaver(memory)`` is a ``BaseCheckpointSaver``: a thread is the session named by its
+``thread_id``; each checkpoint is a ``checkpoint`` event (the values of the channels it
+changed, serialized by the saver's serde), each task's pending writes a ``checkpoint_writes``
+event, ``delete_thread`` a ``thread_deleted`` event. So ``airsspec replay THREAD`` shows a
+thread's history, and ``saver.as_of(time or seq)`` reads the thread as it was then.
+
+Every write is one append through ``memory`` (its scope gate included); every read folds the
+records ``memory`` may read. The async methods run the same calls in a worker thread.
+
+    from langgraph.graph import StateGraph
+    from airsspec.integrations.langgraph import AirsspecSaver, AirsspecStore
+    from airsspec.memory import Memory
+
+    memory = Memory.open(".", create=True, user="ana")
+    graph = builder.compile(checkpointer=AirsspecSaver(memory), store=AirsspecStore(memory))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from airsspec.memory import (
+    MEMORY_SESSION,
+    Memory,
+    Record,
+    StoredItem,
+    Thread,
+    fold_store,
+    fold_thread,
+    validate_session_id,
+)
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        get_checkpoint_id,
+        get_checkpoint_metadata,
+        writes_sort_key,
+    )
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        Item,
+        ListNamespacesOp,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        TTLConfig,
+    )
+    from langgraph.store.memory import _compare_values, _does_match
+except ImportError as exc:  # the optional extra
+    raise ImportError(f"{exc}: the LangGraph adapter needs pip install 'airsspec[langgraph]'") from exc
+
+STORE_SESSION = "langgraph-store"
+"""The session of an unscoped memory's store (a scoped memory's adds a digest of its scope)."""
+
+
+def store_session(memory: Memory) -> str:
+    """The session ``memory``'s store keeps its items in: one per scope, so the scope gate
+    keeps one user's items from another (names may hold characters a session id may not:
+    the scope is named by a digest)."""
+    fields = memory.scope.to_fields()
+    if not fields:
+        return STORE_SESSION
+    named = "\0".join(f"{k}={v}" for k, v in sorted(fields.items()))
+    return f"{STORE_SESSION}-{hashlib.sha256(named.encode()).hexdigest()[:16]}"
+
+
+def _records(memory: Memory, session: str, until: Any = None) -> list[Record]:
+    """The records of ``session`` that ``memory`` may read, up to ``until`` (none when it
+    has no such session)."""
+    if not memory.has_session(session):
+        return []
+    return list(memory.replay(session, until=until))
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class AirsspecStore(BaseStore):
+    """LangGraph's ``BaseStore`` over ``memory`` (see the module); ``ttl``: LangGraph's
+    ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``)."""
+
+    supports_ttl = True
+
+    def __init__(self, memory: Memory, *, ttl: TTLConfig | None = None) -> None:
+        self.memory = memory
+        self.session = store_session(memory)
+        self.ttl_config = ttl
+
+    def _items(self, now: datetime) -> dict[tuple[tuple[str, ...], str], StoredItem]:
+        return fold_store(_records(self.memory, self.session), now)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order against the store as it was before them; the puts (the last
+        per namespace and key) are then appended in one atomic batch, with the TTL refreshes
+        the reads asked for."""
+        now = datetime.now(UTC)
+        items = self._items(now)
+        results: list[Result] = []
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        touched: dict[tuple[tuple[str, ...], str], None] = {}
+        for op in ops:
+            if isinstance(op, GetOp):
+                found = items.get((op.namespace, op.key))
+                results.append(_item(found) if found else None)
+                if found and op.refresh_ttl and found.ttl is not None:
+                    touched[(op.namespace, op.key)] = None
+            elif isinstance(op, SearchOp):
+                hits = self._search(op, items)
+                results.append(hits)
+                if op.refresh_ttl:
+                    for hit in hits:
+                        if items[(hit.namespace, hit.key)].ttl is not None:
+                            touched[(hit.namespace, hit.key)] = None
+            elif isinstance(op, ListNamespacesOp):
+                results.append(_namespaces(op, items))
+            elif isinstance(op, PutOp):
+                puts[(op.namespace, op.key)] = op
+                results.append(None)
+            else:
+                raise ValueError(f"unknown store operation {type(op).__name__}")
+        events = [_put_event(op) for op in puts.values()]
+        if touched:
+            events.append({"type": "store_touched", "items": [[list(n), k] for n, k in touched]})
+        if events:
+            self.memory.append_many(self.session, events)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """``batch`` in a worker thread."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def _search(
+        self, op: SearchOp, items: dict[tuple[tuple[str, ...], str], StoredItem]
+    ) -> list[SearchItem]:
+        """The items under ``op``'s namespace prefix whose values pass its filter; with a
+        query, those this memory's search finds first, by its score (then the rest)."""
+        size = len(op.namespace_prefix)
+        candidates = {
+            ident: item
+            for ident, item in items.items()
+            if ident[0][:size] == op.namespace_prefix
+            and all(_compare_values(item.value.get(k), v) for k, v in (op.filter or {}).items())
+        }
+        scored: dict[tuple[tuple[str, ...], str], float] = {}
+        if op.query and candidates:
+            wanted = max(10, 4 * (op.offset + op.limit))
+            found = self.memory.search(op.query, k=wanted, session=self.session, kinds=["store"])
+            for hit in found["hits"]:
+                meta = hit.get("meta") or {}
+                ident = (tuple(meta.get("namespace", ())), meta.get("key"))
+                item = candidates.get(ident)  # type: ignore[arg-type]
+                if item is not None and item.seq == hit.get("record_seq"):
+                    scored.setdefault(ident, float(hit["score"]))  # type: ignore[arg-type]
+        order = [*scored, *(ident for ident in candidates if ident not in scored)]
+        chosen = order[op.offset : op.offset + op.limit]
+        return [_item(candidates[ident], score=scored.get(ident), search=True) for ident in chosen]
+
+    def sweep_expired(self) -> int:
+        """Record the deletion of every item whose time to live ran out (``store_deleted``,
+        reason ``expired``); how many."""
+        now = datetime.now(UTC)
+        expired = [i for i in fold_store(_records(self.memory, self.session)).values() if i.expired(now)]
+        events = [
+            {"type": "store_deleted", "namespace": list(i.namespace), "key": i.key, "reason": "expired"}
+            for i in expired
+        ]
+        if events:
+            self.memory.append_many(self.session, events)
+        return len(events)
+
+
+def _put_event(op: PutOp) -> dict[str, Any]:
+    """The event of a put (a deletion when its value is None)."""
+    namespace = list(op.namespace)
+    if op.value is None:
+        return {"type": "store_deleted", "namespace": namespace, "key": op.key}
+    index = True if op.index is None else op.index
+    event = {"type": "store_put", "namespace": namespace, "key": op.key, "value": dict(op.value)}
+    return {**event, "index": list(index) if isinstance(index, list) else index, "ttl": op.ttl}
+
+
+def _item(stored: StoredItem, *, score: float | None = None, search: bool = False) -> Any:
+    """LangGraph's ``Item`` (``SearchItem`` for a search) of a stored item."""
+    fields = {
+        "namespace": stored.namespace,
+        "key": stored.key,
+        "value": stored.value,
+        "created_at": stored.created_at,
+        "updated_at": stored.updated_at,
+    }
+    return SearchItem(**fields, score=score) if search else Item(**fields)
+
+
+def _namespaces(
+    op: ListNamespacesOp, items: dict[tuple[tuple[str, ...], str], StoredItem]
+) -> list[tuple[str, ...]]:
+    """The namespaces holding live items that match ``op``'s conditions, sorted, cut at its
+    depth and page."""
+    held = {namespace for namespace, _ in items}
+    matched = [n for n in held if all(_does_match(c, n) for c in op.match_conditions or ())]
+    if op.max_depth is not None:
+        matched = list({n[: op.max_depth] for n in matched})
+    return sorted(matched)[op.offset : op.offset + op.limit]
+
+
+# --------------------------------------------------------------------------- the checkpointer
+
+
+class AirsspecSaver(BaseCheckpointSaver[int]):
+    """LangGraph's ``BaseCheckpointSaver`` over ``memory`` (see the module); ``until``: read
+    every thread as of that time or seq (``as_of``)."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        serde: SerializerProtocol | None = None,
+        until: str | int | datetime | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.memory = memory
+        self.until = until
+
+    def as_of(self, until: str | int | datetime) -> AirsspecSaver:
+        """This saver reading each thread as it was at ``until`` (a time, or a seq of the
+        thread's session); it writes nothing (a write is ``ReadOnlyTokenError``)."""
+        return AirsspecSaver(self.memory.scoped(read_only=True), serde=self.serde, until=until)
+
+    def _thread(self, thread_id: str) -> Thread:
+        return fold_thread(_records(self.memory, validate_session_id(thread_id), self.until))
+
+    def _dump(self, value: Any) -> dict[str, str]:
+        kind, data = self.serde.dumps_typed(value)
+        return {"type": kind, "data": base64.b64encode(data).decode("ascii")}
+
+    def _load(self, stored: dict[str, str]) -> Any:
+        return self.serde.loads_typed((stored["type"], base64.b64decode(stored["data"])))
+
+    def _tuple(self, thread_id: str, thread: Thread, ns: str, cid: str) -> CheckpointTuple:
+        """The checkpoint ``cid`` of ``thread``, with its channel values and pending writes."""
+        record = thread.checkpoints[ns][cid]
+        checkpoint = self._load(record.checkpoint)
+        values = {}
+        for channel, version in checkpoint["channel_versions"].items():
+            blob = thread.blobs.get((ns, channel, str(version)))
+            if blob is not None:
+                values[channel] = self._load(blob)
+        writes = thread.writes.get((ns, cid), {})
+        ordered = sorted(writes.values(), key=lambda w: writes_sort_key(w["task_path"], w["task_id"], w["idx"]))
+
+        def config(checkpoint_id: str) -> RunnableConfig:
+            ids = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+            return {"configurable": ids}
+
+        return CheckpointTuple(
+            config=config(cid),
+            checkpoint={**checkpoint, "channel_values": values},
+            metadata=self._load(record.metadata),
+            parent_config=config(record.parent_id) if record.parent_id else None,
+            pending_writes=[(w["task_id"], w["channel"], self._load(w["value"])) for w in ordered],
+        )
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names (its thread's latest when it names none)."""
+        thread_id = str(config["configurable"]["thread_id"])
+        ns = config["configurable"].get("checkpoint_ns", "")
+        thread = self._thread(thread_id)
+        held = thread.checkpoints.get(ns, {})
+        cid = get_checkpoint_id(config) or (max(held) if held else None)
+        return self._tuple(thread_id, thread, ns, cid) if cid in held else None
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """The checkpoints of ``config``'s thread (of every thread ``memory`` may read when
+        None), newest first, whose metadata has ``filter``'s values, before ``before``."""
+        if config is not None:
+            threads = [str(config["configurable"]["thread_id"])]
+            only_ns = config["configurable"].get("checkpoint_ns")
+            only_id = get_checkpoint_id(config)
+        else:
+            threads = [s for s in self.memory.sessions.names() if s != MEMORY_SESSION]
+            only_ns = only_id = None
+        before_id = get_checkpoint_id(before) if before else None
+        for thread_id in threads:
+            thread = self._thread(thread_id)
+            for ns, held in thread.checkpoints.items():
+                if only_ns is not None and ns != only_ns:
+                    continue
+                for cid in sorted(held, reverse=True):
+                    if (only_id and cid != only_id) or (before_id and cid >= before_id):
+                        continue
+                    found = self._tuple(thread_id, thread, ns, cid)
+                    if filter and any(found.metadata.get(k) != v for k, v in filter.items()):
+                        continue
+                    if limit is not None and limit <= 0:
+                        return
+                    if limit is not None:
+                        limit -= 1
+                    yield found
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Append ``checkpoint`` to its thread, with the values of the channels it changed."""
+        thread_id = str(config["configurable"]["thread_id"])
+        ns = config["configurable"].get("checkpoint_ns", "")
+        stored = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        values = checkpoint["channel_values"]
+        blobs = {
+            channel: {
+                "version": str(version),
+                "value": self._dump(values[channel]) if channel in values else None,
+            }
+            for channel, version in new_versions.items()
+        }
+        event = {
+            "type": "checkpoint",
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint["id"],
+            "parent_id": config["configurable"].get("checkpoint_id"),
+            "checkpoint": self._dump(stored),
+            "metadata": self._dump(get_checkpoint_metadata(config, metadata)),
+            "blobs": blobs,
+        }
+        self.memory.append(validate_session_id(thread_id), event)
+        ids = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
+        return {"configurable": ids}
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Append a task's pending writes against ``config``'s checkpoint (a write already
+        stored at the same index is kept, except the special channels', which replace)."""
+        thread_id = str(config["configurable"]["thread_id"])
+        ns = config["configurable"].get("checkpoint_ns", "")
+        cid = config["configurable"]["checkpoint_id"]
+        held = self._thread(thread_id).writes.get((ns, cid), {})
+        kept = []
+        for idx, (channel, value) in enumerate(writes):
+            at = WRITES_IDX_MAP.get(channel, idx)
+            if at >= 0 and (task_id, at) in held:
+                continue
+            kept.append({"channel": channel, "idx": at, "value": self._dump(value)})
+        if kept:
+            event = {
+                "type": "checkpoint_writes",
+                "checkpoint_ns": ns,
+                "checkpoint_id": cid,
+                "task_id": task_id,
+                "task_path": task_path,
+                "writes": kept,
+            }
+            self.memory.append(validate_session_id(thread_id), event)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Record that the thread's checkpoints and writes are deleted (nothing for a thread
+        with none): reads no longer see them, ``replay`` still shows them (``forget`` shreds)."""
+        session = validate_session_id(str(thread_id))
+        if self._thread(session).checkpoints:
+            self.memory.append(session, {"type": "thread_deleted"})
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """``get_tuple`` in a worker thread."""
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """``list`` read in a worker thread."""
+        found = await asyncio.to_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """``put`` in a worker thread."""
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """``put_writes`` in a worker thread."""
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """``delete_thread`` in a worker thread."""
+        await asyncio.to_thread(self.delete_thread, thread_id)
