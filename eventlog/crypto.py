@@ -67,7 +67,6 @@ def _empty(_: Any) -> dict[str, Any]:
 
 
 def _list(_: Any) -> list[Any]:
-def _none(_: Any) -> list[Any]:
     return []
 
 
@@ -91,7 +90,7 @@ CONTENT_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "messages_response": {"body": _text},
     "store_put": {"value": _empty},
     "checkpoint": {"checkpoint": _empty, "metadata": _empty, "blobs": _empty},
-    "checkpoint_writes": {"writes": _none},
+    "checkpoint_writes": {"writes": _list},
 }
 """Per type, the fields sealed and the placeholder each keeps in the clear record: every field
 that holds free text. What stays in the clear is structure: ids, seqs, counts, hashes, scope

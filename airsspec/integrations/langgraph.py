@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,7 +76,9 @@ try:
     )
     from langgraph.store.memory import _compare_values, _does_match
 except ImportError as exc:  # the optional extra
-    raise ImportError(f"{exc}: the LangGraph adapter needs pip install 'airsspec[langgraph]'") from exc
+    raise ImportError(
+        f"{exc}: the LangGraph adapter needs pip install 'airsspec[langgraph]'"
+    ) from exc
 
 STORE_SESSION = "langgraph-store"
 """The session of an unscoped memory's store (a scoped memory's adds a digest of its scope)."""
@@ -106,14 +108,22 @@ def _records(memory: Memory, session: str, until: Any = None) -> list[Record]:
 
 class AirsspecStore(BaseStore):
     """LangGraph's ``BaseStore`` over ``memory`` (see the module); ``ttl``: LangGraph's
-    ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``)."""
+    ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``); ``clock``: what time it is
+    when an item's time to live is compared (an aware datetime; default: now)."""
 
     supports_ttl = True
 
-    def __init__(self, memory: Memory, *, ttl: TTLConfig | None = None) -> None:
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        ttl: TTLConfig | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self.memory = memory
         self.session = store_session(memory)
         self.ttl_config = ttl
+        self.clock = clock
 
     def _items(self, now: datetime) -> dict[tuple[tuple[str, ...], str], StoredItem]:
         return fold_store(_records(self.memory, self.session), now)
@@ -122,7 +132,7 @@ class AirsspecStore(BaseStore):
         """Run ``ops`` in order against the store as it was before them; the puts (the last
         per namespace and key) are then appended in one atomic batch, with the TTL refreshes
         the reads asked for."""
-        now = datetime.now(UTC)
+        now = self.clock()
         items = self._items(now)
         results: list[Result] = []
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
@@ -187,10 +197,16 @@ class AirsspecStore(BaseStore):
     def sweep_expired(self) -> int:
         """Record the deletion of every item whose time to live ran out (``store_deleted``,
         reason ``expired``); how many."""
-        now = datetime.now(UTC)
-        expired = [i for i in fold_store(_records(self.memory, self.session)).values() if i.expired(now)]
+        now = self.clock()
+        held = fold_store(_records(self.memory, self.session)).values()
+        expired = [item for item in held if item.expired(now)]
         events = [
-            {"type": "store_deleted", "namespace": list(i.namespace), "key": i.key, "reason": "expired"}
+            {
+                "type": "store_deleted",
+                "namespace": list(i.namespace),
+                "key": i.key,
+                "reason": "expired",
+            }
             for i in expired
         ]
         if events:
@@ -210,14 +226,11 @@ def _put_event(op: PutOp) -> dict[str, Any]:
 
 def _item(stored: StoredItem, *, score: float | None = None, search: bool = False) -> Any:
     """LangGraph's ``Item`` (``SearchItem`` for a search) of a stored item."""
-    fields = {
-        "namespace": stored.namespace,
-        "key": stored.key,
-        "value": stored.value,
-        "created_at": stored.created_at,
-        "updated_at": stored.updated_at,
-    }
-    return SearchItem(**fields, score=score) if search else Item(**fields)
+    namespace, key, value = stored.namespace, stored.key, stored.value
+    made, updated = stored.created_at, stored.updated_at
+    if search:
+        return SearchItem(namespace, key, value, made, updated, score)
+    return Item(value=value, key=key, namespace=namespace, created_at=made, updated_at=updated)
 
 
 def _namespaces(
@@ -268,14 +281,16 @@ class AirsspecSaver(BaseCheckpointSaver[int]):
     def _tuple(self, thread_id: str, thread: Thread, ns: str, cid: str) -> CheckpointTuple:
         """The checkpoint ``cid`` of ``thread``, with its channel values and pending writes."""
         record = thread.checkpoints[ns][cid]
-        checkpoint = self._load(record.checkpoint)
+        checkpoint: Checkpoint = self._load(record.checkpoint)
         values = {}
         for channel, version in checkpoint["channel_versions"].items():
             blob = thread.blobs.get((ns, channel, str(version)))
             if blob is not None:
                 values[channel] = self._load(blob)
         writes = thread.writes.get((ns, cid), {})
-        ordered = sorted(writes.values(), key=lambda w: writes_sort_key(w["task_path"], w["task_id"], w["idx"]))
+        ordered = sorted(
+            writes.values(), key=lambda w: writes_sort_key(w["task_path"], w["task_id"], w["idx"])
+        )
 
         def config(checkpoint_id: str) -> RunnableConfig:
             ids = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
@@ -309,7 +324,7 @@ class AirsspecSaver(BaseCheckpointSaver[int]):
         """The checkpoints of ``config``'s thread (of every thread ``memory`` may read when
         None), newest first, whose metadata has ``filter``'s values, before ``before``."""
         if config is not None:
-            threads = [str(config["configurable"]["thread_id"])]
+            threads: Sequence[str] = [str(config["configurable"]["thread_id"])]
             only_ns = config["configurable"].get("checkpoint_ns")
             only_id = get_checkpoint_id(config)
         else:

@@ -1,0 +1,198 @@
+"""LangGraph's ``BaseStore`` over the log (``AirsspecStore``). LangGraph ships no conformance
+suite for stores (its checkpointer suite is run in ``test_langgraph_checkpointer``), so the
+cases of its own in-memory store tests (``libs/checkpoint/tests/test_store.py`` and
+``test_store_ttl.py`` upstream) are ported here: namespaces listed by prefix, suffix, wildcard,
+depth and page; invalid namespaces refused; put, get, update, delete; search by filter
+(operators, nested values) and by query (through this memory's own search); TTL. And what the
+log adds: every write is an event in ``replay``, ``verify`` stays green, a batch's reads see
+the store as it was before its puts, and a scoped memory's store is its own."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("langgraph.store.base", reason="the langgraph extra is not installed")
+
+from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
+
+from airsspec.integrations.langgraph import STORE_SESSION, AirsspecStore
+from airsspec.memory import Memory
+from tests.conftest import init_workspace
+
+NAMESPACES = [
+    ("a", "b", "c"),
+    ("a", "b", "d", "e"),
+    ("a", "b", "d", "i"),
+    ("a", "b", "f"),
+    ("a", "c", "f"),
+    ("b", "a", "f"),
+    ("users", "123"),
+    ("users", "456", "settings"),
+    ("admin", "users", "789"),
+]
+
+
+@pytest.fixture
+def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    init_workspace(tmp_path)
+    with Memory.open(tmp_path) as opened:
+        yield opened
+
+
+@pytest.fixture
+def store(memory: Memory) -> AirsspecStore:
+    return AirsspecStore(memory)
+
+
+def test_list_namespaces_by_prefix_suffix_wildcard_depth_and_page(store: AirsspecStore) -> None:
+    store.batch([PutOp(ns, f"id_{i}", {"data": i}) for i, ns in enumerate(NAMESPACES)])
+    assert store.list_namespaces(prefix=("a", "b")) == NAMESPACES[:4]
+    assert store.list_namespaces(suffix=("f",)) == [
+        ("a", "b", "f"),
+        ("a", "c", "f"),
+        ("b", "a", "f"),
+    ]
+    assert store.list_namespaces(prefix=("a",), suffix=("f",)) == [("a", "b", "f"), ("a", "c", "f")]
+    assert store.list_namespaces(prefix=("a", "b"), max_depth=3) == [
+        ("a", "b", "c"),
+        ("a", "b", "d"),
+        ("a", "b", "f"),
+    ]
+    assert store.list_namespaces(prefix=("a", "b"), limit=2) == NAMESPACES[:2]
+    assert store.list_namespaces(prefix=("a", "b"), offset=2) == NAMESPACES[2:4]
+    assert store.list_namespaces(prefix=("a", "*", "f")) == [("a", "b", "f"), ("a", "c", "f")]
+    assert store.list_namespaces(prefix=("users", "*")) == [
+        ("users", "123"),
+        ("users", "456", "settings"),
+    ]
+    assert store.list_namespaces(prefix=("nonexistent",)) == []
+    assert store.list_namespaces(max_depth=1) == [("a",), ("admin",), ("b",), ("users",)]
+    store.delete(("users", "123"), "id_6")  # a namespace with no item left is not listed
+    assert store.list_namespaces(prefix=("users",)) == [("users", "456", "settings")]
+
+
+def test_invalid_namespaces_are_refused_and_nothing_is_written(
+    store: AirsspecStore, memory: Memory
+) -> None:
+    for namespace in [(), ("the", "thing.about"), ("some", "fun", ""), ("langgraph", "foo")]:
+        with pytest.raises(InvalidNamespaceError):
+            store.put(namespace, "key", {"foo": "bar"})
+        with pytest.raises(InvalidNamespaceError):
+            asyncio.run(store.aput(namespace, "key", {"foo": "bar"}))
+    assert not memory.has_session(STORE_SESSION)
+
+
+def test_put_get_update_delete_are_events_and_reads_are_their_fold(
+    store: AirsspecStore, memory: Memory
+) -> None:
+    ns = ("users", "ana")
+    store.put(ns, "prefs", {"theme": "dark", "tags": ["a"]})
+    first = store.get(ns, "prefs")
+    assert first is not None and first.value == {"theme": "dark", "tags": ["a"]}
+    store.put(ns, "prefs", {"theme": "light"})
+    second = store.get(ns, "prefs")
+    assert second.value == {"theme": "light"}
+    assert second.created_at == first.created_at and second.updated_at >= first.updated_at
+    assert asyncio.run(store.aget(ns, "prefs")) == second
+    store.delete(ns, "prefs")
+    assert store.get(ns, "prefs") is None and store.get(ns, "missing") is None
+    assert [r.type for r in memory.replay(STORE_SESSION)] == [
+        "store_put",
+        "store_put",
+        "store_deleted",
+    ]
+    assert AirsspecStore(memory).get(ns, "prefs") is None  # a new store folds the same log
+    assert memory.verify().ok
+
+
+def test_a_batch_reads_the_store_as_it_was_before_its_puts(
+    store: AirsspecStore, memory: Memory
+) -> None:
+    ns = ("docs",)
+    results = store.batch(
+        [PutOp(ns, "k", {"v": 1}), GetOp(ns, "k"), PutOp(ns, "k", {"v": 2}), SearchOp(ns)]
+    )
+    assert results == [None, None, None, []]
+    assert store.get(ns, "k").value == {"v": 2}
+    assert [r.type for r in memory.replay(STORE_SESSION)] == ["store_put"]  # the last put only
+
+
+def test_search_filters_values_as_langgraph_does(store: AirsspecStore) -> None:
+    ns = ("docs",)
+    store.put(ns, "a", {"score": 3, "kind": "note", "meta": {"lang": "en"}})
+    store.put(ns, "b", {"score": 7, "kind": "note", "meta": {"lang": "pt"}})
+    store.put(ns, "c", {"score": 9, "kind": "task", "meta": {"lang": "en"}})
+    store.put(("other",), "d", {"score": 9, "kind": "note"})
+
+    def keys(**kwargs) -> list[str]:
+        return [item.key for item in store.search(ns, **kwargs)]
+
+    assert keys() == ["a", "b", "c"]
+    assert keys(filter={"kind": "note"}) == ["a", "b"]
+    assert keys(filter={"score": {"$gt": 5}}) == ["b", "c"]
+    assert keys(filter={"score": {"$lte": 7}, "kind": {"$ne": "task"}}) == ["a", "b"]
+    assert keys(filter={"meta": {"lang": "en"}}) == ["a", "c"]
+    assert keys(limit=1, offset=1) == ["b"]
+    assert [i.key for i in store.search(())] == ["a", "b", "c", "d"]
+
+
+def test_search_with_a_query_uses_the_memorys_search(store: AirsspecStore) -> None:
+    ns = ("docs",)
+    store.put(ns, "doc1", {"text": "short text about cooking pasta"})
+    store.put(ns, "doc2", {"text": "the deployment runbook for the billing service"})
+    store.put(
+        ns, "doc3", {"text": "billing service incident notes"}, index=["title"]
+    )  # nothing to read
+    store.put(ns, "doc4", {"text": "gardening tips"}, index=False)
+    hits = store.search(ns, query="billing service runbook")
+    assert hits[0].key == "doc2" and hits[0].score is not None
+    assert {h.key for h in hits if h.score is not None} == {"doc2"}  # doc3's text is not indexed
+    assert {h.key for h in hits} == {"doc1", "doc2", "doc3", "doc4"}  # the rest, unscored
+    store.put(ns, "doc2", {"text": "now about cheese"})  # an old version no longer matches
+    assert all(h.score is None for h in store.search(ns, query="billing runbook"))
+    hits = store.search(ns, query="cheese", filter={"text": "now about cheese"})
+    assert [(h.key, h.score is not None) for h in hits] == [("doc2", True)]
+
+
+def test_ttl_is_in_the_log_and_expired_items_are_gone(memory: Memory) -> None:
+    now = datetime.now(UTC)
+    clock = {"now": now}
+    store = AirsspecStore(memory, ttl={"default_ttl": 1.0}, clock=lambda: clock["now"])
+    ns = ("session", "cache")
+    store.put(ns, "short", {"v": 1})  # the default: one minute
+    store.put(ns, "long", {"v": 2}, ttl=60)
+    store.put(ns, "kept", {"v": 3}, ttl=None)
+    assert [r.ttl for r in memory.replay(STORE_SESSION)] == [1.0, 60, None]
+
+    clock["now"] = now + timedelta(seconds=30)
+    assert store.get(ns, "short", refresh_ttl=True) is not None
+    touched = list(memory.replay(STORE_SESSION))[-1]
+    assert touched.type == "store_touched" and touched.items == [(["session", "cache"], "short")]
+    assert store.get(ns, "kept", refresh_ttl=True) is not None  # no TTL: nothing to refresh
+    assert list(memory.replay(STORE_SESSION))[-1] == touched
+
+    clock["now"] = now + timedelta(minutes=5)
+    assert store.get(ns, "short") is None
+    assert {i.key for i in store.search(ns)} == {"long", "kept"}
+    assert store.sweep_expired() == 1
+    deleted = list(memory.replay(STORE_SESSION))[-1]
+    assert (deleted.type, deleted.key, deleted.reason) == ("store_deleted", "short", "expired")
+    assert store.sweep_expired() == 0
+    assert memory.verify().ok
+
+
+def test_a_scoped_store_never_sees_another_users_items(memory: Memory) -> None:
+    ana = AirsspecStore(memory.scoped(user="ana"))
+    bo = AirsspecStore(memory.scoped(user="bo"))
+    ana.put(("notes",), "secret", {"text": "ana's secret plan"})
+    bo.put(("notes",), "mine", {"text": "bo's plan"})
+    assert ana.session != bo.session
+    assert bo.get(("notes",), "secret") is None
+    assert [i.key for i in bo.search(("notes",), query="secret plan")] == ["mine"]
+    assert bo.list_namespaces() == [("notes",)] and len(bo.search(())) == 1
+    assert [i.key for i in ana.search(("notes",))] == ["secret"]
