@@ -12,8 +12,9 @@ a ``store_touched`` event, an expired item is left out of every read, and ``swee
 records its deletion (``reason: expired``).
 
 ``AirsspecSaver(memory)`` is a ``BaseCheckpointSaver``: a thread is the session named by its
-``thread_id``; each checkpoint is a ``checkpoint`` event (the values of the channels it
-changed, serialized by the saver's serde), each task's pending writes a ``checkpoint_writes``
+``thread_id``; each checkpoint is a ``checkpoint`` event (with the values of the channels it
+changed: plain JSON as it is, anything else serialized by the saver's serde), each task's
+pending writes a ``checkpoint_writes``
 event, ``delete_thread`` a ``thread_deleted`` event. So ``airsspec replay THREAD`` shows a
 thread's history, and ``saver.as_of(time or seq)`` reads the thread as it was then.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import math
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -247,6 +249,29 @@ def _namespaces(
 
 # --------------------------------------------------------------------------- the checkpointer
 
+_PLAIN_DEPTH = 32  # deeper values go through the serde: the log refuses deep nesting
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is JSON the log stores and gives back exactly, of exactly these
+    types (a tuple, a str subclass, a non-finite float or a huge int is not)."""
+    kind = type(value)
+    if depth > _PLAIN_DEPTH:
+        return False
+    if kind is str:
+        return value.isascii() or not any("\ud800" <= c <= "\udfff" for c in value)
+    if kind is int:
+        return -(2**63) <= value < 2**64
+    if kind is float:
+        return math.isfinite(value)
+    if kind is bool or value is None:
+        return True
+    if kind is list:
+        return all(_plain(v, depth + 1) for v in value)
+    if kind is dict:
+        return all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
 
 class AirsspecSaver(BaseCheckpointSaver[int]):
     """LangGraph's ``BaseCheckpointSaver`` over ``memory`` (see the module); ``until``: read
@@ -271,11 +296,17 @@ class AirsspecSaver(BaseCheckpointSaver[int]):
     def _thread(self, thread_id: str) -> Thread:
         return fold_thread(_records(self.memory, validate_session_id(thread_id), self.until))
 
-    def _dump(self, value: Any) -> dict[str, str]:
+    def _dump(self, value: Any) -> dict[str, Any]:
+        """``value`` as stored: itself when it is plain JSON (readable in ``replay``), else
+        what the saver's serde makes of it (base64)."""
+        if _plain(value):
+            return {"json": value}
         kind, data = self.serde.dumps_typed(value)
         return {"type": kind, "data": base64.b64encode(data).decode("ascii")}
 
-    def _load(self, stored: dict[str, str]) -> Any:
+    def _load(self, stored: dict[str, Any]) -> Any:
+        if "json" in stored:
+            return stored["json"]
         return self.serde.loads_typed((stored["type"], base64.b64decode(stored["data"])))
 
     def _tuple(self, thread_id: str, thread: Thread, ns: str, cid: str) -> CheckpointTuple:

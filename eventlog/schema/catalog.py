@@ -417,8 +417,9 @@ class _Visualized(Fields):
 # What an agent framework keeps through ``airsspec.integrations``, appended by its adapter
 # through ``Memory.append`` (any caller may): the framework's own objects are folded back from
 # these (``projections.agent_items``, ``projections.graph_state``), so each edit is a record that
-# ``replay`` shows and ``verify`` covers. Values a framework serializes itself (a graph's channel
-# values, its checkpoints) are kept as that serializer wrote them ({"type": ..., "data": base64}).
+# ``replay`` shows and ``verify`` covers. A graph's values (its checkpoints, channel values and
+# writes) are kept as ``{"json": value}`` when plain JSON, else as its serializer wrote them
+# (``{"type": ..., "data": base64}``).
 
 
 @event_type("item_popped", Category.STATE)
