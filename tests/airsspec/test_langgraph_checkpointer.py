@@ -29,8 +29,7 @@ from tests.conftest import init_workspace
 
 
 @pytest.fixture
-def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+def memory(tmp_path: Path, offline: None):
     init_workspace(tmp_path)
     with Memory.open(tmp_path) as opened:
         yield opened

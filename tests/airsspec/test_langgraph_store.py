@@ -37,8 +37,7 @@ NAMESPACES = [
 
 
 @pytest.fixture
-def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+def memory(tmp_path: Path, offline: None):
     init_workspace(tmp_path)
     with Memory.open(tmp_path) as opened:
         yield opened
