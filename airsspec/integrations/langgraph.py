@@ -8,8 +8,8 @@ and ``store_deleted`` events keyed by (namespace, key). ``get``, ``search`` and
 with a ``query`` asks this memory's own search (``Memory.search``: lexical and semantic, over
 the fields each put indexes), and ``filter`` compares values as LangGraph's in-memory store
 does. TTL is in the events too: a put's ``ttl`` (minutes), a read with ``refresh_ttl`` records
-a ``store_touched`` event, an expired item is left out of every read, and ``sweep_expired``
-records its deletion (``reason: expired``).
+a ``store_touched`` event (a read-only memory's reads refresh none), an expired item is left
+out of every read, and ``sweep_expired`` records its deletion (``reason: expired``).
 
 ``AirsspecSaver(memory)`` is a ``BaseCheckpointSaver``: a thread is the session named by its
 ``thread_id``; each checkpoint is a ``checkpoint`` event (with the values of the channels it
@@ -160,7 +160,7 @@ class AirsspecStore(BaseStore):
             else:
                 raise ValueError(f"unknown store operation {type(op).__name__}")
         events = [_put_event(op) for op in puts.values()]
-        if touched:
+        if touched and not self.memory.read_only:  # a reader who may not write refreshes none
             events.append({"type": "store_touched", "items": [[list(n), k] for n, k in touched]})
         if events:
             self.memory.append_many(self.session, events)

@@ -4,7 +4,8 @@
 of the workspace. ``add_items`` appends each item as the record that says the same thing (a
 user or assistant message, an action, an observation, a thought, else ``imported``), the item
 itself kept exactly in the record's ``meta`` (``airsspec.memory.item_event``): the items are
-read, searched, compacted and forgotten like every other message, and come back equal.
+read, searched, compacted and forgotten like every other message, and come back equal (but for
+a secret in one: redacted at append, as in every record).
 ``pop_item`` and ``clear_session`` are events too (``item_popped``, ``items_cleared``): the log
 stays append-only and ``replay`` shows what was removed and when. ``get_items`` is a fold of
 the session's records (``airsspec.memory.agent_items``).

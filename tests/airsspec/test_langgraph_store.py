@@ -195,3 +195,11 @@ def test_a_scoped_store_never_sees_another_users_items(memory: Memory) -> None:
     assert [i.key for i in bo.search(("notes",), query="secret plan")] == ["mine"]
     assert bo.list_namespaces() == [("notes",)] and len(bo.search(())) == 1
     assert [i.key for i in ana.search(("notes",))] == ["secret"]
+
+
+def test_a_read_only_memorys_store_reads_and_refreshes_nothing(memory: Memory) -> None:
+    AirsspecStore(memory).put(("cache",), "k", {"v": 1}, ttl=5)
+    before = list(memory.replay(STORE_SESSION))
+    reader = AirsspecStore(memory.scoped(read_only=True))
+    assert reader.get(("cache",), "k", refresh_ttl=True).value == {"v": 1}
+    assert list(memory.replay(STORE_SESSION)) == before
