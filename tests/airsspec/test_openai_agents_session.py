@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 
@@ -177,3 +179,39 @@ def test_compaction_gives_the_summary_in_place_of_the_items_it_covers(memory: Me
     assert items[1:] == turns[compaction.to_seq :]
     plain = AirsspecSession("chat-3", memory)  # without compaction: every item, as added
     assert asyncio.run(plain.get_items()) == turns
+
+
+_ITEM = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "system"]), "content": st.text(max_size=20)}
+)
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.lists(_ITEM, min_size=1, max_size=3)),
+        st.tuples(st.just("pop"), st.none()),
+        st.tuples(st.just("clear"), st.none()),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS, limit=st.none() | st.integers(min_value=0, max_value=6))
+def test_the_fold_matches_a_list_under_any_edits(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, Any]], limit: int | None
+) -> None:
+    root = init_workspace(tmp_path_factory.mktemp("ws"))
+    model: list[dict[str, Any]] = []
+    with Memory.open(root) as memory:
+        session = AirsspecSession("edits", memory)
+        for op, items in ops:
+            if op == "add":
+                session.add(items)
+                model.extend(items)
+            elif op == "pop":
+                assert session.pop() == (model.pop() if model else None)
+            else:
+                session.clear()
+                model.clear()
+        expected = model if limit is None else model[len(model) - limit :] if limit else []
+        assert session.items(limit) == expected
+        assert AirsspecSession("edits", memory).items() == model  # a rebuild from the log agrees
