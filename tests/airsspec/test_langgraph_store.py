@@ -14,11 +14,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("langgraph.store.base", reason="the langgraph extra is not installed")
 
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 
+from airsspec.errors import InvalidEventError
 from airsspec.integrations.langgraph import STORE_SESSION, AirsspecStore
 from airsspec.memory import Memory
 from tests.conftest import init_workspace
@@ -106,6 +109,9 @@ def test_put_get_update_delete_are_events_and_reads_are_their_fold(
         "store_deleted",
     ]
     assert AirsspecStore(memory).get(ns, "prefs") is None  # a new store folds the same log
+    with pytest.raises(InvalidEventError, match="64-bit"):  # the log cannot hold it exactly
+        store.put(ns, "huge", {"n": 2**70})
+    assert len(list(memory.replay(STORE_SESSION))) == 3  # nothing stored in its place
     assert memory.verify().ok
 
 
@@ -203,3 +209,36 @@ def test_a_read_only_memorys_store_reads_and_refreshes_nothing(memory: Memory) -
     reader = AirsspecStore(memory.scoped(read_only=True))
     assert reader.get(("cache",), "k", refresh_ttl=True).value == {"v": 1}
     assert list(memory.replay(STORE_SESSION)) == before
+
+
+_NS = st.sampled_from([("a",), ("a", "b"), ("c",)])
+_STORE_OPS = st.lists(
+    st.tuples(
+        _NS,
+        st.sampled_from(["k1", "k2"]),
+        st.none() | st.dictionaries(st.text(max_size=3), st.integers(-(2**63), 2**63), max_size=2),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(_STORE_OPS, max_size=4))
+def test_the_fold_matches_a_dict_under_any_puts_and_deletes(
+    tmp_path_factory: pytest.TempPathFactory, batches: list[list[tuple]]
+) -> None:
+    root = init_workspace(tmp_path_factory.mktemp("ws"))
+    model: dict[tuple, dict] = {}
+    with Memory.open(root) as memory:
+        store = AirsspecStore(memory)
+        for ops in batches:
+            store.batch([PutOp(ns, key, value) for ns, key, value in ops])
+            for ns, key, value in ops:
+                if value is None:
+                    model.pop((ns, key), None)
+                else:
+                    model[(ns, key)] = value
+        held = {(i.namespace, i.key): i.value for i in AirsspecStore(memory).search((), limit=100)}
+        assert held == model
+        assert store.list_namespaces() == sorted({ns for ns, _ in model})
