@@ -1,6 +1,6 @@
-"""Every example of ``docs/integrations.md`` runs as written: each ```python block, in order,
-in one fresh folder (the first creates the workspace ``ws`` there), with what it prints checked
-against what the document says it prints."""
+"""The agent frameworks' examples of ``docs/integrations.md`` run as written: each ```python
+block under a framework's heading, in a fresh folder, prints what the document says it prints
+(a block whose first line says it is not run, because it calls a paid API, is left out)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tests.conftest import REPO
 
 DOC = REPO / "docs" / "integrations.md"
 BLOCK = re.compile(r"^## (.+?)$|^```python\n(.*?)^```$", re.S | re.M)
+NOT_RUN = "not run by the README test"
 PRINTS = {  # what each framework's example prints (its last line)
     "OpenAI Agents SDK": [{"content": "My order is late", "role": "user"}],
     "LangGraph": {"count": 2},
@@ -27,13 +28,14 @@ def _examples() -> list[tuple[str, str]]:
     heading, found = "", []
     for title, body in BLOCK.findall(DOC.read_text(encoding="utf-8")):
         heading = title.split(":")[0] if title else heading
-        if body:
+        if body and NOT_RUN not in body[:200]:
             found.append((heading, body))
     return found
 
 
 def test_each_framework_has_an_example() -> None:
-    assert [heading for heading, _ in _examples()] == list(PRINTS)
+    headings = [heading for heading, _ in _examples()]
+    assert all(headings.count(heading) == 1 for heading in PRINTS), headings
 
 
 @pytest.mark.slow

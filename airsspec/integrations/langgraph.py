@@ -79,7 +79,7 @@ try:
     from langgraph.store.memory import _compare_values, _does_match
 except ImportError as exc:  # the optional extra
     raise ImportError(
-        f"{exc}: the LangGraph adapter needs pip install 'airsspec[langgraph]'"
+        f"{exc}: the LangGraph adapter needs pip install 'airsspec-memory[langgraph]'"
     ) from exc
 
 STORE_SESSION = "langgraph-store"

@@ -41,7 +41,7 @@ try:
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
 except ImportError as exc:  # the optional extra
     raise ImportError(
-        f"{exc}: the OpenAI Agents adapter needs pip install 'airsspec[openai-agents]'"
+        f"{exc}: the OpenAI Agents adapter needs pip install 'airsspec-memory[openai-agents]'"
     ) from exc
 
 if TYPE_CHECKING:
