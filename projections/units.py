@@ -9,9 +9,10 @@ A unit is a piece of readable text with its provenance. Pure functions of their 
 - a ``learning`` record gives one unit (its text; ``meta`` names the learning), so
   ``query_memory`` can search learnings; the other memory-management records (session
   lifecycle, feedback, accesses, housekeeping) give none;
-- a ``store_put`` record (a graph store's item) gives one unit of the text of the fields it
-  indexes (``meta`` names the namespace and key), none when it indexes none; the other records
-  of a framework's state (``STATE_TYPES``: pops, checkpoints...) give none;
+- a ``store_put`` record (a graph store's item) gives the units of the text of the fields it
+  indexes, cut as a message's (``meta`` names the namespace and key), none when it indexes
+  none; the other records of a framework's state (``STATE_TYPES``: pops, checkpoints...) give
+  none;
 - a source document (markdown or text under ``sources/``) is split on headings, then by size
   with overlap, each section's secrets redacted as the log redacts them (so the lines stay
   where they were); its units name the file, its SHA-256 and the lines they span.
@@ -214,7 +215,8 @@ def record_units(record: Record) -> list[Unit]:
     if isinstance(record, StorePutRecord):
         text = store_text(record.value, record.index)
         meta = {"namespace": record.namespace, "key": record.key}
-        return [_unit(record, 0, "store", record.type, text, meta=meta)] if text else []
+        pieces = split_text(text) if text else []
+        return [_unit(record, i, "store", record.type, p, meta=meta) for i, p in enumerate(pieces)]
     if record.type in MEMORY_TYPES or record.type in STATE_TYPES:
         return []
     if isinstance(record, ImportedRecord) and not record.text.strip():

@@ -242,3 +242,11 @@ def test_the_fold_matches_a_dict_under_any_puts_and_deletes(
         held = {(i.namespace, i.key): i.value for i in AirsspecStore(memory).search((), limit=100)}
         assert held == model
         assert store.list_namespaces() == sorted({ns for ns, _ in model})
+
+
+def test_a_long_value_is_searched_in_pieces_and_found_once(store: AirsspecStore) -> None:
+    filler = " ".join(f"filler{i}" for i in range(400))
+    store.put(("docs",), "long", {"text": f"{filler} the zebra migration schedule {filler}"})
+    store.put(("docs",), "short", {"text": "nothing to see"})
+    hits = store.search(("docs",), query="zebra migration schedule")
+    assert [(h.key, h.score is not None) for h in hits] == [("long", True), ("short", False)]
