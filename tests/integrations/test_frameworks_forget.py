@@ -14,11 +14,11 @@ import pytest
 pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
 
-from langgraph.graph import StateGraph  # noqa: E402
+from langgraph.graph import StateGraph
 
-from airsspec.integrations.langgraph import AirsspecSaver, AirsspecStore  # noqa: E402
-from airsspec.integrations.openai_agents import AirsspecSession  # noqa: E402
-from airsspec.memory import Memory  # noqa: E402
+from airsspec.integrations.langgraph import AirsspecSaver, AirsspecStore
+from airsspec.integrations.openai_agents import AirsspecSession
+from airsspec.memory import Memory
 from tests.conftest import init_encrypted
 
 
