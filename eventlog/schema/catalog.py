@@ -413,6 +413,8 @@ class _Visualized(Fields):
     library_no: int = Field(ge=1)
     reason: str = Field(min_length=1, max_length=500)
     project: Annotated[str | None, OMIT_NONE] = None  # the project whose warm part it left
+
+
 # --------------------------------------------------------------------------- framework state
 # What an agent framework keeps through ``airsspec.integrations``, appended by its adapter
 # through ``Memory.append`` (any caller may): the framework's own objects are folded back from
