@@ -27,7 +27,7 @@ from typing import Any
 import watchfiles
 
 from airsspec.errors import DaemonBusyError, NoSuchSessionError
-from airsspec.memory import LOG_SUFFIX, MEMORY_SESSION, Memory
+from airsspec.memory import LOG_SUFFIX, MEMORY_SESSION, CompactionRecord, Memory
 
 log = logging.getLogger("airsspec.watch")
 COLD_NICE = 10  # the cold tier embeds with the CPU left over
@@ -108,6 +108,7 @@ class Daemon:
                 log.debug("policies %s: %s", session, exc)
                 continue
             for record in appended.get("compact", []):
+                assert isinstance(record, CompactionRecord)  # what the compactor appends
                 log.info(
                     "compacted %s: history-%03d.md covers #%d-#%d (%s)",
                     session,

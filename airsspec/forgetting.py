@@ -62,7 +62,7 @@ from eventlog.crypto import (
     learning_subject,
 )
 from eventlog.names import check_name, name_folder
-from eventlog.schema import MEMORY_SESSION
+from eventlog.schema import MEMORY_SESSION, LearningRecord
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
@@ -162,7 +162,7 @@ def forget(
             touched.add(name)
             if is_forgotten(located.record):
                 unreadable.setdefault(name, set()).add(located.record.seq)
-            if located.record.type == "learning":
+            if isinstance(located.record, LearningRecord):
                 # what was said of it (a verdict's reason) is sealed under its own key; it
                 # follows its learning (a learning precedes its feedback in the reading order)
                 kids.add(key_id(learning_subject(located.record.learning_id)))

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from airsspec.errors import AirsspecError, NoSuchSessionError
 from airsspec.kernel.freshness import FOLLOWS, NEEDS, Read, Write, chosen
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from compactor.summarizers import Summarizer
     from eventlog.log import EventLog
     from eventlog.schema import Record
-    from eventlog.storage.log import ObjectStoreLog
     from projections.engine import Progress, RunReport
     from projections.status import TierStatus
     from projections.tokens import TokenCounter
@@ -94,9 +93,10 @@ class Kernel:
     # ------------------------------------------------------------------ the workspace
 
     @property
-    def log(self) -> EventLog | ObjectStoreLog:
-        """The workspace's log."""
-        return self.workspace.log
+    def log(self) -> EventLog:
+        """The workspace's log: the folder's, or a bucket's (``ObjectStoreLog`` offers the
+        same calls, and the projections and the log's tools take either as an ``EventLog``)."""
+        return cast("EventLog", self.workspace.log)
 
     @property
     def root(self) -> Path:

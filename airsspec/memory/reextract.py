@@ -96,7 +96,7 @@ def reextract(
 
             for located in source.read(session):
                 record = located.record
-                if record.type == "compaction":  # the same range, summarised again
+                if isinstance(record, CompactionRecord):  # the same range, summarised again
                     flush()
                     if record.reason == CONSOLIDATION:  # a session end's: all it covered
                         consolidate(copy, session)

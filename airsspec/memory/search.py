@@ -111,6 +111,7 @@ def _query_memory(
     if allowed is not None and (chosen.kinds is None or "learning" in chosen.kinds):
         seen = Learnings(kernel).list(scope=scope).learnings
         readable = {f"{a.session}:{a.seq}:0" for a in seen}
+    kinds: list[str] | None = None if chosen.kinds is None else list(chosen.kinds)
     answer = (
         kernel.workspace.recall()
         .query_memory(
@@ -119,7 +120,7 @@ def _query_memory(
             chosen.session,
             since,
             until,
-            chosen.kinds,
+            kinds,
             allowed,
             scope.user,
             readable,
