@@ -349,8 +349,14 @@ def _context(server: Server, opts: dict) -> int | None:
     status, answer = server.request("POST", f"/v1/sessions/{session}/context", body)
     if status != 200 or not isinstance(answer, dict):
         return None
+    truncated = answer.get("truncated") or []
+    if truncated:  # as the full command says it
+        cut = ", ".join(f"#{seq}" for seq in truncated)
+        print(f"airsspec: note: shown cut to fit the budget: {cut}", file=sys.stderr)
     if opts.get("--json") or body["format"] != "text":
-        _print(answer)
+        key = "context" if body["format"] == "text" else "messages"
+        head = {"session": answer["session"], "budget": answer["budget"], "truncated": truncated}
+        _print({**head, key: answer["context"]})
         return 0
     _out(f"{_printable(answer['context'])}\n")
     return 0
@@ -377,6 +383,7 @@ def _query(server: Server, opts: dict) -> int | None:
         "since": opts.get("--since"),
         "until": opts.get("--until"),
         "kinds": opts.get("--kind"),
+        "detail": True,  # the full provenance the command prints, not the agent tool's short one
     }
     status, answer = server.request("POST", "/v1/search", body)
     if status != 200 or not isinstance(answer, dict):

@@ -78,7 +78,7 @@ def _search(memory: Any, request: QueryMemoryInput, *, now: bool = False) -> dic
     the records it has not indexed yet (``unindexed`` counts them)."""
     try:
         if now:
-            return dict(memory.search_now(**request.model_dump()))
+            return dict(memory.search_now(**request.model_dump(exclude={"detail"})))
         return dict(memory.query_memory(request, fresh=False))
     except ValueError as exc:  # a time that does not parse
         raise UsageError(str(exc)) from exc
@@ -151,7 +151,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             behind = results[0]["unindexed"]
             if behind > CATCH_UP_HERE and not args.stale:
                 catch_up_in_background(memory.root, args)
-            elif behind and not args.stale:
+            elif not args.stale:  # caught up here: also what repairs damaged cold files
                 memory.project(("cold",), progress=progress_printer())
                 results = [_search(memory, requests[0], now=True)]
         for result in results:

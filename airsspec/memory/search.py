@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from airsspec.errors import InvalidQueryError, NoSuchSessionError, field_of
+from airsspec.errors import CorruptLogError, InvalidQueryError, NoSuchSessionError, field_of
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.records import replay
 from airsspec.memory.sessions import Sessions
@@ -139,7 +139,8 @@ def _query_memory(
 
 
 def _behind(kernel: Kernel, session: str | None) -> dict[str, tuple[int, int]]:
-    """The sessions the cold projection lags on (of those visible): first unindexed seq, head."""
+    """The sessions the cold projection lags on (of those visible): first unindexed seq, head
+    (a session whose end cannot be read is left out, as the projections leave it)."""
     from projections.checkpoints import log_tail
 
     log = kernel.log
@@ -150,17 +151,27 @@ def _behind(kernel: Kernel, session: str | None) -> dict[str, tuple[int, int]]:
     for name in names:
         entry = manifest.get(name)
         done = entry.checkpoint.seq if entry is not None and entry.checkpoint else 0
-        head = log_tail(log, name).seq
+        try:
+            head = log_tail(log, name).seq
+        except CorruptLogError:
+            continue
         if head > done:
             behind[name] = (done + 1, head)
     return behind
 
 
 def _tail(kernel: Kernel, behind: dict[str, tuple[int, int]]) -> Iterator[Record]:
-    """The unindexed records of the sessions ``behind`` names, at most ``SCAN_LIMIT``."""
-    records = (
-        r for name, (first, _) in behind.items() for r in replay(kernel, name, from_seq=first)
-    )
+    """The unindexed records of the sessions ``behind`` names, at most ``SCAN_LIMIT``; a
+    session whose log is damaged gives what it holds before the damage (the projections skip
+    it the same way, and ``status`` and ``verify`` name it)."""
+
+    def readable(name: str, first: int) -> Iterator[Record]:
+        try:
+            yield from replay(kernel, name, from_seq=first)
+        except CorruptLogError:
+            return
+
+    records = (r for name, (first, _) in behind.items() for r in readable(name, first))
     return islice(records, SCAN_LIMIT)
 
 
