@@ -14,7 +14,11 @@ from tests.conftest import run_cli
 
 
 def install(project: Path, scope: str, path: str) -> tuple[dict, str]:
-    env = {"HOME": str(project / "home"), "PATH": path, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    env = {
+        "HOME": str(project / "home"),
+        "PATH": path,
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
     done = run_cli("hooks", "install", "--scope", scope, "--json", cwd=project, env=env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), done.stderr.decode()
