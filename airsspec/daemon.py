@@ -102,6 +102,8 @@ class Daemon:
         for session in only if only is not None else self.memory.sessions.names():
             if cancel.is_set():
                 return
+            if session == MEMORY_SESSION:  # the workspace's own log: nothing to compact there
+                continue
             try:
                 appended = self.memory.run_policies(session)
             except NoSuchSessionError as exc:

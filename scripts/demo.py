@@ -96,7 +96,7 @@ async def mcp_demo(target: Path) -> None:
         print(f"call query_memory {question}")
         answer = await session.call_tool("query_memory", question)
         for hit in (answer.structured_content or {}).get("hits", []):
-            print(f"  {hit['score']:.3f}  {hit['session']} #{hit['seq_from']}  {hit['text'][:90]}")
+            print(f"  {hit['from']}  {hit['text'][:90]}")  # the tool's compact shape
 
 
 def holding(root: Path, needle: bytes) -> list[str]:
