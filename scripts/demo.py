@@ -288,7 +288,8 @@ def serve_demo(target: Path) -> None:
         state = json.loads((target / ".airsspec" / "state" / "serve.json").read_text())
         url = state["url"]
         print("(the example's sessions were written without a user: they are the team's)")
-        status, found = curl(url, demo, "/v1/search", '{"query": "per API key limits", "k": 2, "detail": true}')
+        asked = '{"query": "per API key limits", "k": 2, "detail": true}'
+        status, found = curl(url, demo, "/v1/search", asked)
         hits = json.loads(found)["hits"]
         assert status == 200 and hits, f"the demo user's search found nothing: {found[:300]}"
         for hit in hits:
