@@ -22,8 +22,9 @@ Invariants:
 - Open files are bounded: a log keeps at most ``max_open`` sessions' files open (by default
   an eighth of the process's descriptor limit), closing the least recently used one that no
   call is using (its pending sync run first) when it needs another, so a long-running writer
-  serves any number of sessions. A file whose sync failed is remembered when it is closed:
-  reopened, it still refuses appends.
+  serves any number of sessions. Threads using more sessions at once than that may hold more
+  for as long as their calls last; the table is back within ``max_open`` when they are done.
+  A file whose sync failed is remembered when it is closed: reopened, it still refuses appends.
 """
 
 from __future__ import annotations
@@ -455,11 +456,14 @@ class EventLog(Appends):
             handle.users -= 1
             if handle.retired and not handle.users and self._open.get(handle.fd) is handle:
                 self._close_handle(handle)
+            elif not handle.users and len(self._handles) > self.max_open:
+                self._make_room(0)  # the table outgrew max_open while every entry was in use
 
-    def _make_room(self) -> None:
+    def _make_room(self, more: int = 1) -> None:
         """With ``_handles_mutex`` held: retire the least recently used sessions no call is
-        using until one more fits."""
-        over = len(self._handles) + 1 - self.max_open
+        using until ``more`` sessions fit (calls in progress may hold more than ``max_open``:
+        their files are never closed under them, and the last one done trims the table)."""
+        over = len(self._handles) + more - self.max_open
         for session, handle in list(self._handles.items()):
             if over <= 0:
                 return

@@ -70,7 +70,8 @@ def test_threads_appending_to_more_sessions_than_the_table_holds_lose_nothing(
     tmp_path: Path,
 ) -> None:
     """Four threads, twelve sessions, two open at once: handles are closed and reopened under
-    the threads all the time, never one a thread is using."""
+    the threads all the time, never one a thread is using. Four threads may hold four
+    sessions for a moment; once they are done, two sessions' files (four) at most are open."""
     log_dir = tmp_path / "log"
     written: dict[str, dict[str, list[str]]] = {}  # writer -> session -> contents in order
     with EventLog(log_dir, durability="batch", max_open=2) as log:
@@ -95,6 +96,52 @@ def test_threads_appending_to_more_sessions_than_the_table_holds_lose_nothing(
         for session, wanted in sessions.items():
             assert [c for c in stored[session] if c.startswith(f"{name}:")] == wanted
     assert verify(EventLog(log_dir)).ok
+
+
+def pause_appender(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """From now on, an append in the thread named ``appender`` stops while it holds its
+    session's files: the first event is set when it got there, and it goes on once the
+    second is set."""
+    import eventlog.log as module
+
+    inside, go = threading.Event(), threading.Event()
+    real_now = module.utc_now
+
+    def paused_now() -> str:  # called while the append holds its session's files
+        if threading.current_thread().name == "appender":
+            inside.set()
+            assert go.wait(30)
+        return real_now()
+
+    monkeypatch.setattr(module, "utc_now", paused_now)
+    return inside, go
+
+
+def test_a_table_outgrown_by_calls_in_progress_is_trimmed_when_they_are_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One session's append is paused with its files in use while another session is
+    appended to: the table holds both for the moment (a file in use is never closed), one
+    more than ``max_open``, and is back to one session's files as soon as a call is done.
+    (Threads contending this way used to leave the table over its bound after they joined.)"""
+    log_dir = tmp_path / "log"
+    with EventLog(log_dir, durability="batch", max_open=1) as log:
+        log.append("a", {"type": "user", "content": "a1"})
+        inside, go = pause_appender(monkeypatch)
+        appender = threading.Thread(
+            target=lambda: log.append("a", {"type": "user", "content": "a2"}), name="appender"
+        )
+        appender.start()
+        try:
+            assert inside.wait(30)
+            log.append("b", {"type": "user", "content": "b1"})
+            assert open_under(log_dir) == 2  # b's, closed when done: a's are in use
+        finally:
+            go.set()
+            appender.join(30)
+        assert open_under(log_dir) == 2  # a's, the one session the table holds
+        assert contents(log, "a") == ["a1", "a2"] and contents(log, "b") == ["b1"]
+    assert open_under(log_dir) == 0
 
 
 def test_a_process_with_few_descriptors_appends_to_many_sessions(tmp_path: Path) -> None:
@@ -145,20 +192,9 @@ def test_close_during_an_append_leaves_its_files_to_it_then_closes_them(
     """``close`` while an append is writing: the append finishes in its own file (a closed
     descriptor's number, reused by the next file opened, would have taken the record
     elsewhere), and its last step closes the files."""
-    import eventlog.log as module
-
-    inside, go = threading.Event(), threading.Event()
-    real_now = module.utc_now
-
-    def paused_now() -> str:  # called while the append holds its session's files
-        if threading.current_thread().name == "appender":
-            inside.set()
-            assert go.wait(30)
-        return real_now()
-
     log = EventLog(tmp_path / "a", durability="off")
     log.append("a", {"type": "user", "content": "a1"})
-    monkeypatch.setattr(module, "utc_now", paused_now)
+    inside, go = pause_appender(monkeypatch)
     result: list[object] = []
     appender = threading.Thread(
         target=lambda: result.append(log.append("a", {"type": "user", "content": "a2"}).seq),
