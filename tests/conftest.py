@@ -33,6 +33,23 @@ settings.register_profile("replay", derandomize=True, database=None, print_blob=
 settings.register_profile("fuzz", derandomize=False, print_blob=True, max_examples=100 * FUZZ_SCALE)
 settings.load_profile(PROFILE)
 
+# AIRSSPEC_COUNT_SUBPROCESSES=FILE appends one line per process a test starts (its argv), to
+# measure how many the suite launches (the in-process CLI helper exists to keep that low).
+if _COUNT := os.environ.get("AIRSSPEC_COUNT_SUBPROCESSES"):
+    _popen_init = subprocess.Popen.__init__
+
+    def _counted_init(self, args, *rest, **kwargs):  # type: ignore[no-untyped-def]
+        with open(_COUNT, "a") as out:
+            out.write(
+                json.dumps(
+                    [str(a) for a in args] if isinstance(args, list | tuple) else [str(args)]
+                )
+                + "\n"
+            )
+        _popen_init(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = _counted_init  # type: ignore[method-assign]
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files holding a slow test run first: ``make test``'s two workers take whole files in
