@@ -11,8 +11,8 @@ the tier folds.
    event in 50 records): records/s of a learnings rebuild next to a hot rebuild, medians.
 3. ``--labelled`` (only this): precision and recall of what the rules extractor carries to
    later sessions, on the hand-labelled raw detector hits of the dev Claude Code transcripts
-   (``bench/learning_labels.py``): every raw hit (no cut), the previous rules' cut (baseline)
-   and the current cut, then the current cut with each transcript held out in turn.
+   (``tests/support/learning_labels.py``): every raw hit (no cut), the previous rules' cut
+   (baseline) and the current cut, then the current cut with each transcript held out in turn.
 
     python bench/learnings.py [--records 1000000] [--repeats 3]
     python bench/learnings.py --labelled
@@ -116,9 +116,16 @@ def coverage() -> None:
 
 
 def labelled() -> None:
-    from bench.learning_labels import DATA, LABELS, MIN_PRECISION, candidates, group, load_labels
-    from bench.learning_labels import score as score_of
     from compactor.detectors import RULES_VERSION, keep, keep_previous
+    from tests.support.learning_labels import (
+        DATA,
+        LABELS,
+        MIN_PRECISION,
+        candidates,
+        group,
+        load_labels,
+    )
+    from tests.support.learning_labels import score as score_of
 
     hits, labels = candidates(DATA), load_labels(LABELS)
     cuts = [
@@ -215,7 +222,7 @@ def main() -> None:
     parser.add_argument("--labelled", action="store_true", help="only the labelled-set table")
     args = parser.parse_args()
     if args.labelled:
-        from bench.learning_labels import DATA as TRANSCRIPTS
+        from tests.support.learning_labels import DATA as TRANSCRIPTS
 
         if not TRANSCRIPTS.exists():
             sys.exit(f"(labelled set skipped: {TRANSCRIPTS} is absent)")

@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import print_table
-from bench.storage import moto_server, new_bucket, storage_section
+from tests.support.s3 import moto_server, new_bucket, storage_section
 
 TIERS = ("hot", "tokens", "learnings")
 

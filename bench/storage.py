@@ -17,19 +17,12 @@ a process with its own cache (its own machine). Rates and percentiles are median
 from __future__ import annotations
 
 import argparse
-import contextlib
 import multiprocessing as mp
-import os
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,81 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import print_table
 from eventlog.log import EventLog
+from tests.support.s3 import KEYS, moto_server, new_bucket, two_machines
 
-KEYS = {"access_key_id": "testing", "secret_access_key": "testing", "region": "us-east-1"}
 CONTENT = "Run the failing test again with -x and show me the first traceback line."
-
-
-@contextlib.contextmanager
-def moto_server() -> Iterator[tuple[str, int]]:
-    """A moto S3 server on a free loopback port: its endpoint and pid. Stopped on exit."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--serve-moto", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(endpoint + "/moto-api/", timeout=1).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the moto server did not start") from None
-                time.sleep(0.05)
-        yield endpoint, proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def serve_moto(port: int) -> None:
-    """moto's S3 server on 127.0.0.1, one request at a time. moto checks a write's condition
-    (``If-None-Match``, ``If-Match``) and then writes, without a lock: two creates of one key
-    arriving together could both succeed (the likely cause of one acknowledged record missing
-    from one of three unserialized 60 s runs of ``--writers-check``), which no store that
-    enforces the condition allows. Serialized, the condition holds."""
-    import threading
-
-    from moto.moto_server.werkzeug_app import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
-    from werkzeug.serving import run_simple
-
-    os.environ.setdefault("MOTO_PORT", str(port))
-    app = DomainDispatcherApplication(create_backend_app)
-    lock = threading.Lock()
-
-    def serialized(environ: dict, start_response: Any) -> list[bytes]:
-        with lock:
-            return list(app(environ, start_response))
-
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    run_simple("127.0.0.1", port, serialized, threaded=True, request_handler=MotoRequestHandler)
-
-
-def storage_section(url: str, endpoint: str) -> str:
-    """The ``[storage]`` section of an ``airsspec.toml`` naming bucket ``url`` on the moto
-    server at ``endpoint``."""
-    return (
-        f'[storage]\nurl = "{url}"\nendpoint = "{endpoint}"\nregion = "{KEYS["region"]}"\n'
-        f'access_key_id = "{KEYS["access_key_id"]}"\n'
-        f'secret_access_key = "{KEYS["secret_access_key"]}"\n'
-    )
-
-
-def new_bucket(endpoint: str) -> str:
-    """Create an empty bucket; its url (with a prefix)."""
-    name = f"b-{uuid.uuid4().hex[:12]}"
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{name}", method="PUT"))
-    return f"s3://{name}/bench"
 
 
 MODES = ("always", "batch", "off")
@@ -257,33 +178,6 @@ def visibility_table(endpoint: str, count: int) -> None:
     )
 
 
-def two_machines(url: str, endpoint: str, folder: Path, seconds: float) -> dict[str, list]:
-    """Run 2 machines (caches under ``folder``) x 2 writer processes appending to a shared
-    and a private session each for ``seconds``; every record acknowledged, by session, as
-    (seq, id). A writer that fails raises ``RuntimeError``."""
-    repo = Path(__file__).resolve().parent.parent
-    cmd = [sys.executable, "-m", "tests.eventlog.test_object_store", url, endpoint]
-    procs = [
-        subprocess.Popen(
-            [*cmd, str(folder / f"machine-{m}"), str(seconds), f"{m}{w}"],
-            cwd=repo,
-            stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(repo)},
-        )
-        for m in "AB"
-        for w in "12"
-    ]
-    acked: dict[str, list[tuple[int, str]]] = {}
-    for proc in procs:
-        out = proc.communicate(timeout=seconds + 120)[0]
-        if proc.returncode != 0:
-            raise RuntimeError(f"writer {proc.args[-1]} exited with {proc.returncode}")
-        for line in out.decode().splitlines():
-            session, seq, id_ = line.split()
-            acked.setdefault(session, []).append((int(seq), id_))
-    return acked
-
-
 def writers_check(endpoint: str, seconds: float) -> None:
     """2 machines x 2 writer processes on shared and private sessions: the done-when."""
     from eventlog.verify import verify
@@ -315,11 +209,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--visibility", type=int, default=1000, metavar="APPENDS")
     parser.add_argument("--writers-check", type=float, metavar="SECONDS")
-    parser.add_argument("--serve-moto", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve_moto:
-        serve_moto(args.serve_moto)
-        return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so the moto server is stopped
     with moto_server() as (endpoint, _):
         if args.writers_check:

@@ -178,7 +178,7 @@ def bucket_demo(root: Path) -> None:
     """Two machines (each its own folder and cache) share one log on an S3 bucket (a local
     moto server stands in for S3)."""
     try:
-        from bench.storage import moto_server, new_bucket, storage_section
+        from tests.support.s3 import moto_server, new_bucket, storage_section
     except ImportError as exc:  # moto is in the [s3] and [dev] extras
         print(f"(skipped: {exc}; pip install '.[s3]')")
         return

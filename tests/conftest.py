@@ -1,4 +1,5 @@
-"""Shared fixtures: a fresh log per test, and a way to run the real CLI in a subprocess."""
+"""Shared fixtures: a fresh log per test, and the real CLI run in this process (``run_cli``) or
+in a process of its own (``run_process``, ``kill_runs_at_random``)."""
 
 from __future__ import annotations
 
@@ -87,22 +88,6 @@ def log(log_dir: Path):
         yield event_log
 
 
-def run_cli(
-    *args: str, cwd: Path, stdin: bytes | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    """Run ``python -m airsspec ARGS`` the way a user would."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "airsspec", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        env=full_env,
-        timeout=120,
-        check=False,
-    )
-
-
 def kill_runs_at_random(
     *args: str, cwd: Path, runs: int, delay: tuple[float, float], seed: int, env=None
 ) -> int:
@@ -179,7 +164,7 @@ def moto_endpoint():
     teardown."""
     pytest.importorskip("moto", reason="moto[server] is not installed (pip install '.[s3]')")
     pytest.importorskip("obstore", reason="obstore is not installed (pip install '.[s3]')")
-    from bench.storage import moto_server
+    from tests.support.s3 import moto_server
 
     with moto_server() as (endpoint, pid):
         started = [pid, *children(pid)]
@@ -190,7 +175,7 @@ def moto_endpoint():
 def bucket_config(root: Path, url: str | None, endpoint: str, text: str = "") -> Path:
     """``root/airsspec.toml`` holding ``text`` and, with ``url``, a ``[storage]`` section naming
     the moto bucket ``url`` at ``endpoint`` (without: the workspace's own folder)."""
-    from bench.storage import storage_section
+    from tests.support.s3 import storage_section
 
     if url is not None:
         text += storage_section(url, endpoint)
@@ -202,7 +187,7 @@ def bucket_config(root: Path, url: str | None, endpoint: str, text: str = "") ->
 @pytest.fixture
 def bucket_url(moto_endpoint: str) -> str:
     """A new, empty bucket (and a prefix in it)."""
-    from bench.storage import new_bucket
+    from tests.support.s3 import new_bucket
 
     return new_bucket(moto_endpoint)
 

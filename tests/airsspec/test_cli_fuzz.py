@@ -24,8 +24,9 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from airsspec.cli import build_parser, main
-from bench.common import use_extractive_summarizer
-from tests.conftest import init_workspace, run_cli, snapshot
+from tests.conftest import init_workspace, snapshot
+from tests.support.cli import run_cli
+from tests.support.logs import use_extractive_summarizer
 
 pytestmark = pytest.mark.slow
 

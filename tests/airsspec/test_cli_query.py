@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from airsspec import Memory
-from bench.common import write_synthetic_log
 from projections.cold import ColdStore
 from projections.embedders import HashEmbedder
-from tests.conftest import REPO, init_workspace, kill_runs_at_random, run_cli, snapshot
+from tests.conftest import REPO, init_workspace, kill_runs_at_random, snapshot
+from tests.support.cli import run_cli
+from tests.support.logs import write_synthetic_log
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 

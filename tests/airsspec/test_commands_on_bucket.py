@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import MCP_INITIALIZE, REPO, children, run_cli, wait_for
+from tests.conftest import MCP_INITIALIZE, REPO, children, wait_for
+from tests.support.cli import run_cli
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
@@ -160,7 +161,7 @@ def copy_log_to_bucket(local_log: Path, url: str, endpoint: str, cache: Path) ->
 @pytest.fixture(scope="module")
 def workspaces(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Two workspaces holding one log: ``local`` in its folder, ``bucket`` on a new bucket."""
-    from bench.storage import new_bucket
+    from tests.support.s3 import new_bucket
 
     url = new_bucket(moto_endpoint)
     tmp = tmp_path_factory.mktemp("commands")

@@ -23,7 +23,8 @@ from eventlog.errors import (
     NothingToCompactError,
 )
 from eventlog.schema import input_bodies
-from tests.conftest import claude_transcript, init_workspace, run_cli, snapshot
+from tests.conftest import claude_transcript, init_workspace, snapshot
+from tests.support.cli import run_cli
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
 
@@ -531,9 +532,9 @@ def test_a_forget_run_on_one_machine_is_followed_by_another_sharing_the_bucket(
     a document of hers); machine a forgets her; b's next ``project`` leaves none of it."""
     import sqlite3
 
-    from bench.common import use_extractive_summarizer
     from projections.embedding_cache import text_sha256
     from tests.conftest import bucket_config
+    from tests.support.logs import use_extractive_summarizer
 
     machines = {m: tmp_path / m for m in "ab"}
     for root in machines.values():

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from airsspec import Memory
-from bench.common import use_extractive_summarizer
-from tests.conftest import run_cli, snapshot
+from tests.conftest import snapshot
+from tests.support.cli import run_cli
+from tests.support.logs import use_extractive_summarizer
 
 pytestmark = pytest.mark.slow  # each test projects with the real embedder, or kills
 

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from bench.learning_labels import (
+from compactor.detectors import keep, keep_previous
+from tests.support.learning_labels import (
     DATA,
     LABELS,
     MIN_PRECISION,
@@ -17,7 +18,6 @@ from bench.learning_labels import (
     load_labels,
     score,
 )
-from compactor.detectors import keep, keep_previous
 
 pytestmark = pytest.mark.skipif(
     not DATA.exists(), reason=f"the real Claude Code transcripts are not here ({DATA})"

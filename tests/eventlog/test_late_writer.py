@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.storage import KEYS
 from eventlog.storage.turns import LOSSES_BEFORE_QUEUING
 from tests.conftest import REPO
+from tests.support.s3 import KEYS
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 

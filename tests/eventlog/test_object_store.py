@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.storage import KEYS, two_machines
 from eventlog.errors import CorruptLogError, InvalidSessionIdError
 from eventlog.log import EventLog
 from eventlog.verify import verify
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
+from tests.support.s3 import KEYS, two_machines
 
 pytestmark = pytest.mark.s3
 

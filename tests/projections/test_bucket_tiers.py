@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.storage import KEYS
-from tests.conftest import bucket_config, run_cli, wait_for
+from tests.conftest import bucket_config, wait_for
+from tests.support.cli import run_cli
+from tests.support.s3 import KEYS
 
 pytestmark = pytest.mark.s3
 pytest.importorskip("deltalake", reason="deltalake is not installed (pip install '.[s3]')")

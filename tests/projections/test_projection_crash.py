@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.common import write_synthetic_log
-from tests.conftest import init_workspace, kill_runs_at_random, run_cli, snapshot
+from tests.conftest import init_workspace, kill_runs_at_random, snapshot
+from tests.support.cli import run_cli
+from tests.support.logs import write_synthetic_log
 
 pytestmark = pytest.mark.slow  # each test projects with the real embedder, or kills
 

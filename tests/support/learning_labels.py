@@ -24,7 +24,7 @@ from pathlib import Path
 from compactor.detectors import Candidate
 from compactor.detectors import candidates as detect
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "claude-code"
 LABELS = REPO / "tests" / "fixtures" / "learnings_labels.jsonl"
 MIN_PRECISION = 0.8
