@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import init_workspace, run_cli, snapshot
+from tests.conftest import init_workspace, snapshot
+from tests.support.cli import run_cli
 
 GOOD = b'{"type": "user", "content": "hello"}\n'
 

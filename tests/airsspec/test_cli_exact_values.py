@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import init_workspace, run_cli, snapshot
+from tests.conftest import init_workspace, snapshot
+from tests.support.cli import run_cli
 
 BIG = "18446744073709551616"  # 2**64: orjson alone would read it as 1.8446744073709552e+19
 

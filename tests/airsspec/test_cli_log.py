@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, snapshot
+from tests.conftest import snapshot
+from tests.support.cli import run_cli
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, init_workspace, snapshot
-from tests.conftest import run_cli as _run_cli
+from tests.support.cli import run_cli as _run_cli
 
 pytestmark = pytest.mark.slow  # each test projects the example workspace's every tier
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import init_workspace, run_cli, snapshot
+from tests.conftest import init_workspace, snapshot
+from tests.support.cli import run_cli
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 ANTHROPIC_KEY = "sk-ant-api03-" + "Qx7_" * 23 + "AA"

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from airsspec.cli import SECTIONS, build_parser
-from tests.conftest import run_cli, snapshot
+from tests.conftest import snapshot
+from tests.support.cli import run_cli
 
 GOOD = b'{"type": "user", "content": "hello"}\n'
 

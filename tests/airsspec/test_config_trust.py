@@ -19,7 +19,8 @@ from airsspec import Memory, hooks
 from airsspec.settings import load_settings
 from eventlog.crypto import key_id
 from eventlog.errors import KeyStoreError, SettingsError
-from tests.conftest import REPO, init_workspace, run_cli
+from tests.conftest import REPO, init_workspace
+from tests.support.cli import run_cli
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
 EVIL = 'import pathlib\npathlib.Path({canary!r}).write_text("imported")\n\ndef keys():\n    pass\n'

@@ -21,7 +21,8 @@ from airsspec.memory import Memory
 from airsspec.workspace import Workspace
 from eventlog.verify import verify
 from projections.engine import Runner
-from tests.conftest import REPO, init_workspace, run_cli, snapshot
+from tests.conftest import REPO, init_workspace, snapshot
+from tests.support.cli import run_cli
 
 CONFIG = (
     '[log]\ndurability = "off"\n[memory]\nhot_window_size = 8\nhot_token_budget = 200\n'

@@ -13,7 +13,7 @@ from unittest import mock
 import pytest
 
 from airsspec import Memory
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.slow  # each test projects with the real embedder, or kills
 

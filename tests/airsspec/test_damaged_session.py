@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import init_workspace, run_cli
+from tests.conftest import init_workspace
+from tests.support.cli import run_cli
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 

@@ -231,7 +231,7 @@ def test_status_is_the_facade_s_overview(memory: Memory, tmp_path: Path) -> None
     projection's state come from the facade, not from the command."""
     import json
 
-    from tests.conftest import run_cli
+    from tests.support.cli import run_cli
 
     memory.append("a", SAY)
     memory.append_many("b", [SAY, {"type": "thought", "content": "plan the move"}])

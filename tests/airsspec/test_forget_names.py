@@ -16,7 +16,8 @@ from airsspec.kernel.purge import follow
 from eventlog.crypto import key_id
 from eventlog.errors import InvalidNameError
 from eventlog.schema import MEMORY_SESSION
-from tests.conftest import init_workspace, run_cli
+from tests.conftest import init_workspace
+from tests.support.cli import run_cli
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
 HOSTILE = ["../..", "../../../..", ".", "a/../../b", "x y", "Ana", "", "ana\x00"]

@@ -31,7 +31,8 @@ from eventlog.errors import (
 )
 from eventlog.schema import MEMORY_SESSION
 from projections.scopes import Scope
-from tests.conftest import claude_transcript, init_workspace, run_cli, snapshot
+from tests.conftest import claude_transcript, init_workspace, snapshot
+from tests.support.cli import run_cli
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
 # bob's words: none of them may reach alice (each is in one place only: a message, the task,

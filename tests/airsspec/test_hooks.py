@@ -16,7 +16,8 @@ import pytest
 from airsspec.hooks import Job, handle, run_job
 from airsspec.memory import Memory
 from tests.airsspec.test_hooks_e2e import jobs_running
-from tests.conftest import SHARED_DATA, init_workspace, run_cli, wait_for
+from tests.conftest import SHARED_DATA, init_workspace, wait_for
+from tests.support.cli import run_cli
 
 SHORT = SHARED_DATA / "claude-code" / "short.jsonl"
 RULE = "Always run ruff before committing"

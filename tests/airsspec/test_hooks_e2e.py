@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, SHARED_DATA, init_workspace, run_cli, wait_for
+from tests.conftest import REPO, SHARED_DATA, init_workspace, wait_for
+from tests.support.cli import run_cli
 
 SOURCE = SHARED_DATA / "claude-code" / "tool_heavy.jsonl"
 RULE = "Always run ruff before committing"

@@ -13,7 +13,8 @@ import pytest
 from airsspec.hooks import entries, handle, settings_file, workspace_for
 from airsspec.memory import Memory
 from eventlog.errors import HookInputError
-from tests.conftest import init_workspace, run_cli
+from tests.conftest import init_workspace
+from tests.support.cli import run_cli
 
 THEIR_HOOK = {"type": "command", "command": "prettier --write ."}
 

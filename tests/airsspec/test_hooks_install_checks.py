@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 
 
 def install(project: Path, scope: str, path: str) -> tuple[dict, str]:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from airsspec.hooks import EVENTS
-from tests.conftest import init_workspace, run_cli
+from tests.conftest import init_workspace
+from tests.support.cli import run_cli
 
 THEIRS = {
     "model": "opus",

@@ -12,7 +12,8 @@ import pytest
 from eventlog.canonical import encode_batch
 from eventlog.exact_json import MAX_DEPTH
 from eventlog.schema import SCHEMA_VERSION
-from tests.conftest import init_workspace, run_cli, snapshot
+from tests.conftest import init_workspace, snapshot
+from tests.support.cli import run_cli
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 GITHUB = "ghp_" + "Zq8Lm2Rt5Vw9Xy3Bn6Cd1Fg4Hj7Kp0Ts2Uv5"

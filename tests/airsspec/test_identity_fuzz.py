@@ -32,7 +32,8 @@ from airsspec.errors import AirsspecError
 from airsspec.memory import Memory
 from eventlog.names import SHARED, name_problem
 from projections.scopes import Scope
-from tests.conftest import init_workspace, run_cli
+from tests.conftest import init_workspace
+from tests.support.cli import run_cli
 
 PARTS = [
     "/", "\\", ".", "..", "\x00", "\u202e", "\u200f", "\u2066", "\u200b", " ", "\t", "\n",

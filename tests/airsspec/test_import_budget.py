@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from airsspec.cli import SECTIONS
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO
+from tests.support.cli import run_cli
 
 # Libraries each costs from tens of milliseconds to seconds to import.
 HEAVY = (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

@@ -9,7 +9,7 @@ import pytest
 
 from airsspec.memory import Memory, NotAWorkspaceError
 from eventlog.layout import Layout
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 
 
 def test_the_workspace_and_its_projectors_use_the_layouts_paths(

@@ -17,7 +17,8 @@ from eventlog.crypto import FORGOTTEN, FileKeyStore, key_id
 from eventlog.errors import KeyStoreError, NoSuchSessionError, ScopeError
 from eventlog.schema import MEMORY_SESSION
 from projections.scopes import Scope
-from tests.conftest import init_workspace, run_cli
+from tests.conftest import init_workspace
+from tests.support.cli import run_cli
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
 

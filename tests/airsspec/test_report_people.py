@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airsspec.memory import Memory
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 
 pytest.importorskip("matplotlib", reason="report --plot needs matplotlib (the plot extra)")
 

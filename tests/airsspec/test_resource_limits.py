@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import init_workspace, run_cli, snapshot
+from tests.conftest import init_workspace, snapshot
+from tests.support.cli import run_cli
 
 
 def _limited(args: list[str], cwd: Path, limit: int) -> subprocess.CompletedProcess[bytes]:

@@ -45,7 +45,7 @@ def test_an_import_into_another_users_session_is_refused_and_writes_nothing(
 
 
 def test_a_scoped_reader_cannot_export_every_session_as_parquet(tmp_path: Path) -> None:
-    from tests.conftest import run_cli
+    from tests.support.cli import run_cli
 
     env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
     init_workspace(tmp_path)

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from airsspec import Memory
 from eventlog.errors import AnalyticsError, InvalidEventError, NoSuchSessionError, ScopeError
 from projections.scopes import Scope
-from tests.conftest import init_workspace, run_cli, snapshot
+from tests.conftest import init_workspace, snapshot
+from tests.support.cli import run_cli
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from airsspec.memory import Memory
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 
 RECORDS = 10_000
 

@@ -26,7 +26,8 @@ from airsspec.serve.ops import OPS
 from airsspec.serve.tokens import TokenStore
 from eventlog.errors import ServeError
 from projections.memory_tool import MAX_K, QueryMemoryInput
-from tests.conftest import REPO, init_workspace, run_cli, snapshot, wait_for
+from tests.conftest import REPO, init_workspace, snapshot, wait_for
+from tests.support.cli import run_cli
 
 EVENTS = [
     {"type": "user", "content": "Please add rate limiting to the public API"},

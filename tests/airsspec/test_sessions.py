@@ -12,7 +12,8 @@ import pytest
 from airsspec import Memory
 from eventlog.errors import InvalidEventError, LearningError, ScopeError
 from eventlog.schema import MEMORY_SESSION
-from tests.conftest import run_cli, snapshot
+from tests.conftest import snapshot
+from tests.support.cli import run_cli
 
 CORRECTION = "No, never use default exports. Use named exports instead."
 

@@ -10,7 +10,7 @@ import pytest
 from airsspec.settings import load_settings
 from eventlog.errors import SettingsError
 from eventlog.storage import parse_url
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 
 BAD_URLS = [
     "s3://bucket/../../etc",

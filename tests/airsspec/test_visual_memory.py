@@ -21,7 +21,8 @@ from airsspec import Memory
 from airsspec.errors import InvalidQueryError
 from projections.pages import DENSITIES, image_tokens, png_size, png_text, render
 from projections.visual import page_text, provenance
-from tests.conftest import REPO, init_encrypted, init_workspace, run_cli
+from tests.conftest import REPO, init_encrypted, init_workspace
+from tests.support.cli import run_cli
 
 ANTHROPIC = TypeAdapter(list[anthropic_types.MessageParam])
 SESSIONS = ["s1", "s2", "s3", "s4"]

@@ -11,7 +11,8 @@ import pytest
 from airsspec.memory import Memory
 from eventlog.errors import UnsafePathError
 from projections.analytics import Analytics
-from tests.conftest import run_cli, snapshot
+from tests.conftest import snapshot
+from tests.support.cli import run_cli
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 
