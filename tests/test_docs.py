@@ -20,7 +20,8 @@ from types import ModuleType
 
 import pytest
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO
+from tests.support.cli import run_cli
 
 BLOCK = re.compile(r"^```(sh|python)\n(.*?)^```$", re.S | re.M)
 NOT_RUN = "not run by the README test"

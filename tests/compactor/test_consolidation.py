@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airsspec.memory import Memory
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 
 SESSION_1 = [
     ("user", "We are building the signup service. Emails must be lowercased before storing."),

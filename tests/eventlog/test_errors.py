@@ -18,7 +18,8 @@ from pydantic import BaseModel, ValidationError
 import airsspec.errors
 import eventlog.errors
 from eventlog.errors import AirsspecError
-from tests.conftest import init_workspace, run_cli
+from tests.conftest import init_workspace
+from tests.support.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("eventlog", "projections", "compactor", "airsspec")

@@ -16,7 +16,8 @@ from eventlog.log import EventLog
 from eventlog.verify import verify
 from projections.engine import Runner
 from projections.hot import HotProjector, load_hot
-from tests.conftest import SHARED_DATA, init_workspace, run_cli, snapshot
+from tests.conftest import SHARED_DATA, init_workspace, snapshot
+from tests.support.cli import run_cli
 
 FIXTURES = Path(__file__).with_name("fixtures")
 CC_FIXTURE = FIXTURES / "claude_code_compacted.jsonl"

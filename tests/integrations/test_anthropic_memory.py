@@ -24,7 +24,8 @@ from airsspec.errors import (
 )
 from airsspec.integrations.anthropic_memory import AsyncMemoryTool, MemoryTool
 from airsspec.memory import MEMORY_SESSION, Memory
-from tests.conftest import init_encrypted, init_workspace, run_cli
+from tests.conftest import init_encrypted, init_workspace
+from tests.support.cli import run_cli
 
 TURNS = json.loads(
     (Path(__file__).parents[1] / "fixtures/anthropic/memory_tool_turns.json").read_text()

@@ -13,7 +13,8 @@ from eventlog.errors import AnalyticsError
 from eventlog.render import record_text
 from projections.analytics import Analytics, export_parquet
 from projections.tokens import token_counter
-from tests.conftest import run_cli, snapshot
+from tests.conftest import snapshot
+from tests.support.cli import run_cli
 
 T0 = "2026-03-01T10:00:"
 

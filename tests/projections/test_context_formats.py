@@ -220,7 +220,7 @@ def test_thoughts_are_left_out_of_api_formats_unless_asked(
 
 
 def test_the_cli_says_which_message_it_cut(tmp_path: Path) -> None:
-    from tests.conftest import run_cli
+    from tests.support.cli import run_cli
 
     env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
     with Memory.open(tmp_path, create=True) as memory:

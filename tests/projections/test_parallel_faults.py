@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from airsspec.workspace import Workspace, init_workspace
-from tests.conftest import children, run_cli, wait_for
+from tests.conftest import children, wait_for
+from tests.support.cli import run_cli
 
 
 def _workspace(root: Path, sessions: int, records: int) -> Workspace:

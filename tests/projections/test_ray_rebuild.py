@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from airsspec.memory import Memory
-from tests.conftest import REPO, SHARED_DATA, children, run_cli, wait_for
+from tests.conftest import REPO, SHARED_DATA, children, wait_for
+from tests.support.cli import run_cli
 
 LOCOMO = SHARED_DATA / "locomo-dev" / "locomo-dev.json"
 

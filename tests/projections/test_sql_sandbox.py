@@ -14,7 +14,8 @@ from airsspec.workspace import Workspace, init_workspace
 from eventlog.errors import AnalyticsError
 from eventlog.verify import verify
 from projections.analytics import Analytics, check_read_only, export_parquet
-from tests.conftest import run_cli, snapshot
+from tests.conftest import snapshot
+from tests.support.cli import run_cli
 
 
 @pytest.fixture(scope="module")
