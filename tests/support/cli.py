@@ -66,6 +66,7 @@ def _process_state(cwd: Path, env: Mapping[str, str] | None, argv: list[str]) ->
     root = logging.getLogger()
     saved_logging = (root.handlers[:], root.level, logging.root.manager.disable)
     try:
+        root.handlers = []  # pytest's log capture: a new process has none (see _WarningLine)
         os.chdir(cwd)
         os.environ.update(env or {})
         sys.argv = ["airsspec", *argv]
