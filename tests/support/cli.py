@@ -7,7 +7,9 @@ directory, environment and standard input, and gives back its exit code and the 
 wrote on standard output and error, like ``subprocess.run(..., capture_output=True)``. What a
 run changes in the process is put back after it: the working directory, ``os.environ``,
 ``sys.argv``, ``sys.path``, the standard streams, signal handlers and the logging set-up a
-command (``watch``, ``serve``) configures for itself.
+command (``watch``, ``serve``) configures for itself; and what the run left open for the
+garbage collector (an SQLite connection in a reference cycle) is collected, closed as a
+process's exit would close it, before the test looks at the files.
 
 Tests whose subject is the process itself (kills, signals, forks, a closed standard stream,
 imports at start-up, the installed entry point) run it with ``run_process``.
@@ -16,12 +18,14 @@ imports at start-up, the installed entry point) run it with ``run_process``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +101,8 @@ def run_cli(
     ``cwd`` with ``env`` added to the environment and ``stdin`` as its input (none: empty)."""
     from airsspec.__main__ import run
 
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("run_cli changes the process's state: call it from the main thread")
     argv = [str(a) for a in args]
     stdout, stderr = _Output("strict"), _Output("backslashreplace")
     with _process_state(Path(cwd), env, argv):
@@ -108,6 +114,7 @@ def run_cli(
             code = _exit_code(exc.code, stderr)
         with contextlib.suppress(ValueError):  # flushed as the interpreter does at exit
             stdout.flush()
+        gc.collect()  # what the run left to be collected is closed now, as at a process's exit
     return Result(argv, code, stdout.value(), stderr.value())
 
 
