@@ -3,6 +3,7 @@ nothing; a SIGKILLed cold projection resumes to the rows of a clean rebuild."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -138,6 +139,8 @@ def test_a_corrupt_embedding_cache_is_set_aside_and_rebuilt(
     with Memory.open(tmp_path) as memory:  # a projected session (made here: not what is tested)
         memory.append("s", {"type": "user", "content": "the zebra crossing by the school"})
         memory.project()
+    del memory
+    gc.collect()  # its cache connection closed (a process's exit would), before the damage
     cache = tmp_path / ".airsspec" / "state" / "caches" / "embeddings.sqlite"
     for extra in cache.parent.glob("embeddings.sqlite-*"):
         extra.unlink()

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import MCP_INITIALIZE, REPO, children, wait_for
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, run_process
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
@@ -189,8 +189,8 @@ def workspaces(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def run_both(workspaces: dict[str, Path], args: list[str], stdin: bytes | None) -> dict:
-    """Run the command in both workspaces at once (they share nothing): per workspace (exit
-    code, masked stdout, stderr)."""
+    """Run the command in each workspace (they share nothing): per workspace (exit code,
+    masked stdout, stderr)."""
 
     def run(root: Path) -> tuple[int, bytes, bytes]:
         argv = [a.replace("{out}", str(root / "out")).replace("{root}", str(root)) for a in args]
@@ -199,9 +199,7 @@ def run_both(workspaces: dict[str, Path], args: list[str], stdin: bytes | None) 
         done = run_cli(*argv, cwd=root, stdin=stdin)
         return done.returncode, normal(done.stdout, root), normal(done.stderr, root)
 
-    with ThreadPoolExecutor(len(workspaces)) as pool:
-        running = {name: pool.submit(run, root) for name, root in workspaces.items()}
-        return {name: future.result() for name, future in running.items()}
+    return {name: run(root) for name, root in workspaces.items()}
 
 
 def mcp_session(root: Path) -> tuple[int, bytes, bytes]:
@@ -266,7 +264,7 @@ def watch_until_projected(root: Path, writer: Path) -> set[int]:
     try:  # the first catch-up is done: only following the log can bring the append in
         assert wait_for(lambda: b"watching" in logged.read_bytes(), 60), logged.read_bytes()
         line = b'{"type":"user","content":"watched by the daemon"}\n'
-        added = run_cli("append", "s2", cwd=writer, stdin=line)
+        added = run_process("append", "s2", cwd=writer, stdin=line)  # the daemons run at once
         assert added.returncode == 0, added.stderr
         assert wait_for(projected, 90), f"{root.name}: watch did not project the append"
     finally:
