@@ -152,8 +152,9 @@ def cmd_search(args: argparse.Namespace) -> int:
             if behind > CATCH_UP_HERE and not args.stale:
                 catch_up_in_background(memory.root, args)
             elif not args.stale:  # caught up here: also what repairs damaged cold files
-                memory.project(("cold",), progress=progress_printer())
-                results = [_search(memory, requests[0], now=True)]
+                reports = memory.project(("cold",), progress=progress_printer())
+                if any(r.applied or r.rebuilt for r in reports):  # else the answer stands
+                    results = [_search(memory, requests[0], now=True)]
         for result in results:
             if args.batch is not None:
                 sys.stdout.write(orjson.dumps(result).decode() + "\n")
