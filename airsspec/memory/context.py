@@ -27,6 +27,13 @@ if TYPE_CHECKING:
     from projections.visual_context import Page
 
 
+def current_window(kernel: Kernel, session: str) -> HotWindow | None:
+    """``session``'s hot window brought current (a session the caller checked at the gate)."""
+    for report in kernel.fresh("window", sessions=[session]):
+        report.raise_failed()
+    return kernel.workspace.load_hot(session)
+
+
 class KernelSource:
     """``projections.context.ContextSource`` over one ``Kernel``."""
 
@@ -34,8 +41,9 @@ class KernelSource:
         self.kernel = kernel
 
     def window(self, session: str) -> HotWindow | None:
-        """The session's current hot window (None: no log yet)."""
-        return Context(self.kernel).hot(session) if self.kernel.logged(session) else None
+        """The session's current hot window (None: no log yet). Asked only for the session
+        being built, which the build checked at the gate first (``Context._reader``)."""
+        return current_window(self.kernel, session) if self.kernel.logged(session) else None
 
     def assessment(self, session: str, cue: str, reader: Scope) -> Assessment:
         """The learnings as ``session`` sees them, within ``reader``."""
@@ -83,10 +91,8 @@ class Context:
         logged = kernel.logged(session)
         if logged:
             kernel.check_session(session)  # the gate, whether fresh or as last saved
-        if logged and fresh:
-            for report in kernel.fresh("window", sessions=[session]):
-                report.raise_failed()
-        window = kernel.workspace.load_hot(session)
+        window = current_window(kernel, session) if logged and fresh else None
+        window = window or kernel.workspace.load_hot(session)
         if window is None:
             raise NoSuchSessionError(f"no session {session!r} in this workspace")
         return window
