@@ -47,11 +47,12 @@ tesseract:
 
 # Two workers (pytest-xdist), one test file each at a time: most tests wait on subprocesses.
 # Files go out in collection order (tests/conftest.py puts those holding a slow test first), not
-# by their number of tests, so a long file is not left running alone at the end.
+# by their number of tests, so a long file is not left running alone at the end. mypy and the
+# import contracts run inside the suite (tests/test_types.py, tests/test_import_contract.py, among
+# the first files), beside the other worker's tests rather than before them: `make lint` runs them
+# alone.
 test: $(STAMP) chromium tesseract
 	$(PY) -m ruff check .
-	$(VENV)/bin/lint-imports --no-cache  # the import contract of pyproject.toml
-	$(PY) -m mypy  # types ([tool.mypy] in pyproject.toml names the packages and exclusions)
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # Property tests with random seeds and more examples (`make test` replays fixed seeds). Turn what

@@ -253,7 +253,10 @@ def test_imported_sessions_compact_into_the_warm_library(tmp_path: Path) -> None
     from airsspec.workspace import Workspace, init_workspace
 
     init_workspace(tmp_path)
-    (tmp_path / "airsspec.toml").write_text('[compactor]\nsummarizer = "extractive"\n')
+    # the subject is the warm library: the cold tier beside it embeds with the hash embedder
+    (tmp_path / "airsspec.toml").write_text(
+        '[compactor]\nsummarizer = "extractive"\n[cold]\nembedder = "hash"\n'
+    )
     with Workspace.open(config=tmp_path / "airsspec.toml") as ws:
         import_paths(ws.log, "claude-code", [SHARED_DATA / "claude-code" / "subagent.jsonl"])
         record = ws.compactor().compact("subagent")
