@@ -15,7 +15,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec
 
 import orjson
 
@@ -24,7 +25,8 @@ from eventlog.exact_json import MAX_DEPTH, depth_error, first_too_deep, scan_lis
 from eventlog.native import lines
 
 _OPTIONS = orjson.OPT_SORT_KEYS
-_DUMPS = (orjson.dumps, _OPTIONS)
+_P = ParamSpec("_P")
+_Encoded = tuple[list[dict[str, Any]], bytes, list[str]]  # records, their lines, hashes
 
 
 def canonical_json(value: Any) -> bytes:
@@ -139,16 +141,24 @@ def encode_batch_py(
     return records, b"".join(pieces), hashes
 
 
-def _encode_batch_native(*args: Any) -> tuple[list[dict[str, Any]], bytes, list[str]]:
-    """``encode_batch_py(*args)``, run by the extension."""
-    try:
-        return lines.encode_batch(*args, *_DUMPS)
-    except (orjson.JSONEncodeError, TypeError):
-        return encode_batch_py(*args)  # raises the same failure, naming the record
+def _natively(
+    python: Callable[_P, _Encoded], native: Callable[..., _Encoded]
+) -> Callable[_P, _Encoded]:
+    """``python``'s steps, run by the extension's ``native`` (given the same arguments, then
+    ``dumps`` and its option); a batch it cannot encode is encoded by ``python``, whose error
+    names the record."""
+
+    def encode(*args: _P.args, **kwargs: _P.kwargs) -> _Encoded:
+        try:
+            return native(*args, orjson.dumps, _OPTIONS, **kwargs)
+        except (orjson.JSONEncodeError, TypeError):
+            return python(*args, **kwargs)
+
+    return encode
 
 
 # Every append's inner loop: the extension's when it is built, else the Python steps.
-encode_batch = encode_batch_py if lines is None else _encode_batch_native
+encode_batch = encode_batch_py if lines is None else _natively(encode_batch_py, lines.encode_batch)
 
 
 def _refuse_non_finite(value: Any, index: int, path: str = "") -> None:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Callable
 
-from eventlog.native import lines
+from eventlog.native import SyncThread, lines
 
 _live: weakref.WeakSet[PyGroupCommit] = weakref.WeakSet()
 
@@ -113,4 +114,6 @@ class PyGroupCommit:
                 self.run_once()
 
 
-GroupCommit = lines.GroupCommit if lines is not None else PyGroupCommit
+GroupCommit: Callable[[float], SyncThread] = (
+    lines.GroupCommit if lines is not None else PyGroupCommit
+)

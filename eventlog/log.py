@@ -67,6 +67,7 @@ from eventlog.layout import (
     session_path,
     validate_session_id,
 )
+from eventlog.native import SyncThread
 from eventlog.prepare import bodies_to_append
 from eventlog.recovery import TailState, recover
 from eventlog.schema import (
@@ -191,7 +192,7 @@ def _after_fork_in_child() -> None:
         log._forked()
 
 
-def _release(handles: dict[int, _Handle], commit: GroupCommit | None) -> None:
+def _release(handles: dict[int, _Handle], commit: SyncThread | None) -> None:
     """What a log left unclosed holds, given back when it is collected: the pending syncs
     are run (a failure is lost with the log: ``close`` is where it is raised), the group
     commit stopped and every descriptor closed. ``close`` does all this itself."""

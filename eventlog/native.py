@@ -15,21 +15,52 @@ build only: with ``AIRSSPEC_PURE_PYTHON=1`` as well, the Python steps still run.
 from __future__ import annotations
 
 import os
-from types import ModuleType
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from eventlog.errors import NativeExtensionMissingError
 
-lines: ModuleType | None = None
-_built: ModuleType | None = None
+
+class SyncThread(Protocol):
+    """A group commit (``group_commit.PyGroupCommit`` or the extension's ``GroupCommit``):
+    what the log calls on it."""
+
+    @property
+    def failed(self) -> bool: ...
+    def mark(self, fd: int, first: int, /) -> None: ...
+    def run_once(self) -> None: ...
+    def forget(self, fd: int, /) -> None: ...
+    def collect(self) -> list[tuple[int, int, int]]: ...
+    def close(self) -> None: ...
+
+
+class Extension(Protocol):
+    """What the extension module defines (its C source declares it; a type checker cannot
+    read the built module, so its shape is written here)."""
+
+    GroupCommit: Callable[[float], SyncThread]
+
+    # encode_batch(bodies, version, session, seq, ts, ids, prev, dumps, option): what
+    # canonical.encode_batch_py returns for the first seven (its C source documents it)
+    encode_batch: Callable[..., tuple[list[dict[str, Any]], bytes, list[str]]]
+
+    def json_shape(self, data: bytes, /) -> tuple[int, bool]: ...
+    def _fail_allocations(self, count: int, /) -> None: ...
+
+
+lines: Extension | None = None
+_built: Extension | None = None
 _why: ImportError | None = None
 if (
     os.environ.get("AIRSSPEC_PURE_PYTHON") != "1"
     or os.environ.get("AIRSSPEC_REQUIRE_NATIVE") == "1"
 ):
     try:
-        from eventlog import _lines as _built
+        from eventlog import _lines
     except ImportError as exc:
         _why = exc
+    else:
+        _built = _lines
 if _built is None and os.environ.get("AIRSSPEC_REQUIRE_NATIVE") == "1":
     raise NativeExtensionMissingError(
         "AIRSSPEC_REQUIRE_NATIVE=1 but the C extension eventlog._lines cannot be imported "

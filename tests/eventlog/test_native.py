@@ -14,6 +14,7 @@ import orjson
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from typing_extensions import get_protocol_members
 
 import eventlog.log
 from eventlog.canonical import encode_batch, encode_batch_py, encode_record
@@ -22,7 +23,7 @@ from eventlog.exact_json import MAX_DEPTH, json_shape_py
 from eventlog.group_commit import PyGroupCommit
 from eventlog.ids import new_event_ids
 from eventlog.log import EventLog
-from eventlog.native import lines
+from eventlog.native import Extension, SyncThread, lines
 from eventlog.prepare import prepare_events
 from eventlog.verify import verify
 from tests.eventlog.test_append_read import events, json_values
@@ -39,6 +40,23 @@ COMMITS = [
     pytest.param(PyGroupCommit, id="python"),
     pytest.param(lines and lines.GroupCommit, id="c", marks=needs_extension),
 ]
+
+
+@needs_extension
+def test_the_extension_defines_exactly_what_its_declared_shape_names() -> None:
+    """``native.Extension`` is written by hand for the type checker (it cannot read the built
+    module): a function added to or dropped from the C source without it fails here."""
+    built = {name for name in dir(lines) if not name.startswith("__")}
+    assert built == get_protocol_members(Extension)
+
+
+@pytest.mark.parametrize("commit_type", COMMITS)
+def test_either_group_commit_has_what_the_log_calls(commit_type) -> None:
+    commit = commit_type(3600.0)
+    try:
+        assert all(hasattr(commit, name) for name in get_protocol_members(SyncThread))
+    finally:
+        commit.close()
 
 
 @needs_extension
