@@ -57,7 +57,7 @@ def _refuse_system(bodies: list[dict[str, Any]], system: bool, imported: bool = 
 def _invalid(exc: ValidationError) -> InvalidEventError:
     """The first invalid event of a batch, as ``InvalidEventError`` naming its fields."""
     errors = exc.errors()
-    index = errors[0]["loc"][0]
+    index = int(errors[0]["loc"][0])  # a batch's errors start at the item's position
     mine = [err for err in errors if err["loc"][:1] == (index,)]
     first = mine[0]
     if first["type"] in ("union_tag_invalid", "union_tag_not_found"):
@@ -92,8 +92,8 @@ def prepare_events(
             bodies = validation.input_bodies(items)
         except ValidationError as exc:
             raise _invalid(exc) from exc
-    elif all(issubclass(kind, Event) for kind in kinds):  # models need no validation
-        bodies = validation.event_bodies(items)
+    elif len(models := [e for e in items if isinstance(e, Event)]) == len(items):
+        bodies = validation.event_bodies(models)  # models need no validation
     else:  # a mix (or not events at all): validate all but the models
         raw = [i for i, e in enumerate(items) if not isinstance(e, Event)]
         try:

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from eventlog.importers.sources import Unit, json_array_units, jsonl_units, orig
 from eventlog.layout import check_writer, validate_session_id
 from eventlog.log import EventLog
 from eventlog.prepare import validate_input
-from eventlog.schema import Event
+from eventlog.schema import Event, Record
 
 FORMATS = ("claude-code", "openhands", "locomo")
 
@@ -42,9 +42,10 @@ class _Plan:
     session: str
     source: str
     units: list[Unit]
-    events: list[dict[str, Any] | Event]
+    events: list[dict[str, Any]]  # as mapped from the units
     path: str = ""
     done: frozenset[int] = frozenset()  # positions of the records already imported
+    valid: list[Event] = field(default_factory=list)  # the events, validated (``_finish``)
 
 
 @dataclass(frozen=True)
@@ -137,11 +138,11 @@ def _plans_for_file(fmt: str, path: Path, prefix: str, live: bool = False) -> li
 def _finish(fmt: str, path: Path, plan: _Plan) -> None:
     """Give every event its id and origin, and validate it (errors name file and line); the
     plan then holds the validated events, which ``append_many`` takes as they are."""
-    for i, (unit, event) in enumerate(zip(plan.units, plan.events, strict=True)):
+    for unit, event in zip(plan.units, plan.events, strict=True):
         event["id"] = f"{plan.session}:{unit.index}"
         event["origin"] = origin(fmt, plan.source, unit)
         try:
-            plan.events[i] = validate_input(event, imported=True)
+            plan.valid.append(validate_input(event, imported=True))
         except InvalidEventError as exc:
             where = f"record {unit.index + 1}" if unit.line == 0 else None
             message = f"{where}: {exc}" if where else str(exc)
@@ -215,12 +216,12 @@ def import_paths(
         except SourceError as exc:
             errors.append(exc)
     first_of: dict[str, str] = {}
-    for plan, path in ((plan, plan.path) for plan in planned):
-        other = first_of.setdefault(plan.session, path)
-        if other != path:
+    for plan in planned:
+        other = first_of.setdefault(plan.session, plan.path)
+        if other != plan.path:
             errors.append(
                 SourceError(
-                    path,
+                    plan.path,
                     None,
                     f"would become session {plan.session!r}, as {other} does: import them "
                     "separately with different --session-prefix values",
@@ -229,15 +230,16 @@ def import_paths(
     if errors:
         raise ImportFailedError(errors)
     news = {
-        p.session: [e for u, e in zip(p.units, p.events, strict=True) if u.index not in p.done]
+        p.session: [e for u, e in zip(p.units, p.valid, strict=True) if u.index not in p.done]
         for p in planned
     }
     first = {s: opening(s) for s, new in news.items() if opening and new}
     results = []
     for plan in planned:
         new = news[plan.session]
+        stored: Sequence[Record]
         if first.get(plan.session):
-            batch = [*first[plan.session], *new]
+            batch: list[Event | dict[str, Any]] = [*first[plan.session], *new]
             try:  # only as the session's first records (checked under its lock)
                 stored = log.append_many(
                     plan.session, batch, keep_secrets=keep_secrets, system=True, new=True
