@@ -34,14 +34,14 @@ class Entry(NamedTuple):
     """One cached object: its first seq, how many records and bytes it holds, its ETag."""
 
     first: int
-    count: int
+    records: int
     size: int
     etag: str
 
     @property
     def last(self) -> int:
         """The seq of its last record."""
-        return self.first + self.count - 1
+        return self.first + self.records - 1
 
 
 class ObjectCache:
@@ -75,15 +75,15 @@ class ObjectCache:
         complete = raw[: raw.rfind(b"\n") + 1]
         entries = []
         for line in complete.splitlines():
-            first, count, size, etag = line.decode().split(" ", 3)
-            entries.append(Entry(int(first), int(count), int(size), etag))
+            first, records, size, etag = line.decode().split(" ", 3)
+            entries.append(Entry(int(first), int(records), int(size), etag))
         total = sum(e.size for e in entries)
         path = session_path(self.folder, session)
-        size = path.stat().st_size if path.exists() else 0
-        if size < total or len(complete) < len(raw):
+        held = path.stat().st_size if path.exists() else 0
+        if held < total or len(complete) < len(raw):
             self.reset(session)
             return []
-        if size > total:
+        if held > total:
             os.truncate(path, total)
         return entries
 

@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import obstore
 import orjson
@@ -55,9 +55,13 @@ from eventlog.recovery import TailState
 from eventlog.storage import parse_url, turns
 from eventlog.storage.cache import Entry, ObjectCache
 
+if TYPE_CHECKING:  # obstore's typed dicts exist in its stubs only
+    from obstore import ObjectMeta
+    from obstore.store import ClientConfig, RetryConfig
+
 _SEQ_DIGITS = 20
 _T = TypeVar("_T")
-_RETRY = {"max_retries": 4, "retry_timeout": timedelta(seconds=20)}
+_RETRY: RetryConfig = {"max_retries": 4, "retry_timeout": timedelta(seconds=20)}
 
 
 def batch_key(session: str, first: int) -> str:
@@ -113,7 +117,9 @@ class ObjectStore:
             )
             if v
         }
-        options = {"allow_http": True} if (endpoint or "").startswith("http://") else None
+        options: ClientConfig | None = (
+            {"allow_http": True} if (endpoint or "").startswith("http://") else None
+        )
         self._store = S3Store(
             bucket, prefix=prefix or None, client_options=options, retry_config=_RETRY, **config
         )
@@ -150,8 +156,8 @@ class ObjectStore:
         """PUT ``key`` only if absent; its ETag (``AlreadyExistsError`` if present)."""
         return self._call("PUT", key, obstore.put, key, data, mode="create")["e_tag"] or ""
 
-    def _list(self, prefix: str, offset: str | None = None) -> list[dict[str, Any]]:
-        metas: list[dict[str, Any]] = []
+    def _list(self, prefix: str, offset: str | None = None) -> list[ObjectMeta]:
+        metas: list[ObjectMeta] = []
         for batch in self._call("LIST", prefix, obstore.list, prefix, offset=offset):
             metas.extend(batch)
         return metas
@@ -222,7 +228,7 @@ class ObjectStore:
                 self.cache.write_head(session, None if got is None else got[0])
         return entries
 
-    def _batches(self, session: str, listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _batches(self, session: str, listed: list[ObjectMeta]) -> list[ObjectMeta]:
         """The batch objects among ``listed``; the queue's markers are kept aside (every
         listing of a session shows them all: their keys sort after every batch's)."""
         names = (m["path"].rsplit("/", 1)[-1] for m in listed)

@@ -355,7 +355,7 @@ def test_following_an_idle_bucket_costs_one_listing_a_round(
 
     def cached(session: str) -> int:
         with watcher.store.cache.locked(session):
-            return sum(e.count for e in watcher.store.cache.entries(session))
+            return sum(e.records for e in watcher.store.cache.entries(session))
 
     follow_once()  # the first round looks at every session
     assert [cached(f"s{i}") for i in range(20)] == [1] * 20
