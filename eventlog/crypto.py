@@ -447,9 +447,10 @@ class SessionOwners:
         for line in data[:end].splitlines():
             if b'"session_started"' in line:
                 body = orjson.loads(line)
-                if body.get("type") == "session_started" and body.get("user"):
-                    self._known[session] = body["user"]
-                    return body["user"]
+                user = body.get("user")
+                if body.get("type") == "session_started" and user and isinstance(user, str):
+                    self._known[session] = user
+                    return user
         self._scanned[session] = start + end
         return None
 

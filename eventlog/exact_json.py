@@ -162,8 +162,8 @@ def loads_exact(data: bytes | str, max_depth: int | None = MAX_DEPTH) -> Any:
         if "recursion" in str(exc).lower() or "depth limit" in str(exc).lower():
             raise InexactJSONError(depth_error("", max_depth or 1024)) from exc
         raise
-    digits = _LONG_INT_BYTES if isinstance(data, bytes) else _LONG_INT
-    if digits.search(data):  # possibly beyond 64 bits, which orjson turned into a float
+    digits = _LONG_INT_BYTES.search(data) if isinstance(data, bytes) else _LONG_INT.search(data)
+    if digits:  # possibly beyond 64 bits, which orjson turned into a float
         try:
             exact_decoder().decode(data.decode("utf-8") if isinstance(data, bytes) else data)
         except RecursionError as exc:

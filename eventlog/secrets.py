@@ -140,7 +140,8 @@ def library_detectors() -> list[Detector]:
                 and cls.__module__ == module.__name__
                 and name not in _LOOSE
             ):
-                found += [Detector(_slug(cls.secret_type), p) for p in cls().denylist]
+                plugin = cls()  # an instance: ``secret_type`` is a property of the base class
+                found += [Detector(_slug(plugin.secret_type), p) for p in plugin.denylist]
     return sorted(found, key=lambda d: d.kind)
 
 
