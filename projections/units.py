@@ -210,7 +210,7 @@ def record_units(record: Record) -> list[Unit]:
     if isinstance(record, CompactionRecord):
         return _summary_units(record)
     if isinstance(record, LearningRecord):
-        meta = {"learning_id": record.learning_id, "scope": record.scope}
+        meta: dict[str, Any] = {"learning_id": record.learning_id, "scope": record.scope}
         return [_unit(record, 0, "learning", record.kind, record.text, meta=meta)]
     if isinstance(record, StorePutRecord):
         text = store_text(record.value, record.index)
@@ -315,6 +315,7 @@ def source_units(event: SourceIndexedRecord, text: str) -> list[Unit]:
     from eventlog.secrets import redact_document  # only documents need the detectors
 
     relative_path = event.path
+    hashes = () if event.sha256 is None else (event.sha256,)  # None: a removed file, no text
     lines = text.splitlines()
     sections: list[tuple[int, int]] = []  # [first line, last line], 1-based
     start = 1
@@ -339,7 +340,7 @@ def source_units(event: SourceIndexedRecord, text: str) -> list[Unit]:
                     part=len(units),
                     ts=event.ts,
                     event_ids=(event.id,),
-                    hashes=(event.sha256,),
+                    hashes=hashes,
                     source=relative_path,
                     line_from=first,
                     line_to=last,
