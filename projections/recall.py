@@ -168,7 +168,7 @@ class Recall:
         session: str | None = None,
         since: str | None = None,
         until: str | None = None,
-        kinds: list[str] | None = None,
+        kinds: Collection[str] | None = None,
         sessions: Collection[str] | None = None,
         user: str | None = None,
         learnings: Collection[str] | None = None,
@@ -336,7 +336,7 @@ class Recall:
         session: str | None,
         since: str | None,
         until: str | None,
-        kinds: list[str] | None,
+        kinds: Collection[str] | None,
         sessions: Collection[str] | None = None,
         user: str | None = None,  # documents are not in the log: nothing of theirs to filter
         learnings: Collection[str] | None = None,
@@ -348,8 +348,16 @@ class Recall:
         if session:
             names = [session] if session in names else []
         records = (located.record for name in names for located in log.read(name))
-        filters = {"kinds": kinds, "since": since, "until": until}
-        return scan(records, query, k, **filters, sessions=sessions, learnings=learnings)
+        return scan(
+            records,
+            query,
+            k,
+            kinds=kinds,
+            since=since,
+            until=until,
+            sessions=sessions,
+            learnings=learnings,
+        )
 
 
 def scan(
@@ -545,7 +553,7 @@ def _where(
     session: str | None,
     since: str | None,
     until: str | None,
-    kinds: list[str] | None,
+    kinds: Collection[str] | None,
     sessions: Collection[str] | None = None,
     user: str | None = None,
     learnings: Collection[str] | None = None,
