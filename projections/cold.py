@@ -42,7 +42,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import orjson
@@ -208,8 +208,19 @@ def search_text(unit: Unit, context: str) -> str:
     return f"{context}\n{unit.text}" if context else unit.text
 
 
+class FtsSettings(TypedDict):
+    """What ``lancedb.index.FTS`` is given (besides positions), and the manifest records."""
+
+    base_tokenizer: str
+    language: str
+    stem: bool
+    remove_stop_words: bool
+    lower_case: bool
+    ascii_folding: bool
+
+
 # The full-text index: stemmed English words without stop words ("deciding" finds "decided").
-FTS_SETTINGS = {
+FTS_SETTINGS: FtsSettings = {
     "base_tokenizer": "simple",
     "language": "English",
     "stem": True,
@@ -276,12 +287,13 @@ class ColdStore:
     def create(self) -> Any:
         """An empty table with a new epoch (whatever was there is removed)."""
         self.remove()
-        info = {"epoch": uuid.uuid4().hex, "embedder": self.embedder_id, "dim": self.dim}
+        epoch = uuid.uuid4().hex
+        info = {"epoch": epoch, "embedder": self.embedder_id, "dim": self.dim}
         schema = unit_schema(self.dim, {_META_KEY: json.dumps(info).encode()})
         if self.local is not None:
             self.local.mkdir(parents=True, exist_ok=True)
         self._table = self._connection().create_table(TABLE, schema=schema)
-        self._epoch = info["epoch"]
+        self._epoch = epoch
         return self._table
 
     @property
@@ -671,9 +683,10 @@ class ColdCheckpoints(FileStateStore[ColdState]):
         """Each file of the table that is missing or whose bytes differ from those recorded
         when it was written, named from the workspace down (knowledge/vectors/...)."""
         damaged = self.files.damaged(self.table.epoch)
-        if not damaged or self.table.local is None:
+        table_dir, local = self.files.table_dir, self.table.local  # None on a bucket
+        if not damaged or table_dir is None or local is None:
             return []
-        shown = self.files.table_dir.relative_to(self.table.local.parent.parent)
+        shown = table_dir.relative_to(local.parent.parent)
         return [f"{shown / name}: {what}" for name, what in damaged]
 
     @override
