@@ -24,7 +24,7 @@ _HOMES = {
         "LogWriteError",
         "UnsafePathError",
     ),
-    "eventlog.log": ("Durability", "EventLog", "Located", "SessionInfo"),
+    "eventlog.log": ("Durability", "EventLog", "Located", "Log", "SessionInfo"),
     "eventlog.schema": (
         "ActionEvent",
         "ActionRecord",

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, overload
 
 import orjson
 from pydantic import ValidationError
@@ -233,7 +233,7 @@ class AppendFlags(NamedTuple):
     new: bool = False
 
 
-class Appends:
+class Appends(Protocol):
     """The append calls of every log (the folder's ``EventLog``, the object store's
     ``ObjectStoreLog``), declared once; each log writes a batch its own way (``_append_batch``)."""
 
@@ -270,6 +270,31 @@ class Appends:
         self, session: str, events: Iterable[Event | dict[str, Any]], flags: AppendFlags
     ) -> StoredRecords:
         raise NotImplementedError
+
+
+class Log(Appends, Protocol):
+    """What every log offers, the folder's ``EventLog`` and the bucket's ``ObjectStoreLog``
+    alike (the appends, and these): what the projections, the compactor and the kernel may
+    call on either."""
+
+    redactor: Redactor | None
+    sealer: Sealer | None
+
+    @property
+    def log_dir(self) -> Path:
+        """The sessions' files in the local layout (a bucket's, synced first)."""
+        ...
+
+    def sessions(self) -> list[str]: ...
+    def has(self, session: str) -> bool: ...
+    def head(self, session: str) -> TailState: ...
+    def info(self, session: str) -> SessionInfo: ...
+    def read(
+        self, session: str, *, from_seq: int = 1, offset: int = 0, offset_seq: int = 1
+    ) -> Iterator[Located]: ...
+    def recover(self, session: str) -> int: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
 
 
 class EventLog(Appends):
@@ -684,7 +709,7 @@ class EventLog(Appends):
         position, seq = offset, offset_seq
         while True:
             reader = _SessionReader(path, session, position, seq, from_seq)
-            yield from reader if self.sealer is None else self._opened(reader)
+            yield from reader if self.sealer is None else opened(self.sealer, reader)
             if not reader.incomplete_tail:
                 return
             # An unfinished line or batch: either a write in progress or a crash. Under the lock
@@ -697,16 +722,16 @@ class EventLog(Appends):
                 return
             position, seq = reader.position, reader.seq
 
-    def _opened(self, located: Iterable[Located]) -> Iterator[Located]:
-        """``located`` with sealed records opened (``eventlog.crypto``); ``raw`` stays the
-        stored bytes, so hashes and exact output are those of the ciphertext."""
-        assert self.sealer is not None
-        for item in located:
-            extra = item.record.__pydantic_extra__
-            if extra and "sealed" in extra:
-                opened = self.sealer.open(orjson.loads(item.raw))
-                item = item._replace(record=validation.record_from_dict(opened))
-            yield item
+
+def opened(sealer: Sealer, located: Iterable[Located]) -> Iterator[Located]:
+    """``located`` with sealed records opened (``eventlog.crypto``); ``raw`` stays the stored
+    bytes, so hashes and exact output are those of the ciphertext. Every log reads through it."""
+    for item in located:
+        extra = item.record.__pydantic_extra__
+        if extra and "sealed" in extra:
+            data = sealer.open(orjson.loads(item.raw))
+            item = item._replace(record=validation.record_from_dict(data))
+        yield item
 
 
 def session_exists(sealer: Sealer | None, session: str) -> SessionExistsError:

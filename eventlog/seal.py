@@ -23,7 +23,7 @@ from pydantic import Field, ValidationError
 from eventlog.canonical import canonical_json
 from eventlog.errors import SealError, field_of
 from eventlog.ids import utc_now
-from eventlog.log import EventLog
+from eventlog.log import Log
 from eventlog.schema import Frozen
 from eventlog.verify import Anchor
 
@@ -70,7 +70,7 @@ def _mac(seal: Seal, key: bytes) -> str:
     return hmac.new(key, body, hashlib.sha256).hexdigest()
 
 
-def make_seal(log: EventLog, key: bytes | None = None, only: Iterable[str] | None = None) -> Seal:
+def make_seal(log: Log, key: bytes | None = None, only: Iterable[str] | None = None) -> Seal:
     """Seal the current head of every session of ``log``, or of those in ``only`` (signed
     when ``key`` is given)."""
     sessions = {}

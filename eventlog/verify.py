@@ -33,7 +33,7 @@ from eventlog.errors import (
 from eventlog.exact_json import MAX_DEPTH, bytes_too_deep, too_deep
 from eventlog.heads import headed_sessions, read_head
 from eventlog.layout import linked_sessions, reader_nofollow, session_path
-from eventlog.log import EventLog
+from eventlog.log import Log
 from eventlog.schema import parse_record
 
 
@@ -120,7 +120,7 @@ class _CompactionCheck:
         self.uncovered.append(data["hash"])
 
 
-def verify_session(log: EventLog, session: str, sealed: Anchor | None = None) -> SessionReport:
+def verify_session(log: Log, session: str, sealed: Anchor | None = None) -> SessionReport:
     """Check one session's records, then that it still holds its head and ``sealed``."""
     report = SessionReport(session)
     path: Path = session_path(log.log_dir, session)
@@ -236,7 +236,7 @@ def _check_line(raw: bytes, session: str, seq: int, prev: str | None) -> dict[st
 
 
 def verify(
-    log: EventLog,
+    log: Log,
     sessions: Iterable[str] | None = None,
     sealed: dict[str, Anchor] | None = None,
 ) -> VerifyReport:

@@ -30,7 +30,7 @@ from eventlog.exact_json import loads_exact
 from eventlog.importers import claude_code, locomo, openhands
 from eventlog.importers.sources import Unit, json_array_units, jsonl_units, origin
 from eventlog.layout import check_writer, validate_session_id
-from eventlog.log import EventLog
+from eventlog.log import Log
 from eventlog.prepare import validate_input
 from eventlog.schema import Event, Record
 
@@ -81,7 +81,7 @@ def _session_id(prefix: str, name: str, source: str) -> str:
         raise SourceError(source, None, str(exc)) from exc
 
 
-def _check_session(log: EventLog, session: str, source: str) -> None:
+def _check_session(log: Log, session: str, source: str) -> None:
     """Refuse, before anything is appended, a session the log would refuse: a reserved name
     (in any case), or a new id shaped like a secret."""
     try:
@@ -149,7 +149,7 @@ def _finish(fmt: str, path: Path, plan: _Plan) -> None:
             raise SourceError(str(path), unit.line or None, message) from exc
 
 
-def _already_imported(log: EventLog, plan: _Plan, fmt: str, path: Path) -> frozenset[int]:
+def _already_imported(log: Log, plan: _Plan, fmt: str, path: Path) -> frozenset[int]:
     """The positions of the plan's records the session holds; refuse if any of them changed."""
     if plan.session not in log.sessions():
         return frozenset()
@@ -180,7 +180,7 @@ def _already_imported(log: EventLog, plan: _Plan, fmt: str, path: Path) -> froze
 
 
 def import_paths(
-    log: EventLog,
+    log: Log,
     fmt: str,
     paths: Iterable[Path | str],
     options: ImportOptions | None = None,
@@ -266,7 +266,7 @@ def import_paths(
     return results
 
 
-def export_session(log: EventLog, fmt: str, session: str) -> bytes:
+def export_session(log: Log, fmt: str, session: str) -> bytes:
     """The source records of ``session`` as they were imported, byte for byte."""
     origins = [
         loc.record.origin

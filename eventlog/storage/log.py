@@ -31,12 +31,12 @@ from eventlog.layout import session_path, validate_session_id
 from eventlog.log import (
     AppendFlags,
     Appends,
-    EventLog,
     Located,
     SessionInfo,
     StoredRecords,
     _SessionReader,
     _unsealed,
+    opened,
     session_exists,
 )
 from eventlog.prepare import bodies_to_append
@@ -206,5 +206,4 @@ class ObjectStoreLog(Appends):
         path = session_path(self.store.local_dir, session)
         if path.exists():
             reader = _SessionReader(path, session, offset, offset_seq, from_seq)
-            # EventLog's opening step reads nothing of its log but the sealer
-            yield from reader if self.sealer is None else EventLog._opened(self, reader)  # type: ignore[arg-type]
+            yield from reader if self.sealer is None else opened(self.sealer, reader)
