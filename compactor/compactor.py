@@ -29,7 +29,7 @@ from typing import Any
 
 from compactor.summarizers import ExtractiveSummarizer, Message, Summarizer
 from eventlog.errors import CompactionBusyError, NothingToCompactError, SummarizerError
-from eventlog.log import EventLog
+from eventlog.log import Log
 from eventlog.render import record_text
 from eventlog.schema import (
     ActionRecord,
@@ -109,7 +109,7 @@ class Compactor:
 
     def __init__(
         self,
-        log: EventLog,
+        log: Log,
         hot: HotProjector,
         warm: WarmProjector,
         lock_dir: Path,

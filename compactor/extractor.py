@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from compactor.compactor import file_lock
 from compactor.detectors import RULES_VERSION, candidates, keep
 from eventlog.errors import SummarizerError
-from eventlog.log import EventLog
+from eventlog.log import Log
 from eventlog.schema import CONVERSATION_TYPES, MEMORY_SESSION, ExtractorInfo, Record
 from projections.engine import Runner
 from projections.learnings import LearningsProjector
@@ -99,7 +99,7 @@ class Extractor:
     """The policy: extract a session's learnings once enough new messages arrived, or at its
     end (see the module)."""
 
-    log: EventLog
+    log: Log
     learnings: LearningsProjector
     lock_dir: Path
     backend: Backend

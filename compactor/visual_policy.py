@@ -24,7 +24,7 @@ from compactor.compactor import file_lock
 from projections.engine import Runner
 
 if TYPE_CHECKING:
-    from eventlog.log import EventLog
+    from eventlog.log import Log
     from eventlog.schema import Record
     from projections.scopes import Scope
     from projections.visual import VisualProjector
@@ -46,7 +46,7 @@ class VisualPolicy:
 
     def __init__(
         self,
-        log: EventLog,
+        log: Log,
         warm: WarmProjector,
         visual: VisualProjector,
         lock_dir: Path,

@@ -23,7 +23,7 @@ import orjson
 
 from eventlog.errors import CorruptLogError
 from eventlog.layout import open_nofollow, read_nofollow, reader_nofollow, session_path
-from eventlog.log import EventLog
+from eventlog.log import Log
 from eventlog.recovery import TailState, inspect_tail, record_ending_at
 from projections.files import atomic_write
 
@@ -134,7 +134,7 @@ class Manifest:
 # Where a checkpoint stands against the log.
 
 
-def log_tail(log: EventLog, session: str) -> TailState:
+def log_tail(log: Log, session: str) -> TailState:
     """The log's current end (without taking the append lock; complete records only)."""
     path = session_path(log.log_dir, session)
     fd = open_nofollow(path, os.O_RDONLY)
@@ -144,7 +144,7 @@ def log_tail(log: EventLog, session: str) -> TailState:
         os.close(fd)
 
 
-def record_at(log: EventLog, session: str, checkpoint: Checkpoint) -> str | None:
+def record_at(log: Log, session: str, checkpoint: Checkpoint) -> str | None:
     """Why ``checkpoint`` does not match the log (None when it does)."""
     path = session_path(log.log_dir, session)
     try:

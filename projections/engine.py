@@ -36,7 +36,7 @@ from typing import Any
 
 from eventlog.errors import CorruptLogError, DamagedOutputError, UnsafePathError
 from eventlog.layout import LOG_SUFFIX, session_path
-from eventlog.log import EventLog, Located
+from eventlog.log import EventLog, Located, Log
 from eventlog.schema import Record
 from projections.checkpoints import (
     START,
@@ -154,7 +154,7 @@ class Runner:
 
     def __init__(
         self,
-        log: EventLog,
+        log: Log,
         projectors: Iterable[Projector[Any]],
         progress: Progress | None = None,
         jobs: int = 1,

@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from eventlog.ids import normalize_ts
-from eventlog.log import EventLog
+from eventlog.log import Log
 from eventlog.schema import Record
 from projections.bm25 import BM25
 from projections.cold import ColdStore, quote
@@ -154,7 +154,7 @@ class Recall:
         store: ColdStore,
         embedder: Embedder | None,
         weights: RecallWeights | None = None,
-        log: EventLog | None = None,
+        log: Log | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder

@@ -35,7 +35,7 @@ import orjson
 
 from eventlog.errors import InvalidNameError, UnsafePathError
 from eventlog.layout import read_nofollow
-from eventlog.log import EventLog
+from eventlog.log import Log
 from eventlog.names import check_name
 from eventlog.recovery import TailState
 from eventlog.schema import MEMORY_SESSION, Record, SourceIndexedRecord
@@ -91,7 +91,7 @@ def _owned(path: str) -> dict[str, str]:
     return {} if user is None else {"user": user}
 
 
-def owned_sources(log: EventLog, user: str) -> dict[str, SourceIndexedRecord]:
+def owned_sources(log: Log, user: str) -> dict[str, SourceIndexedRecord]:
     """Every document ``user`` owns that the log registered: path -> its last registration
     (one whose ``sha256`` is null: removed since)."""
     found: dict[str, SourceIndexedRecord] = {}
@@ -123,7 +123,7 @@ def read_source(sources_dir: Path, path: str, sha256: str) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
-def register_sources(log: EventLog, sources_dir: Path, state: Path) -> list[SourceIndexedRecord]:
+def register_sources(log: Log, sources_dir: Path, state: Path) -> list[SourceIndexedRecord]:
     """Append a ``source_indexed`` event for each file under ``sources_dir`` added, changed or
     removed since its last event; returns the records appended. ``state`` caches what the log
     says (and each file's size, mtime and inode, so an unchanged file is not read again); it is
@@ -174,7 +174,7 @@ def register_sources(log: EventLog, sources_dir: Path, state: Path) -> list[Sour
         return [r for r in records if isinstance(r, SourceIndexedRecord)]  # all of them, typed
 
 
-def _known(log: EventLog, state: Path) -> tuple[dict[str, Any], bytes | None]:
+def _known(log: Log, state: Path) -> tuple[dict[str, Any], bytes | None]:
     """What the log says of each path (``files``: path -> sha256 and the identity last seen),
     read from ``state`` and brought up to date with the records appended since; and the bytes
     ``state`` held."""

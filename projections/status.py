@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eventlog.errors import CorruptLogError, UnsafePathError
-from eventlog.log import EventLog
+from eventlog.log import Log
 from projections.checkpoints import log_tail, record_at
 from projections.engine import OUTPUT_CHANGED
 from projections.fold import Projector
@@ -31,7 +31,7 @@ class TierStatus:
     degraded: list[str] = field(default_factory=list)
 
 
-def tier_status(log: EventLog, projector: Projector[Any]) -> TierStatus:
+def tier_status(log: Log, projector: Projector[Any]) -> TierStatus:
     """The status of ``projector``'s tier against the log."""
     store = projector.state_store
     manifest = store.read_manifest()
