@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
     from compactor.extractor import Extractor
     from compactor.summarizers import Summarizer
     from eventlog.crypto import Sealer
+    from eventlog.storage import SessionStore
     from eventlog.storage.log import ObjectStoreLog
     from projections.analytics import Analytics
     from projections.cold import ColdProjector
@@ -127,14 +128,14 @@ class Workspace:
             store, local = as_key_store(self.keys), False
         else:
             bucket = None
-            if storage.url is not None:
+            if (url := storage.url) is not None:
                 from eventlog.storage.objects import ObjectStore
 
                 options = storage.model_dump(exclude={"url"})
                 cache = self.layout.objects_dir / "keys"
 
                 def bucket() -> ObjectStore:
-                    return ObjectStore(storage.url, cache, **options)
+                    return ObjectStore(url, cache, **options)
 
             store, local = open_key_store(self.settings.privacy.keys, self.layout.keys_dir, bucket)
         if mode == "off" and local and not (self.layout.keys_dir).is_dir():
@@ -237,7 +238,7 @@ class Workspace:
         from projections.bucket_store import SHARED_TIERS, BucketStore
 
         if projector.name in SHARED_TIERS:
-            store = self.log.store  # type: ignore[union-attr]
+            store = self.bucket
             seen = self._published.setdefault(projector.name, {})
             projector.state_store = BucketStore(projector.state_store, store, projector.name, seen)
 
@@ -276,7 +277,18 @@ class Workspace:
             return None
         from eventlog.storage.lease import Lease
 
-        return lambda: Lease(self.log.store, name).held()
+        return lambda: Lease(self.bucket, name).held()
+
+    @property
+    def bucket(self) -> SessionStore | None:
+        """With ``[storage] url``: the bucket the log is kept in, which the shared tiers'
+        states and leases use too; else None."""
+        if self.settings.storage.url is None:
+            return None
+        from eventlog.storage.log import ObjectStoreLog
+
+        log = self.log
+        return log.store if isinstance(log, ObjectStoreLog) else None
 
     @property
     def cold_location(self) -> Path | str:

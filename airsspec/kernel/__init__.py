@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from airsspec.errors import AirsspecError, NoSuchSessionError
 from airsspec.kernel.freshness import FOLLOWS, NEEDS, Read, Write, chosen
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
     from compactor.summarizers import Summarizer
-    from eventlog.log import EventLog
+    from eventlog.log import Log
     from eventlog.schema import Record
     from projections.engine import Progress, RunReport
     from projections.status import TierStatus
@@ -93,10 +93,10 @@ class Kernel:
     # ------------------------------------------------------------------ the workspace
 
     @property
-    def log(self) -> EventLog:
-        """The workspace's log: the folder's, or a bucket's (``ObjectStoreLog`` offers the
-        same calls, and the projections and the log's tools take either as an ``EventLog``)."""
-        return cast("EventLog", self.workspace.log)
+    def log(self) -> Log:
+        """The workspace's log: the folder's, or a bucket's (both offer ``eventlog.log.Log``,
+        what the projections and the log's tools take)."""
+        return self.workspace.log
 
     @property
     def root(self) -> Path:
