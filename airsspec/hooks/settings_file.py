@@ -29,7 +29,6 @@ import os
 import re
 import secrets
 import shlex
-from json.decoder import scanstring
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +121,7 @@ def _items(text: str, start: int) -> list[tuple[str | None, int, int, int]]:
     while text[pos] != close:
         begin, key = pos, None
         if close == "}":
-            key, pos = scanstring(text, pos + 1)
+            key, pos = _DECODER.raw_decode(text, pos)  # a member's name: a JSON string
             pos = _skip(text, _skip(text, pos) + 1)  # past the colon
         _, end = _DECODER.raw_decode(text, pos)
         found.append((key, begin, pos, end))
@@ -162,7 +161,7 @@ def _depth(text: str, pos: int) -> int:
     while i < pos:
         ch = text[i]
         if ch == '"':
-            _, i = scanstring(text, i + 1)
+            _, i = _DECODER.raw_decode(text, i)
             continue
         depth += ch in "{["
         depth -= ch in "}]"
