@@ -44,7 +44,7 @@ from mcp_types import (
     ToolAnnotations,
     jsonrpc_message_adapter,
 )
-from pydantic import ConfigDict, ValidationError
+from pydantic import ValidationError, create_model
 from typing_extensions import override
 
 import airsspec
@@ -113,9 +113,11 @@ def _tool(op: Op, run: Runner) -> Tool:
         ),
     )
     loose = tool.fn_metadata.arg_model
-    strict = type(loose.__name__, (loose,), {"model_config": ConfigDict(extra="forbid")})
-    tool.fn_metadata.arg_model = strict  # the SDK validates with it: unknown keys refused
-    tool.parameters = strict.model_json_schema(by_alias=True)
+    # the SDK validates with this one: unknown keys refused
+    tool.fn_metadata.arg_model = create_model(
+        loose.__name__, __base__=loose, __cls_kwargs__={"extra": "forbid"}
+    )
+    tool.parameters = tool.fn_metadata.arg_model.model_json_schema(by_alias=True)
     return tool
 
 
