@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, overload
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, create_model
 
@@ -28,15 +28,20 @@ from airsspec.memory import (
     LearningKind,
     LearningScope,
     QueryMemoryInput,
+    Record,
     compact_answer,
     elided_seqs,
 )
 
-# What a caller may append: the event models of the log, the system ones aside (derived).
-AppendableEvent = Annotated[
-    Union[tuple(m for t, m in INPUT_TYPES.items() if t not in SYSTEM_TYPES)],  # noqa: UP007
-    Field(discriminator="type"),
-]
+# What a caller may append: the event models of the log, the system ones aside (derived; a
+# type checker, which cannot run the catalog, sees their common base).
+if TYPE_CHECKING:
+    from airsspec.memory import Event as AppendableEvent
+else:
+    AppendableEvent = Annotated[
+        Union[tuple(m for t, m in INPUT_TYPES.items() if t not in SYSTEM_TYPES)],  # noqa: UP007
+        Field(discriminator="type"),
+    ]
 
 Session = Annotated[
     str,
@@ -50,7 +55,11 @@ Budget = Annotated[int, Field(ge=1, le=1_000_000, description="token budget of t
 Limit = Annotated[int, Field(ge=1, le=10_000, description="at most this many records")]
 
 
-def _record(record: Any) -> dict[str, Any] | None:
+@overload
+def _record(record: Record) -> dict[str, Any]: ...
+@overload
+def _record(record: Record | None) -> dict[str, Any] | None: ...
+def _record(record: Record | None) -> dict[str, Any] | None:
     return None if record is None else record.model_dump(mode="json", exclude_none=True)
 
 
@@ -429,7 +438,7 @@ class Op:
     @cached_property
     def arguments(self) -> type[BaseModel]:
         """The request model: these parameters, unknown keys refused."""
-        fields = {
+        fields: dict[str, Any] = {  # a parameter's annotation and default
             p.name: (p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
             for p in self.parameters
         }
