@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from airsspec.errors import UnavailableError, UsageError
 
 if TYPE_CHECKING:  # duckdb loads only when a report runs
+    from datetime import date
+
     from projections.analytics import Analytics, QueryResult
 
 REPORTS = {
@@ -65,6 +67,7 @@ def plot_report(name: str, result: QueryResult, path: Path) -> None:
         ) from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
     if name == "tools":
@@ -77,18 +80,15 @@ def plot_report(name: str, result: QueryResult, path: Path) -> None:
         ax.set_title("Tokens per session")
         ax.invert_yaxis()
     else:
-        by_session: dict[str, list[tuple[object, int]]] = {}
+        by_session: dict[str, list[tuple[date, int]]] = {}  # DuckDB gives a DATE as a date
         for r in rows:
             by_session.setdefault(r["session"], []).append((r["day"], r["tokens"] or 0))
         series = sorted(by_session.items())
         colours = series_colours(plt, len(series))
         for (session, points), colour in zip(series, colours, strict=True):
-            total, xs, ys = 0, [], []
-            for day, tokens in points:
-                total += tokens
-                xs.append(day)
-                ys.append(total)
-            ax.plot(xs, ys, marker="o", label=session, color=colour)
+            days = np.array([day for day, _ in points], dtype="datetime64[D]")
+            totals = np.cumsum([tokens for _, tokens in points])
+            ax.plot(days, totals, marker="o", label=session, color=colour)
         ax.set_ylabel("cumulative tokens")
         ax.set_title("Tokens per session over time")
         ax.legend(fontsize="small")
