@@ -136,7 +136,7 @@ def output_path(memory: Memory, value: str, option: str) -> Path:
     the facade's own rule), the error naming ``option``."""
     from airsspec.memory import outside
 
-    return outside(memory, value, option)
+    return outside(memory.kernel, value, option)
 
 
 def progress_printer() -> Callable[[str, int, int], None] | None:
