@@ -17,6 +17,7 @@ from typing import Any, Literal, cast
 
 from pydantic import Field, ValidationError, field_validator
 
+from airsspec.discovery import configs_above
 from airsspec.errors import SettingsError
 from eventlog.crypto import EncryptMode
 from eventlog.schema import MESSAGE_TYPES, Frozen
@@ -24,7 +25,6 @@ from eventlog.storage import parse_url
 from projections.learning_rules import LearningSettings
 from projections.units import IndexPolicy, RecallWeights
 
-CONFIG_NAME = "airsspec.toml"
 ENV_PREFIX = "AIRSSPEC_"
 
 
@@ -284,10 +284,8 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
 def config_of_workspace(root: Path) -> Path | None:
     """The ``airsspec.toml`` at or above ``root`` whose ``[workspace] path`` is ``root``."""
     target = root.resolve()
-    for folder in (target, *target.parents):
-        candidate = folder / CONFIG_NAME
-        if not candidate.is_file():
-            continue
+    for candidate in configs_above(target):
+        folder = candidate.parent
         try:
             data = tomllib.loads(candidate.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
@@ -295,15 +293,6 @@ def config_of_workspace(root: Path) -> Path | None:
         section = data.get("workspace", {})
         path = section.get("path", WorkspaceSettings().path) if isinstance(section, dict) else None
         if isinstance(path, str) and (folder / path).resolve() == target:
-            return candidate
-    return None
-
-
-def find_config(start: Path) -> Path | None:
-    """The nearest ``airsspec.toml`` in ``start`` or its parents."""
-    for folder in (start, *start.parents):
-        candidate = folder / CONFIG_NAME
-        if candidate.is_file():
             return candidate
     return None
 

@@ -16,14 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airsspec.settings import (
-    CONFIG_NAME,
-    DEFAULT_TOML,
-    Settings,
-    config_of_workspace,
-    find_config,
-    load_settings,
-)
+from airsspec.discovery import CONFIG_NAME, find_config
+from airsspec.settings import DEFAULT_TOML, Settings, config_of_workspace, load_settings
 from eventlog.layout import Layout
 from eventlog.log import EventLog
 from eventlog.secrets import Redactor

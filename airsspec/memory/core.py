@@ -35,6 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airsspec.discovery import CONFIG_NAME, find_config
 from airsspec.errors import (
     AirsspecError,
     InvalidQueryError,
@@ -53,7 +54,6 @@ from airsspec.memory.files import MemoryFiles
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.sessions import Sessions
 from airsspec.memory.visual import Visual
-from airsspec.settings import CONFIG_NAME
 from airsspec.workspace import Workspace, init_workspace
 from eventlog.layout import Layout, validate_session_id
 from projections.context import ContextFormat
@@ -195,8 +195,6 @@ class Memory:
     @staticmethod
     def find_config(start: str | Path) -> Path | None:
         """The ``airsspec.toml`` in ``start`` or the nearest folder above it (None: none)."""
-        from airsspec.settings import find_config
-
         return find_config(Path(start))
 
     @staticmethod
