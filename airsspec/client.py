@@ -29,6 +29,9 @@ import os
 import socket
 import stat
 import sys
+from pathlib import Path
+
+from airsspec.discovery import find_config
 
 STATE = os.path.join("state", "serve.json")
 TIMEOUT_S = 120.0
@@ -122,16 +125,8 @@ def _workspace(workspace: str | None, config: str | None, start: str | None = No
     if workspace is not None:
         return workspace
     if config is None:
-        folder = os.path.abspath(start or os.getcwd())
-        while True:
-            candidate = os.path.join(folder, "airsspec.toml")
-            if os.path.isfile(candidate):
-                config = candidate
-                break
-            parent = os.path.dirname(folder)
-            if parent == folder:
-                break
-            folder = parent
+        found = find_config(Path(os.path.abspath(start or os.getcwd())))
+        config = None if found is None else str(found)
     path = os.environ.get("AIRSSPEC_WORKSPACE_PATH")
     if config is None:
         return os.path.join(os.getcwd(), path or ".airsspec")
