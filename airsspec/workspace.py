@@ -126,7 +126,7 @@ class Workspace:
                 from eventlog.storage.objects import ObjectStore
 
                 options = storage.model_dump(exclude={"url"})
-                cache = self.layout.objects_dir / "keys"
+                cache = self.layout.key_cache_dir
 
                 def bucket() -> ObjectStore:
                     return ObjectStore(url, cache, **options)
@@ -257,7 +257,7 @@ class Workspace:
             self.cold_location if shared else base.vectors_dir,
             self.layout.sources_dir,
             # shared by as-of copies: vectors are keyed by content, never by position
-            CachedEmbedder(self.embedder(), self.layout.caches_dir / "embeddings.sqlite"),
+            CachedEmbedder(self.embedder(), self.layout.embedding_cache_path),
             ann_min_rows=self.settings.cold.ann_min_rows,
             policy=self.settings.cold,  # an IndexPolicy, with the section's other keys
             storage_options=self.settings.storage.object_store_options() if shared else None,

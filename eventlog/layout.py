@@ -276,6 +276,27 @@ class Layout:
         return self.state_dir / "caches"
 
     @property
+    def embedding_cache_path(self) -> Path:
+        """``state/caches/embeddings.sqlite``: the embeddings already computed, by text."""
+        return self.caches_dir / "embeddings.sqlite"
+
+    @property
+    def key_cache_dir(self) -> Path:
+        """``state/objects/keys``: the bucket's key store, cached here (``[storage] url``)."""
+        return self.objects_dir / "keys"
+
+    @property
+    def serve_info_path(self) -> Path:
+        """``state/serve.json``: how local clients reach the running server (its discovery
+        file; ``airsspec.client`` spells it too, to stay light)."""
+        return self.state_dir / "serve.json"
+
+    @property
+    def catch_up_lock(self) -> Path:
+        """``state/catch-up.lock``: held by the background cold catch-up a search starts."""
+        return self.lock_path("catch-up")
+
+    @property
     def duckdb_temp_dir(self) -> Path:
         """``state/tmp/duckdb``: DuckDB's spill folder (emptied after a ``forget``)."""
         return self.state_dir / "tmp" / "duckdb"
