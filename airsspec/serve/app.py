@@ -69,7 +69,6 @@ DAMAGED_TOKENS = (
     "the server's token file (auth/tokens.json) is damaged; its owner must fix or remove it "
     "(airsspec token list says what is wrong)"
 )
-STATE_FILE = "serve.json"
 
 
 class PrincipalUser(BaseUser):
@@ -386,7 +385,7 @@ def address(sock: socket.socket) -> dict[str, Any]:
 
 def state_path(memory: Any) -> Path:
     """The discovery file of ``memory``'s workspace."""
-    return memory.state_dir / STATE_FILE
+    return memory.workspace.layout.serve_info_path
 
 
 def write_state(served: Served, where: dict[str, Any]) -> Path:

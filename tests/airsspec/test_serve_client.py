@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from airsspec.client import STATE
 from airsspec.memory import Memory
 from airsspec.serve.app import serving, state_path
 from airsspec.serve.core import Served
+from eventlog.layout import Layout
 from tests.conftest import REPO
 
 # airsspec.cli.common: every command module imports it (the package and its renderers do not)
@@ -199,3 +201,12 @@ def test_a_scoped_user_sees_through_the_server_only_what_the_full_command_shows(
         if args[0] == "sessions":
             assert fast[:3] == full[:3]
             assert "bobs" in fast[1]
+
+
+def test_the_client_looks_for_the_discovery_file_where_the_server_writes_it(
+    workspace: Memory,
+) -> None:
+    """The client spells ``state/serve.json`` itself (importing the layout would cost every
+    light command its imports): it must name the path ``Layout`` gives the server."""
+    assert state_path(workspace) == Layout(workspace.root).serve_info_path
+    assert workspace.root / STATE == state_path(workspace)
