@@ -84,12 +84,11 @@ def _search(memory: Any, request: QueryMemoryInput, *, now: bool = False) -> dic
         raise UsageError(str(exc)) from exc
 
 
-def catch_up_in_background(root: Path, args: argparse.Namespace) -> bool:
+def catch_up_in_background(root: Path, lock_path: Path, args: argparse.Namespace) -> bool:
     """Start ``airsspec project --tier cold`` on the workspace as a detached process, unless
     one started here still runs (it holds ``state/catch-up.lock``, inherited from this process
     and released when it exits). The worker runs as this user, with this environment (the
     same scope), and exits when the tier is up to date. Whether one was started."""
-    lock_path = root / "state" / "catch-up.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock = open(lock_path, "a")  # noqa: SIM115  # handed to the worker, which holds it
     try:
@@ -150,7 +149,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             results = [_search(memory, requests[0], now=True)]
             behind = results[0]["unindexed"]
             if behind > CATCH_UP_HERE and not args.stale:
-                catch_up_in_background(memory.root, args)
+                catch_up_in_background(memory.root, memory.workspace.layout.catch_up_lock, args)
             elif not args.stale:  # caught up here: also what repairs damaged cold files
                 reports = memory.project(("cold",), progress=progress_printer())
                 if any(r.applied or r.rebuilt for r in reports):  # else the answer stands
