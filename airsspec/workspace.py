@@ -10,6 +10,7 @@ use.
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
     from projections.analytics import Analytics
     from projections.cold import ColdProjector
     from projections.embedders import Embedder
+    from projections.embedding_cache import CachedEmbedder
     from projections.hot import HotWindow
     from projections.recall import Recall
     from projections.tokens import TokenCounter
@@ -55,6 +57,8 @@ class Workspace:
     def __post_init__(self) -> None:
         self.layout = Layout(self.root)
         self.layout.check()  # once, as the workspace is opened
+        # the embedding caches of the cold projectors made here, closed with the workspace
+        self._embedding_caches: weakref.WeakSet[CachedEmbedder] = weakref.WeakSet()
 
     @classmethod
     def open(
@@ -137,7 +141,9 @@ class Workspace:
         return Sealer(mode, store, SessionOwners(self.log_dir))
 
     def close(self) -> None:
-        """Close the log if it was opened."""
+        """Close the log if it was opened, and the embedding caches' databases."""
+        for cache in list(self._embedding_caches):
+            cache.close()
         if "log" in self.__dict__:
             self.log.close()
 
@@ -252,12 +258,14 @@ class Workspace:
         from projections.embedding_cache import CachedEmbedder
 
         shared = base == self.layout  # an as-of copy keeps its own table beside it
+        # shared by as-of copies: vectors are keyed by content, never by position
+        cache = CachedEmbedder(self.embedder(), self.layout.embedding_cache_path)
+        self._embedding_caches.add(cache)
         return ColdProjector(
             base.tier_dir("cold"),
             self.cold_location if shared else base.vectors_dir,
             self.layout.sources_dir,
-            # shared by as-of copies: vectors are keyed by content, never by position
-            CachedEmbedder(self.embedder(), self.layout.embedding_cache_path),
+            cache,
             ann_min_rows=self.settings.cold.ann_min_rows,
             policy=self.settings.cold,  # an IndexPolicy, with the section's other keys
             storage_options=self.settings.storage.object_store_options() if shared else None,

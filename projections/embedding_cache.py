@@ -63,7 +63,9 @@ class CachedEmbedder:
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=30)
+            # closed by the workspace that made it, perhaps from another thread than this
+            # one (SQLite is built serialized here: sqlite3.threadsafety is 3)
+            db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute(
