@@ -33,7 +33,6 @@ where they are shared (the bucket's key store), so nothing of the subject is rea
 
 from __future__ import annotations
 
-import getpass
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -113,7 +112,7 @@ def forget(
     kernel.gate.writable()
     # names are values, never paths: checked before anything is read or changed, and the
     # user's folder of documents derived inside sources/users/ with links refused
-    asker = _asker(kernel, by)
+    asker = kernel.asker(by)  # who asks, recorded
     folder = None if user is None else documents_folder(kernel, check_name(user, "user"))
     log = kernel.log
     sealer = log.sealer
@@ -268,16 +267,6 @@ def _newly_forgotten(
             if is_forgotten(located.record) and located.record.seq not in before:
                 count += 1
     return count
-
-
-def _asker(kernel: Kernel, by: str | None) -> str:
-    """Who asks for the forget (recorded): ``by``, else the memory's user, else the login name;
-    a name (``eventlog.names``) whichever it is."""
-    if by is not None:
-        return check_name(by, "by")
-    if kernel.scope.user is not None:
-        return kernel.scope.user
-    return check_name(getpass.getuser(), "the login name (name who asks with --by)")
 
 
 def _documents(kernel: Kernel, user: str, cold: Any, hashes: set[str]) -> list[str]:

@@ -83,6 +83,7 @@ CONTENT_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "session_ended": {"status": _text},  # free text: a person's words, or Claude Code's reason
     "memory_accessed": {"query": _text},
     "learning_feedback": {"reason": _text},
+    "learning_edited": {"text": _text, "reason": _text},
     "memory_file_written": {"path": _text, "text": _text, "actor": _text},
     "memory_file_renamed": {"old_path": _text, "new_path": _text, "actor": _text},
     "memory_file_deleted": {"path": _text, "actor": _text},
@@ -314,10 +315,10 @@ class Sealer:
         """Whose key seals ``body`` of ``session``: the user a learning or a memory file names
         (``USER_KEYED``: written outside a session), else (``mode = "user"``) the user owning
         the session, else the session. What a context build gave a session is sealed as that
-        session's; a reason given for a learning's verdict is sealed under a key of that
-        learning, destroyed when its owner is forgotten (the feedback record cannot name the
-        owner)."""
-        if body["type"] == "learning_feedback":
+        session's; a reason given for a learning's verdict, and a person's edit of it, are
+        sealed under a key of that learning, destroyed when its owner is forgotten (neither
+        record can name the owner)."""
+        if body["type"] in ("learning_feedback", "learning_edited"):
             return learning_subject(body["learning_id"])
         if body["type"] == "memory_accessed":
             session = body["reader"]

@@ -192,6 +192,8 @@ class Assessed:
     superseded_by: str | None = None
     standing: int = 2  # 0 the user's rule, 1 said by the user, 2 inferred (see the module)
     seen_in: int = 1  # distinct sessions that stated it (its own and those merged into it)
+    # what people did to it, oldest first: verdicts and edits, each with its actor and time
+    curation: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def loaded(self) -> bool:
@@ -277,6 +279,24 @@ def _resolve(a: Assessed, b: Assessed) -> tuple[Assessed, str]:
     return b, "recency wins"
 
 
+def _edited(edits: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per learning id, what people changed of it (``edits``: ``learning_edited`` entries in
+    time order): its latest ``text`` and ``scope``, each only once it was edited."""
+    changes: dict[str, dict[str, Any]] = {}
+    for entry in edits:
+        change = changes.setdefault(entry["id"], {})
+        change.update({k: entry[k] for k in ("text", "scope") if entry[k] is not None})
+    return changes
+
+
+def _curated(entry: dict[str, Any]) -> dict[str, Any]:
+    """A verdict or an edit as ``Assessed.curation`` lists it: what was done, by whom, when,
+    why, and (an edit) the text and scope it gave."""
+    done = {"action": entry.get("verdict", "edited"), "actor": entry.get("actor")}
+    done |= {k: entry[k] for k in ("ts", "reason")}
+    return done | {k: entry[k] for k in ("text", "scope") if entry.get(k) is not None}
+
+
 def assess(
     states: Iterable[Any],
     now: str,
@@ -299,6 +319,9 @@ def assess(
     feedback: list[dict[str, Any]] = []
     accesses: list[dict[str, Any]] = []
     housekeeping: list[dict[str, Any]] = []
+    states = list(states)  # edits (in the workspace's log) apply to learnings of any session
+    edits = sorted((e for s in states for e in s.edits if e["ts"] <= now), key=lambda e: e["ts"])
+    edited = _edited(edits)
     for state in states:
         owner = Scope.of(state.info.get("owner"))
         if state.session != MEMORY_SESSION and state.info and scope.reads(owner):
@@ -309,7 +332,7 @@ def assess(
             }
         recorded += [
             item
-            for item in state.learnings
+            for item in ({**i, **edited.get(i["id"], {})} for i in state.learnings)
             if item["ts"] <= now
             and learning_visible(scope, Scope.of(item.get("owner")) or owner, item)
         ]
@@ -342,6 +365,11 @@ def assess(
             target.status, target.confirmed = "rejected", False
         elif entry["verdict"] == "superseded":
             target.status, target.superseded_by = "superseded", entry["by"]
+    for entry in sorted(feedback + edits, key=lambda e: e["ts"]):
+        target = items.get(entry["id"])
+        if target is not None and entry.get("verdict") != "superseded":
+            target.last_activity = max(target.last_activity, entry["ts"])
+            target.curation.append(_curated(entry))
     recalled: set[str] = set()
     for entry in accesses:
         for learning_id in entry["ids"]:

@@ -4,7 +4,8 @@ Where the events live: a session's own log holds its lifecycle (``session_starte
 ``phase_changed``, ``session_ended``) and the learnings extracted from it (``learning``, then one
 ``extracted`` naming the records read). The workspace's own log, session ``airsspec.memory``,
 holds everything that is about learnings rather than about one conversation: learnings a user
-adds without a session, feedback (``learning_feedback``), what each context build or recall
+adds without a session, feedback (``learning_feedback``) and a person's edits of a learning's
+text or scope (``learning_edited``, each with its actor), what each context build or recall
 returned and to whom (``memory_accessed``), and housekeeping (``archived``, ``restored``).
 Nothing is ever deleted: archiving changes what is loaded, and a restore undoes it.
 
@@ -30,6 +31,7 @@ from eventlog.schema import (
     ActionRecord,
     ArchivedRecord,
     ExtractedRecord,
+    LearningEditedRecord,
     LearningFeedbackRecord,
     LearningRecord,
     MemoryAccessedRecord,
@@ -44,9 +46,10 @@ from projections.fold import Projector
 from projections.scopes import Scope
 from projections.state_store import JsonStore, StateStore
 
-# 3: an assignment (``session_assigned``) replaces the session's owner, and a learning keeps only
+# 4: edits (``learning_edited``) and the actor of a verdict; 3: an assignment
+# (``session_assigned``) replaces the session's owner, and a learning keeps only
 # the owner recorded with it (else its session's, when read); 2: owners (``info["owner"]``)
-STATE_VERSION = 3
+STATE_VERSION = 4
 # Tools whose parameters name a file they change (Claude Code's, OpenHands', and plain names).
 EDIT_TOOLS = frozenset(
     {"Edit", "MultiEdit", "Write", "NotebookEdit", "str_replace_editor", "edit_file", "write_file"}
@@ -57,12 +60,13 @@ _PATH_PARAMS = ("file_path", "path", "notebook_path", "filename")
 @dataclass(slots=True)
 class LearningsState:
     """One session's facts: its lifecycle, the learnings recorded in its log, and (for the
-    workspace's own log) feedback, accesses, archives and restores, in log order."""
+    workspace's own log) feedback, edits, accesses, archives and restores, in log order."""
 
     session: str
     info: dict[str, Any] = field(default_factory=dict)
     learnings: list[dict[str, Any]] = field(default_factory=list)
     feedback: list[dict[str, Any]] = field(default_factory=list)
+    edits: list[dict[str, Any]] = field(default_factory=list)
     accesses: list[dict[str, Any]] = field(default_factory=list)
     housekeeping: list[dict[str, Any]] = field(default_factory=list)
     extracted_through: int = 0
@@ -133,6 +137,18 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
                 "id": record.learning_id,
                 "verdict": record.verdict,
                 "by": record.by,
+                "reason": record.reason,
+                "actor": record.actor,
+                "ts": record.ts,
+            }
+        )
+    elif isinstance(record, LearningEditedRecord) and not is_forgotten(record):
+        state.edits.append(
+            {
+                "id": record.learning_id,
+                "text": record.text,
+                "scope": record.scope,
+                "actor": record.actor,
                 "reason": record.reason,
                 "ts": record.ts,
             }

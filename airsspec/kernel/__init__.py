@@ -283,6 +283,20 @@ class Kernel:
         self.written(write, session)
         return records
 
+    def asker(self, by: str | None = None) -> str:
+        """Who asks for a change that records its asker (a forget, a learning's verdict or
+        edit): ``by``, else this kernel's user, else the login name; a name
+        (``eventlog.names``) whichever it is."""
+        import getpass
+
+        from eventlog.names import check_name
+
+        if by is not None:
+            return check_name(by, "by")
+        if self.scope.user is not None:
+            return self.scope.user
+        return check_name(getpass.getuser(), "the login name (name who asks with --by)")
+
     def memory_event(self, event: dict[str, Any]) -> Record:
         """Append an event to the workspace's own log."""
         return self.system_append(MEMORY_SESSION, [event])[0]

@@ -224,8 +224,8 @@ class Gate:
 
     def reads_record(self, record: Record, owners: dict[str, Scope]) -> bool:
         """Whether a record of the workspace's own log reaches this reader (``owners``: each
-        learning's owner: ``learnings.owners``): a learning it may read, a verdict, archive or
-        restore of such learnings, its own access records and documents; nothing else (who
+        learning's owner: ``learnings.owners``): a learning it may read, a verdict, edit, archive
+        or restore of such learnings, its own access records and documents; nothing else (who
         was forgotten, another user's queries and reasons) but to an admin."""
         if self.admin:
             return True
@@ -236,7 +236,7 @@ class Gate:
             from projections.scopes import learning_visible
 
             return learning_visible(self.scope, Scope.of(fields), item)
-        if kind in ("learning_feedback", "restored", "archived"):
+        if kind in ("learning_feedback", "learning_edited", "restored", "archived"):
             ids = fields.get("learning_ids") or [fields.get("learning_id")]
             return all(i in owners and self.scope.reads(owners[i]) for i in ids)
         if kind == "memory_accessed":

@@ -129,17 +129,33 @@ class AsyncLearnings:
         """``Memory.learnings.archive`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.archive(older_than, now=now))
 
-    async def confirm(self, learning_id: str, *, reason: str = "") -> Record:
+    async def confirm(self, learning_id: str, *, reason: str = "", by: str | None = None) -> Record:
         """``Memory.learnings.confirm`` as a coroutine (run in a worker thread)."""
-        return await _run(lambda: self._target.confirm(learning_id, reason=reason))
+        return await _run(lambda: self._target.confirm(learning_id, reason=reason, by=by))
+
+    async def edit(
+        self,
+        learning_id: str,
+        *,
+        text: str | None = None,
+        scope: str | None = None,
+        reason: str = "",
+        by: str | None = None,
+    ) -> Record:
+        """``Memory.learnings.edit`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.edit(learning_id, text=text, scope=scope, reason=reason, by=by)
+        )
 
     async def extract(self, session: str, *, force: bool = False) -> builtins.list[Record]:
         """``Memory.learnings.extract`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.extract(session, force=force))
 
-    async def feedback(self, learning_id: str, verdict: str, *, reason: str = "") -> Record:
+    async def feedback(
+        self, learning_id: str, verdict: str, *, reason: str = "", by: str | None = None
+    ) -> Record:
         """``Memory.learnings.feedback`` as a coroutine (run in a worker thread)."""
-        return await _run(lambda: self._target.feedback(learning_id, verdict, reason=reason))
+        return await _run(lambda: self._target.feedback(learning_id, verdict, reason=reason, by=by))
 
     async def gc(
         self, *, dry_run: bool = False, now: str | datetime | None = None
@@ -178,9 +194,9 @@ class AsyncLearnings:
             lambda: self._target.reextract(out, summarizer=summarizer, extractor=extractor)
         )
 
-    async def reject(self, learning_id: str, *, reason: str = "") -> Record:
+    async def reject(self, learning_id: str, *, reason: str = "", by: str | None = None) -> Record:
         """``Memory.learnings.reject`` as a coroutine (run in a worker thread)."""
-        return await _run(lambda: self._target.reject(learning_id, reason=reason))
+        return await _run(lambda: self._target.reject(learning_id, reason=reason, by=by))
 
     async def restore(self, learning_id: str) -> Record:
         """``Memory.learnings.restore`` as a coroutine (run in a worker thread)."""

@@ -1,11 +1,12 @@
 """Learnings, a service of the facade (``memory.learnings``): what crosses sessions.
 
-list, get, add, confirm/reject (``feedback``), extract, gc, archive, restore, reextract, health.
-A learning's priority band is its ``level``: hot (in every prompt of its session), warm (loaded
-when relevant), cold (searchable only); ``projections.learning_rules`` decides it from the log.
-Every change is an event: feedback, archives, restores and what each context build returned go
-to the workspace's own log; nothing is ever deleted. Reading never writes, except that a
-context build or an explicit recall records what it returned (an access: priority counts them).
+list, get, add, confirm/reject (``feedback``), edit, extract, gc, archive, restore, reextract,
+health. A learning's priority band is its ``level``: hot (in every prompt of its session), warm
+(loaded when relevant), cold (searchable only); ``projections.learning_rules`` decides it from
+the log. Every change is an event: feedback and edits (each with its actor), archives, restores
+and what each context build returned go to the workspace's own log; nothing is ever deleted.
+Reading never writes, except that a context build or an explicit recall records what it
+returned (an access: priority counts them).
 A scoped memory changes only learnings within its scope (``Gate.guard_learning``).
 """
 
@@ -168,8 +169,11 @@ class Learnings:
         }
         return kernel.system_append(home, [event])[0]  # the log validates kind and scope
 
-    def feedback(self, learning_id: str, verdict: str, *, reason: str = "") -> Record:
-        """Confirm or reject a learning (``verdict``: confirmed or rejected). A rejected
+    def feedback(
+        self, learning_id: str, verdict: str, *, reason: str = "", by: str | None = None
+    ) -> Record:
+        """Confirm or reject a learning (``verdict``: confirmed or rejected), recorded with
+        its actor (``by``, else this memory's user, else the login name). A rejected
         learning never reaches a prompt again, unless a later confirmation restores it. A
         learning outside this memory's scope is refused (``ScopeError``)."""
         if verdict not in ("confirmed", "rejected"):
@@ -181,16 +185,55 @@ class Learnings:
             "learning_id": found.id,
             "verdict": verdict,
             "reason": reason,
+            "actor": self._kernel.asker(by),
         }
         return self._kernel.memory_event(event)
 
-    def confirm(self, learning_id: str, *, reason: str = "") -> Record:
+    def confirm(self, learning_id: str, *, reason: str = "", by: str | None = None) -> Record:
         """``feedback(learning_id, "confirmed")``."""
-        return self.feedback(learning_id, "confirmed", reason=reason)
+        return self.feedback(learning_id, "confirmed", reason=reason, by=by)
 
-    def reject(self, learning_id: str, *, reason: str = "") -> Record:
+    def reject(self, learning_id: str, *, reason: str = "", by: str | None = None) -> Record:
         """``feedback(learning_id, "rejected")``."""
-        return self.feedback(learning_id, "rejected", reason=reason)
+        return self.feedback(learning_id, "rejected", reason=reason, by=by)
+
+    def edit(
+        self,
+        learning_id: str,
+        *,
+        text: str | None = None,
+        scope: str | None = None,
+        reason: str = "",
+        by: str | None = None,
+    ) -> Record:
+        """Curate a learning: from now on it reads ``text`` and applies at ``scope``
+        (session, project or global; None: unchanged), recorded as a ``learning_edited``
+        event with its actor (``by``, else this memory's user, else the login name). What was
+        first recorded stays in the log. Only a learning within this memory's scope is
+        changed (``ScopeError``), only an admin makes one global, and an edit that changes
+        nothing is refused (``LearningError``)."""
+        kernel = self._kernel
+        kernel.gate.writable()
+        found = self._changeable(learning_id, "edit")
+        if text is not None and not text.strip():
+            raise LearningError("text: a learning needs some text")
+        if scope == "global" and found.scope != "global" and not kernel.gate.admin:
+            raise ScopeError(
+                f"a global learning reaches every user: only an admin makes one global "
+                f"(a memory scoped to {kernel.scope} cannot)"
+            )
+        changed = {
+            name: value
+            for name, value in (("text", text), ("scope", scope))
+            if value is not None and value != getattr(found, name)
+        }
+        if not changed:
+            raise LearningError(
+                f"learning {found.id} already reads so: give a new text or scope"
+            )
+        event = {"type": "learning_edited", "learning_id": found.id, **changed}
+        event |= {"reason": reason, "actor": kernel.asker(by)}
+        return kernel.memory_event(event)  # the log validates text and scope
 
     def extract(self, session: str, *, force: bool = False) -> builtins.list[Record]:
         """Run the learnings extractor on ``session`` if it is due (or ``force``); return what

@@ -290,6 +290,20 @@ class _LearningFeedback(Fields):
     verdict: Literal["confirmed", "rejected", "superseded"]
     by: str | None = None  # the learning that supersedes it
     reason: str = ""
+    actor: Annotated[str | None, OMIT_NONE] = Field(default=None, max_length=200)  # who gave it
+
+
+@event_type("learning_edited", Category.MEMORY, writer="learnings API")
+class _LearningEdited(Fields):
+    """A person curated a learning (``airsspec learnings edit``, the viewer's form): from this
+    record on it reads ``text`` and applies at ``scope`` (each None: unchanged). The
+    ``learning`` record keeps what was first recorded; ``actor`` is who edited it."""
+
+    learning_id: str = Field(min_length=1, max_length=200)
+    text: Annotated[str | None, OMIT_NONE] = Field(default=None, min_length=1, max_length=20_000)
+    scope: Annotated[LearningScope | None, OMIT_NONE] = None
+    actor: str = Field(min_length=1, max_length=200)
+    reason: str = ""
 
 
 @event_type("memory_accessed", Category.MEMORY, writer="context builder")

@@ -181,6 +181,18 @@ class LearningFeedbackRecord(catalog._LearningFeedback, Record):
     type: Literal["learning_feedback"]
 
 
+class LearningEditedEvent(catalog._LearningEdited, Event):
+    """A ``learning_edited`` event as airsspec appends it."""
+
+    type: Literal["learning_edited"] = "learning_edited"
+
+
+class LearningEditedRecord(catalog._LearningEdited, Record):
+    """A stored ``learning_edited`` record."""
+
+    type: Literal["learning_edited"]
+
+
 class MemoryAccessedEvent(catalog._MemoryAccessed, Event):
     """A ``memory_accessed`` event as airsspec appends it."""
 
@@ -432,6 +444,8 @@ __all__ = [
     "ItemPoppedRecord",
     "ItemsClearedEvent",
     "ItemsClearedRecord",
+    "LearningEditedEvent",
+    "LearningEditedRecord",
     "LearningEvent",
     "LearningFeedbackEvent",
     "LearningFeedbackRecord",

@@ -298,6 +298,51 @@ def test_gc_takes_rejected_superseded_and_long_inactive_cold_ones(world: World) 
     assert set(gc_candidates(world.assess(120), cfg)) == {"La", "Lb", "Lc"}  # anchors stay
 
 
+def test_an_edit_changes_text_and_scope_from_its_time_on_and_lists_its_actor(
+    world: World,
+) -> None:
+    world.add("s1", learning("La", "always run the linter", 0))
+    world.add(
+        MEMORY_SESSION,
+        {"type": "learning_feedback", "learning_id": "La", "verdict": "confirmed", "ts": ts(1)}
+        | {"actor": "carol", "reason": "agreed"},
+        {"type": "learning_edited", "learning_id": "La", "text": "run ruff before a commit"}
+        | {"actor": "dave", "reason": "sharper", "ts": ts(2)},
+        {"type": "learning_edited", "learning_id": "La", "scope": "session"}
+        | {"actor": "erin", "ts": ts(3)},
+    )
+    before = by_id(world.assess(1.5), "La")
+    assert (before.text, before.scope) == ("always run the linter", "project")
+    edited = by_id(world.assess(2.5), "La")
+    assert (edited.text, edited.scope) == ("run ruff before a commit", "project")
+    now = by_id(world.assess(4), "La")
+    assert (now.text, now.scope) == ("run ruff before a commit", "session")
+    assert [(c["action"], c["actor"]) for c in now.curation] == [
+        ("confirmed", "carol"),
+        ("edited", "dave"),
+        ("edited", "erin"),
+    ]
+    assert now.curation[1]["text"] == "run ruff before a commit" and "text" not in now.curation[2]
+
+
+def test_an_edit_of_a_learning_no_one_recorded_changes_nothing(world: World) -> None:
+    world.add("s1", learning("La", "always run the linter", 0))
+    world.add(
+        MEMORY_SESSION,
+        {
+            "type": "learning_edited",
+            "learning_id": "Lz",
+            "text": "ghost",
+            "actor": "u",
+            "ts": ts(1),
+        },
+    )
+    assessed = world.assess(2)
+    assert [(a.id, a.text, a.curation) for a in assessed.learnings] == [
+        ("La", "always run the linter", [])
+    ]
+
+
 # ------------------------------------------------------------------ the fold
 
 
@@ -330,6 +375,19 @@ memory_events = st.one_of(
     st.builds(
         lambda i: {"type": "learning_feedback", "learning_id": f"L{i}", "verdict": "rejected"},
         st.integers(0, 96),
+    ),
+    st.builds(
+        lambda i, t, scope, who: {
+            "type": "learning_edited",
+            "learning_id": f"L{i}",
+            "actor": who,
+            **({"text": t} if t else {}),
+            **({"scope": scope} if scope or not t else {"scope": "session"}),
+        },
+        st.integers(0, 96),
+        st.text(max_size=20),
+        st.sampled_from([None, "session", "global"]),
+        st.sampled_from(["u", "v"]),
     ),
     st.builds(
         lambda i: {
