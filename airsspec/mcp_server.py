@@ -2,15 +2,15 @@
 or streamable HTTP (``airsspec serve``, at ``/mcp``).
 
 Built on the official MCP Python SDK (``MCPServer``). The tools are the operations of
-``airsspec.serve.ops``, declared there once for the HTTP API too: name, description, input
-schema with bounds and descriptions, and annotations (``readOnlyHint``; no tool is destructive:
-every write appends to the log). Unknown arguments are refused. A caller's mistake (a bad
-argument, an unknown session) comes back as a one-line tool error the model can read (the field
-and what is wrong with it); the server keeps running. A caller who may only read (a read-only
-token over HTTP) is listed only the tools that read. The server reports the package's version.
-Over stdio every call goes through one ``Memory``, kept open for the life of the
-server, so the embedder stays loaded and queries are warm; over HTTP the caller's token decides
-which user's view of the memory a call sees (``airsspec.serve``).
+``airsspec.serve.ops``, declared there once for the HTTP API too: name, description, input schema
+with bounds and descriptions, and annotations (``readOnlyHint``, and ``destructiveHint`` for the
+two that destroy something: ``forget``, ``revoke_token``; every other write appends). Unknown
+arguments are refused. A caller's mistake (a bad argument, an unknown session) comes back as a
+one-line tool error the model can read (the field and what is wrong with it); the server keeps
+running. A caller who may only read (a read-only token over HTTP) is listed only the tools that
+read. The server reports the package's version. Over stdio every call goes through one ``Memory``,
+kept open for the life of the server, so the embedder stays loaded and queries are warm; over HTTP
+the caller's token decides which user's view of the memory a call sees (``airsspec.serve``).
 
 The end of the input ends a stdio server only once every request read has been answered (or
 cancelled by the client): ``printf '...' | airsspec mcp`` gets all its answers, where the SDK's
@@ -107,7 +107,7 @@ def _tool(op: Op, run: Runner) -> Tool:
         description=op.description,
         annotations=ToolAnnotations(
             readOnlyHint=op.read_only,
-            destructiveHint=False,
+            destructiveHint=op.destructive,
             idempotentHint=op.read_only,
             openWorldHint=False,
         ),

@@ -1,6 +1,6 @@
 """What the memory learned across sessions: ``airsspec learnings ACTION``.
 
-Actions: list (the default), show, add, confirm, reject; extract, gc, archive, restore,
+Actions: list (the default), show, add, confirm, reject, edit; extract, gc, archive, restore,
 reextract, health. Each is a parser of its own with its own options. The housekeeping actions
 were once top-level commands (``airsspec gc``): those names still run them and are not listed.
 """
@@ -24,13 +24,16 @@ from airsspec.memory import LEVELS, printable
 
 command_group(
     "learnings",
-    "What the memory learned across sessions. List (the default), show, add, confirm or "
-    "reject learnings, and keep them tidy; see 'airsspec learnings ACTION --help'.",
+    "What the memory learned across sessions. List (the default), show, add, confirm, "
+    "reject or edit learnings, and keep them tidy; see 'airsspec learnings ACTION --help'.",
     default="list",
 )
 _AS_OF = arg("--as-of", metavar="TIME", help="as things stood at this RFC 3339 time (default: now)")
 _ID = arg("target", metavar="ID", help="the learning's id (or a unique prefix)")
 _REASON = arg("--reason", default="", help="why (recorded)")
+_BY = arg(
+    "--by", metavar="NAME", help="who curates, recorded (default: AIRSSPEC_USER, else your login)"
+)
 
 
 def _row(a: Any) -> str:
@@ -100,6 +103,10 @@ def cmd_learnings_show(args: argparse.Namespace) -> int:
             f"  evidence: {e['session']} #{e['seq']} (airsspec replay "
             f"{e['session']} --from {e['seq']} --until {e['seq']})"
         )
+    for c in found.curation:
+        changed = "".join(f", {k} {c[k]!r}" for k in ("text", "scope") if k in c)
+        why = f": {c['reason']}" if c["reason"] else ""
+        print(printable(f"  {c['action']} by {c['actor'] or '?'} at {c['ts']}{changed}{why}"))
     for c in conflicts:
         print(
             f"  conflict: {c['learning_a']} vs {c['learning_b']}: {c['resolution']}"
@@ -134,27 +141,53 @@ def cmd_learnings_add(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _verdict(args: argparse.Namespace, verdict: str) -> int:
-    """Record feedback on one learning and print it."""
-    with open_memory(args) as memory:
-        record = memory.learnings.feedback(args.target, verdict, reason=args.reason)
+def _curated(args: argparse.Namespace, record: Any, done: str) -> int:
+    """Print what a verdict or an edit recorded."""
     if args.json:
-        print_json({"learning_id": record.learning_id, "verdict": verdict, "seq": record.seq})
+        print_json(
+            {"learning_id": record.learning_id, done: True, "actor": record.actor}
+            | {"seq": record.seq}
+        )
     else:
-        print(f"{verdict} {record.learning_id}")
+        print(f"{done} {record.learning_id} (by {record.actor})")
     return EXIT_OK
 
 
-@command("learnings confirm", _ID, _REASON)
+def _verdict(args: argparse.Namespace, verdict: str) -> int:
+    """Record feedback on one learning and print it."""
+    with open_memory(args) as memory:
+        record = memory.learnings.feedback(args.target, verdict, reason=args.reason, by=args.by)
+    return _curated(args, record, verdict)
+
+
+@command("learnings confirm", _ID, _REASON, _BY)
 def cmd_learnings_confirm(args: argparse.Namespace) -> int:
     """Confirm a learning: it gains confidence and is kept."""
     return _verdict(args, "confirmed")
 
 
-@command("learnings reject", _ID, _REASON)
+@command("learnings reject", _ID, _REASON, _BY)
 def cmd_learnings_reject(args: argparse.Namespace) -> int:
     """Reject a learning: it never reaches a prompt again."""
     return _verdict(args, "rejected")
+
+
+@command(
+    "learnings edit",
+    _ID,
+    arg("--text", help="what the learning says from now on"),
+    arg("--scope", choices=("session", "project", "global"), help="where it applies from now on"),
+    _REASON,
+    _BY,
+)
+def cmd_learnings_edit(args: argparse.Namespace) -> int:
+    """Edit a learning's text or scope. The change is an event with who made it; what was
+    first recorded stays in the log (airsspec learnings show lists every change)."""
+    with open_memory(args) as memory:
+        record = memory.learnings.edit(
+            args.target, text=args.text, scope=args.scope, reason=args.reason, by=args.by
+        )
+    return _curated(args, record, "edited")
 
 
 @command(

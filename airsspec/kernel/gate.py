@@ -14,7 +14,9 @@ ones made about access:
 - **the workspace's own log** (``MEMORY_SESSION``) is read by a user only as its filtered view
   (``reads_record``: its own access records and documents, the learnings and verdicts it may
   read), and written by no caller directly: only airsspec's services append there;
-- **global learnings** reach every reader, so only an admin adds them;
+- **global learnings** reach every reader, so only an admin adds them (or makes one global);
+- **the server's tokens**, and forgetting through the server, are an admin's alone
+  (``guard_admin``);
 - **memory files** (``/memories``) are a tree per user and project (``memory_tree``): a
   principal reads and writes its own tree only, and replays only its own tree's changes;
 - **a read-only principal** (a read-only token) writes nothing: a write is refused
@@ -164,6 +166,13 @@ class Gate:
         """Whether this kernel is an admin's (unscoped): it reads and writes everything."""
         return not self.scope.named
 
+    def guard_admin(self, doing: str) -> None:
+        """Refuse (``ScopeError``) ``doing`` to anyone but an admin (an unscoped memory):
+        what reaches past one user's memory, such as managing the server's tokens or
+        forgetting through the server."""
+        if not self.admin:
+            raise ScopeError(f"only an admin may {doing} (a memory scoped to {self.scope} cannot)")
+
     def writable(self) -> None:
         """Refuse (``ReadOnlyTokenError``) any write by a read-only principal."""
         if self._kernel.read_only:
@@ -256,11 +265,11 @@ class Gate:
         return tree_key(self.scope)
 
     def guard_learning(self, learning: Assessed, owner: Scope, doing: str) -> None:
-        """Refuse (``ScopeError``) a change (``doing``: confirm, reject, archive, restore) to
-        a learning outside this kernel's scope: one whose owner (the session's, or the
-        scope recorded with a learning of the workspace's own log) is another user's, agent's
-        or project's, or a global one nobody owns. Reading it may be allowed; changing what
-        every reader is given is not."""
+        """Refuse (``ScopeError``) a change (``doing``: confirm, reject, edit, archive, restore) to
+        a learning outside this kernel's scope: one whose owner (the session's, or the scope
+        recorded with a learning of the workspace's own log) is another user's, agent's or
+        project's, or a global one nobody owns. Reading it may be allowed; changing what every
+        reader is given is not."""
         if not self.scope.named:
             return
         if not owner.named or not self.scope.matches(owner):

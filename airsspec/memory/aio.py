@@ -223,6 +223,10 @@ class AsyncGate:
         """``Memory.scopes.guard`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.guard(session, writing=writing))
 
+    async def guard_admin(self, doing: str) -> None:
+        """``Memory.scopes.guard_admin`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.guard_admin(doing))
+
     async def guard_learning(self, learning: Assessed, owner: Scope, doing: str) -> None:
         """``Memory.scopes.guard_learning`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.guard_learning(learning, owner, doing))

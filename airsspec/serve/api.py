@@ -123,9 +123,12 @@ def _op_endpoint(served: Served, op: Op) -> Any:
                 raise BadRequestError(f"field {name!r}: {data[name]!r} differs from the path")
             data[name] = value
         arguments = op.arguments.model_validate(data)
-        result = await run(
-            served, request, lambda m: op.call(m, arguments), writes=not op.read_only
-        )
+        caller = request.user.principal.user
+
+        def call(memory: Any) -> Any:
+            return op.call(memory, arguments, caller)
+
+        result = await run(served, request, call, writes=not op.read_only)
         return JSONResponse(result)
 
     return guarded(handler, served)

@@ -272,8 +272,9 @@ def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
         if not isinstance(user, PrincipalUser):  # RequireToken lets none through; be sure
             raise api.BadRequestError("a valid bearer token is needed")
         try:
+            principal = user.principal
             return served.call(
-                user.principal, lambda m: op.call(m, arguments), writes=not op.read_only
+                principal, lambda m: op.call(m, arguments, principal.user), writes=not op.read_only
             )
         except AirsspecError as exc:  # as the API answers it: no path of this machine
             raise ToolError(api.public(served, str(exc))) from exc

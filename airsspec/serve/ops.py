@@ -7,8 +7,10 @@ so no field is spelled twice. From one declaration come the HTTP request body (`
 model refusing unknown keys), its OpenAPI schema, and the MCP tool (name, description from the
 docstring, input schema, ``readOnlyHint``/``destructiveHint``). Validation of values the log
 itself checks (session ids, event fields) is left to ``Memory``, so its messages are the CLI's.
-Nothing here is ever destructive: every write appends to the log. Who may call an operation on
-what is decided by the memory each call is given (the access gate, ``memory.scopes``), never here.
+Every write appends to the log, but for two destructive ones (``Op.destructive``): forgetting
+destroys keys, revoking a token removes it. Who may call an operation on what is decided by the
+memory each call is given (the access gate, ``memory.scopes``), never here; an operation that
+records who asked takes the caller's name from the door (``Op.caller``), never from the request.
 """
 
 from __future__ import annotations
@@ -195,9 +197,11 @@ def learning_feedback(
     learning_id: Annotated[str, Field(min_length=1, max_length=200, description="id or prefix")],
     verdict: Annotated[Literal["confirmed", "rejected"], Field(description="the verdict")],
     reason: Annotated[str, Field(max_length=10_000, description="why")] = "",
+    by: str | None = None,  # the caller (``Op.caller``)
 ) -> dict[str, Any] | None:
-    """Confirm or reject a learning; a rejected one never reaches a prompt again."""
-    return _record(memory.learnings.feedback(learning_id, verdict, reason=reason))
+    """Confirm or reject a learning; a rejected one never reaches a prompt again. Recorded
+    with who gave the verdict."""
+    return _record(memory.learnings.feedback(learning_id, verdict, reason=reason, by=by))
 
 
 def start_session(
@@ -385,6 +389,82 @@ def memory_rename(
     return _change(memory.files.rename(old_path, new_path, actor=actor))
 
 
+# ---------------------------------------------------------------------------- curation and admin
+# The people's operations: a learning edited, forgetting and the server's tokens. ``by`` is
+# never an argument a caller gives: the door fills it with the caller's name (``Op.caller``).
+
+Caller = str | None  # who calls (the token's user), filled by the door
+
+
+def edit_learning(
+    memory: Any,
+    learning_id: Annotated[str, Field(min_length=1, max_length=200, description="id or prefix")],
+    text: Annotated[
+        str | None, Field(min_length=1, max_length=20_000, description="its new text")
+    ] = None,
+    scope: Annotated[LearningScope | None, Field(description="where it applies now")] = None,
+    reason: Annotated[str, Field(max_length=10_000, description="why")] = "",
+    by: Caller = None,
+) -> dict[str, Any] | None:
+    """Edit a learning's text or scope (only an admin makes one global). Recorded as an event
+    with who made it; what was first recorded stays in the log."""
+    return _record(memory.learnings.edit(learning_id, text=text, scope=scope, reason=reason, by=by))
+
+
+def forget(
+    memory: Any,
+    user: Annotated[str | None, Field(max_length=128, description="forget this user")] = None,
+    session: Annotated[str | None, Field(max_length=128, description="or this session")] = None,
+    by: Caller = None,
+) -> dict[str, Any]:
+    """Forget a user or a session (admins only; needs [privacy] encrypt): destroy its keys,
+    purge every derived copy and record who asked. Answered with the receipt: whom, which
+    sessions, how many keys and records, what stays in the clear."""
+    memory.scopes.guard_admin("forget through the server")
+    return memory.forget(user=user, session=session, by=by).to_json()
+
+
+def _token(entry: Any) -> dict[str, Any]:
+    return {k: v for k, v in asdict(entry).items() if k != "sha256"}
+
+
+def tokens(memory: Any) -> list[dict[str, Any]]:
+    """The server's tokens (admins only): id, user, read-only, admin, created; never a token
+    or its hash."""
+    from airsspec.serve.tokens import TokenStore
+
+    memory.scopes.guard_admin("list the server's tokens")
+    return [_token(entry) for entry in TokenStore(memory.root).entries()]
+
+
+def create_token(
+    memory: Any,
+    user: Annotated[str, Field(min_length=1, max_length=128, description="whose token")],
+    read_only: Annotated[bool, Field(description="it may only read")] = False,
+    admin: Annotated[bool, Field(description="it sees the whole workspace")] = False,
+) -> dict[str, Any]:
+    """Make a token (admins only). The token is in this answer only: the server keeps its
+    hash."""
+    from airsspec.serve.tokens import TokenStore
+
+    memory.scopes.guard_admin("make a token")
+    entry, token = TokenStore(memory.root).create(user, read_only=read_only, admin=admin)
+    return {**_token(entry), "token": token}
+
+
+def revoke_token(
+    memory: Any,
+    token_id: Annotated[
+        str, Field(min_length=1, max_length=64, description="its id, or 6+ of its first characters")
+    ],
+) -> dict[str, Any]:
+    """Revoke a token (admins only): its next request is refused."""
+    from airsspec.serve.tokens import TokenStore
+
+    memory.scopes.guard_admin("revoke a token")
+    return _token(TokenStore(memory.root).revoke(token_id))
+
+
 # ---------------------------------------------------------------------------- the declaration
 
 
@@ -392,13 +472,17 @@ def memory_rename(
 class Op:
     """One operation: its function, whether it writes, and where it lives in HTTP.
     ``records_access``: a read that appends a side record (``memory_accessed``: which
-    learnings it gave) for a read-write caller, and nothing for a read-only one."""
+    learnings it gave) for a read-write caller, and nothing for a read-only one.
+    ``destructive``: it destroys something (keys, a token), beyond appending to the log.
+    ``caller``: the parameter the door fills with the caller's name (never a request field)."""
 
     fn: Callable[..., Any]
     read_only: bool
     method: str
     path: str
     records_access: bool = False
+    destructive: bool = False
+    caller: str | None = None
 
     @property
     def methods(self) -> list[str]:
@@ -433,7 +517,7 @@ class Op:
                 for name, info in model.model_fields.items()
             ]
         signature = inspect.signature(self.fn, eval_str=True)
-        return list(signature.parameters.values())[1:]
+        return [p for p in list(signature.parameters.values())[1:] if p.name != self.caller]
 
     @cached_property
     def arguments(self) -> type[BaseModel]:
@@ -445,9 +529,12 @@ class Op:
         name = "".join(part.title() for part in self.name.split("_")) + "Request"
         return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
 
-    def call(self, memory: Any, arguments: BaseModel) -> Any:
-        """Run on ``memory`` with validated ``arguments``."""
+    def call(self, memory: Any, arguments: BaseModel, caller: str | None = None) -> Any:
+        """Run on ``memory`` with validated ``arguments``, as ``caller`` (who calls: the
+        token's user; None: the memory's own user, else the login name)."""
         values = {p.name: getattr(arguments, p.name) for p in self.parameters}
+        if self.caller is not None:
+            values[self.caller] = caller
         return self.fn(memory, **values)
 
 
@@ -459,7 +546,7 @@ OPS: tuple[Op, ...] = (
     Op(replay, True, "POST", "/sessions/{session}/replay"),
     Op(learnings, True, "POST", "/learnings/query"),
     Op(add_learning, False, "POST", "/learnings"),
-    Op(learning_feedback, False, "POST", "/learnings/feedback"),
+    Op(learning_feedback, False, "POST", "/learnings/feedback", caller="by"),
     Op(start_session, False, "POST", "/sessions/{session}/start"),
     Op(set_phase, False, "POST", "/sessions/{session}/phase"),
     Op(end_session, False, "POST", "/sessions/{session}/end"),
@@ -474,6 +561,12 @@ OPS: tuple[Op, ...] = (
     Op(memory_insert, False, "POST", "/memories/insert"),
     Op(memory_delete, False, "POST", "/memories/delete"),
     Op(memory_rename, False, "POST", "/memories/rename"),
+    # curation and admin
+    Op(edit_learning, False, "POST", "/learnings/edit", caller="by"),
+    Op(forget, False, "POST", "/forget", destructive=True, caller="by"),
+    Op(tokens, True, "GET", "/tokens"),
+    Op(create_token, False, "POST", "/tokens"),
+    Op(revoke_token, False, "POST", "/tokens/revoke", destructive=True),
 )
 """Every operation; the HTTP API and the MCP tools are generated from this tuple."""
 

@@ -6,7 +6,11 @@ results, errors marked, memory events as cards, reads of the memory folded into 
 compaction shown as its summary rendered as markdown with a link to exactly the records it
 covers, and links to jump to each error and summary), analytics (the charts of ``report`` as
 SVG, filtered like the sessions), verify (against an uploaded seal as well), learnings with their
-evidence (confirmed or rejected by a form, as the signed-in user), and search with provenance.
+evidence and what people did to each (confirmed, rejected, its text or scope edited by a form,
+recorded with the signed-in user as the actor), memory files (``/memories``) with every version
+and who wrote it, forget receipts (whom, when, by whom, how many sessions and keys: never what
+was forgotten; an admin's page, as the access gate decides), and search with provenance. The
+header's links are ``NAV``: a new page adds its entry there and its route in ``routes``.
 Server-rendered Jinja2 templates with autoescaping on, so stored content is always shown as
 text, never run (markdown with raw HTML off); a few lines of our own JavaScript, no build step,
 no third-party script. Signing in sets an HttpOnly cookie holding the token, only by the form of
@@ -63,6 +67,21 @@ MAX_SEAL = 1 << 20  # the largest seal file the verify page takes
 # CommonMark with raw HTML off: a summary's markup is shown, its HTML is text, and links with
 # an unsafe scheme (javascript:, data: ...) are left as text by markdown-it's own check.
 MARKDOWN = MarkdownIt("commonmark", {"html": False})
+
+
+NAV: tuple[tuple[str, str], ...] = (
+    ("/", "Sessions"),
+    ("/analytics", "Analytics"),
+    ("/search", "Search"),
+    ("/learnings", "Learnings"),
+    ("/memories", "Memory files"),
+    ("/forgotten", "Forgotten"),
+    ("/verify", "Verify"),
+)
+"""The viewer's pages in its header, in order: (path, label); a page is marked as the one
+shown for its own path and the paths under it."""
+ENV.globals["nav"] = NAV
+LEARNING_SCOPES = ("session", "project", "global")  # what the edit form offers
 
 
 def markdown(text: str | None) -> Markup:
@@ -349,25 +368,66 @@ def routes(served: Served) -> list[Any]:
     async def learnings(request: Request) -> Response:
         found = await _read(served, request, lambda m: m.learnings.list())
         rows = sorted(found.learnings, key=lambda a: (a.status != "active", -a.priority, a.ts))
-        return render("learnings.html", request, learnings=rows, conflicts=found.conflicts)
+        return render(
+            "learnings.html",
+            request,
+            learnings=rows,
+            conflicts=found.conflicts,
+            scopes=LEARNING_SCOPES,
+        )
 
     async def curate(request: Request) -> Response:
+        """A learning confirmed, rejected (``verdict``) or edited (``edit``: its text and
+        scope from the form, each left unchanged when it is), as the signed-in user."""
         if not same_origin(request):
             return problem(403, "change a learning from this server's own page (/learnings)")
         form = await request.form()
-        verdict = request.path_params["verdict"]
+        doing = request.path_params["verdict"]
         learning = request.path_params["learning"]
         reason = str(form.get("reason", "")).strip()
+        by = request.user.principal.user
+
+        def change(memory: Any) -> Any:
+            if doing != "edit":
+                return memory.learnings.feedback(learning, doing, reason=reason, by=by)
+            # a browser sends a textarea's line ends as CRLF, whatever was typed
+            text = str(form.get("text", "")).replace("\r\n", "\n").strip() or None
+            scope = str(form.get("scope", "")) or None
+            return memory.learnings.edit(learning, text=text, scope=scope, reason=reason, by=by)
+
         try:
-            await _read(
-                served, request, lambda m: m.learnings.feedback(learning, verdict, reason=reason)
-            )
+            await _read(served, request, change)
         except AirsspecError as exc:
             message = public(served, str(exc))
             return render(
                 "error.html", request, exc.http_status, message=message, heading="Not done"
             )
         return RedirectResponse(f"/learnings#l-{learning}", 303)
+
+    async def memories(request: Request) -> Response:
+        """The signed-in user's ``/memories`` tree: each file's current version."""
+        files = await _read(served, request, lambda m: m.files.tree())
+        return render("memories.html", request, files=files)
+
+    async def memory_file(request: Request) -> Response:
+        """One memory file's versions, newest first: what it held, who wrote it, when."""
+        path = request.query_params.get("path", "")
+
+        try:
+            versions = await _read(served, request, lambda m: m.files.history(path))
+        except AirsspecError as exc:
+            return render("error.html", request, 404, message=public(served, str(exc)))
+        return render("memory_file.html", request, file=path, versions=versions[::-1])
+
+    async def forgotten(request: Request) -> Response:
+        """The receipts of ``forget``: the ``forgotten`` records of the workspace's own log
+        (an admin's to read: the gate filters them out for a user)."""
+
+        def read(memory: Any) -> list[Any]:
+            return [r for r in memory.replay(MEMORY_SESSION) if r.type == "forgotten"]
+
+        receipts = await _read(served, request, read)
+        return render("forgotten.html", request, receipts=receipts[::-1])
 
     async def search(request: Request) -> Response:
         query = request.query_params.get("q", "").strip()
@@ -390,6 +450,9 @@ def routes(served: Served) -> list[Any]:
         Route("/verify", verify, methods=["GET", "POST"]),
         Route("/learnings", learnings),
         Route("/learnings/{learning}/{verdict:str}", curate, methods=["POST"]),
+        Route("/memories", memories),
+        Route("/memories/file", memory_file),
+        Route("/forgotten", forgotten),
         Route("/search", search),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

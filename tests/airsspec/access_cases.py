@@ -15,7 +15,12 @@ returns what the caller saw (``Outcome``); ``expected`` says what the declared m
   written (403); a global learning refused (403, admins only);
 - ``read_only``: as ``user`` for reads, 403 for every write, and no read appends anything;
 - memory files (``memory_*``): each caller has its own ``/memories`` tree (an admin's is the
-  team's), so another's file, the team's to a user, is exactly a file that does not exist.
+  team's), so another's file, the team's to a user, is exactly a file that does not exist;
+- a learning is edited as it is confirmed (``edit_learning`` as ``learning_feedback``);
+- the admin operations (``ADMIN_OPS``: forget, the tokens) are an admin's alone: 403 to every
+  other principal, the token file unchanged; an admin's forget is refused here as the unscoped
+  API refuses it (the workspace keeps its content in the clear), a revoke takes a token made
+  for the cell only.
 
 The log's byte length (``log_size``) changes only where a write is allowed.
 """
@@ -23,6 +28,7 @@ The log's byte length (``log_size``) changes only where a write is allowed.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +67,9 @@ SESSION_OPS = (
     "compact",
 )
 WRITES = frozenset(op.name for op in OPS if not op.read_only)
+ADMIN_OPS = ("forget", "tokens", "create_token", "revoke_token")
+CURATION = ("learning_feedback", "edit_learning")  # a change to one learning, by its id
+_EDITS = itertools.count()  # each edit gives a text not given before (a no-op is refused)
 
 
 @dataclass
@@ -71,6 +80,14 @@ class World:
     log_dir: Path
     tokens: dict[str, str | None]
     learning: dict[str, str] = field(default_factory=dict)  # owner -> a learning id
+    root: Path = Path()  # the workspace (its token file)
+
+
+def token_ids(world: World) -> set[str]:
+    """The ids of the server's tokens, as its token file holds them."""
+    from airsspec.serve.tokens import TokenStore
+
+    return {entry.id for entry in TokenStore(world.root).entries()}
 
 
 def log_size(log_dir: Path) -> int:
@@ -94,7 +111,7 @@ def build(memory: Any, url: str, local_token: str) -> World:
         "read_only": store.create("alice", read_only=True)[1],
         "none": None,
     }
-    world = World(url, memory.log_dir, tokens)
+    world = World(url, memory.log_dir, tokens, root=memory.root)
     for who in ("alice", "bob", "team"):
         view = memory if who == "team" else memory.scoped(user=who)
         canary = CANARY[who]
@@ -227,9 +244,19 @@ def arguments(world: World, op: str, principal: str, target: str, *, absent: boo
         # must not carry that user's canary into the cells after it (its own cell fails).
         text = "a global rule added" if scope == "global" else f"{canary} added"
         return {"text": text, "scope": scope} | ({"session": named} if named else {})
-    if op == "learning_feedback":
+    if op in CURATION:
         learning = ABSENT_LEARNING if absent else target_learning(world, principal, target)
+        if op == "edit_learning":
+            return {"learning_id": learning, "text": f"{canary} edited plan {next(_EDITS)}"}
         return {"learning_id": learning, "verdict": "confirmed", "reason": f"{canary} why"}
+    if op == "forget":
+        return {"session": session} if session else {"user": foreign(principal)}
+    if op == "create_token":
+        return {"user": "carol", "read_only": True}
+    if op == "revoke_token":  # a token made for this cell alone
+        from airsspec.serve.tokens import TokenStore
+
+        return {"token_id": TokenStore(world.root).create("carol")[0].id}
     if op == "start_session":
         return {"session": session, "task": f"{canary} task"}
     if op == "set_phase":
@@ -305,6 +332,8 @@ def expected(op: str, principal: str, target: str) -> str | None:
     matrix leaves it open: only the invariants hold)."""
     if principal == "none":
         return "unauthorized"
+    if op in ADMIN_OPS:
+        return ("refused" if op == "forget" else "ok") if principal == "admin" else "forbidden"
     if op.startswith("memory_"):
         return memory_expected(op, principal, target)
     if principal == "admin":
@@ -383,11 +412,18 @@ def _detail(outcome: Outcome, door: str, names: tuple[str, ...]) -> tuple[int, s
 def check(world: World, op: str, door: str, principal: str, target: str) -> None:
     """Run one cell and assert the matrix and the invariants (see the module)."""
     args = arguments(world, op, principal, target)
-    before = log_size(world.log_dir)
+    before, tokens_before = log_size(world.log_dir), token_ids(world)
     outcome = call(world, door, op, principal, args)
     grown = log_size(world.log_dir) - before
     where = f"{op} via {door} as {principal} on {target}: {outcome.status} {outcome.text[:300]}"
     assert outcome.status < 500 and "Traceback" not in outcome.text, where
+    tokens_after = token_ids(world)
+    if op == "revoke_token":
+        assert (args["token_id"] in tokens_after) != outcome.ok, where
+    elif op == "create_token":
+        assert len(tokens_after - tokens_before) == (1 if outcome.ok else 0), where
+    else:
+        assert tokens_after == tokens_before, where
     assert grown == 0 or may_write(op, principal, outcome), f"log grew by {grown}: {where}"
     if principal in ("user", "other", "read_only"):
         hidden = CANARY[foreign(principal)]
@@ -423,7 +459,7 @@ def check(world: World, op: str, door: str, principal: str, target: str) -> None
         wrote = log_size(world.log_dir) != size
         assert not wrote or may_write(op, principal, ghost), f"the absent call wrote: {where}"
         assert not (world.log_dir / f"{ABSENT}.jsonl").exists(), f"made {ABSENT}: {where}"
-        if op == "learning_feedback":
+        if op in CURATION:
             names = (target_learning(world, principal, target), ABSENT_LEARNING)
         elif op.startswith("memory_"):
             names = (memory_file(principal, target), ABSENT_FILE)
