@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-EXTRA = "ray"  # pip install 'airsspec[ray]'
+EXTRA = "ray"  # pip install 'airsspec-memory[ray]'
 SESSIONS_PER_BLOCK = 64  # a fold task's most sessions: spread over nodes, startup amortised
 
 
@@ -53,7 +53,7 @@ def _imports() -> tuple[Any, Any]:
     except ImportError as exc:
         raise EngineUnavailableError(
             f"--engine ray needs the '{EXTRA}' extra ({exc.name} is not installed): "
-            f"pip install 'airsspec[{EXTRA}]'"
+            f"pip install 'airsspec-memory[{EXTRA}]'"
         ) from exc
     return ray, lance
 

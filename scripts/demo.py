@@ -180,7 +180,7 @@ def bucket_demo(root: Path) -> None:
     try:
         from tests.support.s3 import moto_server, new_bucket, storage_section
     except ImportError as exc:  # moto is in the [s3] and [dev] extras
-        print(f"(skipped: {exc}; pip install '.[s3]')")
+        print(f"(skipped: {exc}; pip install 'airsspec-memory[s3]')")
         return
     shutil.rmtree(root, ignore_errors=True)
     with moto_server() as (endpoint, _):

@@ -1,6 +1,7 @@
 """Write ``docs/reference/`` from the code, so it cannot drift: every command and option from
 the CLI's argparse parsers, every setting from the settings model, every HTTP route and MCP
-tool from the operation table (``OPS``).
+tool from the operation table (``OPS``), every hook event's input fields from the hooks' own
+tables.
 
     python scripts/reference.py          # regenerate (make reference)
     python scripts/reference.py --check  # exit 1 naming the pages that are out of date
@@ -20,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from airsspec.cli import build_parser  # noqa: E402
+from airsspec.hooks.events import ALIASES, EVENTS, INPUT, READS  # noqa: E402
 from airsspec.serve.ops import OPS  # noqa: E402
 from airsspec.settings import SECTIONS  # noqa: E402
 
@@ -120,7 +122,43 @@ def operations_page() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-PAGES = {"cli.md": cli_page, "settings.md": settings_page, "operations.md": operations_page}
+def hooks_page() -> str:
+    """Every Claude Code hook event airsspec handles and the input fields it reads, from the
+    hooks' own tables (``airsspec.hooks.events``: ``EVENTS``, ``READS``, ``INPUT``); an event
+    or a field without its entry stops the page being written."""
+    missing = [e for e in EVENTS if e not in READS] + [
+        f for fields in READS.values() for f in fields if f not in INPUT
+    ]
+    if missing:
+        raise SystemExit(f"hooks without their entry in airsspec.hooks.events: {missing}")
+    lines = [HEADER, "# Hook input", ""]
+    lines.append(
+        "`airsspec hooks install` runs `airsspec hook EVENT` for each event below, with Claude "
+        "Code's JSON input on stdin (or `POST /v1/hooks/EVENT` of a server with it as the "
+        "body). Only these fields are read; any other is ignored. The hook answers on stdout "
+        "with `hookSpecificOutput.additionalContext` for SessionStart (and for "
+        "UserPromptSubmit when recall is on), nothing for the others. Earlier names still "
+        "run: " + ", ".join(f"`{old}` (= {new})" for old, new in ALIASES.items()) + ", `import`."
+    )
+    lines.extend(["", "| Event | Fields read |", "| --- | --- |"])
+    for event in EVENTS:
+        lines.append(f"| `{event}` | {', '.join(f'`{f}`' for f in READS[event])} |")
+    lines.extend(["", "| Field | What it does |", "| --- | --- |"])
+    for name, meaning in INPUT.items():
+        lines.append(f"| `{name}` | {_cell(meaning)} |")
+    example = '{"session_id": "abc", "transcript_path": "~/.claude/projects/p/abc.jsonl", '
+    example += '"cwd": "/home/me/project", "hook_event_name": "SessionStart", "source": "startup"}'
+    lines.extend(["", "A SessionStart input as Claude Code sends it:", "", "```json", example])
+    lines.append("```")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+PAGES = {
+    "cli.md": cli_page,
+    "settings.md": settings_page,
+    "operations.md": operations_page,
+    "hooks.md": hooks_page,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

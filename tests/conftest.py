@@ -162,8 +162,12 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 def moto_endpoint():
     """A moto S3 server on 127.0.0.1 (tests marked ``s3``), stopped (and checked gone) at
     teardown."""
-    pytest.importorskip("moto", reason="moto[server] is not installed (pip install '.[s3]')")
-    pytest.importorskip("obstore", reason="obstore is not installed (pip install '.[s3]')")
+    pytest.importorskip(
+        "moto", reason="moto[server] is not installed (pip install 'airsspec-memory[s3]')"
+    )
+    pytest.importorskip(
+        "obstore", reason="obstore is not installed (pip install 'airsspec-memory[s3]')"
+    )
     from tests.support.s3 import moto_server
 
     with moto_server() as (endpoint, pid):

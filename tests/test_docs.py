@@ -93,6 +93,84 @@ def test_a_new_option_or_route_without_its_entry_fails_the_check(monkeypatch) ->
     assert module.main(["--check"]) == 1
 
 
+def test_a_hook_event_or_input_field_without_its_entry_fails_the_reference(monkeypatch) -> None:
+    module = reference()
+    assert "| `SessionEnd` |" in module.hooks_page() and "`reason`" in module.hooks_page()
+    monkeypatch.setattr(module, "EVENTS", (*module.EVENTS, "BrandNewEvent"))
+    with pytest.raises(SystemExit, match="BrandNewEvent"):
+        module.hooks_page()
+    monkeypatch.setattr(module, "EVENTS", module.EVENTS[:-1])
+    monkeypatch.setattr(module, "READS", {**module.READS, "Stop": ("session_id", "new_field")})
+    with pytest.raises(SystemExit, match="new_field"):
+        module.hooks_page()
+
+
+def test_every_hook_input_field_the_code_reads_is_in_the_hooks_table() -> None:
+    """The fields of the hook input the code reads (``payload.get("X")``, ``payload["X"]``,
+    ``_transcript(payload, "X")``), found in the source, are each in ``INPUT``: the generated
+    reference cannot miss one the code reads."""
+    import ast
+
+    from airsspec.hooks.events import INPUT, READS
+
+    read: set[str] = set()
+    for path in [*(REPO / "airsspec" / "hooks").glob("*.py"), REPO / "airsspec/serve/api.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and any(
+                isinstance(a, ast.Name) and a.id == "payload" for a in node.args
+            ):
+                read |= {a.value for a in node.args if isinstance(a, ast.Constant)}
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "payload"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                read.add(node.args[0].value)
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "payload"
+                and isinstance(node.slice, ast.Constant)
+            ):
+                read.add(node.slice.value)
+    read |= set(__import__("airsspec.serve.api", fromlist=["SERVER_FILES"]).SERVER_FILES)
+    assert {"session_id", "prompt", "reason", "source"} <= read  # the scan finds them
+    assert read <= set(INPUT), f"read but not in the hooks' INPUT table: {read - set(INPUT)}"
+    assert set(INPUT) - {"hook_event_name"} == {f for fields in READS.values() for f in fields}
+
+
+EXTRA_SPELLING = re.compile(r"pip install (-e )?'([^'\[]*)\[([a-z0-9,-]+)\]'")
+
+
+def test_extras_are_named_one_way_everywhere() -> None:
+    """An extra is installed as ``pip install 'airsspec-memory[NAME]'`` (the distribution's
+    name) in the README, docs, error messages and skip reasons; only the checkout's own
+    developer extras (dev, docs) are installed editable from ``.``. Every extra named exists."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    declared = set(project["optional-dependencies"])
+    assert project["name"] == "airsspec-memory"
+    roots = ["README.md", "docs", "airsspec", "eventlog", "projections", "compactor", "scripts"]
+    files = [REPO / r for r in roots if (REPO / r).is_file()]
+    files += [p for r in roots for p in (REPO / r).rglob("*") if p.suffix in (".py", ".md")]
+    files += list((REPO / "tests").rglob("*.py"))
+    seen = []
+    for path in files:
+        for editable, dist, extras in EXTRA_SPELLING.findall(path.read_text(encoding="utf-8")):
+            where = f"{path.relative_to(REPO)}: pip install {editable}'{dist}[{extras}]'"
+            seen.append(where)
+            assert set(extras.split(",")) <= declared, where
+            if editable:
+                assert dist == "." and set(extras.split(",")) <= {"dev", "docs"}, where
+            else:
+                assert dist == "airsspec-memory", where
+    assert len(seen) >= 8  # not vacuous
+
+
 @pytest.mark.slow
 def test_every_example_runs_as_written(tmp_path: Path) -> None:
     assert run_cli("init", str(tmp_path), cwd=tmp_path).returncode == 0

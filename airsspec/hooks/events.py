@@ -81,6 +81,38 @@ class Job:
 Defer = Callable[[Job], None]
 
 
+INPUT: dict[str, str] = {
+    "session_id": "Claude Code's session id: the airsspec session when no transcript is named",
+    "transcript_path": "the session's transcript (JSONL): what is new in it is imported, and its "
+    "name is the airsspec session; `~` is expanded; over HTTP only the server's local token "
+    "may name one",
+    "cwd": "the project folder: the hook runs on the workspace whose airsspec.toml is found "
+    "from there (none: the hook does nothing); the CLI's hooks only",
+    "source": "SessionStart: startup (default), resume (reopens an ended session), clear or "
+    "compact (the briefing leaves out what Claude just summarised)",
+    "prompt": "UserPromptSubmit: the prompt; the first one starts the session, its first line "
+    "the task (required)",
+    "agent_transcript_path": "a subagent's transcript kept outside the session's subagents/ "
+    "folder: imported as session SESSION.AGENT; over HTTP only the local token may name one",
+    "reason": "SessionEnd: why the session ended, recorded as its status (other when it is not "
+    "printable text of at most 200 characters)",
+    "hook_event_name": "the earlier `import` hook only: which event it stood for (PostToolUse, "
+    "Stop or PreCompact; anything else is Stop)",
+}
+"""Every field of Claude Code's hook input the hooks read (the rest is ignored), and what it
+does: ``docs/reference/hooks.md`` is generated from this, and a test finds every field the
+code reads here."""
+READS: dict[str, tuple[str, ...]] = {
+    "SessionStart": ("session_id", "transcript_path", "cwd", "source", "agent_transcript_path"),
+    "UserPromptSubmit": ("session_id", "transcript_path", "cwd", "prompt", "agent_transcript_path"),
+    "PostToolUse": ("session_id", "transcript_path", "cwd"),
+    "Stop": ("session_id", "transcript_path", "cwd", "agent_transcript_path"),
+    "SubagentStop": ("session_id", "transcript_path", "cwd", "agent_transcript_path"),
+    "PreCompact": ("session_id", "transcript_path", "cwd", "agent_transcript_path"),
+    "SessionEnd": ("session_id", "transcript_path", "cwd", "agent_transcript_path", "reason"),
+}
+"""The input fields each hook event reads (``INPUT``), for the reference."""
+
 ALIASES = {"session-start": "SessionStart"}  # what earlier installs ran
 EARLIER_IMPORT = ("PostToolUse", "Stop", "PreCompact")  # what an earlier "import" hook was
 

@@ -71,7 +71,9 @@ def test_the_cli_refuses_a_bad_url_with_one_line_and_an_unreachable_store_exits_
     assert refused.returncode == 2 and err.count("\n") == 1, err
     assert err.startswith("airsspec: error: ") and "[storage] url: " in err and "'..'" in err
     assert sorted(p.name for p in bad.iterdir()) == ["airsspec.toml"]  # nothing made
-    pytest.importorskip("obstore", reason="obstore is not installed (pip install '.[s3]')")
+    pytest.importorskip(
+        "obstore", reason="obstore is not installed (pip install 'airsspec-memory[s3]')"
+    )
     down = _config(tmp_path / "down", 'url = "s3://bucket/p"\nendpoint = "http://127.0.0.1:1"\n')
     aws = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_REGION": "us-east-1"}
     failed = run_cli("sessions", cwd=down, env=aws)

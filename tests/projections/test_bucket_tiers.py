@@ -15,7 +15,9 @@ from tests.support.cli import run_cli
 from tests.support.s3 import KEYS
 
 pytestmark = pytest.mark.s3
-pytest.importorskip("deltalake", reason="deltalake is not installed (pip install '.[s3]')")
+pytest.importorskip(
+    "deltalake", reason="deltalake is not installed (pip install 'airsspec-memory[s3]')"
+)
 
 OWNERS = {"s1": "ana", "s2": "ben"}
 SESSIONS = {
