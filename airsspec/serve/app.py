@@ -487,7 +487,8 @@ def serve(
     write_state(served, where)
     if ready is not None:
         ready(where)
-    logging.getLogger("airsspec.serve").info("serving %s on %s", served.memory.root, where)
+    said = f"the Unix socket {where['socket']}" if where.get("socket") else where["url"]
+    logging.getLogger("airsspec.serve").info("serving %s at %s", served.memory.root, said)
     # uvicorn stops on SIGINT/SIGTERM, then raises the signal again for the handler that was
     # there before it: that handler ignores it, so the discovery file is removed and the
     # command exits 0.

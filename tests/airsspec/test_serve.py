@@ -413,6 +413,8 @@ def test_the_light_client_reaches_a_server_on_a_unix_socket(tmp_path: Path) -> N
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
     assert proc.returncode == 0 and not sock.exists()
+    logged = proc.stderr.read().decode() if proc.stderr is not None else ""
+    assert f"at the Unix socket {sock}" in logged and "{'" not in logged  # no Python dict
 
 
 def test_the_owners_token_sees_everything_unless_a_scope_header_narrows_it(
