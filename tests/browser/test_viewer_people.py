@@ -52,14 +52,20 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             )
 
 
+def edit_form(page, url: str, text: str):
+    """The row of the learning that says ``text`` on the learnings page, its edit form open."""
+    page.goto(url + "/learnings")
+    row = page.locator("tr", has_text=text)
+    row.locator("details.edit summary").click()
+    return row
+
+
 def test_a_learning_edited_and_confirmed_through_its_forms_lists_each_change_and_actor(
     site, page
 ) -> None:
     url, memory, _, alice = site
     sign_in(page, url, alice)
-    page.goto(url + "/learnings")
-    row = page.locator("tr", has_text="prefer pytest")
-    row.locator("details.edit summary").click()
+    row = edit_form(page, url, "prefer pytest")
     row.locator("textarea[name=text]").fill(f"prefer pytest -x {HOSTILE[2]}")
     row.locator("select[name=scope]").select_option("session")
     row.locator("details.edit input[name=reason]").fill("sharper, and only here")
@@ -96,15 +102,11 @@ def test_an_edit_that_changes_nothing_or_makes_a_learning_global_is_refused_on_t
 ) -> None:
     url, memory, _, alice = site
     sign_in(page, url, alice)
-    page.goto(url + "/learnings")
     before = len(list(memory.replay(MEMORY_SESSION)))
-    row = page.locator("tr", has_text="prefer pytest")
-    row.locator("details.edit summary").click()
+    row = edit_form(page, url, "prefer pytest")
     row.locator("button:has-text('Save')").click()  # the text and scope as they are
     assert "already reads so" in page.inner_text("main")
-    page.goto(url + "/learnings")
-    row = page.locator("tr", has_text="prefer pytest")
-    row.locator("details.edit summary").click()
+    row = edit_form(page, url, "prefer pytest")
     row.locator("select[name=scope]").select_option("global")
     row.locator("button:has-text('Save')").click()
     assert "only an admin" in page.inner_text("main")
