@@ -228,9 +228,7 @@ class Learnings:
             if value is not None and value != getattr(found, name)
         }
         if not changed:
-            raise LearningError(
-                f"learning {found.id} already reads so: give a new text or scope"
-            )
+            raise LearningError(f"learning {found.id} already reads so: give a new text or scope")
         event = {"type": "learning_edited", "learning_id": found.id, **changed}
         event |= {"reason": reason, "actor": kernel.asker(by)}
         return kernel.memory_event(event)  # the log validates text and scope
