@@ -24,11 +24,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import obstore
 import orjson
-from obstore.exceptions import AlreadyExistsError, PreconditionError
 
-from eventlog.errors import LeaseLostError, LeaseTimeoutError
+from eventlog.errors import LeaseLostError, LeaseTimeoutError, StorageError
+
+try:  # the s3 extra: a bucket's one dependency beyond the core
+    import obstore
+    from obstore.exceptions import AlreadyExistsError, PreconditionError
+except ImportError as exc:
+    raise StorageError(
+        "a bucket ([storage] url) needs the s3 extra: pip install 'airsspec-memory[s3]'"
+    ) from exc
 
 POLL_S = 0.2  # how often a waiting machine looks again
 

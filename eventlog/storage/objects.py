@@ -36,10 +36,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import obstore
 import orjson
-from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PreconditionError
-from obstore.store import S3Store
 
 from eventlog.errors import (
     ConditionalWritesError,
@@ -54,6 +51,15 @@ from eventlog.layout import validate_session_id
 from eventlog.recovery import TailState
 from eventlog.storage import parse_url, turns
 from eventlog.storage.cache import Entry, ObjectCache
+
+try:  # the s3 extra: a bucket's one dependency beyond the core
+    import obstore
+    from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PreconditionError
+    from obstore.store import S3Store
+except ImportError as exc:
+    raise StorageError(
+        "a bucket ([storage] url) needs the s3 extra: pip install 'airsspec-memory[s3]'"
+    ) from exc
 
 if TYPE_CHECKING:  # obstore's typed dicts exist in its stubs only
     from obstore import ObjectMeta
