@@ -44,3 +44,35 @@ def test_a_time_window_far_from_the_query_still_fills_the_pool(tmp_path: Path) -
     assert set(rows["ts"].to_pylist()) == {"2026-01-01T00:00:00Z"}
     exact = _nearest(table, query, until, 20, exact=True)
     assert rows["unit_id"].to_pylist() == exact["unit_id"].to_pylist()
+
+
+def test_a_filtered_search_returns_k_earlier_passages_when_they_exist(tmp_path: Path) -> None:
+    """``until`` is applied before the candidate pools are cut: 120 later messages nearer the
+    query than any earlier one fill neither pool, and the 12 earlier ones give 10 hits."""
+    from airsspec.memory import Memory
+    from airsspec.workspace import init_workspace
+
+    init_workspace(tmp_path)
+    (tmp_path / "airsspec.toml").write_text('[cold]\nembedder = "hash"\n')
+    earlier = [
+        {"type": "user", "content": f"note {i}: the rate limiter of the upload API", "ts": ts}
+        for i, ts in enumerate(f"2026-01-01T00:00:{s:02d}Z" for s in range(12))
+    ]
+    later = [
+        {
+            "type": "user",
+            "content": f"deploy {i}: the rate limiter of the upload API, rate limiter again",
+            "ts": f"2026-02-01T00:{i // 60:02d}:{i % 60:02d}Z",
+        }
+        for i in range(120)
+    ]
+    with Memory.open(tmp_path) as memory:
+        memory.append_many("early", earlier, project=False)
+        memory.append_many("late", later, project=False)
+        memory.project(["cold"])
+        query = "rate limiter of the upload API"
+        unfiltered = memory.search(query, k=10, fresh=False)["hits"]
+        assert {hit["session"] for hit in unfiltered} == {"late"}  # the case at hand
+        hits = memory.search(query, k=10, until="2026-01-15T00:00:00Z", fresh=False)["hits"]
+    assert len(hits) == 10
+    assert {hit["session"] for hit in hits} == {"early"}
