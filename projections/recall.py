@@ -235,6 +235,7 @@ class Recall:
         candidates = _candidates(vector_rows, text_rows, query_vector, focus_vector)
         ranked = _one_per_message(self._rank(result.query, candidates), candidates)
         ranked = [r for r in ranked if r[1] > 0 and r[1] >= self.weights.min_score]
+        ranked = _diversified(ranked, self.weights.session_diversity, 2 * k)
         # a repeated text may be a restatement (see _distinct): read a row more for each
         texts = [candidates[u].text for u, _, _ in ranked[: 2 * k]]
         ranked = ranked[: k + len(texts) - len(set(texts))]
@@ -276,7 +277,8 @@ class Recall:
     def _rank(
         self, query: str, candidates: dict[str, _Candidate]
     ) -> list[tuple[str, float, dict[str, float]]]:
-        """(unit id, score, score parts) of every candidate, best first (ties by unit id)."""
+        """(unit id, score, score parts) of every candidate, best first (ties: the newest
+        first, then by unit id)."""
         w = self.weights
         best_lexical = max((c.lexical for c in candidates.values()), default=0.0) or 1.0
         newest = max((c.ts for c in candidates.values() if c.ts), default=None)
@@ -298,7 +300,10 @@ class Recall:
             score = w.score(parts)
             parts = {name: round(value, 6) for name, value in parts.items()}
             ranked.append((unit_id, round(score, 6), parts))
-        ranked.sort(key=lambda item: (-item[1], item[0]))
+        # ties: the newer passage first (recency breaks ties only), then by unit id
+        ranked.sort(key=lambda item: item[0])
+        ranked.sort(key=lambda item: candidates[item[0]].ts or "", reverse=True)
+        ranked.sort(key=lambda item: -item[1])
         return ranked
 
     @staticmethod
@@ -530,6 +535,35 @@ def _one_per_message(
             seen.add(message)
         kept.append(item)
     return kept
+
+
+def _diversified(
+    ranked: list[tuple[str, float, dict[str, float]]], diversity: float, n: int
+) -> list[tuple[str, float, dict[str, float]]]:
+    """The first ``n`` of ``ranked`` picked greedily, each pick the candidate whose score less
+    ``diversity`` times the hits already picked from its session (a document's chunks: from
+    that document) is best, that lowered score its score (part ``diversity``: minus what was
+    taken), so scores stay in order; the rest after, as they were. Session-level recall counts
+    the sessions the top k holds: several passages of one session answer no more than one."""
+    if not diversity:
+        return ranked
+    pool, picked, per_session = list(ranked), [], {}
+    while pool and len(picked) < n:
+        best = max(
+            pool,
+            key=lambda item: item[1] - diversity * per_session.get(_group(item[0]), 0),
+        )
+        pool.remove(best)
+        taken = diversity * per_session.get(_group(best[0]), 0)
+        per_session[_group(best[0])] = per_session.get(_group(best[0]), 0) + 1
+        unit_id, score, parts = best
+        picked.append((unit_id, round(score - taken, 6), {**parts, "diversity": -taken}))
+    return picked + pool
+
+
+def _group(unit_id: str) -> str:
+    """A unit's session, or its document (``src:path``): the unit id without ``:seq:part``."""
+    return unit_id.rsplit(":", 2)[0]
 
 
 def _distinct(hits: list[Hit]) -> list[Hit]:

@@ -91,3 +91,45 @@ def test_a_floor_of_zero_is_configurable(tmp_path: Path, monkeypatch: pytest.Mon
         hits = memory.search("canary release", k=10)["hits"]
         assert hits[0]["text"] == "the canary release plan"
         assert all(h["score"] > 0 for h in hits)  # a zero score is never a hit
+
+
+def test_recency_breaks_ties_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two passages of the same words score the same: the newer one comes first, whatever the
+    order of their sessions' names; a better passage stays ahead of both however old it is."""
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    text = "the canary release of the billing service was rolled back"
+    with Memory.open(tmp_path, create=True) as memory:
+        memory.append("z-new", {"type": "user", "content": text, "ts": "2026-03-01T00:00:00Z"})
+        memory.append("b-old", {"type": "user", "content": text, "ts": "2026-01-01T00:00:00Z"})
+        exact = "canary release billing service rolled back"
+        memory.append("c-oldest", {"type": "user", "content": exact, "ts": "2025-01-01T00:00:00Z"})
+        hits = memory.search("canary release billing service rolled back", k=3)["hits"]
+    assert [h["session"] for h in hits] == ["c-oldest", "z-new", "b-old"]
+    assert hits[1]["score"] == hits[2]["score"]
+
+
+def test_session_diversity_spreads_the_top_k_over_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``session_diversity``, each hit's score is lowered by it for every hit already
+    picked from its session: one session's ten near-copies no longer fill the top k, scores
+    stay in order, and the part ``diversity`` says what was taken."""
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    with Memory.open(tmp_path, create=True) as memory:
+        for i in range(10):
+            note = f"kubernetes ingress timeout raised to {i}0 seconds in the staging cluster"
+            memory.append("busy", {"type": "user", "content": note})
+        for name in ("quiet-1", "quiet-2"):
+            memory.append(name, {"type": "user", "content": "the ingress timeout in staging"})
+        query = "kubernetes ingress timeout staging cluster"
+        plain = memory.search(query, k=5)["hits"]
+        monkeypatch.setenv("AIRSSPEC_COLD_SESSION_DIVERSITY", "0.3")
+    with Memory.open(tmp_path) as memory:
+        spread = memory.search(query, k=5)["hits"]
+    assert {h["session"] for h in plain} == {"busy"}  # the case at hand
+    assert {h["session"] for h in spread} == {"busy", "quiet-1", "quiet-2"}
+    scores = [h["score"] for h in spread]
+    assert scores == sorted(scores, reverse=True)
+    firsts = {h["session"]: h for h in reversed(spread)}
+    assert all(h["parts"]["diversity"] == 0 for h in firsts.values())
+    assert min(h["parts"]["diversity"] for h in spread) < 0
