@@ -1,0 +1,122 @@
+"""Candidate pools kept for re-scoring: what a k=10 ``query_memory`` ranked, with score parts.
+
+A benchmark asks each question once through a ``PoolRecall`` and keeps the whole pool; a knob
+(weights, session diversity) is then measured by re-scoring the pools in process, as
+``query_memory`` scores them (one hit per message, none under the relevance floor), without
+importing or embedding again. A pool cut to the best k under the defaults would favour them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from typing_extensions import override
+
+from projections.recall import Recall, _Candidate
+from projections.units import RecallWeights
+
+WEIGHTS = (
+    "weight_semantic",
+    "weight_focus",
+    "weight_lexical",
+    "weight_recency",
+    "weight_anchor",
+    "weight_speaker",
+)
+"""The weights a knob sets, in order: ``RecallWeights`` fields and ``[cold]`` keys."""
+
+
+class PoolRecall(Recall):
+    """``query_memory`` that keeps every candidate it ranked, with its score parts."""
+
+    last_pool: list[tuple[str, dict[str, float]]]  # (unit id, parts)
+
+    @override
+    def _rank(
+        self, query: str, candidates: dict[str, _Candidate]
+    ) -> list[tuple[str, float, dict[str, float]]]:
+        ranked = super()._rank(query, candidates)
+        self.last_pool = [(u, parts) for u, _, parts in ranked]
+        return ranked
+
+    def pool(self, key: str) -> list[dict[str, Any]]:
+        """The last query's pool: each candidate's unit id, log session, score parts, and
+        ``meta[key]`` (what the benchmark scores: a turn id, a session uuid)."""
+        table = self.store.open()
+        ids = [u for u, _ in self.last_pool]
+        if not ids or table is None:
+            return []
+        quoted = ", ".join("'" + u.replace("'", "''") + "'" for u in ids)
+        search = table.search().where(f"unit_id IN ({quoted})")
+        rows = search.select(["unit_id", "meta", "vector"]).limit(len(ids)).to_list()
+        found = {r["unit_id"]: r for r in rows}
+        return [
+            {
+                "unit_id": u,
+                "session": u.rsplit(":", 2)[0],
+                "parts": parts,
+                "key": json.loads(found[u]["meta"] or "{}").get(key),
+                "vector": found[u]["vector"],
+            }
+            for u, parts in self.last_pool
+        ]
+
+
+PARTS = ("semantic", "focus", "lexical", "recency", "anchor", "speaker")
+
+
+class Pool:
+    """One question's pool as arrays, re-scored fast: a grid re-scores each pool thousands of
+    times."""
+
+    def __init__(self, candidates: list[dict[str, Any]]) -> None:
+        ordered = sorted(candidates, key=lambda c: c["unit_id"])  # ties: by unit id
+        self.parts = np.array([[c["parts"][p] for p in PARTS] for c in ordered]).reshape(-1, 6)
+        messages = [c["unit_id"].rsplit(":", 1)[0] for c in ordered]
+        self.message = np.unique(messages, return_inverse=True)[1]
+        self.session = np.unique([c["session"] for c in ordered] or [""], return_inverse=True)[1]
+        self.keys = [c["key"] for c in ordered]
+        dim = next((len(c["vector"]) for c in ordered if c["vector"] is not None), 1)
+        vectors = [c["vector"] if c["vector"] is not None else [0.0] * dim for c in ordered]
+        self.vectors = np.array(vectors, dtype=np.float32).reshape(len(ordered), dim)
+
+
+def rescore(
+    pool: Pool,
+    weights: tuple[float, ...],
+    diversity: float = 0.0,
+    similarity: float = 0.0,
+    same_session: bool = False,
+    cap: int = 0,
+) -> list[Any]:
+    """The keys of the best 10 of ``pool`` under ``weights`` (in ``WEIGHTS`` order) as
+    ``query_memory`` picks them: one per message, none under the relevance floor, and with
+    ``diversity`` picked greedily, each pick's score lowered by ``diversity`` for every hit
+    already picked from its log session."""
+    if not len(pool.keys):
+        return []
+    chosen = RecallWeights(**dict(zip(WEIGHTS, weights, strict=True)))
+    scores = np.round(pool.parts @ np.array(weights[:6]), 6)
+    order = np.argsort(-scores, kind="stable")
+    order = order[(scores[order] > 0) & (scores[order] >= chosen.min_score)]
+    _, firsts = np.unique(pool.message[order], return_index=True)
+    kept = order[np.sort(firsts)]  # each message's best chunk, best first
+    if not diversity and not similarity and not cap:
+        return [pool.keys[i] for i in kept[:10]]
+    left, taken = scores[kept].astype(float), np.zeros(int(pool.session.max()) + 1)
+    sessions, picked = pool.session[kept], list[Any]()
+    cosines = pool.vectors[kept] @ pool.vectors[kept].T
+    nearest = np.zeros(len(kept))  # the highest cosine with a hit picked (of the same session)
+    while len(picked) < min(10, len(kept)):
+        full = (taken[sessions] >= cap) * 1e6 if cap else 0.0  # sessions holding ``cap`` hits
+        best = int(np.argmax(left - diversity * taken[sessions] - similarity * nearest - full))
+        if left[best] == -np.inf or (cap and taken[sessions[best]] >= cap):
+            break
+        picked.append(pool.keys[kept[best]])
+        taken[sessions[best]] += 1
+        left[best] = -np.inf
+        near = cosines[best] if not same_session else cosines[best] * (sessions == sessions[best])
+        nearest = np.maximum(nearest, near)
+    return picked
