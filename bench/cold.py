@@ -271,7 +271,7 @@ GRID = [
     if s + f + lex > 0
 ]
 SESSIONS = (0.1, 0.2, 0.4)
-DIVERSITY = (0.0, 0.02, 0.05, 0.1, 0.2)
+DIVERSITY = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5)
 
 
 def weights_env(weights: tuple[float, ...]) -> dict[str, str]:

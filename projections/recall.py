@@ -19,6 +19,13 @@ do to destress?" otherwise lands nearest to every turn that greets Melanie; the 
 neighbours are candidates too. Weights live in ``airsspec.toml`` ``[cold]``; the defaults were
 chosen by measuring recall on LoCoMo leave-one-conversation-out (bench/cold.py).
 
+Filters (session, time, kinds, the reader's scope) apply inside each search, before its
+candidates are cut, so a search with ``until`` still finds k earlier passages when they exist.
+Recency breaks ties only (the newer passage first), unless ``weight_recency`` is set. With
+``session_diversity`` the hits are picked best first, each one's score lowered by it for every
+hit already picked from its session: for questions answered by whole sessions (RealMem's
+session-level recall, bench/realmem.py), not by turns (LoCoMo, where it costs), so it is off.
+
 Invariants: every hit carries its provenance (session, seq range, event ids, record hashes,
 ``meta``; a summary hit also lists the records it covers; a source hit names its file and lines).
 A query never raises into the agent because an index, the table or the embedder failed: it
