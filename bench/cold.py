@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import median_seconds, print_table
 from bench.locomo_data import DATA, Conversation, Question, load
+from bench.pools import WEIGHTS
 from projections.bm25 import BM25
 from projections.cold import ColdStore
 from projections.embedders import HashEmbedder, make_embedder
@@ -177,17 +178,6 @@ def baselines(root: Path, questions: list[Question]) -> dict[str, list[list[str 
         for name, ranking in (("BM25", lexical), ("dense", dense), ("BM25+dense RRF", rrf)):
             out[name].append([ids[i] for i in ranking[:10]])
     return out
-
-
-WEIGHTS = (
-    "weight_semantic",
-    "weight_focus",
-    "weight_lexical",
-    "weight_recency",
-    "weight_anchor",
-    "weight_speaker",
-)
-"""The grid's weights, in order: ``RecallWeights`` fields and ``[cold]`` keys."""
 
 
 def rescore(
