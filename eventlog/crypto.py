@@ -62,6 +62,10 @@ def _chunks(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**chunk, "summary": SEALED} for chunk in chunks]
 
 
+def _facts(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**fact, "key": SEALED, "text": SEALED} for fact in facts]
+
+
 def _empty(_: Any) -> dict[str, Any]:
     return {}
 
@@ -79,6 +83,7 @@ CONTENT_FIELDS: dict[str, dict[str, Callable[[Any], Any]]] = {
     "imported": {"text": _text},
     "compaction": {"summary": _text, "chunks": _chunks},
     "learning": {"text": _text},
+    "facts_recorded": {"facts": _facts},
     "session_started": {"task": _text},
     "session_ended": {"status": _text},  # free text: a person's words, or Claude Code's reason
     "memory_accessed": {"query": _text},

@@ -284,6 +284,28 @@ class _Extracted(Fields):
     learnings: int = Field(ge=0)
 
 
+FactKind = Literal["decision", "requirement", "file", "error_fix", "task", "user"]
+"""What a fact of a session is: a decision taken, a requirement or rule stated, a file or
+artefact changed, an error with its fix, a task left open (or closed), or something about the
+user."""
+
+
+class Fact(BaseModel):
+    """One fact a session's consolidation recorded: what it says, the subject it is about
+    (``key``: a later fact of the same kind and key in the same scope supersedes it), whether
+    it says that the earlier one stopped holding (``ended``: a task done, a file removed), the
+    records it came from, and since when it holds (``since``: the time of the first of them)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    kind: FactKind
+    key: str = Field(min_length=1, max_length=200)
+    text: str = Field(min_length=1, max_length=2000)
+    ended: bool = False
+    evidence: list[Evidence] = Field(min_length=1)
+    since: str = Field(min_length=1, max_length=64)
+
+
 @event_type("learning_feedback", Category.MEMORY, writer="learnings API")
 class _LearningFeedback(Fields):
     learning_id: str = Field(min_length=1)
@@ -304,6 +326,17 @@ class _LearningEdited(Fields):
     scope: Annotated[LearningScope | None, OMIT_NONE] = None
     actor: str = Field(min_length=1, max_length=200)
     reason: str = ""
+
+
+@event_type("facts_recorded", Category.MEMORY, writer="consolidation")
+class _FactsRecorded(Fields):
+    """A session's consolidation read ``from_seq..to_seq`` and recorded its facts (the
+    extractive rules', or Claude's: a replay reads them here and never calls a model)."""
+
+    from_seq: int = Field(ge=1)
+    to_seq: int = Field(ge=1)
+    extractor: ExtractorInfo
+    facts: list[Fact] = Field(default_factory=list)
 
 
 @event_type("memory_accessed", Category.MEMORY, writer="context builder")

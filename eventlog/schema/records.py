@@ -193,6 +193,18 @@ class LearningEditedRecord(catalog._LearningEdited, Record):
     type: Literal["learning_edited"]
 
 
+class FactsRecordedEvent(catalog._FactsRecorded, Event):
+    """A ``facts_recorded`` event as airsspec appends it."""
+
+    type: Literal["facts_recorded"] = "facts_recorded"
+
+
+class FactsRecordedRecord(catalog._FactsRecorded, Record):
+    """A stored ``facts_recorded`` record."""
+
+    type: Literal["facts_recorded"]
+
+
 class MemoryAccessedEvent(catalog._MemoryAccessed, Event):
     """A ``memory_accessed`` event as airsspec appends it."""
 
@@ -436,6 +448,8 @@ __all__ = [
     "CompactionRecord",
     "ExtractedEvent",
     "ExtractedRecord",
+    "FactsRecordedEvent",
+    "FactsRecordedRecord",
     "ForgottenEvent",
     "ForgottenRecord",
     "ImportedEvent",
