@@ -31,6 +31,7 @@ from eventlog.schema import (
     ActionRecord,
     ArchivedRecord,
     ExtractedRecord,
+    FactsRecordedRecord,
     LearningEditedRecord,
     LearningFeedbackRecord,
     LearningRecord,
@@ -42,14 +43,16 @@ from eventlog.schema import (
     SessionEndedRecord,
     SessionStartedRecord,
 )
+from projections import facts
 from projections.fold import Projector
 from projections.scopes import Scope
 from projections.state_store import JsonStore, StateStore
 
-# 4: edits (``learning_edited``) and the actor of a verdict; 3: an assignment
+# 5: the facts a session's consolidation recorded (``projections.facts``); 4: edits
+# (``learning_edited``) and the actor of a verdict; 3: an assignment
 # (``session_assigned``) replaces the session's owner, and a learning keeps only
 # the owner recorded with it (else its session's, when read); 2: owners (``info["owner"]``)
-STATE_VERSION = 4
+STATE_VERSION = 5
 # Tools whose parameters name a file they change (Claude Code's, OpenHands', and plain names).
 EDIT_TOOLS = frozenset(
     {"Edit", "MultiEdit", "Write", "NotebookEdit", "str_replace_editor", "edit_file", "write_file"}
@@ -59,8 +62,9 @@ _PATH_PARAMS = ("file_path", "path", "notebook_path", "filename")
 
 @dataclass(slots=True)
 class LearningsState:
-    """One session's facts: its lifecycle, the learnings recorded in its log, and (for the
-    workspace's own log) feedback, edits, accesses, archives and restores, in log order."""
+    """One session's facts: its lifecycle, the learnings and consolidated facts recorded in
+    its log, and (for the workspace's own log) feedback, edits, accesses, archives and
+    restores, in log order."""
 
     session: str
     info: dict[str, Any] = field(default_factory=dict)
@@ -71,6 +75,8 @@ class LearningsState:
     housekeeping: list[dict[str, Any]] = field(default_factory=list)
     extracted_through: int = 0
     files_changed: list[str] = field(default_factory=list)
+    facts: list[dict[str, Any]] = field(default_factory=list)  # ``projections.facts``
+    facts_through: int = 0  # the last seq a consolidation recorded facts of
 
 
 def _edited_path(record: ActionRecord) -> str | None:
@@ -131,6 +137,8 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
         )
     elif isinstance(record, ExtractedRecord):
         state.extracted_through = max(state.extracted_through, record.to_seq)
+    elif isinstance(record, FactsRecordedRecord):
+        facts.fold(state, record, forgotten=is_forgotten(record))
     elif isinstance(record, LearningFeedbackRecord):
         state.feedback.append(
             {
