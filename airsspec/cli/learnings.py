@@ -13,6 +13,7 @@ from typing import Any
 from airsspec.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    UsageError,
     arg,
     command,
     command_group,
@@ -20,7 +21,7 @@ from airsspec.cli.common import (
     output_path,
     print_json,
 )
-from airsspec.memory import LEVELS, printable
+from airsspec.memory import FACT_KINDS, LEVELS, printable
 
 command_group(
     "learnings",
@@ -341,4 +342,39 @@ def cmd_reextract(args: argparse.Namespace) -> int:
                 text = item.get("text") or item.get("summary") or item.get("after", "")
                 first = text.splitlines()[0] if text else ""
                 print(f"  {item['session']}: {first[:100]}")
+    return EXIT_OK
+
+
+@command(
+    "facts",
+    arg("query", nargs="?", help="rank the facts by this text (default: every fact, oldest first)"),
+    arg("--kind", action="append", choices=FACT_KINDS, help="only this kind (repeatable)"),
+    arg(
+        "--history", action="store_true", help="superseded facts too, with when and what ended them"
+    ),
+    arg("-k", type=int, metavar="N", help="at most N facts"),
+    _AS_OF,
+)
+def cmd_facts(args: argparse.Namespace) -> int:
+    """What earlier sessions decided, required, changed, fixed and left open, and facts
+    about the user, as they held at --as-of (default: now). Each fact names the records it
+    came from; with --history, a superseded one says until when it held and which record
+    changed it."""
+    if args.k is not None and args.k < 1:
+        raise UsageError(f"-k must be at least 1 (got {args.k})")
+    with open_memory(args) as memory:
+        found = memory.facts(
+            args.query, as_of=args.as_of, kinds=args.kind, history=args.history, k=args.k
+        )
+    if args.json:
+        print_json(found)
+        return EXIT_OK
+    print(f"{len(found['facts'])} fact(s) as of {found['as_of'] or 'now'}")
+    for fact in found["facts"]:
+        where = ", ".join(f"{e['session']} #{e['seq']}" for e in fact["evidence"])
+        state = "" if fact["current"] else " (ended)" if fact["ended"] else " (superseded)"
+        print(printable(f"- [{fact['kind']}] {fact['text']}  [{where}]{state}"))
+        if fact["superseded_by"] is not None:
+            by = fact["superseded_by"]
+            print(printable(f"    until {fact['until']}, changed by {by['session']} #{by['seq']}"))
     return EXIT_OK

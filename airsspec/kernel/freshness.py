@@ -16,6 +16,7 @@ Read = Literal[
     "window",
     "owners",
     "learnings",
+    "facts",
     "library",
     "earlier",
     "search",
@@ -29,6 +30,7 @@ NEEDS: Mapping[Read, tuple[str, ...]] = {
     "window": ("hot",),  # a session's hot window: hot, history, the end of a context
     "owners": ("learnings",),  # who owns each session (the gate's input)
     "learnings": ("learnings",),  # the learnings as they stand, a session's task and phase
+    "facts": ("learnings",),  # the facts consolidations recorded (``projections.facts``)
     "library": ("warm",),  # the warm library's files
     "earlier": ("hot", "warm"),  # other sessions' latest summaries (a context's middle)
     "search": ("cold",),  # the cold index

@@ -44,6 +44,7 @@ from airsspec.errors import (
 )
 from airsspec.memory.aio import AsyncMemory
 from airsspec.memory.core import PROJECTIONS, Memory
+from airsspec.memory.facts import FACT_KINDS
 from airsspec.memory.learnings import LEVELS, parse_duration
 from airsspec.memory.records import Verified, outside
 from airsspec.memory.search import SCAN_LIMIT
@@ -62,6 +63,7 @@ from eventlog.schema import (
     SYSTEM_TYPES,
     CompactionRecord,
     Event,
+    FactKind,
     LearningKind,
     LearningScope,
     Record,
@@ -101,6 +103,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CONTEXT_FORMATS",
     "ENV_NAMES",
+    "FACT_KINDS",
     "FORMATS",
     "INPUT_TYPES",
     "ITEM_KEY",
@@ -118,6 +121,7 @@ __all__ = [
     "Bound",
     "CompactionRecord",
     "Event",
+    "FactKind",
     "InvalidEventError",
     "InvalidQueryError",
     "LearningError",

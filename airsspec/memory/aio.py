@@ -535,6 +535,20 @@ class AsyncMemory:
         """``Memory.export_parquet`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.export_parquet(target))
 
+    async def facts(
+        self,
+        query: str | None = None,
+        *,
+        as_of: str | datetime | None = None,
+        kinds: list[str] | None = None,
+        history: bool = False,
+        k: int | None = None,
+    ) -> dict[str, Any]:
+        """``Memory.facts`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.facts(query, as_of=as_of, kinds=kinds, history=history, k=k)
+        )
+
     @staticmethod
     async def fetch_models() -> Path:
         """``Memory.fetch_models`` as a coroutine (run in a worker thread)."""

@@ -45,6 +45,7 @@ from airsspec.errors import (
 from airsspec.kernel import Kernel
 from airsspec.kernel.freshness import PROJECTIONS
 from airsspec.kernel.gate import Gate
+from airsspec.memory import facts as _facts
 from airsspec.memory import projecting as _projecting
 from airsspec.memory import records as _records
 from airsspec.memory import search as _search
@@ -547,6 +548,23 @@ class Memory:
         """The memory part of ``context`` alone (task and phase, anchors, learnings), within
         the share of ``budget`` that ``context`` gives it; the access is recorded."""
         return self._context.memory_block(session, budget, query=query)
+
+    def facts(
+        self,
+        query: str | None = None,
+        *,
+        as_of: str | datetime | None = None,
+        kinds: list[str] | None = None,
+        history: bool = False,
+        k: int | None = None,
+    ) -> dict[str, Any]:
+        """The facts sessions' consolidations recorded (decisions, requirements, files, errors
+        and fixes, tasks, facts about the user) that this memory's scope may read, as they
+        held at ``as_of`` (default: now): the current ones, or with ``history`` the superseded
+        ones too, each marked with when it stopped holding and which record changed it; every
+        fact names the records (session, seq) it came from. With ``query``, the best
+        matching first; ``kinds`` narrows, ``k`` caps."""
+        return _facts.facts(self.kernel, query, as_of=as_of, kinds=kinds, history=history, k=k)
 
     # ------------------------------------------------------------------ search
 

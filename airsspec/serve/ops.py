@@ -27,6 +27,7 @@ from airsspec.errors import InvalidEventError
 from airsspec.memory import (
     INPUT_TYPES,
     SYSTEM_TYPES,
+    FactKind,
     LearningKind,
     LearningScope,
     QueryMemoryInput,
@@ -177,6 +178,31 @@ def learnings(
         "learnings": [a.to_json() for a in found.learnings],
         "conflicts": [c.to_json() for c in found.conflicts],
     }
+
+
+def facts(
+    memory: Any,
+    query: Annotated[
+        str | None, Field(max_length=10_000, description="rank the facts by this text")
+    ] = None,
+    as_of: Annotated[
+        str | None,
+        Field(max_length=64, description="the facts as they held then (ISO time; default now)"),
+    ] = None,
+    kinds: Annotated[
+        list[FactKind] | None, Field(max_length=6, description="only these kinds of fact")
+    ] = None,
+    history: Annotated[
+        bool, Field(description="superseded facts too, each with until and superseded_by")
+    ] = False,
+    k: Annotated[int | None, Field(ge=1, le=10_000, description="at most this many")] = None,
+) -> dict[str, Any]:
+    """What earlier sessions decided, required, changed, fixed and left open, and facts about
+    the user, as they held at ``as_of`` (default now): a fact superseded by a later one is
+    left out, or with ``history`` kept with when it stopped holding (``until``) and the record
+    that changed it (``superseded_by``). Each fact names the records (session, seq) it came
+    from."""
+    return memory.facts(query, as_of=as_of, kinds=kinds, history=history, k=k)
 
 
 def add_learning(
@@ -545,6 +571,7 @@ OPS: tuple[Op, ...] = (
     Op(sessions, True, "GET", "/sessions"),
     Op(replay, True, "POST", "/sessions/{session}/replay"),
     Op(learnings, True, "POST", "/learnings/query"),
+    Op(facts, True, "POST", "/facts/query"),
     Op(add_learning, False, "POST", "/learnings"),
     Op(learning_feedback, False, "POST", "/learnings/feedback", caller="by"),
     Op(start_session, False, "POST", "/sessions/{session}/start"),

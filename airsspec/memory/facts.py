@@ -1,0 +1,50 @@
+"""Facts, a service of the facade (``Memory.facts``): what sessions decided, required, changed,
+fixed and left open, with validity in time (``projections.facts``).
+
+Read only through the gate: a scoped memory sees the facts of the sessions it may read, never
+another user's. ``as_of`` answers a question about the past with the facts that held then; a
+query ranks them (BM25 over kind, key and text).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, get_args
+
+from airsspec.errors import InvalidQueryError
+from eventlog.bound import Bound
+from eventlog.schema import FactKind
+from projections.facts import search, timeline
+
+if TYPE_CHECKING:
+    from airsspec.kernel import Kernel
+
+FACT_KINDS: tuple[str, ...] = get_args(FactKind)
+"""The kinds of fact, in the catalog's order (``eventlog.schema.FactKind``)."""
+
+
+def facts(
+    kernel: Kernel,
+    query: str | None = None,
+    *,
+    as_of: str | datetime | None = None,
+    kinds: list[str] | None = None,
+    history: bool = False,
+    k: int | None = None,
+) -> dict[str, Any]:
+    """See ``Memory.facts``."""
+    unknown = [kind for kind in kinds or () if kind not in FACT_KINDS]
+    if unknown:
+        raise InvalidQueryError(
+            f"kind: unknown {', '.join(unknown)}; use one of {', '.join(FACT_KINDS)}"
+        )
+    when = Bound.time(as_of, "as_of")
+    kernel.fresh("facts")
+    states = kernel.projector("learnings").states()
+    held = timeline(states, visible=kernel.gate.visible(), as_of=when)
+    chosen = [f for f in held if (history or f.current) and (not kinds or f.kind in kinds)]
+    if query:
+        chosen = search(chosen, query, k or len(chosen))
+    elif k is not None:
+        chosen = chosen[-k:]
+    return {"as_of": when, "facts": [f.to_json() for f in chosen]}
