@@ -115,9 +115,13 @@ def _words_key(text: str, limit: int = 6) -> str:
 def subject(kind: str, text: str) -> str:
     """The subject a fact of ``kind`` is about, from its sentence: for a decision, what it is
     "for" (else its words); for a requirement, the words before its "must"/"should" (else what
-    it is for, else its words); for the user, which of their attributes."""
+    it is for, else its words); for the user, which of their attributes; for an error, the
+    error it names."""
     if kind == "user":
         return next((key for pattern, key in _USER_KEYS if pattern.search(text)), _words_key(text))
+    error = _ERROR.search(text) if kind == "error_fix" else None
+    if error is not None:
+        return error.group(0)
     modal = _MODAL.search(text) if kind == "requirement" else None
     if modal is not None:
         before = _words_key(text[: modal.start()], 4)
