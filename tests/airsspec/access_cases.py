@@ -2,7 +2,7 @@
 operation of ``airsspec.serve.ops.OPS``) to what (a target), through which door (HTTP, MCP).
 
 A served workspace is built once (``build``): alice's and bob's sessions, a session written
-with no user (the team's), learnings of each kind of owner in the workspace's own log, and a
+with no user (the team's), each ended (so each holds a consolidation's facts), learnings of each kind of owner in the workspace's own log, and a
 global learning. Every text a user writes carries that user's canary, so a leak of one user's
 record into another user's answer is a plain substring check. ``call`` runs one cell and
 returns what the caller saw (``Outcome``); ``expected`` says what the declared matrix allows:
@@ -122,8 +122,10 @@ def build(memory: Any, url: str, local_token: str) -> World:
             [
                 {"type": "user", "content": f"{canary} secret canary plan of {who}"},
                 {"type": "assistant", "content": f"{canary} answer: canary plan noted"},
+                {"type": "user", "content": f"The {canary} canary plan must be signed."},
             ],
         )
+        view.sessions.end(session)  # its consolidation records the requirement as a fact
         learned = view.learnings.add(f"{canary} learning: canary plan", scope="project")
         world.learning[who] = learned.learning_id if hasattr(learned, "learning_id") else learned.id
         view.context(session, 4000, query=f"{canary} query canary plan")  # its access record
@@ -237,6 +239,8 @@ def arguments(world: World, op: str, principal: str, target: str, *, absent: boo
         return {"session": session, "limit": 10_000}
     if op == "learnings":
         return {"cue": "canary plan"} | ({"reader": session} if session else {})
+    if op == "facts":
+        return {"query": "canary plan", "history": True}
     if op == "add_learning":
         scope = "global" if target == "global" else "project"
         named = session if target in ("own", "others", "unowned") else None  # the evidence
@@ -437,6 +441,9 @@ def check(world: World, op: str, door: str, principal: str, target: str) -> None
         if op == "replay" and target == "workspace" and principal in ("user", "other", "read_only"):
             users = {r.get("user") for r in _records(outcome, door)} - {None}
             assert users <= {subject(principal)}, f"records of {users}: {where}"
+        if op == "facts":  # the caller's own facts and the team's, never another's (above)
+            assert CANARY[subject(principal)] in outcome.text, where
+            assert CANARY["team"] in outcome.text, where
         if op == "sessions" and principal != "admin" and target in ("others", "unowned"):
             listed = outcome.text
             if target == "others":
