@@ -211,10 +211,11 @@ class Compactor:
         counted = {e.seq: e.tokens for e in window.uncovered}
         sizes = [counted.get(m.seq) or self.counter.count(m.text) for m in messages]
         previous = window.summary
+        whole = reason == CONSOLIDATION
         try:
-            chunks, summary, info = self._reduce(self.summarizer, messages, sizes, previous)
+            chunks, summary, info = self._reduce(self.summarizer, messages, sizes, previous, whole)
         except SummarizerError as exc:
-            chunks, summary, info = self._reduce(self.extractive, messages, sizes, previous)
+            chunks, summary, info = self._reduce(self.extractive, messages, sizes, previous, whole)
             info = info.model_copy(
                 update={
                     "fallback_from": self.summarizer.info.backend,
@@ -250,15 +251,17 @@ class Compactor:
         messages: list[Message],
         sizes: list[int],
         previous: dict | None,
+        whole: bool = False,
     ) -> tuple[list[ChunkSummary], str, SummarizerInfo]:
-        """Summarize ``messages`` (of ``sizes`` tokens each) chunk by chunk, then merge."""
+        """Summarize ``messages`` (of ``sizes`` tokens each) chunk by chunk, then merge;
+        ``whole``: a session end's consolidation (``_budget``)."""
         size = self.settings.chunk_size
         chunks = []
         for start in range(0, len(messages), size):
             part = messages[start : start + size]
             source = sum(sizes[start : start + size])
             text = summarizer.summarize(
-                part, self._budget(self.settings.chunk_summary_tokens, source)
+                part, self._budget(self.settings.chunk_summary_tokens, source, whole)
             )
             chunks.append(
                 ChunkSummary(
@@ -273,14 +276,17 @@ class Compactor:
         # The master may keep all of the previous one, plus half of what the new messages hold.
         source = sum(sizes)
         carried = previous["tokens"] if previous else 0
-        budget = self._budget(self.settings.summary_tokens, 2 * carried + source)
+        budget = self._budget(self.settings.summary_tokens, 2 * carried + source, whole)
         return chunks, self._merge(summarizer, level, budget), summarizer.info
 
     @staticmethod
-    def _budget(limit: int, source_tokens: int) -> int:
+    def _budget(limit: int, source_tokens: int, whole: bool = False) -> int:
         """A summary never takes more than half the tokens of what it summarizes (nor less than
-        32, so a tiny chunk still gets a line or two)."""
-        return max(32, min(limit, source_tokens // 2))
+        32, so a tiny chunk still gets a line or two). A session end's consolidation (``whole``)
+        may take as many as its source, within ``limit``: it is all the next session gets of
+        the session, and a short one's requests would otherwise leave no room for its
+        decisions, files, errors and open tasks."""
+        return max(32, min(limit, source_tokens if whole else source_tokens // 2))
 
     def _merge(self, summarizer: Summarizer, summaries: list[str], budget: int) -> str:
         """Merge level by level, in groups that fit one call, until one summary remains."""
