@@ -6,12 +6,20 @@ whenever due (8,000-token budget, extractive summarizer); then for every categor
 question we check whether its answer appears (case-insensitive substring) in the hot window plus
 the warm library. Baselines: the most recent 30 turns; the first sentence of every turn.
 
+Session-end consolidation: each real Claude Code session of the dev data (the one Claude Code
+compacted itself: the records before its ``compact_boundary``) is imported and ended, with the
+default settings: the tokens of its consolidation per 100 messages, and the facts recorded. Then
+the identifiers of Claude Code's own /compact summary (``bench.context.identifiers``, those that
+occur in the source span) kept by the consolidation at equal tokens (its summary budget set to
+the reference's token count), next to the newest messages packed into the same budget.
+
     python bench/compaction.py [--repeats R]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import statistics
@@ -19,13 +27,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from airsspec.memory import Memory
 from airsspec.workspace import Workspace, init_workspace
 from bench.common import print_table
+from bench.context import CLAUDE, COMPACTED, identifiers
 from bench.locomo_data import DATA, load
+from eventlog.importers import import_paths
+from eventlog.render import record_text
+from eventlog.schema import CONVERSATION_TYPES
 from projections.engine import Runner
+from projections.fitting import pack
 from projections.tokens import token_counter
 
 CONFIG = """
@@ -184,15 +199,110 @@ def bench_retention() -> tuple[list[list[object]], list[list[object]]]:
     return rows, per_conv
 
 
+def _ended(root: Path, source: Path, summary_tokens: int | None = None) -> tuple[Memory, str]:
+    """A workspace at ``root`` (extractive; ``summary_tokens`` over the default) holding
+    ``source`` imported and ended: consolidated, its facts recorded."""
+    Memory.open(root, create=True).close()
+    extra = "" if summary_tokens is None else f"summary_tokens = {summary_tokens}\n"
+    extra += "merge_input_tokens = 16000\n" if summary_tokens else ""
+    (root / "airsspec.toml").write_text(
+        f'[log]\ndurability = "off"\n[compactor]\nsummarizer = "extractive"\n{extra}'
+    )
+    memory = Memory.open(root)
+    (result,) = import_paths(memory.workspace.log, "claude-code", [source])
+    memory.sessions.end(result.session)
+    return memory, result.session
+
+
+def _consolidation(memory: Memory, session: str) -> tuple[Any, list[Any]]:
+    records = list(memory.replay(session))
+    (compaction,) = [r for r in records if r.type == "compaction"]
+    return compaction, [f for r in records if r.type == "facts_recorded" for f in r.facts]
+
+
+def bench_consolidation() -> tuple[list[list[object]], list[list[object]]]:
+    """Tokens of a session end's consolidation per 100 messages on each real session, and the
+    identifier recall at equal tokens on the one Claude Code compacted (see the module)."""
+    work = Path(tempfile.mkdtemp(prefix="airsspec-consolidation-"))
+    sizes: list[list[object]] = []
+    recall: list[list[object]] = []
+    try:
+        lines = COMPACTED.read_text(encoding="utf-8").splitlines()
+        boundary = next(i for i, line in enumerate(lines) if '"compact_boundary"' in line)
+        reference = json.loads(lines[boundary + 1])["message"]["content"]
+        before = work / "in" / "compacted-before-boundary.jsonl"
+        before.parent.mkdir()
+        before.write_text("\n".join(lines[:boundary]) + "\n", encoding="utf-8")
+        sources = [before, *sorted(CLAUDE.glob("*.jsonl"))]
+        for number, source in enumerate(sources):
+            memory, session = _ended(work / f"size-{number}", source)
+            compaction, facts = _consolidation(memory, session)
+            per_100 = 100 * compaction.summary_tokens / compaction.messages
+            kinds = sorted({f.kind for f in facts})
+            sizes.append(
+                [source.name[:40], compaction.messages, compaction.summary_tokens, per_100,
+                 len(facts), ", ".join(kinds)]
+            )  # fmt: skip
+            memory.close()
+        counter = memory.token_counter()  # the workspace's, as the compactor counts
+        budget = counter.count(reference)
+        memory, session = _ended(work / "equal", before, summary_tokens=budget)
+        records = [r for r in memory.replay(session) if r.type in CONVERSATION_TYPES]
+        span = "\n".join(record_text(r) for r in records)
+        wanted = [i for i in identifiers(reference) if i in span]
+        compaction, _ = _consolidation(memory, session)
+        memory.close()
+        newest = "\n".join(pack([record_text(r) for r in reversed(records)], budget, counter, skip=True))
+        for label, text in (
+            ("Claude Code's /compact summary (the reference)", reference),
+            ("our consolidation, summary budget = the reference's tokens", compaction.summary),
+            ("the newest messages only, same budget", newest),
+        ):
+            found = sum(1 for i in wanted if i in text)
+            recall.append([label, found / len(wanted), found, len(wanted), counter.count(text)])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return sizes, recall
+
+
+def consolidation() -> None:
+    """Print the consolidation tables (see the module), or why they are skipped."""
+    if not COMPACTED.exists():
+        print(f"\nconsolidation: skipped, {COMPACTED} is absent")
+        return
+    sizes, recall = bench_consolidation()
+    print_table(
+        "Session-end consolidation of each dev Claude Code session (extractive, defaults)",
+        ["session", "messages", "summary tokens", "tokens per 100 messages", "facts", "kinds"],
+        sizes,
+    )
+    print_table(
+        "Identifiers of Claude Code's /compact kept at equal tokens (dev, before its boundary)",
+        ["text", "identifier recall", "kept", "identifiers", "tokens"],
+        recall,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    print_table(
-        f"Compaction of one 10,000-message session, extractive (median of {args.repeats})",
-        ["covered", "seconds", "tokens before", "tokens after", "compression"],
-        bench_big_session(args.repeats),
+    parser.add_argument(
+        "--part",
+        choices=("all", "speed", "consolidation", "retention"),
+        default="all",
+        help="run only this part (default: all)",
     )
+    args = parser.parse_args()
+    if args.part in ("all", "speed"):
+        print_table(
+            f"Compaction of one 10,000-message session, extractive (median of {args.repeats})",
+            ["covered", "seconds", "tokens before", "tokens after", "compression"],
+            bench_big_session(args.repeats),
+        )
+    if args.part in ("all", "consolidation"):
+        consolidation()
+    if args.part not in ("all", "retention"):
+        return
     if not DATA.exists():
         print(f"\nretention: skipped, {DATA} is absent")
         return
