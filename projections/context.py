@@ -2,10 +2,15 @@
 
 One algorithm owns the whole budget. In order: the session's memory (its task and phase,
 identity anchors verbatim, then the hot and relevant warm learnings, within ``context_share``
-of the budget); for a session with no summary yet (or no record at all: an agent starting
-fresh), the latest summaries of the ``context_other_sessions`` most recent other sessions (at
-most a third of the budget); with a query, the best recalled passages not already visible (at
-most half of what is left); then the session's own summary and newest messages in the rest.
+of the budget); the facts the latest sessions' consolidations left (``projections.facts``: the
+open tasks, then what they decided and required, errors fixed, files changed, newest session
+first, within another ``context_share``); these two are the briefing every door starts from
+(``briefing``: ``Memory.memory_block`` and the Claude Code hooks' SessionStart read it too); for
+a session with no summary yet (or no record at all: an agent starting fresh), the latest
+summaries of the ``context_other_sessions`` most recent other sessions (at most a third of the
+budget); with a query, the best recalled passages not already visible (at most half of what is
+left); then the session's own summary and newest messages in the rest. ``Built.parts`` says how
+many tokens each part took.
 The newest message is never lost: the parts before it give way (last first) until it has half
 the budget, and if it still does not fit whole it is shown cut, with a marker
 (``fitting.marker``: ``elided_seqs`` finds it). In an API format, thoughts are left out unless
@@ -21,12 +26,13 @@ records), so this module never opens a log.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from eventlog.schema import Record
+    from projections.facts import HeldFact
     from projections.hot import HotWindow
     from projections.learning_rules import Assessment
     from projections.tokens import TokenCounter
@@ -57,13 +63,35 @@ class ContextSource(Protocol):
     def pages(self, session: str, reader: Any) -> list[Page]:
         """The visual tier's pages of the other sessions ``reader`` may see."""
 
+    def facts(self, session: str, reader: Any) -> list[HeldFact]:
+        """The facts ``reader`` may see as they hold now, oldest first (``projections.facts``):
+        the current ones and those a later fact changed."""
+
+
+PARTS: tuple[str, ...] = ("memory", "facts", "earlier", "recalled", "history")
+"""A context's parts, in their order: the learnings block, the facts block (the two make the
+briefing), the earlier sessions' summaries, the recalled passages, the session's own history."""
+FACT_ORDER = ("requirement", "decision", "error_fix", "user", "file")
+"""The facts after the open tasks, most needed first (a task is its own heading)."""
+
+
+def shares(parts: dict[str, int], budget: int) -> dict[str, dict[str, float]]:
+    """Each part's tokens and share of ``budget``, as the doors answer them (``--json``, the
+    HTTP and MCP ``context``)."""
+    return {
+        name: {"tokens": tokens, "share": round(tokens / budget, 3) if budget else 0.0}
+        for name, tokens in parts.items()
+    }
+
 
 @dataclass(frozen=True)
 class Built:
-    """A context: text or messages, and the learnings its memory block gave (id -> matched)."""
+    """A context: text or messages, the learnings its memory block gave (id -> matched), and
+    the tokens each part took (``PARTS``; the joins between parts are not counted)."""
 
     context: str | list[dict[str, Any]]
     given: dict[str, bool]
+    parts: dict[str, int]
 
 
 class ContextBuilder:
@@ -108,12 +136,15 @@ class ContextBuilder:
         if images:
             pictured = choose(self.source.pages(session, reader), budget // 3, counter)
             budget -= pictured.tokens
-        block, given = self.memory_block(session, budget, query, reader)
-        parts: list[str] = [block] if block else []
+        named, given = self.briefing(session, budget, query, reader)
+        block = "\n\n".join(text for _, text in named)
+        parts: list[str] = [text for _, text in named]
         recalled = ""
+        earlier: list[str] = []
         if window is None or window.summary is None:
             skip = {page.session for page in pictured.pages}
-            parts += self._earlier_sessions(session, budget // 3, reader, skip)
+            earlier = self._earlier_sessions(session, budget // 3, reader, skip)
+            parts += earlier
         if query is not None:
             room = (budget - counter.count("\n\n".join(parts))) // 2
             visible = self._history(window, budget)
@@ -138,10 +169,16 @@ class ContextBuilder:
                 parts.pop()
             rest -= 1
         shown = given if (given and block and text.startswith(block)) else {}
+        names = [name for name, _ in named] + ["earlier"] * len(earlier)
+        names += ["recalled"] if recalled else []
+        tokens = dict.fromkeys(PARTS, 0)
+        for name, part in zip(names, parts, strict=False):  # those kept (the last give way)
+            tokens[name] += counter.count(part)
+        tokens["history"] = counter.count(history)
         if format == "text":
-            return Built(text, shown)
+            return Built(text, shown, tokens)
         messages = self._messages(format, session, window, parts, recalled, history, thoughts)
-        return Built(with_images(messages, pictured.pages), shown)
+        return Built(with_images(messages, pictured.pages), shown, tokens)
 
     def _history(self, window: HotWindow | None, budget: int) -> str:
         """The window's summary and newest messages within ``budget`` tokens (the window
@@ -150,10 +187,66 @@ class ContextBuilder:
 
         return "" if window is None else format_history(window, budget, self.counter)
 
-    def memory_block(
+    def briefing(
         self, session: str, budget: int, query: str | None, reader: Any
+    ) -> tuple[list[tuple[str, str]], dict[str, bool]]:
+        """What every door starts from: the memory block (``memory``) and the facts block
+        (``facts``), each within ``context_share`` of ``budget``, as (part, text) of those not
+        empty; and the learnings the memory block gave (id -> matched the cue)."""
+        held = self.source.facts(session, reader)
+        ended = {f.text for f in held if not f.current}  # a later fact changed them
+        block, given = self.memory_block(session, budget, query, reader, ended)
+        current = [f for f in held if f.current]
+        facts = self.facts_block(current, int(budget * self.context_share), block)
+        named = [("memory", block), ("facts", facts)]
+        return [(name, text) for name, text in named if text], given
+
+    def facts_block(self, held: list[HeldFact], room: int, shown: str) -> str:
+        """The current facts ``held`` (oldest first) within ``room`` tokens, whole lines only,
+        each with the record it came from: the open tasks, then the other kinds
+        (``FACT_ORDER``), newest first; a fact whose text ``shown`` (the memory block) already
+        holds is left out."""
+        if room < 16:
+            return ""
+        held = [f for f in reversed(held) if f.text not in shown]
+        sections = [
+            ("## Open tasks (left unfinished)", [f for f in held if f.kind == "task"]),
+            (
+                "## What the latest sessions decided and required",
+                sorted(
+                    (f for f in held if f.kind != "task"),
+                    key=lambda f: FACT_ORDER.index(f.kind) if f.kind in FACT_ORDER else 99,
+                ),
+            ),
+        ]
+        lines: list[str] = []
+        used = 0
+        for heading, facts in sections:
+            headed = False
+            for fact in facts:
+                session_, seq = fact.evidence[0] if fact.evidence else (fact.session, fact.seq)
+                kind = "" if fact.kind == "task" else f"{fact.kind}: "
+                line = f"- {kind}{fact.text} [{session_} #{seq}]"
+                if not headed:
+                    line = f"{heading}\n{line}"
+                cost = self.counter.count(line) + 1
+                if used + cost > room:
+                    continue
+                headed = True
+                lines.append(line)
+                used += cost
+        return "\n".join(lines)
+
+    def memory_block(
+        self,
+        session: str,
+        budget: int,
+        query: str | None,
+        reader: Any,
+        ended: Collection[str] = (),
     ) -> tuple[str, dict[str, bool]]:
-        """The memory part of a context, and the learnings in it (id -> matched the cue)."""
+        """The memory part of a context, and the learnings in it (id -> matched the cue); a
+        learning whose text is in ``ended`` (a fact a later one superseded) is left out."""
         from projections.fitting import elide
 
         share = int(budget * self.context_share)
@@ -179,6 +272,8 @@ class ContextBuilder:
         candidates = [("anchor", a) for a in anchors] + [("learned", a) for a in learned]
         heading = {"anchor": "Anchors (verbatim):", "learned": "Learned (airsspec learnings):"}
         for group, a in candidates:
+            if a.text in ended:
+                continue
             if group == "anchor":
                 text = elide(a.text, max(16, share // 2), counter, seq=a.seq, session=a.session)
                 where = a.evidence[0]["seq"] if a.evidence else a.seq

@@ -29,7 +29,14 @@ from airsspec.errors import (
     NothingToCompactError,
     UsageError,
 )
-from airsspec.memory import CONTEXT_FORMATS, PROJECTIONS, Bound, elided_seqs, printable
+from airsspec.memory import (
+    CONTEXT_FORMATS,
+    PROJECTIONS,
+    Bound,
+    context_shares,
+    elided_seqs,
+    printable,
+)
 
 # The options project and rebuild share.
 JOBS = arg(
@@ -178,7 +185,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     yet (or a new one), the latest summaries of the most recent other sessions; with --query,
     recalled passages not already visible; then its own summary and newest messages."""
     with open_memory(args) as memory:
-        context = memory.context(
+        context, parts = memory.context_parts(
             args.session,
             args.budget,
             query=args.query,
@@ -196,7 +203,12 @@ def cmd_context(args: argparse.Namespace) -> int:
     if truncated:
         cut = ", ".join(f"#{seq}" for seq in truncated)
         print(f"airsspec: note: shown cut to fit the budget: {cut}", file=sys.stderr)
-    head = {"session": args.session, "budget": args.budget, "truncated": truncated}
+    head = {
+        "session": args.session,
+        "budget": args.budget,
+        "truncated": truncated,
+        "parts": context_shares(parts, args.budget),
+    }
     if args.format != "text":  # the list to pass as the SDK's ``messages``
         print_json({**head, "messages": context})
     elif args.json:

@@ -1,18 +1,19 @@
 """What a Claude Code session is told about the project's memory, within a token budget.
 
-``briefing`` is the SessionStart context: a header, then the memory part (for a new session,
-``Memory.context``: anchors, learnings and the latest summaries of earlier sessions; for one
-that resumes or was just compacted by Claude Code, ``Memory.memory_block``: anchors and
-learnings only, since Claude Code holds or has just summarised its messages), then the open
-tasks of the last sessions (items of their latest ``TodoWrite`` list not completed) and one
-line per earlier session (when, how it ended, its task). Never raw messages; never more than
-the budget, counted with the workspace's token counter. ``recalled`` is what a prompt gets:
-passages found for it in other sessions, within its own small budget.
+``briefing`` is the SessionStart context: a header, then what every door starts from (the
+context builder's briefing, ``projections.context``: for a new session ``Memory.context``, the
+memory block, the facts the latest sessions left (open tasks, what they decided and required)
+and the latest summaries of earlier sessions; for one that resumes or was just compacted by
+Claude Code, ``Memory.memory_block``: the memory and facts blocks alone, since Claude Code holds
+or has just summarised its messages), then one line per earlier session (when, how it ended, its
+task). Never raw messages; never more than the budget, counted with the workspace's token
+counter. ``recalled`` is what a prompt gets: passages found for it in other sessions, within its
+own small budget.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airsspec.memory import MEMORY_SESSION
 
@@ -20,12 +21,10 @@ if TYPE_CHECKING:
     from airsspec.memory import Memory, SessionInfo, TokenCounter
 
 HEADER = (
-    "airsspec memory of this project (learnings, earlier sessions, open tasks; "
+    "airsspec memory of this project (learnings, open tasks, decisions, earlier sessions; "
     "`airsspec learnings list` shows every learning):"
 )
-TODO_TOOLS = ("TodoWrite",)
-RECENT = 3  # earlier sessions whose open tasks and topics a starting session sees
-OPEN = ("pending", "in_progress")  # todo states that leave a task open
+RECENT = 3  # earlier sessions a starting session sees listed
 
 
 def _earlier(infos: list[SessionInfo], session: str) -> list[SessionInfo]:
@@ -43,33 +42,11 @@ def _earlier(infos: list[SessionInfo], session: str) -> list[SessionInfo]:
     return chosen[:RECENT]
 
 
-def open_tasks(memory: Memory, session: str) -> list[str]:
-    """The items of the session's latest todo list that were not completed, as ``text
-    (status)``."""
-    todos: list[Any] = []
-    for record in memory.replay(session):
-        if getattr(record, "type", None) == "action" and record.tool in TODO_TOOLS:
-            listed = record.params.get("todos")
-            todos = listed if isinstance(listed, list) else todos
-    items = []
-    for todo in todos:
-        if isinstance(todo, dict) and todo.get("status") in OPEN and todo.get("content"):
-            items.append(f"{todo['content']} ({todo['status']})")
-    return items
-
-
-def _tail(
-    memory: Memory, infos: list[SessionInfo], session: str, source: str
-) -> list[tuple[str, list[str]]]:
-    """The open tasks and earlier sessions sections, as (heading, lines)."""
+def _tail(memory: Memory, infos: list[SessionInfo], session: str) -> list[tuple[str, list[str]]]:
+    """The earlier sessions section, as (heading, lines): their open tasks and what they
+    decided are the builder's facts block."""
     earlier = _earlier(infos, session)
-    own = [session] if source == "resume" and any(i.session == session for i in infos) else []
     about = memory.learnings.list().sessions
-    tasks = [
-        f"- {item} [session {s}]"
-        for s in own + [i.session for i in earlier]
-        for item in open_tasks(memory, s)
-    ]
     lines = []
     for i in earlier:
         info = about.get(i.session, {})
@@ -77,7 +54,7 @@ def _tail(
         when = (i.last_ts or "")[:16].replace("T", " ")
         task = f": {info['task']}" if info.get("task") else ""
         lines.append(f"- {i.session} ({when}, {ended}){task}")
-    return [("## Open tasks (left unfinished)", tasks), ("## Earlier sessions", lines)]
+    return [("## Earlier sessions", lines)]
 
 
 def _fit(sections: list[tuple[str, list[str]]], limit: int, counter: TokenCounter) -> str:
@@ -99,7 +76,7 @@ def briefing(memory: Memory, session: str, source: str, budget: int) -> str:
     compact) within ``budget`` tokens; empty when the memory holds nothing to tell."""
     counter = memory.token_counter()
     infos = memory.sessions.list()
-    tail = _fit(_tail(memory, infos, session, source), budget // 3, counter)
+    tail = _fit(_tail(memory, infos, session), budget // 3, counter)
     fresh = source in ("startup", "clear") and all(i.session != session for i in infos)
     room = budget - counter.count(HEADER) - counter.count(tail) - 4
     while room > 0:

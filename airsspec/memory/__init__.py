@@ -71,6 +71,7 @@ from eventlog.schema import (
 from projections.agent_items import ITEM_KEY, item_event
 from projections.agent_items import items as agent_items
 from projections.context import FORMATS as CONTEXT_FORMATS
+from projections.context import shares as context_shares
 from projections.fitting import elided_seqs
 from projections.graph_state import StoredItem, Thread, fold_store, fold_thread
 from projections.memory_tool import (
@@ -146,6 +147,7 @@ __all__ = [
     "agent_items",
     "check_name",
     "compact_answer",
+    "context_shares",
     "elided_seqs",
     "fold_store",
     "fold_thread",

@@ -511,6 +511,23 @@ class AsyncMemory:
             )
         )
 
+    async def context_parts(
+        self,
+        session: str,
+        budget: int,
+        *,
+        query: str | None = None,
+        format: ContextFormat = "text",
+        images: bool = False,
+        thoughts: bool = False,
+    ) -> tuple[str | list[dict[str, Any]], dict[str, int]]:
+        """``Memory.context_parts`` as a coroutine (run in a worker thread)."""
+        return await _run(
+            lambda: self._target.context_parts(
+                session, budget, query=query, format=format, images=images, thoughts=thoughts
+            )
+        )
+
     @classmethod
     def discover(
         cls,

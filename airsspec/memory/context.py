@@ -1,10 +1,10 @@
 """What a session sees next, a service of the facade: its hot window, history and context.
 
 ``projections.context.ContextBuilder`` owns the budget algorithm; ``KernelSource`` gives it what
-it reads (hot windows, the library's latest summaries, learnings, recall, records), each answered
-only within the reader scope (the kernel's, narrowed to the session's owner), and ``Context``
-records what the memory block gave (a ``memory_accessed`` event: the learnings' priority counts
-accesses).
+it reads (hot windows, the library's latest summaries, learnings, facts, recall, records), each
+answered only within the reader scope (the kernel's, narrowed to the session's owner), and
+``Context`` records what the memory block gave (a ``memory_accessed`` event: the learnings'
+priority counts accesses).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from airsspec.errors import InvalidQueryError, NoSuchSessionError
+from airsspec.memory.facts import held
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.search import search
 from airsspec.memory.visual import Visual
@@ -21,6 +22,8 @@ from projections.context import FORMATS, ContextBuilder, ContextFormat
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
     from eventlog.schema import Record
+    from projections.context import Built
+    from projections.facts import HeldFact
     from projections.hot import HotWindow
     from projections.learning_rules import Assessment
     from projections.scopes import Scope
@@ -77,6 +80,10 @@ class KernelSource:
     def pages(self, session: str, reader: Scope) -> list[Page]:
         """The visual tier's pages of the other sessions ``reader`` may see."""
         return Visual(self.kernel).pages(reader, besides=session)
+
+    def facts(self, session: str, reader: Scope) -> list[HeldFact]:
+        """The facts ``reader`` may see as they hold now, oldest first."""
+        return held(self.kernel, scope=reader)
 
 
 class Context:
@@ -149,8 +156,8 @@ class Context:
         format: ContextFormat = "text",
         images: bool = False,
         thoughts: bool = False,
-    ) -> str | list[dict[str, Any]]:
-        """See ``Memory.context``."""
+    ) -> Built:
+        """See ``Memory.context`` and ``Memory.context_parts``."""
         if budget < 1:
             raise InvalidQueryError(f"budget must be at least 1 token (got {budget})")
         if format not in FORMATS:
@@ -170,12 +177,12 @@ class Context:
                 thoughts=thoughts,
             )
         self._record_access(session, built.given, query)
-        return built.context
+        return built
 
     def memory_block(self, session: str, budget: int, *, query: str | None = None) -> str:
         """See ``Memory.memory_block``."""
         with self._kernel.reading():
             reader = self._reader(session)
-            block, given = self._builder().memory_block(session, budget, query, reader)
+            named, given = self._builder().briefing(session, budget, query, reader)
         self._record_access(session, given, query)
-        return block
+        return "\n\n".join(text for _, text in named)

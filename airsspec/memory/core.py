@@ -542,11 +542,30 @@ class Memory:
         within the budget (``projections.visual_context``)."""
         return self._context.build(
             session, budget, query=query, format=format, images=images, thoughts=thoughts
+        ).context
+
+    def context_parts(
+        self,
+        session: str,
+        budget: int,
+        *,
+        query: str | None = None,
+        format: ContextFormat = "text",
+        images: bool = False,
+        thoughts: bool = False,
+    ) -> tuple[str | list[dict[str, Any]], dict[str, int]]:
+        """``context``, and the tokens each of its parts took, by name in their order
+        (``projections.context.PARTS``: memory, facts, earlier, recalled, history)."""
+        built = self._context.build(
+            session, budget, query=query, format=format, images=images, thoughts=thoughts
         )
+        return built.context, built.parts
 
     def memory_block(self, session: str, budget: int, *, query: str | None = None) -> str:
-        """The memory part of ``context`` alone (task and phase, anchors, learnings), within
-        the share of ``budget`` that ``context`` gives it; the access is recorded."""
+        """The briefing ``context`` starts from, alone: the memory block (task and phase,
+        anchors, learnings) and the facts block (open tasks, what the latest sessions decided
+        and required), each within the share of ``budget`` that ``context`` gives it; the
+        access is recorded."""
         return self._context.memory_block(session, budget, query=query)
 
     def facts(

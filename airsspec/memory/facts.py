@@ -18,9 +18,19 @@ from projections.facts import search, timeline
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
+    from projections.facts import HeldFact
+    from projections.scopes import Scope
 
 FACT_KINDS: tuple[str, ...] = get_args(FactKind)
 """The kinds of fact, in the catalog's order (``eventlog.schema.FactKind``)."""
+
+
+def held(kernel: Kernel, *, scope: Scope | None = None, as_of: str | None = None) -> list[HeldFact]:
+    """Every fact of the sessions ``scope`` (default: the kernel's; it narrows, never widens)
+    may read, as it held at ``as_of`` (None: now), oldest first."""
+    kernel.fresh("facts")
+    states = kernel.projector("learnings").states()
+    return timeline(states, visible=kernel.gate.visible(scope), as_of=as_of)
 
 
 def facts(
@@ -39,10 +49,8 @@ def facts(
             f"kind: unknown {', '.join(unknown)}; use one of {', '.join(FACT_KINDS)}"
         )
     when = Bound.time(as_of, "as_of")
-    kernel.fresh("facts")
-    states = kernel.projector("learnings").states()
-    held = timeline(states, visible=kernel.gate.visible(), as_of=when)
-    chosen = [f for f in held if (history or f.current) and (not kinds or f.kind in kinds)]
+    found = held(kernel, as_of=when)
+    chosen = [f for f in found if (history or f.current) and (not kinds or f.kind in kinds)]
     if query:
         chosen = search(chosen, query, k or len(chosen))
     elif k is not None:

@@ -33,6 +33,7 @@ from airsspec.memory import (
     QueryMemoryInput,
     Record,
     compact_answer,
+    context_shares,
     elided_seqs,
 )
 
@@ -112,18 +113,26 @@ def context(
     ] = False,
 ) -> dict[str, Any]:
     """What a session should see next within ``budget`` tokens: its memory (task, phase,
-    learnings), its latest summary and newest messages; with ``query``, recalled passages not
-    already visible. A new session starts with what the latest other sessions left. The newest
+    learnings), the facts the latest sessions left (open tasks, decisions, requirements), its
+    latest summary and newest messages; with ``query``, recalled passages not already visible.
+    A new session starts with what the latest other sessions left. ``parts`` gives each part's
+    tokens and share of the budget (memory, facts, earlier, recalled, history). The newest
     message is never lost: ``truncated`` lists the messages shown cut (by seq). With ``images``
     (format anthropic), older sessions moved to the visual tier come as base64 PNG image
     blocks, counted at Claude's image-token rate within the budget. Answered as the CLI's
     ``context --json`` prints it: ``context`` (the text), or for the anthropic and openai
     formats ``messages`` (the list to pass as the SDK's messages; it is under ``context`` too
     until the next release, for callers of the older shape)."""
-    made = memory.context(
+    made, parts = memory.context_parts(
         session, budget, query=query, format=format, images=images, thoughts=thoughts
     )
-    answer = {"session": session, "budget": budget, "context": made, "truncated": elided_seqs(made)}
+    answer = {
+        "session": session,
+        "budget": budget,
+        "context": made,
+        "truncated": elided_seqs(made),
+        "parts": context_shares(parts, budget),
+    }
     return answer if format == "text" else {**answer, "messages": made}
 
 
