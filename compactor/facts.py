@@ -65,7 +65,10 @@ _USER_KEYS = (
     (re.compile(r"\b(i am an? |i'm an? |my role is)", re.I), "role"),
     (re.compile(r"\bi work (at|for|on)\b", re.I), "work"),
 )
-_ARTICLES = {"the", "a", "an", "all", "every", "our", "we", "i", "you", "each"}
+_ARTICLES = {
+    *("the", "a", "an", "all", "every", "our", "we", "i", "you", "each"),
+    *("no", "yes", "ok", "please", "actually", "also", "and", "so", "then", "now"),
+}  # words a subject never starts with or is made of
 ERROR_WINDOW = 4  # messages after an error in which the agent's "fixed" is looked for
 MAX_EVIDENCE = 8  # records a file fact names: its first and latest changes
 
@@ -198,7 +201,9 @@ class RulesFacts:
                 continue
             for sentence in self._sentences(record):
                 text = clip(sentence, 300)
-                if text not in said and _MODAL.search(sentence) and not _TASK.search(sentence):
+                if any(text in other for other in said):  # a part of a fact already found
+                    continue
+                if _MODAL.search(sentence) and not _TASK.search(sentence):
                     found.append(Found("requirement", subject("requirement", text), text, [record]))
                     said.add(text)
         return found

@@ -195,8 +195,13 @@ class ContextBuilder:
         empty; and the learnings the memory block gave (id -> matched the cue)."""
         held = self.source.facts(session, reader)
         ended = {f.text for f in held if not f.current}  # a later fact changed them
-        block, given = self.memory_block(session, budget, query, reader, ended)
-        current = [f for f in held if f.current]
+        assessment = self.source.assessment(session, query or "", reader)
+        block, given = self.memory_block(session, budget, query, reader, ended, assessment)
+        # a learning someone rejected or archived never reaches a prompt: nor does a fact
+        # saying the same (merged and superseded ones are the learnings' own bookkeeping:
+        # which fact holds is the facts' to say)
+        withdrawn = [a.text for a in assessment.learnings if a.status in ("rejected", "archived")]
+        current = [f for f in held if f.current and not any(f.text in text for text in withdrawn)]
         facts = self.facts_block(current, int(budget * self.context_share), block)
         named = [("memory", block), ("facts", facts)]
         return [(name, text) for name, text in named if text], given
@@ -244,15 +249,18 @@ class ContextBuilder:
         query: str | None,
         reader: Any,
         ended: Collection[str] = (),
+        assessment: Assessment | None = None,
     ) -> tuple[str, dict[str, bool]]:
         """The memory part of a context, and the learnings in it (id -> matched the cue); a
-        learning whose text is in ``ended`` (a fact a later one superseded) is left out."""
+        learning whose text is in ``ended`` (a fact a later one superseded) is left out.
+        ``assessment``: the learnings as read for this build (default: read now)."""
         from projections.fitting import elide
 
         share = int(budget * self.context_share)
         if share < 16:
             return "", {}
-        assessment = self.source.assessment(session, query or "", reader)
+        if assessment is None:
+            assessment = self.source.assessment(session, query or "", reader)
         info = assessment.sessions.get(session, {})
         counter = self.counter
         lines = ["## Memory"]

@@ -111,3 +111,25 @@ def test_bad_input_is_one_line_and_writes_nothing(
     (line,) = shown.stderr.decode().strip().splitlines()
     assert line.startswith("airsspec: error:") and message in line
     assert [p.read_bytes() for p in logs] == before
+
+
+def test_every_door_starts_from_the_same_briefing(two_sessions: tuple[Path, str]) -> None:
+    from airsspec.hooks.briefing import briefing
+
+    root, _ = two_sessions
+    with Memory.open(root) as memory:
+        alice = memory.scoped(user="alice")
+        context, parts = alice.context_parts("a3", 800)
+        block = alice.memory_block("a3", 800)
+        assert isinstance(context, str) and context.startswith(block)
+        assert "MySQL" in block and "Postgres" not in block  # the learning a fact superseded
+        assert "SQLite" not in context  # bob's
+        assert parts["facts"] > 0 and sum(parts.values()) <= 800
+        for source in ("startup", "resume"):  # Claude Code's SessionStart, new or resumed
+            assert block in briefing(alice, "a3", source, 2000)
+    alices = {**ENV, "AIRSSPEC_USER": "alice"}
+    shown = run_cli("context", "a3", "--budget", "800", "--json", cwd=root, env=alices)
+    answer = json.loads(shown.stdout)
+    assert list(answer["parts"]) == ["memory", "facts", "earlier", "recalled", "history"]
+    facts = answer["parts"]["facts"]
+    assert facts["tokens"] > 0 and facts["share"] == round(facts["tokens"] / 800, 3)

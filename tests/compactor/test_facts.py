@@ -50,7 +50,7 @@ def test_rules_find_what_a_session_leaves_behind(log: EventLog) -> None:
         ("file", "db/config.py", [6]),  # the agent said it changed it
         ("error_fix", "KeyError: 'email'", [7, 8]),  # the error, then the agent's "fixed"
         ("task", "next still need to add rate limiting to signup endpoint", [9]),
-        ("task", "also todo send welcome email asynchronously", [11]),
+        ("task", "todo send welcome email asynchronously", [11]),
     ]
 
 
