@@ -252,7 +252,8 @@ def bench_consolidation() -> tuple[list[list[object]], list[list[object]]]:
         wanted = [i for i in identifiers(reference) if i in span]
         compaction, _ = _consolidation(memory, session)
         memory.close()
-        newest = "\n".join(pack([record_text(r) for r in reversed(records)], budget, counter, skip=True))
+        texts = [record_text(r) for r in reversed(records)]
+        newest = "\n".join(pack(texts, budget, counter, skip=True))
         for label, text in (
             ("Claude Code's /compact summary (the reference)", reference),
             ("our consolidation, summary budget = the reference's tokens", compaction.summary),
