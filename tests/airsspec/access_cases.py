@@ -3,8 +3,9 @@ operation of ``airsspec.serve.ops.OPS``) to what (a target), through which door 
 
 A served workspace is built once (``build``): alice's and bob's sessions, a session written
 with no user (the team's), each ended (so each holds a consolidation's facts), learnings of
-each kind of owner in the workspace's own log, and a global learning. Every text a user writes carries that user's canary, so a leak of one user's
-record into another user's answer is a plain substring check. ``call`` runs one cell and
+each kind of owner in the workspace's own log, and a global learning. Every text a user writes
+carries that user's canary, so a leak of one user's record into another user's answer is a
+plain substring check. ``call`` runs one cell and
 returns what the caller saw (``Outcome``); ``expected`` says what the declared matrix allows:
 
 - ``none`` (no token): 401 everywhere;
