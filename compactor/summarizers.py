@@ -73,6 +73,10 @@ _FIX = re.compile(
     r"\b(fix|fixed|fixes|fixing|resolved|the cause|root cause|found it|the problem|the issue)\b",
     re.I,
 )
+_STATED_TASK = "- open, said at "  # a task a request named (a todo list's items are "- [")
+_OPEN_TASK = re.compile(
+    r"\b(todo|still need to|still needs to|next,? we|left open|open task|not done yet)\b", re.I
+)
 _SENTENCE = re.compile(r"(?<=[.!?:])\s+(?=[A-Z0-9\"'(`])|\n+")
 _MACHINE = re.compile(r"^\s*<([a-z][\w-]*)>")  # <task-notification>, <command-name>, ...
 _PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file")
@@ -230,6 +234,7 @@ class ExtractiveSummarizer:
         for m in messages:
             if m.seq in request_seqs:
                 sections.setdefault("Requests and corrections", []).append(self._request(m))
+                self._stated(m, sections)
             elif m.type == "action":
                 self._action(m, answer.get(m.seq), sections, files)
             elif m.type in ("assistant", "thought"):
@@ -286,6 +291,22 @@ class ExtractiveSummarizer:
             if action is not None and action.seq not in answer:
                 answer[action.seq] = m
         return answer
+
+    @staticmethod
+    def _stated(m: Message, sections: dict[str, list[str]]) -> None:
+        """What a request says was decided, or is still to do: a bullet of its section too, so
+        a chat's decisions and open tasks are where a reader looks for them."""
+        for sentence in (s.strip() for s in _SENTENCE.split(m.text)):
+            if len(sentence) <= 12:
+                continue
+            if _OPEN_TASK.search(sentence):
+                sections.setdefault("Goal and open tasks", []).append(
+                    f"{_STATED_TASK}#{m.seq}: {_one_line(sentence, 160)}"
+                )
+            elif _DECISION.search(sentence):
+                sections.setdefault("Decisions", []).append(
+                    f"- #{m.seq}: {_one_line(sentence, 240)}"
+                )
 
     def _request(self, m: Message) -> str:
         lines = m.text.strip().splitlines() or [""]
@@ -403,7 +424,10 @@ class ExtractiveSummarizer:
                         score = names.setdefault(name, [0, rank])
                         score[0] -= 1  # listed by one more part
                         score[1] = min(score[1], rank)
-                elif title in ("Where the work stopped", "Goal and open tasks"):
+                elif title == "Goal and open tasks":  # the newest part's, and every task said
+                    said = [i for i in merged.get(title, []) if i.startswith(_STATED_TASK)]
+                    merged[title] = said + [i for i in items if i not in said]
+                elif title == "Where the work stopped":
                     merged[title] = list(items)  # the newest part's
                 else:
                     target = merged.setdefault(title, [])

@@ -224,3 +224,20 @@ def test_compactor_falls_back_to_extractive_and_records_why(small_ws: Workspace)
     assert record.summarizer.fallback_from == "anthropic"
     assert "503" in record.summarizer.fallback_error
     assert "Message number 0" in record.chunks[0].summary  # all chunks redone locally
+
+
+def test_a_chats_decisions_and_open_tasks_get_their_sections_and_survive_a_merge() -> None:
+    summarizer = ExtractiveSummarizer(COUNTER)
+    first = summarizer.summarize(
+        [
+            Message(1, "user", "We decided to use Postgres for the accounts table."),
+            Message(2, "user", "We still need to add rate limiting to /signup."),
+        ],
+        400,
+    )
+    second = summarizer.summarize([Message(3, "user", "Please rename the users module.")], 400)
+    merged = parse_sections(summarizer.merge([first, second], 400))
+    assert merged["Decisions"] == ["- #1: We decided to use Postgres for the accounts table."]
+    open_tasks = merged["Goal and open tasks"]
+    assert "- open, said at #2: We still need to add rate limiting to /signup." in open_tasks
+    assert open_tasks[-1].startswith("- goal: the latest request, #3")  # the newest part's
