@@ -58,6 +58,7 @@ _CHANGED_PATH = re.compile(
     r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z]{1,5})\b",
     re.I,
 )
+_ANNOUNCED = re.compile(r"^decision:|\b(we|i) (decided|chose) to\b|\bwe will go with\b", re.I)
 _MODAL = re.compile(r"\b(must|should|has to|have to|needs? to|always|never)\b", re.I)
 _FOR = re.compile(r"\bfor (?:the |every |all |our |each )?([\w /.-]{3,60}?)(?:[.,;!]|$)", re.I)
 _USER_KEYS = (
@@ -162,6 +163,7 @@ class RulesFacts:
             found.append(Found(kind, subject(kind, c.text), c.text, list(c.evidence)))
             said.add(c.text)
         found += self._requirements(records, said)
+        found += self._decisions(records, said)
         found += self._errors(records)
         found += self._files(records)
         return sorted(found, key=lambda f: f.evidence[0].seq)  # stable: the rules' order within
@@ -208,6 +210,20 @@ class RulesFacts:
                     said.add(text)
         return found
 
+    def _decisions(self, records: Sequence[Record], said: set[str]) -> list[Found]:
+        """What the agent announced as a decision ("Decision: ...", "we decided to ...") that
+        the learnings' detectors did not keep."""
+        found = []
+        for record in records:
+            if record.type != "assistant":
+                continue
+            for sentence in self._sentences(record):
+                text = clip(sentence, 300)
+                if _ANNOUNCED.search(sentence) and not any(text in other for other in said):
+                    found.append(Found("decision", subject("decision", text), text, [record]))
+                    said.add(text)
+        return found
+
     def _errors(self, records: Sequence[Record]) -> list[Found]:
         """An error named in a message or a tool's result, and the agent's "fixed" that came
         within ``ERROR_WINDOW`` messages after it."""
@@ -232,10 +248,8 @@ class RulesFacts:
         for record in records:
             path = None
             if isinstance(record, ActionRecord) and record.tool in EDIT_TOOLS:
-                value = next(
-                    (record.params.get(k) for k in ("file_path", "path", "notebook_path")), None
-                )
-                path = value if isinstance(value, str) and value else None
+                given = (record.params.get(k) for k in ("file_path", "path", "notebook_path"))
+                path = next((v for v in given if isinstance(v, str) and v), None)
             elif record.type == "assistant":
                 match = _CHANGED_PATH.search(record_text(record))
                 path = match.group(2) if match else None

@@ -141,3 +141,22 @@ def test_the_backend_follows_the_learnings_extractors() -> None:
     claude = AnthropicExtractor(model="claude-haiku-4-5", max_tokens=300, api_key="test-key")
     backend = facts_backend(claude)
     assert isinstance(backend, AnthropicFacts) and backend.api is claude.api  # one client
+
+
+def test_rules_read_a_written_file_and_an_announced_decision(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "log", durability="off")
+    log.append_many(
+        "s",
+        [
+            {"type": "action", "tool": "write_file", "params": {"path": "specs/hooks.md"}},
+            {"type": "observation", "result": "wrote 14 requirements"},
+            {"type": "assistant", "content": "Decision: a delivery queue polled by a worker."},
+        ],
+    )
+    found = [
+        (f.kind, f.key, [r.seq for r in f.evidence]) for f in RulesFacts().facts(_records(log))
+    ]
+    assert found == [
+        ("file", "specs/hooks.md", [1]),
+        ("decision", "decision delivery queue polled by worker", [3]),
+    ]
