@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from compactor.compactor import file_lock
 from compactor.detectors import RULES_VERSION, candidates, clip, keep, typed_by_person
 from eventlog.errors import SummarizerError
-from eventlog.log import EventLog
+from eventlog.log import Log
 from eventlog.render import record_text
 from eventlog.schema import CONVERSATION_TYPES, MEMORY_SESSION, ActionRecord, ExtractorInfo, Record
 from projections.engine import Runner
@@ -312,7 +312,7 @@ def facts_backend(learnings_backend: Any) -> FactsBackend:
 class FactRecorder:
     """Records a session's facts once per range of records (see the module)."""
 
-    log: EventLog
+    log: Log
     learnings: LearningsProjector
     lock_dir: Path
     backend: FactsBackend = field(default_factory=RulesFacts)
