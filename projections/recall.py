@@ -554,7 +554,9 @@ def _diversified(
     the sessions the top k holds: several passages of one session answer no more than one."""
     if not diversity:
         return ranked
-    pool, picked, per_session = list(ranked), [], {}
+    pool = list(ranked)
+    picked: list[tuple[str, float, dict[str, float]]] = []
+    per_session: dict[str, int] = {}
     while pool and len(picked) < n:
         best = max(
             pool,
