@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import math
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -88,13 +87,9 @@ STORE_SESSION = "langgraph-store"
 
 def store_session(memory: Memory) -> str:
     """The session ``memory``'s store keeps its items in: one per scope, so the scope gate
-    keeps one user's items from another (names may hold characters a session id may not:
-    the scope is named by a digest)."""
-    fields = memory.scope.to_fields()
-    if not fields:
-        return STORE_SESSION
-    named = "\0".join(f"{k}={v}" for k, v in sorted(fields.items()))
-    return f"{STORE_SESSION}-{hashlib.sha256(named.encode()).hexdigest()[:16]}"
+    keeps one user's items from another (``memory.scopes.own_session``: refused when another
+    scope wrote there first)."""
+    return memory.scopes.own_session(STORE_SESSION)
 
 
 def _records(memory: Memory, session: str, until: Any = None) -> list[Record]:
@@ -123,9 +118,14 @@ class AirsspecStore(BaseStore):
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.memory = memory
-        self.session = store_session(memory)
         self.ttl_config = ttl
         self.clock = clock
+
+    @property
+    def session(self) -> str:
+        """The session of this store's items, checked at each use: another scope may write
+        there first at any time (``store_session``)."""
+        return store_session(self.memory)
 
     def _items(self, now: datetime) -> dict[tuple[tuple[str, ...], str], StoredItem]:
         return fold_store(_records(self.memory, self.session), now)

@@ -33,6 +33,7 @@ session's head, so an assignment made by another process is seen at the next cal
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -257,6 +258,26 @@ class Gate:
         if kind in MEMORY_FILE_TYPES:
             return self.memory_tree() == tree_key(Scope.of(fields))
         return False
+
+    def own_session(self, base: str) -> str:
+        """The session this principal keeps its own records of ``base`` in (an integration's
+        store: ``base`` for an admin, ``base-DIGEST`` of the scope otherwise, since names may
+        hold characters a session id may not). Its name is computable by anyone, so another
+        scope may have written there first and own it: then it is refused (``ScopeError``),
+        never shared, since what this principal put there its owner would read."""
+        fields = self.scope.to_fields()
+        if fields:
+            named = "\0".join(f"{k}={v}" for k, v in sorted(fields.items()))
+            base = f"{base}-{hashlib.sha256(named.encode()).hexdigest()[:16]}"
+        # no owner recorded (None: none folded) is the team's, an admin's
+        owner = (self._owner(base) or Scope()) if self._kernel.log.has(base) else self.scope
+        if owner != self.scope:
+            raise ScopeError(
+                f"session {base!r} was written first by {owner or 'the team'}, not "
+                f"{self.scope or 'the team'}: "
+                "it cannot hold this memory's own records"
+            )
+        return base
 
     def memory_tree(self) -> str:
         """The ``/memories`` tree this principal reads and writes (``projections.memory_files``):

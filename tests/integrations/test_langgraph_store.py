@@ -21,7 +21,7 @@ pytest.importorskip("langgraph.store.base", reason="the langgraph extra is not i
 
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 
-from airsspec.errors import InvalidEventError
+from airsspec.errors import InvalidEventError, ScopeError
 from airsspec.integrations.langgraph import STORE_SESSION, AirsspecStore
 from airsspec.memory import Memory
 from tests.conftest import init_workspace
@@ -201,6 +201,23 @@ def test_a_scoped_store_never_sees_another_users_items(memory: Memory) -> None:
     assert [i.key for i in bo.search(("notes",), query="secret plan")] == ["mine"]
     assert bo.list_namespaces() == [("notes",)] and len(bo.search(())) == 1
     assert [i.key for i in ana.search(("notes",))] == ["secret"]
+
+
+@pytest.mark.parametrize("victim", [None, "ana"], ids=["the-teams", "another-users"])
+def test_a_store_session_claimed_first_by_another_user_is_refused_not_shared(
+    memory: Memory, victim: str | None
+) -> None:
+    """Bo names a thread after the store session of the team or of ana (its name is derived
+    from the scope, so anyone can compute it) and writes there first, so the session is his.
+    The victim's store must not then put its items where bo reads them."""
+    bo = memory.scoped(user="bo")
+    owner = memory if victim is None else memory.scoped(user=victim)
+    claimed = AirsspecStore(owner).session
+    bo.append(claimed, {"type": "user", "content": "mine first"})
+    with pytest.raises(ScopeError, match="bo"):
+        AirsspecStore(owner).put(("secrets",), "k", {"pin": "4321"})
+    seen = [r.model_dump() for r in bo.replay(claimed)]
+    assert all("4321" not in str(r) for r in seen), seen
 
 
 def test_a_read_only_memorys_store_reads_and_refreshes_nothing(memory: Memory) -> None:
