@@ -267,6 +267,12 @@ class MemoryFiles:
         or a file stands where a folder of it would be."""
         if where == ROOT or any(under(p, where) for p in files):
             raise MemoryFileConflictError(f"File {path} already exists")
+        MemoryFiles._not_under_a_file(files, where, path)
+
+    @staticmethod
+    def _not_under_a_file(files: dict[str, FileVersion], where: str, path: str) -> None:
+        """Refuse a new file at ``where`` (``path`` as given) below a file: a file's name is
+        never a folder's (a create's or a rename's destination)."""
         if any(under(where, p) for p in files):
             raise MemoryFileError(f"The path {path} is under a file, not a folder.")
 
@@ -391,6 +397,7 @@ class MemoryFiles:
         with self._locked() as files:
             if new == ROOT or any(under(p, new) for p in files):
                 raise MemoryFileConflictError(f"The destination {new_path} already exists")
+            self._not_under_a_file(files, new, new_path)
             if not any(under(p, old) for p in files):
                 raise NoSuchMemoryFileError(f"The path {old_path} does not exist")
             if under(new, old):

@@ -260,6 +260,20 @@ def test_paths_are_refused_as_the_reference_refuses_them(memory: Memory) -> None
     assert MEMORY_SESSION not in memory.workspace.log.sessions()  # nothing was written
 
 
+def test_a_rename_under_a_file_is_refused_and_the_tree_stays_readable(memory: Memory) -> None:
+    """A rename whose destination lies under a file would make a file of a folder's name
+    (the reference backend's ``rename`` fails there too): refused, nothing written, the tree
+    still viewed."""
+    memory.files.create("/memories/a.md", "A")
+    memory.files.create("/memories/b.md", "B")
+    head = list(memory.replay(MEMORY_SESSION))[-1].seq
+    with pytest.raises(MemoryFileError, match="under a file"):
+        memory.files.rename("/memories/b.md", "/memories/a.md/c.md")
+    assert list(memory.replay(MEMORY_SESSION))[-1].seq == head
+    assert sorted(memory.files.tree()) == ["/memories/a.md", "/memories/b.md"]
+    assert "b.md" in memory.files.view("/memories")
+
+
 def test_incremental_equals_rebuild(memory: Memory, tmp_path: Path) -> None:
     ana = memory.scoped(user="ana", agent="claude")
     ana.files.create(PATH, "one\n")
