@@ -124,6 +124,14 @@ class Captures:
         answer = _body(response, "response")
         if not isinstance(body.get("messages"), list):
             raise InvalidEventError("request: field 'messages': a list of messages is required")
+        if not isinstance(request, dict) and encode(body) != _text(request):
+            # kept as parts (``body_params``, messages), a body is given back as the SDK
+            # encodes it: other bytes would come back changed
+            raise InvalidEventError(
+                "request: not JSON as the SDK encodes it (no spaces, no \\u escapes of "
+                "printable text, no repeated keys): it could not be given back byte for byte; "
+                "pass the parsed body to record it as the SDK would send it"
+            )
         if not isinstance(answer.get("content"), list):
             raise InvalidEventError("response: field 'content': a list of blocks is required")
         opening = kernel.gate.opening(session)  # the gate: another owner's is refused

@@ -84,6 +84,29 @@ def test_a_conversation_with_server_side_compaction_round_trips_byte_for_byte(
         assert memory.verify().ok
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}',
+        b'{"model":"m","messages":[{"role":"user","content":"\\u00e9"}]}',
+        b'{"model":"m","model":"n","messages":[{"role":"user","content":"a"}]}',
+        b'{"model":"m","temperature":1.0e0,"messages":[{"role":"user","content":"a"}]}',
+    ],
+    ids=["spaced", "ascii-escaped", "duplicate-key", "exponent"],
+)
+def test_a_request_body_the_log_cannot_give_back_byte_for_byte_is_refused(
+    tmp_path: Path, body: bytes
+) -> None:
+    """A body given as bytes is promised back byte for byte (``request``): one not in the
+    SDK's encoding would come back as other bytes, a stored value other than the one given.
+    It is refused, and nothing is written."""
+    init_workspace(tmp_path)
+    with Memory.open(tmp_path) as memory:
+        with pytest.raises(InvalidEventError, match="request: "):
+            memory.captures.record("odd", body, {"content": [{"type": "text", "text": "ok"}]})
+        assert not memory.has_session("odd")
+
+
 def test_sealed_captures_round_trip_and_hold_no_plaintext(tmp_path: Path) -> None:
     init_encrypted(tmp_path)
     with Memory.open(tmp_path) as memory:
