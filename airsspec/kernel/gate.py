@@ -34,6 +34,7 @@ session's head, so an assignment made by another process is seen at the next cal
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,14 @@ from airsspec.kernel.freshness import NEEDS
 from eventlog.schema import MEMORY_SESSION
 from projections.memory_files import MEMORY_FILE_TYPES, tree_key
 from projections.scopes import TEAM, Scope
+
+# The integrations' per-principal sessions (``Gate.own_session``): ``BASE`` is the team's (an
+# admin's), ``BASE-DIGEST`` a scope's. Their names are computable by anyone, so only the
+# principal a name belongs to (or an admin) may create one: nobody can take or block another's.
+OWN_SESSION_BASES = ("langgraph-store",)
+_OWN_NAME = re.compile(
+    r"(?P<base>{})(?:-[0-9a-f]{{16}})?".format("|".join(map(re.escape, OWN_SESSION_BASES)))
+)
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
@@ -265,10 +274,7 @@ class Gate:
         hold characters a session id may not). Its name is computable by anyone, so another
         scope may have written there first and own it: then it is refused (``ScopeError``),
         never shared, since what this principal put there its owner would read."""
-        fields = self.scope.to_fields()
-        if fields:
-            named = "\0".join(f"{k}={v}" for k, v in sorted(fields.items()))
-            base = f"{base}-{hashlib.sha256(named.encode()).hexdigest()[:16]}"
+        base = self._own_name(base)
         # no owner recorded (None: none folded) is the team's, an admin's
         owner = (self._owner(base) or Scope()) if self._kernel.log.has(base) else self.scope
         if owner != self.scope:
@@ -278,6 +284,17 @@ class Gate:
                 "it cannot hold this memory's own records"
             )
         return base
+
+    def _own_name(self, base: str) -> str:
+        """This principal's name for the integration session ``base`` (one of
+        ``OWN_SESSION_BASES``)."""
+        if base not in OWN_SESSION_BASES:
+            raise ValueError(f"{base!r} is not declared in OWN_SESSION_BASES")
+        fields = self.scope.to_fields()
+        if not fields:
+            return base
+        named = "\0".join(f"{k}={v}" for k, v in sorted(fields.items()))
+        return f"{base}-{hashlib.sha256(named.encode()).hexdigest()[:16]}"
 
     def memory_tree(self) -> str:
         """The ``/memories`` tree this principal reads and writes (``projections.memory_files``):
@@ -310,4 +327,9 @@ class Gate:
         self.writable()
         if self.admin:
             return []
+        if (own := _OWN_NAME.fullmatch(session)) and session != self._own_name(own["base"]):
+            raise ScopeError(
+                f"session {session!r} is the name of another principal's {own['base']}: "
+                f"a memory scoped to {self.scope} cannot create it"
+            )
         return [{"type": "session_started", **self.scope.to_fields()}]

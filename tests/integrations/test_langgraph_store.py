@@ -204,20 +204,34 @@ def test_a_scoped_store_never_sees_another_users_items(memory: Memory) -> None:
 
 
 @pytest.mark.parametrize("victim", [None, "ana"], ids=["the-teams", "another-users"])
-def test_a_store_session_claimed_first_by_another_user_is_refused_not_shared(
+def test_another_users_store_session_can_be_neither_taken_nor_blocked(
     memory: Memory, victim: str | None
 ) -> None:
     """Bo names a thread after the store session of the team or of ana (its name is derived
-    from the scope, so anyone can compute it) and writes there first, so the session is his.
-    The victim's store must not then put its items where bo reads them."""
+    from the scope, so anyone can compute it) and tries to write there first. The gate refuses
+    the creation, nothing is written, and the victim's store then works and is its own."""
     bo = memory.scoped(user="bo")
     owner = memory if victim is None else memory.scoped(user=victim)
     claimed = AirsspecStore(owner).session
-    bo.append(claimed, {"type": "user", "content": "mine first"})
-    with pytest.raises(ScopeError, match="bo"):
-        AirsspecStore(owner).put(("secrets",), "k", {"pin": "4321"})
-    seen = [r.model_dump() for r in bo.replay(claimed)]
-    assert all("4321" not in str(r) for r in seen), seen
+    with pytest.raises(ScopeError, match="another principal's langgraph-store"):
+        bo.append(claimed, {"type": "user", "content": "mine first"})
+    assert not memory.kernel.log.has(claimed)
+    AirsspecStore(owner).put(("secrets",), "k", {"pin": "4321"})
+    assert AirsspecStore(owner).get(("secrets",), "k").value == {"pin": "4321"}
+    assert AirsspecStore(bo).search(("secrets",)) == []
+    bo_own = AirsspecStore(bo).session
+    bo.append(bo_own, {"type": "user", "content": "his own store session is his to create"})
+
+
+def test_a_store_session_an_admin_wrote_first_is_refused_not_shared(memory: Memory) -> None:
+    """An admin (trusted to write anywhere) who writes first into ana's store session makes it
+    the team's: ana's store is refused (``ScopeError``), never writing where the team reads."""
+    ana = memory.scoped(user="ana")
+    claimed = AirsspecStore(ana).session
+    memory.append(claimed, {"type": "user", "content": "the team's first"})
+    with pytest.raises(ScopeError, match="the team"):
+        AirsspecStore(ana).put(("secrets",), "k", {"pin": "4321"})
+    assert all("4321" not in str(r.model_dump()) for r in memory.replay(claimed))
 
 
 def test_a_read_only_memorys_store_reads_and_refreshes_nothing(memory: Memory) -> None:
