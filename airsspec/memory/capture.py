@@ -134,28 +134,34 @@ class Captures:
             )
         if not isinstance(answer.get("content"), list):
             raise InvalidEventError("response: field 'content': a list of blocks is required")
-        opening = kernel.gate.opening(session)  # the gate: another owner's is refused
-        sent = [encode(m) for m in body["messages"]]
-        held = self.conversation(session) if kernel.logged(session) else []
-        reused = 0
-        while reused < min(len(sent), len(held)) and sent[reused] == held[reused]:
-            reused += 1
-        keys = list(body)
-        params = {k: v for k, v in body.items() if k != "messages"}
-        edits = (answer.get("context_management") or {}).get("applied_edits") or []
-        events = [
-            {
-                "type": "messages_request",
-                "body_params": encode(params),
-                "messages_at": keys.index("messages"),
-                "reused": reused,
-                "added": sent[reused:],
-            },
-            {
-                "type": "messages_response",
-                "body": _text(response),
-                "compacted": any(b.get("type") == "compaction" for b in answer["content"]),
-                "applied_edits": len(edits) if isinstance(edits, list) else 0,
-            },
-        ]
-        return kernel.system_append(session, [*opening, *events], keep_secrets=True)
+        from compactor.compactor import file_lock
+
+        # what the session holds decides ``reused``: the read and the append are one step,
+        # or two calls recorded at once would each count on a conversation the other changed
+        lock = kernel.workspace.layout.lock_path("captures")
+        with file_lock(lock, wait=True, holder="captures writer"):
+            opening = kernel.gate.opening(session)  # the gate: another owner's is refused
+            sent = [encode(m) for m in body["messages"]]
+            held = self.conversation(session) if kernel.logged(session) else []
+            reused = 0
+            while reused < min(len(sent), len(held)) and sent[reused] == held[reused]:
+                reused += 1
+            keys = list(body)
+            params = {k: v for k, v in body.items() if k != "messages"}
+            edits = (answer.get("context_management") or {}).get("applied_edits") or []
+            events = [
+                {
+                    "type": "messages_request",
+                    "body_params": encode(params),
+                    "messages_at": keys.index("messages"),
+                    "reused": reused,
+                    "added": sent[reused:],
+                },
+                {
+                    "type": "messages_response",
+                    "body": _text(response),
+                    "compacted": any(b.get("type") == "compaction" for b in answer["content"]),
+                    "applied_edits": len(edits) if isinstance(edits, list) else 0,
+                },
+            ]
+            return kernel.system_append(session, [*opening, *events], keep_secrets=True)
