@@ -493,11 +493,12 @@ def revoke_token(
         str, Field(min_length=1, max_length=64, description="its id, or 6+ of its first characters")
     ],
 ) -> dict[str, Any]:
-    """Revoke a token (admins only): its next request is refused."""
+    """Revoke a token (admins only): its next request is refused. The last admin token is
+    refused here (the host's ``airsspec token revoke`` can)."""
     from airsspec.serve.tokens import TokenStore
 
     memory.scopes.guard_admin("revoke a token")
-    return _token(TokenStore(memory.root).revoke(token_id))
+    return _token(TokenStore(memory.root).revoke(token_id, keep_an_admin=True))
 
 
 # ---------------------------------------------------------------------------- the declaration

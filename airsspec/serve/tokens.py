@@ -187,9 +187,10 @@ class TokenStore:
         self._write([*self.entries(), entry])
         return entry, token
 
-    def revoke(self, token_id: str) -> TokenEntry:
+    def revoke(self, token_id: str, *, keep_an_admin: bool = False) -> TokenEntry:
         """Remove the token with this id (or a prefix of at least ``MIN_PREFIX`` characters
-        naming only it); return what was removed."""
+        naming only it); return what was removed. ``keep_an_admin`` (a revoke over the
+        network): the last admin token is refused, since no request could make another."""
         entries = self.entries()
         found = [e for e in entries if e.id == token_id]
         if not found and len(token_id) >= MIN_PREFIX:
@@ -200,7 +201,13 @@ class TokenStore:
             short = f" (name a full id, or at least {MIN_PREFIX} of its characters)"
             hint = short if not found and len(token_id) < MIN_PREFIX else ""
             raise TokenError(f"{what} token with id {token_id!r}{hint} (tokens: {known})")
-        self._write([e for e in entries if e is not found[0]])
+        kept = [e for e in entries if e is not found[0]]
+        if keep_an_admin and found[0].admin and not any(e.admin for e in kept):
+            raise TokenError(
+                f"token {found[0].id} is the last admin token: no request could make another "
+                "(revoke it on the host: airsspec token revoke)"
+            )
+        self._write(kept)
         return found[0]
 
     def lookup(self, token: str) -> Principal | None:

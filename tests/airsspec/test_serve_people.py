@@ -121,6 +121,22 @@ def test_tokens_are_listed_made_and_revoked_by_an_admins_token_only(server, memo
         assert carol.get("/v1/sessions").status_code == 401
 
 
+def test_the_last_admin_token_is_not_revoked_over_http(server, memory) -> None:
+    """No request could make another admin token: revoking the last one is refused (400) and
+    the file is unchanged; with a second admin, the first may go, itself included."""
+    url, _ = server
+    store = TokenStore(memory.root)
+    entry, root = store.create("root", admin=True)
+    before = store.entries()
+    with http(url, root) as admin:
+        refused = admin.post("/v1/tokens/revoke", json={"token_id": entry.id})
+        assert refused.status_code == 400 and "last admin token" in refused.json()["detail"]
+        assert store.entries() == before
+        admin.post("/v1/tokens", json={"user": "deputy", "admin": True}).raise_for_status()
+        assert admin.post("/v1/tokens/revoke", json={"token_id": entry.id}).status_code == 200
+    assert [(e.user, e.admin) for e in store.entries()] == [("deputy", True)]
+
+
 def test_mcp_is_told_only_forget_and_revoke_destroy_something(server, memory) -> None:
     url, served = server
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
