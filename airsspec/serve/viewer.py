@@ -8,7 +8,8 @@ covers, and links to jump to each error and summary), analytics (the charts of `
 SVG, filtered like the sessions), verify (against an uploaded seal as well), learnings with their
 evidence and what people did to each (confirmed, rejected, its text or scope edited by a form,
 recorded with the signed-in user as the actor), memory files (``/memories``) with every version
-and who wrote it, forget receipts (whom, when, by whom, how many sessions and keys: never what
+and who wrote it, facts (current, at a past day, or with what superseded them, each linked to
+the records it came from), forget receipts (whom, when, by whom, how many sessions and keys: never what
 was forgotten; an admin's page, as the access gate decides), and search with provenance. The
 header's links are ``NAV``: a new page adds its entry there and its route in ``routes``.
 Server-rendered Jinja2 templates with autoescaping on, so stored content is always shown as
@@ -40,7 +41,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from airsspec.errors import AirsspecError
-from airsspec.memory import MEMORY_SESSION
+from airsspec.memory import FACT_KINDS, MEMORY_SESSION
 from airsspec.serve.api import problem, public
 from airsspec.serve.charts import bar_chart
 from airsspec.serve.core import Served
@@ -75,6 +76,7 @@ NAV: tuple[tuple[str, str], ...] = (
     ("/search", "Search"),
     ("/learnings", "Learnings"),
     ("/memories", "Memory files"),
+    ("/facts", "Facts"),
     ("/forgotten", "Forgotten"),
     ("/verify", "Verify"),
 )
@@ -419,6 +421,38 @@ def routes(served: Served) -> list[Any]:
             return render("error.html", request, 404, message=public(served, str(exc)))
         return render("memory_file.html", request, file=path, versions=versions[::-1])
 
+    async def facts(request: Request) -> Response:
+        """The facts this user may read (``Memory.facts``): current ones, or with ``history``
+        the superseded too; ``as_of`` (a day: its end) shows them as they held then."""
+        params = request.query_params
+        query, kind = params.get("q", "").strip(), params.get("kind", "")
+        history, day = params.get("history") == "1", params.get("as_of", "")
+        as_of = f"{day}T23:59:59.999999Z" if day else None
+        found: dict[str, Any] = {"as_of": None, "facts": []}
+        error = None
+        try:
+            found = await _read(
+                served,
+                request,
+                lambda m: m.facts(
+                    query or None, as_of=as_of, kinds=[kind] if kind else None, history=history
+                ),
+            )
+        except AirsspecError as exc:
+            error = public(served, str(exc))
+        return render(
+            "facts.html",
+            request,
+            facts=found["facts"][::-1] if not query else found["facts"],
+            as_of=found["as_of"] if day else None,
+            as_of_day=day,
+            query=query,
+            kind=kind,
+            kinds=FACT_KINDS,
+            history=history,
+            error=error,
+        )
+
     async def forgotten(request: Request) -> Response:
         """The receipts of ``forget``: the ``forgotten`` records of the workspace's own log
         (an admin's to read: the gate filters them out for a user)."""
@@ -452,6 +486,7 @@ def routes(served: Served) -> list[Any]:
         Route("/learnings/{learning}/{verdict:str}", curate, methods=["POST"]),
         Route("/memories", memories),
         Route("/memories/file", memory_file),
+        Route("/facts", facts),
         Route("/forgotten", forgotten),
         Route("/search", search),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -162,3 +162,52 @@ def test_the_new_pages_fit_a_phone(site, page) -> None:
         wide = page.evaluate("document.documentElement.scrollWidth")
         assert wide <= 375, f"{path} is {wide}px wide at phone width"
     assert page.locator("header nav a.here").inner_text() == "Forgotten"
+
+
+@pytest.fixture
+def facts_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Alice requires one thing in a session and its opposite in the next (hostile text in the
+    first); bob requires something of his own. Each session's end records its facts."""
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")
+    root = init_encrypted(tmp_path / "ws")
+    said = [
+        ("alice", "one", f"Emails must be lowercased {HOSTILE[0]}"),
+        ("alice", "two", "Emails must be uppercased from now on"),
+        ("bob", "three", f"Passwords must be rotated {BOB_SECRET}"),
+    ]
+    with Memory.open(root) as memory:
+        for user, session, text in said:
+            scoped = memory.scoped(user=user)
+            scoped.sessions.start(session, task="rules")
+            scoped.append_many(session, [{"type": "user", "content": text}])
+            scoped.sessions.end(session)
+        tokens = TokenStore(memory.root)
+        served = Served(memory, local_user="owner", background=False)
+        with serving(served) as where:
+            yield where["url"], tokens.create("alice")[1]
+
+
+def test_facts_show_what_holds_what_it_replaced_and_the_records_it_came_from(
+    facts_site, page
+) -> None:
+    url, alice = facts_site
+    sign_in(page, url, alice)
+    page.goto(url + "/facts")
+    rows = page.locator("table.facts tbody tr")
+    assert rows.count() == 1  # the current requirement; bob's is not alice's
+    assert "uppercased" in rows.first.inner_text() and "BOBCANARY" not in page.content()
+    page.check("input[name=history]")
+    page.click("button:has-text('Show')")
+    page.wait_for_selector("table.facts tr.superseded")
+    old = page.locator("table.facts tr.superseded")
+    assert old.count() == 1 and HOSTILE[0] in old.inner_text()  # shown as text
+    no_script_ran(page)
+    shot(page, "24-facts-history")
+    old.locator("a", has_text="two #").first.click()
+    page.wait_for_selector("li.ev:target")
+    assert "uppercased" in page.locator("li.ev:target").inner_text()
+    page.set_viewport_size({"width": 375, "height": 800})
+    page.goto(url + "/facts?history=1")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    assert page.locator("header nav a.here").inner_text() == "Facts"
