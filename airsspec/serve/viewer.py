@@ -9,8 +9,9 @@ SVG, filtered like the sessions), verify (against an uploaded seal as well), lea
 evidence and what people did to each (confirmed, rejected, its text or scope edited by a form,
 recorded with the signed-in user as the actor), memory files (``/memories``) with every version
 and who wrote it, facts (current, at a past day, or with what superseded them, each linked to
-the records it came from), forget receipts (whom, when, by whom, how many sessions and keys: never what
-was forgotten; an admin's page, as the access gate decides), and search with provenance. The
+the records it came from), forget receipts (whom, when, by whom, how many sessions and keys:
+never what was forgotten; an admin's page, as the access gate decides), and search with
+provenance. The
 header's links are ``NAV``: a new page adds its entry there and its route in ``routes``.
 Server-rendered Jinja2 templates with autoescaping on, so stored content is always shown as
 text, never run (markdown with raw HTML off); a few lines of our own JavaScript, no build step,
