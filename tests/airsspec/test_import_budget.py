@@ -144,3 +144,25 @@ def test_status_imports_no_http_stack_duckdb_or_model(workspace: Path) -> None:
 def test_status_reads_the_cold_tier_without_lance(workspace: Path) -> None:
     _, modules = loaded_by(workspace, "status")
     assert "lancedb" not in modules
+
+
+def test_the_facade_names_each_lazy_name_as_type_checkers_see_it() -> None:
+    """``airsspec.memory`` imports a name on first use from the module its ``TYPE_CHECKING``
+    block names (what mypy sees), and every exported name resolves."""
+    import ast
+
+    import airsspec.memory as facade
+
+    tree = ast.parse(Path(facade.__file__ or "").read_text())
+    (block,) = [
+        n for n in tree.body if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+    ]
+    seen = {
+        alias.asname or alias.name: (node.module, alias.name)
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert seen == facade._LAZY
+    for name in facade.__all__:
+        assert getattr(facade, name) is not None, name
