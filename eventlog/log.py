@@ -763,11 +763,11 @@ class _SessionReader:
 
     def __iter__(self) -> Iterator[Located]:
         pending: list[Located] = []  # parts of a batch not yet complete
-        validate = validation.record_validator()
         session, from_seq = self.session, self.from_seq
         seq, position = self.seq, self.position  # written back when the pass ends
         make = tuple.__new__  # Located(...) without its Python-level __new__
         with reader_nofollow(self.path) as f:
+            validate = validation.record_validator(reading=os.fstat(f.fileno()).st_size - position)
             f.seek(position)
             buf = b""
             base = position
