@@ -280,6 +280,11 @@ class ColdStore:
         return self.directory if isinstance(self.directory, Path) else None
 
     @property
+    def is_open(self) -> bool:
+        """Whether the table was opened (or created) by this store."""
+        return self._table is not None
+
+    @property
     def epoch(self) -> str | None:
         """The table's epoch (None when there is no table)."""
         return self._epoch if self.open() is not None else None
@@ -362,14 +367,20 @@ class ColdStore:
         with damage_named(str(self.table_dir)):
             table.add(pa.table(columns, schema=table.schema))
 
+    def rows(self) -> int:
+        """The table's row count (0 when there is none); ``ColdDamagedError`` when Lance
+        cannot read it."""
+        table = self.open()
+        with damage_named(str(self.table_dir)):
+            return 0 if table is None else table.count_rows()
+
     def maintain(self, ann_min_rows: int) -> bool:
         """Create missing indexes (the ANN index once the table is big enough, retrained as it
         grows) and compact the table, folding new rows into the indexes, once
         ``INDEX_REFRESH_ROWS`` rows are unindexed. Returns whether old versions' files were
         cleaned up (the one way the table loses files)."""
         table = self.open()
-        with damage_named(str(self.table_dir)):
-            rows = 0 if table is None else table.count_rows()
+        rows = self.rows()
         if rows == 0:
             return False
         with damage_named(str(self.table_dir)):
@@ -527,14 +538,24 @@ class ColdProjector(Projector[ColdState]):
                     table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
                     self.store.maintain(self.ann_min_rows)
                 table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
-            self.files.record(self.store.epoch, cleaned=True)
+            self.files.record(self.store.epoch, cleaned=True, rows=self.store.rows())
+
+    def epoch(self) -> str | None:
+        """The table's epoch: the open table's, else the one recorded with its files while it
+        is unchanged since (``TableFiles.current``: a read such as ``status`` imports no
+        lancedb), else the table's, opened."""
+        if not self.store.is_open:
+            recorded = self.files.current()
+            if recorded is not None:
+                return recorded[0]
+        return self.store.epoch
 
     @override
     def fingerprint(self) -> dict[str, Any]:
         return {
             "version": 4,  # 3: documents are indexed from source_indexed events; 4: redacted
             "embedder": self.embedder.model_id,
-            "epoch": self.store.epoch,
+            "epoch": self.epoch(),
             "full_text": FTS_SETTINGS,
             "policy": self.policy.model_dump(include=set(IndexPolicy.model_fields)),
         }
@@ -557,10 +578,13 @@ class ColdProjector(Projector[ColdState]):
 
     @override
     def item_count(self) -> int:
-        table = self.store.open()
+        """The rows recorded when the tier last committed (``TableFiles.rows``: lancedb is
+        not imported), else counted by Lance."""
+        recorded = self.files.current()
+        if recorded is not None:
+            return recorded[1]
         try:
-            with damage_named(str(self.store.table_dir)):
-                return 0 if table is None else table.count_rows()
+            return self.store.rows()
         except ColdDamagedError:
             return 0  # ``damage`` names it
 
@@ -682,7 +706,10 @@ class ColdCheckpoints(FileStateStore[ColdState]):
     def damage(self) -> list[str]:
         """Each file of the table that is missing or whose bytes differ from those recorded
         when it was written, named from the workspace down (knowledge/vectors/...)."""
-        damaged = self.files.damaged(self.table.epoch)
+        # Compared with the record first, without opening the table (lancedb takes seconds to
+        # import); only what looks damaged is checked against the table's epoch (a table
+        # replaced since its files were recorded is not compared).
+        damaged = self.files.damaged(None) and self.files.damaged(self.table.epoch)
         table_dir, local = self.files.table_dir, self.table.local  # None on a bucket
         if not damaged or table_dir is None or local is None:
             return []
@@ -720,4 +747,5 @@ class ColdCheckpoints(FileStateStore[ColdState]):
     def finish(self) -> None:
         self._check_lease()
         cleaned = self.table.maintain(self.cold.ann_min_rows)
-        self.files.record(self.table.epoch, cleaned=cleaned)
+        epoch = self.table.epoch
+        self.files.record(epoch, cleaned=cleaned, rows=None if epoch is None else self.table.rows())

@@ -11,12 +11,17 @@ or that is gone while still recorded, was damaged after it was written. Invarian
   of it yet).
 - The record is derived, written atomically beside the tier's state; deleted, it is taken again
   from the files as they are.
+- It also holds the table's row count at the record: ``status`` reads the epoch and the count
+  without opening the table (importing lancedb takes seconds) while no commit has happened
+  since (``current``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -40,31 +45,41 @@ class TableFiles:
         """``table_dir`` None: the table has no local files (it is on a bucket)."""
         self.table_dir = table_dir
         self.record_path = record_path
+        # ``current``'s last answer, with the folder's and the record's mtimes it was read at
+        self._current: tuple[tuple[int, int], tuple[str, int] | None] | None = None
+
+    def _data(self) -> dict[str, Any]:
+        try:
+            data = orjson.loads(read_nofollow(self.record_path))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def read(self) -> tuple[str | None, dict[str, str]]:
         """(epoch, digest by path under the table's folder) as recorded; (None, {}) if none."""
         try:
-            data = orjson.loads(read_nofollow(self.record_path))
+            data = self._data()
             return data["epoch"], dict(data["files"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (KeyError, TypeError, ValueError):
             return None, {}
 
-    def _write(self, epoch: str, files: dict[str, str]) -> None:
-        data = {"epoch": epoch, "files": files}
+    def _write(self, epoch: str, files: dict[str, str], rows: int | None = None) -> None:
+        data = {"epoch": epoch, "files": files, "rows": rows}
         atomic_write(self.record_path, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
 
-    def record(self, epoch: str | None, *, cleaned: bool) -> None:
-        """Record the files the table of ``epoch`` has now (None: there is no table): a file
-        already recorded keeps its digest, a new one is read. A recorded file that is gone is
-        forgotten only when ``cleaned`` (Lance removed old versions' files since the last
-        record); otherwise it stays, to be named as missing. An unchanged record is not
-        written again."""
+    def record(self, epoch: str | None, *, cleaned: bool, rows: int | None = None) -> None:
+        """Record the files the table of ``epoch`` has now (None: there is no table) and its
+        ``rows``: a file already recorded keeps its digest, a new one is read. A recorded file
+        that is gone is forgotten only when ``cleaned`` (Lance removed old versions' files
+        since the last record); otherwise it stays, to be named as missing. An unchanged
+        record is not written again."""
         if epoch is None:
             self.remove()
             return
         if self.table_dir is None:
             return
         recorded_epoch, known = self.read()
+        recorded_rows = self._data().get("rows")
         known = known if recorded_epoch == epoch else {}
         files: dict[str, str] = {}
         if self.table_dir.is_dir():
@@ -74,8 +89,42 @@ class TableFiles:
                     files[name] = known.get(name) or sha256_of(path)
         if not cleaned:
             files = {**known, **files}
-        if (recorded_epoch, known) != (epoch, files):
-            self._write(epoch, files)
+        if (recorded_epoch, known, recorded_rows) != (epoch, files, rows):
+            self._write(epoch, files, rows)
+
+    def current(self) -> tuple[str, int] | None:
+        """(epoch, rows) as recorded, while the table has not been committed to since: every
+        manifest under ``_versions/`` is a recorded one with its recorded bytes (a commit
+        writes a new manifest, and the epoch lives in the manifest's schema). None when
+        nothing was recorded, the table has no local folder, or it changed since. Read
+        without opening the table; remembered while the folder and the record are unchanged."""
+        if self.table_dir is None:
+            return None
+        versions = self.table_dir / "_versions"
+        try:
+            key = (os.stat(versions).st_mtime_ns, os.stat(self.record_path).st_mtime_ns)
+        except OSError:
+            return None
+        if self._current is not None and self._current[0] == key:
+            return self._current[1]
+        found = self._unchanged(versions)
+        self._current = (key, found)
+        return found
+
+    def _unchanged(self, versions: Path) -> tuple[str, int] | None:
+        data = self._data()
+        epoch, rows, known = data.get("epoch"), data.get("rows"), data.get("files")
+        if not isinstance(epoch, str) or not isinstance(rows, int) or not isinstance(known, dict):
+            return None
+        try:
+            manifests = [n for n in os.listdir(versions) if n.endswith(".manifest")]
+        except OSError:
+            return None
+        for name in manifests:
+            digest = known.get(f"_versions/{name}")
+            if digest is None or sha256_of(versions / name) != digest:
+                return None
+        return (epoch, rows) if manifests else None
 
     def damaged(self, epoch: str | None) -> list[tuple[str, str]]:
         """(path under the table's folder, what is wrong) for each recorded file missing or
@@ -96,7 +145,8 @@ class TableFiles:
         """Stop comparing the files under ``prefix`` (files the table no longer reads)."""
         epoch, known = self.read()
         if epoch is not None:
-            self._write(epoch, {n: d for n, d in known.items() if not n.startswith(prefix)})
+            kept = {n: d for n, d in known.items() if not n.startswith(prefix)}
+            self._write(epoch, kept, self._data().get("rows"))
 
     def remove(self) -> None:
         """Delete the record (the table went with it)."""

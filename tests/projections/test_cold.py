@@ -390,3 +390,30 @@ def test_a_learning_that_quotes_a_message_does_not_take_a_second_place(tmp_path:
     hits = unfloored.query_memory(quoted, k=4).hits
     assert [h.text for h in hits].count(quoted) == 2
     assert sorted(h.kind for h in hits if h.text == quoted) == ["message", "message"]
+
+
+def test_the_recorded_epoch_and_row_count_hold_until_the_table_is_committed_to(
+    tmp_path: Path,
+) -> None:
+    """``status`` reads the cold tier's epoch and rows from the record of its files, taken when
+    the tier last committed; a later commit (a delete) or a changed manifest makes the record
+    stale, and the count is Lance's again."""
+    log = EventLog(tmp_path / "log", durability="off")
+    log.append_many("s", [{"type": "user", "content": f"{w} note"} for w in WORDS])
+    projector = cold(tmp_path)
+    Runner(log, [projector]).catch_up()
+    fresh = cold(tmp_path)  # another process: nothing opened yet
+    assert fresh.files.current() == (projector.store.epoch, len(WORDS))
+    assert fresh.epoch() == projector.store.epoch and not fresh.store.is_open
+    assert fresh.item_count() == len(WORDS) and not fresh.store.is_open
+
+    projector.store.delete("record_seq = 1")  # a commit the record did not see
+    again = cold(tmp_path)
+    assert again.files.current() is None
+    assert again.item_count() == len(WORDS) - 1 == len(rows(again))
+
+    Runner(log, [projector]).catch_up()  # folds nothing new; the record is taken again
+    manifest = max((tmp_path / "vectors" / "units.lance" / "_versions").glob("*.manifest"))
+    assert cold(tmp_path).files.current() is not None
+    manifest.write_bytes(manifest.read_bytes() + b"\0")
+    assert cold(tmp_path).files.current() is None
