@@ -16,6 +16,7 @@ exact values (JSON escapes what it must).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -90,3 +91,25 @@ def format_record(
         lines.pop()
     body = "\n".join(f"    {line}" for line in lines)
     return printable(f"{header}\n{body}")
+
+
+def replay_lines(
+    pairs: Iterable[tuple[Record, bytes]],
+    from_seq: int = 1,
+    *,
+    stored: bool = False,
+    full_meta: bool = False,
+) -> Iterator[tuple[int, str]]:
+    """(seq, line) for each of ``pairs`` (a session's records with their stored lines, from its
+    first) from ``from_seq``: the ``format_record`` block, or with ``stored`` the line exactly
+    as stored. What ``airsspec replay`` prints, whichever process reads the log."""
+    seq_of_id: dict[str, int] = {}  # a record shown links to the seq of one it refers to
+    for record, raw in pairs:
+        seq_of_id[record.id] = record.seq
+        if record.seq >= from_seq:
+            shown = (
+                raw.decode("utf-8")
+                if stored
+                else format_record(record, seq_of_id, full_meta=full_meta)
+            )
+            yield record.seq, shown

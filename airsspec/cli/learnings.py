@@ -8,6 +8,7 @@ were once top-level commands (``airsspec gc``): those names still run them and a
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from airsspec.cli.common import (
@@ -21,6 +22,7 @@ from airsspec.cli.common import (
     output_path,
     print_json,
 )
+from airsspec.cli.render import learning_row, learnings_shown, learnings_text
 from airsspec.memory import FACT_KINDS, LEVELS, printable
 
 command_group(
@@ -35,14 +37,6 @@ _REASON = arg("--reason", default="", help="why (recorded)")
 _BY = arg(
     "--by", metavar="NAME", help="who curates, recorded (default: AIRSSPEC_USER, else your login)"
 )
-
-
-def _row(a: Any) -> str:
-    text = a.text if len(a.text) <= 90 else a.text[:89] + "\u2026"
-    state = a.level if a.status == "active" else a.status
-    return printable(
-        f"{a.id}  {state:<10} {a.kind:<10} {a.priority:>3}  {a.confidence:.2f}  {text}"
-    )
 
 
 @command(
@@ -62,18 +56,12 @@ def cmd_learnings_list(args: argparse.Namespace) -> int:
     """List learnings. Each with its tier, kind, priority, confidence."""
     with open_memory(args) as memory:
         assessment = memory.learnings.list(reader=args.session, now=args.as_of)
-    chosen = [
-        a
-        for a in assessment.learnings
-        if (args.all or a.status == "active") and (not args.level or a.level == args.level)
-    ]
-    chosen.sort(key=lambda a: (a.status != "active", -a.priority, a.ts, a.id))
+    every = [a.to_json() for a in assessment.learnings]
+    shown = learnings_shown(every, every=args.all, level=args.level)
     if args.json:
-        print_json({"now": assessment.now, "learnings": [a.to_json() for a in chosen]})
+        print_json({"now": assessment.now, "learnings": shown})
     else:
-        print(f"{len(chosen)} learning(s) as of {assessment.now}")
-        for a in chosen:
-            print(_row(a))
+        sys.stdout.write(learnings_text(assessment.now, shown, printable))
     return EXIT_OK
 
 
@@ -94,7 +82,7 @@ def cmd_learnings_show(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**found.to_json(), "conflicts": conflicts})
         return EXIT_OK
-    print(_row(found))
+    print(learning_row(found.to_json(), printable))
     print(
         f"  scope {found.scope}, source {found.source}, recorded {found.ts} in "
         f"{found.session} #{found.seq}; accessed {found.access_count} time(s)"

@@ -15,9 +15,9 @@ from airsspec.memory import (
     Bound,
     Memory,
     VerifyFailedError,
-    format_record,
     parse_event_lines,
     printable,
+    replay_lines,
 )
 
 
@@ -229,17 +229,10 @@ def _until(value: str | None) -> Bound | None:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Show a session as it happened. With --json, the exact records."""
     until = _until(args.until)
-    out = sys.stdout
     with open_memory(args) as memory:
-        seq_of_id: dict[str, int] = {}  # a record shown links to the seq of one it refers to
-        for record, raw in memory.replay(args.session, until=until, raw=True):
-            seq_of_id[record.id] = record.seq
-            if record.seq < args.from_seq:
-                continue
-            if args.json:
-                out.write(raw.decode("utf-8") + "\n")
-            else:
-                out.write(format_record(record, seq_of_id, full_meta=args.meta) + "\n")
+        pairs = memory.replay(args.session, until=until, raw=True)
+        for _, line in replay_lines(pairs, args.from_seq, stored=args.json, full_meta=args.meta):
+            sys.stdout.write(line + "\n")
     return EXIT_OK
 
 

@@ -20,6 +20,7 @@ from airsspec.cli.common import (
     progress_printer,
     report_runs,
 )
+from airsspec.cli.render import status_text
 from airsspec.errors import (
     EXIT_FAILED,
     EXIT_OK,
@@ -226,20 +227,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print_json(overview)
         return EXIT_OK
-    log = overview["log"]
-    print(f"workspace {overview['workspace']}")
-    print(f"log: {log['sessions']} session(s), {log['records']} record(s), {log['bytes']:,} bytes")
-    for session, problem in log["unreadable"].items():
-        print(f"unreadable: {session}: {problem}")
-    for t in overview["tiers"]:
-        late = len(t["behind_sessions"])
-        behind = f", behind in {late} session(s)" if late else ""
-        print(
-            f"{t['tier']}: {t['items']} item(s) in {t['sessions']} session(s), {t['bytes']:,} "
-            f"bytes, lag {t['lag_records']} record(s){behind}"
-        )
-    degraded = overview["degraded"]
-    print("degraded: " + ("; ".join(degraded) if degraded else "nothing"))
+    sys.stdout.write(status_text(overview))
     return EXIT_OK
 
 

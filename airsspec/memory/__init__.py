@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from eventlog.names import check_name as check_name
     from eventlog.render import format_record as format_record
     from eventlog.render import printable as printable
+    from eventlog.render import replay_lines as replay_lines
     from eventlog.schema import INPUT_TYPES as INPUT_TYPES
     from eventlog.schema import MEMORY_SESSION as MEMORY_SESSION
     from eventlog.schema import SYSTEM_TYPES as SYSTEM_TYPES
@@ -123,6 +124,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "check_name": ("eventlog.names", "check_name"),
     "format_record": ("eventlog.render", "format_record"),
     "printable": ("eventlog.render", "printable"),
+    "replay_lines": ("eventlog.render", "replay_lines"),
     "INPUT_TYPES": ("eventlog.schema", "INPUT_TYPES"),
     "MEMORY_SESSION": ("eventlog.schema", "MEMORY_SESSION"),
     "SYSTEM_TYPES": ("eventlog.schema", "SYSTEM_TYPES"),
@@ -232,6 +234,7 @@ __all__ = [
     "plot_format",
     "plot_report",
     "printable",
+    "replay_lines",
     "validate_session_id",
     "validation_problem",
 ]
