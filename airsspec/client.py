@@ -3,9 +3,9 @@
 A command started by a hook or an agent pays for Python's start-up and for what it imports;
 loading the log's models, the settings and the tiers costs more than the work itself. When a
 server runs for the workspace, ``dispatch`` sends the command there instead, importing only a
-few modules of the standard library: ``hook``, ``append``, ``context``, ``search`` (``query``)
-and ``sessions``; text answers are printed by the full command's renderers
-(``airsspec.cli.render``), so both paths print the same lines. It
+few modules of the standard library: ``hook``, ``append``, ``context``, ``search`` (``query``),
+``sessions``, ``status``, ``replay`` and ``learnings list``; text answers are printed by the
+full command's renderers (``airsspec.cli.render``), so both paths print the same lines. It
 finds the server by the workspace's discovery file (``state/serve.json``, written by the
 server, mode 0600, holding its address and a token for local clients); a file whose pid is
 dead is ignored.
@@ -194,6 +194,9 @@ def _parse(argv: list[str]) -> dict | None:
         "hook": {"--budget": int, "--recall": int},
         "append": {"--json": None},
         "sessions": {"--json": None},
+        "status": {"--json": None},
+        "replay": {"--from": int, "--until": str, "--meta": None, "--json": None},
+        "learnings": {"--session": str, "--all": None, "--json": None},
         "context": {"--budget": int, "--query": str, "--format": str, "--json": None},
         "query": {
             "-k": int,
@@ -411,6 +414,58 @@ def _sessions(server: Server, opts: dict) -> int | None:
     return 0
 
 
+def _status(server: Server, opts: dict) -> int | None:
+    if opts["args"]:
+        return None
+    status, answer = server.request("GET", "/v1/overview")
+    if status != 200 or not isinstance(answer, dict):
+        return None
+    if opts.get("--json"):
+        _print(answer)
+        return 0
+    from airsspec.cli.render import status_text  # the full command's renderer
+
+    _out(status_text(answer))
+    return 0
+
+
+def _replay(server: Server, opts: dict) -> int | None:
+    if len(opts["args"]) != 1:
+        return None
+    session, from_seq = opts["args"][0], opts.get("--from", 1)
+    body = {"until": opts.get("--until"), "stored": bool(opts.get("--json"))}
+    body["meta"] = bool(opts.get("--meta"))
+    while from_seq is not None:  # a page at a time: the server answers at most its limit
+        status, answer = server.request(
+            "POST", f"/v1/sessions/{session}/transcript", {**body, "from_seq": from_seq}
+        )
+        if status != 200 or not isinstance(answer, dict):
+            if from_seq == opts.get("--from", 1):
+                return None  # nothing shown yet: the full command says what is wrong
+            return _fail(answer.get("detail") if isinstance(answer, dict) else answer, 1)
+        _out("".join(f"{line}\n" for line in answer["lines"]))
+        from_seq = answer["next"]
+    return 0
+
+
+def _learnings(server: Server, opts: dict) -> int | None:
+    if opts["args"] not in ([], ["list"]):
+        return None  # another action: the full command runs it
+    status, answer = server.request(
+        "POST", "/v1/learnings/query", {"reader": opts.get("--session")}
+    )
+    if status != 200 or not isinstance(answer, dict):
+        return None
+    from airsspec.cli.render import learnings_shown, learnings_text  # the full command's
+
+    shown = learnings_shown(answer["learnings"], every=bool(opts.get("--all")))
+    if opts.get("--json"):
+        _print({"now": answer["now"], "learnings": shown})
+    else:
+        _out(learnings_text(answer["now"], shown, _printable))
+    return 0
+
+
 def dispatch(argv: list[str]) -> int | None:
     """Run ``argv`` through a running server; None when the full command must run it."""
     if os.environ.get("AIRSSPEC_NO_SERVER"):
@@ -431,8 +486,11 @@ def dispatch(argv: list[str]) -> int | None:
     server = find_server(opts["workspace"], opts["config"], start)
     if server is None:
         return None
-    handler = {"hook": _hook, "append": _append, "context": _context}
-    handler |= {"query": _query, "search": _query, "sessions": _sessions}
+    handler = {
+        **{"hook": _hook, "append": _append, "context": _context, "replay": _replay},
+        "learnings": _learnings,
+        **{"query": _query, "search": _query, "sessions": _sessions, "status": _status},
+    }
     try:
         return handler[opts["command"]](server, opts)
     except _StdoutClosed:

@@ -35,6 +35,7 @@ from airsspec.memory import (
     compact_answer,
     context_shares,
     elided_seqs,
+    replay_lines,
 )
 
 # What a caller may append: the event models of the log, the system ones aside (derived; a
@@ -308,6 +309,40 @@ def health(memory: Any) -> dict[str, Any]:
     """Every tier's lag and what is degraded, capacity of the learning tiers, open conflicts,
     and ``attention``: what needs a person (empty when all is well)."""
     return memory.learnings.health()
+
+
+# ---------------------------------------------------------------- the CLI's reads, served
+# What ``airsspec status`` and ``replay`` show, so the light client (``airsspec.client``) answers
+# them through a running server with the full command's own output.
+
+
+def overview(memory: Any) -> dict[str, Any]:
+    """The workspace at a glance, as ``airsspec status --json`` prints it: the log's sessions,
+    records and bytes, every projection's items, size and lag, and what is degraded."""
+    return memory.overview()
+
+
+def transcript(
+    memory: Any,
+    session: Session,
+    from_seq: Annotated[int, Field(ge=1, description="first seq to show")] = 1,
+    until: Annotated[
+        str | None, Field(max_length=64, description="last seq, or an RFC 3339 time, to show")
+    ] = None,
+    stored: Annotated[bool, Field(description="the stored lines, exactly, not the text")] = False,
+    meta: Annotated[bool, Field(description="every record's meta in full")] = False,
+    limit: Limit = 1000,
+) -> dict[str, Any]:
+    """A session as ``airsspec replay`` shows it: a line per record (its text, or with
+    ``stored`` the record exactly as stored), at most ``limit`` from ``from_seq``; ``next``
+    is the seq to ask for the rest from (None at the end)."""
+    lines: list[str] = []
+    pairs = memory.replay(session, until=until, raw=True)
+    for seq, line in replay_lines(pairs, from_seq, stored=stored, full_meta=meta):
+        if len(lines) == limit:
+            return {"lines": lines, "next": seq}
+        lines.append(line)
+    return {"lines": lines, "next": None}
 
 
 # ---------------------------------------------------------------------------- memory files
@@ -591,6 +626,8 @@ OPS: tuple[Op, ...] = (
     Op(compact, False, "POST", "/sessions/{session}/compact"),
     Op(verify, True, "POST", "/verify"),
     Op(health, True, "GET", "/status"),
+    Op(overview, True, "GET", "/overview"),
+    Op(transcript, True, "POST", "/sessions/{session}/transcript"),
     Op(memory_view, True, "POST", "/memories/view"),
     Op(memory_history, True, "POST", "/memories/history"),
     Op(memory_create, False, "POST", "/memories/create"),

@@ -201,6 +201,48 @@ def test_a_scoped_user_sees_through_the_server_only_what_the_full_command_shows(
         if args[0] == "sessions":
             assert fast[:3] == full[:3]
             assert "bobs" in fast[1]
+    served.append_many("alices", [{"type": "user", "content": "more"}], project=False)
+    status = (
+        airsspec(served, "status", "--json"),
+        airsspec(served, "status", "--json", server=False),
+    )
+    assert status[0][:3] == status[1][:3] and not heavy(status[0][3])
+    assert "alices" not in status[0][1]  # alice's session is behind, not shown to bob
+    for args in (("replay", "alices"), ("replay", "alices", "--json")):
+        fast, full = airsspec(served, *args), airsspec(served, *args, server=False)
+        assert fast[:3] == full[:3] and fast[0] != 0, args  # refused, as the full command says
+        assert "alice's" not in fast[1] + fast[2], args
+
+
+@pytest.mark.slow
+def test_status_replay_and_learnings_are_answered_by_the_server_byte_for_byte(served) -> None:
+    (action,) = served.append_many("s1", [{"type": "action", "tool": "grep", "params": {}}])
+    answer = {"type": "observation", "action_id": action.id, "result": "found"}
+    served.append_many("s1", [{**answer, "meta": {"k": "v" * 120}}])
+    served.append_many("s1", [{"type": "user", "content": f"note {i}"} for i in range(1200)])
+    served.learnings.add("always run the linter before a commit")
+    served.learnings.add("prefer small pull requests, " + "long " * 30, kind="decision")
+    for args in (
+        ("status",),
+        ("status", "--json"),
+        ("replay", "s1"),
+        ("replay", "s1", "--json"),
+        ("replay", "s1", "--from", "2", "--until", "3", "--meta"),
+        ("replay", "s1", "--until", "2099-01-01T00:00:00Z"),
+        ("learnings",),
+        ("learnings", "list", "--all", "--json"),
+        ("learnings", "list", "--session", "s1"),
+    ):
+        fast = airsspec(served, *args)
+        full = airsspec(served, *args, server=False)
+        assert not heavy(fast[3]), args  # the server answered it
+        now = re.compile(r'(as of |"now": ")[0-9T:.Z-]+')  # when each was asked: learnings'
+        assert now.sub("now", fast[1]) == now.sub("now", full[1]), args
+        assert fast[0] == full[0] == 0 and fast[2] == full[2] == "" and fast[1], args
+    replayed = airsspec(served, "replay", "s1", "--json")[1].splitlines()
+    assert len(replayed) == 1203 and json.loads(replayed[-1])["content"] == "note 1199"
+    shown = airsspec(served, "replay", "s1", "--from", "2", "--until", "3", "--meta")[1]
+    assert "(answers #2)" in shown and "v" * 120 in shown
 
 
 def test_the_client_looks_for_the_discovery_file_where_the_server_writes_it(
