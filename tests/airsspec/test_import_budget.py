@@ -101,22 +101,26 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-# (arguments, the module ceiling): ceilings about a fifth over the count measured when set.
+# (arguments, standard input, the module ceiling): ceilings about a tenth over the count measured
+# when set (the lazy facade took each command from 360-385 modules to 345-362).
 BUDGETS = [
-    (("--version",), 210),
-    (("append", "s1", "event.jsonl"), 470),
-    (("replay", "s1"), 450),
-    (("sessions",), 450),
-    (("context", "s1", "--budget", "500"), 470),
+    (("--version",), b"", 180),
+    (("append", "s1", "event.jsonl"), b"", 400),
+    (("append", "s1", "-"), b'{"type": "user", "content": "from stdin"}\n', 400),
+    (("replay", "s1"), b"", 380),
+    (("sessions",), b"", 380),
+    (("context", "s1", "--budget", "500"), b"", 400),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("args", "ceiling"), BUDGETS, ids=[b[0][0] for b in BUDGETS])
+@pytest.mark.parametrize(
+    ("args", "stdin", "ceiling"), BUDGETS, ids=[" ".join(b[0][:1] + b[0][2:]) for b in BUDGETS]
+)
 def test_a_command_imports_no_heavy_library_and_stays_under_its_module_ceiling(
-    workspace: Path, args: tuple[str, ...], ceiling: int
+    workspace: Path, args: tuple[str, ...], stdin: bytes, ceiling: int
 ) -> None:
-    _, modules = loaded_by(workspace, *args)
+    _, modules = loaded_by(workspace, *args, stdin=stdin)
     assert heavy(modules) == []
     assert len(modules) <= ceiling, f"{args[0]} imports {len(modules)} modules"
 
@@ -132,8 +136,8 @@ def test_version_imports_neither_the_facade_nor_a_command(workspace: Path) -> No
 @pytest.mark.slow
 def test_status_imports_no_http_stack_duckdb_or_model(workspace: Path) -> None:
     _, modules = loaded_by(workspace, "status")
-    assert [h for h in heavy(modules) if h not in ("lancedb", "pyarrow", "numpy")] == []
-    assert len(modules) <= 1000, f"status imports {len(modules)} modules"
+    assert [h for h in heavy(modules) if h not in ("pyarrow", "numpy")] == []
+    assert len(modules) <= 560, f"status imports {len(modules)} modules"  # 496 when set
 
 
 @pytest.mark.slow
