@@ -40,10 +40,12 @@ def _record_adapter(schema: Schema) -> TypeAdapter[Record]:
     return TypeAdapter(Annotated[union, Field(discriminator="type")])
 
 
-# Bytes of stored lines past which a read validates with the union of every record type: its
-# one call per line is faster than dispatching by type in Python (about 1 us a line), and
-# building it (about 0.15 s) pays for itself over some 100k lines.
-UNION_PAST = 16 << 20
+# Bytes of stored lines a process reads by type before it validates with the union of every
+# record type: the union's one call per line is faster than dispatching by type in Python
+# (about 1 us a line); building it (about 0.15 s) pays for itself over some 100k lines, and
+# a process that has read this much is a long one (a projection, a verify).
+UNION_PAST = 4 << 20
+_read_by_type = 0  # bytes this process gave the typed validator so far
 
 
 def record_validator(*, schema: Schema = SCHEMA, reading: int | None = None) -> Any:
@@ -56,10 +58,13 @@ def record_validator(*, schema: Schema = SCHEMA, reading: int | None = None) -> 
     sorted, ``hash`` last), so its ``type`` is the last ``"type":"`` in it. A session of a few
     types builds a few validators, not the union of the whole catalog, which is most of a short
     command's time. A guess that names no known type, or whose model refuses the line, falls
-    back to the union, which decides. A long read, or any once the union is built, uses it."""
+    back to the union, which decides. A long read, any once the process has read
+    ``UNION_PAST`` bytes so, and any once the union is built, uses the union."""
+    global _read_by_type
     built = _record_adapter.cache_info().currsize > 0
-    if built or reading is None or reading > UNION_PAST:
+    if built or reading is None or _read_by_type + reading > UNION_PAST:
         return _record_adapter(schema).validator.validate_json
+    _read_by_type += reading
     return _typed_validator(schema)
 
 
