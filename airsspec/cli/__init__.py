@@ -37,14 +37,24 @@ SECTIONS = (
 )
 
 
-def _load_commands() -> None:
-    """Import every command module (each registers its commands in ``COMMANDS`` as it is
-    imported). Done when the parser is built, not when this package is imported: they import
-    the facade, which ``--version`` and the light client's renderers (``airsspec.cli.render``)
-    have no use for."""
+def _load_commands(command: str | None = None) -> None:
+    """Import the command modules (each registers its commands in ``COMMANDS`` as it is
+    imported), in the order of ``SECTIONS``: every one, or with ``command``, only until one
+    defines it (a command runs without importing the others' modules). Done when the parser is
+    built, not when this package is imported: they import the facade, which ``--version`` and
+    the light client's renderers (``airsspec.cli.render``) have no use for."""
+    from airsspec.cli.common import COMMANDS
+
     for _, modules in SECTIONS:
         for name in modules:
             importlib.import_module(f"{__name__}.{name}")
+            if command is not None and any(_defines(spec, command) for spec in COMMANDS):
+                return
+
+
+def _defines(spec: Command, command: str) -> bool:
+    """Whether ``spec`` is ``command``, one of its names, or an action of group ``command``."""
+    return command in (spec.name.partition(" ")[0], *spec.aliases, *spec.hidden)
 
 
 def _version() -> str:
@@ -137,11 +147,12 @@ def _add(
         p.add_argument(*names, **options)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of every command."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; with ``command``, of those its module and the ones before
+    it define (the others are not imported: enough to run it, its help included)."""
     from airsspec.cli.common import COMMANDS, GROUPS, first_sentence
 
-    _load_commands()
+    _load_commands(command)
     parser = _RootParser(
         prog="airsspec",
         description="Auditable, replayable memory for AI agents: a frozen event log and the "
@@ -221,13 +232,25 @@ def _show_warnings() -> None:
             logger.addHandler(_WARNINGS)
 
 
-def _asks_version(argv: Sequence[str]) -> bool:
-    """Whether ``argv`` is ``--version`` after global options only: answered before the
-    parser (and the commands it imports) is built."""
+def _after_globals(argv: Sequence[str]) -> list[str]:
+    """``argv`` past the global options given as two items (``-w DIR``, ``-c FILE``)."""
     items = list(argv)
     while items[:1] in (["-w"], ["--workspace"], ["-c"], ["--config"]) and len(items) > 2:
         items = items[2:]
-    return items == ["--version"]
+    return items
+
+
+def _asks_version(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is ``--version`` after global options only: answered before the
+    parser (and the commands it imports) is built."""
+    return _after_globals(argv) == ["--version"]
+
+
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names, when it names one right after the global options (None:
+    the root's help, an option the root parser must read: every command is loaded)."""
+    items = _after_globals(argv)
+    return items[0] if items and not items[0].startswith("-") else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -235,8 +258,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if _asks_version(sys.argv[1:] if argv is None else argv):
         print(_version())
         return EXIT_OK
-    parser = build_parser()
-    if "_ARGCOMPLETE" in os.environ:  # the shell is asking for completions (see 'completion')
+    completing = "_ARGCOMPLETE" in os.environ  # the shell asks for completions ('completion')
+    parser = build_parser(
+        None if completing else _command_named(sys.argv[1:] if argv is None else argv)
+    )
+    if completing:
         import argcomplete
 
         argcomplete.autocomplete(parser)
