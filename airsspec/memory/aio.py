@@ -253,6 +253,10 @@ class AsyncGate:
         """``Memory.scopes.opening`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.opening(session))
 
+    async def own_session(self, base: str) -> str:
+        """``Memory.scopes.own_session`` as a coroutine (run in a worker thread)."""
+        return await _run(lambda: self._target.own_session(base))
+
     async def owner(self, session: str) -> Scope:
         """``Memory.scopes.owner`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.owner(session))

@@ -116,7 +116,7 @@ def test_the_command_line_exits_with_each_errors_own_code(
 
         parser = argparse.ArgumentParser()
         parser.set_defaults(func=fail)
-        monkeypatch.setattr(cli, "build_parser", lambda command=None: parser)
+        monkeypatch.setattr(cli, "build_parser", lambda command=None, parser=parser: parser)
         assert cli.main([]) == cls.exit_code, cls
         assert capsys.readouterr().err.splitlines() == error.report(), cls
 
