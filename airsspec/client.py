@@ -354,7 +354,7 @@ def _context(server: Server, opts: dict) -> int | None:
     if opts.get("--json") or body["format"] != "text":
         key = "context" if body["format"] == "text" else "messages"
         head = {"session": answer["session"], "budget": answer["budget"], "truncated": truncated}
-        _print({**head, key: answer["context"]})
+        _print({**head, "parts": answer.get("parts"), key: answer["context"]})
         return 0
     _out(f"{_printable(answer['context'])}\n")
     return 0

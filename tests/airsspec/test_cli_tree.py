@@ -43,7 +43,7 @@ def test_top_level_help_lists_every_listed_command_once_under_its_heading() -> N
     for heading, names in (
         ("log", ["init", "append", "verify", "seal", "replay", "sessions", "import", "export"]),
         ("search", ["search", "sql", "report"]),
-        ("memory across sessions", ["session", "learnings", "forget"]),
+        ("memory across sessions", ["session", "learnings", "facts", "forget"]),
     ):
         start = text.index(f"\n{heading}:\n")
         block = text[start : text.index("\n\n", start + 2)]
@@ -58,7 +58,7 @@ def test_an_action_help_shows_only_its_own_options() -> None:
     text = done.stdout.decode()
     assert text.startswith("usage: airsspec learnings confirm")
     options = set(re.findall(r"(--[a-z-]+)", text))
-    assert options == {"--help", "--json", "--reason"}, options
+    assert options == {"--by", "--help", "--json", "--reason"}, options
 
 
 @pytest.mark.parametrize(
