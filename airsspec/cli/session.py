@@ -67,6 +67,7 @@ def cmd_session_end(args: argparse.Namespace) -> int:
     """End a session. Its new messages are read for learnings at once."""
     with open_memory(args) as memory:
         record = memory.sessions.end(args.session, status=args.status)
+    assert record is not None  # only end(once=True) gives None
     return _done(args, record, f"ended {args.session} (#{record.seq}) with status {args.status}")
 
 

@@ -210,7 +210,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         "truncated": truncated,
         "parts": context_shares(parts, args.budget),
     }
-    if args.format != "text":  # the list to pass as the SDK's ``messages``
+    if isinstance(context, list):  # a format's list, to pass as the SDK's ``messages``
         print_json({**head, "messages": context})
     elif args.json:
         print_json({**head, "context": context})

@@ -39,7 +39,20 @@ if TYPE_CHECKING:
     from eventlog.bound import Bound
     from eventlog.importers import ImportResult
     from eventlog.log import SessionInfo
-    from eventlog.schema import Event, Record
+    from eventlog.schema import (
+        CompactionRecord,
+        Event,
+        LearningEditedRecord,
+        LearningFeedbackRecord,
+        LearningRecord,
+        PhaseChangedRecord,
+        Record,
+        RestoredRecord,
+        SessionAssignedRecord,
+        SessionEndedRecord,
+        SessionStartedRecord,
+        VisualizedRecord,
+    )
     from eventlog.seal import Seal
     from projections.analytics import Analytics, QueryResult
     from projections.context import ContextFormat
@@ -62,13 +75,15 @@ class AsyncSessions:
 
     async def assign(
         self, session: str, *, user: str, agent: str | None = None, project: str | None = None
-    ) -> Record:
+    ) -> SessionAssignedRecord:
         """``Memory.sessions.assign`` as a coroutine (run in a worker thread)."""
         return await _run(
             lambda: self._target.assign(session, user=user, agent=agent, project=project)
         )
 
-    async def end(self, session: str, *, status: str = "done", once: bool = False) -> Record | None:
+    async def end(
+        self, session: str, *, status: str = "done", once: bool = False
+    ) -> SessionEndedRecord | None:
         """``Memory.sessions.end`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.end(session, status=status, once=once))
 
@@ -84,7 +99,7 @@ class AsyncSessions:
         """``Memory.sessions.names`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.names())
 
-    async def phase(self, session: str, phase: str) -> Record:
+    async def phase(self, session: str, phase: str) -> PhaseChangedRecord:
         """``Memory.sessions.phase`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.phase(session, phase))
 
@@ -97,7 +112,7 @@ class AsyncSessions:
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
-    ) -> Record:
+    ) -> SessionStartedRecord:
         """``Memory.sessions.start`` as a coroutine (run in a worker thread)."""
         return await _run(
             lambda: self._target.start(
@@ -119,7 +134,7 @@ class AsyncLearnings:
         kind: str = "preference",
         scope: str = "project",
         session: str | None = None,
-    ) -> Record:
+    ) -> LearningRecord:
         """``Memory.learnings.add`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.add(text, kind=kind, scope=scope, session=session))
 
@@ -129,7 +144,9 @@ class AsyncLearnings:
         """``Memory.learnings.archive`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.archive(older_than, now=now))
 
-    async def confirm(self, learning_id: str, *, reason: str = "", by: str | None = None) -> Record:
+    async def confirm(
+        self, learning_id: str, *, reason: str = "", by: str | None = None
+    ) -> LearningFeedbackRecord:
         """``Memory.learnings.confirm`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.confirm(learning_id, reason=reason, by=by))
 
@@ -141,7 +158,7 @@ class AsyncLearnings:
         scope: str | None = None,
         reason: str = "",
         by: str | None = None,
-    ) -> Record:
+    ) -> LearningEditedRecord:
         """``Memory.learnings.edit`` as a coroutine (run in a worker thread)."""
         return await _run(
             lambda: self._target.edit(learning_id, text=text, scope=scope, reason=reason, by=by)
@@ -153,7 +170,7 @@ class AsyncLearnings:
 
     async def feedback(
         self, learning_id: str, verdict: str, *, reason: str = "", by: str | None = None
-    ) -> Record:
+    ) -> LearningFeedbackRecord:
         """``Memory.learnings.feedback`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.feedback(learning_id, verdict, reason=reason, by=by))
 
@@ -194,11 +211,13 @@ class AsyncLearnings:
             lambda: self._target.reextract(out, summarizer=summarizer, extractor=extractor)
         )
 
-    async def reject(self, learning_id: str, *, reason: str = "", by: str | None = None) -> Record:
+    async def reject(
+        self, learning_id: str, *, reason: str = "", by: str | None = None
+    ) -> LearningFeedbackRecord:
         """``Memory.learnings.reject`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.reject(learning_id, reason=reason, by=by))
 
-    async def restore(self, learning_id: str) -> Record:
+    async def restore(self, learning_id: str) -> RestoredRecord:
         """``Memory.learnings.restore`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.restore(learning_id))
 
@@ -494,7 +513,7 @@ class AsyncMemory:
         """``Memory.close`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.close())
 
-    async def compact(self, session: str, *, force: bool = False) -> Record | None:
+    async def compact(self, session: str, *, force: bool = False) -> CompactionRecord | None:
         """``Memory.compact`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.compact(session, force=force))
 
@@ -882,7 +901,7 @@ class AsyncMemory:
 
     async def visualize(
         self, sessions: Iterable[str] | None = None, *, force: bool = False
-    ) -> list[Record]:
+    ) -> list[VisualizedRecord]:
         """``Memory.visualize`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.visualize(sessions, force=force))
 

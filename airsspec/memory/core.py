@@ -57,6 +57,7 @@ from airsspec.memory.sessions import Sessions
 from airsspec.memory.visual import Visual
 from airsspec.workspace import Workspace, init_workspace
 from eventlog.layout import Layout, validate_session_id
+from eventlog.schema import CompactionRecord, VisualizedRecord, typed
 from projections.context import ContextFormat
 from projections.scopes import Scope
 
@@ -659,18 +660,18 @@ class Memory:
                 appended[name] = records
         # the warm part grew: its oldest sessions may move
         if appended.get("compact") and (moved := self.visualize()):
-            appended["visualize"] = moved
+            appended["visualize"] = [*moved]
         return appended
 
-    def compact(self, session: str, *, force: bool = False) -> Record | None:
+    def compact(self, session: str, *, force: bool = False) -> CompactionRecord | None:
         """Compact ``session`` if its hot window is over budget (or ``force``); return the
         compaction record, or None when it was within budget. Hot and warm follow at once."""
         records = self.kernel.run_policy("compact", session, force=force)
-        return records[0] if records else None
+        return typed(CompactionRecord, records[0]) if records else None
 
     def visualize(
         self, sessions: Iterable[str] | None = None, *, force: bool = False
-    ) -> list[Record]:
+    ) -> list[VisualizedRecord]:
         """Move the oldest warm sessions of each project past ``[visual] warm_sessions`` to
         the visual tier (``force``: the sessions named whatever the count; none named, the
         oldest of each project); the ``visualized`` events appended

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 from airsspec.errors import LearningError, ScopeError
 from eventlog.bound import Bound
 from eventlog.ids import parse_ts, utc_now
-from eventlog.schema import MEMORY_SESSION
+from eventlog.schema import (
+    MEMORY_SESSION,
+    LearningEditedRecord,
+    LearningFeedbackRecord,
+    LearningRecord,
+    RestoredRecord,
+    typed,
+)
 from projections.scopes import Scope
 
 if TYPE_CHECKING:
@@ -139,7 +146,7 @@ class Learnings:
         kind: str = "preference",
         scope: str = "project",
         session: str | None = None,
-    ) -> Record:
+    ) -> LearningRecord:
         """Record a learning the user states directly (source ``user``: explicit, confirmed);
         in ``session``'s log when given, else in the workspace's own log. ``scope`` is where
         it applies: session, project or global (a global one reaches every reader)."""
@@ -167,11 +174,12 @@ class Learnings:
             "source": "user",
             "explicit": True,
         }
-        return kernel.system_append(home, [event])[0]  # the log validates kind and scope
+        # the log validates kind and scope
+        return typed(LearningRecord, kernel.system_append(home, [event])[0])
 
     def feedback(
         self, learning_id: str, verdict: str, *, reason: str = "", by: str | None = None
-    ) -> Record:
+    ) -> LearningFeedbackRecord:
         """Confirm or reject a learning (``verdict``: confirmed or rejected), recorded with
         its actor (``by``, else this memory's user, else the login name). A rejected
         learning never reaches a prompt again, unless a later confirmation restores it. A
@@ -187,13 +195,17 @@ class Learnings:
             "reason": reason,
             "actor": self._kernel.asker(by),
         }
-        return self._kernel.memory_event(event)
+        return typed(LearningFeedbackRecord, self._kernel.memory_event(event))
 
-    def confirm(self, learning_id: str, *, reason: str = "", by: str | None = None) -> Record:
+    def confirm(
+        self, learning_id: str, *, reason: str = "", by: str | None = None
+    ) -> LearningFeedbackRecord:
         """``feedback(learning_id, "confirmed")``."""
         return self.feedback(learning_id, "confirmed", reason=reason, by=by)
 
-    def reject(self, learning_id: str, *, reason: str = "", by: str | None = None) -> Record:
+    def reject(
+        self, learning_id: str, *, reason: str = "", by: str | None = None
+    ) -> LearningFeedbackRecord:
         """``feedback(learning_id, "rejected")``."""
         return self.feedback(learning_id, "rejected", reason=reason, by=by)
 
@@ -205,7 +217,7 @@ class Learnings:
         scope: str | None = None,
         reason: str = "",
         by: str | None = None,
-    ) -> Record:
+    ) -> LearningEditedRecord:
         """Curate a learning: from now on it reads ``text`` and applies at ``scope``
         (session, project or global; None: unchanged), recorded as a ``learning_edited``
         event with its actor (``by``, else this memory's user, else the login name). What was
@@ -231,7 +243,8 @@ class Learnings:
             raise LearningError(f"learning {found.id} already reads so: give a new text or scope")
         event = {"type": "learning_edited", "learning_id": found.id, **changed}
         event |= {"reason": reason, "actor": kernel.asker(by)}
-        return kernel.memory_event(event)  # the log validates text and scope
+        # the log validates text and scope
+        return typed(LearningEditedRecord, kernel.memory_event(event))
 
     def extract(self, session: str, *, force: bool = False) -> builtins.list[Record]:
         """Run the learnings extractor on ``session`` if it is due (or ``force``); return what
@@ -292,13 +305,14 @@ class Learnings:
             self._kernel.memory_event(event)
         return chosen
 
-    def restore(self, learning_id: str) -> Record:
+    def restore(self, learning_id: str) -> RestoredRecord:
         """Bring an archived learning back to what it was before (``ScopeError`` for one
         outside this memory's scope)."""
         found = self._changeable(learning_id, "restore")
         if found.status != "archived":
             raise LearningError(f"learning {found.id} is not archived (it is {found.status})")
-        return self._kernel.memory_event({"type": "restored", "learning_id": found.id})
+        restored = {"type": "restored", "learning_id": found.id}
+        return typed(RestoredRecord, self._kernel.memory_event(restored))
 
     def reextract(
         self, out: str | Path, *, summarizer: str | None = None, extractor: str | None = None

@@ -14,13 +14,19 @@ from airsspec.errors import CorruptLogError, LearningError, ScopeError, UnsafePa
 from airsspec.memory.consolidation import consolidate
 from airsspec.memory.learnings import Learnings
 from eventlog.layout import validate_session_id
-from eventlog.schema import MEMORY_SESSION
+from eventlog.schema import (
+    MEMORY_SESSION,
+    PhaseChangedRecord,
+    SessionAssignedRecord,
+    SessionEndedRecord,
+    SessionStartedRecord,
+    typed,
+)
 from projections.scopes import Scope
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
     from eventlog.log import SessionInfo
-    from eventlog.schema import Record
 
 
 class Sessions:
@@ -72,7 +78,7 @@ class Sessions:
         user: str | None = None,
         agent: str | None = None,
         project: str | None = None,
-    ) -> Record:
+    ) -> SessionStartedRecord:
         """Record that ``session`` starts, with its task and phase (default: the first
         configured) and its owner: ``user``, ``agent`` and ``project``, each defaulting to
         this memory's scope. A new session is created; an existing one resumes (its owner
@@ -99,7 +105,7 @@ class Sessions:
             "phase": self._phase(phase),
             **owner.to_fields(),
         }
-        return kernel.system_append(session, [event])[0]
+        return typed(SessionStartedRecord, kernel.system_append(session, [event])[0])
 
     def assign(
         self,
@@ -108,7 +114,7 @@ class Sessions:
         user: str,
         agent: str | None = None,
         project: str | None = None,
-    ) -> Record:
+    ) -> SessionAssignedRecord:
         """Give ``session`` to a new owner (``user``, and ``agent``/``project`` when named):
         a ``session_assigned`` event in its log, so the change is recorded, never made in
         place. Only an admin (an unscoped memory) assigns (``ScopeError`` otherwise)."""
@@ -122,17 +128,20 @@ class Sessions:
             )
         kernel.check_session(session)
         kernel.gate.guard(session, writing=True)
-        return kernel.system_append(session, [{"type": "session_assigned", **owner.to_fields()}])[0]
+        assigned = {"type": "session_assigned", **owner.to_fields()}
+        return typed(SessionAssignedRecord, kernel.system_append(session, [assigned])[0])
 
-    def phase(self, session: str, phase: str) -> Record:
+    def phase(self, session: str, phase: str) -> PhaseChangedRecord:
         """Move ``session`` to ``phase`` (one of the configured phases)."""
         kernel = self._kernel
         kernel.check_session(session)
         kernel.gate.guard(session, writing=True)
         event = {"type": "phase_changed", "phase": self._phase(phase)}
-        return kernel.system_append(session, [event])[0]
+        return typed(PhaseChangedRecord, kernel.system_append(session, [event])[0])
 
-    def end(self, session: str, *, status: str = "done", once: bool = False) -> Record | None:
+    def end(
+        self, session: str, *, status: str = "done", once: bool = False
+    ) -> SessionEndedRecord | None:
         """Record that ``session`` ended with ``status``; its remaining records are read by the
         extractor at once, and its hot learnings become warm. ``once``: only if it has not
         ended since it last started (None then); callers ending one session at once (two hooks
@@ -147,7 +156,7 @@ class Sessions:
             if once and self.info(session).get("ended") is not None:
                 return None
             ended = {"type": "session_ended", "status": status}
-            record = kernel.system_append(session, [ended])[0]
+            record = typed(SessionEndedRecord, kernel.system_append(session, [ended])[0])
         Learnings(kernel).extract(session)
         consolidate(kernel, session)
         return record

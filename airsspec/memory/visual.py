@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from eventlog.layout import read_nofollow, validate_session_id
+from eventlog.schema import VisualizedRecord, typed
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
-    from eventlog.schema import Record
     from projections.scopes import Scope
     from projections.visual_context import Page
 
@@ -30,7 +30,7 @@ class Visual:
 
     def visualize(
         self, sessions: Iterable[str] | None = None, *, force: bool = False
-    ) -> list[Record]:
+    ) -> list[VisualizedRecord]:
         """See ``Memory.visualize``."""
         from compactor.visual_policy import VisualPolicy
 
@@ -48,7 +48,9 @@ class Visual:
             kernel.workspace.layout.locks_dir,
             kernel.settings.visual.warm_sessions,
         )
-        records = policy.run(owners, force=force, sessions=named)
+        records = [
+            typed(VisualizedRecord, r) for r in policy.run(owners, force=force, sessions=named)
+        ]
         for session in dict.fromkeys(r.session for r in records):
             kernel.written("visualize", session)
         return records

@@ -23,6 +23,8 @@ recovery recognise a batch cut short by a crash and quarantine all of it, keepin
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from eventlog.layout import MEMORY_SESSION as MEMORY_SESSION  # the workspace's own log
 from eventlog.schema import records
 from eventlog.schema.catalog import (
@@ -90,6 +92,17 @@ STATE_TYPES: frozenset[str] = SCHEMA.state
 """The types an agent framework's adapter appends to keep its state on the log (an agents SDK
 session's pops and clears, a graph's store items and checkpoints: ``airsspec.integrations``)."""
 
+_R = TypeVar("_R", bound=Record)
+
+
+def typed(kind: type[_R], record: Record) -> _R:
+    """``record`` as the catalog's record class ``kind``, the class the log gives back for
+    that type (so a caller's type checker sees its fields); ``TypeError`` for another."""
+    if not isinstance(record, kind):
+        raise TypeError(f"expected a {kind.__name__}, got a {type(record).__name__}")
+    return record
+
+
 _OMIT_WHEN_NONE: tuple[str, ...] = SCHEMA.omit_when_none
 """Optional fields left out of a stored record rather than stored as null."""
 
@@ -135,6 +148,7 @@ __all__ = [  # the derived names (UserEvent ..., emitted in ``records``) last
     "parse_record",
     "record_from_dict",
     "record_validator",
+    "typed",
     "unknown_type",
     "validate_event",
     *records.__all__,
