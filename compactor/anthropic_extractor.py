@@ -8,17 +8,14 @@ first request is kept verbatim as an identity anchor by the rules, never paraphr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from compactor.anthropic_summarizer import AnthropicSummarizer
 from compactor.detectors import clip
-from compactor.extractor import Found, RulesExtractor
-from eventlog.errors import SummarizerError
-from eventlog.render import record_text
+from compactor.extractor import Found, RulesExtractor, ask_claude
 from eventlog.schema import ExtractorInfo, Record
 
 PROMPT_VERSION = "learnings-1"
@@ -54,17 +51,7 @@ class AnthropicExtractor:
 
     def extract(self, records: Sequence[Record], first_request: bool) -> list[Found]:
         """The learnings in ``records`` (see ``compactor.extractor.Backend``)."""
-        by_seq = {r.seq: r for r in records}
-        text = "\n".join(f"#{r.seq} [{r.type}] {clip(record_text(r), 2000)}" for r in records)
-        answer = self.api.call(PROMPT, text, self.api.max_tokens)
-        match = re.search(r"\[.*\]", answer, re.S)
-        try:
-            items = _ITEMS.validate_json(match.group(0) if match else answer)
-        except ValidationError as exc:
-            raise SummarizerError(f"the answer is not a list of learnings: {exc}") from exc
-        unknown = [item.seq for item in items if item.seq not in by_seq]
-        if unknown:
-            raise SummarizerError(f"the answer names messages that were not given: {unknown}")
+        items, by_seq = ask_claude(self.api, PROMPT, records, _ITEMS, "learnings")
         anchors = [
             f for f in RulesExtractor().extract(records, first_request) if f.scope == "session"
         ]

@@ -21,18 +21,59 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
 
 from compactor.compactor import file_lock
-from compactor.detectors import RULES_VERSION, candidates, keep
+from compactor.detectors import RULES_VERSION, candidates, clip, keep
 from eventlog.errors import SummarizerError
 from eventlog.log import Log
+from eventlog.render import record_text
 from eventlog.schema import CONVERSATION_TYPES, MEMORY_SESSION, ExtractorInfo, Record
 from projections.engine import Runner
 from projections.learnings import LearningsProjector
+
+
+class _Numbered(Protocol):
+    seq: int
+
+
+_Item = TypeVar("_Item", bound=_Numbered)
+
+
+def conversation_since(log: Log, session: str, start: int) -> list[Record]:
+    """What a person and an agent said or did in ``session`` from ``start`` on (the records
+    an extractor or a consolidation reads)."""
+    return [
+        located.record
+        for located in log.read(session, from_seq=start)
+        if located.record.type in CONVERSATION_TYPES
+    ]
+
+
+def ask_claude(
+    api: Any, prompt: str, records: Sequence[Record], items: TypeAdapter[list[_Item]], what: str
+) -> tuple[list[_Item], dict[int, Record]]:
+    """Claude's answer to ``prompt`` over ``records`` (each ``#seq [type] text``, clipped), read
+    as ``items``, and the records by seq; ``SummarizerError`` when the answer is not a list of
+    ``what`` or names a message that was not given. ``api``: an ``AnthropicSummarizer``."""
+    by_seq = {r.seq: r for r in records}
+    text = "\n".join(f"#{r.seq} [{r.type}] {clip(record_text(r), 2000)}" for r in records)
+    answer = api.call(prompt, text, api.max_tokens)
+    match = re.search(r"\[.*\]", answer, re.S)
+    try:
+        found = items.validate_json(match.group(0) if match else answer)
+    except ValidationError as exc:
+        raise SummarizerError(f"the answer is not a list of {what}: {exc}") from exc
+    unknown = [item.seq for item in found if item.seq not in by_seq]
+    if unknown:
+        raise SummarizerError(f"the answer names messages that were not given: {unknown}")
+    return found, by_seq
 
 
 def learning_id(session: str, seq: int, kind: str, text: str) -> str:
@@ -135,11 +176,7 @@ class Extractor:
             if not force and self._reason(state) is None:
                 return []
             start = (state.extracted_through if state else 0) + 1
-            records = [
-                located.record
-                for located in self.log.read(session, from_seq=start)
-                if located.record.type in CONVERSATION_TYPES
-            ]
+            records = conversation_since(self.log, session, start)
             if not records:
                 return []
             first_request = state is None or state.info.get("first_user_seq", 0) >= start

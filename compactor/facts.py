@@ -23,14 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from compactor.compactor import file_lock
 from compactor.detectors import RULES_VERSION, candidates, clip, keep, typed_by_person
+from compactor.extractor import ask_claude, conversation_since
 from eventlog.errors import SummarizerError
 from eventlog.log import Log
 from eventlog.render import record_text
-from eventlog.schema import CONVERSATION_TYPES, MEMORY_SESSION, ActionRecord, ExtractorInfo, Record
+from eventlog.schema import MEMORY_SESSION, ActionRecord, ExtractorInfo, Record
 from projections.engine import Runner
 from projections.learnings import EDIT_TOOLS, LearningsProjector
 
@@ -284,17 +285,7 @@ class AnthropicFacts:
     def facts(self, records: Sequence[Record]) -> list[Found]:
         """The facts in ``records`` (see ``FactsBackend``); ``SummarizerError`` when the
         answer is not a list of facts naming messages that were given."""
-        by_seq = {r.seq: r for r in records}
-        text = "\n".join(f"#{r.seq} [{r.type}] {clip(record_text(r), 2000)}" for r in records)
-        answer = self.api.call(PROMPT, text, self.api.max_tokens)
-        match = re.search(r"\[.*\]", answer, re.S)
-        try:
-            items = _ITEMS.validate_json(match.group(0) if match else answer)
-        except ValidationError as exc:
-            raise SummarizerError(f"the answer is not a list of facts: {exc}") from exc
-        unknown = [item.seq for item in items if item.seq not in by_seq]
-        if unknown:
-            raise SummarizerError(f"the answer names messages that were not given: {unknown}")
+        items, by_seq = ask_claude(self.api, PROMPT, records, _ITEMS, "facts")
         return [
             Found(item.kind, item.key, item.text, [by_seq[item.seq]], ended=item.ended)
             for item in items
@@ -325,11 +316,7 @@ class FactRecorder:
             Runner(self.log, [self.learnings]).catch_up(sessions=[session])
             loaded = self.learnings.state_store.load(session)
             start = (loaded[0].facts_through if loaded else 0) + 1
-            records = [
-                located.record
-                for located in self.log.read(session, from_seq=start)
-                if located.record.type in CONVERSATION_TYPES
-            ]
+            records = conversation_since(self.log, session, start)
             if not records:
                 return []
             info = self.backend.info
