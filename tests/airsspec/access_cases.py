@@ -62,6 +62,7 @@ SESSION_OPS = (
     "append",
     "context",
     "replay",
+    "transcript",
     "start_session",
     "set_phase",
     "end_session",
@@ -236,7 +237,7 @@ def arguments(world: World, op: str, principal: str, target: str, *, absent: boo
         return {"session": session, "budget": 4000, "query": f"{canary} canary plan"}
     if op == "query_memory":
         return {"query": "canary plan", "k": 5} | ({"session": session} if session else {})
-    if op == "replay":
+    if op in ("replay", "transcript"):
         return {"session": session, "limit": 10_000}
     if op == "learnings":
         return {"cue": "canary plan"} | ({"reader": session} if session else {})
