@@ -17,6 +17,8 @@ ones made about access:
 - **global learnings** reach every reader, so only an admin adds them (or makes one global);
 - **the server's tokens**, and forgetting through the server, are an admin's alone
   (``guard_admin``);
+- **an integration's own sessions** (``OWN_SESSION_BASES``: a LangGraph store's) are named
+  after their principal's scope, and only that principal (or an admin) creates one;
 - **memory files** (``/memories``) are a tree per user and project (``memory_tree``): a
   principal reads and writes its own tree only, and replays only its own tree's changes;
 - **a read-only principal** (a read-only token) writes nothing: a write is refused
