@@ -373,6 +373,36 @@ def viewer_screenshot(url: str, token: str, page_path: str, path: Path) -> bool:
     return True
 
 
+def facts_demo(target: Path) -> None:
+    """Two sessions require opposite things of one subject: the later fact holds, the earlier
+    is kept with when it stopped and which record changed it; a person edits a learning (with
+    its actor); the next session's context says what each part of its budget went to."""
+    for session, rule in (
+        ("tue-emails", "Emails must be lowercased before they are stored."),
+        ("thu-emails", "Emails must be stored exactly as typed, case included."),
+    ):
+        run(target, "session", "start", session, "--task", "the signup form")
+        run(target, "append", session, "-", stdin=json.dumps({"type": "user", "content": rule}))
+        run(target, "session", "end", session)
+    print("-- the fact that holds now, then with --history what it replaced (and since when) --")
+    run(target, "facts", "emails", width=150)
+    run(target, "facts", "emails", "--history", width=150)
+    print("\n-- a person sharpens a learning's text; the edit is an event with its actor --")
+    listed = json.loads(run(target, "learnings", "list", "--json", max_lines=0))
+    exports = next(a for a in listed["learnings"] if "default export" in a["text"].lower())
+    print(f"   (the learning: {exports['id']} {exports['text']!r})")
+    sharper = "Use named exports only; never export default (the team's lint rule)."
+    run(target, "learnings", "edit", exports["id"], "--text", sharper, "--by", "lead")
+    print("\n-- a new session's context, each part with its share of the budget --")
+    run(target, "session", "start", "sat-signup", "--task", "finish the signup form")
+    answer = run(target, "context", "sat-signup", "--budget", "800", "--json", max_lines=0)
+    context = json.loads(answer)
+    print(context["context"])
+    print("-- what each part took of the 800 tokens --")
+    for name, part in context["parts"].items():
+        print(f"  {name:<9} {part['tokens']:>4} tokens ({part['share']:.0%})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workspace", default="build/demo", help="where to put the demo copy")
@@ -623,6 +653,8 @@ def main() -> None:
 
     print("\n== 21. Claude's memory tool on the log: versions with actors, then forgotten ==")
     claude_memory_demo(target.parent / "demo-claude-memory")
+    print("\n== 22. What the next session knows: facts that hold, and what they replaced ==")
+    facts_demo(target)
     print(f"\nDemo workspace: {target} (delete it at will; the example stays untouched)")
 
 
