@@ -4,6 +4,7 @@ extractive summarizer."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -19,10 +20,18 @@ def use_extractive_summarizer(config: Path, *edits: tuple[str, str]) -> None:
     config.write_text(text)
 
 
-def write_synthetic_log(log_dir: str | Path, sessions: int, per_session: int, content: str) -> int:
+def write_synthetic_log(
+    log_dir: str | Path,
+    sessions: int,
+    per_session: int,
+    content: str,
+    texts: Sequence[str] = (),
+) -> int:
     """Write ``sessions`` logs of ``per_session`` single-append records, byte-identical to what
     ``EventLog.append`` writes (same encoder, same chain), much faster than appending one by one.
-    Types cycle through user/thought/action/observation/assistant so projections see a mix."""
+    Types cycle through user/thought/action/observation/assistant so projections see a mix.
+    With ``texts``, each record's content is the next of them in turn (real language for the
+    projections to index and summarize) instead of ``content``."""
     from eventlog.canonical import encode_record
     from eventlog.ids import new_event_id
 
@@ -40,6 +49,10 @@ def write_synthetic_log(log_dir: str | Path, sessions: int, per_session: int, co
         prev = None
         lines = []
         for seq in range(1, per_session + 1):
+            if texts:
+                said = texts[(s * per_session + seq) % len(texts)]
+                kinds[0]["content"] = kinds[1]["content"] = kinds[4]["content"] = said
+                kinds[3]["result"] = said
             body = {
                 "v": 1,
                 "id": new_event_id(),
