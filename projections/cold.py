@@ -606,6 +606,7 @@ class ColdCheckpoints(FileStateStore[ColdState]):
         self.files = files
         self.lease = lease
         self._held: Any = None  # the lease while ``exclusive`` holds it
+        self._kept_up: tuple[str, int] | None = None  # the table as this process's upkeep left it
 
     @override
     def path(self, session: str) -> Path:
@@ -745,7 +746,15 @@ class ColdCheckpoints(FileStateStore[ColdState]):
 
     @override
     def finish(self) -> None:
+        """The table's index upkeep, then its files recorded. Skipped when this process kept
+        the table up already and nothing was committed to it since (``TableFiles.current``,
+        read without opening the table): an idle catch-up, which every read runs first, then
+        costs no Lance round trip. The first upkeep in a process always runs, so a changed
+        ``ann_min_rows`` applies at the next command."""
         self._check_lease()
+        if self._kept_up is not None and self.files.current() == self._kept_up:
+            return
         cleaned = self.table.maintain(self.cold.ann_min_rows)
         epoch = self.table.epoch
         self.files.record(epoch, cleaned=cleaned, rows=None if epoch is None else self.table.rows())
+        self._kept_up = self.files.current()

@@ -417,3 +417,39 @@ def test_the_recorded_epoch_and_row_count_hold_until_the_table_is_committed_to(
     assert cold(tmp_path).files.current() is not None
     manifest.write_bytes(manifest.read_bytes() + b"\0")
     assert cold(tmp_path).files.current() is None
+
+
+def test_an_idle_catch_up_skips_the_index_upkeep_until_the_table_is_committed_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every read catches up first: with nothing new, the upkeep this process already ran is not
+    run again (no Lance round trip), but a commit since (another process's delete, the next
+    fold) brings it back, as does a new process."""
+    from projections.cold import ColdStore
+
+    upkeep: list[int] = []
+    maintain = ColdStore.maintain
+
+    def counted(store: ColdStore, ann_min_rows: int) -> bool:
+        upkeep.append(ann_min_rows)
+        return maintain(store, ann_min_rows)
+
+    monkeypatch.setattr(ColdStore, "maintain", counted)
+    log = EventLog(tmp_path / "log", durability="off")
+    log.append_many("s", [{"type": "user", "content": f"{w} note"} for w in WORDS])
+    projector = cold(tmp_path)
+    runner = Runner(log, [projector])
+    runner.catch_up()
+    runner.catch_up()
+    runner.catch_up()
+    assert len(upkeep) == 1
+
+    cold(tmp_path).store.delete("record_seq = 1")  # another process commits
+    runner.catch_up()
+    assert len(upkeep) == 2
+    log.append("s", {"type": "user", "content": "parser retry"})
+    runner.catch_up()
+    runner.catch_up()
+    assert len(upkeep) == 3
+    Runner(log, [cold(tmp_path)]).catch_up()  # a new process keeps the table up once
+    assert len(upkeep) == 4
