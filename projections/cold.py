@@ -589,6 +589,11 @@ class ColdProjector(Projector[ColdState]):
             return 0  # ``damage`` names it
 
 
+_KEPT_UP: dict[str, tuple[str, int] | None] = {}
+"""Per record of a table's files: the table as this process's last upkeep left it (projectors
+are made per catch-up; the process outlives them)."""
+
+
 class ColdCheckpoints(FileStateStore[ColdState]):
     """The cold tier's store: rows in the shared table (``ColdStore``), then per session its
     checkpoint, ``{out_dir}/{session}.json``; ``files`` records the table's files as written."""
@@ -606,7 +611,6 @@ class ColdCheckpoints(FileStateStore[ColdState]):
         self.files = files
         self.lease = lease
         self._held: Any = None  # the lease while ``exclusive`` holds it
-        self._kept_up: tuple[str, int] | None = None  # the table as this process's upkeep left it
 
     @override
     def path(self, session: str) -> Path:
@@ -752,9 +756,11 @@ class ColdCheckpoints(FileStateStore[ColdState]):
         costs no Lance round trip. The first upkeep in a process always runs, so a changed
         ``ann_min_rows`` applies at the next command."""
         self._check_lease()
-        if self._kept_up is not None and self.files.current() == self._kept_up:
+        key = str(self.files.record_path)
+        kept = _KEPT_UP.get(key)  # None also for a table on a bucket: always kept up
+        if kept is not None and self.files.current() == kept:
             return
         cleaned = self.table.maintain(self.cold.ann_min_rows)
         epoch = self.table.epoch
         self.files.record(epoch, cleaned=cleaned, rows=None if epoch is None else self.table.rows())
-        self._kept_up = self.files.current()
+        _KEPT_UP[key] = self.files.current()

@@ -425,6 +425,7 @@ def test_an_idle_catch_up_skips_the_index_upkeep_until_the_table_is_committed_to
     """Every read catches up first: with nothing new, the upkeep this process already ran is not
     run again (no Lance round trip), but a commit since (another process's delete, the next
     fold) brings it back, as does a new process."""
+    from projections import cold as cold_module
     from projections.cold import ColdStore
 
     upkeep: list[int] = []
@@ -451,5 +452,8 @@ def test_an_idle_catch_up_skips_the_index_upkeep_until_the_table_is_committed_to
     runner.catch_up()
     runner.catch_up()
     assert len(upkeep) == 3
-    Runner(log, [cold(tmp_path)]).catch_up()  # a new process keeps the table up once
+    Runner(log, [cold(tmp_path)]).catch_up()  # a new projector in this process: kept up
+    assert len(upkeep) == 3
+    monkeypatch.setattr(cold_module, "_KEPT_UP", {})  # a new process keeps the table up once
+    Runner(log, [cold(tmp_path)]).catch_up()
     assert len(upkeep) == 4
