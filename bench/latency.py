@@ -26,6 +26,7 @@ and the hot and cold baselines together (full context).
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import tempfile
@@ -102,9 +103,11 @@ def measure(root: Path, questions: list[str], repeats: int) -> list[list[object]
             return newest.read_text()
 
         table = memory.workspace.recall().store.open()
+        if table is None:
+            sys.exit(f"{root}: the cold table is missing; delete the folder to build it again")
         matrix = table.to_arrow().select(["vector"])["vector"].combine_chunks()
         vectors = matrix.values.to_numpy().reshape(len(matrix), -1)
-        asked = iter(questions * (repeats // len(questions) + 2))
+        asked = itertools.cycle(questions)
 
         def cold_floor() -> object:
             query = embedder.embed([next(asked)])[0]
