@@ -44,10 +44,11 @@ class Server:
     standard library's ``http.client`` imports the ``email`` package, which alone costs a hook
     a good part of Python's own start-up."""
 
-    def __init__(self, info: dict) -> None:
+    def __init__(self, info: dict, folder: str = "") -> None:
         self.url = str(info["url"])
         self.socket = info.get("socket")
         self.token = os.environ.get("AIRSSPEC_TOKEN") or info.get("token")
+        self.folder = folder  # the workspace folder, as this machine names it
 
     def _connect(self) -> socket.socket:
         if self.socket:
@@ -158,7 +159,7 @@ def find_server(
         return None
     if not _local(info):
         return None
-    return Server(info)
+    return Server(info, os.path.realpath(folder))
 
 
 def _local(info: dict) -> bool:
@@ -420,6 +421,7 @@ def _status(server: Server, opts: dict) -> int | None:
     status, answer = server.request("GET", "/v1/overview")
     if status != 200 or not isinstance(answer, dict):
         return None
+    answer = {"workspace": server.folder, **answer}  # the server names no path of its own
     if opts.get("--json"):
         _print(answer)
         return 0

@@ -318,8 +318,10 @@ def health(memory: Any) -> dict[str, Any]:
 
 def overview(memory: Any) -> dict[str, Any]:
     """The workspace at a glance, as ``airsspec status --json`` prints it: the log's sessions,
-    records and bytes, every projection's items, size and lag, and what is degraded."""
-    return memory.overview()
+    records and bytes, every projection's items, size and lag, and what is degraded. Not the
+    workspace's folder: no answer names a path of the server's machine (the light client,
+    on that machine, fills in the folder it found)."""
+    return {k: v for k, v in memory.overview().items() if k != "workspace"}
 
 
 def transcript(

@@ -175,3 +175,15 @@ def test_the_cli_edits_a_learning_and_shows_every_change(memory) -> None:
     assert "edited by dave" in shown.stdout.decode()
     assert "'run ruff': sharper" in shown.stdout.decode()
     assert memory.learnings.get(added).text == "run ruff"
+
+
+def test_the_overview_names_no_path_of_the_servers_machine(server, memory) -> None:
+    """``status`` through a server: the answer leaves the workspace's folder out (the light
+    client fills in the one it found); a tenant learns no path of the server's machine."""
+    url, _ = server
+    alice = TokenStore(memory.root).create("alice")[1]
+    with http(url, alice) as client:
+        answer = client.get("/v1/overview")
+    assert answer.status_code == 200 and "tiers" in answer.json()
+    assert "workspace" not in answer.json()
+    assert str(memory.root) not in answer.text and str(memory.root.parent) not in answer.text
