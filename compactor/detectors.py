@@ -54,8 +54,10 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def _words(*phrases: str) -> re.Pattern[str]:
-    """A detector: any of ``phrases`` (regular expressions) as whole words, in any case."""
-    return re.compile(r"\b(" + "|".join(phrases) + r")\b", re.I)
+    """A detector: any of ``phrases`` (regular expressions) as whole words, in any case. The
+    edges are "no word character beside", not ``\\b``, so a phrase that ends in punctuation
+    ("decision:") matches before a space too."""
+    return re.compile(r"(?<!\w)(" + "|".join(phrases) + r")(?!\w)", re.I)
 
 
 _SELF = re.compile(

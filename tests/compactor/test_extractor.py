@@ -171,3 +171,11 @@ def test_only_text_a_person_typed_is_kept_as_the_users_statement(tmp_path: Path)
     typed = _records(tmp_path / "typed", [{"type": "user", "content": rule}])
     found = RulesExtractor().extract(typed, first_request=False)
     assert [(f.kind, f.explicit) for f in found] == [("preference", True)]
+
+
+def test_a_phrase_ending_in_punctuation_is_detected_before_a_space(tmp_path: Path) -> None:
+    log = EventLog(tmp_path / "log", durability="off")
+    log.append_many("s", [{"type": "user", "content": "Decision: store times in UTC."}])
+    records = [loc.record for loc in log.read("s")]
+    kinds = {c.kind for c in candidates(records, first_request=False)}
+    assert "decision" in kinds
