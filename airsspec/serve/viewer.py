@@ -251,6 +251,8 @@ def routes(served: Served) -> list[Any]:
         return signed_in(RedirectResponse("/", 303), token, request)
 
     async def logout(request: Request) -> Response:
+        if not same_origin(request):  # as the sign-in: another page cannot sign a browser out
+            return problem(403, "sign out from this server's own page")
         response = RedirectResponse("/login", 303)
         response.delete_cookie(COOKIE)
         return response

@@ -264,7 +264,12 @@ def test_sign_in_sets_a_strict_http_only_cookie_and_sign_out_is_no_link(hostile:
         assert client.get("/logout").status_code == 405  # an <img> cannot sign out
         foreign = client.post("/logout", headers={"Origin": "http://127.0.0.1:1"})
         assert foreign.status_code == 403
+        no_origin = client.post("/logout", headers={"Sec-Fetch-Site": "cross-site"})
+        assert no_origin.status_code == 403
         assert client.get("/").status_code == 200  # still signed in
+        own = client.post("/logout", headers={"Origin": hostile.url})
+        assert own.status_code == 303 and own.headers["location"] == "/login"
+        assert client.get("/", follow_redirects=False).status_code == 303  # signed out: to /login
 
 
 @pytest.mark.parametrize(
