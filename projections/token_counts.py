@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
 from typing_extensions import override
 
 from eventlog.render import record_text
@@ -25,16 +23,24 @@ from projections.fold import Projector
 from projections.state_store import SessionFilesStore, StateStore
 from projections.tokens import TokenCounter, token_counter
 
-SCHEMA = pa.schema(
-    [
-        ("session", pa.string()),
-        ("seq", pa.int64()),
-        ("hash", pa.string()),
-        ("type", pa.string()),
-        ("tokens", pa.int64()),
-    ]
-)
 _META_KEY = b"airsspec"
+
+
+def parquet_schema() -> Any:
+    """The files' Arrow schema. pyarrow (with numpy, about a third of a second) is imported
+    by the tier's reads and writes of its files only, not by the commands that merely list
+    the tiers (``status``)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("session", pa.string()),
+            ("seq", pa.int64()),
+            ("hash", pa.string()),
+            ("type", pa.string()),
+            ("tokens", pa.int64()),
+        ]
+    )
 
 
 @dataclass(slots=True)
@@ -89,7 +95,6 @@ class ParquetStore(SessionFilesStore[TokenState]):
     """``{session}.parquet`` per session, the checkpoint in the file's own metadata."""
 
     suffix = ".parquet"
-    unreadable = (*SessionFilesStore.unreadable, pa.ArrowException)
 
     def __init__(self, out_dir: Path, fold: TokenCountProjector) -> None:
         super().__init__(out_dir, fold)
@@ -97,6 +102,9 @@ class ParquetStore(SessionFilesStore[TokenState]):
 
     @override
     def encode(self, state: TokenState, checkpoint: Checkpoint) -> bytes:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         self.counts.count(state)
         seqs, hashes, types, tokens = zip(*state.rows, strict=True) if state.rows else ([],) * 4
         table = pa.table(
@@ -107,7 +115,7 @@ class ParquetStore(SessionFilesStore[TokenState]):
                 "type": list(types),
                 "tokens": list(tokens),
             },
-            schema=SCHEMA,
+            schema=parquet_schema(),
         )
         meta = {"checkpoint": checkpoint.to_json(), "fingerprint": self.fold.fingerprint()}
         table = table.replace_schema_metadata({_META_KEY: orjson.dumps(meta)})
@@ -117,7 +125,13 @@ class ParquetStore(SessionFilesStore[TokenState]):
 
     @override
     def decode(self, session: str, data: bytes) -> tuple[TokenState, Checkpoint] | None:
-        table = pq.read_table(pa.BufferReader(data))
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(pa.BufferReader(data))
+        except pa.ArrowException as exc:  # a damaged file: one of ``unreadable``
+            raise ValueError(f"{session}: unreadable Parquet: {exc}") from exc
         meta = orjson.loads(table.schema.metadata[_META_KEY])
         if meta["fingerprint"] != self.fold.fingerprint():
             return None

@@ -3,6 +3,8 @@ parsed again rather than trusted."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 import tiktoken
 from hypothesis import given, settings
@@ -21,8 +23,11 @@ def counters(tmp_path_factory: pytest.TempPathFactory):
         first = TokenCounter(ENCODING)  # parses tiktoken's file, writes the cache
         assert _cache_file(ENCODING).is_file()
         cached = TokenCounter(ENCODING)  # from the cache
-        _cache_file(ENCODING).write_bytes(b'{"args": {"damaged": 1}, "sha256": "0"}')
+        saved = _cache_file(ENCODING).read_bytes()
+        _cache_file(ENCODING).write_bytes(saved[:-100])  # cut short: its digest no longer holds
         reparsed = TokenCounter(ENCODING)
+        digest, _, payload = _cache_file(ENCODING).read_bytes().partition(b"\n")
+        assert digest == hashlib.sha256(payload).hexdigest().encode()  # written again, whole
     return tiktoken.get_encoding(ENCODING), first, cached, reparsed
 
 
