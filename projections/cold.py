@@ -42,11 +42,9 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
-import numpy as np
 import orjson
-import pyarrow as pa
 from typing_extensions import override
 
 from eventlog.errors import AirsspecError, ColdDamagedError, ColdPathError
@@ -66,6 +64,10 @@ from projections.units import (
     source_units,
     unit_row,
 )
+
+if TYPE_CHECKING:  # numpy and pyarrow are imported by the writes and searches that use them
+    import numpy as np
+    import pyarrow as pa
 
 logger = logging.getLogger(__name__)
 
@@ -176,20 +178,20 @@ def quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-_ARROW_TYPES = {
-    "str": pa.string(),
-    "UnitKind": pa.string(),
-    "int": pa.int64(),
-    "tuple[str, ...]": pa.list_(pa.string()),
-    "dict[str, Any]": pa.string(),  # canonical JSON
-}
-
-
 def unit_schema(dim: int, metadata: dict[bytes, bytes] | None = None) -> pa.Schema:
     """The Arrow schema of the cold table, derived from ``Unit``: one column per field, then
     the text's SHA-256, what the full-text index reads (``search_text``) and the embedding of
     ``dim`` dimensions."""
-    columns = [(f.name, _ARROW_TYPES[str(f.type).removesuffix(" | None")]) for f in fields(Unit)]
+    import pyarrow as pa
+
+    arrow_types = {
+        "str": pa.string(),
+        "UnitKind": pa.string(),
+        "int": pa.int64(),
+        "tuple[str, ...]": pa.list_(pa.string()),
+        "dict[str, Any]": pa.string(),  # canonical JSON
+    }
+    columns = [(f.name, arrow_types[str(f.type).removesuffix(" | None")]) for f in fields(Unit)]
     return pa.schema(
         [
             *columns,
@@ -351,6 +353,9 @@ class ColdStore:
         each, in one commit."""
         if not units:
             return
+        import numpy as np
+        import pyarrow as pa
+
         table = self.open() or self.create()
         rows = [unit_row(u) for u in units]
         columns: dict[str, Any] = {name: [r[name] for r in rows] for name in UNIT_FIELDS}

@@ -25,9 +25,10 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
+if TYPE_CHECKING:  # imported by what embeds (a tenth of a second): not by status or replay
+    import numpy as np
 
 from eventlog.errors import EmbedderUnavailable
 
@@ -119,6 +120,8 @@ class Embedder(Protocol):
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32)
 
@@ -135,6 +138,8 @@ class HashEmbedder:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Each text's words and word pairs, hashed into signed buckets (a unit-length row)."""
+        import numpy as np
+
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             words = re.findall(r"\w+", text.lower())
@@ -233,6 +238,8 @@ class MiniLMEmbedder:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Each text's mean-pooled MiniLM embedding, as a unit-length row."""
+        import numpy as np
+
         tokenizer, _ = self._load()
         session = self._session(_threads(len(texts)))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)

@@ -26,11 +26,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from projections.embedders import Embedder
+
+if TYPE_CHECKING:  # imported when a text is embedded, not by a command that lists the tiers
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 _LOOKUP_CHUNK = 500  # under SQLite's bound-parameter limit
@@ -194,6 +195,8 @@ class CachedEmbedder:
         )
 
     def _embed(self, texts: list[str], owners: list[str] | None) -> np.ndarray:
+        import numpy as np
+
         keys = [text_sha256(t) for t in texts]
         db = self._connect()
         found: dict[str, np.ndarray] = {}

@@ -12,6 +12,7 @@ from airsspec.workspace import Workspace, init_workspace
 from eventlog.errors import AnalyticsError
 from eventlog.render import record_text
 from projections.analytics import Analytics, export_parquet
+from projections.engine import Runner
 from projections.tokens import token_counter
 from tests.conftest import snapshot
 from tests.support.cli import run_cli
@@ -198,3 +199,17 @@ def test_sql_and_report_commands(ws: Workspace) -> None:
     report = run_cli("report", "tools", "--plot", str(chart), cwd=root)
     assert report.returncode == 0 and b"pytest" in report.stdout
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_damaged_token_counts_file_is_counted_again(ws: Workspace) -> None:
+    """A Parquet file pyarrow cannot read is one the tier folds again from the log, as any
+    unreadable saved state (its reader turns pyarrow's error into one it expects)."""
+    (tokens,) = ws.projectors(("tokens",))
+    Runner(ws.log, [tokens]).catch_up()
+    path = ws.state_dir / "tokens" / "a.parquet"
+    saved = path.read_bytes()
+    assert tokens.state_store.load("a") is not None
+    path.write_bytes(b"PAR1" + b"\0" * 64 + b"PAR1")  # Parquet's magic around nothing
+    assert tokens.state_store.load("a") is None
+    Runner(ws.log, [tokens]).catch_up()
+    assert path.read_bytes() == saved
