@@ -13,7 +13,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args, get_origin
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -207,16 +207,18 @@ class StorageSettings(_Section):
 class Settings(_Section):
     """Every section of airsspec.toml, validated and frozen."""
 
-    workspace: WorkspaceSettings = WorkspaceSettings()
-    log: LogSettings = LogSettings()
-    secrets: SecretsSettings = SecretsSettings()
-    memory: MemorySettings = MemorySettings()
-    compactor: CompactorSettings = CompactorSettings()
-    cold: ColdSettings = ColdSettings()
-    learnings: LearningsSettings = LearningsSettings()
-    visual: VisualSettings = VisualSettings()
-    privacy: PrivacySettings = PrivacySettings()
-    storage: StorageSettings = StorageSettings()
+    # Each default made when first needed: an instance here would build every section's
+    # validator when this module is imported (``load_settings`` builds only those it needs).
+    workspace: WorkspaceSettings = Field(default_factory=WorkspaceSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+    secrets: SecretsSettings = Field(default_factory=SecretsSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    compactor: CompactorSettings = Field(default_factory=CompactorSettings)
+    cold: ColdSettings = Field(default_factory=ColdSettings)
+    learnings: LearningsSettings = Field(default_factory=LearningsSettings)
+    visual: VisualSettings = Field(default_factory=VisualSettings)
+    privacy: PrivacySettings = Field(default_factory=PrivacySettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -275,10 +277,83 @@ def load_settings(config: Path | None, env: Mapping[str, str] | None = None) -> 
 
 
 def _validate(data: dict[str, Any], source: str) -> Settings:
+    """``data`` as ``Settings``, validated section by section (``_by_section``) when it can
+    be; anything that fails is validated whole, so an error is the one the whole model gives
+    (its first, described with the key and where it came from)."""
+    settings = _by_section(data)
+    if settings is not None:
+        return settings
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise SettingsError(f"{source}: {_describe(exc.errors()[0])}") from exc
+
+
+def _by_section(data: dict[str, Any]) -> Settings | None:
+    """``Settings.model_validate(data)``, building the validators of the sections that need
+    one only: a section absent, or whose every key ``_kept`` proves valid as given (its
+    default, or one of a choice's names, as ``airsspec init``'s file and the usual
+    ``AIRSSPEC_COLD_EMBEDDER=hash`` give them), is made without validation; building every
+    section's validator was most of what loading the settings cost a short command. None
+    when a section is unknown, not a table, or refused: the caller validates the whole (the
+    same result, its errors as ever). ``tests/airsspec/test_settings_load.py`` holds the two
+    equal."""
+    if not data.keys() <= SECTIONS.keys():
+        return None
+    sections: dict[str, _Section] = {}
+    for name, section in SECTIONS.items():
+        given = data.get(name, {})
+        if not isinstance(given, dict):
+            return None
+        kept = _kept(section, given)
+        if kept is not None:
+            sections[name] = section.model_construct(**kept)
+            continue
+        try:
+            sections[name] = section.model_validate(given)
+        except ValidationError:
+            return None
+    return Settings.model_construct(**sections)
+
+
+def _kept(section: type[_Section], given: dict[str, Any]) -> dict[str, Any] | None:
+    """The values validating ``given`` as ``section`` would give, when it is proved without
+    building its validator that they are the values given (None otherwise): each key is a
+    field holding its default (the same type and value; a list for a tuple default, item by
+    item, becomes the tuple) or, for a field whose type is a choice of names (``Literal``)
+    that no validator of the section's rewrites, one of the names. A TOML integer where the
+    default is a float is not kept (validation converts it)."""
+    decorators = section.__pydantic_decorators__
+    if decorators.model_validators and given:
+        return None
+    checked = {f for d in decorators.field_validators.values() for f in d.info.fields}
+    kept: dict[str, Any] = {}
+    for key, value in given.items():
+        field = section.model_fields.get(key)
+        if field is None:
+            return None
+        default = field.get_default(call_default_factory=True)
+        if isinstance(default, tuple) and isinstance(value, list):
+            value = tuple(value)
+        names = get_args(field.annotation) if get_origin(field.annotation) is Literal else ()
+        if not _same(value, default) and (
+            key in checked or type(value) is not str or value not in names
+        ):
+            return None
+        kept[key] = value
+    return kept
+
+
+def _same(value: Any, default: Any) -> bool:
+    """``value`` equals ``default`` with the same types all the way down (``1 == 1.0 ==
+    True`` in Python, not here)."""
+    if type(value) is not type(default):
+        return False
+    if isinstance(value, tuple | list):
+        return len(value) == len(default) and all(map(_same, value, default))
+    if isinstance(value, dict):
+        return value.keys() == default.keys() and all(_same(value[k], default[k]) for k in value)
+    return bool(value == default)
 
 
 def config_of_workspace(root: Path) -> Path | None:
@@ -291,7 +366,8 @@ def config_of_workspace(root: Path) -> Path | None:
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
             return candidate  # it may be this workspace's: load_settings reports what is wrong
         section = data.get("workspace", {})
-        path = section.get("path", WorkspaceSettings().path) if isinstance(section, dict) else None
+        default = WorkspaceSettings.model_fields["path"].default
+        path = section.get("path", default) if isinstance(section, dict) else None
         if isinstance(path, str) and (folder / path).resolve() == target:
             return candidate
     return None

@@ -1,0 +1,116 @@
+"""Loading the settings section by section (``airsspec.settings._by_section``: a section whose
+values are proved kept as given is made without building its validator) gives exactly what
+validating the whole gives, and a bad value the same one-line error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from airsspec.settings import DEFAULT_TOML, SECTIONS, Settings, _validate, load_settings
+from eventlog.errors import SettingsError
+from tests.conftest import REPO
+
+DEFAULTS = Settings().model_dump()
+
+# Values a TOML file or the environment may hold: each section's defaults, other members of its
+# choices, near misses (an integer where a float is the default, a list for a tuple, a wrong
+# name) and values of the wrong type.
+ODD = st.one_of(
+    st.sampled_from(["", "hash", "minilm", "batch", "off", "user", "bogus", "1", "true"]),
+    st.integers(-2, 40_000),
+    st.floats(-1, 2, allow_nan=False),
+    st.booleans(),
+    st.lists(st.sampled_from(["user", "assistant", "thought", "nope"]), max_size=6),
+    st.dictionaries(st.sampled_from(["discover", "x"]), st.sampled_from(["", "go"]), max_size=2),
+)
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for name in draw(st.lists(st.sampled_from([*SECTIONS, "nosuch"]), unique=True, max_size=4)):
+        keys = list(SECTIONS[name].model_fields) if name in SECTIONS else ["key"]
+        section: dict[str, Any] = {}
+        for key in draw(st.lists(st.sampled_from([*keys, "typo"]), unique=True, max_size=4)):
+            default = DEFAULTS.get(name, {}).get(key)
+            if isinstance(default, tuple):
+                default = list(default)
+            section[key] = draw(st.one_of(st.just(default), ODD) if default is not None else ODD)
+        data[name] = section if draw(st.integers(0, 20)) else draw(ODD)  # rarely not a table
+    return data
+
+
+def whole(data: dict[str, Any]) -> Settings | str:
+    """What validating ``data`` as one model gives: the settings, or the error's line."""
+    from pydantic import ValidationError
+
+    from airsspec.settings import _describe
+
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        return f"test: {_describe(exc.errors()[0])}"
+
+
+def ours(data: dict[str, Any]) -> Settings | str:
+    try:
+        return _validate(data, "test")
+    except SettingsError as exc:
+        return str(exc)
+
+
+@given(data=configs())
+def test_section_by_section_gives_what_the_whole_model_gives(data: dict[str, Any]) -> None:
+    expected, got = whole(data), ours(data)
+    assert got == expected
+    if isinstance(got, Settings):
+        assert got.model_dump() == expected.model_dump()  # type: ignore[union-attr]
+        for name in SECTIONS:  # the same types too (a tuple stays a tuple)
+            assert repr(getattr(got, name)) == repr(getattr(expected, name))
+
+
+def test_the_default_file_and_a_bad_key_load_as_before(tmp_path: Path) -> None:
+    config = tmp_path / "airsspec.toml"
+    config.write_text(DEFAULT_TOML)
+    assert load_settings(config, env={}) == Settings()
+    assert load_settings(config, env={"AIRSSPEC_COLD_EMBEDDER": "hash"}).cold.embedder == "hash"
+    with pytest.raises(SettingsError, match=r"environment: \[cold\] embedder: Input should be"):
+        load_settings(config, env={"AIRSSPEC_COLD_EMBEDDER": "hashed"})
+    config.write_text(DEFAULT_TOML.replace("hot_window_size = 30", "hot_window_size = 0"))
+    with pytest.raises(SettingsError, match=r"\[memory\] hot_window_size: Input should be"):
+        load_settings(config, env={})
+    assert tomllib.loads(DEFAULT_TOML)  # the file init writes is the one checked above
+
+
+def test_the_default_file_builds_no_section_validator(tmp_path: Path) -> None:
+    """``airsspec init``'s file and ``AIRSSPEC_COLD_EMBEDDER=hash`` (what a short command
+    meets most) are loaded without building a validator, in a fresh interpreter."""
+    config = tmp_path / "airsspec.toml"
+    config.write_text(DEFAULT_TOML)
+    probe = (
+        "import sys; from pathlib import Path\n"
+        "from pydantic._internal._mock_val_ser import MockValSer\n"
+        "from airsspec.settings import SECTIONS, Settings, load_settings\n"
+        "s = load_settings(Path(sys.argv[1]), env={'AIRSSPEC_COLD_EMBEDDER': 'hash'})\n"
+        "assert s.cold.embedder == 'hash'\n"
+        "built = [c.__name__ for c in (Settings, *SECTIONS.values())\n"
+        "         if not isinstance(c.__pydantic_validator__, MockValSer)]\n"
+        "print(built)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(config)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
