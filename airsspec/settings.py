@@ -313,7 +313,7 @@ def _by_section(data: dict[str, Any]) -> Settings | None:
             sections[name] = section.model_validate(given)
         except ValidationError:
             return None
-    return Settings.model_construct(**sections)
+    return Settings.model_construct(**cast("dict[str, Any]", sections))
 
 
 def _kept(section: type[_Section], given: dict[str, Any]) -> dict[str, Any] | None:

@@ -107,10 +107,25 @@ def tool_definition(
     raise ValueError(f"unknown tool dialect {dialect!r}; use anthropic or openai")
 
 
-QUERY_MEMORY_TOOL = tool_definition(QueryMemoryInput, "query_memory", QUERY_MEMORY_DESCRIPTION)
-QUERY_MEMORY_TOOL_OPENAI = tool_definition(
-    QueryMemoryInput, "query_memory", QUERY_MEMORY_DESCRIPTION, "openai"
-)
+_TOOLS = {"QUERY_MEMORY_TOOL": "anthropic", "QUERY_MEMORY_TOOL_OPENAI": "openai"}
+"""The ``query_memory`` tool's definitions, for the Messages API (``QUERY_MEMORY_TOOL``) and
+OpenAI function calling (``QUERY_MEMORY_TOOL_OPENAI``): made on first use (``__getattr__``),
+since a JSON schema builds the model's validator, which a command that never hands the tool
+to a model does not need."""
+
+if TYPE_CHECKING:
+    QUERY_MEMORY_TOOL: dict[str, Any]
+    QUERY_MEMORY_TOOL_OPENAI: dict[str, Any]
+
+
+def __getattr__(name: str) -> dict[str, Any]:
+    dialect = _TOOLS.get(name)
+    if dialect is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    made = globals()[name] = tool_definition(
+        QueryMemoryInput, "query_memory", QUERY_MEMORY_DESCRIPTION, dialect
+    )
+    return made
 
 
 def run_query(
