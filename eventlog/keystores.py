@@ -35,12 +35,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from importlib.metadata import EntryPoint, distributions
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from eventlog.crypto import FileKeyStore, KeyStore
 from eventlog.errors import KeyStoreError, StorageError
+
+if TYPE_CHECKING:  # importlib.metadata (with zipfile, csv, email) only when stores are listed
+    from importlib.metadata import EntryPoint
 
 KeyAction = Literal["get", "create", "destroy"]
 KeyCallback = Callable[[KeyAction, str], "bytes | bool | None"]
@@ -179,6 +181,8 @@ def _trusted_path() -> list[str]:
 def installed_key_stores() -> dict[str, EntryPoint]:
     """The key stores installed distributions declare (``ENTRY_POINT_GROUP``), by name; the
     first one found on the trusted path wins, as for an import."""
+    from importlib.metadata import distributions
+
     found: dict[str, EntryPoint] = {}
     for dist in distributions(path=_trusted_path()):
         for point in dist.entry_points.select(group=ENTRY_POINT_GROUP):

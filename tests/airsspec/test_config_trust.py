@@ -5,6 +5,7 @@ never import from the folder they run in."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -77,7 +78,7 @@ def _installed(monkeypatch: pytest.MonkeyPatch, **names: str) -> list[list[str]]
         asked.append(path)
         return [_FakeDistribution(*points)]
 
-    monkeypatch.setattr(keystores, "distributions", distributions)
+    monkeypatch.setattr(importlib.metadata, "distributions", distributions)  # looked up per call
     return asked
 
 
