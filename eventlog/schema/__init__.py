@@ -23,7 +23,8 @@ recovery recognise a batch cut short by a crash and quarantine all of it, keepin
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from eventlog.layout import MEMORY_SESSION as MEMORY_SESSION  # the workspace's own log
 from eventlog.schema import records
@@ -54,7 +55,6 @@ from eventlog.schema.envelopes import (
     UnknownRecord,
 )
 from eventlog.schema.models import SCHEMA, SCHEMA_VERSION, Schema, derive
-from eventlog.schema.records import *  # noqa: F403  UserEvent, UserRecord ... (emitted)
 from eventlog.schema.validation import (
     UnknownEventTypeError,
     event_bodies,
@@ -67,10 +67,21 @@ from eventlog.schema.validation import (
     validate_event,
 )
 
-INPUT_TYPES: dict[str, type[Event]] = SCHEMA.events
+if TYPE_CHECKING:
+    from eventlog.schema.records import *  # noqa: F403  UserEvent, UserRecord ... (emitted)
+
+
+def __getattr__(name: str) -> Any:
+    """``UserEvent``, ``UserRecord`` ...: the emitted classes, each made on first use."""
+    if name in records.__all__:
+        return getattr(records, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+INPUT_TYPES: Mapping[str, type[Event]] = SCHEMA.events
 """Type -> the input event model, of every type a caller or airsspec may append."""
 
-RECORD_TYPES: dict[str, type[Record]] = SCHEMA.records
+RECORD_TYPES: Mapping[str, type[Record]] = SCHEMA.records
 """Type -> the stored record model, of every type this version knows."""
 
 SYSTEM_TYPES: dict[str, str] = SCHEMA.system

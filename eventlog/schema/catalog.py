@@ -76,6 +76,17 @@ def class_name(kind: str) -> str:
     return kind.title().replace("_", "")
 
 
+def event_doc(declared: EventType) -> str:
+    """The docstring of a type's input event class."""
+    who = "a caller" if declared.writer is None else "airsspec"
+    return f"A ``{declared.name}`` event as {who} appends it."
+
+
+def record_doc(declared: EventType) -> str:
+    """The docstring of a type's stored record class."""
+    return f"A stored ``{declared.name}`` record."
+
+
 class _OmitNone:
     """The marker type of ``OMIT_NONE``."""
 

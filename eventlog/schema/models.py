@@ -9,15 +9,23 @@ here names an event type.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, create_model
 
 from eventlog.schema import records
-from eventlog.schema.catalog import CATALOG, Category, EventType, class_name, omitted_when_none
+from eventlog.schema.catalog import (
+    CATALOG,
+    Category,
+    EventType,
+    class_name,
+    event_doc,
+    omitted_when_none,
+    record_doc,
+)
 from eventlog.schema.envelopes import Event, Record
 
 SCHEMA_VERSION = 2
@@ -27,27 +35,66 @@ SCHEMA_VERSION = 2
 _HOME = "eventlog.schema"  # where the derived models are found by name (pickle, JSON schema)
 
 
-def event_model(declared: EventType) -> type[Event]:
+def event_model(declared: EventType, module: str = _HOME) -> type[Event]:
     """The input event of a declared type: its fields on the ``Event`` envelope."""
-    who = "a caller" if declared.writer is None else "airsspec"
     return create_model(
         f"{class_name(declared.name)}Event",
         __base__=(declared.fields, Event),  # type: ignore[arg-type]  # fields first, as emitted
-        __module__=_HOME,
-        __doc__=f"A ``{declared.name}`` event as {who} appends it.",
+        __module__=module,
+        __doc__=event_doc(declared),
         type=(Literal[declared.name], declared.name),  # type: ignore[arg-type]  # a run-time Literal
     )
 
 
-def record_model(declared: EventType) -> type[Record]:
+def record_model(declared: EventType, module: str = _HOME) -> type[Record]:
     """The stored record of a declared type: its fields on the ``Record`` envelope."""
     return create_model(
         f"{class_name(declared.name)}Record",
         __base__=(declared.fields, Record),  # type: ignore[arg-type]  # fields first, as emitted
-        __module__=_HOME,
-        __doc__=f"A stored ``{declared.name}`` record.",
+        __module__=module,
+        __doc__=record_doc(declared),
         type=(Literal[declared.name], ...),  # type: ignore[arg-type]  # a run-time Literal
     )
+
+
+def emitted_class(name: str, module: str) -> type[Event] | type[Record]:
+    """The class ``records.py`` declares as ``name`` (``UserEvent``, ``UserRecord`` ...),
+    made as the statement written there makes it, in ``module``: what that module's
+    ``__getattr__`` gives on first use."""
+    for declared in CATALOG.values():
+        stem = class_name(declared.name)
+        if name == f"{stem}Event":
+            return event_model(declared, module)
+        if name == f"{stem}Record":
+            return record_model(declared, module)
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+_M = TypeVar("_M")
+
+
+class Derived(Mapping[str, type[_M]], Generic[_M]):
+    """Type -> a derived class, in the catalog's order, each made on first use: a command
+    that reads a few types makes a few classes (a pydantic class costs about half a
+    millisecond to make, and the catalog derives seventy)."""
+
+    def __init__(self, catalog: Mapping[str, EventType], make: Callable[[EventType], Any]):
+        self._catalog, self._make, self._made = catalog, make, dict[str, type[_M]]()
+
+    def __getitem__(self, kind: str) -> type[_M]:
+        made = self._made.get(kind)
+        if made is None:
+            made = self._made[kind] = self._make(self._catalog[kind])
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._catalog)
+
+    def __len__(self) -> int:
+        return len(self._catalog)
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._catalog
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,9 +103,9 @@ class Schema:
     identity, so the validators built from it can be cached per schema."""
 
     catalog: Mapping[str, EventType]
-    events: dict[str, type[Event]]
+    events: Mapping[str, type[Event]]
     """Type -> input event model, of every type (``INPUT_TYPES``)."""
-    records: dict[str, type[Record]]
+    records: Mapping[str, type[Record]]
     """Type -> stored record model, of every type (``RECORD_TYPES``)."""
     system: dict[str, str]
     """Type -> its writer, of the types only airsspec appends (``SYSTEM_TYPES``)."""
@@ -95,8 +142,8 @@ def derive(catalog: Mapping[str, EventType], *, emitted: ModuleType | None = Non
     system = {t.name: t.writer for t in catalog.values() if t.writer is not None}
     return Schema(
         catalog=catalog,
-        events={name: made(t, "Event", event_model) for name, t in catalog.items()},
-        records={name: made(t, "Record", record_model) for name, t in catalog.items()},
+        events=Derived(catalog, lambda t: made(t, "Event", event_model)),
+        records=Derived(catalog, lambda t: made(t, "Record", record_model)),
         system=system,
         memory={name: system[name] for name in named(Category.MEMORY)},
         messages=tuple(named(Category.MESSAGE)),
