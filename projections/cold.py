@@ -398,8 +398,11 @@ class ColdStore:
         indexed = {i.columns[0]: i.name for i in listed}
         wanted: dict[str, Any] = {
             "search_text": FTS(with_position=False, **FTS_SETTINGS),
+            # the reader's filter (``recall._where``) tests these columns only
             "session": BTree(),
             "kind": Bitmap(),
+            "unit_id": BTree(),
+            "source": BTree(),
         }
         for column, config in wanted.items():
             if column not in indexed:
