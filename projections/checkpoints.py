@@ -95,6 +95,10 @@ def files_state(files: list[str], *, digest: bool) -> tuple[list[int] | None, st
     return identity, sha.hexdigest()
 
 
+# manifest path -> (its file's identity and ctime, fingerprint, entries): what was parsed last
+_PARSED: dict[str, tuple[tuple[int, ...], dict[str, Any], dict[str, ManifestEntry]]] = {}
+
+
 class Manifest:
     """The manifest file ``path`` of a projection whose settings are ``fingerprint``."""
 
@@ -103,17 +107,30 @@ class Manifest:
 
     def read(self, fingerprint: dict[str, Any]) -> dict[str, ManifestEntry]:
         """Cached entries per session; empty if missing, unreadable or written under other
-        settings."""
+        settings. The entries parsed last in this process are given again while the file's
+        identity and ctime are unchanged (one ``stat``: a read of one session's projection does
+        not parse every session's entry; a write replaces the file, and no write keeps ctime)."""
+        key = str(self.path)
+        try:
+            st = os.stat(key)
+        except OSError:
+            return {}
+        seen = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        parsed = _PARSED.get(key)
+        if parsed is not None and parsed[0] == seen and parsed[1] == fingerprint:
+            return dict(parsed[2])
         try:
             data = orjson.loads(read_nofollow(self.path))
             if data["fingerprint"] != fingerprint:
                 return {}
-            return {
+            entries = {
                 s: ManifestEntry(Checkpoint.from_json(e), e["output"], e["log"], e.get("digest"))
                 for s, e in data["sessions"].items()
             }
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return {}
+        _PARSED[key] = (seen, fingerprint, entries)
+        return dict(entries)
 
     def write(self, entries: dict[str, ManifestEntry], fingerprint: dict[str, Any]) -> None:
         """Save the manifest after the outputs it describes."""

@@ -225,23 +225,26 @@ class Runner:
         self, projector: Projector[Any], stop_at: StopAt | None, only: set[str] | None
     ) -> RunReport:
         store = projector.state_store
-        sessions = self.log.sessions()
         manifest = store.read_manifest()
-        if set(manifest) != set(sessions):
-            for gone in set(store.sessions()) - set(sessions):
-                store.drop(gone)
-                manifest.pop(gone, None)
         entries: dict[str, ManifestEntry] = {}
+        if only is not None:
+            # a read of a few sessions touches only theirs (a stat each), not every session's:
+            # the others' entries stay as they are, and output of a session whose log is gone
+            # waits for the next whole catch-up
+            sessions = sorted(s for s in only if self.log.has(s))
+            entries.update(manifest)
+        else:
+            sessions = self.log.sessions()
+            if set(manifest) != set(sessions):
+                for gone in set(store.sessions()) - set(sessions):
+                    store.drop(gone)
+                    manifest.pop(gone, None)
         outcomes: dict[str, SessionOutcome] = {}
         todo: dict[str, list[int] | None] = {}  # session -> log identity before folding
         damaged: dict[str, str] = {}  # session -> why its output is rebuilt
         log_dir = str(self.log.log_dir)  # plain strings: this loop runs per session, per catch-up
         for session in sessions:
             cached = manifest.get(session)
-            if only is not None and session not in only:
-                if cached is not None:
-                    entries[session] = cached
-                continue
             log_id = file_identity(os.path.join(log_dir, session + LOG_SUFFIX))
             changed = store.output_changed(session, cached, deep=self.deep)
             if (
