@@ -19,6 +19,7 @@ equals rebuild like every tier.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,10 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
     return state
 
 
+# state folder -> session -> (the identity of its state file, the state read from it)
+_LOADED: dict[str, dict[str, tuple[list[int], LearningsState]]] = {}
+
+
 class LearningsProjector(Projector[LearningsState]):
     """Folds each session into its facts (see the module)."""
 
@@ -210,13 +215,33 @@ class LearningsProjector(Projector[LearningsState]):
 
     def states(self) -> list[LearningsState]:
         """Every session's saved facts (a damaged file is skipped: the next catch-up rebuilds
-        it)."""
+        it). Every read asks for them (the gate's owners, the learnings), so a state is
+        loaded once per process while the manifest, written after each catch-up, records
+        its file unchanged (``_LOADED``); shared, so never changed by the caller."""
+        store = self.state_store
+        manifest = store.read_manifest()
+        loaded_here = _LOADED.setdefault(str(store.out_dir), {})
         found = []
-        for session in self.state_store.sessions():
-            loaded = self.state_store.load(session)
-            if loaded is not None:
-                found.append(loaded[0])
+        for session in manifest or store.sessions():
+            entry = manifest.get(session)
+            known = loaded_here.get(session)
+            if entry is not None and known is not None and known[0] == entry.output:
+                found.append(known[1])
+                continue
+            loaded = store.load(session)
+            if loaded is None:
+                continue
+            found.append(loaded[0])
+            if entry is not None and entry.output is not None:
+                loaded_here[session] = (entry.output, loaded[0])
         return found
+
+    @override
+    def purge(self, sessions: Collection[str], *, thorough: bool = True) -> None:
+        loaded_here = _LOADED.get(str(self.state_store.out_dir), {})
+        for session in sessions:
+            loaded_here.pop(session, None)
+        super().purge(sessions, thorough=thorough)
 
     @override
     def item_count(self) -> int:

@@ -60,7 +60,7 @@ class Scope:
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """The scope's fields (the same names as the ``session_started`` fields)."""
-        return tuple(f.name for f in fields(cls))
+        return _NAMES  # every access check asks: derived once, below the class
 
     @classmethod
     def of(cls, data: Mapping[str, Any] | None) -> Scope:
@@ -117,6 +117,9 @@ class Scope:
     def __str__(self) -> str:
         named = self.to_fields()
         return ", ".join(f"{k}={v}" for k, v in named.items()) if named else "unscoped"
+
+
+_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Scope))
 
 
 def learning_visible(reader: Scope, owner: Scope, item: Mapping[str, Any]) -> bool:
