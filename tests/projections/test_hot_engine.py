@@ -320,3 +320,35 @@ def test_a_cancelled_catch_up_stops_where_it_saved_and_resumes_to_the_same_bytes
         assert snapshot(root / "inc") == snapshot(root / "rebuilt")
     finally:
         shutil.rmtree(root)
+
+
+def test_a_catch_up_of_one_session_reads_nothing_of_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a read of one session's hot window costs does not grow with the workspace: its
+    catch-up lists no log and stats no other session's files; what was appended to it since
+    is folded all the same, and the other sessions' manifest entries are kept."""
+    import os
+
+    log = EventLog(tmp_path / "log", durability="off")
+    for name in ("a", "b", "c"):
+        log.append_many(name, [{"type": "user", "content": f"{name} {i}"} for i in range(3)])
+    Runner(log, [hot(tmp_path / "hot")]).catch_up()
+    log.append("b", {"type": "user", "content": "b new"})
+    monkeypatch.setattr(EventLog, "sessions", lambda self: pytest.fail("the log was listed"))
+    touched: list[str] = []
+    real_stat = os.stat
+
+    def stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        touched.append(os.fspath(path))  # type: ignore[arg-type]
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", stat)
+    projector = hot(tmp_path / "hot")
+    (report,) = Runner(log, [projector]).catch_up(sessions=["b"])
+    monkeypatch.undo()
+    assert [o.session for o in report.outcomes] == ["b"] and report.outcomes[0].applied == 1
+    assert not [p for p in touched if Path(p).stem in ("a", "c")]
+    window = load_hot(tmp_path / "hot", "b")
+    assert window is not None and window.checkpoint.seq == 4 and window.messages_seen == 4
+    assert set(projector.state_store.read_manifest()) == {"a", "b", "c"}
