@@ -49,9 +49,13 @@ BUDGET = 2000
 TARGETS_MS = {"hot": 1.0, "warm": 50.0, "cold p95": 200.0, "full": 100.0}
 
 
-def build(root: Path, size: int, texts: list[str]) -> float:
+def build(root: Path, size: int, texts: list[str], jobs: int = 2) -> float:
     """The workspace of ``size`` records at ``root`` (see the module), built unless a finished
-    one is there; the seconds it took (0 when it was kept)."""
+    one is there; the seconds it took (0 when it was kept). The log is written whole, in its
+    own encoding, one file per session; each session is compacted (the compactor's catch-ups
+    read that session only); the tiers are folded once, in ``jobs`` processes. The texts'
+    embeddings come from a smaller workspace built before (``seed_embeddings``): every size
+    cycles the same LoCoMo turns, and embedding them is most of a first build."""
     done = root / "built"
     if done.exists():
         return 0.0
@@ -61,13 +65,47 @@ def build(root: Path, size: int, texts: list[str]) -> float:
     sessions = size // PER_SESSION
     with Memory.open(root) as memory:
         write_synthetic_log(memory.log_dir, sessions, PER_SESSION, "", texts)
+        seed_embeddings(root, memory.workspace.layout.embedding_cache_path)
         for number in range(sessions):
             memory.compact(f"s{number:04d}", force=True)
-            if number % 50 == 49:
-                print(f"  compacted {number + 1:,}/{sessions:,} sessions", flush=True)
-        memory.project()
+            if number % 500 == 499 or number + 1 == sessions:
+                elapsed = time.perf_counter() - started
+                print(f"  compacted {number + 1:,}/{sessions:,} sessions ({elapsed:,.0f} s)")
+        memory.project(jobs=jobs, progress=_progress())
     done.write_text("ok")
     return time.perf_counter() - started
+
+
+def seed_embeddings(root: Path, cache: Path) -> None:
+    """Start ``cache`` (the embedding cache of the workspace at ``root``, not created yet) as
+    a copy of the largest one among the workspaces built beside ``root``, without its owners
+    (which session embedded what: forgetting's index, not this workspace's). The vectors are
+    the same model's for the same texts, so the cold tier is what embedding them again gives."""
+    import shutil
+    import sqlite3
+    from contextlib import closing
+
+    where = cache.relative_to(root)
+    built = [p for p in root.parent.glob("records-*") if (p / "built").exists()]
+    donors = [p / where for p in built if (p / where).exists()]
+    if not donors or cache.exists():
+        return
+    donor = max(donors, key=lambda d: d.stat().st_size)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(donor, cache)
+    with closing(sqlite3.connect(cache)) as db, db:
+        db.execute("DELETE FROM owners")
+    print(f"  embeddings seeded from {donor.relative_to(root.parent)}", flush=True)
+
+
+def _progress() -> Callable[[str, int, int], None]:
+    """A progress line per tier, every tenth of its sessions."""
+
+    def said(tier: str, done: int, total: int) -> None:
+        if total and (done == total or done % max(1, total // 10) == 0):
+            print(f"  {tier}: {done:,}/{total:,} sessions", flush=True)
+
+    return said
 
 
 def timed_ms(call: Callable[[], object], repeats: int) -> list[float]:
