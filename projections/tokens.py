@@ -65,6 +65,7 @@ def _encoding_args(encoding: str) -> dict[str, Any]:
 
 
 SHORT_TEXT_CHARS = 2_000
+LONG_TEXTS_KEPT = 32
 
 
 class TokenCounter:
@@ -74,14 +75,16 @@ class TokenCounter:
         self._encoding = tiktoken.Encoding(**_encoding_args(encoding))
         self.name = encoding
         # Summaries are fitted by counting the same bullets again and again: short texts are
-        # remembered (long ones, tool output, are rarely counted twice and would hold memory).
+        # remembered. Of long ones only the last few: a session's window is counted whole by
+        # every context built for it, while most long texts (tool output) are counted once.
         self._count_short = lru_cache(maxsize=16_384)(self._count)
+        self._count_long = lru_cache(maxsize=LONG_TEXTS_KEPT)(self._count)
 
     def count(self, text: str) -> int:
         """Tokens in ``text``."""
         if len(text) <= SHORT_TEXT_CHARS:
             return self._count_short(text)
-        return self._count(text)
+        return self._count_long(text)
 
     def _count(self, text: str) -> int:
         return len(self._encoding.encode(text, disallowed_special=()))
