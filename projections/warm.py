@@ -21,7 +21,7 @@ import orjson
 from typing_extensions import override
 
 from eventlog.schema import CompactionRecord, Record
-from projections.checkpoints import Checkpoint
+from projections.checkpoints import Checkpoint, file_identity
 from projections.files import atomic_write, folder_size
 from projections.fold import Projector
 from projections.state_store import JsonStore
@@ -95,6 +95,10 @@ class WarmState:
     pending: dict[str, str] = field(default_factory=dict)  # file name -> markdown to write
 
 
+# a state file's path -> (its identity when read, the files its state lists)
+_LISTED: dict[str, tuple[list[int], list[dict[str, Any]]]] = {}
+
+
 class OwnedFilesStore(JsonStore[Any]):
     """A tier's store whose sessions own files in a folder beside their states (the library's
     ``history-NNN.md``, the visual tier's pages): a state's ``pending`` files (name -> bytes
@@ -129,9 +133,25 @@ class OwnedFilesStore(JsonStore[Any]):
 
     @override
     def output_files(self, session: str) -> list[str]:
+        own = super().output_files(session)
+        return own + [str(self.files_dir / entry["file"]) for entry in self.listed(session)]
+
+    def listed(self, session: str) -> list[dict[str, Any]]:
+        """The files ``session``'s saved state lists (none without a readable state). Every
+        idle catch-up asks each session's (its output files), and a compaction every
+        session's (the next library number): a state is read once per process while its
+        file's identity holds (a save replaces the file). Shared: never changed by a caller."""
+        (path,) = super().output_files(session)
+        identity = file_identity(path)
+        if identity is None:
+            return []
+        known = _LISTED.get(path)
+        if known is not None and known[0] == identity:
+            return known[1]
         loaded = self.load(session)
-        owned = [str(self.files_dir / name) for name in self.owned(loaded[0])] if loaded else []
-        return super().output_files(session) + owned
+        files = list(loaded[0].files) if loaded else []
+        _LISTED[path] = (identity, files)
+        return files
 
     @override
     def disk_bytes(self) -> int:
@@ -193,10 +213,15 @@ class WarmProjector(Projector[WarmState]):
 
     def entries(self) -> list[dict[str, Any]]:
         """Every library file with its session and range, ordered by library number."""
+        store = self.state_store
         found = []
-        for session in self.state_store.sessions():
-            loaded = self.state_store.load(session)
-            found += [{**e, "session": session} for e in (loaded[0].files if loaded else [])]
+        for session in store.sessions():
+            if isinstance(store, OwnedFilesStore):
+                files = store.listed(session)
+            else:  # a bucket's: a state may be there only
+                loaded = store.load(session)
+                files = loaded[0].files if loaded else []
+            found += [{**e, "session": session} for e in files]
         return sorted(found, key=lambda e: e["library_no"])
 
     def max_library_no(self) -> int:
