@@ -446,3 +446,46 @@ def test_as_of_gives_the_tiers_of_that_moment(world: World, tmp_path: Path) -> N
     now = world.assess(6)
     # a rejected learning contradicts nothing: the older one stands
     assert by_id(now, "Lb").status == "rejected" and by_id(now, "La").status == "active"
+
+
+owner_events = st.one_of(
+    st.builds(lambda u: {"type": "session_started", "user": u}, st.sampled_from(["alice", "bob"])),
+    st.builds(lambda u: {"type": "session_assigned", "user": u}, st.sampled_from(["alice", "bob"])),
+    st.just({"type": "user", "content": "hello"}),
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    items=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), owner_events), min_size=1, max_size=30
+    ),
+    cuts=st.lists(st.integers(0, 30), max_size=5),
+)
+def test_the_states_read_between_catch_ups_equal_a_rebuilds(
+    tmp_path_factory: pytest.TempPathFactory, items, cuts
+) -> None:
+    """``states()`` (the gate's owners, the learnings) keeps what it read while the manifest
+    records a state file unchanged: read after every catch-up of an incremental projection,
+    it gives what a rebuild's states read once give, owners included."""
+    root = tmp_path_factory.mktemp("owners")
+    log = EventLog(root / "log", durability="off")
+    bounds = sorted({0, len(items), *(c for c in cuts if c < len(items))})
+    for lo, hi in itertools.pairwise(bounds):
+        for session, event in items[lo:hi]:
+            log.append_many(session, [event], system=True)
+        Runner(EventLog(root / "log"), [LearningsProjector(root / "incremental")]).catch_up()
+        LearningsProjector(root / "incremental").states()  # read, and kept, at every cut
+    Runner(EventLog(root / "log"), [LearningsProjector(root / "rebuilt")]).rebuild()
+
+    def owners(folder: Path) -> dict[str, object]:
+        return {s.session: s.info.get("owner") for s in LearningsProjector(folder).states()}
+
+    def stored(folder: Path) -> list[object]:
+        return sorted((s.session, repr(s)) for s in LearningsProjector(folder).states())
+
+    assert owners(root / "incremental") == owners(root / "rebuilt")
+    assert stored(root / "incremental") == stored(root / "rebuilt")
+    assert set(owners(root / "rebuilt")) == {session for session, _ in items}
