@@ -401,6 +401,21 @@ memory_events = st.one_of(
 )
 
 
+def project_in_cuts(root: Path, items: list, cuts: list[int], *, read: bool = False) -> None:
+    """Append ``items`` (session, event) in the batches ``cuts`` makes, the ``incremental``
+    projection caught up after each (its states read then, with ``read``), then a ``rebuilt``
+    one folded from zero."""
+    log = EventLog(root / "log", durability="off")
+    bounds = sorted({0, len(items), *(c for c in cuts if c < len(items))})
+    for lo, hi in itertools.pairwise(bounds):
+        for session, event in items[lo:hi]:
+            log.append_many(session, [event], system=True)
+        Runner(EventLog(root / "log"), [LearningsProjector(root / "incremental")]).catch_up()
+        if read:
+            LearningsProjector(root / "incremental").states()  # read, and kept, at every cut
+    Runner(EventLog(root / "log"), [LearningsProjector(root / "rebuilt")]).rebuild()
+
+
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -414,13 +429,7 @@ memory_events = st.one_of(
 )
 def test_incremental_equals_rebuild(tmp_path_factory: pytest.TempPathFactory, items, cuts) -> None:
     root = tmp_path_factory.mktemp("learn")
-    log = EventLog(root / "log", durability="off")
-    bounds = sorted({0, len(items), *(c for c in cuts if c < len(items))})
-    for lo, hi in itertools.pairwise(bounds):
-        for session, event in items[lo:hi]:
-            log.append_many(session, [event], system=True)
-        Runner(EventLog(root / "log"), [LearningsProjector(root / "incremental")]).catch_up()
-    Runner(EventLog(root / "log"), [LearningsProjector(root / "rebuilt")]).rebuild()
+    project_in_cuts(root, items, cuts)
     assert snapshot(root / "incremental") == snapshot(root / "rebuilt")
     assert snapshot(root / "rebuilt")  # not vacuous: something was written
 
@@ -471,14 +480,7 @@ def test_the_states_read_between_catch_ups_equal_a_rebuilds(
     records a state file unchanged: read after every catch-up of an incremental projection,
     it gives what a rebuild's states read once give, owners included."""
     root = tmp_path_factory.mktemp("owners")
-    log = EventLog(root / "log", durability="off")
-    bounds = sorted({0, len(items), *(c for c in cuts if c < len(items))})
-    for lo, hi in itertools.pairwise(bounds):
-        for session, event in items[lo:hi]:
-            log.append_many(session, [event], system=True)
-        Runner(EventLog(root / "log"), [LearningsProjector(root / "incremental")]).catch_up()
-        LearningsProjector(root / "incremental").states()  # read, and kept, at every cut
-    Runner(EventLog(root / "log"), [LearningsProjector(root / "rebuilt")]).rebuild()
+    project_in_cuts(root, items, cuts, read=True)
 
     def owners(folder: Path) -> dict[str, object]:
         return {s.session: s.info.get("owner") for s in LearningsProjector(folder).states()}

@@ -55,6 +55,7 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> object:
     store.add(made, list(vectors), [""] * len(made))
     store.maintain(ann_min_rows=10_000)
     opened = store.open()
+    assert opened is not None
     indexed = {i.columns[0] for i in opened.list_indices()}
     assert {"session", "kind", "unit_id", "source"} <= indexed  # what the filter tests
     return opened
