@@ -19,14 +19,18 @@ equals rebuild like every tier.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 from typing_extensions import override
 
 from eventlog.crypto import is_forgotten
+from eventlog.layout import read_nofollow
 from eventlog.schema import (
     CONVERSATION_TYPES,
     ActionRecord,
@@ -45,6 +49,7 @@ from eventlog.schema import (
     SessionStartedRecord,
 )
 from projections import facts
+from projections.files import atomic_write
 from projections.fold import Projector
 from projections.scopes import Scope
 from projections.state_store import JsonStore, StateStore
@@ -185,6 +190,28 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
 _LOADED: dict[str, dict[str, tuple[list[int], LearningsState]]] = {}
 
 
+def _read_index(path: Path) -> dict[str, list[Any]]:
+    """The owners index at ``path`` (``LearningsProjector.owners``): empty when missing or
+    unreadable (then every owner is read from its state, and the index written again)."""
+    try:
+        st = os.stat(path)
+        seen = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        if (parsed := _INDEXES.get(str(path))) is not None and parsed[0] == seen:
+            return parsed[1]
+        data = orjson.loads(read_nofollow(path))
+    except (OSError, ValueError):
+        return {}
+    index = {}
+    if isinstance(data, dict):
+        index = {s: v for s, v in data.items() if isinstance(v, list) and len(v) == 2}
+    _INDEXES[str(path)] = (seen, index)
+    return index
+
+
+# owners index path -> (its file's identity and ctime, what it held): parsed once per process
+_INDEXES: dict[str, tuple[tuple[int, ...], dict[str, list[Any]]]] = {}
+
+
 class LearningsProjector(Projector[LearningsState]):
     """Folds each session into its facts (see the module)."""
 
@@ -234,6 +261,36 @@ class LearningsProjector(Projector[LearningsState]):
             found.append(loaded[0])
             if entry is not None and entry.output is not None:
                 loaded_here[session] = (entry.output, loaded[0])
+        return found
+
+    def owners(self) -> dict[str, dict[str, str]]:
+        """Each folded session's owner (its scope's fields; empty: no one's): the gate's input
+        on every read. Kept in an index beside the states (``learnings.owners.json``), each
+        owner with the identity of the state file it was read from: an owner whose file the
+        manifest records unchanged is taken from the index, any other is read from its state
+        and the index written again, so the index follows the fold session by session and a
+        new process reads one file, not every state."""
+        store = self.state_store
+        manifest = store.read_manifest()
+        if not manifest:
+            return {s.session: s.info.get("owner") or {} for s in self.states()}
+        path = store.out_dir.with_name(f"{store.out_dir.name}.owners.json")
+        index = _read_index(path)
+        found: dict[str, dict[str, str]] = {}
+        kept: dict[str, list[Any]] = {}
+        for session, entry in manifest.items():
+            known = index.get(session)
+            if known is None or entry.output is None or known[0] != entry.output:
+                loaded = store.load(session)
+                if loaded is None:
+                    continue
+                known = [entry.output, loaded[0].info.get("owner") or {}]
+            found[session] = known[1]
+            if entry.output is not None:
+                kept[session] = known
+        if kept != index:
+            with contextlib.suppress(OSError):  # a read-only folder: read the states next time
+                atomic_write(path, orjson.dumps(kept, option=orjson.OPT_SORT_KEYS))
         return found
 
     @override

@@ -29,7 +29,8 @@ A scoped memory that appends to a new session records its scope there first (a
 ``session_started`` event), so the session is the writer's from its first record.
 
 Owners are read from the learnings projection, a fold of the log (``info["owner"]``: the first
-scope recorded, replaced by a ``session_assigned`` event). A named owner is cached with the
+scope recorded, replaced by a ``session_assigned`` event), through its owners index
+(``LearningsProjector.owners``). A named owner is cached with the
 session's head, so an assignment made by another process is seen at the next call.
 """
 
@@ -95,8 +96,8 @@ class Gate:
         input. A session the learnings projection could not fold is not in it."""
         kernel = self._kernel
         kernel.catch_up(NEEDS["owners"], warn=False)
-        projector = kernel.projector("learnings")
-        return {state.session: Scope.of(state.info.get("owner")) for state in projector.states()}
+        owners = kernel.projector("learnings").owners()  # its index: one file, not every state
+        return {session: Scope.of(owner) for session, owner in owners.items()}
 
     def _owner(self, session: str) -> Scope | None:
         """The owner of ``session`` whoever asks (``Scope()``: no one's, or not in the log

@@ -14,6 +14,7 @@ from eventlog.schema import MEMORY_SESSION
 from projections.engine import Runner, stop_after
 from projections.learning_rules import LearningSettings, assess, gc_candidates
 from projections.learnings import LearningsProjector
+from projections.state_store import JsonStore
 from tests.conftest import snapshot
 
 
@@ -411,8 +412,9 @@ def project_in_cuts(root: Path, items: list, cuts: list[int], *, read: bool = Fa
         for session, event in items[lo:hi]:
             log.append_many(session, [event], system=True)
         Runner(EventLog(root / "log"), [LearningsProjector(root / "incremental")]).catch_up()
-        if read:
-            LearningsProjector(root / "incremental").states()  # read, and kept, at every cut
+        if read:  # read, and kept, at every cut
+            LearningsProjector(root / "incremental").states()
+            LearningsProjector(root / "incremental").owners()
     Runner(EventLog(root / "log"), [LearningsProjector(root / "rebuilt")]).rebuild()
 
 
@@ -491,3 +493,43 @@ def test_the_states_read_between_catch_ups_equal_a_rebuilds(
     assert owners(root / "incremental") == owners(root / "rebuilt")
     assert stored(root / "incremental") == stored(root / "rebuilt")
     assert set(owners(root / "rebuilt")) == {session for session, _ in items}
+    indexed = LearningsProjector(root / "incremental").owners()
+    assert indexed == {s: o or {} for s, o in owners(root / "rebuilt").items()}
+    assert indexed == LearningsProjector(root / "rebuilt").owners()
+
+
+def test_a_new_process_reads_the_owners_from_their_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owners index answers without reading a state while the manifest records every
+    state unchanged; a session folded since is read from its state, and the index follows."""
+    import projections.learnings as learnings
+
+    log = EventLog(tmp_path / "log", durability="off")
+    for name, user in (("a", "alice"), ("b", "bob"), ("c", None)):
+        log.append_many(name, [{"type": "session_started", "user": user}], system=True)
+    Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up()
+    assert LearningsProjector(tmp_path / "l").owners() == {
+        "a": {"user": "alice"},
+        "b": {"user": "bob"},
+        "c": {},
+    }
+    monkeypatch.setattr(learnings, "_INDEXES", {})  # a new process: nothing parsed yet
+    monkeypatch.setattr(learnings, "_LOADED", {})
+    loads: list[str] = []
+    real_load = JsonStore.load
+
+    def load(self: JsonStore, session: str) -> object:
+        loads.append(session)
+        return real_load(self, session)
+
+    monkeypatch.setattr(JsonStore, "load", load)
+    assert LearningsProjector(tmp_path / "l").owners()["b"] == {"user": "bob"}
+    assert loads == []
+    log.append_many("b", [{"type": "session_assigned", "user": "alice"}], system=True)
+    Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up(sessions=["b"])
+    loads.clear()
+    assert LearningsProjector(tmp_path / "l").owners()["b"] == {"user": "alice"}
+    assert loads == ["b"]
+    loads.clear()
+    assert LearningsProjector(tmp_path / "l").owners()["b"] == {"user": "alice"} and not loads
