@@ -274,7 +274,7 @@ class LearningsProjector(Projector[LearningsState]):
         manifest = store.read_manifest()
         if not manifest:
             return {s.session: s.info.get("owner") or {} for s in self.states()}
-        path = store.out_dir.with_name(f"{store.out_dir.name}.owners.json")
+        path = self._owners_path()
         index = _read_index(path)
         found: dict[str, dict[str, str]] = {}
         kept: dict[str, list[Any]] = {}
@@ -293,12 +293,21 @@ class LearningsProjector(Projector[LearningsState]):
                 atomic_write(path, orjson.dumps(kept, option=orjson.OPT_SORT_KEYS))
         return found
 
+    def _owners_path(self) -> Path:
+        out = self.state_store.out_dir
+        return out.with_name(f"{out.name}.owners.json")
+
     @override
     def purge(self, sessions: Collection[str], *, thorough: bool = True) -> None:
         loaded_here = _LOADED.get(str(self.state_store.out_dir), {})
         for session in sessions:
             loaded_here.pop(session, None)
         super().purge(sessions, thorough=thorough)
+        path = self._owners_path()  # a purged session's owner is not named by the index either
+        index = _read_index(path)
+        if index.keys() & set(sessions):
+            kept = {s: owner for s, owner in index.items() if s not in sessions}
+            atomic_write(path, orjson.dumps(kept, option=orjson.OPT_SORT_KEYS))
 
     @override
     def item_count(self) -> int:

@@ -533,3 +533,17 @@ def test_a_new_process_reads_the_owners_from_their_index(
     assert loads == ["b"]
     loads.clear()
     assert LearningsProjector(tmp_path / "l").owners()["b"] == {"user": "alice"} and not loads
+
+
+def test_a_purged_session_leaves_the_owners_index(tmp_path: Path) -> None:
+    """Forgetting purges a session's state: its owner (a user's name) leaves the index too."""
+    log = EventLog(tmp_path / "log", durability="off")
+    for name, user in (("a", "alice"), ("b", "bob")):
+        log.append_many(name, [{"type": "session_started", "user": user}], system=True)
+    Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up()
+    projector = LearningsProjector(tmp_path / "l")
+    assert set(projector.owners()) == {"a", "b"}
+    index = tmp_path / "l.owners.json"
+    assert b"bob" in index.read_bytes()
+    projector.purge(["b"])
+    assert b"bob" not in index.read_bytes() and b"alice" in index.read_bytes()
