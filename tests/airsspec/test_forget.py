@@ -481,13 +481,15 @@ def test_a_kms_that_fails_or_gives_a_bad_key_is_a_key_store_error(
 def test_privacy_keys_names_a_key_store_factory_every_command_uses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import importlib.metadata
     from importlib.metadata import EntryPoint, EntryPoints
 
     import eventlog.keystores
 
     point = EntryPoint("kms", f"{__name__}:kms_factory", eventlog.keystores.ENTRY_POINT_GROUP)
     installed = type("Dist", (), {"entry_points": EntryPoints([point])})
-    monkeypatch.setattr(eventlog.keystores, "distributions", lambda path: [installed])
+    # the key stores are listed from importlib.metadata when a config names one (imported then)
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda path: [installed])
     _workspace(tmp_path, "session")
     with (tmp_path / "airsspec.toml").open("a") as f:
         f.write('keys = "kms"\n')
