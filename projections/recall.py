@@ -21,10 +21,13 @@ chosen by measuring recall on LoCoMo leave-one-conversation-out (bench/cold.py).
 
 Filters (session, time, kinds, the reader's scope) apply inside each search, before its
 candidates are cut, so a search with ``until`` still finds k earlier passages when they exist.
-Recency breaks ties only (the newer passage first), unless ``weight_recency`` is set. With
-``session_diversity`` the hits are picked best first, each one's score lowered by it for every
-hit already picked from its session: for questions answered by whole sessions (RealMem's
-session-level recall, bench/realmem.py), not by turns (LoCoMo, where it costs), so it is off.
+Recency breaks ties only (the newer passage first), unless ``weight_recency`` is set. The hits
+are picked best first, each one's score lowered by ``session_diversity`` for every hit already
+picked from its session, so several passages of one session leave room for other sessions
+(questions answered by whole sessions: RealMem's assistant chats, bench/realmem.py), except a
+message whose speaker the query names: a question about what Caroline said or did is answered by
+Caroline's turns, often several in one session (LoCoMo, where lowering them costs). The default
+was chosen leaving out each LoCoMo conversation and RealMem persona in turn (bench/generalise.py).
 
 Invariants: every hit carries its provenance (session, seq range, event ids, record hashes,
 ``meta``; a summary hit also lists the records it covers; a source hit names its file and lines).
@@ -549,24 +552,32 @@ def _diversified(
 ) -> list[tuple[str, float, dict[str, float]]]:
     """The first ``n`` of ``ranked`` picked greedily, each pick the candidate whose score less
     ``diversity`` times the hits already picked from its session (a document's chunks: from
-    that document) is best, that lowered score its score (part ``diversity``: minus what was
-    taken), so scores stay in order; the rest after, as they were. Session-level recall counts
-    the sessions the top k holds: several passages of one session answer no more than one."""
+    that document) is best; the rest after, as they were. A message whose speaker the query
+    names (score part ``speaker``) is never lowered: such a question is asked about that
+    person's turns, not about sessions. Session-level recall counts the sessions the top k
+    holds: several passages of one session answer no more than one.
+
+    A pick's score is its own, capped by the pick before it (part ``diversity``: minus what
+    the cap took), so scores stay in order, none rises, and none falls under the relevance
+    floor that every candidate met: the hits of a single session keep their scores."""
     if not diversity:
         return ranked
     pool = list(ranked)
     picked: list[tuple[str, float, dict[str, float]]] = []
     per_session: dict[str, int] = {}
+
+    def lowered(item: tuple[str, float, dict[str, float]]) -> float:
+        exempt = item[2].get("speaker", 0.0)
+        return item[1] - diversity * per_session.get(_group(item[0]), 0) * (1 - exempt)
+
+    cap = math.inf
     while pool and len(picked) < n:
-        best = max(
-            pool,
-            key=lambda item: item[1] - diversity * per_session.get(_group(item[0]), 0),
-        )
+        best = max(pool, key=lowered)
         pool.remove(best)
-        taken = diversity * per_session.get(_group(best[0]), 0)
         per_session[_group(best[0])] = per_session.get(_group(best[0]), 0) + 1
         unit_id, score, parts = best
-        picked.append((unit_id, round(score - taken, 6), {**parts, "diversity": -taken}))
+        cap = min(score, cap)
+        picked.append((unit_id, cap, {**parts, "diversity": round(cap - score, 6)}))
     return picked + pool
 
 

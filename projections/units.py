@@ -118,8 +118,9 @@ class RecallWeights(Frozen):
     # about 0.05 (cosine near 0.1, no shared word); see airsspec.toml [cold]
     min_score: float = Field(0.15, ge=0)
     # hits are picked best first, each one's score lowered by this for every hit already picked
-    # from its session (or document): the top k spans more sessions; see airsspec.toml [cold]
-    session_diversity: float = Field(0.0, ge=0)
+    # from its session (or document), a message whose speaker the query names excepted: the top
+    # k spans more sessions; see airsspec.toml [cold]
+    session_diversity: float = Field(0.3, ge=0)
 
     def score(self, parts: dict[str, float]) -> float:
         """A candidate's score from its parts (``semantic``, ``focus``, ``lexical``,

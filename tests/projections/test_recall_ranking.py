@@ -111,25 +111,51 @@ def test_recency_breaks_ties_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_session_diversity_spreads_the_top_k_over_sessions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With ``session_diversity``, each hit's score is lowered by it for every hit already
-    picked from its session: one session's ten near-copies no longer fill the top k, scores
-    stay in order, and the part ``diversity`` says what was taken."""
+    """With ``session_diversity`` (on by default), each hit's score is lowered by it for every
+    hit already picked from its session: one session's ten near-copies no longer fill the top
+    k; a score is capped by the one before it (part ``diversity``), so scores stay in order,
+    none rises and none falls under the relevance floor."""
     monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
     with Memory.open(tmp_path, create=True) as memory:
+        assert memory.workspace.settings.cold.session_diversity > 0
         for i in range(10):
             note = f"kubernetes ingress timeout raised to {i}0 seconds in the staging cluster"
             memory.append("busy", {"type": "user", "content": note})
         for name in ("quiet-1", "quiet-2"):
             memory.append(name, {"type": "user", "content": "the ingress timeout in staging"})
         query = "kubernetes ingress timeout staging cluster"
-        plain = memory.search(query, k=5)["hits"]
-        monkeypatch.setenv("AIRSSPEC_COLD_SESSION_DIVERSITY", "0.3")
-    with Memory.open(tmp_path) as memory:
         spread = memory.search(query, k=5)["hits"]
+        in_busy = memory.search(query, k=5, session="busy")["hits"]
+        monkeypatch.setenv("AIRSSPEC_COLD_SESSION_DIVERSITY", "0")
+    with Memory.open(tmp_path) as memory:
+        plain = memory.search(query, k=5)["hits"]
+        plain_busy = memory.search(query, k=5, session="busy")["hits"]
     assert {h["session"] for h in plain} == {"busy"}  # the case at hand
     assert {h["session"] for h in spread} == {"busy", "quiet-1", "quiet-2"}
     scores = [h["score"] for h in spread]
     assert scores == sorted(scores, reverse=True)
-    firsts = {h["session"]: h for h in reversed(spread)}
-    assert all(h["parts"]["diversity"] == 0 for h in firsts.values())
+    floor = memory.workspace.settings.cold.min_score
+    assert all(h["parts"]["diversity"] <= 0 and h["score"] >= floor for h in spread)
     assert min(h["parts"]["diversity"] for h in spread) < 0
+    # one session's hits keep their order and their scores
+    assert [(h["unit_id"], h["score"]) for h in in_busy] == [
+        (h["unit_id"], h["score"]) for h in plain_busy
+    ]
+
+
+def test_a_named_speakers_turns_are_not_spread() -> None:
+    """A question naming a speaker is asked about that person's turns, often several in one
+    session: they keep their places at any diversity; the same turns without the speaker part
+    are spread over sessions like any others."""
+    from projections.recall import _diversified
+
+    def ranked(speaker: float) -> list[tuple[str, float, dict[str, float]]]:
+        turns = [("s1:1:0", 0.6), ("s1:2:0", 0.58), ("s1:3:0", 0.56), ("s2:1:0", 0.4)]
+        return [(u, score, {"speaker": speaker if u < "s2" else 0.0}) for u, score in turns]
+
+    named = _diversified(ranked(1.0), 1.0, 4)
+    assert [u for u, _, _ in named] == ["s1:1:0", "s1:2:0", "s1:3:0", "s2:1:0"]
+    assert [score for _, score, _ in named] == [0.6, 0.58, 0.56, 0.4]
+    unnamed = _diversified(ranked(0.0), 1.0, 4)
+    assert [u for u, _, _ in unnamed] == ["s1:1:0", "s2:1:0", "s1:2:0", "s1:3:0"]
+    assert [score for _, score, _ in unnamed] == [0.6, 0.4, 0.4, 0.4]  # capped, in order
