@@ -26,8 +26,10 @@ are picked best first, each one's score lowered by ``session_diversity`` for eve
 picked from its session, so several passages of one session leave room for other sessions
 (questions answered by whole sessions: RealMem's assistant chats, bench/realmem.py), except a
 message whose speaker the query names: a question about what Caroline said or did is answered by
-Caroline's turns, often several in one session (LoCoMo, where lowering them costs). The default
-was chosen leaving out each LoCoMo conversation and RealMem persona in turn (bench/generalise.py).
+Caroline's turns, often several in one session (LoCoMo, where lowering them costs); and only
+hits scoring at least ``diversity_reach`` times the best are lifted so, never a weak passage over
+a relevant one. The defaults were chosen leaving out each LoCoMo conversation and RealMem persona
+in turn (bench/generalise.py).
 
 Invariants: every hit carries its provenance (session, seq range, event ids, record hashes,
 ``meta``; a summary hit also lists the records it covers; a source hit names its file and lines).
@@ -245,7 +247,8 @@ class Recall:
         candidates = _candidates(vector_rows, text_rows, query_vector, focus_vector)
         ranked = _one_per_message(self._rank(result.query, candidates), candidates)
         ranked = [r for r in ranked if r[1] > 0 and r[1] >= self.weights.min_score]
-        ranked = _diversified(ranked, self.weights.session_diversity, 2 * k)
+        w = self.weights
+        ranked = _diversified(ranked, w.session_diversity, 2 * k, w.diversity_reach)
         # a repeated text may be a restatement (see _distinct): read a row more for each
         texts = [candidates[u].text for u, _, _ in ranked[: 2 * k]]
         ranked = ranked[: k + len(texts) - len(set(texts))]
@@ -548,21 +551,25 @@ def _one_per_message(
 
 
 def _diversified(
-    ranked: list[tuple[str, float, dict[str, float]]], diversity: float, n: int
+    ranked: list[tuple[str, float, dict[str, float]]], diversity: float, n: int, reach: float = 0.0
 ) -> list[tuple[str, float, dict[str, float]]]:
-    """The first ``n`` of ``ranked`` picked greedily, each pick the candidate whose score less
-    ``diversity`` times the hits already picked from its session (a document's chunks: from
-    that document) is best; the rest after, as they were. A message whose speaker the query
+    """The first ``n`` of ``ranked`` (best first) picked greedily, each pick the candidate whose
+    score less ``diversity`` times the hits already picked from its session (a document's
+    chunks: from that document) is best; the rest after, as they were. Only candidates scoring
+    at least ``reach`` times the best are picked so: diversity never lifts a passage far weaker
+    than the best over a relevant one of a busy session. A message whose speaker the query
     names (score part ``speaker``) is never lowered: such a question is asked about that
     person's turns, not about sessions. Session-level recall counts the sessions the top k
     holds: several passages of one session answer no more than one.
 
-    A pick's score is its own, capped by the pick before it (part ``diversity``: minus what
-    the cap took), so scores stay in order, none rises, and none falls under the relevance
-    floor that every candidate met: the hits of a single session keep their scores."""
-    if not diversity:
+    Each score is its own, capped by the one before it (part ``diversity``: minus what the cap
+    took), so scores stay in order, none rises, and none falls under the relevance floor that
+    every candidate met: the hits of a single session keep their scores."""
+    if not diversity or not ranked:
         return ranked
-    pool = list(ranked)
+    least = reach * ranked[0][1]
+    pool = [item for item in ranked if item[1] >= least]
+    rest = [item for item in ranked if item[1] < least]
     picked: list[tuple[str, float, dict[str, float]]] = []
     per_session: dict[str, int] = {}
 
@@ -570,15 +577,16 @@ def _diversified(
         exempt = item[2].get("speaker", 0.0)
         return item[1] - diversity * per_session.get(_group(item[0]), 0) * (1 - exempt)
 
-    cap = math.inf
     while pool and len(picked) < n:
         best = max(pool, key=lowered)
         pool.remove(best)
         per_session[_group(best[0])] = per_session.get(_group(best[0]), 0) + 1
-        unit_id, score, parts = best
+        picked.append(best)
+    capped, cap = [], math.inf
+    for unit_id, score, parts in picked + pool + rest:
         cap = min(score, cap)
-        picked.append((unit_id, cap, {**parts, "diversity": round(cap - score, 6)}))
-    return picked + pool
+        capped.append((unit_id, cap, {**parts, "diversity": round(cap - score, 6)}))
+    return capped
 
 
 def _group(unit_id: str) -> str:

@@ -121,6 +121,8 @@ class RecallWeights(Frozen):
     # from its session (or document), a message whose speaker the query names excepted: the top
     # k spans more sessions; see airsspec.toml [cold]
     session_diversity: float = Field(0.3, ge=0)
+    # only hits scoring at least this share of the best hit's score are lifted by diversity
+    diversity_reach: float = Field(0.3, ge=0, le=1)
 
     def score(self, parts: dict[str, float]) -> float:
         """A candidate's score from its parts (``semantic``, ``focus``, ``lexical``,

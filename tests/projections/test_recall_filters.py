@@ -56,7 +56,8 @@ def test_a_filtered_search_returns_k_earlier_passages_when_they_exist(tmp_path: 
     from airsspec.workspace import init_workspace
 
     init_workspace(tmp_path)
-    (tmp_path / "airsspec.toml").write_text('[cold]\nembedder = "hash"\n')
+    # (session diversity off: unfiltered, the later session must fill the top 10)
+    (tmp_path / "airsspec.toml").write_text('[cold]\nembedder = "hash"\nsession_diversity = 0\n')
     earlier = [
         {"type": "user", "content": f"note {i}: the rate limiter of the upload API", "ts": ts}
         for i, ts in enumerate(f"2026-01-01T00:00:{s:02d}Z" for s in range(12))

@@ -153,9 +153,9 @@ def test_a_named_speakers_turns_are_not_spread() -> None:
         turns = [("s1:1:0", 0.6), ("s1:2:0", 0.58), ("s1:3:0", 0.56), ("s2:1:0", 0.4)]
         return [(u, score, {"speaker": speaker if u < "s2" else 0.0}) for u, score in turns]
 
-    named = _diversified(ranked(1.0), 1.0, 4)
+    named = _diversified(ranked(1.0), 1.0, 4, reach=0.5)
     assert [u for u, _, _ in named] == ["s1:1:0", "s1:2:0", "s1:3:0", "s2:1:0"]
     assert [score for _, score, _ in named] == [0.6, 0.58, 0.56, 0.4]
-    unnamed = _diversified(ranked(0.0), 1.0, 4)
+    unnamed = _diversified(ranked(0.0), 1.0, 4, reach=0.5)
     assert [u for u, _, _ in unnamed] == ["s1:1:0", "s2:1:0", "s1:2:0", "s1:3:0"]
     assert [score for _, score, _ in unnamed] == [0.6, 0.4, 0.4, 0.4]  # capped, in order
