@@ -90,11 +90,13 @@ def rescore(
     similarity: float = 0.0,
     same_session: bool = False,
     cap: int = 0,
+    reach: float = 0.0,
 ) -> list[Any]:
     """The keys of the best 10 of ``pool`` under ``weights`` (in ``WEIGHTS`` order) as
     ``query_memory`` picks them: one per message, none under the relevance floor, and with
     ``diversity`` picked greedily, each pick's score lowered by ``diversity`` for every hit
-    already picked from its log session."""
+    already picked from its log session (a message whose speaker the query names is not), among
+    the hits scoring at least ``reach`` times the best (the others after, in order)."""
     if not len(pool.keys):
         return []
     chosen = RecallWeights(**dict(zip(WEIGHTS, weights, strict=True)))
@@ -105,13 +107,17 @@ def rescore(
     kept = order[np.sort(firsts)]  # each message's best chunk, best first
     if not diversity and not similarity and not cap:
         return [pool.keys[i] for i in kept[:10]]
+    reached = scores[kept] >= reach * scores[kept[0]] if len(kept) else kept.astype(bool)
+    rest, kept = kept[~reached], kept[reached]
     left, taken = scores[kept].astype(float), np.zeros(int(pool.session.max()) + 1)
     sessions, picked = pool.session[kept], list[Any]()
+    unnamed = 1 - pool.parts[kept, PARTS.index("speaker")]  # a named speaker's turn: not lowered
     cosines = pool.vectors[kept] @ pool.vectors[kept].T
     nearest = np.zeros(len(kept))  # the highest cosine with a hit picked (of the same session)
     while len(picked) < min(10, len(kept)):
         full = (taken[sessions] >= cap) * 1e6 if cap else 0.0  # sessions holding ``cap`` hits
-        best = int(np.argmax(left - diversity * taken[sessions] - similarity * nearest - full))
+        lowered = diversity * taken[sessions] * unnamed
+        best = int(np.argmax(left - lowered - similarity * nearest - full))
         if left[best] == -np.inf or (cap and taken[sessions[best]] >= cap):
             break
         picked.append(pool.keys[kept[best]])
@@ -119,4 +125,4 @@ def rescore(
         left[best] = -np.inf
         near = cosines[best] if not same_session else cosines[best] * (sessions == sessions[best])
         nearest = np.maximum(nearest, near)
-    return picked
+    return [*picked, *(pool.keys[i] for i in rest)][:10]

@@ -28,7 +28,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -71,13 +71,21 @@ def ingest(persona: Persona, root: Path, cache: Path | None) -> None:
     done.touch()
 
 
-def searched(root: Path, queries: list[Query], diversity: float = 0.0) -> list[list[str | None]]:
+def searched(
+    root: Path, queries: list[Query], diversity: float | None = None
+) -> list[list[str | None]]:
     """Each query's top-10 RealMem sessions (one per hit, in order) through ``Memory.search``,
-    with ``session_diversity`` set as a user sets it (``AIRSSPEC_COLD_SESSION_DIVERSITY``)."""
+    with ``session_diversity`` set as a user sets it (``AIRSSPEC_COLD_SESSION_DIVERSITY``;
+    None: the default)."""
     from airsspec import Memory
 
     ranked = []
-    with _setting("AIRSSPEC_COLD_SESSION_DIVERSITY", str(diversity)), Memory.open(root) as memory:
+    setting = (
+        nullcontext()
+        if diversity is None
+        else _setting("AIRSSPEC_COLD_SESSION_DIVERSITY", str(diversity))
+    )
+    with setting, Memory.open(root) as memory:
         for query in queries:
             answer = memory.search(query.text, k=K, until=query.until, fresh=False)
             ranked.append([(h["meta"] or {}).get("realmem_session") for h in answer["hits"]])
