@@ -60,17 +60,24 @@ QUERY_MEMORY_DESCRIPTION = (
 def compact_answer(answer: dict[str, Any], detail: bool = False) -> dict[str, Any]:
     """A ``query_memory`` answer as a tool returns it: with ``detail``, whole; else the
     passages' text first and short provenance (``from``: ``session #seqs`` or
-    ``source:lines``, then the score in parentheses), and any warnings, so a model's
-    context holds passages, not metadata."""
+    ``source:lines``, then the score in parentheses; a text found in several places is given
+    once, its places joined by "; "), and any warnings, so a model's context holds passages,
+    not metadata."""
     if detail:
         return answer
-    hits = []
+    hits: list[dict[str, str]] = []
+    by_text: dict[str, dict[str, str]] = {}
     for hit in answer["hits"]:
         if hit.get("source") is not None:
             where = f"{hit['source']}:{_span(hit['line_from'], hit['line_to'])}"
         else:
             where = f"{hit['session']} #{_span(hit['seq_from'], hit['seq_to'])}"
-        hits.append({"text": hit["text"], "from": f"{where} ({hit['score']:.2f})"})
+        origin = f"{where} ({hit['score']:.2f})"
+        if (same := by_text.get(hit["text"])) is not None:  # the same words said twice: once,
+            same["from"] += f"; {origin}"  # with both places
+            continue
+        by_text[hit["text"]] = {"text": hit["text"], "from": origin}
+        hits.append(by_text[hit["text"]])
     compact: dict[str, Any] = {"hits": hits}
     if answer.get("warnings"):
         compact["warnings"] = answer["warnings"]

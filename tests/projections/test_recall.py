@@ -255,8 +255,10 @@ def test_the_pronoun_i_is_no_anchor_wherever_it_stands() -> None:
 
 
 def test_query_memory_tool_results_are_mostly_passage_text(example_ws: Workspace) -> None:
-    """At k=5 a tool result is at least 60% passage text; ``detail`` gives the provenance.
-    (Session diversity off: the format is measured, not which passages are found.)"""
+    """At k=5 a tool result is at least 60% passage text, a text found in several places
+    given once with each place; ``detail`` gives the provenance. (Session diversity off: the
+    format is measured, not which passages are found; with it, which lifts short passages of
+    other sessions, the share on these questions is 0.58.)"""
     plain = example_ws.recall()
     recall = Recall(
         plain.store, plain.embedder, plain.weights.model_copy(update={"session_diversity": 0})
@@ -266,13 +268,16 @@ def test_query_memory_tool_results_are_mostly_passage_text(example_ws: Workspace
         asked = {"type": "tool_use", "id": f"t{number}", "name": "query_memory"}
         sent = tool_result(recall, {**asked, "input": {"query": query, "k": 5}})
         compact = json.loads(sent["content"])
-        assert len(compact["hits"]) == 5
+        places = sum(len(hit["from"].split("; ")) for hit in compact["hits"])
+        assert places == 5 and len({h["text"] for h in compact["hits"]}) == len(compact["hits"])
         assert all(list(hit) == ["text", "from"] for hit in compact["hits"])
         assert all(hit["from"].endswith(")") for hit in compact["hits"])  # the score
         text += sum(len(hit["text"]) for hit in compact["hits"])
         total += len(sent["content"])  # as the model reads it
         full = {**asked, "input": {"query": query, "k": 5, "detail": True}}
         detailed = json.loads(tool_result(recall, full)["content"])
-        assert [h["text"] for h in detailed["hits"]] == [h["text"] for h in compact["hits"]]
+        assert list(dict.fromkeys(h["text"] for h in detailed["hits"])) == [
+            h["text"] for h in compact["hits"]
+        ]
         assert all(h["event_ids"] and h["hashes"] for h in detailed["hits"])
     assert text / total >= 0.60, (text, total)
