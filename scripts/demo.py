@@ -160,7 +160,7 @@ def claude_memory_demo(root: Path) -> None:
     )
     with Memory.open(root) as memory:
         ana = memory.scoped(user="ana", agent="claude")
-        tool = MemoryTool(ana, actor="claude-sonnet-4-5")
+        tool = MemoryTool(ana, actor="claude-sonnet-5-5")
         client.beta.messages.tool_runner(tools=[tool], **recorded["request"]).until_done()
         print("\nhistory of /memories/preferences.md (every version a record of the log):")
         for v in ana.files.history("/memories/preferences.md"):

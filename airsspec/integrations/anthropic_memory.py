@@ -12,9 +12,9 @@ error result (``ToolError``) it can read and correct, never as an exception of t
     from anthropic import Anthropic
     from airsspec.integrations.anthropic_memory import MemoryTool
 
-    tool = MemoryTool(memory.scoped(user="ana", agent="claude"), actor="claude-sonnet-4-5")
+    tool = MemoryTool(memory.scoped(user="ana", agent="claude"), actor="claude-sonnet-5-5")
     runner = Anthropic().beta.messages.tool_runner(
-        model="claude-sonnet-4-5", max_tokens=1024, tools=[tool],
+        model="claude-sonnet-5-5", max_tokens=1024, tools=[tool],
         messages=[{"role": "user", "content": "Remember that I prefer tabs."}],
     )
 """

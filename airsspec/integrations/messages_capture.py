@@ -13,7 +13,7 @@ exactly.
     from airsspec.integrations.messages_capture import CapturedMessages
 
     messages = CapturedMessages(Anthropic().beta.messages, memory, "s1")
-    reply = messages.create(model="claude-sonnet-4-5", max_tokens=1024, messages=history,
+    reply = messages.create(model="claude-sonnet-5-5", max_tokens=1024, messages=history,
                             betas=["compact-2026-01-12"], context_management={...})
 """
 

@@ -73,7 +73,7 @@ def test_the_tool_runner_drives_claudes_commands_onto_the_log(memory: Memory) ->
     )
     ana = memory.scoped(user="ana", agent="claude")
     runner = client.beta.messages.tool_runner(
-        tools=[MemoryTool(ana, actor="claude-sonnet-4-5")], **TURNS["request"]
+        tools=[MemoryTool(ana, actor="claude-sonnet-5-5")], **TURNS["request"]
     )
     final = runner.until_done()
     assert final.content[0].text.startswith("Noted")
@@ -92,9 +92,9 @@ def test_the_tool_runner_drives_claudes_commands_onto_the_log(memory: Memory) ->
     # three versions, each with its agent and actor, each a record of the log
     history = ana.files.history(PATH)
     assert [(v.op, v.command, v.agent, v.actor) for v in history] == [
-        ("created", "create", "claude", "claude-sonnet-4-5"),
-        ("edited", "str_replace", "claude", "claude-sonnet-4-5"),
-        ("edited", "insert", "claude", "claude-sonnet-4-5"),
+        ("created", "create", "claude", "claude-sonnet-5-5"),
+        ("edited", "str_replace", "claude", "claude-sonnet-5-5"),
+        ("edited", "insert", "claude", "claude-sonnet-5-5"),
     ]
     assert (
         history[-1].text

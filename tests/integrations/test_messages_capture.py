@@ -47,7 +47,7 @@ def _converse(memory: Memory, session: str) -> Replay:
     for text in RECORDED["turns"]:
         history.append({"role": "user", "content": text})
         reply = messages.create(
-            model="claude-sonnet-4-5",
+            model="claude-sonnet-5-5",
             max_tokens=1024,
             messages=history,
             betas=RECORDED["betas"],
@@ -122,7 +122,7 @@ def test_sealed_captures_round_trip_and_hold_no_plaintext(tmp_path: Path) -> Non
 def test_the_importer_records_calls_kept_elsewhere_and_refuses_a_bad_line(tmp_path: Path) -> None:
     init_workspace(tmp_path / "ws")
     request = {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-5-5",
         "max_tokens": 64,
         "messages": [{"role": "user", "content": "hi"}],
     }
