@@ -30,6 +30,7 @@ import orjson
 from typing_extensions import override
 
 from eventlog.crypto import is_forgotten
+from eventlog.errors import InvalidNameError
 from eventlog.layout import read_nofollow
 from eventlog.schema import (
     CONVERSATION_TYPES,
@@ -203,9 +204,23 @@ def _read_index(path: Path) -> dict[str, list[Any]]:
         return {}
     index = {}
     if isinstance(data, dict):
-        index = {s: v for s, v in data.items() if isinstance(v, list) and len(v) == 2}
+        index = {
+            s: v for s, v in data.items() if isinstance(v, list) and len(v) == 2 and _is_owner(v[1])
+        }
     _INDEXES[str(path)] = (seen, index)
     return index
+
+
+def _is_owner(value: object) -> bool:
+    """Whether ``value`` is an owner as the fold records it (``Scope.to_fields``): any other
+    entry of the index (damaged, or written by hand) is read again from its state, never
+    trusted (a null owner would make the session everyone's; a number, a traceback)."""
+    if not isinstance(value, dict):
+        return False
+    try:
+        return Scope.of(value).to_fields() == value
+    except InvalidNameError:
+        return False
 
 
 # owners index path -> (its file's identity and ctime, what it held): parsed once per process
