@@ -83,8 +83,8 @@ class Derived(Mapping[str, type[_M]], Generic[_M]):
 
     def __getitem__(self, kind: str) -> type[_M]:
         made = self._made.get(kind)
-        if made is None:
-            made = self._made[kind] = self._make(self._catalog[kind])
+        if made is None:  # threads asking at once each make one: all are given the first
+            made = self._made.setdefault(kind, self._make(self._catalog[kind]))
         return made
 
     def __iter__(self) -> Iterator[str]:

@@ -371,8 +371,8 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     from eventlog.schema.models import emitted_class
 
-    made = globals()[name] = emitted_class(name, __name__)
-    return made
+    # threads naming a class at once each make one: all are given the first stored
+    return globals().setdefault(name, emitted_class(name, __name__))
 
 
 __all__ = [

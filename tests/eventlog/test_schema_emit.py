@@ -81,3 +81,31 @@ def test_an_emitted_class_is_made_once_on_first_use_and_pickles() -> None:
     event = schema.UserEvent(content="hello")
     assert pickle.loads(pickle.dumps(event)) == event
     assert schema.UserEvent.__doc__ == "A ``user`` event as a caller appends it."
+
+
+RACE = """
+import sys, threading
+sys.setswitchinterval(1e-6)
+from eventlog.schema import RECORD_TYPES, records
+first = records.UserRecord
+late = records.__getattr__("UserRecord")  # a thread that missed the name before it was stored
+barrier, seen = threading.Barrier(8), []
+def use():
+    barrier.wait()
+    seen.append(RECORD_TYPES["learning"])
+    seen.append(records.LearningRecord)
+threads = [threading.Thread(target=use) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(late is first is records.UserRecord is RECORD_TYPES["user"], len(set(map(id, seen))))
+"""
+
+
+def test_threads_naming_a_class_first_at_once_get_one_class() -> None:
+    """Two threads of a server naming a derived class before it is made each make one: the
+    second must be given the first's (``isinstance`` against the other class fails), so a
+    late maker returns the class stored, never replaces it."""
+    out = subprocess.run(
+        [sys.executable, "-c", RACE], capture_output=True, text=True, check=True, cwd=REPO
+    ).stdout
+    assert out.split() == ["True", "1"], out
