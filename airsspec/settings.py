@@ -471,8 +471,10 @@ min_score = 0.15
 # over a relevant one). A hit's score is capped by the one before it (never raised, never under
 # min_score). Both were chosen leaving out each LoCoMo conversation and RealMem persona in turn
 # (bench/generalise.py): held out, RealMem session recall@10 0.57 -> 0.66 (BM25 0.54), LoCoMo
-# 0.816 -> 0.807. 0 turns it off (questions answered by turns of unnamed speakers).
-session_diversity = 0.3
+# 0.816 -> 0.807, with (0.3, 0.3). Off by default: on an agent's coding sessions it lifts short
+# unrelated messages of other sessions (a directory listing, "T9 done") into the top hits. Set
+# 0.3 for a memory of long chats whose questions are answered by whole sessions.
+session_diversity = 0.0
 diversity_reach = 0.3
 
 [visual]

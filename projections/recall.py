@@ -28,8 +28,9 @@ picked from its session, so several passages of one session leave room for other
 message whose speaker the query names: a question about what Caroline said or did is answered by
 Caroline's turns, often several in one session (LoCoMo, where lowering them costs); and only
 hits scoring at least ``diversity_reach`` times the best are lifted so, never a weak passage over
-a relevant one. The defaults were chosen leaving out each LoCoMo conversation and RealMem persona
-in turn (bench/generalise.py).
+a relevant one. Both were chosen leaving out each LoCoMo conversation and RealMem persona in turn
+(bench/generalise.py: 0.3 and 0.3); diversity is off by default, as it lifts short unrelated
+messages of other sessions on an agent's coding sessions.
 
 Invariants: every hit carries its provenance (session, seq range, event ids, record hashes,
 ``meta``; a summary hit also lists the records it covers; a source hit names its file and lines).

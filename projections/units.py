@@ -120,7 +120,7 @@ class RecallWeights(Frozen):
     # hits are picked best first, each one's score lowered by this for every hit already picked
     # from its session (or document), a message whose speaker the query names excepted: the top
     # k spans more sessions; see airsspec.toml [cold]
-    session_diversity: float = Field(0.3, ge=0)
+    session_diversity: float = Field(0.0, ge=0)
     # only hits scoring at least this share of the best hit's score are lifted by diversity
     diversity_reach: float = Field(0.3, ge=0, le=1)
 

@@ -256,13 +256,8 @@ def test_the_pronoun_i_is_no_anchor_wherever_it_stands() -> None:
 
 def test_query_memory_tool_results_are_mostly_passage_text(example_ws: Workspace) -> None:
     """At k=5 a tool result is at least 60% passage text, a text found in several places
-    given once with each place; ``detail`` gives the provenance. (Session diversity off: the
-    format is measured, not which passages are found; with it, which lifts short passages of
-    other sessions, the share on these questions is 0.58.)"""
-    plain = example_ws.recall()
-    recall = Recall(
-        plain.store, plain.embedder, plain.weights.model_copy(update={"session_diversity": 0})
-    )
+    given once with each place; ``detail`` gives the provenance (the default weights)."""
+    recall = example_ws.recall()
     text = total = 0
     for number, query in enumerate(QUERIES):
         asked = {"type": "tool_use", "id": f"t{number}", "name": "query_memory"}

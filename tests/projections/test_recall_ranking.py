@@ -111,13 +111,14 @@ def test_recency_breaks_ties_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_session_diversity_spreads_the_top_k_over_sessions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With ``session_diversity`` (on by default), each hit's score is lowered by it for every
-    hit already picked from its session: one session's ten near-copies no longer fill the top
-    k; a score is capped by the one before it (part ``diversity``), so scores stay in order,
-    none rises and none falls under the relevance floor."""
+    """With ``session_diversity`` (off by default; 0.3 for chats), each hit's score is lowered
+    by it for every hit already picked from its session: one session's ten near-copies no
+    longer fill the top k; a score is capped by the one before it (part ``diversity``), so
+    scores stay in order, none rises and none falls under the relevance floor."""
     monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    monkeypatch.setenv("AIRSSPEC_COLD_SESSION_DIVERSITY", "0.3")
     with Memory.open(tmp_path, create=True) as memory:
-        assert memory.workspace.settings.cold.session_diversity > 0
+        assert memory.workspace.settings.cold.session_diversity == 0.3
         for i in range(10):
             note = f"kubernetes ingress timeout raised to {i}0 seconds in the staging cluster"
             memory.append("busy", {"type": "user", "content": note})
