@@ -25,7 +25,7 @@ from eventlog.errors import CorruptLogError
 from eventlog.layout import open_nofollow, read_nofollow, reader_nofollow, session_path
 from eventlog.log import Log
 from eventlog.recovery import TailState, inspect_tail, record_ending_at
-from projections.files import atomic_write
+from projections.files import ParsedOnce, atomic_write
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +95,8 @@ def files_state(files: list[str], *, digest: bool) -> tuple[list[int] | None, st
     return identity, sha.hexdigest()
 
 
-# manifest path -> (its file's identity and ctime, fingerprint, entries): what was parsed last
-_PARSED: dict[str, tuple[tuple[int, ...], dict[str, Any], dict[str, ManifestEntry]]] = {}
+# each manifest's fingerprint and entries, parsed once while its file is unchanged
+_PARSED: ParsedOnce[tuple[Any, dict[str, ManifestEntry]]] = ParsedOnce()
 
 
 class Manifest:
@@ -110,27 +110,19 @@ class Manifest:
         settings. The entries parsed last in this process are given again while the file's
         identity and ctime are unchanged (one ``stat``: a read of one session's projection does
         not parse every session's entry; a write replaces the file, and no write keeps ctime)."""
-        key = str(self.path)
         try:
-            st = os.stat(key)
-        except OSError:
-            return {}
-        seen = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
-        parsed = _PARSED.get(key)
-        if parsed is not None and parsed[0] == seen and parsed[1] == fingerprint:
-            return dict(parsed[2])
-        try:
-            data = orjson.loads(read_nofollow(self.path))
-            if data["fingerprint"] != fingerprint:
-                return {}
-            entries = {
-                s: ManifestEntry(Checkpoint.from_json(e), e["output"], e["log"], e.get("digest"))
-                for s, e in data["sessions"].items()
-            }
+            written_under, entries = _PARSED.get(self.path, self._parse)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return {}
-        _PARSED[key] = (seen, fingerprint, entries)
-        return dict(entries)
+        return dict(entries) if written_under == fingerprint else {}
+
+    def _parse(self) -> tuple[Any, dict[str, ManifestEntry]]:
+        data = orjson.loads(read_nofollow(self.path))
+        entries = {
+            s: ManifestEntry(Checkpoint.from_json(e), e["output"], e["log"], e.get("digest"))
+            for s, e in data["sessions"].items()
+        }
+        return data["fingerprint"], entries
 
     def write(self, entries: dict[str, ManifestEntry], fingerprint: dict[str, Any]) -> None:
         """Save the manifest after the outputs it describes."""

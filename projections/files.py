@@ -19,13 +19,38 @@ import fcntl
 import itertools
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 _TMP_MARK = ".tmp-"
 _calls = itertools.count()  # next() on a count is atomic under the interpreter lock
 _live: set[str] = set()  # this process's temporaries being written (set.add/discard are atomic)
+
+
+class ParsedOnce(Generic[T]):
+    """What files held, kept for this process: a file's parse is given again while its size,
+    mtime, inode and ctime are unchanged (a write replaces the file or changes its ctime; no
+    write keeps ctime). For the files every read asks for (manifests, indexes). A value given
+    is shared: a caller never changes it."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[tuple[int, int, int, int], T]] = {}
+
+    def get(self, path: str | Path, parse: Callable[[], T]) -> T:
+        """``parse()``'s value for the file at ``path``, parsed again only when it changed.
+        ``OSError`` when the file is missing; what ``parse`` raises is raised and not kept."""
+        st = os.stat(path)
+        seen = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        kept = self._kept.get(str(path))
+        if kept is not None and kept[0] == seen:
+            return kept[1]
+        value = parse()
+        self._kept[str(path)] = (seen, value)
+        return value
 
 
 def temporary_name(name: str) -> str:

@@ -20,7 +20,6 @@ equals rebuild like every tier.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,7 +49,7 @@ from eventlog.schema import (
     SessionStartedRecord,
 )
 from projections import facts
-from projections.files import atomic_write
+from projections.files import ParsedOnce, atomic_write
 from projections.fold import Projector
 from projections.scopes import Scope
 from projections.state_store import JsonStore, StateStore
@@ -195,20 +194,18 @@ def _read_index(path: Path) -> dict[str, list[Any]]:
     """The owners index at ``path`` (``LearningsProjector.owners``): empty when missing or
     unreadable (then every owner is read from its state, and the index written again)."""
     try:
-        st = os.stat(path)
-        seen = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
-        if (parsed := _INDEXES.get(str(path))) is not None and parsed[0] == seen:
-            return parsed[1]
-        data = orjson.loads(read_nofollow(path))
+        return _INDEXES.get(path, lambda: _parse_index(path))
     except (OSError, ValueError):
         return {}
-    index = {}
-    if isinstance(data, dict):
-        index = {
-            s: v for s, v in data.items() if isinstance(v, list) and len(v) == 2 and _is_owner(v[1])
-        }
-    _INDEXES[str(path)] = (seen, index)
-    return index
+
+
+def _parse_index(path: Path) -> dict[str, list[Any]]:
+    data = orjson.loads(read_nofollow(path))
+    if not isinstance(data, dict):
+        return {}
+    return {
+        s: v for s, v in data.items() if isinstance(v, list) and len(v) == 2 and _is_owner(v[1])
+    }
 
 
 def _is_owner(value: object) -> bool:
@@ -223,8 +220,8 @@ def _is_owner(value: object) -> bool:
         return False
 
 
-# owners index path -> (its file's identity and ctime, what it held): parsed once per process
-_INDEXES: dict[str, tuple[tuple[int, ...], dict[str, list[Any]]]] = {}
+# each owners index as parsed, once while its file is unchanged
+_INDEXES: ParsedOnce[dict[str, list[Any]]] = ParsedOnce()
 
 
 class LearningsProjector(Projector[LearningsState]):

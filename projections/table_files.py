@@ -18,6 +18,7 @@ or that is gone while still recorded, was damaged after it was written. Invarian
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 import orjson
 
 from eventlog.layout import read_nofollow
-from projections.files import atomic_write
+from projections.files import ParsedOnce, atomic_write
 
 # The one file of a table Lance rewrites in place (a hint; the manifests it points to are not).
 REWRITTEN = frozenset({"_versions/latest_version_hint.json"})
@@ -38,22 +39,9 @@ def sha256_of(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-# a version manifest's path -> (its identity and ctime, its SHA-256) as last read here: every
-# catch-up makes its projector, so ``current`` is asked afresh by every read (a thousand
-# manifests' bytes: 0.1 s); an unchanged identity and ctime are the same bytes (no write
-# keeps ctime)
-_DIGESTS: dict[str, tuple[tuple[int, int, int, int], str]] = {}
-
-
-def _manifest_digest(path: Path) -> str:
-    st = os.stat(path)
-    seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    known = _DIGESTS.get(str(path))
-    if known is not None and known[0] == seen:
-        return known[1]
-    digest = sha256_of(path)
-    _DIGESTS[str(path)] = (seen, digest)
-    return digest
+# each version manifest's SHA-256 as last read here: every catch-up makes its projector, so
+# ``current`` is asked afresh by every read (a thousand manifests' bytes: 0.1 s)
+_DIGESTS: ParsedOnce[str] = ParsedOnce()
 
 
 class TableFiles:
@@ -140,7 +128,11 @@ class TableFiles:
             return None
         for name in manifests:
             digest = known.get(f"_versions/{name}")
-            if digest is None or _manifest_digest(versions / name) != digest:
+            if (
+                digest is None
+                or _DIGESTS.get(versions / name, functools.partial(sha256_of, versions / name))
+                != digest
+            ):
                 return None
         return (epoch, rows) if manifests else None
 

@@ -514,7 +514,7 @@ def test_a_new_process_reads_the_owners_from_their_index(
         "b": {"user": "bob"},
         "c": {},
     }
-    monkeypatch.setattr(learnings, "_INDEXES", {})  # a new process: nothing parsed yet
+    monkeypatch.setattr(learnings, "_INDEXES", learnings.ParsedOnce())  # a new process
     monkeypatch.setattr(learnings, "_LOADED", {})
     loads: list[str] = []
     real_load = JsonStore.load
