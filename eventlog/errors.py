@@ -166,8 +166,10 @@ class InvalidInputError(InvalidEventError):
         return out
 
     def report(self) -> list[str]:
-        """Every invalid line, then how many (a user fixes the file in one pass)."""
-        return [*self.lines(), f"nothing appended: {len(self.errors)} invalid line(s)"]
+        """Every invalid line, then how many (a user fixes the file in one pass), each line
+        marked as every error of the command line is."""
+        lines = [f"airsspec: error: {line}" for line in self.lines()]
+        return [*lines, f"nothing appended: {len(self.errors)} invalid line(s)"]
 
 
 class InvalidSessionIdError(BadInputError, EventLogError, ValueError):

@@ -125,8 +125,8 @@ def test_an_invalid_input_file_reports_every_line_then_the_count() -> None:
     e = eventlog.errors
     error = e.InvalidInputError("in.jsonl", [e.LineError(1, None, "bad"), e.LineError(4, "x", "y")])
     assert error.report() == [
-        "in.jsonl:1: bad",
-        "in.jsonl:4: field 'x': y",
+        "airsspec: error: in.jsonl:1: bad",
+        "airsspec: error: in.jsonl:4: field 'x': y",
         "nothing appended: 2 invalid line(s)",
     ]
 
