@@ -1,31 +1,28 @@
-"""Settings: one frozen object, loaded once from ``airsspec.toml`` plus environment overrides.
+"""Settings: one frozen object, loaded once from ``airsspec.toml`` plus environment overrides
+(``airsspec.config.load_settings``, re-exported here).
 
-Precedence: defaults < ``airsspec.toml`` < environment (``AIRSSPEC_<SECTION>_<KEY>``, for example
-``AIRSSPEC_LOG_DURABILITY=batch`` or ``AIRSSPEC_MEMORY_HOT_WINDOW_SIZE=40``). Unknown sections or
-keys and out-of-range values are errors that name the key, where it came from, and what is allowed.
+The models below are the one declaration of every section: unknown sections or keys and
+out-of-range values are errors that name the key, where it came from, and what is allowed.
+``airsspec.config`` makes the settings without them when it is certain of every value, from a
+table emitted from them (``python -m airsspec.settings_emit``).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Literal, cast, get_args, get_origin
+from typing import Any, Literal, cast
 
 from pydantic import Field, ValidationError, field_validator
 
-from airsspec.discovery import configs_above
+# the loader's public names are re-exported: callers load the settings from here
+from airsspec.config import config_of_workspace, kept_values, load_settings  # noqa: F401
 from airsspec.errors import SettingsError
 from eventlog.crypto import EncryptMode
 from eventlog.schema import MESSAGE_TYPES, Frozen
 from eventlog.storage import parse_url
 from projections.learning_rules import LearningSettings
 from projections.units import IndexPolicy, RecallWeights
-
-ENV_PREFIX = "AIRSSPEC_"
 
 
 class _Section(Frozen):
@@ -227,25 +224,6 @@ SECTIONS: dict[str, type[_Section]] = {
 }
 
 
-def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    overrides: dict[str, dict[str, Any]] = {}
-    for name, raw in env.items():
-        if not name.startswith(ENV_PREFIX):
-            continue
-        rest = name[len(ENV_PREFIX) :].lower()
-        section = next((s for s in SECTIONS if rest.startswith(s + "_")), None)
-        if section is None:
-            continue  # AIRSSPEC_CONFIG and friends are not settings
-        value: Any = raw
-        if raw.startswith("["):
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise SettingsError(f"environment {name}: not a JSON list: {exc}") from exc
-        overrides.setdefault(section, {})[rest[len(section) + 1 :]] = value
-    return overrides
-
-
 def _describe(err: Mapping[str, Any]) -> str:
     loc = [str(p) for p in err["loc"]]
     key = f"[{loc[0]}] {'.'.join(loc[1:])}" if len(loc) > 1 else f"[{loc[0]}]"
@@ -256,30 +234,11 @@ def _describe(err: Mapping[str, Any]) -> str:
     return f"{key}: {err['msg']} (got {err.get('input')!r})"
 
 
-def load_settings(config: Path | None, env: Mapping[str, str] | None = None) -> Settings:
-    """Load settings from ``config`` (None: defaults only) and the environment."""
-    env = os.environ if env is None else env
-    data: dict[str, Any] = {}
-    source = "defaults"
-    if config is not None:
-        source = str(config)
-        try:
-            data = tomllib.loads(config.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise SettingsError(f"{config}: {exc}") from exc
-    settings = _validate(data, source)
-    overrides = _env_overrides(env)
-    if not overrides:
-        return settings
-    for section, values in overrides.items():
-        data.setdefault(section, {}).update(values)
-    return _validate(data, "environment")
-
-
-def _validate(data: dict[str, Any], source: str) -> Settings:
+def validate(data: dict[str, Any], source: str) -> Settings:
     """``data`` as ``Settings``, validated section by section (``_by_section``) when it can
     be; anything that fails is validated whole, so an error is the one the whole model gives
-    (its first, described with the key and where it came from)."""
+    (its first, described with the key and where it came from). ``airsspec.config`` comes
+    here for what it is not certain of."""
     settings = _by_section(data)
     if settings is not None:
         return settings
@@ -291,13 +250,9 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
 
 def _by_section(data: dict[str, Any]) -> Settings | None:
     """``Settings.model_validate(data)``, building the validators of the sections that need
-    one only: a section absent, or whose every key ``_kept`` proves valid as given (its
-    default, or one of a choice's names, as ``airsspec init``'s file and the usual
-    ``AIRSSPEC_COLD_EMBEDDER=hash`` give them), is made without validation; building every
-    section's validator was most of what loading the settings cost a short command. None
-    when a section is unknown, not a table, or refused: the caller validates the whole (the
-    same result, its errors as ever). ``tests/airsspec/test_settings_load.py`` holds the two
-    equal."""
+    one only: a section absent, or whose every key ``airsspec.config.kept_values`` proves
+    valid as given, is made without validation. None when a section is unknown, not a table,
+    or refused: the caller validates the whole (the same result, its errors as ever)."""
     if not data.keys() <= SECTIONS.keys():
         return None
     sections: dict[str, _Section] = {}
@@ -305,7 +260,7 @@ def _by_section(data: dict[str, Any]) -> Settings | None:
         given = data.get(name, {})
         if not isinstance(given, dict):
             return None
-        kept = _kept(section, given)
+        kept = kept_values(name, given)
         if kept is not None:
             sections[name] = section.model_construct(**kept)
             continue
@@ -314,63 +269,6 @@ def _by_section(data: dict[str, Any]) -> Settings | None:
         except ValidationError:
             return None
     return Settings.model_construct(**cast("dict[str, Any]", sections))
-
-
-def _kept(section: type[_Section], given: dict[str, Any]) -> dict[str, Any] | None:
-    """The values validating ``given`` as ``section`` would give, when it is proved without
-    building its validator that they are the values given (None otherwise): each key is a
-    field holding its default (the same type and value; a list for a tuple default, item by
-    item, becomes the tuple) or, for a field whose type is a choice of names (``Literal``)
-    that no validator of the section's rewrites, one of the names. A TOML integer where the
-    default is a float is not kept (validation converts it)."""
-    decorators = section.__pydantic_decorators__
-    if decorators.model_validators and given:
-        return None
-    checked = {f for d in decorators.field_validators.values() for f in d.info.fields}
-    kept: dict[str, Any] = {}
-    for key, value in given.items():
-        field = section.model_fields.get(key)
-        if field is None:
-            return None
-        default = field.get_default(call_default_factory=True)
-        if isinstance(default, tuple) and isinstance(value, list):
-            value = tuple(value)
-        names = get_args(field.annotation) if get_origin(field.annotation) is Literal else ()
-        if not _same(value, default) and (
-            key in checked or type(value) is not str or value not in names
-        ):
-            return None
-        kept[key] = value
-    return kept
-
-
-def _same(value: Any, default: Any) -> bool:
-    """``value`` equals ``default`` with the same types all the way down (``1 == 1.0 ==
-    True`` in Python, not here)."""
-    if type(value) is not type(default):
-        return False
-    if isinstance(value, tuple | list):
-        return len(value) == len(default) and all(map(_same, value, default))
-    if isinstance(value, dict):
-        return value.keys() == default.keys() and all(_same(value[k], default[k]) for k in value)
-    return bool(value == default)
-
-
-def config_of_workspace(root: Path) -> Path | None:
-    """The ``airsspec.toml`` at or above ``root`` whose ``[workspace] path`` is ``root``."""
-    target = root.resolve()
-    for candidate in configs_above(target):
-        folder = candidate.parent
-        try:
-            data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-            return candidate  # it may be this workspace's: load_settings reports what is wrong
-        section = data.get("workspace", {})
-        default = WorkspaceSettings.model_fields["path"].default
-        path = section.get("path", default) if isinstance(section, dict) else None
-        if isinstance(path, str) and (folder / path).resolve() == target:
-            return candidate
-    return None
 
 
 DEFAULT_TOML = """\

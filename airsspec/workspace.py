@@ -17,8 +17,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airsspec.config import config_of_workspace, load_settings, validated
 from airsspec.discovery import CONFIG_NAME, find_config
-from airsspec.settings import DEFAULT_TOML, Settings, config_of_workspace, load_settings
 from eventlog.layout import Layout
 from eventlog.log import EventLog
 from eventlog.secrets import Redactor
@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
     from collections.abc import Callable
     from contextlib import AbstractContextManager
 
+    from airsspec.settings import Settings
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
     from compactor.summarizers import Summarizer
@@ -267,7 +268,7 @@ class Workspace:
             self.layout.sources_dir,
             cache,
             ann_min_rows=self.settings.cold.ann_min_rows,
-            policy=self.settings.cold,  # an IndexPolicy, with the section's other keys
+            policy=validated(self.settings.cold),  # an IndexPolicy, with the section's other keys
             storage_options=self.settings.storage.object_store_options() if shared else None,
             lease=self._bucket_lease("cold") if shared else None,
         )
@@ -320,7 +321,7 @@ class Workspace:
             self.settings.storage.object_store_options(),
         )
         # the [cold] section is a RecallWeights, with the section's other keys
-        return Recall(store, embedder, self.settings.cold, self.log)
+        return Recall(store, embedder, validated(self.settings.cold), self.log)
 
     def summarizer(self) -> Summarizer:
         """The configured summarizer ("auto": anthropic when a key is set, else extractive)."""
@@ -453,6 +454,8 @@ def init_workspace(directory: Path) -> tuple[Path, bool]:
     config = directory / CONFIG_NAME
     written = not config.exists()
     if written:
+        from airsspec.settings import DEFAULT_TOML
+
         config.write_text(DEFAULT_TOML, encoding="utf-8")
     settings = load_settings(config)
     Layout(directory / settings.workspace.path).create()

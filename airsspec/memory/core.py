@@ -35,6 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airsspec.config import DEFAULT_PATH
 from airsspec.discovery import CONFIG_NAME, find_config
 from airsspec.errors import (
     AirsspecError,
@@ -186,13 +187,11 @@ class Memory:
     ) -> Memory:
         """The workspace of the ``airsspec.toml`` found from ``start`` (default: the current
         folder) upwards; else the default workspace folder under ``start``."""
-        from airsspec.settings import WorkspaceSettings
-
         here = Path.cwd() if start is None else Path(start)
         found = cls.find_config(here)
         if found is not None:
             return cls.open(config=found, user=user, agent=agent, project=project)
-        return cls.open(here / WorkspaceSettings().path, user=user, agent=agent, project=project)
+        return cls.open(here / DEFAULT_PATH, user=user, agent=agent, project=project)
 
     @staticmethod
     def find_config(start: str | Path) -> Path | None:

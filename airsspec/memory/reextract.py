@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airsspec.config import validated
 from airsspec.memory.consolidation import consolidate
 from compactor.compactor import CONSOLIDATION
 from eventlog.schema import INPUT_TYPES, MEMORY_SESSION, CompactionRecord, LearningRecord
@@ -71,7 +72,7 @@ def reextract(
         raise InvalidQueryError(f"{target}: choose a folder outside the workspace")
     if target.exists() and any(target.iterdir()):
         raise InvalidQueryError(f"{target}: not empty; choose a new folder")
-    settings = kernel.workspace.settings
+    settings = validated(kernel.workspace.settings)  # the models: copied with changes below
     if summarizer is not None:
         compactor = settings.compactor.model_copy(update={"summarizer": summarizer})
         settings = settings.model_copy(update={"compactor": compactor})

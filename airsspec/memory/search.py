@@ -21,25 +21,28 @@ from datetime import datetime
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from airsspec.errors import CorruptLogError, InvalidQueryError, NoSuchSessionError, field_of
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.records import replay
 from airsspec.memory.sessions import Sessions
 from eventlog.bound import Bound
-from projections.memory_tool import QueryMemoryInput
 from projections.scopes import Scope
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
     from eventlog.schema import Record
+    from projections.memory_tool import QueryMemoryInput
 
 SCAN_LIMIT = 5000  # unindexed records read per query at most (the cold projection catches up)
 
 
 def request(query: str, **fields: Any) -> QueryMemoryInput:
-    """A validated ``QueryMemoryInput``; ``InvalidQueryError`` naming the first bad field."""
+    """A validated ``QueryMemoryInput``; ``InvalidQueryError`` naming the first bad field.
+    The model is imported here: a command that never searches never imports pydantic."""
+    from pydantic import ValidationError
+
+    from projections.memory_tool import QueryMemoryInput
+
     kinds = fields.get("kinds")
     if kinds is not None:
         fields["kinds"] = list(kinds)
@@ -93,6 +96,8 @@ def _query_memory(
     fresh: bool,
     scope: Scope | None,
 ) -> dict[str, Any]:
+    from projections.memory_tool import QueryMemoryInput
+
     if isinstance(given, QueryMemoryInput):
         chosen = given
     else:

@@ -173,6 +173,7 @@ def test_the_http_api_refuses_a_verdict_on_a_learning_outside_the_callers_scope(
 
 DOORS = ["airsspec/mcp_server.py", "airsspec/daemon.py", "airsspec/hooks", "airsspec/serve"]
 BELOW = ("eventlog", "projections", "compactor", "airsspec.workspace", "airsspec.settings")
+BELOW += ("airsspec.config",)
 BELOW += ("airsspec.cli", "airsspec.forgetting", "airsspec.reports", "airsspec.reextract")
 
 

@@ -1,6 +1,7 @@
-"""Loading the settings section by section (``airsspec.settings._by_section``: a section whose
-values are proved kept as given is made without building its validator) gives exactly what
-validating the whole gives, and a bad value the same one-line error."""
+"""Loading the settings without pydantic (``airsspec.config``: every value proved kept as given,
+from the table emitted from the models) or section by section (``airsspec.settings._by_section``:
+a section so proved is made without building its validator) gives exactly what validating the
+whole gives, and a bad value the same one-line error."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airsspec.settings import DEFAULT_TOML, SECTIONS, Settings, _validate, load_settings
+from airsspec.config import Plain, plain_settings, validate, validated
+from airsspec.settings import DEFAULT_TOML, SECTIONS, Settings, load_settings
 from eventlog.errors import SettingsError
 from tests.conftest import REPO
 
@@ -48,6 +50,28 @@ def configs(draw: st.DrawFn) -> dict[str, Any]:
     return data
 
 
+@st.composite
+def near_defaults(draw: st.DrawFn) -> dict[str, Any]:
+    """Files the fast path is often certain of: each value a default, one of a choice's
+    names (as ``Literal`` declares them), or an odd one."""
+    data: dict[str, Any] = {}
+    for name in draw(st.lists(st.sampled_from(list(SECTIONS)), unique=True, max_size=5)):
+        fields = SECTIONS[name].model_fields
+        section: dict[str, Any] = {}
+        for key in draw(st.lists(st.sampled_from(list(fields)), unique=True, max_size=5)):
+            default = DEFAULTS[name][key]
+            names = [n for n in get_args(fields[key].annotation) if isinstance(n, str)]
+            section[key] = draw(
+                st.one_of(
+                    st.just(list(default) if isinstance(default, tuple) else default),
+                    st.sampled_from(names or [default]),
+                    ODD,
+                )
+            )
+        data[name] = section
+    return data
+
+
 def whole(data: dict[str, Any]) -> Settings | str:
     """What validating ``data`` as one model gives: the settings, or the error's line."""
     from pydantic import ValidationError
@@ -62,7 +86,7 @@ def whole(data: dict[str, Any]) -> Settings | str:
 
 def ours(data: dict[str, Any]) -> Settings | str:
     try:
-        return _validate(data, "test")
+        return validate(data, "test")
     except SettingsError as exc:
         return str(exc)
 
@@ -75,6 +99,50 @@ def test_section_by_section_gives_what_the_whole_model_gives(data: dict[str, Any
         assert got.model_dump() == expected.model_dump()  # type: ignore[union-attr]
         for name in SECTIONS:  # the same types too (a tuple stays a tuple)
             assert repr(getattr(got, name)) == repr(getattr(expected, name))
+
+
+@given(data=st.one_of(configs(), near_defaults()))
+def test_plain_settings_hold_what_the_models_give_field_by_field(data: dict[str, Any]) -> None:
+    """Where the fast path is certain (``plain_settings`` gives settings), each field holds
+    the value and type validation gives; the plain object compares equal to the model and
+    gives the model's methods and dump."""
+    plain = plain_settings(data)
+    if plain is None:
+        return
+    expected = whole(data)
+    assert isinstance(plain, Plain) and isinstance(expected, Settings)
+    for name in SECTIONS:
+        section, model = getattr(plain, name), getattr(expected, name)
+        for key in type(model).model_fields:
+            value, want = getattr(section, key), getattr(model, key)
+            assert (type(value), value) == (type(want), want), f"[{name}] {key}"
+    assert plain == expected and validated(plain) == expected
+    assert plain.model_dump() == expected.model_dump()
+    assert plain.storage.tier_url("cold") == expected.storage.tier_url("cold")
+
+
+def test_the_table_is_emitted_from_the_models() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "airsspec.settings_emit", "--check"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_plain_settings_are_frozen_and_give_the_models_where_asked() -> None:
+    plain = load_settings(None, env={"AIRSSPEC_COLD_EMBEDDER": "hash"})
+    assert isinstance(plain, Plain)
+    with pytest.raises(AttributeError, match="frozen"):
+        plain.memory.hot_window_size = 3  # type: ignore[misc]
+    cold = validated(plain.cold)
+    assert type(cold) is SECTIONS["cold"] and cold.embedder == "hash"
+    assert validated(cold) is cold and validated(plain.cold) is cold  # made once
+    copied = plain.model_copy(update={"log": SECTIONS["log"](durability="off")})
+    assert type(copied) is Settings and copied.log.durability == "off"
+    assert copied.cold == plain.cold and hash(plain.log) == hash(validated(plain.log))
 
 
 def test_the_default_file_and_a_bad_key_load_as_before(tmp_path: Path) -> None:
@@ -90,20 +158,20 @@ def test_the_default_file_and_a_bad_key_load_as_before(tmp_path: Path) -> None:
     assert tomllib.loads(DEFAULT_TOML)  # the file init writes is the one checked above
 
 
-def test_the_default_file_builds_no_section_validator(tmp_path: Path) -> None:
+def test_the_default_file_loads_without_pydantic(tmp_path: Path) -> None:
     """``airsspec init``'s file and ``AIRSSPEC_COLD_EMBEDDER=hash`` (what a short command
-    meets most) are loaded without building a validator, in a fresh interpreter."""
+    meets most) are loaded without importing pydantic, in a fresh interpreter; a changed
+    number is validated by the models."""
     config = tmp_path / "airsspec.toml"
     config.write_text(DEFAULT_TOML)
     probe = (
         "import sys; from pathlib import Path\n"
-        "from pydantic._internal._mock_val_ser import MockValSer\n"
-        "from airsspec.settings import SECTIONS, Settings, load_settings\n"
+        "from airsspec.config import load_settings\n"
         "s = load_settings(Path(sys.argv[1]), env={'AIRSSPEC_COLD_EMBEDDER': 'hash'})\n"
         "assert s.cold.embedder == 'hash'\n"
-        "built = [c.__name__ for c in (Settings, *SECTIONS.values())\n"
-        "         if not isinstance(c.__pydantic_validator__, MockValSer)]\n"
-        "print(built)\n"
+        "print('pydantic' in sys.modules)\n"
+        "s = load_settings(Path(sys.argv[1]), env={'AIRSSPEC_MEMORY_HOT_WINDOW_SIZE': '40'})\n"
+        "print('pydantic' in sys.modules, s.memory.hot_window_size)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, str(config)],
@@ -113,4 +181,4 @@ def test_the_default_file_builds_no_section_validator(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert done.stdout.split() == ["False", "True", "40"]

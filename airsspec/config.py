@@ -1,0 +1,198 @@
+"""Loading ``airsspec.toml``: the settings a command reads, made without pydantic when every
+value is one this module is certain of.
+
+Precedence: defaults < ``airsspec.toml`` < environment (``AIRSSPEC_<SECTION>_<KEY>``, for example
+``AIRSSPEC_LOG_DURABILITY=batch`` or ``AIRSSPEC_MEMORY_HOT_WINDOW_SIZE=40``). The models of
+``airsspec.settings`` declare every section and validate it; importing pydantic and building
+them was most of what a short command paid to start. So a file whose every key holds its
+default or one of a choice's names (``airsspec init``'s file, ``AIRSSPEC_COLD_EMBEDDER=hash``)
+is read into ``Plain`` objects from ``settings_table`` (emitted from those models): the values
+validation would give, as given. Anything else (a changed number, an unknown key, a bad value)
+is validated by the models as ever, so errors and values are theirs.
+``tests/airsspec/test_settings_load.py`` holds the two equal on generated files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from airsspec.discovery import configs_above
+from airsspec.errors import SettingsError
+from airsspec.settings_table import FIELDS, WHOLE
+
+if TYPE_CHECKING:
+    from airsspec.settings import Settings
+
+ENV_PREFIX = "AIRSSPEC_"
+DEFAULT_PATH: str = FIELDS["workspace"]["path"][0]
+"""Where a workspace lives by default, relative to its ``airsspec.toml``."""
+
+
+class Plain:
+    """A section (or the whole settings) made from values proved valid, without pydantic: each
+    field is a plain attribute; anything else (a method such as ``tier_url``, ``model_dump``,
+    equality) is the model's, made from the same values on first use (``validated``)."""
+
+    def __init__(self, section: str | None, values: dict[str, Any]) -> None:
+        object.__setattr__(self, "_section", section)  # None: the whole settings
+        object.__setattr__(self, "_model", None)
+        self.__dict__.update(values)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy and pickle look these up: the object's own answer
+            raise AttributeError(name)
+        return getattr(validated(self), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"settings are frozen: cannot set {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return bool(validated(self) == validated(other))
+
+    def __hash__(self) -> int:
+        return hash(validated(self))
+
+    def __repr__(self) -> str:
+        return repr(validated(self))
+
+
+def validated(value: Any) -> Any:
+    """The pydantic model of a ``Plain`` (``model_construct``: its values are valid); any
+    other value as it is. For code that needs the model itself (``isinstance``, a copy)."""
+    if not isinstance(value, Plain):
+        return value
+    model = value.__dict__["_model"]
+    if model is None:
+        from airsspec.settings import SECTIONS, Settings
+
+        section = value.__dict__["_section"]
+        fields = {k: validated(v) for k, v in value.__dict__.items() if not k.startswith("_")}
+        model = (Settings if section is None else SECTIONS[section]).model_construct(**fields)
+        object.__setattr__(value, "_model", model)
+    return model
+
+
+def load_settings(config: Path | None, env: Mapping[str, str] | None = None) -> Settings:
+    """Load settings from ``config`` (None: defaults only) and the environment."""
+    env = os.environ if env is None else env
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if config is not None:
+        source = str(config)
+        try:
+            data = tomllib.loads(config.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise SettingsError(f"{config}: {exc}") from exc
+    settings = validate(data, source)
+    overrides = _env_overrides(env)
+    if not overrides:
+        return settings
+    for section, values in overrides.items():
+        data.setdefault(section, {}).update(values)
+    return validate(data, "environment")
+
+
+def validate(data: dict[str, Any], source: str) -> Settings:
+    """``data`` as settings: ``Plain`` when every section is ``kept``, else validated by the
+    models (``airsspec.settings.validate``: its errors name ``source``)."""
+    plain = plain_settings(data)
+    if plain is not None:
+        return plain
+    from airsspec.settings import validate as by_models
+
+    return by_models(data, source)
+
+
+def plain_settings(data: dict[str, Any]) -> Settings | None:
+    """``data`` as ``Plain`` settings when every section is known, a table and ``kept``; None
+    otherwise (the models decide)."""
+    if not data.keys() <= FIELDS.keys():
+        return None
+    sections: dict[str, Any] = {}
+    for name in FIELDS:
+        given = data.get(name, {})
+        kept = kept_values(name, given) if isinstance(given, dict) else None
+        if kept is None:
+            return None
+        defaults = {k: _fresh(default) for k, (default, _) in FIELDS[name].items()}
+        sections[name] = Plain(name, defaults | kept)
+    return cast("Settings", Plain(None, sections))
+
+
+def kept_values(section: str, given: dict[str, Any]) -> dict[str, Any] | None:
+    """The values validating ``given`` as ``section`` would give, when it is certain without
+    the model that they are the values given (None otherwise): each key is a field holding
+    its default (the same type and value; a list for a tuple default, item by item, becomes
+    the tuple) or one of a choice's names (``settings_table``). A TOML integer where the
+    default is a float is not kept (validation converts it)."""
+    if section in WHOLE and given:
+        return None
+    fields = FIELDS[section]
+    kept: dict[str, Any] = {}
+    for key, value in given.items():
+        if key not in fields:
+            return None
+        default, names = fields[key]
+        if isinstance(default, tuple) and isinstance(value, list):
+            value = tuple(value)
+        if not _same(value, default) and (type(value) is not str or value not in names):
+            return None
+        kept[key] = value
+    return kept
+
+
+def _same(value: Any, default: Any) -> bool:
+    """``value`` equals ``default`` with the same types all the way down (``1 == 1.0 ==
+    True`` in Python, not here)."""
+    if type(value) is not type(default):
+        return False
+    if isinstance(value, tuple | list):
+        return len(value) == len(default) and all(map(_same, value, default))
+    if isinstance(value, dict):
+        return value.keys() == default.keys() and all(_same(value[k], default[k]) for k in value)
+    return bool(value == default)
+
+
+def _fresh(default: Any) -> Any:
+    """A default as a model's factory gives it: a dict of its own, not the table's."""
+    return dict(default) if isinstance(default, dict) else default
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    overrides: dict[str, dict[str, Any]] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        rest = name[len(ENV_PREFIX) :].lower()
+        section = next((s for s in FIELDS if rest.startswith(s + "_")), None)
+        if section is None:
+            continue  # AIRSSPEC_CONFIG and friends are not settings
+        value: Any = raw
+        if raw.startswith("["):
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise SettingsError(f"environment {name}: not a JSON list: {exc}") from exc
+        overrides.setdefault(section, {})[rest[len(section) + 1 :]] = value
+    return overrides
+
+
+def config_of_workspace(root: Path) -> Path | None:
+    """The ``airsspec.toml`` at or above ``root`` whose ``[workspace] path`` is ``root``."""
+    target = root.resolve()
+    for candidate in configs_above(target):
+        folder = candidate.parent
+        try:
+            data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return candidate  # it may be this workspace's: load_settings reports what is wrong
+        section = data.get("workspace", {})
+        path = section.get("path", DEFAULT_PATH) if isinstance(section, dict) else None
+        if isinstance(path, str) and (folder / path).resolve() == target:
+            return candidate
+    return None
