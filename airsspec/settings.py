@@ -21,8 +21,7 @@ from airsspec.errors import SettingsError
 from eventlog.crypto import EncryptMode
 from eventlog.schema import MESSAGE_TYPES, Frozen
 from eventlog.storage import parse_url
-from projections.learning_rules import LearningSettings
-from projections.units import IndexPolicy, RecallWeights
+from projections.policies import IndexPolicy, LearningSettings, RecallWeights
 
 
 class _Section(Frozen):
@@ -69,8 +68,8 @@ class CompactorSettings(_Section):
 
 
 class ColdSettings(_Section, IndexPolicy, RecallWeights):
-    """``[cold]``: the embedder, what is embedded (``projections.units.IndexPolicy``), the
-    vector index and query_memory's weights (``projections.units.RecallWeights``)."""
+    """``[cold]``: the embedder, what is embedded (``projections.policies.IndexPolicy``), the
+    vector index and query_memory's weights (``projections.policies.RecallWeights``)."""
 
     embedder: Literal["minilm", "hash"] = "minilm"
     hash_dim: int = Field(256, ge=8, le=4096)
@@ -85,7 +84,8 @@ class VisualSettings(_Section):
 
 
 class LearningsSettings(_Section, LearningSettings):
-    """``[learnings]``: what crosses sessions (tiers and scores: ``projections.learning_rules``)."""
+    """``[learnings]``: what crosses sessions (its tiers: ``projections.policies``; its scores:
+    ``projections.learning_rules``)."""
 
     extractor: Literal["auto", "rules", "anthropic"] = "auto"
     extract_every: int = Field(20, ge=1)

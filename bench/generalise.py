@@ -39,7 +39,7 @@ from bench.locomo_data import load as load_locomo
 from bench.pools import WEIGHTS, Pool, PoolRecall, rescore
 from bench.realmem import bm25 as realmem_bm25
 from bench.realmem import ingest as ingest_persona
-from projections.units import RecallWeights
+from projections.policies import RecallWeights
 from tests.support.realmem import DATA as REALMEM
 from tests.support.realmem import load as load_persona
 

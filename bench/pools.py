@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from typing_extensions import override
 
+from projections.policies import RecallWeights
 from projections.recall import Recall, _Candidate
-from projections.units import RecallWeights
 
 WEIGHTS = (
     "weight_semantic",

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import print_table
 from bench.pools import WEIGHTS, Pool, PoolRecall, rescore
 from projections.bm25 import BM25
-from projections.units import RecallWeights
+from projections.policies import RecallWeights
 from tests.support.realmem import DATA, Persona, Query, load
 
 K = 10

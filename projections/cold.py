@@ -53,12 +53,12 @@ from projections.checkpoints import Checkpoint
 from projections.embedding_cache import CachedEmbedder, text_sha256
 from projections.files import folder_size
 from projections.fold import Projector
+from projections.policies import IndexPolicy
 from projections.sources import read_source
 from projections.state_store import FileStateStore
 from projections.table_files import TableFiles
 from projections.units import (
     UNIT_FIELDS,
-    IndexPolicy,
     Unit,
     record_units,
     source_units,

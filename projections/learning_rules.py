@@ -60,13 +60,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
-
-from pydantic import Field
+from typing import TYPE_CHECKING, Any
 
 from eventlog.ids import parse_ts
-from eventlog.schema import MEMORY_SESSION, Frozen
+from eventlog.schema import MEMORY_SESSION
 from projections.scopes import Scope, learning_visible
+
+if TYPE_CHECKING:  # the model is imported where one is made: reading learnings needs no pydantic
+    from projections.policies import LearningSettings
 
 _WORD = re.compile(r"[a-z0-9_]+")
 _STOP_TEXT = """
@@ -151,17 +152,6 @@ def matches(learning: frozenset[str], cue: frozenset[str]) -> bool:
     learning's."""
     shared = len(learning & cue)
     return shared >= 2 or (shared >= 1 and shared * 2 >= len(learning))
-
-
-class LearningSettings(Frozen):
-    """Capacities and horizons of the learnings tiers (the ``[learnings]`` section of
-    airsspec.toml extends this declaration)."""
-
-    hot_items: int = Field(20, ge=0, le=1000)
-    hot_tokens: int = Field(2000, ge=0)
-    warm_items: int = Field(500, ge=0)
-    warm_days: float = Field(30.0, gt=0)
-    gc_days: float = Field(90.0, gt=0)
 
 
 @dataclass(slots=True)
@@ -311,7 +301,11 @@ def assess(
     ``now`` for ``reader`` (see the module). ``count_tokens`` bounds the hot tier's tokens.
     ``scope`` keeps only the sessions and learnings that reader scope may see
     (``projections.scopes``), so conflicts are resolved among those alone."""
-    cfg = settings or LearningSettings()
+    if settings is None:
+        from projections.policies import LearningSettings
+
+        settings = LearningSettings()
+    cfg = settings
     scope = scope or Scope()
     moment = parse_ts(now)
     result = Assessment(now=now, reader=reader)

@@ -58,11 +58,11 @@ from eventlog.schema import Record
 from projections.bm25 import BM25
 from projections.cold import ColdStore, quote
 from projections.embedders import Embedder
+from projections.policies import RecallWeights
 from projections.sources import USERS_FOLDER
 from projections.units import (
     UNIT_FIELDS,
     UNIT_KINDS,
-    RecallWeights,
     Unit,
     record_units,
     unit_values,

@@ -17,7 +17,8 @@ A unit is a piece of readable text with its provenance. Pure functions of their 
   with overlap, each section's secrets redacted as the log redacts them (so the lines stay
   where they were); its units name the file, its SHA-256 and the lines they span.
 
-Every unit is full-text indexed; ``IndexPolicy`` decides which are also embedded, and from what.
+Every unit is full-text indexed; ``projections.policies.IndexPolicy`` decides which are also
+embedded, and from what.
 
 Unit ids are stable: ``{session}:{seq}:{part}`` for log units, ``src:{path}:{part}`` for sources.
 """
@@ -29,9 +30,6 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import orjson
-from pydantic import Field
-
-from eventlog.schema import Frozen
 
 if TYPE_CHECKING:  # records are needed only to cut them: declaring a unit stays light
     from eventlog.schema import CompactionRecord, Record, SourceIndexedRecord
@@ -79,62 +77,6 @@ class Unit:
 
 ToolEmbed = Literal["head", "all", "none"]
 TOOL_TYPES = frozenset({"action", "observation"})  # tool calls and their output
-
-
-class IndexPolicy(Frozen):
-    """What the cold tier embeds (``[cold]`` in airsspec.toml extends this declaration).
-    Messages, summaries, learnings and sources are embedded whole. A tool call or tool output
-    (file contents, command output: most of an agent transcript's bytes, and what full-text
-    search finds best) is embedded from the first ``tool_head_chars`` characters of its first
-    part (``head``), whole (``all``), or not at all (``none``); the rest is full-text only."""
-
-    tool_embed: ToolEmbed = "head"
-    tool_head_chars: int = Field(200, ge=1, le=100_000)
-
-    def embedded_text(self, unit: Unit) -> str | None:
-        """The text embedded for ``unit``; None when it is only full-text indexed."""
-        if unit.kind != "message" or unit.type not in TOOL_TYPES or self.tool_embed == "all":
-            return unit.text
-        if self.tool_embed == "none" or unit.part > 0:
-            return None
-        return unit.text[: self.tool_head_chars]
-
-
-class RecallWeights(Frozen):
-    """How query_memory (``projections.recall``) scores a candidate unit, and how many
-    candidates each of its searches proposes (``[cold]`` in airsspec.toml extends this
-    declaration)."""
-
-    candidates: int = Field(50, ge=1, le=10_000)
-    weight_semantic: float = Field(0.25, ge=0)
-    weight_focus: float = Field(0.5, ge=0)
-    weight_lexical: float = Field(0.25, ge=0)
-    weight_recency: float = Field(0.0, ge=0)
-    weight_anchor: float = Field(0.1, ge=0)
-    # a message whose speaker label ("Caroline: ...") is a name the query asks about
-    weight_speaker: float = Field(0.15, ge=0)
-    recency_half_life_days: float = Field(30.0, gt=0)
-    # hits scoring below this are dropped (never a hit scored 0): an unrelated passage scores
-    # about 0.05 (cosine near 0.1, no shared word); see airsspec.toml [cold]
-    min_score: float = Field(0.15, ge=0)
-    # hits are picked best first, each one's score lowered by this for every hit already picked
-    # from its session (or document), a message whose speaker the query names excepted: the top
-    # k spans more sessions; see airsspec.toml [cold]
-    session_diversity: float = Field(0.0, ge=0)
-    # only hits scoring at least this share of the best hit's score are lifted by diversity
-    diversity_reach: float = Field(0.3, ge=0, le=1)
-
-    def score(self, parts: dict[str, float]) -> float:
-        """A candidate's score from its parts (``semantic``, ``focus``, ``lexical``,
-        ``recency``, ``anchor``, ``speaker``)."""
-        return (
-            self.weight_semantic * parts["semantic"]
-            + self.weight_focus * parts["focus"]
-            + self.weight_lexical * parts["lexical"]
-            + self.weight_recency * parts["recency"]
-            + self.weight_anchor * parts["anchor"]
-            + self.weight_speaker * parts["speaker"]
-        )
 
 
 UNIT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Unit))

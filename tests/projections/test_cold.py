@@ -16,8 +16,9 @@ from projections.cold import ColdProjector
 from projections.embedders import Embedder, HashEmbedder, make_embedder
 from projections.embedding_cache import CachedEmbedder
 from projections.engine import Runner
+from projections.policies import IndexPolicy, RecallWeights
 from projections.recall import Recall
-from projections.units import CHUNK_CHARS, IndexPolicy, RecallWeights, split_text
+from projections.units import CHUNK_CHARS, split_text
 
 WORDS = [
     *("alpha", "beta", "gamma", "delta", "parser", "deadline"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eventlog.schema import MEMORY_SESSION
-from projections.learning_rules import LearningSettings
+from projections.policies import LearningSettings
 from tests.projections.test_learnings import World, by_id, learning, ts
 
 RULE = "Never use default exports; use named exports."

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from eventlog.log import EventLog
 from eventlog.schema import MEMORY_SESSION
 from projections.engine import Runner, stop_after
-from projections.learning_rules import LearningSettings, assess, gc_candidates
+from projections.learning_rules import assess, gc_candidates
 from projections.learnings import LearningsProjector
+from projections.policies import LearningSettings
 from projections.state_store import JsonStore
 from tests.conftest import snapshot
 
