@@ -26,14 +26,16 @@ records), so this module never opens a log.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from projections.tokens import Tally, most_tokens
 
 if TYPE_CHECKING:
     from eventlog.schema import Record
     from projections.facts import HeldFact
-    from projections.hot import HotWindow
+    from projections.hot import HotEntry, HotWindow
     from projections.learning_rules import Assessment
     from projections.tokens import TokenCounter
     from projections.visual_context import Page
@@ -75,7 +77,7 @@ FACT_ORDER = ("requirement", "decision", "error_fix", "user", "file")
 """The facts after the open tasks, most needed first (a task is its own heading)."""
 
 
-def shares(parts: dict[str, int], budget: int) -> dict[str, dict[str, float]]:
+def shares(parts: Mapping[str, int], budget: int) -> dict[str, dict[str, float]]:
     """Each part's tokens and share of ``budget``, as the doors answer them (``--json``, the
     HTTP and MCP ``context``)."""
     return {
@@ -84,14 +86,45 @@ def shares(parts: dict[str, int], budget: int) -> dict[str, dict[str, float]]:
     }
 
 
+class PartTokens(Mapping[str, int]):
+    """The tokens each part of a context took (``PARTS``, in order; the joins between parts
+    are not counted), counted when first read: a context printed as text never reads them,
+    and counting is what loads the encoding."""
+
+    def __init__(self, counter: TokenCounter, kept: list[tuple[str, str]]) -> None:
+        self._counter = counter
+        self._kept = kept  # (part, text) of each part kept, the history last
+        self._counts: dict[str, int] | None = None
+
+    def _counted(self) -> dict[str, int]:
+        if self._counts is None:
+            counts = dict.fromkeys(PARTS, 0)
+            for name, text in self._kept:
+                counts[name] += self._counter.count(text)
+            self._counts = counts
+        return self._counts
+
+    def __getitem__(self, name: str) -> int:
+        return self._counted()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(PARTS)
+
+    def __len__(self) -> int:
+        return len(PARTS)
+
+    def __repr__(self) -> str:
+        return repr(self._counted())
+
+
 @dataclass(frozen=True)
 class Built:
     """A context: text or messages, the learnings its memory block gave (id -> matched), and
-    the tokens each part took (``PARTS``; the joins between parts are not counted)."""
+    the tokens each part took (``PartTokens``)."""
 
     context: str | list[dict[str, Any]]
     given: dict[str, bool]
-    parts: dict[str, int]
+    parts: Mapping[str, int]
 
 
 class ContextBuilder:
@@ -127,7 +160,7 @@ class ContextBuilder:
         format, the session's thoughts only with ``thoughts``; with ``images`` (format
         anthropic), the other sessions moved to the visual tier are given as images within a
         third of the budget (``projections.visual_context``), the rest as text in what is left."""
-        from projections.hot import render_entry
+        from projections.hot import render_entry, whole_history
         from projections.visual_context import Chosen, choose, with_images
 
         counter = self.counter
@@ -156,29 +189,46 @@ class ContextBuilder:
         # the newest message is never lost: what came before it gives way (recalled passages,
         # earlier sessions, then the memory block) until it has at least half the budget
         newest = window.uncovered[-1] if window is not None and window.uncovered else None
-        need = min(counter.count(render_entry(newest)), budget // 2) if newest else 0
-        while parts and budget - counter.count("\n\n".join(parts)) - 2 < need:
-            parts.pop()
-        rest = budget - counter.count("\n\n".join(parts)) - 2
-        while True:  # tokens can merge across a join: shrink until the whole fits
-            history = self._history(window, rest) if rest > 0 else ""
-            text = "\n\n".join([*parts, history] if history else parts)
-            if counter.count(text) <= budget:
-                break
-            if not history:
-                parts.pop()
-            rest -= 1
+        full = "" if window is None else whole_history(window)
+        most_need = min(most_tokens(render_entry(newest)), budget // 2) if newest else 0
+        if most_tokens("\n\n".join(parts)) + 2 + max(most_need, most_tokens(full)) <= budget:
+            # all of it fits, certain from the bytes (``most_tokens``): what the loops below
+            # give when nothing gives way, without counting
+            history = full
+        else:
+            history = self._fit(window, parts, budget, newest)
+        text = "\n\n".join([*parts, history] if history else parts)
         shown = given if (given and block and text.startswith(block)) else {}
         names = [name for name, _ in named] + ["earlier"] * len(earlier)
         names += ["recalled"] if recalled else []
-        tokens = dict.fromkeys(PARTS, 0)
-        for name, part in zip(names, parts, strict=False):  # those kept (the last give way)
-            tokens[name] += counter.count(part)
-        tokens["history"] = counter.count(history)
+        kept = list(zip(names, parts, strict=False))  # those kept (the last give way)
+        tokens = PartTokens(counter, [*kept, ("history", history)])
         if format == "text":
             return Built(text, shown, tokens)
         messages = self._messages(format, session, window, parts, recalled, history, thoughts)
         return Built(with_images(messages, pictured.pages), shown, tokens)
+
+    def _fit(
+        self, window: HotWindow | None, parts: list[str], budget: int, newest: HotEntry | None
+    ) -> str:
+        """The history beside ``parts`` within ``budget``: the parts give way (last first,
+        popped from ``parts``) until the newest message has half the budget, then the history
+        shrinks until the whole fits (tokens can merge across a join)."""
+        from projections.hot import render_entry
+
+        counter = self.counter
+        need = min(counter.count(render_entry(newest)), budget // 2) if newest else 0
+        while parts and budget - counter.count("\n\n".join(parts)) - 2 < need:
+            parts.pop()
+        rest = budget - counter.count("\n\n".join(parts)) - 2
+        while True:
+            history = self._history(window, rest) if rest > 0 else ""
+            text = "\n\n".join([*parts, history] if history else parts)
+            if counter.count(text) <= budget:
+                return history
+            if not history:
+                parts.pop()
+            rest -= 1
 
     def _history(self, window: HotWindow | None, budget: int) -> str:
         """The window's summary and newest messages within ``budget`` tokens (the window
@@ -225,7 +275,7 @@ class ContextBuilder:
             ),
         ]
         lines: list[str] = []
-        used = 0
+        used = Tally(self.counter, room)
         for heading, facts in sections:
             headed = False
             for fact in facts:
@@ -234,12 +284,10 @@ class ContextBuilder:
                 line = f"- {kind}{fact.text} [{session_} #{seq}]"
                 if not headed:
                     line = f"{heading}\n{line}"
-                cost = self.counter.count(line) + 1
-                if used + cost > room:
+                if not used.take(line, 1):
                     continue
                 headed = True
                 lines.append(line)
-                used += cost
         return "\n".join(lines)
 
     def memory_block(
@@ -276,7 +324,8 @@ class ContextBuilder:
         learned = assessment.prompt_order()  # the user's rules first, whatever the scores
         given: dict[str, bool] = {}
         headed: set[str] = set()
-        used = counter.count("\n".join(lines))
+        used = Tally(counter, share)
+        used.take("\n".join(lines), always=True)
         candidates = [("anchor", a) for a in anchors] + [("learned", a) for a in learned]
         heading = {"anchor": "Anchors (verbatim):", "learned": "Learned (airsspec learnings):"}
         for group, a in candidates:
@@ -290,12 +339,10 @@ class ContextBuilder:
                 line = f"- [{a.kind} {a.id}] {a.text}"
             if group not in headed:
                 line = f"{heading[group]}\n{line}"
-            cost = counter.count(line) + 1
-            if used + cost > share:
+            if not used.take(line, 1):
                 continue
             headed.add(group)
             lines.append(line)
-            used += cost
             given[a.id] = a.matched
         if len(lines) == 1:
             return "", {}

@@ -72,6 +72,8 @@ def elide(
     """``text`` if it fits ``limit`` tokens; else its head and tail and a marker (see module).
     The result never exceeds ``limit`` unless the marker alone does. ``tokens``: the count of
     ``text``, when the caller has it already."""
+    if tokens is None and counter.within(text, limit):
+        return text
     total = counter.count(text) if tokens is None else tokens
     if total <= limit:
         return text

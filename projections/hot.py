@@ -269,18 +269,32 @@ def render_entry(entry: HotEntry) -> str:
     return f"[#{entry.seq} {entry.type}] {entry.text}"
 
 
+def _summary_head(summary: dict[str, Any], session: str | None) -> str:
+    whose = f"session {session}: " if session else ""
+    head = (
+        f"[{whose}summary of #{summary['from_seq']}-#{summary['to_seq']} {summary.get('link', '')}]"
+    )
+    return head.replace(" ]", "]")
+
+
+def whole_history(window: HotWindow) -> str:
+    """What ``format_history`` gives when all of it fits: the whole summary, then every
+    message no summary covers yet."""
+    summary = window.summary
+    parts = [f"{_summary_head(summary, None)}\n{summary.get('text', '')}"] if summary else []
+    return "\n".join(parts + [render_entry(e) for e in window.uncovered])
+
+
 def summary_block(
     summary: dict[str, Any], budget: int, counter: TokenCounter, *, session: str | None = None
 ) -> str:
     """A summary as prompt text (a header line naming what it covers, then its text) within
     ``budget``: whole bullets only, the least important dropped first; empty if not even the
     header fits. ``session`` names the session, for a summary shown outside its own."""
-    whose = f"session {session}: " if session else ""
-    head = (
-        f"[{whose}summary of #{summary['from_seq']}-#{summary['to_seq']} {summary.get('link', '')}]"
-    )
-    head = head.replace(" ]", "]")
+    head = _summary_head(summary, session)
     text = f"{head}\n{summary.get('text', '')}"
+    if counter.within(text, budget):
+        return text
     room = budget - counter.count(head) - 1
     while counter.count(text) > budget:
         if room <= 0:
@@ -306,7 +320,7 @@ def format_history(window: HotWindow, budget_tokens: int, counter: TokenCounter)
     summary = summary_block(window.summary, budget_tokens, counter) if window.summary else ""
     parts = [summary] if summary else []
     whole = "\n".join(parts + blocks)
-    if counter.count(whole) <= budget_tokens:
+    if counter.within(whole, budget_tokens):
         return whole
     if summary and blocks:
         # The summary and the messages share the budget by how many messages each stands

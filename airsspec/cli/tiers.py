@@ -204,6 +204,9 @@ def cmd_context(args: argparse.Namespace) -> int:
     if truncated:
         cut = ", ".join(f"#{seq}" for seq in truncated)
         print(f"airsspec: note: shown cut to fit the budget: {cut}", file=sys.stderr)
+    if not isinstance(context, list) and not args.json:
+        print(printable(context))  # the parts' tokens are not shown: never counted
+        return EXIT_OK
     head = {
         "session": args.session,
         "budget": args.budget,
@@ -212,10 +215,8 @@ def cmd_context(args: argparse.Namespace) -> int:
     }
     if isinstance(context, list):  # a format's list, to pass as the SDK's ``messages``
         print_json({**head, "messages": context})
-    elif args.json:
-        print_json({**head, "context": context})
     else:
-        print(printable(context))
+        print_json({**head, "context": context})
     return EXIT_OK
 
 

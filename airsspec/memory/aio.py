@@ -21,7 +21,7 @@ from airsspec.memory.core import Memory
 
 if TYPE_CHECKING:
     import threading
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
     from datetime import datetime, timedelta
     from pathlib import Path
 
@@ -543,7 +543,7 @@ class AsyncMemory:
         format: ContextFormat = "text",
         images: bool = False,
         thoughts: bool = False,
-    ) -> tuple[str | list[dict[str, Any]], dict[str, int]]:
+    ) -> tuple[str | list[dict[str, Any]], Mapping[str, int]]:
         """``Memory.context_parts`` as a coroutine (run in a worker thread)."""
         return await _run(
             lambda: self._target.context_parts(

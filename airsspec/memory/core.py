@@ -64,7 +64,7 @@ from projections.scopes import Scope
 
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
     import threading
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
     from airsspec.forgetting import Forgotten
     from airsspec.memory.records import Verified
@@ -553,9 +553,10 @@ class Memory:
         format: ContextFormat = "text",
         images: bool = False,
         thoughts: bool = False,
-    ) -> tuple[str | list[dict[str, Any]], dict[str, int]]:
+    ) -> tuple[str | list[dict[str, Any]], Mapping[str, int]]:
         """``context``, and the tokens each of its parts took, by name in their order
-        (``projections.context.PARTS``: memory, facts, earlier, recalled, history)."""
+        (``projections.context.PARTS``: memory, facts, earlier, recalled, history), counted
+        when first read."""
         built = self._context.build(
             session, budget, query=query, format=format, images=images, thoughts=thoughts
         )

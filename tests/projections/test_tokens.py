@@ -20,12 +20,16 @@ def counters(tmp_path_factory: pytest.TempPathFactory):
     models = tmp_path_factory.mktemp("models")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AIRSSPEC_MODELS", str(models))
-        first = TokenCounter(ENCODING)  # parses tiktoken's file, writes the cache
+        first = TokenCounter(ENCODING)
+        assert not _cache_file(ENCODING).exists()  # the encoding is built by the first count
+        first.count("x")  # parses tiktoken's file, writes the cache
         assert _cache_file(ENCODING).is_file()
-        cached = TokenCounter(ENCODING)  # from the cache
+        cached = TokenCounter(ENCODING)
+        cached.count("x")  # from the cache
         saved = _cache_file(ENCODING).read_bytes()
         _cache_file(ENCODING).write_bytes(saved[:-100])  # cut short: its digest no longer holds
         reparsed = TokenCounter(ENCODING)
+        reparsed.count("x")
         digest, _, payload = _cache_file(ENCODING).read_bytes().partition(b"\n")
         assert digest == hashlib.sha256(payload).hexdigest().encode()  # written again, whole
     return tiktoken.get_encoding(ENCODING), first, cached, reparsed
@@ -45,3 +49,8 @@ def test_a_damaged_cache_is_parsed_again(counters) -> None:
     assert reparsed.count("hello <|endoftext|> world") == len(
         reference.encode("hello <|endoftext|> world", disallowed_special=())
     )
+
+
+def test_an_unknown_encoding_is_refused_when_the_counter_is_made() -> None:
+    with pytest.raises(ValueError, match="unknown tiktoken encoding 'nope'; available: .*cl100k"):
+        TokenCounter("nope")
