@@ -126,6 +126,23 @@ def test_a_command_imports_no_heavy_library_and_stays_under_its_module_ceiling(
     assert len(modules) <= ceiling, f"{args[0]} imports {len(modules)} modules"
 
 
+# The pydantic models of ours an everyday command never needs: the settings sections (the file
+# ``init`` writes is read without them: ``airsspec.config``), the projections' tunables, the
+# query model (imported when a search is made).
+MODELS = ("airsspec.settings", "projections.policies", "projections.memory_tool")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "stdin"), [b[:2] for b in BUDGETS], ids=[" ".join(b[0][:1]) for b in BUDGETS]
+)
+def test_a_command_imports_none_of_our_models(
+    workspace: Path, args: tuple[str, ...], stdin: bytes
+) -> None:
+    _, modules = loaded_by(workspace, *args, stdin=stdin)
+    assert sorted(set(MODELS) & modules) == []
+
+
 @pytest.mark.slow
 def test_sessions_builds_no_validator(workspace: Path) -> None:
     """``sessions`` reads the log's heads and validates nothing: no settings section, record
