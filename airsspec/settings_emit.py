@@ -13,11 +13,11 @@ accepts only its default as given (the validator may refuse or rewrite any other
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from airsspec.emitting import write_or_check
 from airsspec.settings import SECTIONS
 
 TARGET = Path(__file__).with_name("settings_table.py")
@@ -64,21 +64,7 @@ def emit() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the module, or with ``--check`` say whether it is current (exit 1 if not)."""
-    text = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(TARGET), "-"],
-        input=emit(),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
-    if argv and "--check" in argv:
-        if current != text:
-            print(f"{TARGET} is behind airsspec.settings: run python -m airsspec.settings_emit")
-            return 1
-        return 0
-    TARGET.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(TARGET, emit(), argv, "python -m airsspec.settings_emit")
 
 
 if __name__ == "__main__":

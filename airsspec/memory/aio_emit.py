@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from airsspec.emitting import write_or_check
 from airsspec.kernel.gate import Gate
 from airsspec.memory.capture import Captures
 from airsspec.memory.core import Memory
@@ -265,26 +266,7 @@ def emit() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the module, or with ``--check`` say whether it is current (exit 1 if not)."""
-    import subprocess
-
-    text = emit()
-    for fix in (["check", "--fix", "--select", "I", "--quiet"], ["format"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "ruff", *fix, "--stdin-filename", str(TARGET), "-"],
-            input=text,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        text = done.stdout
-    if argv and "--check" in argv:
-        current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
-        if current != text:
-            print(f"{TARGET} is behind Memory: run python -m airsspec.memory.aio_emit")
-            return 1
-        return 0
-    TARGET.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(TARGET, emit(), argv, "python -m airsspec.memory.aio_emit")
 
 
 if __name__ == "__main__":
