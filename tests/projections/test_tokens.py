@@ -52,5 +52,5 @@ def test_a_damaged_cache_is_parsed_again(counters) -> None:
 
 
 def test_an_unknown_encoding_is_refused_when_the_counter_is_made() -> None:
-    with pytest.raises(ValueError, match="unknown tiktoken encoding 'nope'; available: .*cl100k"):
+    with pytest.raises(ValueError, match=r"unknown tiktoken encoding 'nope'; available: .*cl100k"):
         TokenCounter("nope")
