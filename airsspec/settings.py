@@ -1,5 +1,5 @@
 """Settings: one frozen object, loaded once from ``airsspec.toml`` plus environment overrides
-(``airsspec.config.load_settings``, re-exported here).
+(``airsspec.config.load_settings``).
 
 The models below are the one declaration of every section: unknown sections or keys and
 out-of-range values are errors that name the key, where it came from, and what is allowed.
@@ -15,9 +15,10 @@ from typing import Any, Literal, cast
 
 from pydantic import Field, ValidationError, field_validator
 
-# the loader's public names are re-exported: callers load the settings from here
-from airsspec.config import config_of_workspace, kept_values, load_settings  # noqa: F401
 from airsspec.errors import SettingsError
+
+# the loader's public names are re-exported: callers load the settings from here
+from airsspec.settings_values import kept_values
 from eventlog.crypto import EncryptMode
 from eventlog.schema import MESSAGE_TYPES, Frozen
 from eventlog.storage import parse_url
@@ -250,8 +251,8 @@ def validate(data: dict[str, Any], source: str) -> Settings:
 
 def _by_section(data: dict[str, Any]) -> Settings | None:
     """``Settings.model_validate(data)``, building the validators of the sections that need
-    one only: a section absent, or whose every key ``airsspec.config.kept_values`` proves
-    valid as given, is made without validation. None when a section is unknown, not a table,
+    one only: a section absent, or whose every key ``settings_values.kept_values`` proves valid
+    as given, is made without validation. None when a section is unknown, not a table,
     or refused: the caller validates the whole (the same result, its errors as ever)."""
     if not data.keys() <= SECTIONS.keys():
         return None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from airsspec.settings import DEFAULT_TOML, Settings, WorkspaceSettings, load_settings
+from airsspec.config import load_settings
+from airsspec.settings import DEFAULT_TOML, Settings, WorkspaceSettings
 from tests.conftest import REPO
 
 

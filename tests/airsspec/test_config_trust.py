@@ -17,7 +17,7 @@ import pytest
 
 import eventlog.keystores as keystores
 from airsspec import Memory, hooks
-from airsspec.settings import load_settings
+from airsspec.config import load_settings
 from eventlog.crypto import key_id
 from eventlog.errors import KeyStoreError, SettingsError
 from tests.conftest import REPO, init_workspace

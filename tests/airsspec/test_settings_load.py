@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airsspec.config import Plain, plain_settings, validate, validated
-from airsspec.settings import DEFAULT_TOML, SECTIONS, Settings, load_settings
+from airsspec.config import Plain, load_settings, plain_settings, validate, validated
+from airsspec.settings import DEFAULT_TOML, SECTIONS, Settings
 from eventlog.errors import SettingsError
 from tests.conftest import REPO
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from airsspec.settings import load_settings
+from airsspec.config import load_settings
 from eventlog.errors import SettingsError
 from eventlog.storage import parse_url
 from tests.support.cli import run_cli

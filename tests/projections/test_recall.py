@@ -221,7 +221,7 @@ def test_tool_with_bad_input_returns_an_error_result(example_ws: Workspace) -> N
 
 def test_query_memory_scores_with_the_cold_section_as_configured(tmp_path: Path) -> None:
     """``[cold]`` extends ``RecallWeights``: what a user sets is what query_memory uses."""
-    from airsspec.settings import load_settings
+    from airsspec.config import load_settings
 
     env = {
         "AIRSSPEC_COLD_EMBEDDER": "hash",
