@@ -7,6 +7,9 @@ declared in ``catalog``, its input event (``UserEvent``: the declared fields on 
 declaring (or changing the name of) a type; ``--check`` exits 1 when the file is stale, and
 ``tests/eventlog/test_schema_emit.py`` fails until it is run. The classes defer building their
 validators to first use, as the envelopes do, so importing them builds no model.
+
+It also writes ``eventlog/fast_input.py`` (``fastgen``): each input type's checks as plain
+Python, which an append of plainly valid events runs instead of importing pydantic.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from pathlib import Path
 from eventlog.schema.catalog import CATALOG, EventType, class_name, event_doc, record_doc
 
 TARGET = Path(__file__).with_name("records.py")
-"""The emitted module."""
+"""The emitted module of classes."""
+
+FAST_TARGET = Path(__file__).parents[1] / "fast_input.py"
+"""The emitted module of plain checks."""
 
 _HEADER = '''"""The input event and stored record of every type in ``eventlog.schema.catalog``.
 
@@ -76,21 +82,27 @@ def emit(catalog: Mapping[str, EventType] = CATALOG) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write ``records.py`` (or, with ``--check``, say whether it is current)."""
+    """Write ``records.py`` and ``fast_input.py`` (or, with ``--check``, say whether they are
+    current)."""
+    from eventlog.schema.fastgen import emit_fast
+
     parser = argparse.ArgumentParser(prog="python -m eventlog.schema.emit", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="exit 1 if records.py is stale")
+    parser.add_argument("--check", action="store_true", help="exit 1 if an emitted file is stale")
     args = parser.parse_args(argv)
-    text = emit()
-    current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else None
-    if args.check:
-        if current != text:
-            print(f"{TARGET}: stale; run: python -m eventlog.schema.emit", file=sys.stderr)
-            return 1
-        return 0
-    if current != text:
-        TARGET.write_text(text, encoding="utf-8")
-    print(f"{TARGET}: {len(CATALOG)} event types, {2 * len(CATALOG)} classes")
-    return 0
+    stale = 0
+    for target, text in ((TARGET, emit()), (FAST_TARGET, emit_fast())):
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+        if current == text:
+            continue
+        if args.check:
+            print(f"{target}: stale; run: python -m eventlog.schema.emit", file=sys.stderr)
+            stale = 1
+        else:
+            target.write_text(text, encoding="utf-8")
+    if not args.check:
+        print(f"{TARGET}: {len(CATALOG)} event types, {2 * len(CATALOG)} classes")
+        print(f"{FAST_TARGET}: the input checks")
+    return stale
 
 
 if __name__ == "__main__":
