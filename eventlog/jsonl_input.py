@@ -6,17 +6,22 @@ so a user fixes a file in one pass. Blank lines are ignored.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from eventlog.errors import InexactJSONError, InvalidEventError, InvalidInputError, LineError
 from eventlog.exact_json import loads_exact
 from eventlog.jsonl_lines import jsonl_lines
-from eventlog.prepare import validate_input
-from eventlog.schema import Event
+from eventlog.prepare import checked_input
+
+if TYPE_CHECKING:
+    from eventlog.schema import Event
 
 
-def parse_event_lines(data: bytes, source: str) -> list[Event]:
-    """Parse and validate every line; return the validated events (``append_many`` does not
-    validate them again) or raise ``InvalidInputError``."""
-    events: list[Event] = []
+def parse_event_lines(data: bytes, source: str) -> list[Event | dict[str, Any]]:
+    """Parse and validate every line; return the validated events (``append_many`` checks
+    a plainly valid dict again without pydantic, and takes a model as validated) or raise
+    ``InvalidInputError``."""
+    events: list[Event | dict[str, Any]] = []
     errors: list[LineError] = []
     for number, line in enumerate(jsonl_lines(data), start=1):
         if not line.strip():
@@ -33,7 +38,7 @@ def parse_event_lines(data: bytes, source: str) -> list[Event]:
             errors.append(LineError(number, None, "an event must be a JSON object"))
             continue
         try:
-            events.append(validate_input(value))
+            events.append(checked_input(value))
         except InvalidEventError as exc:
             errors.append(LineError(number, exc.field, exc.message))
     if errors:

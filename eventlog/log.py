@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, overload
 
 import orjson
-from pydantic import ValidationError
 from typing_extensions import override
 
 from eventlog.canonical import encode_batch
@@ -54,6 +53,7 @@ from eventlog.errors import (
     SessionExistsError,
     field_of,
 )
+from eventlog.fast_input import SCHEMA_VERSION
 from eventlog.group_commit import GroupCommit
 from eventlog.heads import HEAD_SIZE, decode_head_seq, encode_head
 from eventlog.ids import new_event_ids, utc_now
@@ -70,16 +70,11 @@ from eventlog.layout import (
 from eventlog.native import SyncThread
 from eventlog.prepare import bodies_to_append
 from eventlog.recovery import TailState, recover
-from eventlog.schema import (
-    SCHEMA_VERSION,
-    Event,
-    Record,
-    validation,
-)
 from eventlog.secrets import Redactor
 
 if TYPE_CHECKING:
     from eventlog.crypto import Sealer
+    from eventlog.schema import Event, Record
 
 _READ_CHUNK = 1 << 22
 
@@ -102,7 +97,7 @@ class Located(NamedTuple):
     raw: bytes
 
 
-class StoredRecords(Sequence[Record]):
+class StoredRecords(Sequence["Record"]):
     """The records an append stored, built into models only when read: most callers only need
     the count or one of them, and the bodies were validated on the way in."""
 
@@ -126,6 +121,8 @@ class StoredRecords(Sequence[Record]):
             return [self[i] for i in range(*index.indices(len(self)))]
         model = self._models[index]
         if model is None:
+            from eventlog.schema import validation
+
             body = self._bodies[index] | {"hash": self._hashes[index]}
             model = self._models[index] = validation.record_from_dict(body)
         return model
@@ -726,6 +723,8 @@ class EventLog(Appends):
 def opened(sealer: Sealer, located: Iterable[Located]) -> Iterator[Located]:
     """``located`` with sealed records opened (``eventlog.crypto``); ``raw`` stays the stored
     bytes, so hashes and exact output are those of the ciphertext. Every log reads through it."""
+    from eventlog.schema import validation
+
     for item in located:
         extra = item.record.__pydantic_extra__
         if extra and "sealed" in extra:
@@ -766,6 +765,8 @@ class _SessionReader:
         session, from_seq = self.session, self.from_seq
         seq, position = self.seq, self.position  # written back when the pass ends
         make = tuple.__new__  # Located(...) without its Python-level __new__
+        from eventlog.schema import validation
+
         with reader_nofollow(self.path) as f:
             validate = validation.record_validator(reading=os.fstat(f.fileno()).st_size - position)
             f.seek(position)
@@ -806,6 +807,10 @@ class _SessionReader:
             self.incomplete_tail = bool(buf) or bool(pending)
 
     def _parse(self, line: bytes, offset: int, expected: int) -> Record:
+        from pydantic import ValidationError
+
+        from eventlog.schema import validation
+
         try:
             record = validation.parse_record(line)
         except (ValidationError, ValueError) as exc:

@@ -1,22 +1,30 @@
 """What an append stores, before it is encoded: input events validated in one call per batch
 (``prepare_events``, ``validate_input``), types and fields only the system or importers write
 refused, canonical JSON's limits checked, secrets redacted and content sealed
-(``bodies_to_append``). Every log appends through it, so all store the same bytes."""
+(``bodies_to_append``). Every log appends through it, so all store the same bytes.
+
+Plainly valid input is checked by the catalog's emitted plain checks (``eventlog.fast_input``),
+without importing pydantic; whatever they do not accept is validated by pydantic, which
+decides (and words every error), so both give the same bodies."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import repeat
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
+from eventlog import fast_input
 from eventlog.canonical import batch_json, refuse_deep
 from eventlog.errors import InvalidEventError, field_of
 from eventlog.exact_json import MAX_DEPTH
+from eventlog.fast_input import IMPORTER_FIELDS, SYSTEM_TYPES
 from eventlog.layout import check_writer
-from eventlog.schema import IMPORTER_FIELDS, SYSTEM_TYPES, Event, validation
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from eventlog.schema import Event
 
 
 def _error_text(err: Any) -> str:
@@ -56,6 +64,8 @@ def _refuse_system(bodies: list[dict[str, Any]], system: bool, imported: bool = 
 
 def _invalid(exc: ValidationError) -> InvalidEventError:
     """The first invalid event of a batch, as ``InvalidEventError`` naming its fields."""
+    from eventlog.schema import validation
+
     errors = exc.errors()
     index = int(errors[0]["loc"][0])  # a batch's errors start at the item's position
     mine = [err for err in errors if err["loc"][:1] == (index,)]
@@ -86,29 +96,51 @@ def prepare_events(
     when the batch is encoded (``append_many``), on the JSON it encodes anyway.
     """
     items = events if isinstance(events, list) else list(events)
+    bodies = fast_input.input_bodies(items) if items else None
+    if bodies is None:
+        bodies = _validated(items)
+    _refuse_system(bodies, system, imported)
+    return bodies
+
+
+def _validated(items: list[Any]) -> list[dict[str, Any]]:
+    """``prepare_events``'s bodies of ``items`` by pydantic: dicts in one batch call, ``Event``
+    models as they were validated when made."""
+    from pydantic import ValidationError
+
+    from eventlog.schema import Event, validation
+
     kinds = set(map(type, items))
     if kinds == {dict}:
         try:
-            bodies = validation.input_bodies(items)
+            return validation.input_bodies(items)
         except ValidationError as exc:
             raise _invalid(exc) from exc
-    elif len(models := [e for e in items if isinstance(e, Event)]) == len(items):
-        bodies = validation.event_bodies(models)  # models need no validation
-    else:  # a mix (or not events at all): validate all but the models
-        raw = [i for i, e in enumerate(items) if not isinstance(e, Event)]
-        try:
-            validated = validation.input_bodies([items[i] for i in raw])
-        except ValidationError as exc:
-            error = _invalid(exc)
-            raise InvalidEventError(
-                error.message, index=raw[error.index], field=error.field
-            ) from exc
-        given = iter(validated)
-        bodies = [
-            validation.event_bodies([e])[0] if isinstance(e, Event) else next(given) for e in items
-        ]
+    if len(models := [e for e in items if isinstance(e, Event)]) == len(items):
+        return validation.event_bodies(models)  # models need no validation
+    # a mix (or not events at all): validate all but the models
+    raw = [i for i, e in enumerate(items) if not isinstance(e, Event)]
+    try:
+        validated = validation.input_bodies([items[i] for i in raw])
+    except ValidationError as exc:
+        error = _invalid(exc)
+        raise InvalidEventError(error.message, index=raw[error.index], field=error.field) from exc
+    given = iter(validated)
+    return [validation.event_bodies([e])[0] if isinstance(e, Event) else next(given) for e in items]
+
+
+def checked_input(
+    event: dict[str, Any], *, system: bool = False, imported: bool = False
+) -> Event | dict[str, Any]:
+    """One input event checked as ``validate_input`` checks it: the dict itself when the plain
+    checks accept it (``append_many`` checks it again, as cheaply), else its validated model;
+    raises ``InvalidEventError`` as ``prepare_events`` does."""
+    bodies = fast_input.input_bodies([event])
+    if bodies is None:
+        return validate_input(event, system=system, imported=imported)
     _refuse_system(bodies, system, imported)
-    return bodies
+    refuse_deep(bodies)
+    return event
 
 
 def validate_input(
@@ -116,6 +148,10 @@ def validate_input(
 ) -> Event:
     """One input event as its validated model (what ``append_many`` then takes without
     validating again); raises ``InvalidEventError`` as ``prepare_events`` does."""
+    from pydantic import ValidationError
+
+    from eventlog.schema import Event, validation
+
     if isinstance(event, Event):
         model = event
     else:

@@ -44,12 +44,14 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from eventlog.errors import InvalidSessionIdError
-from eventlog.schema import Redaction
+
+if TYPE_CHECKING:
+    from eventlog.schema import Redaction
 
 # Detectors whose shape is too loose to redact on (they flag IPs, words, ordinary ids).
 _LOOSE = frozenset(
@@ -215,6 +217,8 @@ class Redactor:
         spans = self._spans(text)
         if not spans:
             return text
+        from eventlog.schema import Redaction  # a model only once a secret is found
+
         out, last = [], 0
         for start, end, kind in sorted(spans):
             secret = text[start:end]

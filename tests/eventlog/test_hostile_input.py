@@ -376,7 +376,7 @@ def test_jsonl_input_splits_on_newlines_only() -> None:
         + b"\n"
     )
     events = parse_event_lines(data, "in.jsonl")
-    assert [e.content for e in events] == [SEPARATORS, "second"]
+    assert [e["content"] for e in events] == [SEPARATORS, "second"]  # plain: kept as dicts
 
 
 # --------------------------------------------------------------------------- import identity
