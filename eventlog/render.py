@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from eventlog.schema import ActionRecord, ImportedRecord, ObservationRecord, Record
+if TYPE_CHECKING:
+    from eventlog.schema import ActionRecord, ImportedRecord, ObservationRecord, Record
 
 ENVELOPE = frozenset(
     {"v", "id", "session", "seq", "ts", "type", "prev", "hash", "meta", "batch", "origin"}
@@ -48,14 +50,24 @@ def _json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
+@cache
+def _kinds() -> tuple[type[ActionRecord], type[ObservationRecord], type[ImportedRecord]]:
+    """The record classes shown their own way, imported when a record is shown (there is one,
+    so the schema is loaded): ``printable`` alone (``sessions``) imports no pydantic."""
+    from eventlog.schema import ActionRecord, ImportedRecord, ObservationRecord
+
+    return ActionRecord, ObservationRecord, ImportedRecord
+
+
 def record_text(record: Record) -> str:
     """The readable content of one record."""
-    if isinstance(record, ActionRecord):
+    action, observation, imported = _kinds()
+    if isinstance(record, action):
         return f"{record.tool}({_json(record.params)})"
-    if isinstance(record, ObservationRecord):
+    if isinstance(record, observation):
         result = record.result if isinstance(record.result, str) else _json(record.result)
         return f"ERROR: {result}" if record.is_error else result
-    if isinstance(record, ImportedRecord):
+    if isinstance(record, imported):
         return f"[{record.kind}] {record.text}".rstrip()
     content = getattr(record, "content", None)
     if isinstance(content, str):
@@ -72,8 +84,9 @@ def format_record(
     ``seq_of_id`` maps event ids seen so far to their seq, so an observation can name the
     action it answers by seq. Long ``meta`` is summarised unless ``full_meta``.
     """
+    _, observation, imported = _kinds()
     header = f"#{record.seq:<5} {record.ts}  {record.type}"
-    if isinstance(record, ObservationRecord) and record.action_id:
+    if isinstance(record, observation) and record.action_id:
         target = (seq_of_id or {}).get(record.action_id)
         header += f"  (answers #{target})" if target else f"  (answers {record.action_id})"
     if record.origin is not None:
@@ -82,7 +95,7 @@ def format_record(
         meta = _json(record.meta)
         short = len(meta) <= 100 or full_meta
         header += f"  meta={meta}" if short else f"  meta: {len(record.meta)} keys (--meta)"
-    if isinstance(record, ImportedRecord) and record.kind.endswith("compact_boundary"):
+    if isinstance(record, imported) and record.kind.endswith("compact_boundary"):
         header += "\n    ---- compaction boundary: the conversation was compacted here ----"
     elif (record.meta or {}).get("kind") == "compact_summary":
         header += "\n    ---- compaction summary (what the agent kept of the history) ----"

@@ -69,7 +69,7 @@ def test_importing_the_schema_builds_no_model_until_one_validates() -> None:
 
 NO_PYDANTIC = """
 import sys
-import eventlog.log, eventlog.jsonl_input
+import eventlog.log, eventlog.jsonl_input, eventlog.render
 from eventlog.jsonl_input import parse_event_lines
 from eventlog.log import EventLog
 with EventLog(sys.argv[1]) as log:
@@ -80,8 +80,9 @@ print(sorted(m for m in sys.modules if m.split(".")[0] == "pydantic"))
 
 
 def test_the_log_appends_plainly_valid_events_without_importing_pydantic(tmp_path) -> None:
-    """Importing the log, and an append of plainly valid events (the emitted plain checks,
-    ``eventlog.fast_input``), load no pydantic module (issue 46)."""
+    """Importing the log, its reader of JSONL input and its renderer (``printable``), and an
+    append of plainly valid events (the emitted plain checks, ``eventlog.fast_input``), load
+    no pydantic module (issue 46)."""
     out = subprocess.run(
         [sys.executable, "-c", NO_PYDANTIC, str(tmp_path / "log")],
         capture_output=True,
