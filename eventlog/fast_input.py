@@ -14,6 +14,7 @@ from math import isfinite
 from typing import Any
 
 _ABSENT: Any = object()
+_STR = frozenset({str})
 
 SCHEMA_VERSION = 2
 """The schema version every record is stored with (``eventlog.schema``)."""
@@ -63,7 +64,7 @@ def _check_user(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -92,7 +93,7 @@ def _check_assistant(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -121,7 +122,7 @@ def _check_thought(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -150,7 +151,7 @@ def _check_action(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -163,7 +164,7 @@ def _check_action(event: dict[str, Any]) -> dict[str, Any] | None:
     v0 = event.get('params', _ABSENT)
     if v0 is _ABSENT:
         body['params'] = {}
-    elif type(v0) is dict and all(type(k1) is str for k1 in v0):
+    elif type(v0) is dict and _STR.issuperset(map(type, v0)):
         body['params'] = dict(v0)
     else:
         return None
@@ -186,7 +187,7 @@ def _check_observation(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -227,7 +228,7 @@ def _check_imported(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -263,7 +264,7 @@ def _check_session_started(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -311,7 +312,7 @@ def _check_session_assigned(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -352,7 +353,7 @@ def _check_session_ended(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -381,7 +382,7 @@ def _check_phase_changed(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -410,7 +411,7 @@ def _check_learning(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -474,7 +475,7 @@ def _check_learning_feedback(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -526,7 +527,7 @@ def _check_learning_edited(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -576,7 +577,7 @@ def _check_memory_accessed(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -636,7 +637,7 @@ def _check_archived(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -669,7 +670,7 @@ def _check_restored(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -698,7 +699,7 @@ def _check_source_indexed(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -741,7 +742,7 @@ def _check_forgotten(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -792,7 +793,7 @@ def _check_memory_file_renamed(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -839,7 +840,7 @@ def _check_memory_file_deleted(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -889,7 +890,7 @@ def _check_messages_request(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -930,7 +931,7 @@ def _check_messages_response(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -973,7 +974,7 @@ def _check_visualized(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -1011,7 +1012,7 @@ def _check_item_popped(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -1040,7 +1041,7 @@ def _check_items_cleared(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -1065,7 +1066,7 @@ def _check_store_put(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -1080,7 +1081,7 @@ def _check_store_put(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     body['key'] = v0
     v0 = event.get('value', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+    if v0 is _ABSENT or not (type(v0) is dict and _STR.issuperset(map(type, v0))):
         return None
     body['value'] = dict(v0)
     v0 = event.get('index', _ABSENT)
@@ -1116,7 +1117,7 @@ def _check_store_deleted(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -1156,7 +1157,7 @@ def _check_checkpoint(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -1181,17 +1182,17 @@ def _check_checkpoint(event: dict[str, Any]) -> dict[str, Any] | None:
     else:
         return None
     v0 = event.get('checkpoint', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+    if v0 is _ABSENT or not (type(v0) is dict and _STR.issuperset(map(type, v0))):
         return None
     body['checkpoint'] = dict(v0)
     v0 = event.get('metadata', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+    if v0 is _ABSENT or not (type(v0) is dict and _STR.issuperset(map(type, v0))):
         return None
     body['metadata'] = dict(v0)
     v0 = event.get('blobs', _ABSENT)
     if v0 is _ABSENT:
         body['blobs'] = {}
-    elif type(v0) is dict and all(type(k1) is str for k1 in v0):
+    elif type(v0) is dict and _STR.issuperset(map(type, v0)):
         body['blobs'] = dict(v0)
     else:
         return None
@@ -1214,7 +1215,7 @@ def _check_checkpoint_writes(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)
@@ -1243,7 +1244,7 @@ def _check_checkpoint_writes(event: dict[str, Any]) -> dict[str, Any] | None:
     else:
         return None
     v0 = event.get('writes', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is list and all(type(v1) is dict and all(type(k2) is str for k2 in v1) for v1 in v0)):
+    if v0 is _ABSENT or not (type(v0) is list and all(type(v1) is dict and _STR.issuperset(map(type, v1)) for v1 in v0)):
         return None
     body['writes'] = [dict(v1) for v1 in v0]
     return body
@@ -1265,7 +1266,7 @@ def _check_thread_deleted(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
     v0 = event.get('meta', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and all(type(k1) is str for k1 in v0)):
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
             return None
         body['meta'] = dict(v0)
     v0 = event.get('origin', _ABSENT)

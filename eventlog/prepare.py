@@ -9,6 +9,7 @@ decides (and words every error), so both give the same bodies."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from itertools import repeat
 from operator import itemgetter
@@ -96,11 +97,19 @@ def prepare_events(
     when the batch is encoded (``append_many``), on the JSON it encodes anyway.
     """
     items = events if isinstance(events, list) else list(events)
-    bodies = fast_input.input_bodies(items) if items else None
+    bodies = fast_input.input_bodies(items) if items and _plain_first() else None
     if bodies is None:
         bodies = _validated(items)
     _refuse_system(bodies, system, imported)
     return bodies
+
+
+def _plain_first() -> bool:
+    """Whether to try the plain checks first: until pydantic's input validator is built in
+    this process. Once it is (a long process that validated an unusual event), it is the
+    faster of the two, by a fifth of a microsecond an event, and gives the same bodies."""
+    validation = sys.modules.get("eventlog.schema.validation")
+    return validation is None or not validation.input_built()
 
 
 def _validated(items: list[Any]) -> list[dict[str, Any]]:

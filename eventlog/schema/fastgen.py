@@ -36,6 +36,7 @@ from math import isfinite
 from typing import Any
 
 _ABSENT: Any = object()
+_STR = frozenset({str})
 '''
 
 _FOOTER = '''
@@ -132,7 +133,7 @@ def _check(schema: Mapping[str, Any], value: str, depth: int) -> tuple[str, str]
         key, item = f"k{depth + 1}", f"v{depth + 1}"
         test, copy = _check(schema.get("values_schema", {"type": "any"}), item, depth + 1)
         every = (
-            f"all(type({key}) is str for {key} in {value})"
+            f"_STR.issuperset(map(type, {value}))"
             if test == "True"
             else f"all(type({key}) is str and {test} for {key}, {item} in {value}.items())"
         )

@@ -250,6 +250,11 @@ def _input_validator(schema: Schema, none_given: bool) -> SchemaValidator:
     return SchemaValidator(core_schema.list_schema(union))
 
 
+def input_built() -> bool:
+    """Whether ``input_bodies``' validator is built in this process (for some schema)."""
+    return _input_validator.cache_info().currsize > 0
+
+
 def input_bodies(items: list[Any], *, schema: Schema = SCHEMA) -> list[dict[str, Any]]:
     """Validate a batch of input events (dicts, in one call) and return the bodies the log
     stores, equal to ``event_bodies`` of the same events as models; raises
