@@ -47,6 +47,28 @@ SYSTEM_TYPES: dict[str, str] = {
 IMPORTER_FIELDS = frozenset(['origin'])
 """Input fields only importers set (``eventlog.schema``)."""
 
+
+def _envelope(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check the envelope's fields of ``event`` into ``body``."""
+    v0 = event.get('id', _ABSENT)
+    if v0 is not _ABSENT and v0 is not None:
+        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
+            return False
+        body['id'] = v0
+    v0 = event.get('ts', _ABSENT)
+    if v0 is not _ABSENT and v0 is not None:
+        return False
+    v0 = event.get('meta', _ABSENT)
+    if v0 is not _ABSENT and v0 is not None:
+        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
+            return False
+        body['meta'] = dict(v0)
+    v0 = event.get('origin', _ABSENT)
+    if v0 is not _ABSENT and v0 is not None:
+        return False
+    return True
+
+
 _FIELDS_user = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'content'})
 
 
@@ -54,21 +76,7 @@ def _check_user(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_user:
         return None
     body: dict[str, Any] = {'type': 'user'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('content', _ABSENT)
     if v0 is _ABSENT or type(v0) is not str:
@@ -83,21 +91,7 @@ def _check_assistant(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_assistant:
         return None
     body: dict[str, Any] = {'type': 'assistant'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('content', _ABSENT)
     if v0 is _ABSENT or type(v0) is not str:
@@ -112,21 +106,7 @@ def _check_thought(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_thought:
         return None
     body: dict[str, Any] = {'type': 'thought'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('content', _ABSENT)
     if v0 is _ABSENT or type(v0) is not str:
@@ -141,21 +121,7 @@ def _check_action(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_action:
         return None
     body: dict[str, Any] = {'type': 'action'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('tool', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
@@ -177,21 +143,7 @@ def _check_observation(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_observation:
         return None
     body: dict[str, Any] = {'type': 'observation'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('result', _ABSENT)
     if v0 is _ABSENT or not (True):
@@ -218,21 +170,7 @@ def _check_imported(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_imported:
         return None
     body: dict[str, Any] = {'type': 'imported'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('kind', _ABSENT)
     if v0 is _ABSENT or type(v0) is not str:
@@ -254,21 +192,7 @@ def _check_session_started(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_session_started:
         return None
     body: dict[str, Any] = {'type': 'session_started'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('user', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
@@ -302,21 +226,7 @@ def _check_session_assigned(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_session_assigned:
         return None
     body: dict[str, Any] = {'type': 'session_assigned'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('user', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
@@ -343,21 +253,7 @@ def _check_session_ended(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_session_ended:
         return None
     body: dict[str, Any] = {'type': 'session_ended'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('status', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
@@ -372,21 +268,7 @@ def _check_phase_changed(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_phase_changed:
         return None
     body: dict[str, Any] = {'type': 'phase_changed'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('phase', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
@@ -401,21 +283,7 @@ def _check_learning(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_learning:
         return None
     body: dict[str, Any] = {'type': 'learning'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('user', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
@@ -465,21 +333,7 @@ def _check_learning_feedback(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_learning_feedback:
         return None
     body: dict[str, Any] = {'type': 'learning_feedback'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('learning_id', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
@@ -517,21 +371,7 @@ def _check_learning_edited(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_learning_edited:
         return None
     body: dict[str, Any] = {'type': 'learning_edited'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('learning_id', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
@@ -567,21 +407,7 @@ def _check_memory_accessed(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_memory_accessed:
         return None
     body: dict[str, Any] = {'type': 'memory_accessed'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('user', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
@@ -627,21 +453,7 @@ def _check_archived(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_archived:
         return None
     body: dict[str, Any] = {'type': 'archived'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('learning_ids', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is list and len(v0) >= 1 and all(type(v1) is str for v1 in v0)):
@@ -660,21 +472,7 @@ def _check_restored(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_restored:
         return None
     body: dict[str, Any] = {'type': 'restored'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('learning_id', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
@@ -689,21 +487,7 @@ def _check_source_indexed(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_source_indexed:
         return None
     body: dict[str, Any] = {'type': 'source_indexed'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('path', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
@@ -732,21 +516,7 @@ def _check_forgotten(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_forgotten:
         return None
     body: dict[str, Any] = {'type': 'forgotten'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('subject', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and v0 in ('user', 'session')):
@@ -783,21 +553,7 @@ def _check_memory_file_renamed(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_memory_file_renamed:
         return None
     body: dict[str, Any] = {'type': 'memory_file_renamed'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('user', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
@@ -830,21 +586,7 @@ def _check_memory_file_deleted(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_memory_file_deleted:
         return None
     body: dict[str, Any] = {'type': 'memory_file_deleted'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('user', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
@@ -880,21 +622,7 @@ def _check_messages_request(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_messages_request:
         return None
     body: dict[str, Any] = {'type': 'messages_request'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('body_params', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 2):
@@ -921,21 +649,7 @@ def _check_messages_response(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_messages_response:
         return None
     body: dict[str, Any] = {'type': 'messages_response'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('body', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 2):
@@ -964,21 +678,7 @@ def _check_visualized(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_visualized:
         return None
     body: dict[str, Any] = {'type': 'visualized'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('library_no', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is int and v0 >= 1):
@@ -1002,21 +702,7 @@ def _check_item_popped(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_item_popped:
         return None
     body: dict[str, Any] = {'type': 'item_popped'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('of_seq', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is int and v0 >= 1):
@@ -1031,21 +717,7 @@ def _check_items_cleared(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_items_cleared:
         return None
     body: dict[str, Any] = {'type': 'items_cleared'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     return body
 
@@ -1056,21 +728,7 @@ def _check_store_put(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_store_put:
         return None
     body: dict[str, Any] = {'type': 'store_put'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('namespace', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is list and len(v0) >= 1 and all(type(v1) is str and len(v1) >= 1 for v1 in v0)):
@@ -1107,21 +765,7 @@ def _check_store_deleted(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_store_deleted:
         return None
     body: dict[str, Any] = {'type': 'store_deleted'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('namespace', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is list and len(v0) >= 1 and all(type(v1) is str and len(v1) >= 1 for v1 in v0)):
@@ -1147,21 +791,7 @@ def _check_checkpoint(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_checkpoint:
         return None
     body: dict[str, Any] = {'type': 'checkpoint'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('checkpoint_ns', _ABSENT)
     if v0 is _ABSENT:
@@ -1205,21 +835,7 @@ def _check_checkpoint_writes(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_checkpoint_writes:
         return None
     body: dict[str, Any] = {'type': 'checkpoint_writes'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     v0 = event.get('checkpoint_ns', _ABSENT)
     if v0 is _ABSENT:
@@ -1256,21 +872,7 @@ def _check_thread_deleted(event: dict[str, Any]) -> dict[str, Any] | None:
     if not event.keys() <= _FIELDS_thread_deleted:
         return None
     body: dict[str, Any] = {'type': 'thread_deleted'}
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return None
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return None
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
+    if not _envelope(event, body):
         return None
     return body
 

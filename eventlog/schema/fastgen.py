@@ -241,9 +241,12 @@ def _field(field: str, spec: Mapping[str, Any], none_spec: Mapping[str, Any]) ->
     ]
 
 
-def _function(kind: str, cls: type[Any], schema: Schema) -> tuple[str, str]:
-    """The source of one type's check (``_check_<kind>``) and of its set of field names,
-    from the typed dict schemas ``validation.input_bodies`` validates with."""
+def _function(kind: str, cls: type[Any], schema: Schema) -> tuple[str, str, list[str]]:
+    """The source of one type's check (``_check_<kind>``), of its set of field names, and the
+    statements checking the envelope's fields (``Event``'s, the same in every type: written
+    once, as ``_envelope``), from the typed dict schemas ``validation.input_bodies``
+    validates with; empty when no event of the type can be checked."""
+    from eventlog.schema.envelopes import Event
     from eventlog.schema.validation import _dict_schema
 
     typed, with_none = _dict_schema(cls, False, schema), _dict_schema(cls, True, schema)
@@ -255,37 +258,58 @@ def _function(kind: str, cls: type[Any], schema: Schema) -> tuple[str, str]:
     if set(typed) - {"type", "fields", "config"}:
         raise TypeError(f"{cls.__name__}: {sorted(typed)} is not handled")
     fields = typed["fields"]
-    if next(iter(fields)) != "type":
-        raise TypeError(f"{cls.__name__}: expected 'type' as the first field")
-    name = f"_check_{kind}"
-    lines = [
-        f"def {name}(event: dict[str, Any]) -> dict[str, Any] | None:",
-        f"    if not event.keys() <= _FIELDS_{kind}:",
-        "        return None",
-        f"    body: dict[str, Any] = {{{'type'!r}: {kind!r}}}",  # the caller dispatched on it
-    ]
-    for field, spec in list(fields.items())[1:]:
+    names = list(fields)
+    envelope = [n for n in Event.model_fields if n != "type"]
+    if names[: len(envelope) + 1] != ["type", *envelope]:
+        raise TypeError(f"{cls.__name__}: expected 'type' and the envelope's fields first")
+    shared: list[str] = []  # the envelope's fields
+    own: list[str] = []  # the type's
+    for field in names[1:]:
+        spec = fields[field]
         if set(spec) - {"type", "schema", "metadata", "required"}:
             raise TypeError(f"{cls.__name__}.{field}: {sorted(spec)} is not handled")
         try:
-            lines += _field(field, spec, with_none["fields"][field])
+            checked = _field(field, spec, with_none["fields"][field])
         except Unsupported:
-            return "", ""  # every event of the type goes to pydantic
-    lines.append("    return body")
-    names = ", ".join(repr(f) for f in fields)
-    return "\n".join(lines) + "\n", f"_FIELDS_{kind} = frozenset({{{names}}})\n"
+            return "", "", []  # every event of the type goes to pydantic
+        (shared if field in envelope else own).extend(checked)
+    lines = [
+        f"def _check_{kind}(event: dict[str, Any]) -> dict[str, Any] | None:",
+        f"    if not event.keys() <= _FIELDS_{kind}:",
+        "        return None",
+        f"    body: dict[str, Any] = {{{'type'!r}: {kind!r}}}",  # the caller dispatched on it
+        "    if not _envelope(event, body):",
+        "        return None",
+        *own,
+        "    return body",
+    ]
+    listed = ", ".join(repr(f) for f in names)
+    return "\n".join(lines) + "\n", f"_FIELDS_{kind} = frozenset({{{listed}}})\n", shared
 
 
 def emit_fast(schema: Schema = SCHEMA) -> str:
     """The source of ``eventlog/fast_input.py`` for ``schema``, in declaration order."""
     from eventlog.schema.envelopes import IMPORTER_FIELDS
 
-    functions, checked = [], []
+    functions, checked, envelopes = [], [], set()
     for kind, cls in schema.events.items():
-        source, names = _function(kind, cls, schema)
+        source, names, envelope = _function(kind, cls, schema)
         if source:
             functions.append(f"\n{names}\n\n{source}")
             checked.append(kind)
+            envelopes.add(tuple(envelope))
+    if len(envelopes) != 1:
+        raise TypeError("the envelope's fields are checked differently in different types")
+    (envelope,) = envelopes
+    shared = [line.replace("return None", "return False") for line in envelope]
+    envelope_source = "\n".join(
+        [
+            "\n\ndef _envelope(event: dict[str, Any], body: dict[str, Any]) -> bool:",
+            '    """Check the envelope\'s fields of ``event`` into ``body``."""',
+            *shared,
+            "    return True\n\n",
+        ]
+    )
     system = "".join(f"    {k!r}: {v!r},\n" for k, v in schema.system.items())
     table = "".join(f"    {k!r}: _check_{k},\n" for k in checked)
     constants = (
@@ -295,6 +319,7 @@ def emit_fast(schema: Schema = SCHEMA) -> str:
         '"""Type -> writer, of the types only airsspec appends (``eventlog.schema``)."""\n'
         f"\nIMPORTER_FIELDS = frozenset({sorted(IMPORTER_FIELDS)!r})\n"
         '"""Input fields only importers set (``eventlog.schema``)."""\n'
+        f"{envelope_source}"
     )
     kinds = "dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]]"
     checks = f"\n\n_CHECKS: {kinds} = {{\n{table}}}\n"
