@@ -146,7 +146,7 @@ def _check_observation(event: dict[str, Any]) -> dict[str, Any] | None:
     if not _envelope(event, body):
         return None
     v0 = event.get('result', _ABSENT)
-    if v0 is _ABSENT or not (True):
+    if v0 is _ABSENT:
         return None
     body['result'] = v0
     v0 = event.get('action_id', _ABSENT)

@@ -206,7 +206,9 @@ def _field(field: str, spec: Mapping[str, Any], none_spec: Mapping[str, Any]) ->
         test, copy = _check(schema, "v0", 0)
         return [
             get,
-            f"    if v0 is _ABSENT or {_failed(test)}:",
+            "    if v0 is _ABSENT:"
+            if test == "True"
+            else f"    if v0 is _ABSENT or {_failed(test)}:",
             "        return None",
             f"    body[{field!r}] = {copy}",
         ]
@@ -300,8 +302,8 @@ def emit_fast(schema: Schema = SCHEMA) -> str:
             envelopes.add(tuple(envelope))
     if len(envelopes) != 1:
         raise TypeError("the envelope's fields are checked differently in different types")
-    (envelope,) = envelopes
-    shared = [line.replace("return None", "return False") for line in envelope]
+    (lines,) = envelopes
+    shared = [line.replace("return None", "return False") for line in lines]
     envelope_source = "\n".join(
         [
             "\n\ndef _envelope(event: dict[str, Any], body: dict[str, Any]) -> bool:",
