@@ -370,11 +370,13 @@ min_score = 0.15
 # over a relevant one). A hit's score is capped by the one before it (never raised, never under
 # min_score). Both were chosen leaving out each LoCoMo conversation and RealMem persona in turn
 # (bench/generalise.py): held out, RealMem session recall@10 0.57 -> 0.66 (BM25 0.54), LoCoMo
-# 0.816 -> 0.807, with (0.3, 0.3). Off by default: on an agent's coding sessions it lifts short
-# unrelated messages of other sessions (a directory listing, "T9 done") into the top hits. Set
-# 0.3 for a memory of long chats whose questions are answered by whole sessions.
-session_diversity = 0.0
+# 0.816 -> 0.807, with (0.3, 0.3). It applies to a query only when at least diversity_dialogue
+# of the hits it would reorder are conversation turns (user, assistant): on an agent's coding
+# sessions (tool calls, their output, thoughts) it lifted short unrelated messages of other
+# sessions ("T9 done") over the passages of the one session that did the work (0: every query).
+session_diversity = 0.3
 diversity_reach = 0.3
+diversity_dialogue = 0.75
 
 [visual]
 # The visual tier: once the warm part of a project's context (its sessions with a summary that

@@ -15,7 +15,8 @@ import numpy as np
 from typing_extensions import override
 
 from projections.policies import RecallWeights
-from projections.recall import Recall, _Candidate
+from projections.recall import DIALOGUE_HITS, Recall, _Candidate
+from projections.units import TURN_TYPES
 
 WEIGHTS = (
     "weight_semantic",
@@ -42,15 +43,18 @@ class PoolRecall(Recall):
         return ranked
 
     def pool(self, key: str) -> list[dict[str, Any]]:
-        """The last query's pool: each candidate's unit id, log session, score parts, and
-        ``meta[key]`` (what the benchmark scores: a turn id, a session uuid)."""
+        """The last query's pool: each candidate's unit id, log session, score parts,
+        ``meta[key]`` (what the benchmark scores: a turn id, a session uuid), and whether it is
+        a conversation turn (None: not a message)."""
         table = self.store.open()
         ids = [u for u, _ in self.last_pool]
         if not ids or table is None:
             return []
         quoted = ", ".join("'" + u.replace("'", "''") + "'" for u in ids)
         search = table.search().where(f"unit_id IN ({quoted})")
-        rows = search.select(["unit_id", "meta", "vector"]).limit(len(ids)).to_list()
+        rows = (
+            search.select(["unit_id", "meta", "vector", "kind", "type"]).limit(len(ids)).to_list()
+        )
         found = {r["unit_id"]: r for r in rows}
         return [
             {
@@ -59,6 +63,7 @@ class PoolRecall(Recall):
                 "parts": parts,
                 "key": json.loads(found[u]["meta"] or "{}").get(key),
                 "vector": found[u]["vector"],
+                "turn": found[u]["type"] in TURN_TYPES if found[u]["kind"] == "message" else None,
             }
             for u, parts in self.last_pool
         ]
@@ -78,6 +83,8 @@ class Pool:
         self.message = np.unique(messages, return_inverse=True)[1]
         self.session = np.unique([c["session"] for c in ordered] or [""], return_inverse=True)[1]
         self.keys = [c["key"] for c in ordered]
+        # 1: a conversation turn, 0: another message (a tool call, its output), -1: not a message
+        self.turns = np.array([{True: 1, False: 0, None: -1}[c.get("turn", True)] for c in ordered])
         dim = next((len(c["vector"]) for c in ordered if c["vector"] is not None), 1)
         vectors = [c["vector"] if c["vector"] is not None else [0.0] * dim for c in ordered]
         self.vectors = np.array(vectors, dtype=np.float32).reshape(len(ordered), dim)
@@ -91,12 +98,15 @@ def rescore(
     same_session: bool = False,
     cap: int = 0,
     reach: float = 0.0,
+    dialogue: float = 0.0,
 ) -> list[Any]:
     """The keys of the best 10 of ``pool`` under ``weights`` (in ``WEIGHTS`` order) as
     ``query_memory`` picks them: one per message, none under the relevance floor, and with
     ``diversity`` picked greedily, each pick's score lowered by ``diversity`` for every hit
     already picked from its log session (a message whose speaker the query names is not), among
-    the hits scoring at least ``reach`` times the best (the others after, in order)."""
+    the hits scoring at least ``reach`` times the best (the others after, in order), when at
+    least ``dialogue`` of the messages among them (of the first ``DIALOGUE_HITS``) are conversation
+    turns."""
     if not len(pool.keys):
         return []
     chosen = RecallWeights(**dict(zip(WEIGHTS, weights, strict=True)))
@@ -108,6 +118,10 @@ def rescore(
     if not diversity and not similarity and not cap:
         return [pool.keys[i] for i in kept[:10]]
     reached = scores[kept] >= reach * scores[kept[0]] if len(kept) else kept.astype(bool)
+    said = pool.turns[kept[:DIALOGUE_HITS][reached[:DIALOGUE_HITS]]]
+    said = said[said >= 0]
+    if dialogue and (not len(said) or said.sum() < dialogue * len(said)):  # not a dialogue
+        return [pool.keys[i] for i in kept[:10]]
     rest, kept = kept[~reached], kept[reached]
     left, taken = scores[kept].astype(float), np.zeros(int(pool.session.max()) + 1)
     sessions, picked = pool.session[kept], list[Any]()

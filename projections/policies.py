@@ -57,9 +57,13 @@ class RecallWeights(Frozen):
     # hits are picked best first, each one's score lowered by this for every hit already picked
     # from its session (or document), a message whose speaker the query names excepted: the top
     # k spans more sessions; see airsspec.toml [cold]
-    session_diversity: float = Field(0.0, ge=0)
+    session_diversity: float = Field(0.3, ge=0)
     # only hits scoring at least this share of the best hit's score are lifted by diversity
     diversity_reach: float = Field(0.3, ge=0, le=1)
+    # diversity applies to a query only when at least this share of the message hits it would
+    # reorder are conversation turns (user, assistant): a chat's, not an agent's tool calls,
+    # their output and its thoughts, whose questions one working session answers
+    diversity_dialogue: float = Field(0.75, ge=0, le=1)
 
     def score(self, parts: dict[str, float]) -> float:
         """A candidate's score from its parts (``semantic``, ``focus``, ``lexical``,

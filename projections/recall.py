@@ -29,8 +29,10 @@ message whose speaker the query names: a question about what Caroline said or di
 Caroline's turns, often several in one session (LoCoMo, where lowering them costs); and only
 hits scoring at least ``diversity_reach`` times the best are lifted so, never a weak passage over
 a relevant one. Both were chosen leaving out each LoCoMo conversation and RealMem persona in turn
-(bench/generalise.py: 0.3 and 0.3); diversity is off by default, as it lifts short unrelated
-messages of other sessions on an agent's coding sessions.
+(bench/generalise.py: 0.3 and 0.3). Diversity applies only to a query whose best hits are
+mostly conversation turns (``diversity_dialogue``): on an agent's coding sessions, whose hits are
+tool calls, their output and thoughts, it lifted short unrelated messages of other sessions over
+the session that did the work (the example workspace's questions, tests/support/example.py).
 
 Invariants: every hit carries its provenance (session, seq range, event ids, record hashes,
 ``meta``; a summary hit also lists the records it covers; a source hit names its file and lines).
@@ -61,6 +63,7 @@ from projections.embedders import Embedder
 from projections.policies import RecallWeights
 from projections.sources import USERS_FOLDER
 from projections.units import (
+    TURN_TYPES,
     UNIT_FIELDS,
     UNIT_KINDS,
     Unit,
@@ -71,6 +74,7 @@ from projections.units import (
 KINDS = UNIT_KINDS
 NPROBES = 20  # IVF partitions (about sqrt(rows) of them) an indexed vector search visits
 REFINE_FACTOR = 2  # PQ candidates re-ranked with exact distances, per row returned
+DIALOGUE_HITS = 20  # the best hits whose kinds tell a chat from an agent's work (``_dialogue``)
 _QUOTED = re.compile(r"\"([^\"]+)\"|`([^`]+)`")
 _INNER_MARK = re.compile(r"\w[_./:@#-]\w")
 # a message opening with a speaker's name: "Caroline: ...", "Jon Snow: ..."
@@ -249,7 +253,9 @@ class Recall:
         ranked = _one_per_message(self._rank(result.query, candidates), candidates)
         ranked = [r for r in ranked if r[1] > 0 and r[1] >= self.weights.min_score]
         w = self.weights
-        ranked = _diversified(ranked, w.session_diversity, 2 * k, w.diversity_reach)
+        turns = {u: c.type in TURN_TYPES for u, c in candidates.items() if c.kind == "message"}
+        diversity = w.session_diversity if _dialogue(ranked, turns, w) else 0.0
+        ranked = _diversified(ranked, diversity, 2 * k, w.diversity_reach)
         # a repeated text may be a restatement (see _distinct): read a row more for each
         texts = [candidates[u].text for u, _, _ in ranked[: 2 * k]]
         ranked = ranked[: k + len(texts) - len(set(texts))]
@@ -442,7 +448,7 @@ def _pool() -> ThreadPoolExecutor:
 
 
 # Searches read only what ranking needs; the full rows of the k winners are read after.
-_RANK_COLUMNS = ["unit_id", "ts", "text", "kind"]
+_RANK_COLUMNS = ["unit_id", "ts", "text", "kind", "type"]
 
 
 @dataclass(slots=True)
@@ -451,6 +457,7 @@ class _Candidate:
     ts: str | None
     text: str
     kind: str
+    type: str
     semantic: float = 0.0
     focus: float = 0.0  # cosine with the query's focus (``query_focus``)
     lexical: float = 0.0
@@ -522,7 +529,9 @@ def _candidates(
         for index, row in enumerate(listed):
             candidate = found.get(row["unit_id"])
             if candidate is None:
-                candidate = _Candidate(row["_rowid"], row["ts"], row["text"], row["kind"])
+                candidate = _Candidate(
+                    row["_rowid"], row["ts"], row["text"], row["kind"], row["type"]
+                )
                 if semantic is not None and focus is not None:
                     candidate.semantic = float(semantic[index])
                     candidate.focus = float(focus[index])
@@ -588,6 +597,27 @@ def _diversified(
         cap = min(score, cap)
         capped.append((unit_id, cap, {**parts, "diversity": round(cap - score, 6)}))
     return capped
+
+
+def _dialogue(
+    ranked: list[tuple[str, float, dict[str, float]]],
+    turns: dict[str, bool],
+    weights: RecallWeights,
+) -> bool:
+    """Whether session diversity applies to ``ranked``: at least ``diversity_dialogue`` of the
+    message hits it may reorder (of the first ``DIALOGUE_HITS``, those reaching
+    ``diversity_reach`` times the best: the pool's shape, whatever k) are conversation turns
+    (``turns``: message unit id -> whether a user or assistant turn). In a memory of chats each
+    session is a conversation on its own topic and a question may be answered by several of
+    them; an agent's working sessions are mostly tool calls, their output and its
+    thoughts, and a question about the work is answered by the passages of the one session that
+    did it, where diversity lifted short unrelated messages of other sessions ("T9 done").
+    ``diversity_dialogue`` 0 applies it to every query."""
+    if not weights.diversity_dialogue or not ranked:
+        return bool(ranked)
+    least = weights.diversity_reach * ranked[0][1]
+    said = [turns[u] for u, score, _ in ranked[:DIALOGUE_HITS] if score >= least and u in turns]
+    return bool(said) and sum(said) >= weights.diversity_dialogue * len(said)
 
 
 def _group(unit_id: str) -> str:

@@ -77,6 +77,7 @@ class Unit:
 
 ToolEmbed = Literal["head", "all", "none"]
 TOOL_TYPES = frozenset({"action", "observation"})  # tool calls and their output
+TURN_TYPES = frozenset({"user", "assistant"})  # a conversation's turns
 
 
 UNIT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Unit))

@@ -3,7 +3,6 @@ tool driven by the real Anthropic SDK through an HTTP mock transport."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import shutil
@@ -13,42 +12,14 @@ import anthropic
 import httpx2
 import pytest
 
-from airsspec.memory import Memory
-from airsspec.workspace import Workspace, init_workspace
-from eventlog.errors import NothingToCompactError
+from airsspec.workspace import Workspace
 from eventlog.render import record_text
 from eventlog.schema import CompactionRecord
 from eventlog.verify import verify
 from projections.embedders import MiniLMEmbedder
 from projections.memory_tool import QUERY_MEMORY_TOOL, tool_result
 from projections.recall import Recall
-from tests.conftest import REPO
-
-SETTINGS = """
-[memory]
-hot_window_size = 12
-chunk_size = 3
-[compactor]
-summarizer = "extractive"
-[cold]
-embedder = "{embedder}"
-"""
-SPEC = "# Retention\nAudit entries are kept for 400 days.\n\n# Export\nExports are CSV, in UTC.\n"
-
-
-def _workspace(root: Path, embedder: str) -> Workspace:
-    init_workspace(root)
-    (root / "airsspec.toml").write_text(SETTINGS.format(embedder=embedder))
-    ws = Workspace.open(config=root / "airsspec.toml")
-    shutil.copytree(
-        REPO / ".airsspec-example" / "contexts", ws.root / "contexts", dirs_exist_ok=True
-    )
-    (ws.sources_dir / "audit-spec.md").write_text(SPEC)
-    for session in ws.log.sessions():
-        with contextlib.suppress(NothingToCompactError):
-            ws.compactor().compact(session, force=True)
-    Memory(ws).project()  # registers the document, then catches every tier up
-    return ws
+from tests.support.example import example_workspace as _workspace
 
 
 @pytest.fixture(scope="module")
