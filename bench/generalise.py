@@ -10,7 +10,11 @@ mean, so each kind weighs the same; ties: the smaller diversity) and that unit's
 re-scored with them. The defaults are measured through ``Memory``'s recall too (every question
 asked in process), with the added cost: each question's ``query_memory`` time (p50) with the
 default diversity and without, in the same run. The tables give recall@10 overall and per
-category, BM25 over the same texts, and the distinct sessions and messages in the top 10.
+category, BM25 over the same texts, and the distinct sessions and messages in the top 10. A
+last table measures an agent's coding history, which the five units are not: the example
+workspace's questions (``tests/support/example.py``), the answer passages in each top 3 with
+the defaults, without diversity, and with diversity applied to every query
+(``diversity_dialogue = 0``).
 
     python bench/generalise.py [--work DIR] [--cache-dir DIR]
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -48,6 +53,7 @@ DIVERSITY = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 REACH = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7)
 GRID = [(d, r) for d in DIVERSITY for r in REACH if d or not r]  # (session_diversity, reach)
 DEFAULTS = tuple(getattr(RecallWeights(), n) for n in WEIGHTS)
+DIALOGUE = RecallWeights().diversity_dialogue
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 REALMEM_IMPLICIT = "Implicit Preference"
 
@@ -115,7 +121,7 @@ def measure(unit: Unit) -> None:
         plain = memory.workspace.recall()
         defaults = {  # the code's defaults, whatever the workspace's airsspec.toml was given
             name: getattr(RecallWeights(), name)
-            for name in ("session_diversity", "diversity_reach")
+            for name in ("session_diversity", "diversity_reach", "diversity_dialogue")
         }
         weights = plain.weights.model_copy(update=defaults)
         pooled = PoolRecall(plain.store, plain.embedder, weights, plain.log)
@@ -142,7 +148,7 @@ def held_out(units: list[Unit]) -> dict[str, tuple[float, float]]:
 
     def score(unit: Unit, knob: tuple[float, float]) -> float:
         return statistics.fmean(
-            recall(rescore(pool, DEFAULTS, knob[0], reach=knob[1]), q[2])
+            recall(rescore(pool, DEFAULTS, knob[0], reach=knob[1], dialogue=DIALOGUE), q[2])
             for q, pool in zip(unit.questions, unit.pools, strict=True)
         )
 
@@ -163,7 +169,7 @@ def held_out(units: list[Unit]) -> dict[str, tuple[float, float]]:
         knob = max(GRID, key=lambda knob: (objective(knob), -knob[0], knob[1]))
         chosen[unit.name] = knob
         unit.rankings["held out"] = [
-            rescore(p, DEFAULTS, knob[0], reach=knob[1]) for p in unit.pools
+            rescore(p, DEFAULTS, knob[0], reach=knob[1], dialogue=DIALOGUE) for p in unit.pools
         ]
         unit.sessions["held out"] = [rescore_sessions(p, knob) for p in unit.pools]
     return chosen
@@ -174,7 +180,7 @@ def rescore_sessions(pool: Pool, knob: tuple[float, float]) -> list[Any]:
     keyed = Pool.__new__(Pool)
     keyed.__dict__.update(pool.__dict__)
     keyed.keys = [int(s) for s in pool.session]
-    return rescore(keyed, DEFAULTS, knob[0], reach=knob[1])
+    return rescore(keyed, DEFAULTS, knob[0], reach=knob[1], dialogue=DIALOGUE)
 
 
 def report(
@@ -274,6 +280,39 @@ def report(
     )
 
 
+def coding(work: Path) -> None:
+    """The example workspace's questions (an agent's coding sessions) through ``query_memory``:
+    the answer passages in each top 3, and the questions with one there."""
+    from projections.recall import Recall
+    from tests.support.example import QUESTIONS, example_workspace
+
+    root = work / "example"
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    rows = []
+    with example_workspace(root, "minilm") as ws:
+        plain = ws.recall()
+        for label, update in (
+            ("defaults", {}),
+            ("diversity 0", {"session_diversity": 0.0}),
+            ("diversity on every query", {"diversity_dialogue": 0.0}),
+        ):
+            weights = plain.weights.model_copy(update=update)
+            recall_ = Recall(plain.store, plain.embedder, weights, plain.log)
+            found = [
+                sum(q.answers(h.session, h.seq_from, h.seq_to) for h in hits)
+                for q in QUESTIONS
+                for hits in [recall_.query_memory(q.text, k=3).hits]
+            ]
+            rows.append([label, sum(found), sum(f > 0 for f in found)])
+    print_table(
+        f"Example workspace (an agent's coding sessions, {len(QUESTIONS)} questions), top 3",
+        ["setting", "answer passages", "questions answered"],
+        rows,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, help="keep the workspaces here (reused when present)")
@@ -298,6 +337,7 @@ def main() -> None:
                 ]
         chosen = held_out(units)
         report(units, bm25, chosen)
+        coding(work)
 
 
 def _question(q: tuple[Any, ...]) -> Any:

@@ -34,6 +34,7 @@ def test_a_time_window_far_from_the_query_still_fills_the_pool(tmp_path: Path) -
                 "ts": ["2026-01-01T00:00:00Z" if e else "2026-01-02T00:00:00Z" for e in early],
                 "text": ["x"] * count,
                 "kind": ["message"] * count,
+                "type": ["user"] * count,
                 "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
             }
         ),

@@ -108,20 +108,21 @@ def test_recency_breaks_ties_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert hits[1]["score"] == hits[2]["score"]
 
 
-def test_session_diversity_spreads_the_top_k_over_sessions(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("said", ["user", "thought"])
+def test_session_diversity_spreads_the_top_k_over_sessions_of_a_chat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, said: str
 ) -> None:
-    """With ``session_diversity`` (off by default; 0.3 for chats), each hit's score is lowered
-    by it for every hit already picked from its session: one session's ten near-copies no
-    longer fill the top k; a score is capped by the one before it (part ``diversity``), so
-    scores stay in order, none rises and none falls under the relevance floor."""
+    """With ``session_diversity`` (0.3 by default), each hit's score is lowered by it for every
+    hit already picked from its session: one session's ten near-copies no longer fill the top
+    k; a score is capped by the one before it (part ``diversity``), so scores stay in order,
+    none rises and none falls under the relevance floor. Only in a chat: the same near-copies
+    as an agent's thoughts (its work, not a conversation) keep their places."""
     monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
-    monkeypatch.setenv("AIRSSPEC_COLD_SESSION_DIVERSITY", "0.3")
     with Memory.open(tmp_path, create=True) as memory:
         assert memory.workspace.settings.cold.session_diversity == 0.3
         for i in range(10):
             note = f"kubernetes ingress timeout raised to {i}0 seconds in the staging cluster"
-            memory.append("busy", {"type": "user", "content": note})
+            memory.append("busy", {"type": said, "content": note})
         for name in ("quiet-1", "quiet-2"):
             memory.append(name, {"type": "user", "content": "the ingress timeout in staging"})
         query = "kubernetes ingress timeout staging cluster"
@@ -132,6 +133,9 @@ def test_session_diversity_spreads_the_top_k_over_sessions(
         plain = memory.search(query, k=5)["hits"]
         plain_busy = memory.search(query, k=5, session="busy")["hits"]
     assert {h["session"] for h in plain} == {"busy"}  # the case at hand
+    if said == "thought":
+        assert spread == plain
+        return
     assert {h["session"] for h in spread} == {"busy", "quiet-1", "quiet-2"}
     scores = [h["score"] for h in spread]
     assert scores == sorted(scores, reverse=True)
