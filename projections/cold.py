@@ -16,6 +16,9 @@ content hash and embedding. Invariants:
 - After each catch-up the SHA-256 of every new file of the table is recorded
   (``state/cold.files.json``, see ``projections.table_files``); a deep check (``damage``)
   compares them, so a damaged byte anywhere in the table is named, and ``project`` repairs it.
+- lancedb writes the table; what only reads it (a search, the epoch, the row count, whether
+  index upkeep is due) opens it with pylance (``projections.cold_read``), whose import costs
+  a quarter of lancedb's: a command that finds nothing to write never imports lancedb.
 - Lance's failures (its exceptions, and a Rust panic, which pyo3 raises as a ``BaseException``)
   are wrapped here: a write that fails on the table's files is ``ColdDamagedError`` (the runner
   rebuilds the tier), a read that fails finds no table.
@@ -273,6 +276,13 @@ class ColdStore:
             self._table, self._epoch = table, info["epoch"]
         return self._table
 
+    def dataset(self) -> Any | None:
+        """The table opened for reading with pylance at its latest version (a search imports
+        no lancedb: ``projections.cold_read``), or None as ``open`` decides."""
+        from projections.cold_read import open_dataset
+
+        return open_dataset(self.directory, self.embedder_id, self.storage_options)
+
     def _connection(self) -> Any:
         return _connect(self.directory, self.read_consistency, self.storage_options)
 
@@ -288,7 +298,10 @@ class ColdStore:
 
     @property
     def epoch(self) -> str | None:
-        """The table's epoch (None when there is no table)."""
+        """The table's epoch (None when there is no table); read with pylance unless this
+        store opened the table with lancedb (a writer)."""
+        if self._table is None and (dataset := self.dataset()) is not None:
+            return str(json.loads(dataset.schema.metadata[_META_KEY])["epoch"])
         return self._epoch if self.open() is not None else None
 
     def create(self) -> Any:
@@ -373,23 +386,49 @@ class ColdStore:
             table.add(pa.table(columns, schema=table.schema))
 
     def rows(self) -> int:
-        """The table's row count (0 when there is none); ``ColdDamagedError`` when Lance
-        cannot read it."""
-        table = self.open()
+        """The table's row count (0 when there is none; read with pylance unless this store
+        opened the table with lancedb); ``ColdDamagedError`` when Lance cannot read it."""
+        table = self._table if self._table is not None else self.dataset()
         with damage_named(str(self.table_dir)):
-            return 0 if table is None else table.count_rows()
+            return 0 if table is None else int(table.count_rows())
 
     def maintain(self, ann_min_rows: int) -> bool:
         """Create missing indexes (the ANN index once the table is big enough, retrained as it
         grows) and compact the table, folding new rows into the indexes, once
         ``INDEX_REFRESH_ROWS`` rows are unindexed. Returns whether old versions' files were
-        cleaned up (the one way the table loses files)."""
+        cleaned up (the one way the table loses files). Whether anything is due is read with
+        pylance first: a table kept up already (every catch-up ends here) imports no lancedb."""
+        if self._table is None and self._kept_up(ann_min_rows):
+            return False
         table = self.open()
         rows = self.rows()
         if rows == 0:
             return False
         with damage_named(str(self.table_dir)):
             return self._maintain(table, rows, ann_min_rows)
+
+    def _kept_up(self, ann_min_rows: int) -> bool:
+        """Whether ``maintain`` has nothing to do, read with pylance: every index made, the ANN
+        index trained for the table's size, the full-text index fresh enough. False when the
+        table cannot be read so (``maintain`` then asks lancedb, which names the damage)."""
+        try:
+            dataset = self.dataset()
+            if dataset is None:
+                return False
+            rows = int(dataset.count_rows())
+            listed = [(i.field_names, i.name) for i in dataset.describe_indices()]
+            indexed = {columns[0]: name for columns, name in listed}
+            fts = indexed.get("search_text")
+            return rows == 0 or (
+                all(column in indexed for column in INDEXED_COLUMNS)
+                and not _ann_due(rows, ann_min_rows, [n for c, n in listed if c == ["vector"]])
+                and fts is not None
+                and dataset.stats.index_stats(fts)["num_unindexed_rows"] < INDEX_REFRESH_ROWS
+            )
+        except BaseException as exc:
+            if not lance_failed(exc):
+                raise
+            return False
 
     def _maintain(self, table: Any, rows: int, ann_min_rows: int) -> bool:
         from lancedb.index import FTS, Bitmap, BTree
@@ -398,17 +437,17 @@ class ColdStore:
         indexed = {i.columns[0]: i.name for i in listed}
         wanted: dict[str, Any] = {
             "search_text": FTS(with_position=False, **FTS_SETTINGS),
-            # the reader's filter (``recall._where``) tests these columns only
             "session": BTree(),
             "kind": Bitmap(),
             "unit_id": BTree(),
             "source": BTree(),
         }
-        for column, config in wanted.items():
+        for column in INDEXED_COLUMNS:
             if column not in indexed:
-                table.create_index(column, config=config)
-        if rows >= ann_min_rows:
-            self._train_ann(table, rows, [i.name for i in listed if i.columns == ["vector"]])
+                table.create_index(column, config=wanted[column])
+        current = [i.name for i in listed if i.columns == ["vector"]]
+        if _ann_due(rows, ann_min_rows, current):
+            self._train_ann(table, rows, current)
         fts = indexed.get("search_text")
         if fts and table.index_stats(fts).num_unindexed_rows >= INDEX_REFRESH_ROWS:
             table.optimize(cleanup_older_than=VERSIONS_KEPT_FOR)
@@ -416,16 +455,11 @@ class ColdStore:
         return False
 
     def _train_ann(self, table: Any, rows: int, current: list[str]) -> None:
-        """(Re)train the IVF-PQ index when there is none, or the table has four times the rows
-        it was trained on (its name holds its partition count): new rows join the nearest of
-        the old partitions, which grow until a query visits most of the table. The new index
-        is committed before the old one is dropped, so a query always has one."""
+        """(Re)train the IVF-PQ index (``_ann_due``). The new index is committed before the
+        old one is dropped, so a query always has one."""
         from lancedb.index import IvfPq
 
         partitions = ann_partitions(rows)
-        trained = max((_partitions_of(name) for name in current), default=0)
-        if current and partitions < 2 * trained:
-            return
         name = f"{ANN_PREFIX}{partitions}"
         sub_vectors = next(s for s in (self.dim // 4, self.dim // 8, 1) if s and self.dim % s == 0)
         config = IvfPq(
@@ -437,6 +471,9 @@ class ColdStore:
                 table.drop_index(old)
 
 
+# the columns with an index besides the vectors: the full-text one, and those the reader's
+# filter (``recall._where``) tests
+INDEXED_COLUMNS = ("search_text", "session", "kind", "unit_id", "source")
 ANN_PREFIX = "vector_ivf"  # an ANN index is named for its partition count: vector_ivf316
 _INDEX_FILES = "_indices/"  # an index's files, which dropping the index leaves unread
 
@@ -445,6 +482,15 @@ def ann_partitions(rows: int) -> int:
     """IVF partitions for a table of ``rows``: about the square root, so a query that visits
     ``recall.NPROBES`` of them reads a shrinking share of a growing table."""
     return max(1, round(rows**0.5))
+
+
+def _ann_due(rows: int, ann_min_rows: int, current: list[str]) -> bool:
+    """Whether the IVF-PQ index is to be (re)trained: the table has ``ann_min_rows`` rows and
+    no index yet (``current``: the vector indexes' names), or four times the rows it was
+    trained on (its name holds its partition count): new rows join the nearest of the old
+    partitions, which grow until a query visits most of the table."""
+    trained = max((_partitions_of(name) for name in current), default=0)
+    return rows >= ann_min_rows and (not current or ann_partitions(rows) >= 2 * trained)
 
 
 def _partitions_of(name: str) -> int:

@@ -57,6 +57,7 @@ import pyarrow as pa
 from eventlog.ids import normalize_ts
 from eventlog.log import Log
 from eventlog.schema import Record
+from projections import cold_read
 from projections.bm25 import BM25
 from projections.cold import ColdStore, quote
 from projections.embedders import Embedder
@@ -202,8 +203,8 @@ class Recall:
         since = normalize_ts(since) if since else None
         until = normalize_ts(until) if until else None
         result = QueryResult(query, [])
-        table = self.store.open()
-        if table is None:
+        dataset = self.store.dataset()
+        if dataset is None:
             result.warnings.append(
                 "the cold table is missing or unreadable; answered by scanning the log "
                 "(run `airsspec project` to rebuild it)"
@@ -212,24 +213,25 @@ class Recall:
             filters = (session, since, until, kinds, sessions, user, learnings)
             result.hits = self._scan_log(query, k, *filters)
         else:
-            self._search(table, result, k, session, since, until, kinds, sessions, user, learnings)
+            filters = (session, since, until, kinds, sessions, user, learnings)
+            self._search(dataset, result, k, *filters)
         result.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 3)
         return result
 
     # ---------------------------------------------------------------- the cold table
 
-    def _search(self, table: Any, result: QueryResult, k: int, *filters: Any) -> None:
+    def _search(self, dataset: Any, result: QueryResult, k: int, *filters: Any) -> None:
         where = _where(*filters)
         n = max(self.weights.candidates, k)
         # Full-text search needs no embedding: it runs while the query is embedded.
-        text_search = _pool().submit(_text_rows, table, result.query, where, n)
+        text_search = _pool().submit(_text_rows, dataset, result.query, where, n)
         query_vector, focus_vector = self._embed_query(result)
         begun = time.perf_counter()
         vector_rows: list[pa.Table] = []
         if query_vector is not None:
             try:  # the focus is a sub-query of its own: its nearest neighbours are candidates
                 vector_rows = [
-                    _vector_rows(table, vector, where, n)
+                    _vector_rows(dataset, vector, where, n)
                     for vector in _distinct_vectors(query_vector, focus_vector)
                 ]
             except Exception as exc:  # lance raises many kinds; a failed index must not escape
@@ -259,16 +261,13 @@ class Recall:
         # a repeated text may be a restatement (see _distinct): read a row more for each
         texts = [candidates[u].text for u, _, _ in ranked[: 2 * k]]
         ranked = ranked[: k + len(texts) - len(set(texts))]
-        try:  # only the winners' full rows are read
-            rows = (
-                table.take_row_ids([candidates[u].row_id for u, _, _ in ranked]) if ranked else None
-            )
-            by_id = (
-                {r["unit_id"]: r for r in rows.select(list(UNIT_FIELDS)).to_list()} if rows else {}
-            )
+        try:  # only the winners' full rows are read (by the unit_id index)
+            where_ids = f"unit_id IN ({_listed([u for u, _, _ in ranked])})"
+            found = cold_read.rows(dataset, where_ids, list(UNIT_FIELDS)) if ranked else []
+            by_id = {r["unit_id"]: r for r in found}
             hits = [self._hit(by_id[u], score, parts) for u, score, parts in ranked]
             result.hits = _distinct(hits)[:k]
-            self._list_covered(table, result.hits)
+            self._list_covered(dataset, result.hits)
         except Exception as exc:
             result.warnings.append(f"reading the cold table failed ({exc}); scanned the log")
             result.mode = "log-scan"
@@ -332,20 +331,16 @@ class Recall:
         return Hit(**unit_values(row), score=score, parts=parts, tier=tier)
 
     @staticmethod
-    def _list_covered(table: Any, hits: list[Hit]) -> None:
+    def _list_covered(dataset: Any, hits: list[Hit]) -> None:
         """A summary hit lists the records it covers (seq, id, hash), read from message rows."""
         for hit in hits:
             if hit.covers is None:
                 continue
-            rows = (
-                table.search()
-                .where(
-                    f"kind = 'message' AND session = {quote(hit.covers['session'])} AND "
-                    f"record_seq BETWEEN {hit.covers['from_seq']} AND {hit.covers['to_seq']}"
-                )
-                .select(["record_seq", "event_ids", "hashes"])
-                .limit(1_000_000)
-                .to_list()
+            rows = cold_read.rows(
+                dataset,
+                f"kind = 'message' AND session = {quote(hit.covers['session'])} AND "
+                f"record_seq BETWEEN {hit.covers['from_seq']} AND {hit.covers['to_seq']}",
+                ["record_seq", "event_ids", "hashes"],
             )
             seen = {r["record_seq"]: (r["event_ids"][0], r["hashes"][0]) for r in rows}
             hit.covers["records"] = [
@@ -453,7 +448,6 @@ _RANK_COLUMNS = ["unit_id", "ts", "text", "kind", "type"]
 
 @dataclass(slots=True)
 class _Candidate:
-    row_id: int
     ts: str | None
     text: str
     kind: str
@@ -463,32 +457,35 @@ class _Candidate:
     lexical: float = 0.0
 
 
-def _vector_rows(table: Any, vector: np.ndarray, where: str, n: int) -> pa.Table:
+def _vector_rows(dataset: Any, vector: np.ndarray, where: str, n: int) -> pa.Table:
     """The ``n`` nearest rows to ``vector`` among those ``where`` keeps. The filter applies
     before the pool is cut: an ANN search visits only ``NPROBES`` partitions, so a filter
     (a time window, a session) whose rows lie in other partitions would leave fewer than
     ``n``; then the filtered rows are searched exactly."""
-    rows = _nearest(table, vector, where, n, exact=False)
+    rows = _nearest(dataset, vector, where, n, exact=False)
     if where and rows.num_rows < n:
-        return _nearest(table, vector, where, n, exact=True)
+        return _nearest(dataset, vector, where, n, exact=True)
     return rows
 
 
-def _nearest(table: Any, vector: np.ndarray, where: str, n: int, *, exact: bool) -> pa.Table:
-    search = table.search(vector, vector_column_name="vector").distance_type("cosine")
-    if exact:
-        search = search.bypass_vector_index()
-    else:  # with an ANN index, REFINE_FACTOR * n PQ candidates get exact distances
-        search = search.nprobes(NPROBES).refine_factor(REFINE_FACTOR)
-    search = search.limit(n).with_row_id(True).select([*_RANK_COLUMNS, "vector", "_distance"])
-    return (search.where(where, prefilter=True) if where else search).to_arrow()
+def _nearest(dataset: Any, vector: np.ndarray, where: str, n: int, *, exact: bool) -> pa.Table:
+    """With an ANN index (not ``exact``), ``REFINE_FACTOR * n`` PQ candidates of the
+    ``NPROBES`` partitions visited get exact distances."""
+    columns = [*_RANK_COLUMNS, "vector"]
+    return cold_read.nearest(
+        dataset,
+        vector,
+        columns,
+        where,
+        n,
+        nprobes=NPROBES,
+        refine_factor=REFINE_FACTOR,
+        exact=exact,
+    )
 
 
-def _text_rows(table: Any, query: str, where: str, n: int) -> pa.Table:
-    search = table.search(query, query_type="fts", fts_columns="search_text")
-    search = search.limit(n).with_row_id(True)
-    search = search.select([*_RANK_COLUMNS, "vector", "_score"])
-    return (search.where(where, prefilter=True) if where else search).to_arrow()
+def _text_rows(dataset: Any, query: str, where: str, n: int) -> pa.Table:
+    return cold_read.full_text(dataset, query, "search_text", [*_RANK_COLUMNS, "vector"], where, n)
 
 
 def _similarities(rows: pa.Table, vector: np.ndarray) -> np.ndarray:
@@ -525,13 +522,11 @@ def _candidates(
             semantic = _similarities(rows, query_vector)
             focus = _similarities(rows, focus_vector)
         lexical = rows["_score"].to_pylist() if "_score" in rows.column_names else None
-        listed = rows.select(["_rowid", *_RANK_COLUMNS]).to_pylist()
+        listed = rows.select(_RANK_COLUMNS).to_pylist()
         for index, row in enumerate(listed):
             candidate = found.get(row["unit_id"])
             if candidate is None:
-                candidate = _Candidate(
-                    row["_rowid"], row["ts"], row["text"], row["kind"], row["type"]
-                )
+                candidate = _Candidate(row["ts"], row["text"], row["kind"], row["type"])
                 if semantic is not None and focus is not None:
                     candidate.semantic = float(semantic[index])
                     candidate.focus = float(focus[index])

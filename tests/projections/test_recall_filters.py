@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lance
 import lancedb
 import numpy as np
 import pyarrow as pa
@@ -26,7 +27,7 @@ def test_a_time_window_far_from_the_query_still_fills_the_pool(tmp_path: Path) -
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype("float32")
     count = groups * per
     early = [i // per == groups - 1 for i in range(count)]  # only the last cluster is early
-    table = lancedb.connect(tmp_path).create_table(
+    written = lancedb.connect(tmp_path).create_table(
         "units",
         pa.table(
             {
@@ -39,7 +40,8 @@ def test_a_time_window_far_from_the_query_still_fills_the_pool(tmp_path: Path) -
             }
         ),
     )
-    table.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=64))
+    written.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=64))
+    table = lance.dataset(tmp_path / "units.lance")  # read as recall reads it: pylance
     query = (centers[0] / np.linalg.norm(centers[0])).astype("float32")
     until = "ts <= '2026-01-01T00:00:00Z'"
     assert _nearest(table, query, until, 20, exact=False).num_rows < 20  # the case at hand

@@ -54,9 +54,9 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> object:
     vectors = [(v / np.linalg.norm(v)).astype("float32") for v in rng.normal(size=(len(made), DIM))]
     store.add(made, list(vectors), [""] * len(made))
     store.maintain(ann_min_rows=10_000)
-    opened = store.open()
+    opened = store.dataset()  # the read path: pylance
     assert opened is not None
-    indexed = {i.columns[0] for i in opened.list_indices()}
+    indexed = {i.field_names[0] for i in opened.describe_indices()}
     assert {"session", "kind", "unit_id", "source"} <= indexed  # what the filter tests
     return opened
 
