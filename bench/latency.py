@@ -140,10 +140,10 @@ def measure(root: Path, questions: list[str], repeats: int) -> list[list[object]
         def warm_floor() -> object:
             return newest.read_text()
 
-        table = memory.workspace.recall().store.open()
+        table = memory.workspace.recall().store.dataset()
         if table is None:
             sys.exit(f"{root}: the cold table is missing; delete the folder to build it again")
-        matrix = table.to_arrow().select(["vector"])["vector"].combine_chunks()
+        matrix = table.to_table(columns=["vector"])["vector"].combine_chunks()
         vectors = matrix.values.to_numpy().reshape(len(matrix), -1)
         asked = itertools.cycle(questions)
 

@@ -223,3 +223,13 @@ def test_a_command_imports_its_own_command_module_not_the_others(workspace: Path
     assert sorted(commands & modules) == ["airsspec.cli.log"]
     wrong = run_cli("sesions", cwd=workspace)
     assert wrong.returncode == 2 and b"'sessions'" in wrong.stderr and b"'serve'" in wrong.stderr
+
+
+@pytest.mark.slow
+def test_search_reads_the_cold_tier_without_lancedb(workspace: Path) -> None:
+    """A search of a tier kept up reads the table with pylance (``projections.cold_read``):
+    lancedb, whose import is most of a second (its namespace client's pydantic models), is
+    imported only to write the table."""
+    _, modules = loaded_by(workspace, "search", "rate limiting")
+    assert "lance" in modules  # the table was read
+    assert not [m for m in modules if m.split(".")[0] in ("lancedb", "lance_namespace")]
