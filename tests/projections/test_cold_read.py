@@ -182,3 +182,17 @@ def test_upkeep_read_with_pylance_finds_nothing_due_when_lancedb_would_not(
     assert fresh._kept_up(ann_min_rows=10_000)
     assert not fresh._kept_up(ann_min_rows=100)  # the ANN index is due
     assert fresh.maintain(ann_min_rows=10_000) is False and not fresh.is_open
+
+
+def test_each_open_reads_the_latest_version(tmp_path: Path) -> None:
+    """A reader (a server's searches: one ``dataset()`` a query, the Lance session shared)
+    sees every row committed before it opened, as lancedb's ``read_consistency`` 0 did."""
+    store, reader = ColdStore(tmp_path, "test", DIM), ColdStore(tmp_path, "test", DIM)
+    made, vector = units(2), np.ones(DIM, "float32") / 4
+    store.add(made[:1], [vector], [""])
+    first = reader.dataset()
+    store.add(made[1:], [vector], [""])
+    second = reader.dataset()
+    assert first is not None and second is not None
+    assert (first.count_rows(), second.count_rows()) == (1, 2)
+    assert second.version == first.version + 1
