@@ -46,7 +46,7 @@ import math
 import re
 import time
 from collections.abc import Collection, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -59,7 +59,7 @@ from eventlog.log import Log
 from eventlog.schema import Record
 from projections import cold_read
 from projections.bm25 import BM25
-from projections.cold import ColdStore, quote
+from projections.cold import TABLE, ColdStore, quote
 from projections.embedders import Embedder
 from projections.policies import RecallWeights
 from projections.sources import USERS_FOLDER
@@ -203,8 +203,16 @@ class Recall:
         since = normalize_ts(since) if since else None
         until = normalize_ts(until) if until else None
         result = QueryResult(query, [])
+        # The model loads (a first query: a third of a second) while Lance is imported and the
+        # table opened, when a local table is there to search (a cheap look, no Lance).
+        local = self.store.local
+        early = None
+        if local is not None and (local / f"{TABLE}.lance").is_dir():
+            early = _pool().submit(self._embed_query, query)
         dataset = self.store.dataset()
         if dataset is None:
+            if early is not None:
+                early.cancel()
             result.warnings.append(
                 "the cold table is missing or unreadable; answered by scanning the log "
                 "(run `airsspec project` to rebuild it)"
@@ -214,18 +222,25 @@ class Recall:
             result.hits = self._scan_log(query, k, *filters)
         else:
             filters = (session, since, until, kinds, sessions, user, learnings)
-            self._search(dataset, result, k, *filters)
+            embedding = early or _pool().submit(self._embed_query, query)
+            self._search(dataset, result, k, embedding, *filters)
         result.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 3)
         return result
 
     # ---------------------------------------------------------------- the cold table
 
-    def _search(self, dataset: Any, result: QueryResult, k: int, *filters: Any) -> None:
+    def _search(
+        self, dataset: Any, result: QueryResult, k: int, embedding: Future[_Embedded], *filters: Any
+    ) -> None:
         where = _where(*filters)
         n = max(self.weights.candidates, k)
         # Full-text search needs no embedding: it runs while the query is embedded.
         text_search = _pool().submit(_text_rows, dataset, result.query, where, n)
-        query_vector, focus_vector = self._embed_query(result)
+        query_vector, focus_vector, problem, took = embedding.result()
+        if problem is not None:
+            result.warnings.append(problem)
+        if took is not None:
+            result.timings_ms["embed"] = took
         begun = time.perf_counter()
         vector_rows: list[pa.Table] = []
         if query_vector is not None:
@@ -273,25 +288,23 @@ class Recall:
             result.mode = "log-scan"
             result.hits = self._scan_log(result.query, k, *filters)
 
-    def _embed_query(self, result: QueryResult) -> tuple[np.ndarray | None, np.ndarray | None]:
+    def _embed_query(self, query: str) -> _Embedded:
         """The embeddings of the query and of its focus (the same vector when the focus is the
-        query). One text a call: a single text is embedded on one core, leaving the other to
-        the full-text search running meanwhile (a batch would take every core)."""
+        query), what degraded (None: nothing) and the milliseconds it took (None: no embedder).
+        One text a call: a single text is embedded on one core, leaving the other to the
+        full-text search running meanwhile (a batch would take every core). It runs on the
+        pool, so it reports rather than writes into the result."""
         if self.embedder is None:
-            result.warnings.append("no embedder is available; full-text results only")
-            return None, None
+            return None, None, "no embedder is available; full-text results only", None
         begun = time.perf_counter()
-        focus = query_focus(result.query)
+        focus = query_focus(query)
         try:
-            vector = self.embedder.embed([result.query])[0]
-            if focus == result.query:
-                return vector, vector
-            return vector, self.embedder.embed([focus])[0]
+            vector = self.embedder.embed([query])[0]
+            other = vector if focus == query else self.embedder.embed([focus])[0]
+            return vector, other, None, _ms_since(begun)
         except Exception as exc:  # any embedder failure degrades; never raises
-            result.warnings.append(f"the embedder failed ({exc}); full-text results only")
-            return None, None
-        finally:
-            result.timings_ms["embed"] = round((time.perf_counter() - begun) * 1000, 3)
+            problem = f"the embedder failed ({exc}); full-text results only"
+            return None, None, problem, _ms_since(begun)
 
     def _rank(
         self, query: str, candidates: dict[str, _Candidate]
@@ -431,6 +444,13 @@ def scan(
         for i, score in ranked
     ]
 
+
+def _ms_since(begun: float) -> float:
+    return round((time.perf_counter() - begun) * 1000, 3)
+
+
+# the query's and its focus's embeddings, what degraded, and the milliseconds (Recall._embed_query)
+_Embedded = tuple[np.ndarray | None, np.ndarray | None, str | None, float | None]
 
 _POOL: ThreadPoolExecutor | None = None
 
