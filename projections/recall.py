@@ -245,10 +245,12 @@ class Recall:
         vector_rows: list[pa.Table] = []
         if query_vector is not None:
             try:  # the focus is a sub-query of its own: its nearest neighbours are candidates
-                vector_rows = [
-                    _vector_rows(dataset, vector, where, n)
-                    for vector in _distinct_vectors(query_vector, focus_vector)
-                ]
+                first, *others = _distinct_vectors(query_vector, focus_vector)
+                # the focus's search on the pool (its other worker ran the full-text search,
+                # finished by now or nearly) while the query's runs here
+                pending = [_pool().submit(_vector_rows, dataset, v, where, n) for v in others]
+                vector_rows = [_vector_rows(dataset, first, where, n)]
+                vector_rows += [future.result() for future in pending]
             except Exception as exc:  # lance raises many kinds; a failed index must not escape
                 query_vector = None
                 result.warnings.append(f"vector search failed ({exc}); full-text results only")
