@@ -229,7 +229,9 @@ def test_a_command_imports_its_own_command_module_not_the_others(workspace: Path
 def test_search_reads_the_cold_tier_without_lancedb(workspace: Path) -> None:
     """A search of a tier kept up reads the table with pylance (``projections.cold_read``):
     lancedb, whose import is most of a second (its namespace client's pydantic models), is
-    imported only to write the table."""
+    imported only to write the table (the commands above append: the tier is kept up first)."""
+    env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "AIRSSPEC_NO_SERVER": "1"}
+    assert run_cli("project", cwd=workspace, env=env).returncode == 0
     _, modules = loaded_by(workspace, "search", "rate limiting")
     assert "lance" in modules  # the table was read
     assert not [m for m in modules if m.split(".")[0] in ("lancedb", "lance_namespace")]
