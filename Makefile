@@ -11,8 +11,8 @@ WORKERS ?= 2  # make test's pytest-xdist workers
 
 # The development set-up installs with uv (bootstrapped by the venv's own pip): the same packages
 # as `pip install -e`, resolved and unpacked several times faster, and nothing byte-compiled ahead
-# (a module is compiled the first time the suite imports it, so only what runs is). Users' `pip
-# install` (README) is unchanged.
+# (a module is compiled the first time the suite imports it, so only what runs is: see `test`).
+# Users' `pip install` (README) is unchanged.
 UV_INSTALL := $(PY) -m uv pip install --quiet --python $(PY)
 
 $(STAMP): pyproject.toml setup.py eventlog/_lines.c
@@ -57,10 +57,13 @@ tesseract:
 # by their number of tests, so a long file is not left running alone at the end. mypy and the
 # import contracts run inside the suite (tests/test_types.py, tests/test_import_contract.py, among
 # the first files), beside the other worker's tests rather than before them: `make lint` runs them
-# alone.
+# alone. Bytecode is written while the suite runs, into .venv/pycache (the checkout stays as it
+# is), even where PYTHONDONTWRITEBYTECODE is set: else each of the suite's hundreds of Python
+# processes compiles every module it imports again (nothing was compiled at install).
+TEST_ENV := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
 test: $(STAMP) chromium tesseract
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+	$(TEST_ENV) $(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Property tests with random seeds and more examples (`make test` replays fixed seeds). Turn what
 # it finds into an explicit @example on the test that found it.
