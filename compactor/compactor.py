@@ -41,7 +41,7 @@ from eventlog.schema import (
 )
 from projections.engine import Runner
 from projections.fitting import elide
-from projections.hot import HotProjector, HotWindow, load_hot
+from projections.hot import HotProjector, HotWindow, load_hot, most_tokens_of, tokens_of
 from projections.tokens import TokenCounter
 from projections.warm import WarmProjector
 
@@ -59,10 +59,18 @@ class CompactionSettings:
     message_cap_tokens: int = 1000
 
 
-def compaction_reason(window: HotWindow, settings: CompactionSettings) -> str | None:
-    """Why the window needs compacting now (its tokens passed the threshold), or None."""
-    used = window.tokens + (window.summary or {}).get("tokens", 0)
-    if used > settings.threshold * settings.token_budget:
+def compaction_reason(
+    window: HotWindow, settings: CompactionSettings, counter: TokenCounter
+) -> str | None:
+    """Why the window needs compacting now (its tokens passed the threshold), or None. The
+    messages are counted only when their bytes pass it (``most_tokens_of``): below, so are
+    their tokens, and the answer is the one counting gives."""
+    limit = settings.threshold * settings.token_budget
+    summary = (window.summary or {}).get("tokens", 0)
+    if most_tokens_of(window) + summary <= limit:
+        return None
+    used = sum(tokens_of(e, counter) for e in window.uncovered) + summary
+    if used > limit:
         return f"threshold: {used} tokens > {settings.threshold:g} x {settings.token_budget} budget"
     return None
 
@@ -130,7 +138,7 @@ class Compactor:
         """Why ``session`` needs compacting now (after bringing its hot window up to date)."""
         Runner(self.log, [self.hot]).catch_up(sessions=[session])
         window = load_hot(self.hot.out_dir, session)
-        return compaction_reason(window, self.settings) if window else None
+        return compaction_reason(window, self.settings, self.counter) if window else None
 
     def run(self, session: str, *, force: bool = False) -> list[Record]:
         """The policy contract (as ``compactor.extractor.Extractor.run``): compact if due (or
@@ -156,7 +164,7 @@ class Compactor:
             window = load_hot(self.hot.out_dir, session)
             if window is None:
                 raise NothingToCompactError(f"no session {session!r}")
-            reason = compaction_reason(window, self.settings)
+            reason = compaction_reason(window, self.settings, self.counter)
             if reason is None and not force:
                 return None
             uncovered = window.uncovered
@@ -178,9 +186,10 @@ class Compactor:
                 self.settings.token_budget // 4,
                 self.settings.token_budget // 2 - self.settings.summary_tokens,
             )
-            kept = sum(e.tokens for e in uncovered[old_count:])
+            sizes = [tokens_of(e, self.counter) for e in uncovered]
+            kept = sum(sizes[old_count:])
             while old_count < len(uncovered) - 1 and kept > room:
-                kept -= uncovered[old_count].tokens
+                kept -= sizes[old_count]
                 old_count += 1
             event = self._build(session, window, uncovered[old_count - 1].seq, reason or "forced")
             return self._append(session, event)
@@ -208,7 +217,7 @@ class Compactor:
             to_message(r, self.counter, cap) for r in covered if r.type in self.hot.message_types
         ]
         # The hot window counted each of them already, capped the same way.
-        counted = {e.seq: e.tokens for e in window.uncovered}
+        counted = {e.seq: tokens_of(e, self.counter) for e in window.uncovered}
         sizes = [counted.get(m.seq) or self.counter.count(m.text) for m in messages]
         previous = window.summary
         whole = reason == CONSOLIDATION
@@ -226,7 +235,11 @@ class Compactor:
         kept = [e for e in window.uncovered if e.seq > to_seq]
         # What the prompt would need without this compaction: the previous summary, every covered
         # message (some may have scrolled out of the window already) and the messages kept.
-        before = (previous or {}).get("tokens", 0) + sum(e.tokens for e in kept) + sum(sizes)
+        before = (
+            (previous or {}).get("tokens", 0)
+            + sum(tokens_of(e, self.counter) for e in kept)
+            + sum(sizes)
+        )
         return {
             "type": "compaction",
             "from_seq": from_seq,
@@ -240,7 +253,7 @@ class Compactor:
             "previous_library_no": previous["library_no"] if previous else None,
             "summarizer": info.model_dump(exclude_none=True),
             "tokens_before": before,
-            "tokens_after": summary_tokens + sum(e.tokens for e in kept),
+            "tokens_after": summary_tokens + sum(tokens_of(e, self.counter) for e in kept),
             "reason": reason,
             "library_no": 1,  # replaced under the library lock
         }

@@ -12,10 +12,20 @@ cut and the ``airsspec replay`` command that shows it whole (``projections.fitti
 
 Invariants: the window never holds more than ``hot_window_size`` entries; every message after
 the latest summary is in the window or the overflow (no message is ever both uncovered and
-invisible); ``tokens`` equals the sum of the entries' and overflow's counts, which are computed
-once per record (lazily, at save) and kept in the state; a compaction event removes the messages
-it covers and sets the summary link; the file is a function of the records folded and the
-fingerprint (window size, message types, encoding, cap), nothing else.
+invisible); ``tokens`` equals the sum of the entries' and overflow's counts; a compaction event
+removes the messages it covers and sets the summary link; the file is a function of the records
+folded and the fingerprint (window size, message types, encoding, cap), nothing else.
+
+Counting: a message is counted at save only when its UTF-8 bytes pass the cap (a token is at
+least one byte: ``tokens.most_tokens``), since only then may it need cutting; a shorter one is
+kept with ``tokens`` null, and the total is null while any is. So an append of everyday messages
+folds without loading the encoding (a few times Python's own start). Whether a message is
+counted depends on its text and the cap alone, so a rebuild equals the incremental fold. A
+reader that needs the numbers counts them (``counted``, ``tokens_of``: the hot command, the
+compactor); one that only asks whether the window fits a budget answers from the bytes while
+they fit (``most_tokens_of``). Counts found on reading are not written back: the file stays a
+function of the records, whichever reads came first. A state saved before (every message
+counted) reads the same.
 """
 
 from __future__ import annotations
@@ -35,22 +45,23 @@ from projections.checkpoints import Checkpoint
 from projections.fitting import elide, fit_summary, pack, parse_sections, render_sections
 from projections.fold import Projector
 from projections.state_store import JsonStore, StateStore
-from projections.tokens import TokenCounter, token_counter
+from projections.tokens import TokenCounter, most_tokens, token_counter
 from projections.warm import library_file_name
 
-STATE_VERSION = 3  # 3: a one-line message cut keeps its last words too
+STATE_VERSION = 4  # 4: a message within the cap by its bytes is not counted at save
 
 
 @dataclass(frozen=True, slots=True)
 class HotEntry:
-    """One message of a hot window, with its tokens and provenance (seq, id, hash)."""
+    """One message of a hot window, with its tokens (None: not counted yet, see the module)
+    and provenance (seq, id, hash)."""
 
     seq: int
     id: str
     ts: str
     type: str
     text: str
-    tokens: int
+    tokens: int | None
     hash: str
     meta: dict[str, Any] | None = None
     elided: int = 0  # tokens cut from the middle of the message (0: it is whole)
@@ -62,7 +73,7 @@ class HotWindow:
 
     session: str
     entries: tuple[HotEntry, ...]
-    tokens: int
+    tokens: int | None  # None while a message is not counted yet
     messages_seen: int
     summary: dict[str, Any] | None
     covered_until: int
@@ -163,45 +174,43 @@ class HotProjector(Projector[HotState]):
         if isinstance(item, dict):
             return item
         text = record_text(item)
-        tokens = self.counter.count(text)
-        whole_tokens = tokens
-        if tokens > self.message_cap_tokens:
-            text = elide(
-                text,
-                self.message_cap_tokens,
-                self.counter,
-                seq=item.seq,
-                session=item.session,
-                tokens=tokens,
-            )
-            tokens = self.counter.count(text)
-        entry = {
+        entry: dict[str, Any] = {
             "seq": item.seq,
             "id": item.id,
             "ts": item.ts,
             "type": item.type,
             "text": text,
-            "tokens": tokens,
+            "tokens": None,  # within the cap by its bytes: never cut, counted when read
             "hash": item.hash,
             "meta": item.meta,
         }
-        if tokens != whole_tokens:
-            entry["elided"] = whole_tokens - tokens
+        if most_tokens(text) <= self.message_cap_tokens:
+            return entry
+        tokens = self.counter.count(text)
+        if tokens > self.message_cap_tokens:
+            cap = self.message_cap_tokens
+            text = elide(text, cap, self.counter, seq=item.seq, session=item.session, tokens=tokens)
+            entry.update(text=text, tokens=self.counter.count(text))
+            if entry["tokens"] != tokens:
+                entry["elided"] = tokens - entry["tokens"]
+        else:
+            entry["tokens"] = tokens
         return entry
 
     # --------------------------------------------------------------- persistence
 
     def dump(self, state: HotState) -> dict[str, Any]:
-        """The state as stored (``JsonStore``): each message rendered and counted once, here,
-        and kept so (a later save does not count it again)."""
+        """The state as stored (``JsonStore``): each message rendered (and counted if it may
+        need cutting) once, here, and kept so (a later save does not render it again)."""
         entries = [self._entry(item) for item in state.uncovered]
         state.uncovered = list(entries)
         cut = max(0, len(entries) - self.window_size)
+        counts = [e["tokens"] for e in entries]
         return {
             "session": state.session,
             "entries": entries[cut:],
             "overflow": entries[:cut],
-            "tokens": sum(e["tokens"] for e in entries),
+            "tokens": None if None in counts else sum(counts),
             "messages_seen": state.messages_seen,
             "summary": state.summary,
             "covered_until": state.covered_until,
@@ -262,6 +271,33 @@ def load_hot(hot_dir: Path, session: str) -> HotWindow | None:
         _cache.clear()
     _cache[path] = (key, window)
     return window
+
+
+def tokens_of(entry: HotEntry, counter: TokenCounter) -> int:
+    """The tokens of ``entry``: as stored, or counted now if the fold left them."""
+    return counter.count(entry.text) if entry.tokens is None else entry.tokens
+
+
+def most_tokens_of(window: HotWindow) -> int:
+    """At most how many tokens the window's messages hold: their counts where stored, their
+    bytes where not (``tokens.most_tokens``); their exact total when every one is counted."""
+    if window.tokens is not None:
+        return window.tokens
+    return sum(most_tokens(e.text) if e.tokens is None else e.tokens for e in window.uncovered)
+
+
+def counted(window: HotWindow, counter: TokenCounter) -> HotWindow:
+    """``window`` with every message's tokens and their total counted (itself when they are):
+    the window as a fold that counted everything at save would have stored it."""
+    if window.tokens is not None:
+        return window
+
+    def count(entries: tuple[HotEntry, ...]) -> tuple[HotEntry, ...]:
+        return tuple(replace(e, tokens=tokens_of(e, counter)) for e in entries)
+
+    entries, overflow = count(window.entries), count(window.overflow)
+    total = sum(tokens_of(e, counter) for e in overflow + entries)
+    return replace(window, entries=entries, overflow=overflow, tokens=total)
 
 
 def render_entry(entry: HotEntry) -> str:
@@ -380,9 +416,8 @@ def shown_entries(window: HotWindow, history: str, counter: TokenCounter) -> lis
         where = history.rfind(head)
         if where >= 0:
             text = history[where + len(head) :]
-            cut = max(newest.tokens - counter.count(text), 1)
-            shown = replace(
-                newest, text=text, tokens=newest.tokens - cut, elided=newest.elided + cut
-            )
+            whole = tokens_of(newest, counter)
+            cut = max(whole - counter.count(text), 1)
+            shown = replace(newest, text=text, tokens=whole - cut, elided=newest.elided + cut)
             return [shown]
     return entries

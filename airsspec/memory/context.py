@@ -93,7 +93,13 @@ class Context:
         self._kernel = kernel
 
     def hot(self, session: str, *, fresh: bool = True) -> HotWindow:
-        """See ``Memory.hot``."""
+        """See ``Memory.hot``: every message's tokens counted (``projections.hot.counted``)."""
+        from projections.hot import counted
+
+        return counted(self._saved(session, fresh=fresh), self._kernel.token_counter())
+
+    def _saved(self, session: str, *, fresh: bool = True) -> HotWindow:
+        """The window as the fold saved it, its short messages' tokens not counted yet."""
         kernel = self._kernel
         logged = kernel.logged(session)
         if logged:
@@ -108,7 +114,7 @@ class Context:
         """See ``Memory.history``."""
         from projections.hot import format_history
 
-        window = self.hot(session)
+        window = self._saved(session)
         return format_history(window, budget, self._kernel.token_counter())
 
     def _builder(self) -> ContextBuilder:

