@@ -22,6 +22,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.support.cli import run_cli
+from tests.support.forkserver import airsspec_on_path
 
 BLOCK = re.compile(r"^```(sh|python)\n(.*?)^```$", re.S | re.M)
 NOT_RUN = "not run by the README test"
@@ -185,6 +186,14 @@ def test_every_example_runs_as_written(tmp_path: Path) -> None:
         "AIRSSPEC_COLD_EMBEDDER": "hash",  # the examples' point is the calls, not the model
         "PYTHONPATH": str(REPO),
     }
+    # ``airsspec`` runs each command in a process of its own, forked from one that imported the
+    # CLI once (the installed entry point is tested by tests/test_install.py).
+    with airsspec_on_path(tmp_path.parent / f"{tmp_path.name}-bin", env) as folder:
+        env["PATH"] = f"{folder}{os.pathsep}{env['PATH']}"
+        _run_blocks(tmp_path, env)
+
+
+def _run_blocks(tmp_path: Path, env: dict[str, str]) -> None:
     for number, (page, lang, body) in enumerate(blocks(), start=1):
         command = (
             ["bash", "-euo", "pipefail", "-c", body]
