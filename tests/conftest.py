@@ -52,6 +52,36 @@ if _COUNT := os.environ.get("AIRSSPEC_COUNT_SUBPROCESSES"):
     subprocess.Popen.__init__ = _counted_init  # type: ignore[method-assign]
 
 
+# AIRSSPEC_COUNT_CPU=FILE appends one line per test (to FILE.WORKER): its id, wall seconds and
+# CPU seconds of this process and of the child processes it waited for (setup and teardown
+# included), to find where the suite's time goes on a machine others load (CPU, not wall).
+_CPU = os.environ.get("AIRSSPEC_COUNT_CPU")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    if not _CPU:
+        yield
+        return
+    before, started = _cpu_seconds(), time.monotonic()
+    yield
+    after = _cpu_seconds()
+    line = {"id": item.nodeid, "wall": time.monotonic() - started}
+    line |= {"self": after[0] - before[0], "children": after[1] - before[1]}
+    with open(f"{_CPU}.{os.environ.get('PYTEST_XDIST_WORKER', 'main')}", "a") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    import resource
+
+    own, waited = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime, waited.ru_utime + waited.ru_stime
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files holding a slow test run first: ``make test``'s two workers take whole files in
     collection order (``--dist loadfile``), so a long file collected last would run alone at
