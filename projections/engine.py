@@ -32,12 +32,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventlog.errors import CorruptLogError, DamagedOutputError, UnsafePathError
 from eventlog.layout import LOG_SUFFIX, session_path
 from eventlog.log import EventLog, Located, Log
-from eventlog.schema import Record
 from projections.checkpoints import (
     START,
     Checkpoint,
@@ -49,6 +48,9 @@ from projections.checkpoints import (
 from projections.files import remove_stale_temporaries
 from projections.fold import Projector
 
+if TYPE_CHECKING:  # the record classes are imported when there are records to fold
+    from eventlog.schema import Record
+
 logger = logging.getLogger(__name__)
 
 # Libraries whose background runtime can deadlock a forked child: once one is loaded, sessions are
@@ -59,7 +61,7 @@ FORK_UNSAFE_MODULES = frozenset({"lancedb"})
 OUTPUT_CHANGED = "its output was deleted or changed after it was written"
 
 # Decides whether a record is past the point a projection should stop at (time travel).
-StopAt = Callable[[Record], bool]
+StopAt = Callable[["Record"], bool]
 
 
 @dataclass

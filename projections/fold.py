@@ -15,9 +15,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from eventlog.schema import Record
-
 if TYPE_CHECKING:
+    from eventlog.schema import Record
     from projections.state_store import StateStore
 
 S = TypeVar("S")

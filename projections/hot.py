@@ -33,20 +33,22 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from typing_extensions import override
 
 from eventlog.layout import read_nofollow, validate_session_id
 from eventlog.render import record_text
-from eventlog.schema import CompactionRecord, Record
 from projections.checkpoints import Checkpoint
 from projections.fitting import elide, fit_summary, pack, parse_sections, render_sections
 from projections.fold import Projector
 from projections.state_store import JsonStore, StateStore
 from projections.tokens import TokenCounter, most_tokens, token_counter
 from projections.warm import library_file_name
+
+if TYPE_CHECKING:  # the record classes are imported when there are records to fold
+    from eventlog.schema import Record
 
 STATE_VERSION = 4  # 4: a message within the cap by its bytes is not counted at save
 
@@ -150,6 +152,8 @@ class HotProjector(Projector[HotState]):
 
     @override
     def apply(self, state: HotState, record: Record) -> HotState:
+        from eventlog.schema import CompactionRecord  # loaded by now: the record is one
+
         if isinstance(record, CompactionRecord):
             # The summary now covers everything up to to_seq: those messages leave the window,
             # the link to the latest library file takes their place.

@@ -63,7 +63,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from eventlog.ids import parse_ts
-from eventlog.schema import MEMORY_SESSION
+from eventlog.layout import MEMORY_SESSION
 from projections.scopes import Scope, learning_visible
 
 if TYPE_CHECKING:  # the model is imported where one is made: reading learnings needs no pydantic

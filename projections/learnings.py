@@ -23,7 +23,7 @@ import contextlib
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from typing_extensions import override
@@ -31,28 +31,17 @@ from typing_extensions import override
 from eventlog.crypto import is_forgotten
 from eventlog.errors import InvalidNameError
 from eventlog.layout import read_nofollow
-from eventlog.schema import (
-    CONVERSATION_TYPES,
-    ActionRecord,
-    ArchivedRecord,
-    ExtractedRecord,
-    FactsRecordedRecord,
-    LearningEditedRecord,
-    LearningFeedbackRecord,
-    LearningRecord,
-    MemoryAccessedRecord,
-    PhaseChangedRecord,
-    Record,
-    RestoredRecord,
-    SessionAssignedRecord,
-    SessionEndedRecord,
-    SessionStartedRecord,
-)
 from projections import facts
 from projections.files import ParsedOnce, atomic_write
 from projections.fold import Projector
 from projections.scopes import Scope
 from projections.state_store import JsonStore, StateStore
+
+if TYPE_CHECKING:  # the record classes are named by the fold, when there are records
+    from eventlog.schema import (
+        ActionRecord,
+        Record,
+    )
 
 # 5: the facts a session's consolidation recorded (``projections.facts``); 4: edits
 # (``learning_edited``) and the actor of a verdict; 3: an assignment
@@ -97,6 +86,9 @@ def _edited_path(record: ActionRecord) -> str | None:
 
 def fold(state: LearningsState, record: Record) -> LearningsState:
     """Fold one record into the session's facts (pure)."""
+    from eventlog.schema import CONVERSATION_TYPES
+    from eventlog.schema import records as kinds  # each class made once, then an attribute
+
     info = state.info
     if record.type in CONVERSATION_TYPES:
         info["messages"] = info.get("messages", 0) + 1
@@ -105,10 +97,10 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
         info["last_seq"] = record.seq
         if record.type == "user" and "first_user_seq" not in info:
             info["first_user_seq"] = record.seq
-        path = _edited_path(record) if isinstance(record, ActionRecord) else None
+        path = _edited_path(record) if isinstance(record, kinds.ActionRecord) else None
         if path is not None and path not in state.files_changed:
             state.files_changed.append(path)
-    elif isinstance(record, SessionStartedRecord):
+    elif isinstance(record, kinds.SessionStartedRecord):
         info.update(started=record.ts, task=record.task, status="active", ended=None)
         owner = Scope.of(record.__dict__).to_fields()
         if owner and "owner" not in info:  # the first scope recorded owns the session
@@ -116,14 +108,14 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
         if record.phase is not None:
             info["phase"] = record.phase
             info.setdefault("phases", []).append({"phase": record.phase, "ts": record.ts})
-    elif isinstance(record, SessionAssignedRecord):
+    elif isinstance(record, kinds.SessionAssignedRecord):
         info["owner"] = Scope.of(record.__dict__).to_fields()
-    elif isinstance(record, PhaseChangedRecord):
+    elif isinstance(record, kinds.PhaseChangedRecord):
         info["phase"] = record.phase
         info.setdefault("phases", []).append({"phase": record.phase, "ts": record.ts})
-    elif isinstance(record, SessionEndedRecord):
+    elif isinstance(record, kinds.SessionEndedRecord):
         info.update(status=record.status, ended=record.ts)
-    elif isinstance(record, LearningRecord) and not is_forgotten(record):
+    elif isinstance(record, kinds.LearningRecord) and not is_forgotten(record):
         state.learnings.append(
             {
                 "id": record.learning_id,
@@ -141,11 +133,11 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
                 "owner": Scope.of(record.__dict__).to_fields(),
             }
         )
-    elif isinstance(record, ExtractedRecord):
+    elif isinstance(record, kinds.ExtractedRecord):
         state.extracted_through = max(state.extracted_through, record.to_seq)
-    elif isinstance(record, FactsRecordedRecord):
+    elif isinstance(record, kinds.FactsRecordedRecord):
         facts.fold(state, record, forgotten=is_forgotten(record))
-    elif isinstance(record, LearningFeedbackRecord):
+    elif isinstance(record, kinds.LearningFeedbackRecord):
         state.feedback.append(
             {
                 "id": record.learning_id,
@@ -156,7 +148,7 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
                 "ts": record.ts,
             }
         )
-    elif isinstance(record, LearningEditedRecord) and not is_forgotten(record):
+    elif isinstance(record, kinds.LearningEditedRecord) and not is_forgotten(record):
         state.edits.append(
             {
                 "id": record.learning_id,
@@ -167,7 +159,7 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
                 "ts": record.ts,
             }
         )
-    elif isinstance(record, MemoryAccessedRecord):
+    elif isinstance(record, kinds.MemoryAccessedRecord):
         state.accesses.append(
             {
                 "ids": record.learning_ids,
@@ -177,11 +169,11 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
                 "ts": record.ts,
             }
         )
-    elif isinstance(record, ArchivedRecord):
+    elif isinstance(record, kinds.ArchivedRecord):
         state.housekeeping.append(
             {"op": "archive", "ids": record.learning_ids, "reason": record.reason, "ts": record.ts}
         )
-    elif isinstance(record, RestoredRecord):
+    elif isinstance(record, kinds.RestoredRecord):
         state.housekeeping.append({"op": "restore", "ids": [record.learning_id], "ts": record.ts})
     return state
 

@@ -18,21 +18,18 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import override
 
 from eventlog.bound import Bound
 from eventlog.crypto import is_forgotten
-from eventlog.schema import (
-    MemoryFileDeletedRecord,
-    MemoryFileRenamedRecord,
-    MemoryFileWrittenRecord,
-    Record,
-)
 from projections.fold import Projector
 from projections.scopes import Scope
 from projections.state_store import JsonStore, StateStore
+
+if TYPE_CHECKING:  # the record classes are imported by the fold, when there are records
+    from eventlog.schema import Record
 
 STATE_VERSION = 1
 MEMORY_FILE_TYPES = frozenset({"memory_file_written", "memory_file_renamed", "memory_file_deleted"})
@@ -113,9 +110,19 @@ def _version(record: Record, op: str, text: str | None, sha: str | None, **more:
 
 def fold(state: MemoryFilesState, record: Record) -> MemoryFilesState:
     """Fold one record into the trees (pure)."""
-    if not isinstance(
-        record, MemoryFileWrittenRecord | MemoryFileRenamedRecord | MemoryFileDeletedRecord
-    ) or is_forgotten(record):
+    from eventlog.schema import (
+        MemoryFileDeletedRecord,
+        MemoryFileRenamedRecord,
+        MemoryFileWrittenRecord,
+    )
+
+    if (
+        record.type not in MEMORY_FILE_TYPES
+        or not isinstance(
+            record, MemoryFileWrittenRecord | MemoryFileRenamedRecord | MemoryFileDeletedRecord
+        )
+        or is_forgotten(record)
+    ):
         return state
     tree = state.trees.setdefault(tree_key(Scope.of(record.__dict__)), {})
     live = {p: v[-1] for p, v in tree.items() if v[-1]["text"] is not None}

@@ -11,17 +11,19 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from typing_extensions import override
 
 from eventlog.render import record_text
-from eventlog.schema import Record
 from projections.checkpoints import Checkpoint
 from projections.fold import Projector
 from projections.state_store import SessionFilesStore, StateStore
 from projections.tokens import TokenCounter, token_counter
+
+if TYPE_CHECKING:
+    from eventlog.schema import Record
 
 _META_KEY = b"airsspec"
 

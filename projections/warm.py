@@ -15,16 +15,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from typing_extensions import override
 
-from eventlog.schema import CompactionRecord, Record
 from projections.checkpoints import Checkpoint, file_identity
 from projections.files import atomic_write, folder_size
 from projections.fold import Projector
 from projections.state_store import JsonStore
+
+if TYPE_CHECKING:  # the record classes are imported when there are records to fold
+    from eventlog.schema import CompactionRecord, Record
 
 STATE_VERSION = 1
 
@@ -182,6 +184,8 @@ class WarmProjector(Projector[WarmState]):
 
     @override
     def apply(self, state: WarmState, record: Record) -> WarmState:
+        from eventlog.schema import CompactionRecord  # loaded by now: the record is one
+
         if isinstance(record, CompactionRecord):
             name = library_file_name(record.library_no)
             state.pending[name] = render_library_file(record)

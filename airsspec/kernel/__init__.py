@@ -33,7 +33,7 @@ from airsspec.errors import AirsspecError, NoSuchSessionError
 from airsspec.kernel.freshness import FOLLOWS, NEEDS, Read, Write, chosen
 from airsspec.kernel.gate import Gate
 from airsspec.workspace import TIERS as PROJECTIONS
-from eventlog.schema import MEMORY_SESSION
+from eventlog.layout import MEMORY_SESSION
 from projections.scopes import Scope
 
 if TYPE_CHECKING:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from airsspec.errors import CorruptLogError, NoSuchSessionError, ReadOnlyTokenError, ScopeError
 from airsspec.kernel.freshness import NEEDS
-from eventlog.schema import MEMORY_SESSION
+from eventlog.layout import MEMORY_SESSION
 from projections.memory_files import MEMORY_FILE_TYPES, tree_key
 from projections.scopes import TEAM, Scope
 

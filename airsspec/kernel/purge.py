@@ -31,9 +31,8 @@ from airsspec.errors import (
     InvalidSessionIdError,
     UnsafePathError,
 )
-from eventlog.layout import read_nofollow, validate_session_id
+from eventlog.layout import MEMORY_SESSION, read_nofollow, validate_session_id
 from eventlog.names import check_name, name_folder
-from eventlog.schema import MEMORY_SESSION
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel

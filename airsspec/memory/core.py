@@ -58,7 +58,6 @@ from airsspec.memory.sessions import Sessions
 from airsspec.memory.visual import Visual
 from airsspec.workspace import Workspace, init_workspace
 from eventlog.layout import Layout, validate_session_id
-from eventlog.schema import CompactionRecord, VisualizedRecord, typed
 from projections.context import ContextFormat
 from projections.scopes import Scope
 
@@ -72,7 +71,7 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
     from compactor.summarizers import Summarizer
     from eventlog.bound import Bound
     from eventlog.importers import ImportResult
-    from eventlog.schema import Event, Record
+    from eventlog.schema import CompactionRecord, Event, Record, VisualizedRecord
     from eventlog.seal import Seal
     from projections.analytics import Analytics, QueryResult
     from projections.engine import Progress, RunReport
@@ -667,6 +666,8 @@ class Memory:
         """Compact ``session`` if its hot window is over budget (or ``force``); return the
         compaction record, or None when it was within budget. Hot and warm follow at once."""
         records = self.kernel.run_policy("compact", session, force=force)
+        from eventlog.schema import CompactionRecord, typed
+
         return typed(CompactionRecord, records[0]) if records else None
 
     def visualize(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from airsspec.errors import InvalidQueryError
 from eventlog.bound import Bound
-from eventlog.schema import FactKind
+from eventlog.kinds import FactKind
 from projections.facts import search, timeline
 
 if TYPE_CHECKING:

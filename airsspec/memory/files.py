@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from airsspec.errors import MemoryFileConflictError, MemoryFileError, NoSuchMemoryFileError
 from eventlog.bound import Bound
-from eventlog.schema import MEMORY_SESSION
+from eventlog.layout import MEMORY_SESSION
 from projections.memory_files import FileVersion, MemoryFilesState, under
 
 if TYPE_CHECKING:

@@ -22,19 +22,18 @@ from typing import TYPE_CHECKING, Any
 from airsspec.errors import LearningError, ScopeError
 from eventlog.bound import Bound
 from eventlog.ids import parse_ts, utc_now
-from eventlog.schema import (
-    MEMORY_SESSION,
-    LearningEditedRecord,
-    LearningFeedbackRecord,
-    LearningRecord,
-    RestoredRecord,
-    typed,
-)
+from eventlog.layout import MEMORY_SESSION
 from projections.scopes import Scope
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
-    from eventlog.schema import Record
+    from eventlog.schema import (
+        LearningEditedRecord,
+        LearningFeedbackRecord,
+        LearningRecord,
+        Record,
+        RestoredRecord,
+    )
     from projections.learning_rules import Assessed, Assessment
 
 _DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
@@ -175,6 +174,8 @@ class Learnings:
             "explicit": True,
         }
         # the log validates kind and scope
+        from eventlog.schema import LearningRecord, typed
+
         return typed(LearningRecord, kernel.system_append(home, [event])[0])
 
     def feedback(
@@ -195,6 +196,8 @@ class Learnings:
             "reason": reason,
             "actor": self._kernel.asker(by),
         }
+        from eventlog.schema import LearningFeedbackRecord, typed
+
         return typed(LearningFeedbackRecord, self._kernel.memory_event(event))
 
     def confirm(
@@ -244,6 +247,8 @@ class Learnings:
         event = {"type": "learning_edited", "learning_id": found.id, **changed}
         event |= {"reason": reason, "actor": kernel.asker(by)}
         # the log validates text and scope
+        from eventlog.schema import LearningEditedRecord, typed
+
         return typed(LearningEditedRecord, kernel.memory_event(event))
 
     def extract(self, session: str, *, force: bool = False) -> builtins.list[Record]:
@@ -312,6 +317,8 @@ class Learnings:
         if found.status != "archived":
             raise LearningError(f"learning {found.id} is not archived (it is {found.status})")
         restored = {"type": "restored", "learning_id": found.id}
+        from eventlog.schema import RestoredRecord, typed
+
         return typed(RestoredRecord, self._kernel.memory_event(restored))
 
     def reextract(

@@ -23,7 +23,7 @@ from airsspec.errors import (
 )
 from airsspec.memory.learnings import Learnings
 from eventlog.bound import Bound
-from eventlog.schema import MEMORY_SESSION
+from eventlog.layout import MEMORY_SESSION
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel

@@ -13,20 +13,18 @@ from typing import TYPE_CHECKING, Any
 from airsspec.errors import CorruptLogError, LearningError, ScopeError, UnsafePathError
 from airsspec.memory.consolidation import consolidate
 from airsspec.memory.learnings import Learnings
-from eventlog.layout import validate_session_id
-from eventlog.schema import (
-    MEMORY_SESSION,
-    PhaseChangedRecord,
-    SessionAssignedRecord,
-    SessionEndedRecord,
-    SessionStartedRecord,
-    typed,
-)
+from eventlog.layout import MEMORY_SESSION, validate_session_id
 from projections.scopes import Scope
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
     from eventlog.log import SessionInfo
+    from eventlog.schema import (
+        PhaseChangedRecord,
+        SessionAssignedRecord,
+        SessionEndedRecord,
+        SessionStartedRecord,
+    )
 
 
 class Sessions:
@@ -105,6 +103,8 @@ class Sessions:
             "phase": self._phase(phase),
             **owner.to_fields(),
         }
+        from eventlog.schema import SessionStartedRecord, typed
+
         return typed(SessionStartedRecord, kernel.system_append(session, [event])[0])
 
     def assign(
@@ -129,6 +129,8 @@ class Sessions:
         kernel.check_session(session)
         kernel.gate.guard(session, writing=True)
         assigned = {"type": "session_assigned", **owner.to_fields()}
+        from eventlog.schema import SessionAssignedRecord, typed
+
         return typed(SessionAssignedRecord, kernel.system_append(session, [assigned])[0])
 
     def phase(self, session: str, phase: str) -> PhaseChangedRecord:
@@ -137,6 +139,8 @@ class Sessions:
         kernel.check_session(session)
         kernel.gate.guard(session, writing=True)
         event = {"type": "phase_changed", "phase": self._phase(phase)}
+        from eventlog.schema import PhaseChangedRecord, typed
+
         return typed(PhaseChangedRecord, kernel.system_append(session, [event])[0])
 
     def end(
@@ -156,6 +160,8 @@ class Sessions:
             if once and self.info(session).get("ended") is not None:
                 return None
             ended = {"type": "session_ended", "status": status}
+            from eventlog.schema import SessionEndedRecord, typed
+
             record = typed(SessionEndedRecord, kernel.system_append(session, [ended])[0])
         Learnings(kernel).extract(session)
         consolidate(kernel, session)

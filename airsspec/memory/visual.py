@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from eventlog.layout import read_nofollow, validate_session_id
-from eventlog.schema import VisualizedRecord, typed
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
+    from eventlog.schema import VisualizedRecord
     from projections.scopes import Scope
     from projections.visual_context import Page
 
@@ -48,6 +48,8 @@ class Visual:
             kernel.workspace.layout.locks_dir,
             kernel.settings.visual.warm_sessions,
         )
+        from eventlog.schema import VisualizedRecord, typed
+
         records = [
             typed(VisualizedRecord, r) for r in policy.run(owners, force=force, sessions=named)
         ]

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventlog.errors import (
     ImportFailedError,
@@ -32,7 +32,9 @@ from eventlog.importers.sources import Unit, json_array_units, jsonl_units, orig
 from eventlog.layout import check_writer, validate_session_id
 from eventlog.log import Log
 from eventlog.prepare import validate_input
-from eventlog.schema import Event, Record
+
+if TYPE_CHECKING:  # the models are only named: listing FORMATS (a command's help) builds none
+    from eventlog.schema import Event, Record
 
 FORMATS = ("claude-code", "openhands", "locomo")
 

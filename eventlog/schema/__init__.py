@@ -72,9 +72,10 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    """``UserEvent``, ``UserRecord`` ...: the emitted classes, each made on first use."""
+    """``UserEvent``, ``UserRecord`` ...: the emitted classes, each made on first use (then
+    kept here, so a function importing one by name pays a dictionary lookup the next time)."""
     if name in records.__all__:
-        return getattr(records, name)
+        return globals().setdefault(name, getattr(records, name))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
 
+from eventlog.kinds import FactKind, LearningKind, LearningScope, LearningSource
 from eventlog.names import check_name, check_scope_value
 
 
@@ -159,14 +160,6 @@ class Evidence(BaseModel):
     hash: str
 
 
-LearningKind = Literal["correction", "preference", "pattern", "decision", "error_fix", "anchor"]
-"""What a learning is: a correction the user made, a preference ("always/never/prefer"), a
-pattern seen, a decision taken, an error and its fix, or an identity anchor (the first
-interaction, what the user says about themself or the project's ground rules: kept verbatim)."""
-LearningScope = Literal["session", "project", "global"]
-LearningSource = Literal["extractive", "anthropic", "user"]
-
-
 def _optional_name(value: str | None, info: ValidationInfo) -> str | None:
     return None if value is None else check_name(value, info.field_name or "user")
 
@@ -293,12 +286,6 @@ class _Extracted(Fields):
     to_seq: int = Field(ge=1)
     extractor: ExtractorInfo
     learnings: int = Field(ge=0)
-
-
-FactKind = Literal["decision", "requirement", "file", "error_fix", "task", "user"]
-"""What a fact of a session is: a decision taken, a requirement or rule stated, a file or
-artefact changed, an error with its fix, a task left open (or closed), or something about the
-user."""
 
 
 class Fact(BaseModel):
