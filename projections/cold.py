@@ -51,7 +51,6 @@ import orjson
 from typing_extensions import override
 
 from eventlog.errors import AirsspecError, ColdDamagedError, ColdPathError
-from eventlog.schema import Record, SourceIndexedRecord
 from projections.checkpoints import Checkpoint
 from projections.embedding_cache import CachedEmbedder, text_sha256
 from projections.files import folder_size
@@ -68,9 +67,11 @@ from projections.units import (
     unit_row,
 )
 
-if TYPE_CHECKING:  # numpy and pyarrow are imported by the writes and searches that use them
+if TYPE_CHECKING:  # numpy, pyarrow and the records: imported by the folds, writes and searches
     import numpy as np
     import pyarrow as pa
+
+    from eventlog.schema import Record, SourceIndexedRecord
 
 logger = logging.getLogger(__name__)
 
@@ -620,6 +621,8 @@ class ColdProjector(Projector[ColdState]):
 
     @override
     def apply(self, state: ColdState, record: Record) -> ColdState:
+        from eventlog.schema import SourceIndexedRecord  # loaded by now: the record is one
+
         if isinstance(record, SourceIndexedRecord):
             state.sources[record.path] = record
             return state

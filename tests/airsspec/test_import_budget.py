@@ -169,6 +169,19 @@ def test_sessions_builds_no_validator(workspace: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("args", [("sessions",), ("context", "s1", "--budget", "500")])
+def test_a_reading_command_imports_no_pydantic(workspace: Path, args: tuple[str, ...]) -> None:
+    """``sessions``, and ``context`` of a workspace kept up, read the log's heads and the
+    tiers' files: the event catalog (pydantic's models) is imported only where a record is
+    read from the log or made (the commands above append: the tiers are kept up first)."""
+    env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "AIRSSPEC_NO_SERVER": "1"}
+    assert run_cli("project", cwd=workspace, env=env).returncode == 0
+    _, modules = loaded_by(workspace, *args)
+    assert "pydantic" not in modules
+    assert "eventlog.schema" not in modules
+
+
+@pytest.mark.slow
 def test_version_imports_neither_the_facade_nor_a_command(workspace: Path) -> None:
     _, modules = loaded_by(workspace, "--version")
     commands = {f"airsspec.cli.{name}" for _, names in SECTIONS for name in names}
