@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from eventlog.kinds import FactKind, LearningKind, LearningScope, LearningSource
 from eventlog.layout import MEMORY_SESSION as MEMORY_SESSION  # the workspace's own log
 from eventlog.schema import records
 from eventlog.schema.catalog import (
@@ -37,10 +38,6 @@ from eventlog.schema.catalog import (
     Evidence,
     ExtractorInfo,
     Fact,
-    FactKind,
-    LearningKind,
-    LearningScope,
-    LearningSource,
     SummarizerInfo,
     event_type,
 )
