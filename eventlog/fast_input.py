@@ -313,6 +313,7 @@ def _check_learning(event: dict[str, Any]) -> dict[str, Any] | None:
     v0 = event.get('evidence', _ABSENT)
     if v0 is not _ABSENT:
         return None
+    body['evidence'] = []
     v0 = event.get('source', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and v0 in ('extractive', 'anthropic', 'user')):
         return None

@@ -236,8 +236,15 @@ def _dict_schema(cls: type[BaseModel], none_given: bool, schema: Schema) -> Any:
         omit = has_default and name in schema.omit_when_none and inner.get("default", ...) is None
         if omit:
             inner = inner["schema"] if none_given else _without_none(inner["schema"])
-        if name in nested:
-            inner = core_schema.no_info_after_validator_function(nested[name], inner)
+        if name in nested:  # dumped as given; a default (inside) is stored as it is filled
+            dump = nested[name]
+            if inner["type"] == "default":
+                inner = {
+                    **inner,
+                    "schema": core_schema.no_info_after_validator_function(dump, inner["schema"]),
+                }
+            else:
+                inner = core_schema.no_info_after_validator_function(dump, inner)
         fields[name] = core_schema.typed_dict_field(inner, required=not has_default)
     return core_schema.typed_dict_schema(fields, config=core.get("config"))
 

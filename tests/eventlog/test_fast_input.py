@@ -205,6 +205,32 @@ def test_the_plain_checks_accept_only_what_pydantic_accepts_and_return_its_bodie
             same(one, expected, [item])
 
 
+@st.composite
+def valid_events(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid-looking event of any catalog type: every required field given a valid value,
+    each optional one given or left out."""
+    kind = draw(st.sampled_from(sorted(INPUT_TYPES)))
+    event: dict[str, Any] = {"type": kind}
+    for name, field in _fields(kind).items():
+        if name != "type" and (field["schema"]["type"] != "default" or draw(st.booleans())):
+            event[name] = draw(valid(field["schema"]))
+    return event
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(valid_events())
+def test_an_event_given_as_a_dict_or_as_its_model_is_stored_as_the_same_body(
+    item: dict[str, Any],
+) -> None:
+    """The CLI, HTTP and MCP give events as dicts, the Python API often as models: both store
+    one body, a default left out (a learning's ``evidence``) filled alike."""
+    slow = full([item])
+    if slow is None:
+        return
+    (model,) = validation.input_adapter().validate_python([item])
+    assert [strict(b) for b in validation.event_bodies([model])] == [strict(b) for b in slow]
+
+
 def _accepts(kind: str, event: dict[str, Any]) -> bool:
     return fast_input.input_bodies([{"type": kind, **event}]) is not None
 
