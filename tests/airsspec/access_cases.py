@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ import httpx2 as httpx
 
 from airsspec.serve.ops import OPS
 from eventlog.schema import MEMORY_SESSION
+from tests.support.tls import TLS
 
 PRINCIPALS = ("admin", "user", "other", "read_only", "none")
 TARGETS = ("own", "others", "unowned", "workspace", "global")
@@ -290,11 +290,6 @@ class Outcome:
     def ok(self) -> bool:
         """Answered, not refused."""
         return 200 <= self.status < 300
-
-
-# One TLS context for every call: httpx builds a new one per client otherwise, reloading the
-# system's certificates each time (about half the CPU of a cell, for a server on plain http).
-TLS = ssl.create_default_context()
 
 
 def call(world: World, door: str, op: str, principal: str, args: dict) -> Outcome:

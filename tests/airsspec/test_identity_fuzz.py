@@ -34,6 +34,7 @@ from eventlog.names import SHARED, name_problem
 from projections.scopes import Scope
 from tests.conftest import init_workspace
 from tests.support.cli import run_cli
+from tests.support.tls import TLS
 
 PARTS = [
     "/", "\\", ".", "..", "\x00", "\u202e", "\u200f", "\u2066", "\u200b", " ", "\t", "\n",
@@ -344,7 +345,7 @@ def server(memory: Memory) -> Iterator[tuple[str, str]]:
 def _start_with_header(url: str, token: str, value: bytes) -> tuple[str, httpx.Response]:
     session = fresh_session()
     headers = [(b"authorization", f"Bearer {token}".encode()), (b"x-airsspec-user", value)]
-    with httpx.Client(base_url=url, timeout=60) as http:
+    with httpx.Client(base_url=url, timeout=60, verify=TLS) as http:
         answer = http.post(f"/v1/sessions/{session}/start", json={}, headers=headers)
     return session, answer
 

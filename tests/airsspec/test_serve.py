@@ -28,6 +28,7 @@ from eventlog.errors import ServeError
 from projections.memory_tool import MAX_K, QueryMemoryInput
 from tests.conftest import REPO, init_workspace, snapshot, wait_for
 from tests.support.cli import run_cli
+from tests.support.tls import TLS
 
 EVENTS = [
     {"type": "user", "content": "Please add rate limiting to the public API"},
@@ -54,7 +55,7 @@ def tokens(memory: Memory) -> dict[str, str]:
 
 def client(url: str, token: str | None) -> httpx.Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=url, headers=headers, timeout=60)
+    return httpx.Client(base_url=url, headers=headers, timeout=60, verify=TLS)
 
 
 def test_http_answers_are_the_python_apis(server, memory: Memory, tokens) -> None:
