@@ -27,6 +27,7 @@ from airsspec.serve import api
 from airsspec.serve.app import COOKIE, bind, serving, write_state
 from airsspec.serve.core import Served
 from tests.airsspec import access_cases as ac
+from tests.support.tls import TLS
 
 ALICE, BOB = ac.CANARY["alice"], ac.CANARY["bob"]
 MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
@@ -45,7 +46,7 @@ class Hostile:
         token = self.world.tokens.get(principal) if principal else None
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        return httpx.Client(base_url=self.url, headers=headers, timeout=120)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=120, verify=TLS)
 
     def session_bytes(self, who: str) -> bytes:
         (path,) = self.world.log_dir.rglob(f"{ac.SESSION[who]}.jsonl")

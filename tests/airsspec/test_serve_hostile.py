@@ -24,6 +24,7 @@ from airsspec.serve.core import MAX_VIEWS, Served
 from airsspec.serve.tokens import TokenStore
 from eventlog.errors import ServeError
 from tests.conftest import claude_transcript as transcript
+from tests.support.tls import TLS
 
 SECRET = "the owner's secret plan"
 EVENTS = [{"type": "user", "content": SECRET}]
@@ -45,7 +46,9 @@ def tokens(memory: Memory) -> dict[str, str]:
 def http(url: str, token: str | None = None, **headers: str) -> httpx.Client:
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    return httpx.Client(base_url=url, headers=headers, timeout=60, follow_redirects=False)
+    return httpx.Client(
+        base_url=url, headers=headers, timeout=60, follow_redirects=False, verify=TLS
+    )
 
 
 def test_a_tokens_hook_cannot_make_the_server_read_its_files(server, tmp_path, tokens) -> None:
