@@ -96,7 +96,20 @@ def _lancedb() -> Any:
     return lancedb
 
 
-_SESSION: Any = None
+_SESSIONS: dict[str, Any] = {}
+
+
+def lance_session(library: Any) -> Any:
+    """The one Lance session of ``library`` (lancedb, which writes the tier, or pylance, which
+    reads it) in this process, its caches bounded: Lance's defaults (gigabytes) let a
+    long-running daemon's memory grow with every version it commits or reads."""
+    session = _SESSIONS.get(library.__name__)
+    if session is None:
+        session = _SESSIONS[library.__name__] = library.Session(
+            index_cache_size_bytes=LANCE_INDEX_CACHE_BYTES,
+            metadata_cache_size_bytes=LANCE_METADATA_CACHE_BYTES,
+        )
+    return session
 
 
 def _connect(
@@ -104,23 +117,16 @@ def _connect(
     read_consistency: timedelta | None,
     storage_options: dict[str, str] | None = None,
 ) -> Any:
-    """A connection sharing one Lance session whose caches are bounded: Lance's defaults
-    (gigabytes) let a long-running daemon's memory grow with every version it commits.
+    """A connection sharing one Lance session whose caches are bounded (``lance_session``).
     ``directory`` is a folder, or a bucket url (``s3://...``) reached with ``storage_options``
     (endpoint, region, keys); Lance commits there with conditional writes, so writers on
     several machines retry instead of overwriting each other's versions."""
-    global _SESSION
     lancedb = _lancedb()
-    if _SESSION is None:
-        _SESSION = lancedb.Session(
-            index_cache_size_bytes=LANCE_INDEX_CACHE_BYTES,
-            metadata_cache_size_bytes=LANCE_METADATA_CACHE_BYTES,
-        )
     try:
         return lancedb.connect(
             directory,
             read_consistency_interval=read_consistency,
-            session=_SESSION,
+            session=lance_session(lancedb),
             storage_options=storage_options or None,
         )
     except ValueError as exc:  # a path Lance cannot parse: a control character in a name

@@ -22,19 +22,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from projections.cold import (
-    _META_KEY,
-    LANCE_INDEX_CACHE_BYTES,
-    LANCE_METADATA_CACHE_BYTES,
-    TABLE,
-    lance_failed,
-)
+from projections.cold import _META_KEY, TABLE, lance_failed, lance_session
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
-
-_SESSION: Any = None
 
 
 def _lance() -> Any:
@@ -53,18 +45,14 @@ def open_dataset(
     ``storage_options``) at its latest version, or None when it is missing, unreadable or made
     by another embedder than ``embedder_id``: what ``ColdStore.open`` decides, without
     lancedb. A local table whose folder does not exist is missing without importing Lance."""
-    global _SESSION
     uri = f"{str(directory).rstrip('/')}/{TABLE}.lance"
     if isinstance(directory, Path) and not Path(uri).exists():
         return None
     lance = _lance()
-    if _SESSION is None:
-        _SESSION = lance.Session(
-            index_cache_size_bytes=LANCE_INDEX_CACHE_BYTES,
-            metadata_cache_size_bytes=LANCE_METADATA_CACHE_BYTES,
-        )
     try:
-        dataset = lance.dataset(uri, storage_options=storage_options or None, session=_SESSION)
+        dataset = lance.dataset(
+            uri, storage_options=storage_options or None, session=lance_session(lance)
+        )
         info = json.loads(dataset.schema.metadata[_META_KEY])
     except BaseException as exc:  # missing, corrupt: lance raises many kinds, or panics
         if not lance_failed(exc):
