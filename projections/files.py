@@ -19,6 +19,7 @@ import fcntl
 import itertools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,23 +34,29 @@ _live: set[str] = set()  # this process's temporaries being written (set.add/dis
 
 class ParsedOnce(Generic[T]):
     """What files held, kept for this process: a file's parse is given again while its size,
-    mtime, inode and ctime are unchanged (a write replaces the file or changes its ctime; no
-    write keeps ctime). For the files every read asks for (manifests, indexes). A value given
-    is shared: a caller never changes it."""
+    mtime, inode and ctime (and those of the files ``beside`` it that the parse also read) are
+    unchanged (a write replaces the file or changes its ctime; no write keeps ctime). For the
+    files every read asks for (manifests, indexes). A value given is shared: a caller never
+    changes it. ``settle_ns``: a parse is kept only once every stat's times are that old, so a
+    change within the file system's clock tick of the stat, which leaves the times as they
+    were, is never mistaken for no change."""
 
-    def __init__(self) -> None:
-        self._kept: dict[str, tuple[tuple[int, int, int, int], T]] = {}
+    def __init__(self, settle_ns: int = 0) -> None:
+        self._kept: dict[str, tuple[tuple[tuple[int, int, int, int], ...], T]] = {}
+        self._settle_ns = settle_ns
 
-    def get(self, path: str | Path, parse: Callable[[], T]) -> T:
+    def get(self, path: str | Path, parse: Callable[[], T], beside: tuple[Path, ...] = ()) -> T:
         """``parse()``'s value for the file at ``path``, parsed again only when it changed.
-        ``OSError`` when the file is missing; what ``parse`` raises is raised and not kept."""
-        st = os.stat(path)
-        seen = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        ``OSError`` when a file is missing; what ``parse`` raises is raised and not kept."""
+        stats = [os.stat(p) for p in (path, *beside)]
+        seen = tuple((st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns) for st in stats)
         kept = self._kept.get(str(path))
         if kept is not None and kept[0] == seen:
             return kept[1]
         value = parse()
-        self._kept[str(path)] = (seen, value)
+        newest = max(max(st.st_mtime_ns, st.st_ctime_ns) for st in stats)
+        if not self._settle_ns or time.time_ns() - newest > self._settle_ns:
+            self._kept[str(path)] = (seen, value)
         return value
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +39,9 @@ def sha256_of(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-# ``TableFiles.current``'s answer per record, with the stats of the versions folder and of the
-# record it was read at
-_CURRENT: dict[Path, tuple[tuple[object, ...], tuple[str, int] | None]] = {}
-_SETTLED_NS = 1_000_000_000
+# ``TableFiles.current``'s answer per record, while the record and the versions folder are
+# unchanged, kept once their times are a second old
+_CURRENT: ParsedOnce[tuple[str, int] | None] = ParsedOnce(settle_ns=1_000_000_000)
 
 # each version manifest's SHA-256 as last read here: every catch-up makes its projector, so
 # ``current`` is asked afresh by every read (a thousand manifests' bytes: 0.1 s)
@@ -114,24 +112,11 @@ class TableFiles:
             return None
         versions = self.table_dir / "_versions"
         try:
-            folder, record = os.stat(versions), os.stat(self.record_path)
+            return _CURRENT.get(
+                self.record_path, lambda: self._unchanged(versions), beside=(versions,)
+            )
         except OSError:
             return None
-        key = (
-            str(versions),
-            *(folder.st_ino, folder.st_mtime_ns, folder.st_ctime_ns),
-            *(record.st_ino, record.st_size, record.st_mtime_ns, record.st_ctime_ns),
-        )
-        remembered = _CURRENT.get(self.record_path)
-        if remembered is not None and remembered[0] == key:
-            return remembered[1]
-        found = self._unchanged(versions)
-        # A change within the file system's clock tick of the stat would leave the times as
-        # they were: an answer is remembered only once its times are a second old.
-        newest = max(folder.st_mtime_ns, folder.st_ctime_ns, record.st_mtime_ns, record.st_ctime_ns)
-        if time.time_ns() - newest > _SETTLED_NS:
-            _CURRENT[self.record_path] = (key, found)
-        return found
 
     def _unchanged(self, versions: Path) -> tuple[str, int] | None:
         data = self._data()
