@@ -18,7 +18,7 @@ from eventlog.errors import KeyStoreError, NoSuchSessionError, ScopeError
 from eventlog.schema import MEMORY_SESSION
 from projections.scopes import Scope
 from tests.conftest import init_workspace
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, run_process
 
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
 
@@ -209,7 +209,9 @@ def test_a_forget_in_another_process_is_honoured_by_an_open_memory(
         assert [r.content for r in server.replay("a1") if r.type == "user"] == [
             "CANARY in an open memory"
         ]
-        done = run_cli("forget", "--user", "ana", cwd=tmp_path, env=ENV)
+        # a process of its own: this one's ciphers are asked again after KEY_RECHECK_SECONDS,
+        # which a forget in this process could finish within
+        done = run_process("forget", "--user", "ana", cwd=tmp_path, env=ENV)
         assert done.returncode == 0, done.stderr
         assert [r.content for r in server.replay("a1") if r.type == "user"] == [FORGOTTEN]
         ana.append("a1", {"type": "user", "content": "said after being forgotten"})
