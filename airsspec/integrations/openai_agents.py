@@ -79,8 +79,8 @@ class AirsspecSession(SessionABC):
         limit = resolve_session_limit(limit, self.session_settings)
         held = [item for _, item in self._held()]
         if limit is None:
-            return held  # type: ignore[return-value]
-        return held[-limit:] if limit > 0 else []  # type: ignore[return-value]
+            return held
+        return held[-limit:] if limit > 0 else []
 
     def add(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` in one atomic batch (then compact when due): ``add_items``."""
@@ -99,7 +99,7 @@ class AirsspecSession(SessionABC):
             return None
         seq, item = held[-1]
         self.memory.append(self.session_id, {"type": "item_popped", "of_seq": seq})
-        return item  # type: ignore[return-value]
+        return item
 
     def clear(self) -> None:
         """Remove every item: ``clear_session`` (an event; nothing when the session is new)."""
