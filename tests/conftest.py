@@ -94,9 +94,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files holding a slow test run first: ``make test``'s two workers take whole files in
+    """Files holding a slow test run first: ``make test``'s workers take whole files in
     collection order (``--dist loadfile``), so a long file collected last would run alone at
-    the end while the other worker idles. Under the fuzz profile, also scale each property
+    the end while the others idle. Under the fuzz profile, also scale each property
     test's own ``max_examples`` by FUZZ_SCALE."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)  # stable: each file keeps its order
