@@ -10,8 +10,9 @@ the command on those streams as ``python -m airsspec`` would (``airsspec.__main_
 reports how it ended. Every command is still a process of its own, with its own exit status;
 a signal sent to the client (``kill $SERVER``) is passed on to the command.
 
-Only the CLI's own modules are imported before the fork: the server stays single-threaded
-(lancedb starts threads when imported, so each command that needs it imports it itself).
+Only modules that start no thread are imported before the fork (``PREIMPORTED``): the server
+stays single-threaded (lancedb starts threads when imported, so each command that needs it
+imports it itself).
 """
 
 from __future__ import annotations
@@ -43,13 +44,31 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
+# What most commands import first: the CLI, the facade and what validates and counts (the event
+# catalog, DuckDB, the token counter). None starts a thread when imported (lancedb, pyarrow and
+# numpy do: each command that needs them imports them itself); ``_serve`` checks it.
+PREIMPORTED = (
+    "airsspec.__main__",
+    "airsspec.client",
+    "airsspec.cli",
+    "airsspec.memory.core",
+    "eventlog.schema.catalog",
+    "projections.tokens",
+    "tiktoken",
+    "duckdb",
+)
+
+
 def _serve(path: str) -> None:
     """Accept clients on ``path`` until killed: per client, a watcher process forks the
     command, tells the client its pid, waits for it and tells how it ended."""
     import importlib
 
-    for module in ("airsspec.__main__", "airsspec.client", "airsspec.cli"):
-        importlib.import_module(module)  # what each command would import first
+    for module in PREIMPORTED:
+        importlib.import_module(module)
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:  # a thread's locks would be copied held into every command
+        raise SystemExit(f"the fork server has {threads} threads after its imports: fork is unsafe")
 
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)
