@@ -337,14 +337,12 @@ def _append(server: Server, opts: dict) -> int | None:
 
 
 def _context(server: Server, opts: dict) -> int | None:
-    if len(opts["args"]) != 1 or "--budget" not in opts:
+    if len(opts["args"]) != 1:
         return None
     session = opts["args"][0]
-    body = {
-        "budget": opts["--budget"],
-        "query": opts.get("--query"),
-        "format": opts.get("--format", "text"),
-    }
+    body: dict[str, object] = {"query": opts.get("--query"), "format": opts.get("--format", "text")}
+    if "--budget" in opts:  # else the server's default, the full command's too
+        body["budget"] = opts["--budget"]
     status, answer = server.request("POST", f"/v1/sessions/{session}/context", body)
     if status != 200 or not isinstance(answer, dict):
         return None

@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
 ContextFormat = Literal["text", "anthropic", "openai"]
 FORMATS: tuple[str, ...] = ("text", "anthropic", "openai")
+# The budget of a context no caller sized (the CLI's ``context``, HTTP and MCP alike): room for
+# the memory block, recalled passages and a working hot window.
+BUDGET = 4000
 
 
 class ContextSource(Protocol):

@@ -31,6 +31,7 @@ from airsspec.errors import (
     UsageError,
 )
 from airsspec.memory import (
+    CONTEXT_BUDGET,
     CONTEXT_FORMATS,
     PROJECTIONS,
     Bound,
@@ -171,7 +172,13 @@ def cmd_hot(args: argparse.Namespace) -> int:
 @command(
     "context",
     arg("session"),
-    arg("--budget", type=tokens, required=True, metavar="TOKENS", help="the token budget"),
+    arg(
+        "--budget",
+        type=tokens,
+        default=CONTEXT_BUDGET,
+        metavar="TOKENS",
+        help=f"the token budget (default {CONTEXT_BUDGET}, as over HTTP and MCP)",
+    ),
     arg("--query", metavar="TEXT", help="also recall passages about this"),
     arg("--format", choices=CONTEXT_FORMATS, default="text"),
     arg(

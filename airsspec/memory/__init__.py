@@ -137,6 +137,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ITEM_KEY": ("projections.agent_items", "ITEM_KEY"),
     "item_event": ("projections.agent_items", "item_event"),
     "agent_items": ("projections.agent_items", "items"),
+    "CONTEXT_BUDGET": ("projections.context", "BUDGET"),
     "CONTEXT_FORMATS": ("projections.context", "FORMATS"),
     "context_shares": ("projections.context", "shares"),
     "elided_seqs": ("projections.fitting", "elided_seqs"),
@@ -176,6 +177,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CONTEXT_BUDGET",
     "CONTEXT_FORMATS",
     "ENV_NAMES",
     "FACT_KINDS",

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, create_model
 
 from airsspec.errors import InvalidEventError
 from airsspec.memory import (
+    CONTEXT_BUDGET,
     INPUT_TYPES,
     SYSTEM_TYPES,
     FactKind,
@@ -97,7 +98,7 @@ def append(
 def context(
     memory: Any,
     session: Session,
-    budget: Budget = 4000,
+    budget: Budget = CONTEXT_BUDGET,
     query: Annotated[
         str | None, Field(max_length=10_000, description="recall passages for this first")
     ] = None,

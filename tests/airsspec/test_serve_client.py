@@ -16,7 +16,7 @@ import pytest
 
 from airsspec import cli as full_cli
 from airsspec.client import STATE
-from airsspec.memory import Memory
+from airsspec.memory import CONTEXT_BUDGET, Memory
 from airsspec.serve.app import serving, state_path
 from airsspec.serve.core import Served
 from eventlog.layout import Layout
@@ -96,6 +96,7 @@ def test_hot_commands_through_the_server_print_what_the_full_commands_print(serv
     for args, stdin in [
         (("context", "s1", "--budget", "100"), b""),
         (("context", "s1", "--budget", "100", "--json"), b""),
+        (("context", "s1", "--json"), b""),  # no budget: the one default of every door
         (("hook", "session-start"), json.dumps({"session_id": "new"}).encode()),
     ]:
         fast = airsspec(served, *args, stdin=stdin)
@@ -103,6 +104,8 @@ def test_hot_commands_through_the_server_print_what_the_full_commands_print(serv
         assert fast[:3] == full[:3], args
         assert not heavy(fast[3]), args  # it went to the server
         assert full[3], args  # the full command ran
+        if args == ("context", "s1", "--json"):
+            assert json.loads(fast[1])["budget"] == CONTEXT_BUDGET == 4000
     appended = airsspec(served, "append", "s1", stdin=b'{"type": "user", "content": "more"}\n')
     assert appended[:2] == (0, "appended 1 record(s) to s1 (seq 2)\n")
     assert not heavy(appended[3])
