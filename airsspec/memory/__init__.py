@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from projections.agent_items import item_event as item_event
     from projections.agent_items import items as agent_items
     from projections.analytics import QueryResult as QueryResult
+    from projections.context import BUDGET as CONTEXT_BUDGET
     from projections.context import FORMATS as CONTEXT_FORMATS
     from projections.context import shares as context_shares
     from projections.engine import RunReport as RunReport
