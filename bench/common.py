@@ -8,9 +8,10 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
-from tests.support.logs import use_extractive_summarizer, write_synthetic_log
+from tests.support.logs import edit_config, use_extractive_summarizer, write_synthetic_log
 
 __all__ = [
+    "edit_config",
     "median_rate",
     "median_seconds",
     "print_table",

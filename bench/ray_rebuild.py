@@ -34,7 +34,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from airsspec.memory import Memory
-from bench.common import print_table
+from bench.common import edit_config, print_table
 from bench.locomo_data import load
 
 PER_SESSION = 100
@@ -44,7 +44,7 @@ def build(root: Path, records: int, per_session: int = PER_SESSION) -> Memory:
     """A workspace of ``records`` LoCoMo turns on the hash embedder, ``per_session`` a session."""
     Memory.open(root, create=True).close()
     config = root / "airsspec.toml"
-    config.write_text(config.read_text().replace('embedder = "minilm"', 'embedder = "hash"'))
+    edit_config(config, ('embedder = "minilm"', 'embedder = "hash"'))
     memory = Memory.open(root)
     turns = [turn for conversation in load() for turn in conversation.turns]
     # the turns again and again, without their times (a log keeps each session in time order)

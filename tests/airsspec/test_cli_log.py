@@ -4,12 +4,14 @@ exits 2 and changes no byte."""
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import snapshot
 from tests.support.cli import run_cli
+from tests.support.logs import edit_config
 
 
 @pytest.fixture
@@ -31,7 +33,12 @@ EVENTS = b"""\
 
 def test_init_writes_commented_config_and_folders(project: Path) -> None:
     config = (project / "airsspec.toml").read_text()
-    assert 'durability = "always"' in config and config.count("#") > 10
+    assert '# durability = "always"' in config and config.count("#") > 10
+    assert tomllib.loads(config) == {  # every default a comment: a later version's reaches it
+        "workspace": {"path": ".airsspec"},
+        **{name: {} for name in ("log", "memory", "compactor", "cold", "visual", "learnings")},
+        "secrets": {"patterns": {}},
+    }
     for sub in ("contexts/agent", "knowledge/library", "knowledge/vectors", "sources", "state"):
         assert (project / ".airsspec" / sub).is_dir()
     again = run_cli("init", str(project), cwd=project)
@@ -114,11 +121,11 @@ def test_verify_reports_tampering_with_location(project: Path) -> None:
 
 def test_bad_config_value_names_key_and_allowed_values(project: Path) -> None:
     config = project / "airsspec.toml"
-    config.write_text(config.read_text().replace('durability = "always"', 'durability = "maybe"'))
+    edit_config(config, ('durability = "always"', 'durability = "maybe"'))
     result = run_cli("sessions", cwd=project)
     assert result.returncode == 2
     assert b"[log] durability" in result.stderr and b"'always', 'batch' or 'off'" in result.stderr
-    config.write_text(config.read_text().replace('durability = "maybe"', 'durability = "batch"'))
+    edit_config(config, ('durability = "maybe"', 'durability = "batch"'))
     env_result = run_cli("sessions", cwd=project, env={"AIRSSPEC_MEMORY_CHUNK_SIZE": "zero"})
     assert env_result.returncode == 2
     assert b"environment: [memory] chunk_size" in env_result.stderr

@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import init_workspace, snapshot
 from tests.support.cli import run_cli
+from tests.support.logs import edit_config
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
 ANTHROPIC_KEY = "sk-ant-api03-" + "Qx7_" * 23 + "AA"
@@ -268,7 +269,7 @@ def test_a_workspace_uses_its_own_settings_wherever_the_command_runs(
     project: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     config = project / "airsspec.toml"
-    config.write_text(config.read_text().replace("hot_window_size = 30", "hot_window_size = 2"))
+    edit_config(config, ("hot_window_size = 30", "hot_window_size = 2"))
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     (elsewhere / "airsspec.toml").write_text("[memory]\nhot_window_size = 5\n")
     workspace = str(project / ".airsspec")

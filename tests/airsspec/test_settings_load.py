@@ -152,7 +152,7 @@ def test_the_default_file_and_a_bad_key_load_as_before(tmp_path: Path) -> None:
     assert load_settings(config, env={"AIRSSPEC_COLD_EMBEDDER": "hash"}).cold.embedder == "hash"
     with pytest.raises(SettingsError, match=r"environment: \[cold\] embedder: Input should be"):
         load_settings(config, env={"AIRSSPEC_COLD_EMBEDDER": "hashed"})
-    config.write_text(DEFAULT_TOML.replace("hot_window_size = 30", "hot_window_size = 0"))
+    config.write_text(DEFAULT_TOML.replace("# hot_window_size = 30", "hot_window_size = 0"))
     with pytest.raises(SettingsError, match=r"\[memory\] hot_window_size: Input should be"):
         load_settings(config, env={})
     assert tomllib.loads(DEFAULT_TOML)  # the file init writes is the one checked above

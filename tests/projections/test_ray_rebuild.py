@@ -18,6 +18,7 @@ import pytest
 from airsspec.memory import Memory
 from tests.conftest import REPO, SHARED_DATA, children, wait_for
 from tests.support.cli import run_cli
+from tests.support.logs import edit_config
 
 LOCOMO = SHARED_DATA / "locomo-dev" / "locomo-dev.json"
 
@@ -39,7 +40,7 @@ def make_workspace(root: Path, embedder: str, records: int) -> Memory:
     one source document."""
     Memory.open(root, create=True).close()
     config = root / "airsspec.toml"
-    config.write_text(config.read_text().replace('embedder = "minilm"', f'embedder = "{embedder}"'))
+    edit_config(config, ('embedder = "minilm"', f'embedder = "{embedder}"'))
     memory = Memory.open(root)
     conversation = json.loads(LOCOMO.read_text())[0]["conversation"]
     speaker = conversation["speaker_a"]

@@ -8,16 +8,26 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
+def edit_config(config: Path, *edits: tuple[str, str]) -> None:
+    """Apply ``(old line, new line)`` edits to an ``airsspec init`` config, where a default is a
+    commented line (``# key = value``): the new line takes its place, uncommented. An old line
+    found neither way is an error, so an edit never silently misses."""
+    text = config.read_text()
+    for old, new in edits:
+        if f"# {old}" in text:
+            text = text.replace(f"# {old}", new, 1)
+        elif old in text:
+            text = text.replace(old, new, 1)
+        else:
+            raise ValueError(f"{config} has no line {old!r}")
+    config.write_text(text)
+
+
 def use_extractive_summarizer(config: Path, *edits: tuple[str, str]) -> None:
     """Set an ``airsspec init`` config's summarizer to the extractive one (local, no network),
-    and apply the other ``(old line, new line)`` edits. Only that key changes: other sections
-    have an "auto" value of their own."""
-    text = config.read_text()
-    for old, new in (('summarizer = "auto"', 'summarizer = "extractive"'), *edits):
-        if old not in text:
-            raise ValueError(f"{config} has no line {old!r}")
-        text = text.replace(old, new)
-    config.write_text(text)
+    and apply the other ``(old line, new line)`` edits (``edit_config``). Only that key changes:
+    other sections have an "auto" value of their own."""
+    edit_config(config, ('summarizer = "auto"', 'summarizer = "extractive"'), *edits)
 
 
 def write_synthetic_log(
