@@ -4,10 +4,15 @@ Lag is the number of records in the log that a tier has not folded yet. A sessio
 state cannot be read, or no longer matches the log, is listed as degraded (the next ``project``
 rebuilds it). So is each damaged file a tier's sessions share (the cold table's), named, and
 a session whose log cannot be read (a stray file among the logs): the others are unaffected.
+
+Asked for the sessions one reader may see, the lag, the sessions behind and the degraded ones
+are theirs alone, and the tier's items and bytes (every user's) are not given: a count of what
+others hold, watched over time, would tell what they do.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,30 +25,41 @@ from projections.fold import Projector
 
 @dataclass
 class TierStatus:
-    """One tier's size, items, lag and what is degraded."""
+    """One tier's size, items, lag and what is degraded (``bytes`` and ``items``: None when
+    asked for some sessions only, see the module)."""
 
     tier: str
-    bytes: int
-    items: int
+    bytes: int | None
+    items: int | None
     sessions: int
     lag_records: int
     behind_sessions: list[str] = field(default_factory=list)
     degraded: list[str] = field(default_factory=list)
 
 
-def tier_status(log: Log, projector: Projector[Any]) -> TierStatus:
-    """The status of ``projector``'s tier against the log."""
+def tier_status(
+    log: Log, projector: Projector[Any], sessions: Collection[str] | None = None
+) -> TierStatus:
+    """The status of ``projector``'s tier against the log: of every session, or of ``sessions``
+    only (one reader's; see the module)."""
     store = projector.state_store
     manifest = store.read_manifest()
-    status = TierStatus(
-        projector.name,
-        store.disk_bytes(),
-        projector.item_count(),
-        len(store.sessions()),
-        0,
-    )
+    if sessions is None:
+        status = TierStatus(
+            projector.name,
+            store.disk_bytes(),
+            projector.item_count(),
+            len(store.sessions()),
+            0,
+        )
+    else:
+        status = TierStatus(
+            projector.name, None, None, len(set(store.sessions()) & set(sessions)), 0
+        )
     status.degraded += [f"{problem} (project repairs it)" for problem in store.damage()]
     for session in log.sessions():
+        if sessions is not None and session not in sessions:
+            continue
         try:
             head = log_tail(log, session)
         except (CorruptLogError, UnsafePathError):  # the log's own listing names the problem

@@ -68,10 +68,12 @@ def status_text(overview: dict[str, Any]) -> str:
     for t in overview["tiers"]:
         late = len(t["behind_sessions"])
         behind = f", behind in {late} session(s)" if late else ""
-        lines.append(
-            f"{t['tier']}: {t['items']} item(s) in {t['sessions']} session(s), {t['bytes']:,} "
-            f"bytes, lag {t['lag_records']} record(s){behind}"
+        held = (  # None: a scoped reader, who is not told what every user's take
+            f"{t['items']} item(s) in {t['sessions']} session(s), {t['bytes']:,} bytes"
+            if t["items"] is not None
+            else f"{t['sessions']} of your session(s)"
         )
+        lines.append(f"{t['tier']}: {held}, lag {t['lag_records']} record(s){behind}")
     degraded = overview["degraded"]
     lines.append("degraded: " + ("; ".join(degraded) if degraded else "nothing"))
     return "".join(f"{line}\n" for line in lines)

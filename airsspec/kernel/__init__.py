@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -243,16 +243,12 @@ class Kernel:
         return [record.path for record in records]
 
     def status(self) -> list[TierStatus]:
-        """Items, size, lag and what is degraded, for every projection (the sessions named
-        behind: those this kernel may read)."""
+        """Items, size, lag and what is degraded, for every projection; for a scoped kernel,
+        of the sessions it may read only, without the tier's items and bytes (every user's)."""
         from projections.status import tier_status
 
-        found = [tier_status(self.log, p) for p in self.workspace.projectors()]
-        if (shown := self.gate.visible()) is None:
-            return found
-        return [
-            replace(t, behind_sessions=[s for s in t.behind_sessions if s in shown]) for t in found
-        ]
+        shown = self.gate.visible()
+        return [tier_status(self.log, p, shown) for p in self.workspace.projectors()]
 
     def embedder_problem(self) -> str | None:
         """Why the cold projection's embedder cannot run here (None when it can)."""

@@ -347,6 +347,26 @@ def test_status_names_no_session_a_user_may_not_read(memory: Memory) -> None:
     assert all("b9" not in tier.behind_sessions for tier in alice.status())
 
 
+def test_status_tells_a_user_nothing_of_what_another_user_does(memory: Memory) -> None:
+    """Neither bob's records (the tiers' items and bytes count every user's) nor his lag nor
+    the damage of his saved state change what alice's ``status`` shows."""
+    memory.project()
+    alice = _alice(memory)
+    before = alice.overview()
+    bob = memory.scoped(user="bob")
+    bob.append_many("b1", [_say(f"bob's line {n}") for n in range(30)], project=False)
+    bob.append("b10", _say("a new session of bob"), project=False)
+    hot = memory.root / "state" / "hot"
+    (damaged,) = [p for p in hot.iterdir() if p.name.startswith("b1.")]
+    damaged.write_bytes(damaged.read_bytes()[:-7])
+    after = alice.overview()
+    assert after == before
+    assert all(t["items"] is None and t["bytes"] is None for t in after["tiers"])
+    everything = memory.overview()  # the workspace's own reader sees all of it
+    assert everything["tiers"][0]["items"] is not None
+    assert any("b1" in d for d in everything["degraded"]) and everything["tiers"][0]["lag_records"]
+
+
 def test_a_library_file_of_another_user_answers_as_a_missing_file(memory: Memory) -> None:
     (entry,) = [e for e in memory.library() if e["session"] == "b1"]
     number = int(entry["library_no"])
