@@ -41,7 +41,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from airsspec.errors import AirsspecError
+from airsspec.errors import AirsspecError, NoSuchSessionError
 from airsspec.memory import FACT_KINDS, MEMORY_SESSION
 from airsspec.serve.api import problem, public
 from airsspec.serve.charts import bar_chart
@@ -458,10 +458,14 @@ def routes(served: Served) -> list[Any]:
 
     async def forgotten(request: Request) -> Response:
         """The receipts of ``forget``: the ``forgotten`` records of the workspace's own log
-        (an admin's to read: the gate filters them out for a user)."""
+        (an admin's to read: the gate filters them out for a user). A workspace whose own log
+        is not written yet, or not shown to this user, has none."""
 
         def read(memory: Any) -> list[Any]:
-            return [r for r in memory.replay(MEMORY_SESSION) if r.type == "forgotten"]
+            try:
+                return [r for r in memory.replay(MEMORY_SESSION) if r.type == "forgotten"]
+            except NoSuchSessionError:
+                return []
 
         receipts = await _read(served, request, read)
         return render("forgotten.html", request, receipts=receipts[::-1])

@@ -283,3 +283,26 @@ def test_bob_touches_none_of_alices_learnings(alices, memory, tokens) -> None:
             answer = bob.post("/v1/learnings", json=body)
             assert answer.status_code in (400, 403, 404, 409, 422), (body, answer.text)
     assert snapshot(memory.root / "eventlog") == before
+
+
+def test_bobs_hooks_naming_alices_session_neither_read_nor_write_it(alices, tokens) -> None:
+    with http(alices, tokens["alice"]) as alice:
+        mine = alice.post("/v1/sessions/alice-plan-2026/replay", json={}).text
+    payload = {"session_id": "alice-plan-2026", "prompt": "bob asks for the ledger"}
+    with http(alices, tokens["bob"]) as bob:
+        for event in ("SessionStart", "UserPromptSubmit", "PreCompact", "Stop", "SessionEnd"):
+            answer = bob.post(f"/v1/hooks/{event}", json={**payload, "source": "resume"})
+            assert SECRET not in answer.text and "Traceback" not in answer.text, event
+            assert answer.status_code < 500, (event, answer.text)
+    with http(alices, tokens["alice"]) as alice:
+        assert alice.post("/v1/sessions/alice-plan-2026/replay", json={}).text == mine
+
+
+def test_the_forgotten_page_before_any_forget_is_empty_not_a_server_error(server, tokens) -> None:
+    url, _ = server
+    for who in ("bob", "admin"):
+        with http(url, tokens[who]) as client:
+            client.post("/v1/sessions/notes/events", json={"events": EVENTS})
+            page = client.get("/forgotten")
+            assert page.status_code == 200, (who, page.text[:200])
+            assert "Traceback" not in page.text
