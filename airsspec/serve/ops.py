@@ -76,7 +76,7 @@ def append(
     memory: Any,
     session: Session,
     events: Annotated[
-        SkipValidation[list[AppendableEvent]],
+        list[SkipValidation[AppendableEvent]],  # a list, checked here; each event by the log
         Field(min_length=1, max_length=10_000, description="events to append, all or none"),
     ],
 ) -> dict[str, Any]:

@@ -306,3 +306,13 @@ def test_the_forgotten_page_before_any_forget_is_empty_not_a_server_error(server
             page = client.get("/forgotten")
             assert page.status_code == 200, (who, page.text[:200])
             assert "Traceback" not in page.text
+
+
+@pytest.mark.parametrize("events", [None, 1, 1e308, True], ids=["null", "int", "float", "bool"])
+def test_events_that_are_not_a_list_are_a_clear_4xx(server, memory, tokens, events) -> None:
+    url, _ = server
+    before = snapshot(memory.root / "eventlog")
+    with http(url, tokens["bob"]) as bob:
+        answer = bob.post("/v1/sessions/bobs/events", json={"events": events})
+    assert 400 <= answer.status_code < 500 and "events" in answer.text, answer.text
+    assert snapshot(memory.root / "eventlog") == before
