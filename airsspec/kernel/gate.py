@@ -97,7 +97,17 @@ class Gate:
         kernel = self._kernel
         kernel.catch_up(NEEDS["owners"], warn=False)
         owners = kernel.projector("learnings").owners()  # its index: one file, not every state
-        return {session: Scope.of(owner) for session, owner in owners.items()}
+        # a workspace has thousands of sessions and a few owners: each owner's scope is made
+        # once per call, not once per session (every read with a named scope asks)
+        made: dict[tuple[tuple[str, str], ...], Scope] = {}
+        found: dict[str, Scope] = {}
+        for session, owner in owners.items():
+            key = tuple(sorted(owner.items()))
+            scope = made.get(key)
+            if scope is None:
+                scope = made[key] = Scope.of(owner)
+            found[session] = scope
+        return found
 
     def _owner(self, session: str) -> Scope | None:
         """The owner of ``session`` whoever asks (``Scope()``: no one's, or not in the log
@@ -126,7 +136,8 @@ class Gate:
         found = self._all_owners()
         if self.admin:
             return found
-        return {s: o for s, o in found.items() if s != MEMORY_SESSION and self.scope.reads(o)}
+        readable = {o for o in set(found.values()) if self.scope.reads(o)}
+        return {s: o for s, o in found.items() if s != MEMORY_SESSION and o in readable}
 
     def owner(self, session: str) -> Scope:
         """The owner of ``session`` (``Scope()``: the team's, the workspace's own log, or
@@ -153,7 +164,8 @@ class Gate:
             return None
         # the workspace's own log is read only through its filtered view (``reads_record``)
         owners = self._all_owners()
-        return {s for s, o in owners.items() if s != MEMORY_SESSION and scope.reads(o)}
+        readable = {o for o in set(owners.values()) if scope.reads(o)}  # the read rule per owner
+        return {s for s, o in owners.items() if s != MEMORY_SESSION and o in readable}
 
     def reader(self, session: str) -> Scope:
         """The scope reads made for ``session`` run in: this kernel's, narrowed to the

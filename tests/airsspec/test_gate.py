@@ -147,3 +147,45 @@ def test_a_read_only_token_changes_nothing_through_http(memory: Memory) -> None:
         refused = http.post("/v1/learnings", json={"text": "x", "scope": "project"})
         assert refused.status_code == 403
     assert _log_bytes(memory) == before
+
+
+def test_the_gates_sessions_by_owner_equal_the_read_rule_asked_per_session(
+    memory: Memory,
+) -> None:
+    """The gate makes each owner's scope once and asks the read rule once per owner: what each
+    reader may see is still what the rule says of every session, asked one by one, after
+    appends and an assignment in between."""
+    from projections.scopes import TEAM, Scope
+
+    owners = [
+        {"user": "alice"},
+        {"user": "alice", "agent": "coder"},
+        {"user": "bob", "project": "web"},
+        {"agent": "coder"},
+        {},
+    ]
+    for number in range(15):
+        scoped = memory.scoped(**owners[number % len(owners)])
+        scoped.append(f"s{number:02d}", _say(f"turn {number}"))
+    readers = [
+        Scope(user="alice"),
+        Scope(user="alice", agent="coder"),
+        Scope(user="bob"),
+        Scope(user="bob", project="web"),
+        Scope(user=TEAM),
+        Scope(agent="coder"),
+    ]
+    gate = memory.kernel.gate
+
+    def one_by_one(reader: Scope) -> set[str]:
+        found = memory.kernel.projector("learnings").owners()
+        return {s for s, o in found.items() if s != MEMORY_SESSION and reader.reads(Scope.of(o))}
+
+    for step in range(2):
+        for reader in readers:
+            assert gate.visible(reader) == one_by_one(reader), (step, reader)
+            view = memory.scoped(**reader.to_fields()).kernel.gate
+            assert set(view.owners()) == one_by_one(reader), (step, reader)
+        assert gate.visible(Scope()) is None  # unscoped: every session
+        memory.scoped(user="bob").append("s99", _say("a later session"))
+        memory.sessions.assign("s04", user="bob")  # the team's session becomes bob's
