@@ -197,3 +197,36 @@ def test_a_lance_panic_is_wrapped_as_damage_but_an_interrupt_is_not() -> None:
     with pytest.raises(OSError) as refused, damage_named("units.lance"):
         raise RuntimeError("LanceError(IO): No space left on device (os error 28)")
     assert refused.value.errno == 28 and not isinstance(refused.value, ColdDamagedError)
+
+
+def test_a_digest_kept_between_reads_never_hides_a_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server answers every ``status`` from digests kept while each file's size, times and
+    inode are unchanged (``projections.table_files.digest_of``). A file changed in place, its
+    mtime put back, is named all the same (the write changed its ctime), as hashing every file
+    again names it."""
+    from projections import table_files
+
+    monkeypatch.setattr(table_files._DIGESTS, "_settle_ns", 0)  # keep them at once
+    root = _workspace(tmp_path, projected=("all",))
+
+    def damage(memory: Memory) -> list[str]:
+        return [d for tier in memory.status() for d in tier.degraded if "after it was" in d]
+
+    def hashed_again(memory: Memory) -> list[str]:
+        files = memory.kernel.projector("cold").files
+        known = files.read()[1]
+        table = files.table_dir
+        return [n for n, d in known.items() if table_files.sha256_of(table / n) != d]
+
+    with mock.patch.dict(os.environ, HASH), Memory.open(root) as memory:
+        assert damage(memory) == [] == hashed_again(memory)
+        assert damage(memory) == []  # the second answer from the kept digests
+        data = sorted((root / TABLE / "data").rglob("*.lance"))[0]
+        times = data.stat()
+        _xor_lance_files(root / TABLE, "data")
+        os.utime(data, ns=(times.st_atime_ns, times.st_mtime_ns))
+        named = damage(memory)
+        assert any(f"data/{data.name}: changed after it was written" in d for d in named), named
+        assert f"data/{data.name}" in hashed_again(memory)
