@@ -18,6 +18,7 @@ from typing import Any
 
 from eventlog.errors import CorruptLogError, UnsafePathError
 from eventlog.log import Log
+from eventlog.recovery import TailState
 from projections.checkpoints import log_tail, record_at
 from projections.engine import OUTPUT_CHANGED
 from projections.fold import Projector
@@ -37,11 +38,31 @@ class TierStatus:
     degraded: list[str] = field(default_factory=list)
 
 
+def log_heads(log: Log, sessions: Collection[str] | None = None) -> dict[str, TailState | None]:
+    """Each session's last complete record in the log (None: its log cannot be read), of every
+    session or of ``sessions`` only: what every tier's lag is measured against, read once for
+    all of them."""
+    heads: dict[str, TailState | None] = {}
+    for session in log.sessions():
+        if sessions is not None and session not in sessions:
+            continue
+        try:
+            heads[session] = log_tail(log, session)
+        except (CorruptLogError, UnsafePathError):  # the log's own listing names the problem
+            heads[session] = None
+    return heads
+
+
 def tier_status(
-    log: Log, projector: Projector[Any], sessions: Collection[str] | None = None
+    log: Log,
+    projector: Projector[Any],
+    sessions: Collection[str] | None = None,
+    heads: dict[str, TailState | None] | None = None,
 ) -> TierStatus:
     """The status of ``projector``'s tier against the log: of every session, or of ``sessions``
-    only (one reader's; see the module)."""
+    only (one reader's; see the module). ``heads``: ``log_heads(log, sessions)``, read now when
+    not given."""
+    heads = log_heads(log, sessions) if heads is None else heads
     store = projector.state_store
     manifest = store.read_manifest()
     if sessions is None:
@@ -57,12 +78,8 @@ def tier_status(
             projector.name, None, None, len(set(store.sessions()) & set(sessions)), 0
         )
     status.degraded += [f"{problem} (project repairs it)" for problem in store.damage()]
-    for session in log.sessions():
-        if sessions is not None and session not in sessions:
-            continue
-        try:
-            head = log_tail(log, session)
-        except (CorruptLogError, UnsafePathError):  # the log's own listing names the problem
+    for session, head in heads.items():
+        if head is None:
             status.degraded.append(f"{session}: not projected: its log cannot be read")
             continue
         cached = manifest.get(session)

@@ -245,10 +245,11 @@ class Kernel:
     def status(self) -> list[TierStatus]:
         """Items, size, lag and what is degraded, for every projection; for a scoped kernel,
         of the sessions it may read only, without the tier's items and bytes (every user's)."""
-        from projections.status import tier_status
+        from projections.status import log_heads, tier_status
 
         shown = self.gate.visible()
-        return [tier_status(self.log, p, shown) for p in self.workspace.projectors()]
+        heads = log_heads(self.log, shown)  # once for every tier
+        return [tier_status(self.log, p, shown, heads) for p in self.workspace.projectors()]
 
     def embedder_problem(self) -> str | None:
         """Why the cold projection's embedder cannot run here (None when it can)."""
