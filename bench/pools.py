@@ -99,6 +99,8 @@ def rescore(
     cap: int = 0,
     reach: float = 0.0,
     dialogue: float = 0.0,
+    feedback: float = 0.0,
+    feedback_hits: int = 0,
 ) -> list[Any]:
     """The keys of the best 10 of ``pool`` under ``weights`` (in ``WEIGHTS`` order) as
     ``query_memory`` picks them: one per message, none under the relevance floor, and with
@@ -106,7 +108,10 @@ def rescore(
     already picked from its log session (a message whose speaker the query names is not), among
     the hits scoring at least ``reach`` times the best (the others after, in order), when at
     least ``dialogue`` of the messages among them (of the first ``DIALOGUE_HITS``) are conversation
-    turns."""
+    turns. With ``feedback``, a second round within the pool (pseudo-relevance feedback: a
+    multi-hop answer's second passage resembles the first): each hit's score is raised by
+    ``feedback`` times its highest cosine with one of the first ``feedback_hits`` hits (not
+    itself), and the hits re-ordered, before diversity."""
     if not len(pool.keys):
         return []
     chosen = RecallWeights(**dict(zip(WEIGHTS, weights, strict=True)))
@@ -115,6 +120,12 @@ def rescore(
     order = order[(scores[order] > 0) & (scores[order] >= chosen.min_score)]
     _, firsts = np.unique(pool.message[order], return_index=True)
     kept = order[np.sort(firsts)]  # each message's best chunk, best first
+    if feedback and feedback_hits and len(kept):
+        first = kept[:feedback_hits]
+        near = pool.vectors @ pool.vectors[first].T
+        near[first, np.arange(len(first))] = -1.0  # a hit is not its own evidence
+        scores = scores + feedback * np.clip(near.max(axis=1), 0.0, None)
+        kept = kept[np.argsort(-scores[kept], kind="stable")]
     if not diversity and not similarity and not cap:
         return [pool.keys[i] for i in kept[:10]]
     reached = scores[kept] >= reach * scores[kept[0]] if len(kept) else kept.astype(bool)
