@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,6 +48,19 @@ if TYPE_CHECKING:
 ROOT = "/memories"
 MAX_LINES = 999_999
 LINE_NUMBER_WIDTH = len(str(MAX_LINES))
+# What no new file name may hold beside the C0 controls: a C1 control, a line or paragraph
+# separator, or a bidirectional embedding, override or isolate, which would make the name read
+# in the viewer, and in the records an admin reads, as another (``/memories/<RLO>gpj.md``).
+_BIDI_CONTROLS = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})
+
+
+def _misleading(char: str) -> bool:
+    return (
+        unicodedata.category(char) in ("Cc", "Zl", "Zp")
+        or unicodedata.bidirectional(char) in _BIDI_CONTROLS
+    )
+
+
 DIRECTORY_SIZE = 4096
 """The size a folder is listed with (``4K``): what a folder of the reference backend's has on
 the usual Linux file systems (a folder of events takes no room of its own)."""
@@ -61,13 +75,14 @@ class Change:
     message: str
 
 
-def memory_path(path: str) -> str:
+def memory_path(path: str, *, new: bool = False) -> str:
     """``path`` as the tree names it (``/memories/a/b.md``), resolved as the reference backend
     resolves it; ``MemoryFileError`` for a path outside ``/memories`` or a name no file may
-    have (a control character)."""
+    have (a control character; with ``new``, a name being made, also a character that makes it
+    read as another: ``_misleading``; a file made before keeps its name)."""
     if not path.startswith(ROOT):
         raise MemoryFileError(f"Path must start with /memories, got: {path}")
-    if any(ord(c) < 32 or c == "\x7f" for c in path):
+    if any(ord(c) < 32 or c == "\x7f" or (new and _misleading(c)) for c in path):
         raise MemoryFileError(f"Path {path!r} holds a control character")
     resolved = posixpath.normpath(f"{ROOT}/{path[len(ROOT) :].lstrip('/')}")
     if not under(resolved, ROOT):
@@ -279,7 +294,7 @@ class MemoryFiles:
     def create(self, path: str, file_text: str, *, actor: str | None = None) -> Change:
         """Create the file ``path`` holding ``file_text``; ``MemoryFileConflictError`` when
         something is there already."""
-        where = memory_path(path)
+        where = memory_path(path, new=True)
         with self._locked() as files:
             self._creatable(files, where, path)
             version = self._write(where, file_text, None, "create", actor)
@@ -391,7 +406,7 @@ class MemoryFiles:
 
     def rename(self, old_path: str, new_path: str, *, actor: str | None = None) -> Change:
         """Move the file or folder ``old_path`` to ``new_path`` (which must not exist)."""
-        old, new = memory_path(old_path), memory_path(new_path)
+        old, new = memory_path(old_path), memory_path(new_path, new=True)
         if old == ROOT:
             raise MemoryFileError("Cannot rename the /memories directory itself")
         with self._locked() as files:

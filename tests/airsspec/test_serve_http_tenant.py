@@ -151,3 +151,32 @@ def test_an_odd_body_is_a_clear_4xx_and_changes_nothing(world: World, name: str)
         assert 400 <= answer.status_code < 500 or answer.json().get("error"), said
         assert "Traceback" not in answer.text and str(world.memory.root) not in answer.text, said
     assert world.log_bytes() == before, name
+
+
+# A name that would read as another in the viewer and in the records an admin reads: a
+# right-to-left override (``gpj.md`` shown as ``dm.jpg``), an isolate, a line separator, a C1
+# control (NEL).
+MISLEADING = (
+    "/memories/\u202egpj.md",
+    "/memories/a\u2067b.md",
+    "/memories/a\u2028b.md",
+    "/memories/a\x85b.md",
+)
+
+
+@pytest.mark.parametrize("name", MISLEADING)
+def test_a_memory_file_name_that_reads_as_another_is_refused(world: World, name: str) -> None:
+    before = world.log_bytes()
+    with world.client("bob") as bob:
+        made = bob.post("/v1/memories/create", json={"path": name, "file_text": "x"})
+        assert made.status_code == 400 and "control character" in made.json()["detail"], made.text
+        assert bob.post(
+            "/v1/memories/create", json={"path": "/memories/é👩‍💻.md", "file_text": "x"}
+        ).is_success
+        moved = bob.post(
+            "/v1/memories/rename", json={"old_path": "/memories/é👩‍💻.md", "new_path": name}
+        )
+        assert moved.status_code == 400, moved.text
+        assert bob.post("/v1/memories/view", json={"path": "/memories/é👩‍💻.md"}).is_success
+    grown = {p for p, data in world.log_bytes().items() if before.get(p) != data}
+    assert len(grown) == 1  # the workspace's own log, by the one create that was allowed
