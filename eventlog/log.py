@@ -287,7 +287,13 @@ class Log(Appends, Protocol):
     def head(self, session: str) -> TailState: ...
     def info(self, session: str) -> SessionInfo: ...
     def read(
-        self, session: str, *, from_seq: int = 1, offset: int = 0, offset_seq: int = 1
+        self,
+        session: str,
+        *,
+        from_seq: int = 1,
+        offset: int = 0,
+        offset_seq: int = 1,
+        plain: bool = False,
     ) -> Iterator[Located]: ...
     def recover(self, session: str) -> int: ...
     def flush(self) -> None: ...
@@ -693,19 +699,28 @@ class EventLog(Appends):
         return SessionInfo(session, head.seq, first_ts, head.ts, head.size)
 
     def read(
-        self, session: str, *, from_seq: int = 1, offset: int = 0, offset_seq: int = 1
+        self,
+        session: str,
+        *,
+        from_seq: int = 1,
+        offset: int = 0,
+        offset_seq: int = 1,
+        plain: bool = False,
     ) -> Iterator[Located]:
         """Records of ``session`` with ``seq >= from_seq``, validated, with their byte offsets.
 
         ``offset``/``offset_seq`` resume from a known position (the line at ``offset`` has seq
-        ``offset_seq``), so a projector does not rescan what it has already seen.
+        ``offset_seq``), so a projector does not rescan what it has already seen. With
+        ``plain``, a record whose every field checks without pydantic is its stored dict
+        (``eventlog.plain.Stored``) and any other is its model; a sealed log reads models.
         """
+        plain = plain and self.sealer is None
         path = session_path(self.log_dir, session)
         if not os.path.lexists(path):
             return
         position, seq = offset, offset_seq
         while True:
-            reader = _SessionReader(path, session, position, seq, from_seq)
+            reader = _SessionReader(path, session, position, seq, from_seq, plain)
             yield from reader if self.sealer is None else opened(self.sealer, reader)
             if not reader.incomplete_tail:
                 return
@@ -752,8 +767,11 @@ def _unsealed(stored: dict[str, Any], clear: dict[str, Any]) -> dict[str, Any]:
 class _SessionReader:
     """One pass over a session file from a position; stops before any incomplete tail."""
 
-    def __init__(self, path: Path, session: str, offset: int, seq: int, from_seq: int) -> None:
+    def __init__(
+        self, path: Path, session: str, offset: int, seq: int, from_seq: int, plain: bool = False
+    ) -> None:
         self.path = path
+        self.plain = plain  # records as ``eventlog.plain.Stored`` dicts where they check
         self.session = session
         self.position = offset  # end of the last record yielded (or skipped)
         self.seq = seq  # seq expected at ``position``
@@ -765,10 +783,9 @@ class _SessionReader:
         session, from_seq = self.session, self.from_seq
         seq, position = self.seq, self.position  # written back when the pass ends
         make = tuple.__new__  # Located(...) without its Python-level __new__
-        from eventlog.schema import validation
 
         with reader_nofollow(self.path) as f:
-            validate = validation.record_validator(reading=os.fstat(f.fileno()).st_size - position)
+            validate = self._validator(os.fstat(f.fileno()).st_size - position)
             f.seek(position)
             buf = b""
             base = position
@@ -805,6 +822,23 @@ class _SessionReader:
                 base += start
             self.seq, self.position = seq, position
             self.incomplete_tail = bool(buf) or bool(pending)
+
+    def _validator(self, reading: int) -> Any:
+        """Line -> record, raising ``ValueError`` for a line ``_parse`` must decide: the
+        models' fast validator, or with ``plain`` the checked dict (no pydantic imported)."""
+        if self.plain:
+            from eventlog.plain import stored_record
+
+            def plain(line: bytes) -> Any:
+                record = stored_record(line)
+                if record is None:
+                    raise ValueError("not plainly valid")
+                return record
+
+            return plain
+        from eventlog.schema import validation
+
+        return validation.record_validator(reading=reading)
 
     def _parse(self, line: bytes, offset: int, expected: int) -> Record:
         from pydantic import ValidationError

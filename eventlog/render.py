@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
+    from eventlog.plain import Stored
     from eventlog.schema import ActionRecord, ImportedRecord, ObservationRecord, Record
 
 ENVELOPE = frozenset(
@@ -59,8 +60,30 @@ def _kinds() -> tuple[type[ActionRecord], type[ObservationRecord], type[Imported
     return ActionRecord, ObservationRecord, ImportedRecord
 
 
-def record_text(record: Record) -> str:
-    """The readable content of one record."""
+PLAIN_TEXT = frozenset({"user", "assistant", "thought", "action", "observation", "imported"})
+"""The types whose text is shown from their stored dict (``eventlog.plain.Stored``); any other
+record is shown from its model (its text is every field, defaults included)."""
+
+
+def _plain_text(record: Stored) -> str:
+    """``record_text`` of a checked stored dict of a ``PLAIN_TEXT`` type (defaults filled in)."""
+    kind = record["type"]
+    if kind == "action":
+        return f"{record['tool']}({_json(record['params'])})"
+    if kind == "observation":
+        result = record["result"]
+        result = result if isinstance(result, str) else _json(result)
+        return f"ERROR: {result}" if record["is_error"] else result
+    if kind == "imported":
+        return f"[{record['kind']}] {record['text']}".rstrip()
+    return record["content"]  # type: ignore[no-any-return]
+
+
+def record_text(record: Record | Stored) -> str:
+    """The readable content of one record (a model, or a stored dict of a ``PLAIN_TEXT``
+    type)."""
+    if isinstance(record, dict):
+        return _plain_text(record)
     action, observation, imported = _kinds()
     if isinstance(record, action):
         return f"{record.tool}({_json(record.params)})"
@@ -76,26 +99,45 @@ def record_text(record: Record) -> str:
     return _json(fields)
 
 
+def _shown(record: Record | Stored) -> tuple[str | None, tuple[str, str, int] | None, str | None]:
+    """What a replay header shows beyond the envelope: the action an observation answers, the
+    origin (format, source, index), an imported record's kind."""
+    if isinstance(record, dict):
+        kind, origin = record["type"], record.get("origin")
+        return (
+            record.get("action_id") if kind == "observation" else None,
+            None if origin is None else (origin["format"], origin["source"], origin["index"]),
+            record["kind"] if kind == "imported" else None,
+        )
+    _, observation, imported = _kinds()
+    at = record.origin
+    return (
+        record.action_id if isinstance(record, observation) else None,
+        None if at is None else (at.format, at.source, at.index),
+        record.kind if isinstance(record, imported) else None,
+    )
+
+
 def format_record(
-    record: Record, seq_of_id: dict[str, int] | None = None, *, full_meta: bool = False
+    record: Record | Stored, seq_of_id: dict[str, int] | None = None, *, full_meta: bool = False
 ) -> str:
     """A replay block: a header line (seq, time, type) and the indented text, ``printable``.
 
     ``seq_of_id`` maps event ids seen so far to their seq, so an observation can name the
     action it answers by seq. Long ``meta`` is summarised unless ``full_meta``.
     """
-    _, observation, imported = _kinds()
+    answers, origin, kind = _shown(record)
     header = f"#{record.seq:<5} {record.ts}  {record.type}"
-    if isinstance(record, observation) and record.action_id:
-        target = (seq_of_id or {}).get(record.action_id)
-        header += f"  (answers #{target})" if target else f"  (answers {record.action_id})"
-    if record.origin is not None:
-        header += f"  from {record.origin.format} {record.origin.source}#{record.origin.index}"
+    if answers:
+        target = (seq_of_id or {}).get(answers)
+        header += f"  (answers #{target})" if target else f"  (answers {answers})"
+    if origin is not None:
+        header += f"  from {origin[0]} {origin[1]}#{origin[2]}"
     if record.meta:
         meta = _json(record.meta)
         short = len(meta) <= 100 or full_meta
         header += f"  meta={meta}" if short else f"  meta: {len(record.meta)} keys (--meta)"
-    if isinstance(record, imported) and record.kind.endswith("compact_boundary"):
+    if kind is not None and kind.endswith("compact_boundary"):
         header += "\n    ---- compaction boundary: the conversation was compacted here ----"
     elif (record.meta or {}).get("kind") == "compact_summary":
         header += "\n    ---- compaction summary (what the agent kept of the history) ----"
@@ -107,7 +149,7 @@ def format_record(
 
 
 def replay_lines(
-    pairs: Iterable[tuple[Record, bytes]],
+    pairs: Iterable[tuple[Record | Stored, bytes]],
     from_seq: int = 1,
     *,
     stored: bool = False,
@@ -115,11 +157,17 @@ def replay_lines(
 ) -> Iterator[tuple[int, str]]:
     """(seq, line) for each of ``pairs`` (a session's records with their stored lines, from its
     first) from ``from_seq``: the ``format_record`` block, or with ``stored`` the line exactly
-    as stored. What ``airsspec replay`` prints, whichever process reads the log."""
+    as stored. What ``airsspec replay`` prints, whichever process reads the log. A record
+    may be a stored dict (``EventLog.read(plain=True)``): one of a type outside ``PLAIN_TEXT``
+    is made a model to be shown."""
     seq_of_id: dict[str, int] = {}  # a record shown links to the seq of one it refers to
     for record, raw in pairs:
         seq_of_id[record.id] = record.seq
         if record.seq >= from_seq:
+            if not stored and isinstance(record, dict) and record["type"] not in PLAIN_TEXT:
+                from eventlog.schema import validation
+
+                record = validation.record_from_dict(dict(record))
             shown = (
                 raw.decode("utf-8")
                 if stored

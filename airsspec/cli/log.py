@@ -230,7 +230,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """Show a session as it happened. With --json, the exact records."""
     until = _until(args.until)
     with open_memory(args) as memory:
-        pairs = memory.replay(args.session, until=until, raw=True)
+        pairs = memory.replay(args.session, until=until, raw=True, plain=True)
         for _, line in replay_lines(pairs, args.from_seq, stored=args.json, full_meta=args.meta):
             sys.stdout.write(line + "\n")
     return EXIT_OK

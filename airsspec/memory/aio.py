@@ -800,10 +800,13 @@ class AsyncMemory:
         from_seq: int = 1,
         until: Bound | int | str | datetime | None = None,
         raw: bool = False,
+        plain: bool = False,
     ) -> list[Any]:
         """``Memory.replay`` as a coroutine (run in a worker thread)."""
         return await _run(
-            lambda: list(self._target.replay(session, from_seq=from_seq, until=until, raw=raw))
+            lambda: list(
+                self._target.replay(session, from_seq=from_seq, until=until, raw=raw, plain=plain)
+            )
         )
 
     async def report(self, name: str, *, parquet: str | None = None) -> QueryResult:

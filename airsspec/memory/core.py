@@ -341,10 +341,14 @@ class Memory:
         from_seq: int = 1,
         until: Bound | int | str | datetime | None = None,
         raw: bool = False,
+        plain: bool = False,
     ) -> Iterator[Any]:
         """The records of ``session`` from ``from_seq`` up to ``until`` (a seq or a time);
-        with ``raw``, (record, stored line) pairs (``airsspec.memory.records``)."""
-        return _records.replay(self.kernel, session, from_seq=from_seq, until=until, raw=raw)
+        with ``raw``, (record, stored line) pairs; with ``plain``, records a caller only shows
+        may be their stored dicts, read without pydantic (``airsspec.memory.records``)."""
+        return _records.replay(
+            self.kernel, session, from_seq=from_seq, until=until, raw=raw, plain=plain
+        )
 
     def verify(
         self,

@@ -82,21 +82,24 @@ def replay(
     from_seq: int = 1,
     until: Bound | int | str | datetime | None = None,
     raw: bool = False,
+    plain: bool = False,
 ) -> Iterator[Any]:
     """The records of ``session`` from ``from_seq`` up to ``until`` (a seq or a time);
-    with ``raw``, each with its exact stored line (bytes, no newline)."""
+    with ``raw``, each with its exact stored line (bytes, no newline); with ``plain``, a
+    record may be its checked stored dict (``EventLog.read``), for a caller that shows it."""
     kernel.check_session(session)
     bound = None if until is None else Bound.parse(until, "until")
-    return _replayed(kernel, session, from_seq, bound, raw)
+    return _replayed(kernel, session, from_seq, bound, raw, plain)
 
 
 def _replayed(
-    kernel: Kernel, session: str, from_seq: int, bound: Bound | None, raw: bool
+    kernel: Kernel, session: str, from_seq: int, bound: Bound | None, raw: bool, plain: bool
 ) -> Iterator[Any]:
     gate = kernel.gate
     # the workspace's own log reaches a user as its filtered view (``Scopes.reads_record``)
     owners = Learnings(kernel).owners() if session == MEMORY_SESSION and not gate.admin else None
-    for located in kernel.log.read(session, from_seq=from_seq):
+    plain = plain and owners is None  # the filter reads models
+    for located in kernel.log.read(session, from_seq=from_seq, plain=plain):
         record = located.record
         if bound is not None and bound.passed(record):
             return

@@ -340,7 +340,7 @@ def transcript(
     ``stored`` the record exactly as stored), at most ``limit`` from ``from_seq``; ``next``
     is the seq to ask for the rest from (None at the end)."""
     lines: list[str] = []
-    pairs = memory.replay(session, until=until, raw=True)
+    pairs = memory.replay(session, until=until, raw=True, plain=True)
     for seq, line in replay_lines(pairs, from_seq, stored=stored, full_meta=meta):
         if len(lines) == limit:
             return {"lines": lines, "next": seq}

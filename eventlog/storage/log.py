@@ -198,12 +198,19 @@ class ObjectStoreLog(Appends):
         return SessionInfo(session, tail.seq, first_ts, tail.ts, tail.size)
 
     def read(
-        self, session: str, *, from_seq: int = 1, offset: int = 0, offset_seq: int = 1
+        self,
+        session: str,
+        *,
+        from_seq: int = 1,
+        offset: int = 0,
+        offset_seq: int = 1,
+        plain: bool = False,
     ) -> Iterator[Located]:
         """Records of ``session`` with ``seq >= from_seq`` (as ``EventLog.read``), from the
         store's layout brought up to date first."""
         self.store.tail(session)
         path = session_path(self.store.local_dir, session)
         if path.exists():
-            reader = _SessionReader(path, session, offset, offset_seq, from_seq)
+            plain = plain and self.sealer is None
+            reader = _SessionReader(path, session, offset, offset_seq, from_seq, plain)
             yield from reader if self.sealer is None else opened(self.sealer, reader)

@@ -1,0 +1,87 @@
+"""Stored records as plain dicts, checked without pydantic, for commands that only show them.
+
+A stored line is what the record models wrote, so a command that prints a session (``replay``)
+need not build a model per line: ``stored_record`` loads the line with orjson and checks it
+with the checks emitted from the catalog (``eventlog.fast_input``, the same ones an append's
+input passes) plus the stored envelope's fields. The dict it returns has the body's defaults
+filled in as the model would have them. Anything the checks are not certain of (an unknown
+type, an extra key, a sealed body, a value pydantic would coerce) returns None: the caller
+validates that line with the models, so a corrupt line is refused as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from eventlog.fast_input import SCHEMA_VERSION, input_bodies
+
+
+class Stored(dict[str, Any]):
+    """A stored record as its dict, its fields also read as attributes (``record.seq``), so
+    code written for the models (bounds, the reader's checks) reads it unchanged; a field the
+    line omits reads as None, as the models' optional fields default."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self.get(name)
+
+
+_STORED = ("v", "session", "seq", "ts", "prev", "hash", "batch", "origin")
+"""The envelope fields a stored record has beyond its input event's."""
+
+
+def _origin_ok(origin: Any) -> bool:
+    """``origin`` as ``eventlog.schema.envelopes.Origin`` stores it (no coercion)."""
+    if type(origin) is not dict or not origin.keys() <= _ORIGIN_KEYS:
+        return False
+    index = origin.get("index")
+    suffix = origin.get("suffix")
+    return (
+        all(type(origin.get(k)) is str for k in ("format", "source", "sha256", "text"))
+        and type(index) is int
+        and index >= 0
+        and type(origin.get("prefix", "")) is str
+        and (suffix is None or type(suffix) is str)
+    )
+
+
+_ORIGIN_KEYS = frozenset({"format", "source", "index", "sha256", "text", "prefix", "suffix"})
+
+
+def stored_record(line: bytes) -> Stored | None:
+    """The record stored as ``line``, with its body's defaults, when every field is plainly
+    valid; None when only the models can tell (raises ``orjson.JSONDecodeError`` on bad
+    JSON)."""
+    data = orjson.loads(line)
+    if type(data) is not dict:
+        return None
+    seq, prev, batch = data.get("seq"), data.get("prev"), data.get("batch")
+    if not (
+        data.get("v") == SCHEMA_VERSION
+        and type(data.get("session")) is str
+        and type(seq) is int
+        and seq >= 1
+        and type(data.get("ts")) is str
+        and type(data.get("hash")) is str
+        and type(data.get("id")) is str
+        and (prev is None or type(prev) is str)
+        and (
+            batch is None
+            or (type(batch) is list and len(batch) == 2 and all(type(b) is int for b in batch))
+        )
+        and ("origin" not in data or _origin_ok(data["origin"]))
+    ):
+        return None
+    bodies = input_bodies([{k: v for k, v in data.items() if k not in _STORED}])
+    if bodies is None:
+        return None
+    record = Stored(data)
+    record.update(bodies[0])
+    if batch is not None:
+        record["batch"] = tuple(batch)
+    return record
