@@ -61,6 +61,19 @@ def test_the_workspace_log_reaches_a_user_only_as_its_own_view(memory: Memory) -
     assert kinds == {"learning", "memory_accessed"}
 
 
+def test_a_plain_replay_passes_the_same_gate(memory: Memory) -> None:
+    """The CLI's and the server's printing path (``replay(plain=True)``, stored dicts) is
+    refused another user's session and gets the workspace log as the user's own view."""
+    alice, _ = _tenants(memory)
+    with pytest.raises(NoSuchSessionError):
+        list(alice.replay("b1", plain=True))
+    own = [raw for _, raw in alice.replay(MEMORY_SESSION, raw=True)]
+    assert own and [raw for _, raw in alice.replay(MEMORY_SESSION, raw=True, plain=True)] == own
+    said = [r for r in alice.replay("a1", plain=True) if r.type == "user"]
+    assert [r.id for r in said] == [r.id for r in alice.replay("a1") if r.type == "user"]
+    assert [r["content"] for r in said] == ["alice works on the payment gateway"]
+
+
 def test_no_caller_writes_to_the_workspace_log_directly(memory: Memory) -> None:
     _tenants(memory)
     before = snapshot(memory.log_dir)

@@ -169,11 +169,20 @@ def test_sessions_builds_no_validator(workspace: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [("sessions",), ("context", "s1", "--budget", "500")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("sessions",),
+        ("context", "s1", "--budget", "500"),
+        ("replay", "s1"),
+        ("replay", "s1", "--json"),
+    ],
+)
 def test_a_reading_command_imports_no_pydantic(workspace: Path, args: tuple[str, ...]) -> None:
     """``sessions``, and ``context`` of a workspace kept up, read the log's heads and the
-    tiers' files: the event catalog (pydantic's models) is imported only where a record is
-    read from the log or made (the commands above append: the tiers are kept up first)."""
+    tiers' files; ``replay`` shows the stored dicts the emitted checks accept
+    (``eventlog.plain``): the event catalog (pydantic's models) is imported only where a
+    record is folded or made (the commands above append: the tiers are kept up first)."""
     env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "AIRSSPEC_NO_SERVER": "1"}
     assert run_cli("project", cwd=workspace, env=env).returncode == 0
     _, modules = loaded_by(workspace, *args)
