@@ -114,11 +114,13 @@ class StoredRecords(Sequence["Record"]):
     def __getitem__(self, index: int) -> Record: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[Record]: ...
+    def __getitem__(self, index: slice) -> StoredRecords: ...
 
-    def __getitem__(self, index: int | slice) -> Record | list[Record]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+    def __getitem__(self, index: int | slice) -> Record | StoredRecords:
+        if isinstance(index, slice):  # still unbuilt
+            part = StoredRecords(self._bodies[index], self._hashes[index])
+            part._models = self._models[index]
+            return part
         model = self._models[index]
         if model is None:
             from eventlog.schema import validation
@@ -126,6 +128,10 @@ class StoredRecords(Sequence["Record"]):
             body = self._bodies[index] | {"hash": self._hashes[index]}
             model = self._models[index] = validation.record_from_dict(body)
         return model
+
+    def seq(self, index: int) -> int:
+        """The seq of one record, read from what was stored (no model is built)."""
+        return self._bodies[index]["seq"]  # type: ignore[no-any-return]
 
     def __eq__(self, other: object) -> bool:
         return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented

@@ -83,7 +83,11 @@ def record_text(record: Record | Stored) -> str:
     """The readable content of one record (a model, or a stored dict of a ``PLAIN_TEXT``
     type)."""
     if isinstance(record, dict):
-        return _plain_text(record)
+        if record["type"] in PLAIN_TEXT:
+            return _plain_text(record)
+        from eventlog.schema import validation
+
+        record = validation.record_from_dict(dict(record))
     action, observation, imported = _kinds()
     if isinstance(record, action):
         return f"{record.tool}({_json(record.params)})"

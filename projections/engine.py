@@ -361,7 +361,10 @@ class Runner:
         last = saved = None
         unsaved = 0
         batch: list[Located] = []  # with stop_at: a batch is seen whole or not at all
-        for located in self.log.read(session, offset=checkpoint.end, offset_seq=checkpoint.seq + 1):
+        read = self.log.read(
+            session, offset=checkpoint.end, offset_seq=checkpoint.seq + 1, plain=projector.plain
+        )
+        for located in read:
             if stop_at is not None:
                 if stop_at(located.record):
                     break

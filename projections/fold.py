@@ -30,6 +30,9 @@ class Fold(ABC, Generic[S]):
     # Save every this many records rather than once per catch-up, so a fold whose state grows
     # with what it has not written yet keeps memory bounded.
     save_every: ClassVar[int | None] = None
+    # Does ``apply`` take a record as its checked stored dict (``eventlog.plain.Stored``, read
+    # without pydantic) as well as a model? The engine then reads the session ``plain``.
+    plain: ClassVar[bool] = False
 
     @abstractmethod
     def empty(self, session: str) -> S:

@@ -33,12 +33,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from typing_extensions import override
 
 from eventlog.layout import read_nofollow, validate_session_id
+from eventlog.plain import Stored
 from eventlog.render import record_text
 from projections.checkpoints import Checkpoint
 from projections.fitting import elide, fit_summary, pack, parse_sections, render_sections
@@ -48,7 +49,7 @@ from projections.tokens import TokenCounter, most_tokens, token_counter
 from projections.warm import library_file_name
 
 if TYPE_CHECKING:  # the record classes are imported when there are records to fold
-    from eventlog.schema import Record
+    from eventlog.schema import CompactionRecord, Record
 
 STATE_VERSION = 4  # 4: a message within the cap by its bytes is not counted at save
 
@@ -107,6 +108,7 @@ class HotProjector(Projector[HotState]):
     """Folds a session into its hot window (see the module)."""
 
     name = "hot"
+    plain = True  # apply reads records by attribute, models or stored dicts alike
 
     def __init__(
         self,
@@ -152,9 +154,8 @@ class HotProjector(Projector[HotState]):
 
     @override
     def apply(self, state: HotState, record: Record) -> HotState:
-        from eventlog.schema import CompactionRecord  # loaded by now: the record is one
-
-        if isinstance(record, CompactionRecord):
+        if record.type == "compaction":  # a model or its stored dict: read by attribute alike
+            record = cast("CompactionRecord", record)
             # The summary now covers everything up to to_seq: those messages leave the window,
             # the link to the latest library file takes their place.
             state.covered_until = record.to_seq
@@ -174,8 +175,8 @@ class HotProjector(Projector[HotState]):
             state.messages_seen += 1
         return state
 
-    def _entry(self, item: Record | dict[str, Any]) -> dict[str, Any]:
-        if isinstance(item, dict):
+    def _entry(self, item: Record | Stored | dict[str, Any]) -> dict[str, Any]:
+        if isinstance(item, dict) and not isinstance(item, Stored):  # an entry already made
             return item
         text = record_text(item)
         entry: dict[str, Any] = {

@@ -90,7 +90,7 @@ def cmd_append(args: argparse.Namespace) -> int:
     if args.json:
         print_json([r.model_dump() for r in records])
     else:
-        first, last = records[0].seq, records[-1].seq
+        first, last = records.seq(0), records.seq(-1)  # no model built
         span = f"seq {first}" if first == last else f"seq {first}-{last}"
         print(f"appended {len(records)} record(s) to {args.session} ({span})")
     return EXIT_OK

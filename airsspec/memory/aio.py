@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from compactor.summarizers import Summarizer
     from eventlog.bound import Bound
     from eventlog.importers import ImportResult
-    from eventlog.log import SessionInfo
+    from eventlog.log import SessionInfo, StoredRecords
     from eventlog.schema import (
         CompactionRecord,
         Event,
@@ -501,7 +501,7 @@ class AsyncMemory:
 
     async def append_many(
         self, session: str, events: Iterable[Event | dict[str, Any]], *, project: bool = True
-    ) -> list[Record]:
+    ) -> StoredRecords:
         """``Memory.append_many`` as a coroutine (run in a worker thread)."""
         return await _run(lambda: self._target.append_many(session, events, project=project))
 

@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
     from compactor.summarizers import Summarizer
     from eventlog.bound import Bound
     from eventlog.importers import ImportResult
+    from eventlog.log import StoredRecords
     from eventlog.schema import CompactionRecord, Event, Record, VisualizedRecord
     from eventlog.seal import Seal
     from projections.analytics import Analytics, QueryResult
@@ -288,8 +289,9 @@ class Memory:
         events: Iterable[Event | dict[str, Any]],
         *,
         project: bool = True,
-    ) -> list[Record]:
-        """Append events atomically (all or none); return the stored records, in order. The
+    ) -> StoredRecords:
+        """Append events atomically (all or none); return the stored records, in order (each
+        made a model when read: ``StoredRecords.seq`` reads a seq without one). The
         session's hot projection is current after, unless ``project`` is false (then
         ``project`` or the daemon brings it). A scoped memory refuses (``ScopeError``) a
         session owned by someone else, and records its scope first in a session it creates
@@ -306,15 +308,15 @@ class Memory:
 
             bodies = prepare_events(list(events))  # refuses system types, names the index
             try:  # only as the session's first records, checked under its lock
-                records = list(log.append_many(session, [*opening, *bodies], system=True, new=True))
+                records = log.append_many(session, [*opening, *bodies], system=True, new=True)
             except SessionExistsError:  # another writer created it first: is it ours?
                 kernel.gate.guard(session, writing=True)
-                return self._then_hot(session, list(log.append_many(session, bodies)), project)
-            kernel.owners_seen[session] = (kernel.scope, records[-1].seq)
+                return self._then_hot(session, log.append_many(session, bodies), project)
+            kernel.owners_seen[session] = (kernel.scope, records.seq(-1))
             return self._then_hot(session, records[len(opening) :], project)
-        return self._then_hot(session, list(log.append_many(session, events)), project)
+        return self._then_hot(session, log.append_many(session, events), project)
 
-    def _then_hot(self, session: str, records: list[Record], project: bool) -> list[Record]:
+    def _then_hot(self, session: str, records: StoredRecords, project: bool) -> StoredRecords:
         if project:
             try:
                 self.kernel.written("append", session, warn=True)
