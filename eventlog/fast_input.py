@@ -44,6 +44,9 @@ SYSTEM_TYPES: dict[str, str] = {
 }
 """Type -> writer, of the types only airsspec appends (``eventlog.schema``)."""
 
+CONVERSATION_TYPES = frozenset(['action', 'assistant', 'imported', 'observation', 'thought', 'user'])
+"""The messages and the foreign records kept beside them (``eventlog.schema``)."""
+
 IMPORTER_FIELDS = frozenset(['origin'])
 """Input fields only importers set (``eventlog.schema``)."""
 

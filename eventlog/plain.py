@@ -85,3 +85,13 @@ def stored_record(line: bytes) -> Stored | None:
     if batch is not None:
         record["batch"] = tuple(batch)
     return record
+
+
+def modelled(record: Any) -> Any:
+    """``record`` as its model: a ``Stored`` dict is made one (pydantic imported then), a
+    model is itself. For the fold or display of a type the plain path does not cover."""
+    if not isinstance(record, Stored):
+        return record
+    from eventlog.schema import validation
+
+    return validation.record_from_dict(dict(record))

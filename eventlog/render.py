@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from eventlog.plain import modelled
+
 if TYPE_CHECKING:
     from eventlog.plain import Stored
     from eventlog.schema import ActionRecord, ImportedRecord, ObservationRecord, Record
@@ -85,9 +87,7 @@ def record_text(record: Record | Stored) -> str:
     if isinstance(record, dict):
         if record["type"] in PLAIN_TEXT:
             return _plain_text(record)
-        from eventlog.schema import validation
-
-        record = validation.record_from_dict(dict(record))
+        record = modelled(record)
     action, observation, imported = _kinds()
     if isinstance(record, action):
         return f"{record.tool}({_json(record.params)})"
@@ -169,9 +169,7 @@ def replay_lines(
         seq_of_id[record.id] = record.seq
         if record.seq >= from_seq:
             if not stored and isinstance(record, dict) and record["type"] not in PLAIN_TEXT:
-                from eventlog.schema import validation
-
-                record = validation.record_from_dict(dict(record))
+                record = modelled(record)
             shown = (
                 raw.decode("utf-8")
                 if stored

@@ -23,14 +23,16 @@ import contextlib
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from typing_extensions import override
 
 from eventlog.crypto import is_forgotten
 from eventlog.errors import InvalidNameError
+from eventlog.fast_input import CONVERSATION_TYPES
 from eventlog.layout import read_nofollow
+from eventlog.plain import modelled
 from projections import facts
 from projections.files import ParsedOnce, atomic_write
 from projections.fold import Projector
@@ -85,10 +87,8 @@ def _edited_path(record: ActionRecord) -> str | None:
 
 
 def fold(state: LearningsState, record: Record) -> LearningsState:
-    """Fold one record into the session's facts (pure)."""
-    from eventlog.schema import CONVERSATION_TYPES
-    from eventlog.schema import records as kinds  # each class made once, then an attribute
-
+    """Fold one record into the session's facts (pure). A message may be its stored dict
+    (``eventlog.plain.Stored``: read by attribute alike); any other record is made its model."""
     info = state.info
     if record.type in CONVERSATION_TYPES:
         info["messages"] = info.get("messages", 0) + 1
@@ -97,10 +97,14 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
         info["last_seq"] = record.seq
         if record.type == "user" and "first_user_seq" not in info:
             info["first_user_seq"] = record.seq
-        path = _edited_path(record) if isinstance(record, kinds.ActionRecord) else None
+        path = _edited_path(cast("ActionRecord", record)) if record.type == "action" else None
         if path is not None and path not in state.files_changed:
             state.files_changed.append(path)
-    elif isinstance(record, kinds.SessionStartedRecord):
+        return state
+    from eventlog.schema import records as kinds  # each class made once, then an attribute
+
+    record = modelled(record)
+    if isinstance(record, kinds.SessionStartedRecord):
         info.update(started=record.ts, task=record.task, status="active", ended=None)
         owner = Scope.of(record.__dict__).to_fields()
         if owner and "owner" not in info:  # the first scope recorded owns the session
@@ -220,6 +224,7 @@ class LearningsProjector(Projector[LearningsState]):
     """Folds each session into its facts (see the module)."""
 
     name = "learnings"
+    plain = True  # a message is folded from its stored dict (``fold``)
 
     def __init__(self, out_dir: Path) -> None:
         self.state_store: StateStore[LearningsState] = JsonStore(out_dir, self)

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from typing_extensions import override
 
+from eventlog.plain import modelled
 from projections.checkpoints import Checkpoint, file_identity
 from projections.files import atomic_write, folder_size
 from projections.fold import Projector
@@ -169,6 +170,7 @@ class WarmProjector(Projector[WarmState]):
     """Writes one ``history-NNN.md`` per compaction event (see the module)."""
 
     name = "warm"
+    plain = True  # only a compaction is folded, as its model (``apply``)
 
     def __init__(self, out_dir: Path, library_dir: Path) -> None:
         self.library_dir = library_dir
@@ -184,9 +186,8 @@ class WarmProjector(Projector[WarmState]):
 
     @override
     def apply(self, state: WarmState, record: Record) -> WarmState:
-        from eventlog.schema import CompactionRecord  # loaded by now: the record is one
-
-        if isinstance(record, CompactionRecord):
+        if record.type == "compaction":  # the only type folded: made its model
+            record = cast("CompactionRecord", modelled(record))
             name = library_file_name(record.library_no)
             state.pending[name] = render_library_file(record)
             state.files.append(

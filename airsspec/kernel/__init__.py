@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
     from compactor.summarizers import Summarizer
-    from eventlog.log import Log
+    from eventlog.log import Log, StoredRecords
     from eventlog.schema import Record
     from projections.engine import Progress, RunReport
     from projections.status import TierStatus
@@ -270,13 +270,14 @@ class Kernel:
         *,
         write: Write = "system",
         keep_secrets: bool = False,
-    ) -> list[Record]:
+    ) -> StoredRecords:
         """Append lifecycle or derived events (system types: the gate decided the write
         already), then fold what follows them (``FOLLOWS[write]``). ``keep_secrets``: stored
-        exactly, unredacted (a captured API body, which must stay byte for byte)."""
+        exactly, unredacted (a captured API body, which must stay byte for byte). The records
+        are made models when read (a caller that reads none builds none)."""
         self.gate.writable()
         log = self.log
-        records = list(log.append_many(session, events, system=True, keep_secrets=keep_secrets))
+        records = log.append_many(session, events, system=True, keep_secrets=keep_secrets)
         self.written(write, session)
         return records
 

@@ -164,4 +164,4 @@ class Captures:
                     "applied_edits": len(edits) if isinstance(edits, list) else 0,
                 },
             ]
-            return kernel.system_append(session, [*opening, *events], keep_secrets=True)
+            return list(kernel.system_append(session, [*opening, *events], keep_secrets=True))

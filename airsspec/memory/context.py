@@ -17,6 +17,7 @@ from airsspec.memory.facts import held
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.search import search
 from airsspec.memory.visual import Visual
+from eventlog.layout import MEMORY_SESSION
 from projections.context import FORMATS, ContextBuilder, ContextFormat
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ class Context:
             "reader": session,
             "query": query,
         }
-        kernel.memory_event(event)
+        kernel.system_append(MEMORY_SESSION, [event])  # read back by none: no model made
 
     def _reader(self, session: str) -> Scope:
         """The scope a build for ``session`` reads as (its own sessions only: the gate)."""

@@ -319,6 +319,8 @@ def emit_fast(schema: Schema = SCHEMA) -> str:
         '"""The schema version every record is stored with (``eventlog.schema``)."""\n'
         f"\nSYSTEM_TYPES: dict[str, str] = {{\n{system}}}\n"
         '"""Type -> writer, of the types only airsspec appends (``eventlog.schema``)."""\n'
+        f"\nCONVERSATION_TYPES = frozenset({sorted(schema.conversation)!r})\n"
+        '"""The messages and the foreign records kept beside them (``eventlog.schema``)."""\n'
         f"\nIMPORTER_FIELDS = frozenset({sorted(IMPORTER_FIELDS)!r})\n"
         '"""Input fields only importers set (``eventlog.schema``)."""\n'
         f"{envelope_source}"
