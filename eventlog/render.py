@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from eventlog.fast_input import CONVERSATION_TYPES
 from eventlog.plain import modelled
 
 if TYPE_CHECKING:
@@ -62,9 +63,10 @@ def _kinds() -> tuple[type[ActionRecord], type[ObservationRecord], type[Imported
     return ActionRecord, ObservationRecord, ImportedRecord
 
 
-PLAIN_TEXT = frozenset({"user", "assistant", "thought", "action", "observation", "imported"})
-"""The types whose text is shown from their stored dict (``eventlog.plain.Stored``); any other
-record is shown from its model (its text is every field, defaults included)."""
+PLAIN_TEXT = CONVERSATION_TYPES
+"""The types whose text is shown from their stored dict (``eventlog.plain.Stored``): the
+messages and imported records; any other record is shown from its model (its text is every
+field, defaults included)."""
 
 
 def _plain_text(record: Stored) -> str:

@@ -176,6 +176,7 @@ def test_sessions_builds_no_validator(workspace: Path) -> None:
         ("context", "s1", "--budget", "500"),
         ("replay", "s1"),
         ("replay", "s1", "--json"),
+        ("append", "s1", "event.jsonl"),
     ],
 )
 def test_a_reading_command_imports_no_pydantic(workspace: Path, args: tuple[str, ...]) -> None:
@@ -186,6 +187,20 @@ def test_a_reading_command_imports_no_pydantic(workspace: Path, args: tuple[str,
     env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "AIRSSPEC_NO_SERVER": "1"}
     assert run_cli("project", cwd=workspace, env=env).returncode == 0
     _, modules = loaded_by(workspace, *args)
+    assert "pydantic" not in modules
+    assert "eventlog.schema" not in modules
+
+
+@pytest.mark.slow
+def test_a_context_after_an_append_imports_no_pydantic(workspace: Path) -> None:
+    """An append folds only the hot window; the context after it folds the rest (the gate's
+    owners, the library) from the stored dicts (``Fold.plain``), making no model."""
+    env = {"AIRSSPEC_COLD_EMBEDDER": "hash", "AIRSSPEC_NO_SERVER": "1"}
+    added = run_cli(
+        "append", "s1", "-", cwd=workspace, env=env, stdin=b'{"type": "user", "content": "x"}\n'
+    )
+    assert added.returncode == 0, added.stderr
+    _, modules = loaded_by(workspace, "context", "s1", "--budget", "500")
     assert "pydantic" not in modules
     assert "eventlog.schema" not in modules
 
