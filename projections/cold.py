@@ -674,6 +674,7 @@ class ColdCheckpoints(FileStateStore[ColdState]):
         self.files = files
         self.lease = lease
         self._held: Any = None  # the lease while ``exclusive`` holds it
+        self._out = str(out_dir)
 
     @override
     def path(self, session: str) -> Path:
@@ -755,7 +756,8 @@ class ColdCheckpoints(FileStateStore[ColdState]):
 
     @override
     def output_files(self, session: str) -> list[str]:
-        return [str(self.path(session))]
+        # plain strings, as ``SessionFilesStore``'s: every idle catch-up asks each session's
+        return [os.path.join(self._out, session + ".json")]
 
     @override
     def reset(self) -> None:

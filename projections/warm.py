@@ -13,6 +13,7 @@ rewrites the same bytes.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -111,6 +112,7 @@ class OwnedFilesStore(JsonStore[Any]):
     def __init__(self, out_dir: Path, files_dir: Path, fold: Any, pattern: str) -> None:
         super().__init__(out_dir, fold)
         self.files_dir = files_dir
+        self._files = str(files_dir)  # ``output_files`` runs per session, per catch-up
         self.pattern = pattern
 
     @override
@@ -137,7 +139,7 @@ class OwnedFilesStore(JsonStore[Any]):
     @override
     def output_files(self, session: str) -> list[str]:
         own = super().output_files(session)
-        return own + [str(self.files_dir / entry["file"]) for entry in self.listed(session)]
+        return own + [os.path.join(self._files, entry["file"]) for entry in self.listed(session)]
 
     def listed(self, session: str) -> list[dict[str, Any]]:
         """The files ``session``'s saved state lists (none without a readable state). Every
