@@ -202,3 +202,37 @@ def test_the_gates_sessions_by_owner_equal_the_read_rule_asked_per_session(
         assert gate.visible(Scope()) is None  # unscoped: every session
         memory.scoped(user="bob").append("s99", _say("a later session"))
         memory.sessions.assign("s04", user="bob")  # the team's session becomes bob's
+
+
+def test_a_scoped_memory_that_read_before_sees_what_a_new_one_sees_after_each_change(
+    memory: Memory,
+) -> None:
+    """A view kept between reads (the server keeps one per scope) answers, after every change
+    of owners (a new session of its own, another user's, the team's, an assignment), as a
+    view made after the change."""
+    kept = memory.scoped(user="alice")
+    memory.append("team", _say("the team's"))
+
+    def listed(view: Memory) -> list[str]:
+        return sorted(info.session for info in view.sessions.list())
+
+    changes = [
+        lambda: kept.append("a1", _say("alice's")),
+        lambda: memory.scoped(user="bob").append("b1", _say("bob's")),
+        lambda: memory.append("team2", _say("the team's too")),
+        lambda: memory.sessions.assign("team2", user="bob"),
+        lambda: memory.sessions.assign("b1", user="alice"),
+    ]
+    seen = [listed(kept)]
+    for change in changes:
+        change()
+        assert listed(kept) == listed(kept) == listed(memory.scoped(user="alice"))
+        seen.append(listed(kept))
+    assert seen == [
+        ["team"],
+        ["a1", "team"],
+        ["a1", "team"],
+        ["a1", "team", "team2"],
+        ["a1", "team"],
+        ["a1", "b1", "team"],
+    ]
