@@ -140,7 +140,7 @@ def test_a_dead_servers_discovery_file_is_ignored(workspace: Memory) -> None:
     )
     code, out, err, imported = airsspec(workspace, "context", "s1", "--budget", "100")
     assert (code, err) == (0, "") and "add rate limiting" in out
-    assert [n for n in imported if n.startswith("pydantic")]  # the full command ran
+    assert "airsspec.cli.common" in imported  # the full command ran (the client imports none)
 
 
 @pytest.mark.slow
