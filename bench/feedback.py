@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -38,19 +39,21 @@ DIVERSITY = RecallWeights().session_diversity
 REACH = RecallWeights().diversity_reach
 
 
+def scored(pool: Any, knob: tuple[int, float]) -> list[object]:
+    """One pool ranked with the defaults and the second round ``knob`` (hits, weight)."""
+    return rescore(
+        pool,
+        DEFAULTS,
+        DIVERSITY,
+        reach=REACH,
+        dialogue=DIALOGUE,
+        feedback=knob[1],
+        feedback_hits=knob[0],
+    )
+
+
 def ranked(unit: Unit, knob: tuple[int, float]) -> list[list[object]]:
-    return [
-        rescore(
-            pool,
-            DEFAULTS,
-            DIVERSITY,
-            reach=REACH,
-            dialogue=DIALOGUE,
-            feedback=knob[1],
-            feedback_hits=knob[0],
-        )
-        for pool in unit.pools
-    ]
+    return [scored(pool, knob) for pool in unit.pools]
 
 
 def scores(unit: Unit, rankings: list[list[object]]) -> list[tuple[object, float]]:
@@ -145,15 +148,7 @@ def report(
         for _ in range(5):
             started = time.perf_counter()
             for pool in pools:
-                rescore(
-                    pool,
-                    DEFAULTS,
-                    DIVERSITY,
-                    reach=REACH,
-                    dialogue=DIALOGUE,
-                    feedback=knob[1],
-                    feedback_hits=knob[0],
-                )
+                scored(pool, knob)
             runs.append((time.perf_counter() - started) * 1000 / len(pools))
         timed[knob] = statistics.median(runs)
     print_table(
