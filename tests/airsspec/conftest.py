@@ -1,12 +1,23 @@
-"""Fixtures of the server's tests: a served memory (each module gives its own ``memory``)."""
+"""Fixtures of the server's tests: a memory and a served one (a module may give its own
+``memory``: other settings, another folder, records already in it)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from airsspec.memory import Memory
 from airsspec.serve.app import serving
 from airsspec.serve.core import Served
+
+
+@pytest.fixture
+def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A new workspace in ``tmp_path/ws`` with the hash embedder (no model to load)."""
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    with Memory.open(tmp_path / "ws", create=True) as memory:
+        yield memory
 
 
 @pytest.fixture

@@ -5,25 +5,15 @@ version, and a wrong argument is refused in one line naming the field."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 import airsspec
-from airsspec.memory import Memory
 from airsspec.serve.ops import OPS
 from airsspec.serve.tokens import TokenStore
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
-
-
-@pytest.fixture
-def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
-    with Memory.open(tmp_path / "ws", create=True) as memory:
-        yield memory
 
 
 def rpc(url: str, token: str, method: str, params: dict[str, Any] | None = None) -> Any:

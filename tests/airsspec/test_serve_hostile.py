@@ -31,13 +31,6 @@ EVENTS = [{"type": "user", "content": SECRET}]
 
 
 @pytest.fixture
-def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
-    with Memory.open(tmp_path / "ws", create=True) as memory:
-        yield memory
-
-
-@pytest.fixture
 def tokens(memory: Memory) -> dict[str, str]:
     store = TokenStore(memory.root)
     return {"alice": store.create("alice")[1], "bob": store.create("bob")[1]}

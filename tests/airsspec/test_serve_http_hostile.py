@@ -4,8 +4,6 @@ choke on; each leaves her data unseen and the log byte-identical."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import httpx2 as httpx
 import pytest
 
@@ -16,13 +14,6 @@ from tests.support.tls import TLS
 
 SECRET = "alices hidden ledger"
 EVENTS = [{"type": "user", "content": SECRET}]
-
-
-@pytest.fixture
-def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
-    with Memory.open(tmp_path / "ws", create=True) as memory:
-        yield memory
 
 
 @pytest.fixture
