@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -30,18 +31,20 @@ IMPLEMENTATIONS = [
 
 def run_child(code: str, env: dict[str, str], seconds: float = 120) -> None:
     """Run ``code`` in a fresh interpreter; it must exit 0 within ``seconds`` (a hang or a
-    crash fails the test, naming what the child said)."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **env}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(code)],
-            env=full_env,
-            capture_output=True,
-            text=True,
-            timeout=seconds,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"the child hung ({seconds}s): {exc.stderr}")
+    crash fails the test, naming what the child said). The child's temporary folders go in one
+    that is removed after it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        full_env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": tmp, **env}
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", textwrap.dedent(code)],
+                env=full_env,
+                capture_output=True,
+                text=True,
+                timeout=seconds,
+            )
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(f"the child hung ({seconds}s): {exc.stderr}")
     assert done.returncode == 0, f"exit {done.returncode}: {done.stdout}{done.stderr}"
 
 
