@@ -16,6 +16,7 @@ import pytest
 from hypothesis import settings
 
 from eventlog.log import EventLog
+from tests.support.cli import freeze_if_imported
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -60,11 +61,16 @@ _CPU = os.environ.get("AIRSSPEC_COUNT_CPU")
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Each test: what it imported for the first time is frozen once it is over (see
+    ``freeze_if_imported``); under AIRSSPEC_COUNT_CPU, its line is written."""
+    modules = len(sys.modules)
     if not _CPU:
         yield
+        freeze_if_imported(modules)
         return
     before, started = _cpu_seconds(), time.monotonic()
     yield
+    freeze_if_imported(modules)
     after = _cpu_seconds()
     line = {"id": item.nodeid, "wall": time.monotonic() - started}
     line |= {"self": after[0] - before[0], "children": after[1] - before[1]}
