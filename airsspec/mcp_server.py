@@ -19,6 +19,7 @@ own stdio transport would cancel calls still running when the input closes.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -83,7 +84,8 @@ class _Tool(Tool):
 
 
 def _tool(op: Op, run: Runner) -> Tool:
-    """The MCP tool of ``op``: its parameters as the SDK sees them, unknown keys refused."""
+    """The MCP tool of ``op``, run by ``run``: the operation's tool (``_described``) with this
+    server's function."""
 
     def call(ctx: Context, **values: Any) -> Any:
         arguments = op.arguments.model_construct(**values)  # validated by the SDK already
@@ -92,17 +94,29 @@ def _tool(op: Op, run: Runner) -> Tool:
         except AirsspecError as exc:
             raise ToolError(str(exc)) from exc
 
+    return _described(op).model_copy(update={"fn": call})
+
+
+@functools.cache
+def _described(op: Op) -> Tool:
+    """``op`` as the SDK sees a tool: its parameters (unknown keys refused), their schema and
+    its annotations, with no function to run. Made once per operation in a process: the SDK's
+    reading of a signature builds pydantic models (most of a server's start-up)."""
+
+    def unset(ctx: Context, **values: Any) -> Any:
+        raise NotImplementedError(f"{op.name}: a described tool, given no function to run")
+
     params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in op.parameters]
     ctx = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
     returns = inspect.signature(op.fn, eval_str=True).return_annotation
-    call.__signature__ = inspect.Signature([ctx, *params], return_annotation=returns)  # type: ignore[attr-defined]
-    call.__annotations__ = {p.name: p.annotation for p in params} | {
+    unset.__signature__ = inspect.Signature([ctx, *params], return_annotation=returns)  # type: ignore[attr-defined]
+    unset.__annotations__ = {p.name: p.annotation for p in params} | {
         "ctx": Context,
         "return": returns,
     }
-    call.__name__ = op.name
+    unset.__name__ = op.name
     tool = _Tool.from_function(
-        call,
+        unset,
         name=op.name,
         description=op.description,
         annotations=ToolAnnotations(
