@@ -76,20 +76,20 @@ def files_state(files: list[str], *, digest: bool) -> tuple[list[int] | None, st
     """The identity of ``files`` (size, mtime, inode each) and, when ``digest`` is asked, the
     SHA-256 over their bytes; (None, None) if there is none or one is missing. The digest is
     read again only when a file was written since it was last read here (``_DIGESTS``)."""
-    identity: list[int] = []
-    for path in files:
-        found = file_identity(path)
-        if found is None:
-            return None, None
-        identity += found
     if not files:
         return None, None
+    try:
+        stats = [os.stat(path) for path in files]
+    except FileNotFoundError:
+        return None, None
+    identity = [n for st in stats for n in (st.st_size, st.st_mtime_ns, st.st_ino)]
     if not digest:
         return identity, None
     try:
         first, *others = files
         beside = tuple(Path(p) for p in others)
-        return identity, _DIGESTS.get(first, functools.partial(_sha256, files), beside)
+        parse = functools.partial(_sha256, files)
+        return identity, _DIGESTS.get(first, parse, beside, stats=stats)
     except OSError:
         return None, None
 
@@ -184,7 +184,11 @@ def record_at(log: Log, session: str, checkpoint: Checkpoint) -> str | None:
     log file changed (``_MATCHES``)."""
     path = session_path(log.log_dir, session)
     try:
-        return _MATCHES.get(path, functools.partial(_record_at, path, checkpoint), key=checkpoint)
+        return _MATCHES.get(
+            path,
+            functools.partial(_record_at, path, checkpoint),
+            key=(checkpoint.seq, checkpoint.hash, checkpoint.end),
+        )
     except OSError:  # missing, a link: read as it always was, which says what is wrong
         return _record_at(path, checkpoint)
 

@@ -53,11 +53,13 @@ class ParsedOnce(Generic[T]):
         parse: Callable[[], T],
         beside: tuple[Path, ...] = (),
         key: object = None,
+        stats: list[os.stat_result] | None = None,
     ) -> T:
         """``parse()``'s value for the file at ``path`` (and ``key``), parsed again only when
         it changed. ``OSError`` when a file is missing; what ``parse`` raises is raised and not
-        kept."""
-        stats = [os.stat(p) for p in (path, *beside)]
+        kept. ``stats``: those of ``path`` and ``beside``, taken just now by the caller."""
+        if stats is None:
+            stats = [os.stat(p) for p in (path, *beside)]
         seen = tuple((st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns) for st in stats)
         kept = self._kept.get(str(path))
         values = kept[1] if kept is not None and kept[0] == seen else {}

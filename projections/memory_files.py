@@ -17,6 +17,7 @@ JSON, saved with its checkpoint; incremental equals rebuild like every tier.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from typing_extensions import override
 
 from eventlog.bound import Bound
 from eventlog.crypto import is_forgotten
+from projections.files import ParsedOnce
 from projections.fold import Projector
 from projections.scopes import Scope
 from projections.state_store import JsonStore, StateStore
@@ -150,6 +152,10 @@ def fold(state: MemoryFilesState, record: Record) -> MemoryFilesState:
     return state
 
 
+# each session's count of files, while its state file is unchanged (a save replaces it)
+_COUNTS: ParsedOnce[int] = ParsedOnce()
+
+
 class MemoryFilesProjector(Projector[MemoryFilesState]):
     """Folds the memory-file events into every scope's tree (see the module)."""
 
@@ -180,8 +186,18 @@ class MemoryFilesProjector(Projector[MemoryFilesState]):
 
     @override
     def item_count(self) -> int:
-        total = 0
-        for session in self.state_store.sessions():
-            if (loaded := self.state_store.load(session)) is not None:
-                total += sum(len(loaded[0].files(tree)) for tree in loaded[0].trees)
-        return total
+        return sum(self._files_in(session) for session in self.state_store.sessions())
+
+    def _files_in(self, session: str) -> int:
+        """The files of ``session``'s saved state, counted again only when its file changed
+        (``status`` asks every session's, each request of a server)."""
+        saved = self.state_store.output_files(session)
+        count = partial(self._count, session)
+        try:
+            return _COUNTS.get(saved[0], count) if len(saved) == 1 else count()
+        except OSError:  # gone meanwhile
+            return count()
+
+    def _count(self, session: str) -> int:
+        loaded = self.state_store.load(session)
+        return 0 if loaded is None else sum(len(loaded[0].files(t)) for t in loaded[0].trees)

@@ -202,13 +202,12 @@ class SessionFilesStore(FileStateStore[S]):
 
     @override
     def sessions(self) -> list[str]:
-        if not self.out_dir.is_dir():
+        try:  # the names only: ``status`` lists every tier's, each request of a server
+            names = os.listdir(self._out)
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(
-            p.name[: -len(self.suffix)]
-            for p in self.out_dir.glob(f"*{self.suffix}")
-            if not p.name.startswith(".")
-        )
+        cut = len(self.suffix)
+        return sorted(n[:-cut] for n in names if n.endswith(self.suffix) and n[0] != ".")
 
 
 class JsonFold(Protocol[S]):

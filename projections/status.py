@@ -19,7 +19,7 @@ from typing import Any
 from eventlog.errors import CorruptLogError, UnsafePathError
 from eventlog.log import Log
 from eventlog.recovery import TailState
-from projections.checkpoints import log_tail, record_at
+from projections.checkpoints import Checkpoint, log_tail, record_at
 from projections.engine import OUTPUT_CHANGED
 from projections.fold import Projector
 
@@ -58,11 +58,15 @@ def tier_status(
     projector: Projector[Any],
     sessions: Collection[str] | None = None,
     heads: dict[str, TailState | None] | None = None,
+    matches: dict[tuple[Any, ...], str | None] | None = None,
 ) -> TierStatus:
     """The status of ``projector``'s tier against the log: of every session, or of ``sessions``
     only (one reader's; see the module). ``heads``: ``log_heads(log, sessions)``, read now when
-    not given."""
+    not given; ``matches``: where each checkpoint stands against the log (``record_at``),
+    filled as they are read, shared by the tiers of one status (their checkpoints are mostly
+    the same)."""
     heads = log_heads(log, sessions) if heads is None else heads
+    matches = {} if matches is None else matches
     store = projector.state_store
     manifest = store.read_manifest()
     if sessions is None:
@@ -91,7 +95,7 @@ def tier_status(
             checkpoint = loaded[1] if loaded else None
         if checkpoint is None:
             lag = head.seq
-        elif (reason := record_at(log, session, checkpoint)) is not None:
+        elif (reason := _matched(log, session, checkpoint, matches)) is not None:
             status.degraded.append(f"{session}: {reason}")
             lag = head.seq
         else:
@@ -100,3 +104,16 @@ def tier_status(
             status.lag_records += lag
             status.behind_sessions.append(session)
     return status
+
+
+def _matched(
+    log: Log,
+    session: str,
+    checkpoint: Checkpoint,
+    matches: dict[tuple[Any, ...], str | None],
+) -> str | None:
+    """``record_at(log, session, checkpoint)``, read once for every tier of a status."""
+    key = (session, checkpoint.seq, checkpoint.hash, checkpoint.end)  # quicker than its hash
+    if key not in matches:
+        matches[key] = record_at(log, session, checkpoint)
+    return matches[key]

@@ -249,7 +249,9 @@ class Kernel:
 
         shown = self.gate.visible()
         heads = log_heads(self.log, shown)  # once for every tier
-        return [tier_status(self.log, p, shown, heads) for p in self.workspace.projectors()]
+        matches: dict[Any, str | None] = {}  # each checkpoint against the log: once too
+        projectors = self.workspace.projectors()
+        return [tier_status(self.log, p, shown, heads, matches) for p in projectors]
 
     def embedder_problem(self) -> str | None:
         """Why the cold projection's embedder cannot run here (None when it can)."""
