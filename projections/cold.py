@@ -78,6 +78,10 @@ logger = logging.getLogger(__name__)
 TABLE = "units"
 _META_KEY = b"airsspec"
 INDEX_REFRESH_ROWS = 2000  # rows added since the last index refresh that trigger one
+# Fragments (one a catch-up adds) that trigger a compaction too: a search pays for each (a
+# flat vector search at 10k rows: 12 ms of CPU in one fragment, 47 ms in a hundred), and a
+# table made by one catch-up of an imported history had one a session, whatever its rows.
+FRAGMENTS_MAX = 32
 VERSIONS_KEPT_FOR = timedelta(hours=1)  # readers on an older version keep their files
 LANCE_INDEX_CACHE_BYTES = 128 * 2**20
 LANCE_METADATA_CACHE_BYTES = 32 * 2**20
@@ -402,9 +406,10 @@ class ColdStore:
     def maintain(self, ann_min_rows: int) -> bool:
         """Create missing indexes (the ANN index once the table is big enough, retrained as it
         grows) and compact the table, folding new rows into the indexes, once
-        ``INDEX_REFRESH_ROWS`` rows are unindexed. Returns whether old versions' files were
-        cleaned up (the one way the table loses files). Whether anything is due is read with
-        pylance first: a table kept up already (every catch-up ends here) imports no lancedb."""
+        ``INDEX_REFRESH_ROWS`` rows are unindexed or it has ``FRAGMENTS_MAX`` fragments.
+        Returns whether old versions' files were cleaned up (the one way the table loses
+        files). Whether anything is due is read with pylance first: a table kept up already
+        (every catch-up ends here) imports no lancedb."""
         if self._table is None and self._kept_up(ann_min_rows):
             return False
         table = self.open()
@@ -431,6 +436,7 @@ class ColdStore:
                 and not _ann_due(rows, ann_min_rows, [n for c, n in listed if c == ["vector"]])
                 and fts is not None
                 and dataset.stats.index_stats(fts)["num_unindexed_rows"] < INDEX_REFRESH_ROWS
+                and len(dataset.get_fragments()) < FRAGMENTS_MAX
             )
         except BaseException as exc:
             if not lance_failed(exc):
@@ -455,8 +461,9 @@ class ColdStore:
         current = [i.name for i in listed if i.columns == ["vector"]]
         if _ann_due(rows, ann_min_rows, current):
             self._train_ann(table, rows, current)
-        fts = indexed.get("search_text")
-        if fts and table.index_stats(fts).num_unindexed_rows >= INDEX_REFRESH_ROWS:
+        fts = indexed.get("search_text")  # None: made just now, of every row
+        lagging = fts is not None and table.index_stats(fts).num_unindexed_rows
+        if (lagging or 0) >= INDEX_REFRESH_ROWS or _fragments(table) >= FRAGMENTS_MAX:
             table.optimize(cleanup_older_than=VERSIONS_KEPT_FOR)
             return True
         return False
@@ -489,6 +496,11 @@ def ann_partitions(rows: int) -> int:
     """IVF partitions for a table of ``rows``: about the square root, so a query that visits
     ``recall.NPROBES`` of them reads a shrinking share of a growing table."""
     return max(1, round(rows**0.5))
+
+
+def _fragments(table: Any) -> int:
+    """How many fragments the lancedb ``table`` has."""
+    return int(table.stats()["fragment_stats"]["num_fragments"])
 
 
 def _ann_due(rows: int, ann_min_rows: int, current: list[str]) -> bool:

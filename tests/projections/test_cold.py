@@ -458,3 +458,39 @@ def test_an_idle_catch_up_skips_the_index_upkeep_until_the_table_is_committed_to
     monkeypatch.setattr(cold_module, "_KEPT_UP", {})  # a new process keeps the table up once
     Runner(log, [cold(tmp_path)]).catch_up()
     assert len(upkeep) == 4
+
+
+def test_a_table_of_many_fragments_is_compacted_and_answers_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catch-up of many sessions writes a fragment each; from ``FRAGMENTS_MAX`` of them the
+    upkeep compacts the table (a search pays for every fragment), and every search answers as
+    on the twin left uncompacted: the same hits, scores and order."""
+    from projections import cold as cold_module
+
+    log = EventLog(tmp_path / "log", durability="off")
+    for s in range(cold_module.FRAGMENTS_MAX + 4):
+        log.append_many(
+            f"s{s:02d}",
+            [{"type": "user", "content": f"{WORDS[(s + i) % 11]} step {i}"} for i in range(3)],
+        )
+    most = cold_module.FRAGMENTS_MAX
+    compacted = cold(tmp_path / "compacted")
+    Runner(log, [compacted]).catch_up()
+    monkeypatch.setattr(cold_module, "FRAGMENTS_MAX", 10_000)
+    twin = cold(tmp_path / "twin")
+    Runner(log, [twin]).catch_up()
+    fragments = [len(p.store.dataset().get_fragments()) for p in (compacted, twin)]
+    assert fragments[0] < most <= fragments[1] - 4, fragments
+    assert rows(compacted) == rows(twin)
+    found = 0
+    for query in ("webhook retry", "parser step 2", "deadline", "login timeout budget"):
+        for filters in ({}, {"session": "s03"}, {"kinds": ["message"]}):
+            ours = recall(compacted).query_memory(query, k=8, **filters)
+            theirs = recall(twin).query_memory(query, k=8, **filters)
+            assert not ours.warnings and not theirs.warnings
+            assert [(h.unit_id, h.score) for h in ours.hits] == [
+                (h.unit_id, h.score) for h in theirs.hits
+            ]
+            found += len(ours.hits)
+    assert found >= 40  # the searches found something to compare
