@@ -632,15 +632,16 @@ def _diversified(
     rest = [item for item in ranked if item[1] < least]
     picked: list[tuple[str, float, dict[str, float]]] = []
     per_session: dict[str, int] = {}
+    groups = {item[0]: _group(item[0]) for item in pool}  # once each, not once a pick
 
     def lowered(item: tuple[str, float, dict[str, float]]) -> float:
         exempt = item[2].get("speaker", 0.0)
-        return item[1] - diversity * per_session.get(_group(item[0]), 0) * (1 - exempt)
+        return item[1] - diversity * per_session.get(groups[item[0]], 0) * (1 - exempt)
 
     while pool and len(picked) < n:
         best = max(pool, key=lowered)
         pool.remove(best)
-        per_session[_group(best[0])] = per_session.get(_group(best[0]), 0) + 1
+        per_session[groups[best[0]]] = per_session.get(groups[best[0]], 0) + 1
         picked.append(best)
     capped, cap = [], math.inf
     for unit_id, score, parts in picked + pool + rest:

@@ -151,7 +151,7 @@ def _behind(kernel: Kernel, session: str | None) -> dict[str, tuple[int, int]]:
     log = kernel.log
     cold = kernel.projector("cold")
     manifest = cold.state_store.read_manifest()
-    names = [session] if session else [info.session for info in Sessions(kernel).list()]
+    names = [session] if session else Sessions(kernel).names()  # the listing: nothing read
     behind = {}
     for name in names:
         entry = manifest.get(name)
