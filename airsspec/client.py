@@ -5,7 +5,7 @@ loading the log's models, the settings and the tiers costs more than the work it
 server runs for the workspace, ``dispatch`` sends the command there instead, importing only a
 few modules of the standard library: ``hook``, ``append``, ``context``, ``search`` (``query``),
 ``sessions``, ``status``, ``replay`` and ``learnings list``; text answers are printed by the
-full command's renderers (``airsspec.cli.render``), so both paths print the same lines. It
+full command's renderers (``airsspec.render``), so both paths print the same lines. It
 finds the server by the workspace's discovery file (``state/serve.json``, written by the
 server, mode 0600, holding its address and a token for local clients); a file whose pid is
 dead is ignored.
@@ -57,7 +57,10 @@ class Server:
             sock.connect(self.socket)
             return sock
         host, _, port = self.url.split("://", 1)[1].rpartition(":")
-        return socket.create_connection((host.strip("[]"), int(port)), TIMEOUT_S)
+        # as bytes (getaddrinfo takes them; typeshed says str only): a str host is encoded with
+        # the idna codec, a module of its own to import
+        address = (host.strip("[]").encode("ascii"), int(port))
+        return socket.create_connection(address, TIMEOUT_S)  # type: ignore[arg-type]
 
     def request(self, method: str, path: str, body: object = None) -> tuple[int, object]:
         """Send one request; the status and the decoded JSON answer."""
@@ -388,7 +391,7 @@ def _query(server: Server, opts: dict) -> int | None:
     if opts.get("--json"):
         _print(answer)
         return 0
-    from airsspec.cli.render import hits_text  # the full command's renderer
+    from airsspec.render import hits_text  # the full command's renderer
 
     _out(hits_text(answer, _printable))
     for warning in answer["warnings"]:
@@ -407,7 +410,7 @@ def _sessions(server: Server, opts: dict) -> int | None:
         return 0
     if not answer or any(info.get("problem") for info in answer):
         return None  # the full command names the log folder, or escapes the problem it reports
-    from airsspec.cli.render import sessions_text  # the full command's renderer
+    from airsspec.render import sessions_text  # the full command's renderer
 
     _out(sessions_text(answer))
     return 0
@@ -423,7 +426,7 @@ def _status(server: Server, opts: dict) -> int | None:
     if opts.get("--json"):
         _print(answer)
         return 0
-    from airsspec.cli.render import status_text  # the full command's renderer
+    from airsspec.render import status_text  # the full command's renderer
 
     _out(status_text(answer))
     return 0
@@ -456,7 +459,7 @@ def _learnings(server: Server, opts: dict) -> int | None:
     )
     if status != 200 or not isinstance(answer, dict):
         return None
-    from airsspec.cli.render import learnings_shown, learnings_text  # the full command's
+    from airsspec.render import learnings_shown, learnings_text  # the full command's
 
     shown = learnings_shown(answer["learnings"], every=bool(opts.get("--all")))
     if opts.get("--json"):

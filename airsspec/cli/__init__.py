@@ -42,7 +42,7 @@ def _load_commands(command: str | None = None) -> None:
     imported), in the order of ``SECTIONS``: every one, or with ``command``, only until one
     defines it (a command runs without importing the others' modules). Done when the parser is
     built, not when this package is imported: they import the facade, which ``--version`` and
-    the light client's renderers (``airsspec.cli.render``) have no use for."""
+    the light client's renderers (``airsspec.render``) have no use for."""
     from airsspec.cli.common import COMMANDS
 
     for _, modules in SECTIONS:

@@ -22,8 +22,8 @@ from airsspec.cli.common import (
     output_path,
     print_json,
 )
-from airsspec.cli.render import learning_row, learnings_shown, learnings_text
 from airsspec.memory import FACT_KINDS, LEVELS, printable
+from airsspec.render import learning_row, learnings_shown, learnings_text
 
 command_group(
     "learnings",

@@ -8,7 +8,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from airsspec.cli.common import arg, command, open_memory, output_path, print_json
-from airsspec.cli.render import sessions_text
 from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 from airsspec.memory import (
     FORMATS,
@@ -19,6 +18,7 @@ from airsspec.memory import (
     printable,
     replay_lines,
 )
+from airsspec.render import sessions_text
 
 
 @command(

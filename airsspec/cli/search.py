@@ -23,8 +23,8 @@ from airsspec.cli.common import (
     progress_printer,
     validation_problem,
 )
-from airsspec.cli.render import hits_text
 from airsspec.memory import UNIT_KINDS, QueryMemoryInput, printable
+from airsspec.render import hits_text
 
 
 def _field(name: str, *flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:

@@ -20,7 +20,6 @@ from airsspec.cli.common import (
     progress_printer,
     report_runs,
 )
-from airsspec.cli.render import status_text
 from airsspec.errors import (
     EXIT_FAILED,
     EXIT_OK,
@@ -39,6 +38,7 @@ from airsspec.memory import (
     elided_seqs,
     printable,
 )
+from airsspec.render import status_text
 
 # The options project and rebuild share.
 JOBS = arg(

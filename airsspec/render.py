@@ -3,9 +3,10 @@
 ``airsspec search``, ``sessions``, ``status`` and ``learnings list`` print the same lines
 whether the workspace was opened here or a running ``airsspec serve`` answered (through the
 light client, ``airsspec.client``): both give these functions the answer as JSON-shaped
-data. The module imports nothing beyond the standard library, so the light client pays nothing
-for it; stored text is escaped by the ``printable`` the caller passes (the facade's, or its
-light source).
+data. The module imports nothing beyond the standard library, and sits outside the CLI's
+package (whose ``__init__`` imports argparse and logging: half a ``python -c pass`` more), so
+the light client pays nothing for it; stored text is escaped by the ``printable`` the caller
+passes (the facade's, or its light source).
 """
 
 from __future__ import annotations
