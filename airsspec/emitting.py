@@ -1,6 +1,6 @@
-"""Writing a module emitted from declarations (``AsyncMemory`` from ``Memory``, the settings
-table from the settings models), or checking that the written one is current: the text is
-formatted as ``ruff`` formats the tree, so the file on disk is exactly what the emitter gives.
+"""Writing a module emitted from declarations (the settings table from the settings models),
+or checking that the written one is current: the text is formatted as ``ruff`` formats the
+tree, so the file on disk is exactly what the emitter gives.
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ class Kernel:
         return self._shared.owners_seen
 
     def token_counter(self) -> TokenCounter:
-        """The workspace's token counter."""
+        """The workspace's token counter (the tokenizer every budget is counted with)."""
         return self.workspace.token_counter()
 
     def projector(self, name: str) -> Any:
@@ -130,13 +130,13 @@ class Kernel:
         return self.log.has(session)
 
     def has_session(self, session: str) -> bool:
-        """Whether ``session`` has a log here that this kernel may read (another user's is
-        answered as none)."""
+        """Whether ``session`` (a valid id, else ``InvalidSessionIdError``) has a log here
+        that this scope may read (another user's is answered as none)."""
         return self.logged(session) and self.gate.reads_session(session)
 
     def check_session(self, session: str) -> str:
-        """``session`` if it names a session this kernel may read; else
-        ``InvalidSessionIdError``, ``NoSuchSessionError`` or ``ScopeError``."""
+        """``session`` if it names a session of this workspace that this scope may read;
+        else ``InvalidSessionIdError``, ``NoSuchSessionError`` or ``ScopeError``."""
         if not self.logged(session):
             raise NoSuchSessionError(f"no session {session!r} in this workspace")
         self.gate.guard(session)

@@ -15,7 +15,7 @@ Concepts and where they live:
 - ``memory.learnings`` (``learnings``, ``health``, ``reextract``): list, get, add, confirm,
   reject, extract, gc, archive, restore, reextract, health.
 - ``memory.scopes`` (``airsspec.kernel.gate``): owners, what a scope may see, guards.
-- ``AsyncMemory`` (``aio``): emitted from the above (``python -m airsspec.memory.aio_emit``).
+- ``AsyncMemory`` (``aio``): each call of the above as a coroutine, made from it by ``awaited``.
 - framework state (``projections.agent_items``, ``projections.graph_state``): the folds the
   adapters of ``airsspec.integrations`` read an agents SDK session, a graph's threads and store
   back with.

@@ -94,7 +94,10 @@ class Context:
         self._kernel = kernel
 
     def hot(self, session: str, *, fresh: bool = True) -> HotWindow:
-        """See ``Memory.hot``: every message's tokens counted (``projections.hot.counted``)."""
+        """The hot window of ``session``, brought up to date first unless ``fresh`` is false
+        (then as last saved); in a folder written by ``rebuild(as_of=...)``, which holds
+        projections without a log, as saved there. ``NoSuchSessionError`` when there is none;
+        ``CorruptLogError`` naming file and line when its log cannot be read."""
         from projections.hot import counted
 
         return counted(self._saved(session, fresh=fresh), self._kernel.token_counter())
@@ -112,7 +115,8 @@ class Context:
         return window
 
     def history(self, session: str, budget: int) -> str:
-        """See ``Memory.history``."""
+        """The session's latest summary and newest messages within ``budget`` tokens (the
+        last part of ``context``)."""
         from projections.hot import format_history
 
         window = self._saved(session)
@@ -187,7 +191,10 @@ class Context:
         return built
 
     def memory_block(self, session: str, budget: int, *, query: str | None = None) -> str:
-        """See ``Memory.memory_block``."""
+        """The briefing ``context`` starts from, alone: the memory block (task and phase,
+        anchors, learnings) and the facts block (open tasks, what the latest sessions decided
+        and required), each within the share of ``budget`` that ``context`` gives it; the
+        access is recorded."""
         with self._kernel.reading():
             reader = self._reader(session)
             named, given = self._builder().briefing(session, budget, query, reader)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +51,7 @@ from airsspec.memory import records as _records
 from airsspec.memory import search as _search
 from airsspec.memory.capture import Captures
 from airsspec.memory.context import Context
+from airsspec.memory.delegation import delegate
 from airsspec.memory.files import MemoryFiles
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.sessions import Sessions
@@ -63,26 +63,30 @@ from projections.scopes import Scope
 
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
     import threading
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Mapping
 
     from airsspec.forgetting import Forgotten
-    from airsspec.memory.records import Verified
     from airsspec.settings import Settings
     from compactor.summarizers import Summarizer
-    from eventlog.bound import Bound
-    from eventlog.importers import ImportResult
     from eventlog.log import StoredRecords
-    from eventlog.schema import CompactionRecord, Event, Record, VisualizedRecord
-    from eventlog.seal import Seal
+    from eventlog.schema import CompactionRecord, Event, Record
     from projections.analytics import Analytics, QueryResult
     from projections.engine import Progress, RunReport
-    from projections.hot import HotWindow
-    from projections.memory_tool import QueryMemoryInput
-    from projections.status import TierStatus
-    from projections.tokens import TokenCounter
     from projections.visual_context import Page
 
 logger = logging.getLogger(__name__)
+
+
+def _kernel(memory: Memory) -> Kernel:
+    return memory.kernel
+
+
+def _context(memory: Memory) -> Context:
+    return memory._context
+
+
+def _visual(memory: Memory) -> Visual:
+    return memory._visual
 
 
 class Memory:
@@ -256,9 +260,7 @@ class Memory:
         """The folder of the sessions' logs (on a bucket: its synced cache)."""
         return self.workspace.log_dir
 
-    def token_counter(self) -> TokenCounter:
-        """The workspace's token counter (the tokenizer every budget is counted with)."""
-        return self.workspace.token_counter()
+    token_counter = delegate(Kernel.token_counter, to=_kernel)
 
     def scoped(
         self,
@@ -326,80 +328,15 @@ class Memory:
                 )
         return records
 
-    def has_session(self, session: str) -> bool:
-        """Whether ``session`` (a valid id, else ``InvalidSessionIdError``) has a log here
-        that this memory may read (another user's is answered as none)."""
-        return self.kernel.has_session(session)
-
-    def check_session(self, session: str) -> str:
-        """``session`` if it names a session of this workspace that this memory's scope may
-        read; else ``InvalidSessionIdError``, ``NoSuchSessionError`` or ``ScopeError``."""
-        return self.kernel.check_session(session)
-
-    def replay(
-        self,
-        session: str,
-        *,
-        from_seq: int = 1,
-        until: Bound | int | str | datetime | None = None,
-        raw: bool = False,
-        plain: bool = False,
-    ) -> Iterator[Any]:
-        """The records of ``session`` from ``from_seq`` up to ``until`` (a seq or a time);
-        with ``raw``, (record, stored line) pairs; with ``plain``, records a caller only shows
-        may be their stored dicts, read without pydantic (``airsspec.memory.records``)."""
-        return _records.replay(
-            self.kernel, session, from_seq=from_seq, until=until, raw=raw, plain=plain
-        )
-
-    def verify(
-        self,
-        sessions: Iterable[str] | None = None,
-        *,
-        against: str | Path | Seal | None = None,
-        key: bytes | None = None,
-        projections: bool = False,
-    ) -> Verified:
-        """Check every record, the hash chains and the heads; with ``against``, that nothing
-        sealed changed; with ``projections``, every projection's outputs
-        (``airsspec.memory.records``)."""
-        return _records.verify(
-            self.kernel, sessions, against=against, key=key, projections=projections
-        )
-
-    def seal(self, target: str | Path | None = None, *, key: bytes | None = None) -> Seal:
-        """A seal of every session's head this memory may read, written to ``target`` (outside
-        the workspace) when given; signed with ``key``."""
-        return _records.seal(self.kernel, target, key=key)
-
-    def import_transcripts(
-        self,
-        fmt: str,
-        paths: Iterable[str | Path],
-        *,
-        prefix: str = "",
-        keep_secrets: bool = False,
-        live: bool = False,
-    ) -> list[ImportResult]:
-        """Import agent transcripts (``FORMATS``: lossless, idempotent, all or nothing)."""
-        return _records.import_transcripts(
-            self.kernel, fmt, paths, prefix=prefix, keep_secrets=keep_secrets, live=live
-        )
-
-    def export(self, session: str, fmt: str, target: str | Path | None = None) -> bytes:
-        """An imported ``session`` in its source format ``fmt``, byte for byte (written to
-        ``target``, outside the workspace, when given)."""
-        return _records.export(self.kernel, session, fmt, target)
-
-    def export_parquet(self, target: str | Path) -> int:
-        """The whole log as Parquet under ``target``; how many records were written (an
-        admin's only)."""
-        return _records.export_parquet(self.kernel, target)
-
-    def register_sources(self) -> list[str]:
-        """Record each document under ``sources/`` added, changed or removed since its last
-        registration (a ``source_indexed`` event); the paths."""
-        return self.kernel.register_sources()
+    has_session = delegate(Kernel.has_session, to=_kernel)
+    check_session = delegate(Kernel.check_session, to=_kernel)
+    replay = delegate(_records.replay, to=_kernel)
+    verify = delegate(_records.verify, to=_kernel)
+    seal = delegate(_records.seal, to=_kernel)
+    import_transcripts = delegate(_records.import_transcripts, to=_kernel)
+    export = delegate(_records.export, to=_kernel)
+    export_parquet = delegate(_records.export_parquet, to=_kernel)
+    register_sources = delegate(Kernel.register_sources, to=_kernel)
 
     # ------------------------------------------------------------------ projections
 
@@ -419,34 +356,8 @@ class Memory:
         options = {"jobs": jobs, "progress": progress, "cancel": cancel, "deep": deep}
         return self.kernel.project(projections, sessions=sessions, warn=warn, **options)
 
-    def rebuild(
-        self,
-        projections: Iterable[str] | str = PROJECTIONS,
-        *,
-        as_of: Bound | int | str | datetime | None = None,
-        out: str | Path | None = None,
-        jobs: int = 1,
-        progress: Progress | None = None,
-        engine: str = "local",
-        address: str | None = None,
-    ) -> list[RunReport]:
-        """Delete ``projections`` and replay the log; with ``as_of``, materialise them as they
-        were then into ``out`` (``airsspec.memory.projecting``)."""
-        return _projecting.rebuild(
-            self.kernel,
-            projections,
-            as_of=as_of,
-            out=out,
-            jobs=jobs,
-            progress=progress,
-            engine=engine,
-            address=address,
-        )
-
-    def status(self) -> list[TierStatus]:
-        """Items, size, lag and what is degraded, for every projection (the sessions named
-        behind: those this memory may read)."""
-        return self.kernel.status()
+    rebuild = delegate(_projecting.rebuild, to=_kernel)
+    status = delegate(Kernel.status, to=_kernel)
 
     def overview(self) -> dict[str, Any]:
         """The workspace at a glance (what ``airsspec status`` shows): the log's sessions,
@@ -471,9 +382,7 @@ class Memory:
             "degraded": degraded,
         }
 
-    def embedder_problem(self) -> str | None:
-        """Why the cold projection's embedder cannot run here (None when it can)."""
-        return self.kernel.embedder_problem()
+    embedder_problem = delegate(Kernel.embedder_problem, to=_kernel)
 
     def warm_up(self) -> None:
         """Load the embedder now, so the first search is as quick as the others (one that
@@ -503,27 +412,10 @@ class Memory:
 
         return fetch_tokenizer()
 
-    def hot(self, session: str, *, fresh: bool = True) -> HotWindow:
-        """The hot window of ``session``, brought up to date first unless ``fresh`` is false
-        (then as last saved); in a folder written by ``rebuild(as_of=...)``, which holds
-        projections without a log, as saved there. ``NoSuchSessionError`` when there is none;
-        ``CorruptLogError`` naming file and line when its log cannot be read."""
-        return self._context.hot(session, fresh=fresh)
-
-    def history(self, session: str, budget: int) -> str:
-        """The session's latest summary and newest messages within ``budget`` tokens (the
-        last part of ``context``)."""
-        return self._context.history(session, budget)
-
-    def library(self) -> list[dict[str, Any]]:
-        """The library (the warm projection's ``history-NNN.md`` files, with session and
-        range) of the sessions this memory's scope may read, ordered by number."""
-        return _projecting.library(self.kernel)
-
-    def library_file(self, number: int) -> tuple[dict[str, Any], str] | None:
-        """Library file ``number``: its entry and text (None: no such file, or one of a
-        session this memory's scope may not read: the two are answered alike)."""
-        return _projecting.library_file(self.kernel, number)
+    hot = delegate(Context.hot, to=_context)
+    history = delegate(Context.history, to=_context)
+    library = delegate(_projecting.library, to=_kernel)
+    library_file = delegate(_projecting.library_file, to=_kernel)
 
     def context(
         self,
@@ -567,85 +459,14 @@ class Memory:
         )
         return built.context, built.parts
 
-    def memory_block(self, session: str, budget: int, *, query: str | None = None) -> str:
-        """The briefing ``context`` starts from, alone: the memory block (task and phase,
-        anchors, learnings) and the facts block (open tasks, what the latest sessions decided
-        and required), each within the share of ``budget`` that ``context`` gives it; the
-        access is recorded."""
-        return self._context.memory_block(session, budget, query=query)
-
-    def facts(
-        self,
-        query: str | None = None,
-        *,
-        as_of: str | datetime | None = None,
-        kinds: list[str] | None = None,
-        history: bool = False,
-        k: int | None = None,
-    ) -> dict[str, Any]:
-        """The facts sessions' consolidations recorded (decisions, requirements, files, errors
-        and fixes, tasks, facts about the user) that this memory's scope may read, as they
-        held at ``as_of`` (default: now): the current ones, or with ``history`` the superseded
-        ones too, each marked with when it stopped holding and which record changed it; every
-        fact names the records (session, seq) it came from. With ``query``, the best
-        matching first; ``kinds`` narrows, ``k`` caps."""
-        return _facts.facts(self.kernel, query, as_of=as_of, kinds=kinds, history=history, k=k)
+    memory_block = delegate(Context.memory_block, to=_context)
+    facts = delegate(_facts.facts, to=_kernel)
 
     # ------------------------------------------------------------------ search
 
-    def search(
-        self,
-        query: str,
-        *,
-        k: int = 10,
-        session: str | None = None,
-        kinds: Iterable[str] | None = None,
-        since: str | datetime | None = None,
-        until: str | datetime | None = None,
-        fresh: bool = True,
-        scope: Scope | None = None,
-    ) -> dict[str, Any]:
-        """The ``k`` best passages (messages, summaries, sources, learnings) with provenance,
-        the shape of ``airsspec query --json``. ``fresh`` brings the cold projection up to
-        date first. Only what ``scope`` (default: this memory's; it narrows) may see."""
-        return _search.search(
-            self.kernel,
-            query,
-            k=k,
-            session=session,
-            kinds=kinds,
-            since=since,
-            until=until,
-            fresh=fresh,
-            scope=scope,
-        )
-
-    def query_memory(
-        self,
-        request: QueryMemoryInput | dict[str, Any],
-        *,
-        fresh: bool = True,
-        scope: Scope | None = None,
-    ) -> dict[str, Any]:
-        """``search`` for a ``query_memory`` tool call (a ``QueryMemoryInput``, or its
-        fields as a dict, validated here: ``InvalidQueryError`` naming the field)."""
-        return _search.query_memory(self.kernel, request, fresh=fresh, scope=scope)
-
-    def search_now(
-        self,
-        query: str,
-        *,
-        k: int = 10,
-        session: str | None = None,
-        kinds: Iterable[str] | None = None,
-        since: str | None = None,
-        until: str | None = None,
-    ) -> dict[str, Any]:
-        """``search`` without waiting for the cold projection: what is indexed, plus a
-        full-text scan of the records not indexed yet (``unindexed`` counts them)."""
-        return _search.search_now(
-            self.kernel, query, k=k, session=session, kinds=kinds, since=since, until=until
-        )
+    search = delegate(_search.search, to=_kernel)
+    query_memory = delegate(_search.query_memory, to=_kernel)
+    search_now = delegate(_search.search_now, to=_kernel)
 
     # ------------------------------------------------------------------ processes
 
@@ -676,31 +497,14 @@ class Memory:
 
         return typed(CompactionRecord, records[0]) if records else None
 
-    def visualize(
-        self, sessions: Iterable[str] | None = None, *, force: bool = False
-    ) -> list[VisualizedRecord]:
-        """Move the oldest warm sessions of each project past ``[visual] warm_sessions`` to
-        the visual tier (``force``: the sessions named whatever the count; none named, the
-        oldest of each project); the ``visualized`` events appended
-        (``compactor.visual_policy``). Only sessions this memory may write move."""
-        return self._visual.visualize(sessions, force=force)
+    visualize = delegate(Visual.visualize, to=_visual)
 
     def pages(self, session: str | None = None) -> list[Page]:
         """The visual tier's PNG pages (``projections.visual_context.Page``: session, library
         number, file, bytes, image tokens) this memory may read; only ``session``'s if given."""
         return [p for p in self._visual.pages() if session is None or p.session == session]
 
-    def load_context(
-        self, project: str | None = None, *, session: str | None = None
-    ) -> dict[str, Any]:
-        """A project's context as the design's four parts: ``hot`` (the session's summary
-        and newest messages; default the project's latest session), ``warm`` (the latest
-        summaries of its other sessions still read as text), ``cold_images`` (caption and
-        image blocks of those moved to the visual tier), ``archive_images`` (none: pages of
-        cross-project patterns are not rendered) and ``tokens`` (each part's, and the
-        total). ``project`` None: the sessions that name no project. Only what this memory
-        may read."""
-        return self._visual.load_context(project, session=session)
+    load_context = delegate(Visual.load_context, to=_visual)
 
     def forget(
         self, *, user: str | None = None, session: str | None = None, by: str | None = None

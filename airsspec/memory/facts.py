@@ -42,7 +42,12 @@ def facts(
     history: bool = False,
     k: int | None = None,
 ) -> dict[str, Any]:
-    """See ``Memory.facts``."""
+    """The facts sessions' consolidations recorded (decisions, requirements, files, errors
+    and fixes, tasks, facts about the user) that this memory's scope may read, as they
+    held at ``as_of`` (default: now): the current ones, or with ``history`` the superseded
+    ones too, each marked with when it stopped holding and which record changed it; every
+    fact names the records (session, seq) it came from. With ``query``, the best
+    matching first; ``kinds`` narrows, ``k`` caps."""
     unknown = [kind for kind in kinds or () if kind not in FACT_KINDS]
     if unknown:
         raise InvalidQueryError(

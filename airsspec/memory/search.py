@@ -65,7 +65,9 @@ def search(
     fresh: bool = True,
     scope: Scope | None = None,
 ) -> dict[str, Any]:
-    """See ``Memory.search``."""
+    """The ``k`` best passages (messages, summaries, sources, learnings) with provenance,
+    the shape of ``airsspec query --json``. ``fresh`` brings the cold projection up to
+    date first. Only what ``scope`` (default: this memory's; it narrows) may see."""
     chosen = request(
         query,
         k=k,
@@ -79,14 +81,15 @@ def search(
 
 def query_memory(
     kernel: Kernel,
-    given: QueryMemoryInput | dict[str, Any],
+    request: QueryMemoryInput | dict[str, Any],
     *,
     fresh: bool = True,
     scope: Scope | None = None,
 ) -> dict[str, Any]:
-    """See ``Memory.query_memory``."""
+    """``search`` for a ``query_memory`` tool call (a ``QueryMemoryInput``, or its
+    fields as a dict, validated here: ``InvalidQueryError`` naming the field)."""
     with kernel.reading():
-        return _query_memory(kernel, given, fresh=fresh, scope=scope)
+        return _query_memory(kernel, request, fresh=fresh, scope=scope)
 
 
 def _query_memory(
@@ -181,10 +184,19 @@ def _tail(kernel: Kernel, behind: dict[str, tuple[int, int]]) -> Iterator[Record
 
 
 def search_now(
-    kernel: Kernel, query: str, *, k: int = 10, kinds: Iterable[str] | None = None, **filters: Any
+    kernel: Kernel,
+    query: str,
+    *,
+    k: int = 10,
+    session: str | None = None,
+    kinds: Iterable[str] | None = None,
+    since: str | None = None,
+    until: str | None = None,
 ) -> dict[str, Any]:
-    """See ``Memory.search_now`` and the module."""
-    chosen = request(query, k=k, kinds=kinds, **filters)
+    """``search`` without waiting for the cold projection: what is indexed, plus a
+    full-text scan of the records not indexed yet (``unindexed`` counts them; see the
+    module)."""
+    chosen = request(query, k=k, session=session, kinds=kinds, since=since, until=until)
     answer = query_memory(kernel, chosen, fresh=False)
     behind = _behind(kernel, chosen.session)
     lag = sum(head - first + 1 for first, head in behind.values())

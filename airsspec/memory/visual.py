@@ -31,7 +31,10 @@ class Visual:
     def visualize(
         self, sessions: Iterable[str] | None = None, *, force: bool = False
     ) -> list[VisualizedRecord]:
-        """See ``Memory.visualize``."""
+        """Move the oldest warm sessions of each project past ``[visual] warm_sessions`` to
+        the visual tier (``force``: the sessions named whatever the count; none named, the
+        oldest of each project); the ``visualized`` events appended
+        (``compactor.visual_policy``). Only sessions this memory may write move."""
         from compactor.visual_policy import VisualPolicy
 
         kernel = self._kernel
@@ -87,7 +90,13 @@ class Visual:
     def load_context(
         self, project: str | None = None, *, session: str | None = None
     ) -> dict[str, Any]:
-        """See ``Memory.load_context``."""
+        """A project's context as the design's four parts: ``hot`` (the session's summary
+        and newest messages; default the project's latest session), ``warm`` (the latest
+        summaries of its other sessions still read as text), ``cold_images`` (caption and
+        image blocks of those moved to the visual tier), ``archive_images`` (none: pages of
+        cross-project patterns are not rendered) and ``tokens`` (each part's, and the
+        total). ``project`` None: the sessions that name no project. Only what this memory
+        may read."""
         from projections.hot import format_history, summary_block
         from projections.visual_context import load_context as parts
 

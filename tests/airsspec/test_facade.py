@@ -1,19 +1,27 @@
 """The facade is the one door: every public call of ``Memory`` and its services has an async twin
-of the same signature; the log's calls (raw replay, seals, export) are on it; append projects
-the hot window unless asked not to; a scoped memory cannot change a learning outside its scope;
-and the doors (MCP server, hooks, HTTP server, daemon) import nothing below it."""
+of the same signature; a call ``Memory`` delegates shows its service's signature and docstring,
+and a type checker checks a caller against it; the log's calls (raw replay, seals, export) are
+on it; append projects the hot window unless asked not to; a scoped memory cannot change a
+learning outside its scope; and the doors (MCP server, hooks, HTTP server, daemon) import
+nothing below it."""
 
 from __future__ import annotations
 
 import ast
 import asyncio
 import inspect
+import pydoc
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import httpx2 as httpx
 import pytest
 
 from airsspec.errors import LearningError
+from airsspec.kernel import Kernel
+from airsspec.kernel.gate import Gate
 from airsspec.memory import (
     AsyncMemory,
     Memory,
@@ -21,9 +29,68 @@ from airsspec.memory import (
     QueryMemoryInput,
     ScopeError,
     aio,
+    facts,
+    projecting,
+    records,
+    search,
 )
-from airsspec.memory.aio_emit import SERVICES, main, public_calls
+from airsspec.memory.capture import Captures
+from airsspec.memory.context import Context
+from airsspec.memory.files import MemoryFiles
+from airsspec.memory.learnings import Learnings
+from airsspec.memory.sessions import Sessions
+from airsspec.memory.visual import Visual
 from tests.conftest import REPO
+
+SERVICES: dict[str, type] = {
+    "sessions": Sessions,
+    "learnings": Learnings,
+    "scopes": Gate,
+    "files": MemoryFiles,
+    "captures": Captures,
+}
+"""The services of ``Memory``, by attribute name."""
+
+DELEGATED: dict[str, Any] = {
+    "token_counter": Kernel.token_counter,
+    "has_session": Kernel.has_session,
+    "check_session": Kernel.check_session,
+    "register_sources": Kernel.register_sources,
+    "status": Kernel.status,
+    "embedder_problem": Kernel.embedder_problem,
+    "replay": records.replay,
+    "verify": records.verify,
+    "seal": records.seal,
+    "import_transcripts": records.import_transcripts,
+    "export": records.export,
+    "export_parquet": records.export_parquet,
+    "rebuild": projecting.rebuild,
+    "library": projecting.library,
+    "library_file": projecting.library_file,
+    "facts": facts.facts,
+    "search": search.search,
+    "query_memory": search.query_memory,
+    "search_now": search.search_now,
+    "hot": Context.hot,
+    "history": Context.history,
+    "memory_block": Context.memory_block,
+    "visualize": Visual.visualize,
+    "load_context": Visual.load_context,
+}
+"""The calls of ``Memory`` that are a service's, with the service's function."""
+
+
+def public_calls(cls: type) -> dict[str, Any]:
+    """The public methods of ``cls`` (plain, class and static), as stored on the class."""
+    found: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # object's own methods are not calls
+        for name, value in vars(klass).items():
+            if name.startswith("_"):
+                continue
+            if isinstance(value, (classmethod, staticmethod)) or inspect.isfunction(value):
+                found[name] = value
+    return found
+
 
 SAY = {"type": "user", "content": "the quokka migration starts on monday"}
 
@@ -54,8 +121,52 @@ def test_every_public_memory_call_has_an_async_twin_with_the_same_parameters() -
         _mirrored(service, getattr(aio, f"Async{service.__name__}"))
 
 
-def test_the_emitted_async_module_is_current() -> None:
-    assert main(["--check"]) == 0, "run: python -m airsspec.memory.aio_emit"
+def _after_self(call: Any) -> list[inspect.Parameter]:
+    return list(inspect.signature(call).parameters.values())[1:]
+
+
+@pytest.mark.parametrize("name", sorted(DELEGATED))
+def test_a_delegated_call_shows_its_service_s_signature_and_docstring(name: str) -> None:
+    service = DELEGATED[name]
+    for facade in (getattr(Memory, name), getattr(AsyncMemory, name)):
+        assert _after_self(facade) == _after_self(service), name  # names, kinds, defaults
+        assert facade.__doc__ == service.__doc__ and facade.__name__ == name
+    assert inspect.signature(getattr(Memory, name)).return_annotation == (
+        inspect.signature(service).return_annotation
+    )
+    shown = pydoc.render_doc(getattr(Memory, name), renderer=pydoc.plaintext)  # help()
+    assert f"{name}{inspect.signature(getattr(Memory, name))}" in shown.replace("\n", "")
+    assert service.__doc__.splitlines()[0] in shown
+
+
+@pytest.mark.slow
+def test_mypy_checks_a_call_of_the_facade_against_the_service(tmp_path: Path) -> None:
+    pytest.importorskip("mypy", reason="mypy is in the dev extra: pip install -e '.[dev]'")
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from airsspec.memory import AsyncMemory, Memory\n"
+        "async def calls(memory: Memory, twin: AsyncMemory) -> None:\n"
+        "    reveal_type(memory.search)\n"
+        "    memory.search('q', k='3')\n"
+        "    memory.hot(1)\n"
+        "    reveal_type(await twin.replay('s1'))\n"
+        "    await twin.sessions.start('s1', task=2)\n"
+        "    memory.replay('s1', from_seq=2)\n",
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", str(probe)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    lines = [line.partition(":")[2] for line in result.stdout.splitlines()]
+    assert '3: note: Revealed type is "def (query: str, *, k: int =' in "\n".join(lines)
+    errors = sorted(int(line.split(":")[0]) for line in lines if ": error:" in line)
+    assert errors == [4, 5, 7], result.stdout  # the wrong calls, and only those
+    assert 'Argument "k" has incompatible type "str"; expected "int"' in result.stdout
+    assert "list[Any]" in result.stdout  # replay's iterator, read to a list
 
 
 def test_async_memory_opens_without_await_in_async_with(tmp_path: Path) -> None:
