@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from airsspec.config import config_of_workspace, load_settings, validated
 from airsspec.discovery import CONFIG_NAME, find_config
@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
     from projections.hot import HotWindow
     from projections.recall import Recall
     from projections.tokens import TokenCounter
+
+T = TypeVar("T")
 
 TIERS = ("hot", "warm", "tokens", "learnings", "memory_files", "cold", "visual")
 
@@ -460,3 +462,27 @@ def init_workspace(directory: Path) -> tuple[Path, bool]:
     settings = load_settings(config)
     Layout(directory / settings.workspace.path).create()
     return config, written
+
+
+class Part(Generic[T]):
+    """A part of the open workspace (its root, a folder, its settings...), read through on an
+    object that holds the workspace as ``workspace`` (``Kernel``, ``Memory``): declared once
+    as ``root = Part(lambda w: w.root, "The workspace folder.")``, typed by what it reads."""
+
+    def __init__(self, get: Callable[[Workspace], T], doc: str) -> None:
+        self._get = get
+        self.__doc__ = doc
+
+    @overload
+    def __get__(self, holder: None, owner: type | None = None) -> Part[T]: ...
+
+    @overload
+    def __get__(self, holder: object, owner: type | None = None) -> T: ...
+
+    def __get__(self, holder: Any, owner: type | None = None) -> Part[T] | T:
+        if holder is None:  # on the class: the descriptor, for help() and inspect
+            return self
+        return self._get(holder.workspace)
+
+    def __set__(self, holder: object, value: object) -> None:
+        raise AttributeError("read-only: a part of the workspace")

@@ -26,18 +26,17 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from airsspec.errors import AirsspecError, NoSuchSessionError
 from airsspec.kernel.freshness import FOLLOWS, NEEDS, Read, Write, chosen
 from airsspec.kernel.gate import Gate
 from airsspec.workspace import TIERS as PROJECTIONS
+from airsspec.workspace import Part
 from eventlog.layout import MEMORY_SESSION
 from projections.scopes import Scope
 
 if TYPE_CHECKING:
-    from airsspec.settings import Settings
     from airsspec.workspace import Workspace
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
@@ -98,15 +97,8 @@ class Kernel:
         what the projections and the log's tools take)."""
         return self.workspace.log
 
-    @property
-    def root(self) -> Path:
-        """The workspace folder."""
-        return self.workspace.root
-
-    @property
-    def settings(self) -> Settings:
-        """The workspace's settings (``airsspec.toml``, frozen)."""
-        return self.workspace.settings
+    root = Part(lambda w: w.root, "The workspace folder.")
+    settings = Part(lambda w: w.settings, "The workspace's settings (``airsspec.toml``, frozen).")
 
     @property
     def owners_seen(self) -> dict[str, tuple[Scope, int]]:

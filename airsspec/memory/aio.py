@@ -98,6 +98,9 @@ class _Through(Generic[T]):
         value: T = getattr(twin._target, self._name)
         return value
 
+    def __set__(self, twin: object, value: object) -> None:
+        raise AttributeError(f"read-only: {self._name} is read through")
+
 
 def _list(items: Iterable[T]) -> list[T]:
     return list(items)
@@ -234,11 +237,11 @@ class AsyncMemory:
     workspace = _Through(Memory.workspace)
     scope = _Through(Memory.scope)
     read_only = _Through(Memory.read_only)
-    root = _Through(Memory.root)
-    settings = _Through(Memory.settings)
-    state_dir = _Through(Memory.state_dir)
-    sources_dir = _Through(Memory.sources_dir)
-    log_dir = _Through(Memory.log_dir)
+    root = Memory.root  # the workspace's parts, read through ``workspace`` as Memory's are
+    settings = Memory.settings
+    state_dir = Memory.state_dir
+    sources_dir = Memory.sources_dir
+    log_dir = Memory.log_dir
     token_counter = awaited(Memory.token_counter)
     scoped = awaited_as(Memory.scoped, _async)
 

@@ -56,7 +56,7 @@ from airsspec.memory.files import MemoryFiles
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.sessions import Sessions
 from airsspec.memory.visual import Visual
-from airsspec.workspace import Workspace, init_workspace
+from airsspec.workspace import Part, Workspace, init_workspace
 from eventlog.layout import Layout, validate_session_id
 from projections.context import ContextFormat
 from projections.scopes import Scope
@@ -66,7 +66,6 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
     from collections.abc import Mapping
 
     from airsspec.forgetting import Forgotten
-    from airsspec.settings import Settings
     from compactor.summarizers import Summarizer
     from eventlog.log import StoredRecords
     from eventlog.schema import CompactionRecord, Event, Record
@@ -235,30 +234,18 @@ class Memory:
         """Whether this memory writes nothing (a read-only principal)."""
         return self.kernel.read_only
 
-    @property
-    def root(self) -> Path:
-        """The workspace folder."""
-        return self.workspace.root
-
-    @property
-    def settings(self) -> Settings:
-        """The workspace's settings (``airsspec.toml``, frozen)."""
-        return self.workspace.settings
-
-    @property
-    def state_dir(self) -> Path:
-        """The folder of projector state, locks and caches (``state/``)."""
-        return self.workspace.state_dir
-
-    @property
-    def sources_dir(self) -> Path:
-        """The folder of documents the user adds for the cold projection (``sources/``)."""
-        return self.workspace.sources_dir
-
-    @property
-    def log_dir(self) -> Path:
-        """The folder of the sessions' logs (on a bucket: its synced cache)."""
-        return self.workspace.log_dir
+    root = Part(lambda w: w.root, "The workspace folder.")
+    settings = Part(lambda w: w.settings, "The workspace's settings (``airsspec.toml``, frozen).")
+    state_dir = Part(
+        lambda w: w.state_dir, "The folder of projector state, locks and caches (``state/``)."
+    )
+    sources_dir = Part(
+        lambda w: w.sources_dir,
+        "The folder of documents the user adds for the cold projection (``sources/``).",
+    )
+    log_dir = Part(
+        lambda w: w.log_dir, "The folder of the sessions' logs (on a bucket: its synced cache)."
+    )
 
     token_counter = delegate(Kernel.token_counter, to=_kernel)
 

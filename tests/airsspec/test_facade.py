@@ -383,3 +383,15 @@ def test_a_scoped_memory_seals_only_the_sessions_its_scope_reads(
     with Memory.open(root) as everyone:
         assert set(everyone.seal().sessions) == {"alice-s", "bob-s"}
         assert everyone.verify(against=tmp_path / "alice.json").ok
+
+
+def test_the_workspace_s_parts_read_through_alike_and_are_read_only(memory: Memory) -> None:
+    workspace, twin = memory.workspace, AsyncMemory(memory)
+    for name in ("root", "settings", "state_dir", "sources_dir", "log_dir"):
+        value = getattr(workspace, name)
+        assert getattr(memory, name) == value and getattr(twin, name) == value, name
+    assert memory.kernel.root == workspace.root and memory.kernel.settings is workspace.settings
+    for holder in (memory, twin, memory.kernel):
+        with pytest.raises(AttributeError):
+            holder.root = Path("elsewhere")
+    assert memory.root == workspace.root
