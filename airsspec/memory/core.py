@@ -51,14 +51,13 @@ from airsspec.memory import records as _records
 from airsspec.memory import search as _search
 from airsspec.memory.capture import Captures
 from airsspec.memory.context import Context
-from airsspec.memory.delegation import delegate
+from airsspec.memory.delegation import delegate, delegate_as
 from airsspec.memory.files import MemoryFiles
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.sessions import Sessions
 from airsspec.memory.visual import Visual
 from airsspec.workspace import Part, Workspace, init_workspace
 from eventlog.layout import Layout, validate_session_id
-from projections.context import ContextFormat
 from projections.scopes import Scope
 
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
@@ -70,6 +69,7 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
     from eventlog.log import StoredRecords
     from eventlog.schema import CompactionRecord, Event, Record
     from projections.analytics import Analytics, QueryResult
+    from projections.context import Built
     from projections.engine import Progress, RunReport
     from projections.visual_context import Page
 
@@ -86,6 +86,27 @@ def _context(memory: Memory) -> Context:
 
 def _visual(memory: Memory) -> Visual:
     return memory._visual
+
+
+def _text(built: Built) -> str | list[dict[str, Any]]:
+    """What ``session`` should see next, within ``budget`` tokens, as text or as a
+    ``messages`` list for the Anthropic or OpenAI SDK (``projections.context`` owns the
+    budget: memory block, earlier sessions' summaries, recalled passages with ``query``,
+    then the session's summary and newest messages). What the memory block gave is
+    recorded (a ``memory_accessed`` event), so the same call later may rank learnings
+    differently; otherwise the result is a function of the log. The newest message is
+    never lost (cut with a marker if it must be: ``elided_seqs`` finds it); in an API
+    format the session's thoughts are left out unless ``thoughts``. With ``images``
+    (format anthropic), other sessions moved to the visual tier come as image blocks
+    within the budget (``projections.visual_context``)."""
+    return built.context
+
+
+def _parts(built: Built) -> tuple[str | list[dict[str, Any]], Mapping[str, int]]:
+    """``context``, and the tokens each of its parts took, by name in their order
+    (``projections.context.PARTS``: memory, facts, earlier, recalled, history), counted
+    when first read."""
+    return built.context, built.parts
 
 
 class Memory:
@@ -404,48 +425,8 @@ class Memory:
     library = delegate(_projecting.library, to=_kernel)
     library_file = delegate(_projecting.library_file, to=_kernel)
 
-    def context(
-        self,
-        session: str,
-        budget: int,
-        *,
-        query: str | None = None,
-        format: ContextFormat = "text",
-        images: bool = False,
-        thoughts: bool = False,
-    ) -> str | list[dict[str, Any]]:
-        """What ``session`` should see next, within ``budget`` tokens, as text or as a
-        ``messages`` list for the Anthropic or OpenAI SDK (``projections.context`` owns the
-        budget: memory block, earlier sessions' summaries, recalled passages with ``query``,
-        then the session's summary and newest messages). What the memory block gave is
-        recorded (a ``memory_accessed`` event), so the same call later may rank learnings
-        differently; otherwise the result is a function of the log. The newest message is
-        never lost (cut with a marker if it must be: ``elided_seqs`` finds it); in an API
-        format the session's thoughts are left out unless ``thoughts``. With ``images``
-        (format anthropic), other sessions moved to the visual tier come as image blocks
-        within the budget (``projections.visual_context``)."""
-        return self._context.build(
-            session, budget, query=query, format=format, images=images, thoughts=thoughts
-        ).context
-
-    def context_parts(
-        self,
-        session: str,
-        budget: int,
-        *,
-        query: str | None = None,
-        format: ContextFormat = "text",
-        images: bool = False,
-        thoughts: bool = False,
-    ) -> tuple[str | list[dict[str, Any]], Mapping[str, int]]:
-        """``context``, and the tokens each of its parts took, by name in their order
-        (``projections.context.PARTS``: memory, facts, earlier, recalled, history), counted
-        when first read."""
-        built = self._context.build(
-            session, budget, query=query, format=format, images=images, thoughts=thoughts
-        )
-        return built.context, built.parts
-
+    context = delegate_as(Context.build, to=_context, then=_text, name="context")
+    context_parts = delegate_as(Context.build, to=_context, then=_parts, name="context_parts")
     memory_block = delegate(Context.memory_block, to=_context)
     facts = delegate(_facts.facts, to=_kernel)
 

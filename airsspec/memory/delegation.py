@@ -21,6 +21,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S")
+T = TypeVar("T")
 O = TypeVar("O")  # noqa: E741 (the owner: the facade a method is made for)
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,4 +53,19 @@ def delegate(
     return like(method, call)
 
 
-__all__ = ["delegate", "like"]
+def delegate_as(
+    call: Callable[Concatenate[S, P], R], to: Callable[[O], S], then: Callable[[R], T], name: str
+) -> Callable[Concatenate[O, P], T]:
+    """The method ``name`` that runs ``call`` on ``to(self)``, then ``then`` on its result:
+    ``call``'s parameters, ``then``'s docstring and result (one call, two answers made of it)."""
+
+    def method(self: O, *args: P.args, **kwargs: P.kwargs) -> T:
+        return then(call(to(self), *args, **kwargs))
+
+    like(method, call, returns=then.__annotations__["return"])
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = then.__doc__
+    return method
+
+
+__all__ = ["delegate", "delegate_as", "like"]

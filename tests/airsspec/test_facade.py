@@ -139,6 +139,19 @@ def test_a_delegated_call_shows_its_service_s_signature_and_docstring(name: str)
     assert service.__doc__.splitlines()[0] in shown
 
 
+@pytest.mark.parametrize("name", ["context", "context_parts"])
+def test_the_context_calls_take_the_build_s_parameters_and_answer_their_part(
+    name: str, memory: Memory
+) -> None:
+    for facade in (getattr(Memory, name), getattr(AsyncMemory, name)):
+        assert _after_self(facade) == _after_self(Context.build) and facade.__name__ == name
+        assert facade.__doc__ and "Memory." not in facade.__doc__  # its own, not the build's
+    memory.append("s1", SAY)
+    text, parts = memory.context_parts("s1", 500)
+    assert text == memory.context("s1", 500) and "quokka" in text
+    assert sum(parts.values()) > 0 and list(parts)[-1] == "history"
+
+
 @pytest.mark.slow
 def test_mypy_checks_a_call_of_the_facade_against_the_service(tmp_path: Path) -> None:
     pytest.importorskip("mypy", reason="mypy is in the dev extra: pip install -e '.[dev]'")
