@@ -151,6 +151,16 @@ class SessionInfo:
     bytes: int
     problem: str | None = None
 
+    @classmethod
+    def of(cls, session: str, head: TailState, path: Path) -> SessionInfo:
+        """The info of ``session`` from its head and the first line of its file at ``path``
+        (never read through a symbolic link)."""
+        first_ts = None
+        if head.seq:
+            with reader_nofollow(path) as f:
+                first_ts = orjson.loads(f.readline()).get("ts")
+        return cls(session, head.seq, first_ts, head.ts, head.size)
+
 
 @dataclass(slots=True)
 class _Handle:
@@ -697,12 +707,7 @@ class EventLog(Appends):
 
     def info(self, session: str) -> SessionInfo:
         """Counts, first/last time and size of a session, from its first and last lines only."""
-        head = self.head(session)
-        first_ts = None
-        if head.seq:
-            with reader_nofollow(session_path(self.log_dir, session)) as f:
-                first_ts = orjson.loads(f.readline()).get("ts")
-        return SessionInfo(session, head.seq, first_ts, head.ts, head.size)
+        return SessionInfo.of(session, self.head(session), session_path(self.log_dir, session))
 
     def read(
         self,

@@ -21,7 +21,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from typing_extensions import override
 
 from eventlog.canonical import encode_batch
@@ -190,12 +189,8 @@ class ObjectStoreLog(Appends):
 
     def info(self, session: str) -> SessionInfo:
         """Counts, first/last time and size of a session."""
-        tail = self.head(session)
-        first_ts = None
-        if tail.seq:
-            with open(session_path(self.store.local_dir, session), "rb") as f:
-                first_ts = orjson.loads(f.readline()).get("ts")
-        return SessionInfo(session, tail.seq, first_ts, tail.ts, tail.size)
+        path = session_path(self.store.local_dir, session)
+        return SessionInfo.of(session, self.head(session), path)
 
     def read(
         self,
