@@ -10,6 +10,7 @@ from typing import Any
 
 _ABSENT: Any = object()
 _STR = frozenset({str})
+_Check = Callable[[dict[str, Any], dict[str, Any]], bool]  # one field's: into the body
 
 SCHEMA_VERSION = 2
 """The schema version every record is stored with (``eventlog.schema``)."""
@@ -67,860 +68,872 @@ def _envelope(event: dict[str, Any], body: dict[str, Any]) -> bool:
     return True
 
 
-_FIELDS_user = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'content'})
-
-
-def _check_user(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_user:
-        return None
-    body: dict[str, Any] = {'type': 'user'}
-    if not _envelope(event, body):
-        return None
+def _content(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``content`` of ``event`` into ``body``."""
     v0 = event.get('content', _ABSENT)
     if v0 is _ABSENT or type(v0) is not str:
-        return None
+        return False
     body['content'] = v0
-    return body
-
-_FIELDS_assistant = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'content'})
+    return True
 
 
-def _check_assistant(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_assistant:
-        return None
-    body: dict[str, Any] = {'type': 'assistant'}
-    if not _envelope(event, body):
-        return None
-    v0 = event.get('content', _ABSENT)
-    if v0 is _ABSENT or type(v0) is not str:
-        return None
-    body['content'] = v0
-    return body
-
-_FIELDS_thought = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'content'})
-
-
-def _check_thought(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_thought:
-        return None
-    body: dict[str, Any] = {'type': 'thought'}
-    if not _envelope(event, body):
-        return None
-    v0 = event.get('content', _ABSENT)
-    if v0 is _ABSENT or type(v0) is not str:
-        return None
-    body['content'] = v0
-    return body
-
-_FIELDS_action = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'tool', 'params'})
-
-
-def _check_action(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_action:
-        return None
-    body: dict[str, Any] = {'type': 'action'}
-    if not _envelope(event, body):
-        return None
+def _tool(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``tool`` of ``event`` into ``body``."""
     v0 = event.get('tool', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return None
+        return False
     body['tool'] = v0
+    return True
+
+
+def _params(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``params`` of ``event`` into ``body``."""
     v0 = event.get('params', _ABSENT)
     if v0 is _ABSENT:
         body['params'] = {}
     elif type(v0) is dict and _STR.issuperset(map(type, v0)):
         body['params'] = dict(v0)
     else:
-        return None
-    return body
-
-_FIELDS_observation = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'result', 'action_id', 'is_error'})
+        return False
+    return True
 
 
-def _check_observation(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_observation:
-        return None
-    body: dict[str, Any] = {'type': 'observation'}
-    if not _envelope(event, body):
-        return None
+def _result(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``result`` of ``event`` into ``body``."""
     v0 = event.get('result', _ABSENT)
     if v0 is _ABSENT:
-        return None
+        return False
     body['result'] = v0
+    return True
+
+
+def _action_id(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``action_id`` of ``event`` into ``body``."""
     v0 = event.get('action_id', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
         if type(v0) is not str:
-            return None
+            return False
         body['action_id'] = v0
+    return True
+
+
+def _is_error(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``is_error`` of ``event`` into ``body``."""
     v0 = event.get('is_error', _ABSENT)
     if v0 is _ABSENT:
         body['is_error'] = False
     elif type(v0) is bool:
         body['is_error'] = v0
     else:
-        return None
-    return body
-
-_FIELDS_imported = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'kind', 'text'})
+        return False
+    return True
 
 
-def _check_imported(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_imported:
-        return None
-    body: dict[str, Any] = {'type': 'imported'}
-    if not _envelope(event, body):
-        return None
+def _kind(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``kind`` of ``event`` into ``body``."""
     v0 = event.get('kind', _ABSENT)
     if v0 is _ABSENT or type(v0) is not str:
-        return None
+        return False
     body['kind'] = v0
+    return True
+
+
+def _text(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``text`` of ``event`` into ``body``."""
     v0 = event.get('text', _ABSENT)
     if v0 is _ABSENT:
         body['text'] = ''
     elif type(v0) is str:
         body['text'] = v0
     else:
-        return None
-    return body
-
-_FIELDS_session_started = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'task', 'phase'})
+        return False
+    return True
 
 
-def _check_session_started(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_session_started:
-        return None
-    body: dict[str, Any] = {'type': 'session_started'}
-    if not _envelope(event, body):
-        return None
+def _user(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``user`` of ``event`` into ``body``."""
     v0 = event.get('user', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        return None
+        return False
+    return True
+
+
+def _agent(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``agent`` of ``event`` into ``body``."""
     v0 = event.get('agent', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        return None
+        return False
+    return True
+
+
+def _project(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``project`` of ``event`` into ``body``."""
     v0 = event.get('project', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
-        return None
+        return False
+    return True
+
+
+def _task(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``task`` of ``event`` into ``body``."""
     v0 = event.get('task', _ABSENT)
     if v0 is _ABSENT:
         body['task'] = None
     elif (v0 is None or (type(v0) is str)):
         body['task'] = (None if v0 is None else v0)
     else:
-        return None
+        return False
+    return True
+
+
+def _phase(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``phase`` of ``event`` into ``body``."""
     v0 = event.get('phase', _ABSENT)
     if v0 is _ABSENT:
         body['phase'] = None
     elif (v0 is None or (type(v0) is str)):
         body['phase'] = (None if v0 is None else v0)
     else:
-        return None
-    return body
-
-_FIELDS_session_assigned = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'by'})
+        return False
+    return True
 
 
-def _check_session_assigned(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_session_assigned:
-        return None
-    body: dict[str, Any] = {'type': 'session_assigned'}
-    if not _envelope(event, body):
-        return None
-    v0 = event.get('user', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('agent', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('project', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
+def _by(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``by`` of ``event`` into ``body``."""
     v0 = event.get('by', _ABSENT)
     if v0 is _ABSENT:
         body['by'] = None
     elif (v0 is None or (type(v0) is str)):
         body['by'] = (None if v0 is None else v0)
     else:
-        return None
-    return body
-
-_FIELDS_session_ended = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'status'})
+        return False
+    return True
 
 
-def _check_session_ended(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_session_ended:
-        return None
-    body: dict[str, Any] = {'type': 'session_ended'}
-    if not _envelope(event, body):
-        return None
+def _status(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``status`` of ``event`` into ``body``."""
     v0 = event.get('status', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return None
+        return False
     body['status'] = v0
-    return body
-
-_FIELDS_phase_changed = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'phase'})
+    return True
 
 
-def _check_phase_changed(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_phase_changed:
-        return None
-    body: dict[str, Any] = {'type': 'phase_changed'}
-    if not _envelope(event, body):
-        return None
+def _phase_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``phase`` of ``event`` into ``body``."""
     v0 = event.get('phase', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return None
+        return False
     body['phase'] = v0
-    return body
-
-_FIELDS_learning = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'learning_id', 'kind', 'text', 'scope', 'evidence', 'source', 'explicit'})
+    return True
 
 
-def _check_learning(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_learning:
-        return None
-    body: dict[str, Any] = {'type': 'learning'}
-    if not _envelope(event, body):
-        return None
-    v0 = event.get('user', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('agent', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('project', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
+def _learning_id(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``learning_id`` of ``event`` into ``body``."""
     v0 = event.get('learning_id', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return None
+        return False
     body['learning_id'] = v0
+    return True
+
+
+def _kind_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``kind`` of ``event`` into ``body``."""
     v0 = event.get('kind', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and v0 in ('correction', 'preference', 'pattern', 'decision', 'error_fix', 'anchor')):
-        return None
+        return False
     body['kind'] = v0
+    return True
+
+
+def _text_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``text`` of ``event`` into ``body``."""
     v0 = event.get('text', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 20000):
-        return None
+        return False
     body['text'] = v0
+    return True
+
+
+def _scope(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``scope`` of ``event`` into ``body``."""
     v0 = event.get('scope', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and v0 in ('session', 'project', 'global')):
-        return None
+        return False
     body['scope'] = v0
+    return True
+
+
+def _evidence(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``evidence`` of ``event`` into ``body``."""
     v0 = event.get('evidence', _ABSENT)
     if v0 is not _ABSENT:
-        return None
+        return False
     body['evidence'] = []
+    return True
+
+
+def _source(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``source`` of ``event`` into ``body``."""
     v0 = event.get('source', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and v0 in ('extractive', 'anthropic', 'user')):
-        return None
+        return False
     body['source'] = v0
+    return True
+
+
+def _explicit(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``explicit`` of ``event`` into ``body``."""
     v0 = event.get('explicit', _ABSENT)
     if v0 is _ABSENT:
         body['explicit'] = False
     elif type(v0) is bool:
         body['explicit'] = v0
     else:
-        return None
-    return body
-
-_FIELDS_learning_feedback = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'learning_id', 'verdict', 'by', 'reason', 'actor'})
+        return False
+    return True
 
 
-def _check_learning_feedback(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_learning_feedback:
-        return None
-    body: dict[str, Any] = {'type': 'learning_feedback'}
-    if not _envelope(event, body):
-        return None
+def _learning_id_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``learning_id`` of ``event`` into ``body``."""
     v0 = event.get('learning_id', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return None
+        return False
     body['learning_id'] = v0
+    return True
+
+
+def _verdict(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``verdict`` of ``event`` into ``body``."""
     v0 = event.get('verdict', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and v0 in ('confirmed', 'rejected', 'superseded')):
-        return None
+        return False
     body['verdict'] = v0
-    v0 = event.get('by', _ABSENT)
-    if v0 is _ABSENT:
-        body['by'] = None
-    elif (v0 is None or (type(v0) is str)):
-        body['by'] = (None if v0 is None else v0)
-    else:
-        return None
+    return True
+
+
+def _reason(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``reason`` of ``event`` into ``body``."""
     v0 = event.get('reason', _ABSENT)
     if v0 is _ABSENT:
         body['reason'] = ''
     elif type(v0) is str:
         body['reason'] = v0
     else:
-        return None
+        return False
+    return True
+
+
+def _actor(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``actor`` of ``event`` into ``body``."""
     v0 = event.get('actor', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
         if not (type(v0) is str and len(v0) <= 200):
-            return None
+            return False
         body['actor'] = v0
-    return body
-
-_FIELDS_learning_edited = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'learning_id', 'text', 'scope', 'actor', 'reason'})
+    return True
 
 
-def _check_learning_edited(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_learning_edited:
-        return None
-    body: dict[str, Any] = {'type': 'learning_edited'}
-    if not _envelope(event, body):
-        return None
-    v0 = event.get('learning_id', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return None
-    body['learning_id'] = v0
+def _text_3(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``text`` of ``event`` into ``body``."""
     v0 = event.get('text', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
         if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 20000):
-            return None
+            return False
         body['text'] = v0
+    return True
+
+
+def _scope_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``scope`` of ``event`` into ``body``."""
     v0 = event.get('scope', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
         if not (type(v0) is str and v0 in ('session', 'project', 'global')):
-            return None
+            return False
         body['scope'] = v0
+    return True
+
+
+def _actor_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``actor`` of ``event`` into ``body``."""
     v0 = event.get('actor', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return None
+        return False
     body['actor'] = v0
-    v0 = event.get('reason', _ABSENT)
-    if v0 is _ABSENT:
-        body['reason'] = ''
-    elif type(v0) is str:
-        body['reason'] = v0
-    else:
-        return None
-    return body
-
-_FIELDS_memory_accessed = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'learning_ids', 'matched', 'purpose', 'reader', 'query'})
+    return True
 
 
-def _check_memory_accessed(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_memory_accessed:
-        return None
-    body: dict[str, Any] = {'type': 'memory_accessed'}
-    if not _envelope(event, body):
-        return None
-    v0 = event.get('user', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('agent', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('project', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
+def _learning_ids(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``learning_ids`` of ``event`` into ``body``."""
     v0 = event.get('learning_ids', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is list and all(type(v1) is str for v1 in v0)):
-        return None
+        return False
     body['learning_ids'] = list(v0)
+    return True
+
+
+def _matched(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``matched`` of ``event`` into ``body``."""
     v0 = event.get('matched', _ABSENT)
     if v0 is _ABSENT:
         body['matched'] = []
     elif type(v0) is list and all(type(v1) is str for v1 in v0):
         body['matched'] = list(v0)
     else:
-        return None
+        return False
+    return True
+
+
+def _purpose(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``purpose`` of ``event`` into ``body``."""
     v0 = event.get('purpose', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and v0 in ('context', 'recall')):
-        return None
+        return False
     body['purpose'] = v0
+    return True
+
+
+def _reader(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``reader`` of ``event`` into ``body``."""
     v0 = event.get('reader', _ABSENT)
     if v0 is _ABSENT or type(v0) is not str:
-        return None
+        return False
     body['reader'] = v0
+    return True
+
+
+def _query(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``query`` of ``event`` into ``body``."""
     v0 = event.get('query', _ABSENT)
     if v0 is _ABSENT:
         body['query'] = None
     elif (v0 is None or (type(v0) is str)):
         body['query'] = (None if v0 is None else v0)
     else:
-        return None
-    return body
-
-_FIELDS_archived = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'learning_ids', 'reason'})
+        return False
+    return True
 
 
-def _check_archived(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_archived:
-        return None
-    body: dict[str, Any] = {'type': 'archived'}
-    if not _envelope(event, body):
-        return None
+def _learning_ids_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``learning_ids`` of ``event`` into ``body``."""
     v0 = event.get('learning_ids', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is list and len(v0) >= 1 and all(type(v1) is str for v1 in v0)):
-        return None
+        return False
     body['learning_ids'] = list(v0)
+    return True
+
+
+def _reason_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``reason`` of ``event`` into ``body``."""
     v0 = event.get('reason', _ABSENT)
     if v0 is _ABSENT or type(v0) is not str:
-        return None
+        return False
     body['reason'] = v0
-    return body
-
-_FIELDS_restored = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'learning_id'})
+    return True
 
 
-def _check_restored(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_restored:
-        return None
-    body: dict[str, Any] = {'type': 'restored'}
-    if not _envelope(event, body):
-        return None
-    v0 = event.get('learning_id', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return None
-    body['learning_id'] = v0
-    return body
-
-_FIELDS_source_indexed = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'path', 'size', 'sha256', 'user'})
-
-
-def _check_source_indexed(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_source_indexed:
-        return None
-    body: dict[str, Any] = {'type': 'source_indexed'}
-    if not _envelope(event, body):
-        return None
+def _path(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``path`` of ``event`` into ``body``."""
     v0 = event.get('path', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return None
+        return False
     body['path'] = v0
+    return True
+
+
+def _size(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``size`` of ``event`` into ``body``."""
     v0 = event.get('size', _ABSENT)
     if v0 is _ABSENT:
         body['size'] = None
     elif (v0 is None or (type(v0) is int and v0 >= 0)):
         body['size'] = (None if v0 is None else v0)
     else:
-        return None
+        return False
+    return True
+
+
+def _sha256(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``sha256`` of ``event`` into ``body``."""
     v0 = event.get('sha256', _ABSENT)
     if v0 is not _ABSENT:
-        return None
+        return False
     body['sha256'] = None
-    v0 = event.get('user', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    return body
-
-_FIELDS_forgotten = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'subject', 'name', 'by', 'sessions', 'keys'})
+    return True
 
 
-def _check_forgotten(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_forgotten:
-        return None
-    body: dict[str, Any] = {'type': 'forgotten'}
-    if not _envelope(event, body):
-        return None
+def _subject(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``subject`` of ``event`` into ``body``."""
     v0 = event.get('subject', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and v0 in ('user', 'session')):
-        return None
+        return False
     body['subject'] = v0
+    return True
+
+
+def _name(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``name`` of ``event`` into ``body``."""
     v0 = event.get('name', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return None
+        return False
     body['name'] = v0
+    return True
+
+
+def _by_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``by`` of ``event`` into ``body``."""
     v0 = event.get('by', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return None
+        return False
     body['by'] = v0
+    return True
+
+
+def _sessions(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``sessions`` of ``event`` into ``body``."""
     v0 = event.get('sessions', _ABSENT)
     if v0 is _ABSENT:
         body['sessions'] = []
     elif type(v0) is list and all(type(v1) is str for v1 in v0):
         body['sessions'] = list(v0)
     else:
-        return None
+        return False
+    return True
+
+
+def _keys(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``keys`` of ``event`` into ``body``."""
     v0 = event.get('keys', _ABSENT)
     if v0 is _ABSENT:
         body['keys'] = []
     elif type(v0) is list and all(type(v1) is str for v1 in v0):
         body['keys'] = list(v0)
     else:
-        return None
-    return body
-
-_FIELDS_memory_file_renamed = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'actor', 'old_path', 'new_path'})
+        return False
+    return True
 
 
-def _check_memory_file_renamed(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_memory_file_renamed:
-        return None
-    body: dict[str, Any] = {'type': 'memory_file_renamed'}
-    if not _envelope(event, body):
-        return None
-    v0 = event.get('user', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('agent', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('project', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('actor', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) <= 200):
-            return None
-        body['actor'] = v0
+def _old_path(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``old_path`` of ``event`` into ``body``."""
     v0 = event.get('old_path', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 4096):
-        return None
+        return False
     body['old_path'] = v0
+    return True
+
+
+def _new_path(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``new_path`` of ``event`` into ``body``."""
     v0 = event.get('new_path', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 4096):
-        return None
+        return False
     body['new_path'] = v0
-    return body
-
-_FIELDS_memory_file_deleted = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'actor', 'path', 'all'})
+    return True
 
 
-def _check_memory_file_deleted(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_memory_file_deleted:
-        return None
-    body: dict[str, Any] = {'type': 'memory_file_deleted'}
-    if not _envelope(event, body):
-        return None
-    v0 = event.get('user', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('agent', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('project', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return None
-    v0 = event.get('actor', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) <= 200):
-            return None
-        body['actor'] = v0
+def _path_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``path`` of ``event`` into ``body``."""
     v0 = event.get('path', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 4096):
-        return None
+        return False
     body['path'] = v0
+    return True
+
+
+def _all(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``all`` of ``event`` into ``body``."""
     v0 = event.get('all', _ABSENT)
     if v0 is _ABSENT:
         body['all'] = False
     elif type(v0) is bool:
         body['all'] = v0
     else:
-        return None
-    return body
-
-_FIELDS_messages_request = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'body_params', 'messages_at', 'reused', 'added'})
+        return False
+    return True
 
 
-def _check_messages_request(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_messages_request:
-        return None
-    body: dict[str, Any] = {'type': 'messages_request'}
-    if not _envelope(event, body):
-        return None
+def _body_params(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``body_params`` of ``event`` into ``body``."""
     v0 = event.get('body_params', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 2):
-        return None
+        return False
     body['body_params'] = v0
+    return True
+
+
+def _messages_at(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``messages_at`` of ``event`` into ``body``."""
     v0 = event.get('messages_at', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is int and v0 >= 0):
-        return None
+        return False
     body['messages_at'] = v0
+    return True
+
+
+def _reused(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``reused`` of ``event`` into ``body``."""
     v0 = event.get('reused', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is int and v0 >= 0):
-        return None
+        return False
     body['reused'] = v0
+    return True
+
+
+def _added(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``added`` of ``event`` into ``body``."""
     v0 = event.get('added', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is list and all(type(v1) is str for v1 in v0)):
-        return None
+        return False
     body['added'] = list(v0)
-    return body
-
-_FIELDS_messages_response = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'body', 'compacted', 'applied_edits'})
+    return True
 
 
-def _check_messages_response(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_messages_response:
-        return None
-    body: dict[str, Any] = {'type': 'messages_response'}
-    if not _envelope(event, body):
-        return None
+def _body(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``body`` of ``event`` into ``body``."""
     v0 = event.get('body', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 2):
-        return None
+        return False
     body['body'] = v0
+    return True
+
+
+def _compacted(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``compacted`` of ``event`` into ``body``."""
     v0 = event.get('compacted', _ABSENT)
     if v0 is _ABSENT:
         body['compacted'] = False
     elif type(v0) is bool:
         body['compacted'] = v0
     else:
-        return None
+        return False
+    return True
+
+
+def _applied_edits(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``applied_edits`` of ``event`` into ``body``."""
     v0 = event.get('applied_edits', _ABSENT)
     if v0 is _ABSENT:
         body['applied_edits'] = 0
     elif type(v0) is int and v0 >= 0:
         body['applied_edits'] = v0
     else:
-        return None
-    return body
-
-_FIELDS_visualized = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'library_no', 'reason', 'project'})
+        return False
+    return True
 
 
-def _check_visualized(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_visualized:
-        return None
-    body: dict[str, Any] = {'type': 'visualized'}
-    if not _envelope(event, body):
-        return None
+def _library_no(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``library_no`` of ``event`` into ``body``."""
     v0 = event.get('library_no', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is int and v0 >= 1):
-        return None
+        return False
     body['library_no'] = v0
+    return True
+
+
+def _reason_3(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``reason`` of ``event`` into ``body``."""
     v0 = event.get('reason', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 500):
-        return None
+        return False
     body['reason'] = v0
+    return True
+
+
+def _project_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``project`` of ``event`` into ``body``."""
     v0 = event.get('project', _ABSENT)
     if v0 is not _ABSENT and v0 is not None:
         if type(v0) is not str:
-            return None
+            return False
         body['project'] = v0
-    return body
-
-_FIELDS_item_popped = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'of_seq'})
+    return True
 
 
-def _check_item_popped(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_item_popped:
-        return None
-    body: dict[str, Any] = {'type': 'item_popped'}
-    if not _envelope(event, body):
-        return None
+def _of_seq(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``of_seq`` of ``event`` into ``body``."""
     v0 = event.get('of_seq', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is int and v0 >= 1):
-        return None
+        return False
     body['of_seq'] = v0
-    return body
-
-_FIELDS_items_cleared = frozenset({'type', 'id', 'ts', 'meta', 'origin'})
+    return True
 
 
-def _check_items_cleared(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_items_cleared:
-        return None
-    body: dict[str, Any] = {'type': 'items_cleared'}
-    if not _envelope(event, body):
-        return None
-    return body
-
-_FIELDS_store_put = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'namespace', 'key', 'value', 'index', 'ttl'})
-
-
-def _check_store_put(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_store_put:
-        return None
-    body: dict[str, Any] = {'type': 'store_put'}
-    if not _envelope(event, body):
-        return None
+def _namespace(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``namespace`` of ``event`` into ``body``."""
     v0 = event.get('namespace', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is list and len(v0) >= 1 and all(type(v1) is str and len(v1) >= 1 for v1 in v0)):
-        return None
+        return False
     body['namespace'] = list(v0)
+    return True
+
+
+def _key(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``key`` of ``event`` into ``body``."""
     v0 = event.get('key', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return None
+        return False
     body['key'] = v0
+    return True
+
+
+def _value(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``value`` of ``event`` into ``body``."""
     v0 = event.get('value', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-        return None
+        return False
     body['value'] = dict(v0)
+    return True
+
+
+def _index(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``index`` of ``event`` into ``body``."""
     v0 = event.get('index', _ABSENT)
     if v0 is _ABSENT:
         body['index'] = True
     elif (type(v0) is list and all(type(v1) is str for v1 in v0)) or (type(v0) is bool):
         body['index'] = (list(v0) if type(v0) is list and all(type(v1) is str for v1 in v0) else v0)
     else:
-        return None
+        return False
+    return True
+
+
+def _ttl(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``ttl`` of ``event`` into ``body``."""
     v0 = event.get('ttl', _ABSENT)
     if v0 is _ABSENT:
         body['ttl'] = None
     elif (v0 is None or (type(v0) is float and isfinite(v0) and v0 > 0)):
         body['ttl'] = (None if v0 is None else v0)
     else:
-        return None
-    return body
-
-_FIELDS_store_deleted = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'namespace', 'key', 'reason'})
+        return False
+    return True
 
 
-def _check_store_deleted(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_store_deleted:
-        return None
-    body: dict[str, Any] = {'type': 'store_deleted'}
-    if not _envelope(event, body):
-        return None
-    v0 = event.get('namespace', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is list and len(v0) >= 1 and all(type(v1) is str and len(v1) >= 1 for v1 in v0)):
-        return None
-    body['namespace'] = list(v0)
-    v0 = event.get('key', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return None
-    body['key'] = v0
+def _reason_4(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``reason`` of ``event`` into ``body``."""
     v0 = event.get('reason', _ABSENT)
     if v0 is _ABSENT:
         body['reason'] = 'deleted'
     elif type(v0) is str and v0 in ('deleted', 'expired'):
         body['reason'] = v0
     else:
-        return None
-    return body
-
-_FIELDS_checkpoint = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'checkpoint_ns', 'checkpoint_id', 'parent_id', 'checkpoint', 'metadata', 'blobs'})
+        return False
+    return True
 
 
-def _check_checkpoint(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_checkpoint:
-        return None
-    body: dict[str, Any] = {'type': 'checkpoint'}
-    if not _envelope(event, body):
-        return None
+def _checkpoint_ns(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``checkpoint_ns`` of ``event`` into ``body``."""
     v0 = event.get('checkpoint_ns', _ABSENT)
     if v0 is _ABSENT:
         body['checkpoint_ns'] = ''
     elif type(v0) is str:
         body['checkpoint_ns'] = v0
     else:
-        return None
+        return False
+    return True
+
+
+def _checkpoint_id(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``checkpoint_id`` of ``event`` into ``body``."""
     v0 = event.get('checkpoint_id', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return None
+        return False
     body['checkpoint_id'] = v0
+    return True
+
+
+def _parent_id(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``parent_id`` of ``event`` into ``body``."""
     v0 = event.get('parent_id', _ABSENT)
     if v0 is _ABSENT:
         body['parent_id'] = None
     elif (v0 is None or (type(v0) is str)):
         body['parent_id'] = (None if v0 is None else v0)
     else:
-        return None
+        return False
+    return True
+
+
+def _checkpoint(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``checkpoint`` of ``event`` into ``body``."""
     v0 = event.get('checkpoint', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-        return None
+        return False
     body['checkpoint'] = dict(v0)
+    return True
+
+
+def _metadata(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``metadata`` of ``event`` into ``body``."""
     v0 = event.get('metadata', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-        return None
+        return False
     body['metadata'] = dict(v0)
+    return True
+
+
+def _blobs(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``blobs`` of ``event`` into ``body``."""
     v0 = event.get('blobs', _ABSENT)
     if v0 is _ABSENT:
         body['blobs'] = {}
     elif type(v0) is dict and _STR.issuperset(map(type, v0)):
         body['blobs'] = dict(v0)
     else:
-        return None
-    return body
-
-_FIELDS_checkpoint_writes = frozenset({'type', 'id', 'ts', 'meta', 'origin', 'checkpoint_ns', 'checkpoint_id', 'task_id', 'task_path', 'writes'})
+        return False
+    return True
 
 
-def _check_checkpoint_writes(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_checkpoint_writes:
-        return None
-    body: dict[str, Any] = {'type': 'checkpoint_writes'}
-    if not _envelope(event, body):
-        return None
-    v0 = event.get('checkpoint_ns', _ABSENT)
-    if v0 is _ABSENT:
-        body['checkpoint_ns'] = ''
-    elif type(v0) is str:
-        body['checkpoint_ns'] = v0
-    else:
-        return None
-    v0 = event.get('checkpoint_id', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return None
-    body['checkpoint_id'] = v0
+def _task_id(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``task_id`` of ``event`` into ``body``."""
     v0 = event.get('task_id', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return None
+        return False
     body['task_id'] = v0
+    return True
+
+
+def _task_path(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``task_path`` of ``event`` into ``body``."""
     v0 = event.get('task_path', _ABSENT)
     if v0 is _ABSENT:
         body['task_path'] = ''
     elif type(v0) is str:
         body['task_path'] = v0
     else:
-        return None
+        return False
+    return True
+
+
+def _writes(event: dict[str, Any], body: dict[str, Any]) -> bool:
+    """Check ``writes`` of ``event`` into ``body``."""
     v0 = event.get('writes', _ABSENT)
     if v0 is _ABSENT or not (type(v0) is list and all(type(v1) is dict and _STR.issuperset(map(type, v1)) for v1 in v0)):
-        return None
+        return False
     body['writes'] = [dict(v1) for v1 in v0]
-    return body
-
-_FIELDS_thread_deleted = frozenset({'type', 'id', 'ts', 'meta', 'origin'})
+    return True
 
 
-def _check_thread_deleted(event: dict[str, Any]) -> dict[str, Any] | None:
-    if not event.keys() <= _FIELDS_thread_deleted:
-        return None
-    body: dict[str, Any] = {'type': 'thread_deleted'}
-    if not _envelope(event, body):
-        return None
-    return body
-
-
-_CHECKS: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
-    'user': _check_user,
-    'assistant': _check_assistant,
-    'thought': _check_thought,
-    'action': _check_action,
-    'observation': _check_observation,
-    'imported': _check_imported,
-    'session_started': _check_session_started,
-    'session_assigned': _check_session_assigned,
-    'session_ended': _check_session_ended,
-    'phase_changed': _check_phase_changed,
-    'learning': _check_learning,
-    'learning_feedback': _check_learning_feedback,
-    'learning_edited': _check_learning_edited,
-    'memory_accessed': _check_memory_accessed,
-    'archived': _check_archived,
-    'restored': _check_restored,
-    'source_indexed': _check_source_indexed,
-    'forgotten': _check_forgotten,
-    'memory_file_renamed': _check_memory_file_renamed,
-    'memory_file_deleted': _check_memory_file_deleted,
-    'messages_request': _check_messages_request,
-    'messages_response': _check_messages_response,
-    'visualized': _check_visualized,
-    'item_popped': _check_item_popped,
-    'items_cleared': _check_items_cleared,
-    'store_put': _check_store_put,
-    'store_deleted': _check_store_deleted,
-    'checkpoint': _check_checkpoint,
-    'checkpoint_writes': _check_checkpoint_writes,
-    'thread_deleted': _check_thread_deleted,
+CHECKS: dict[str, tuple[frozenset[str], tuple[_Check, ...]]] = {
+    'user': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'content'}),
+        (_envelope, _content),
+    ),
+    'assistant': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'content'}),
+        (_envelope, _content),
+    ),
+    'thought': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'content'}),
+        (_envelope, _content),
+    ),
+    'action': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'tool', 'params'}),
+        (_envelope, _tool, _params),
+    ),
+    'observation': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'result', 'action_id', 'is_error'}),
+        (_envelope, _result, _action_id, _is_error),
+    ),
+    'imported': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'kind', 'text'}),
+        (_envelope, _kind, _text),
+    ),
+    'session_started': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'task', 'phase'}),
+        (_envelope, _user, _agent, _project, _task, _phase),
+    ),
+    'session_assigned': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'by'}),
+        (_envelope, _user, _agent, _project, _by),
+    ),
+    'session_ended': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'status'}),
+        (_envelope, _status),
+    ),
+    'phase_changed': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'phase'}),
+        (_envelope, _phase_2),
+    ),
+    'learning': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'learning_id', 'kind', 'text', 'scope', 'evidence', 'source', 'explicit'}),
+        (_envelope, _user, _agent, _project, _learning_id, _kind_2, _text_2, _scope, _evidence, _source, _explicit),
+    ),
+    'learning_feedback': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'learning_id', 'verdict', 'by', 'reason', 'actor'}),
+        (_envelope, _learning_id_2, _verdict, _by, _reason, _actor),
+    ),
+    'learning_edited': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'learning_id', 'text', 'scope', 'actor', 'reason'}),
+        (_envelope, _learning_id, _text_3, _scope_2, _actor_2, _reason),
+    ),
+    'memory_accessed': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'learning_ids', 'matched', 'purpose', 'reader', 'query'}),
+        (_envelope, _user, _agent, _project, _learning_ids, _matched, _purpose, _reader, _query),
+    ),
+    'archived': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'learning_ids', 'reason'}),
+        (_envelope, _learning_ids_2, _reason_2),
+    ),
+    'restored': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'learning_id'}),
+        (_envelope, _learning_id_2),
+    ),
+    'source_indexed': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'path', 'size', 'sha256', 'user'}),
+        (_envelope, _path, _size, _sha256, _user),
+    ),
+    'forgotten': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'subject', 'name', 'by', 'sessions', 'keys'}),
+        (_envelope, _subject, _name, _by_2, _sessions, _keys),
+    ),
+    'memory_file_renamed': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'actor', 'old_path', 'new_path'}),
+        (_envelope, _user, _agent, _project, _actor, _old_path, _new_path),
+    ),
+    'memory_file_deleted': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'actor', 'path', 'all'}),
+        (_envelope, _user, _agent, _project, _actor, _path_2, _all),
+    ),
+    'messages_request': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'body_params', 'messages_at', 'reused', 'added'}),
+        (_envelope, _body_params, _messages_at, _reused, _added),
+    ),
+    'messages_response': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'body', 'compacted', 'applied_edits'}),
+        (_envelope, _body, _compacted, _applied_edits),
+    ),
+    'visualized': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'library_no', 'reason', 'project'}),
+        (_envelope, _library_no, _reason_3, _project_2),
+    ),
+    'item_popped': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'of_seq'}),
+        (_envelope, _of_seq),
+    ),
+    'items_cleared': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin'}),
+        (_envelope,),
+    ),
+    'store_put': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'namespace', 'key', 'value', 'index', 'ttl'}),
+        (_envelope, _namespace, _key, _value, _index, _ttl),
+    ),
+    'store_deleted': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'namespace', 'key', 'reason'}),
+        (_envelope, _namespace, _key, _reason_4),
+    ),
+    'checkpoint': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'checkpoint_ns', 'checkpoint_id', 'parent_id', 'checkpoint', 'metadata', 'blobs'}),
+        (_envelope, _checkpoint_ns, _checkpoint_id, _parent_id, _checkpoint, _metadata, _blobs),
+    ),
+    'checkpoint_writes': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin', 'checkpoint_ns', 'checkpoint_id', 'task_id', 'task_path', 'writes'}),
+        (_envelope, _checkpoint_ns, _checkpoint_id, _task_id, _task_path, _writes),
+    ),
+    'thread_deleted': (
+        frozenset({'type', 'id', 'ts', 'meta', 'origin'}),
+        (_envelope,),
+    ),
 }
-
-
-def input_bodies(items: list[Any]) -> list[dict[str, Any]] | None:
-    """The bodies of ``items`` (input events) when every one is a dict the checks accept;
-    None as soon as one is not (the caller validates the batch with pydantic)."""
-    bodies = []
-    for item in items:
-        if type(item) is not dict:
-            return None
-        kind = item.get("type")
-        check = _CHECKS.get(kind) if type(kind) is str else None
-        body = None if check is None else check(item)
-        if body is None:
-            return None
-        bodies.append(body)
-    return bodies
+"""By type: the fields an event may have, and the functions checking them in order."""

@@ -1,4 +1,7 @@
-"""Stored records as plain dicts, checked without pydantic, for commands that only show them.
+"""Input events and stored records as plain dicts, checked without pydantic.
+
+``input_bodies`` runs the checks emitted from the catalog (``eventlog.fast_input``) on an
+append's input, so an append of plainly valid events imports no pydantic (``eventlog.prepare``).
 
 A stored line is what the record models wrote, so a command that prints a session (``replay``)
 need not build a model per line: ``stored_record`` loads the line with orjson and checks it
@@ -15,7 +18,26 @@ from typing import Any
 
 import orjson
 
-from eventlog.fast_input import SCHEMA_VERSION, input_bodies
+from eventlog.fast_input import CHECKS, SCHEMA_VERSION
+
+
+def input_bodies(items: list[Any]) -> list[dict[str, Any]] | None:
+    """The bodies of ``items`` (input events) when every one is a dict the checks accept;
+    None as soon as one is not (the caller validates the batch with pydantic)."""
+    bodies = []
+    for item in items:
+        if type(item) is not dict:
+            return None
+        kind = item.get("type")
+        check = CHECKS.get(kind) if type(kind) is str else None
+        if check is None or not item.keys() <= check[0]:
+            return None
+        body: dict[str, Any] = {"type": kind}  # the type's checks fill in the rest, in order
+        for field in check[1]:
+            if not field(item, body):
+                return None
+        bodies.append(body)
+    return bodies
 
 
 class Stored(dict[str, Any]):

@@ -15,12 +15,12 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from eventlog import fast_input
 from eventlog.canonical import batch_json, refuse_deep
 from eventlog.errors import InvalidEventError, field_of
 from eventlog.exact_json import MAX_DEPTH
 from eventlog.fast_input import IMPORTER_FIELDS, SYSTEM_TYPES
 from eventlog.layout import check_writer
+from eventlog.plain import input_bodies
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -97,7 +97,7 @@ def prepare_events(
     when the batch is encoded (``append_many``), on the JSON it encodes anyway.
     """
     items = events if isinstance(events, list) else list(events)
-    bodies = fast_input.input_bodies(items) if items and _plain_first() else None
+    bodies = input_bodies(items) if items and _plain_first() else None
     if bodies is None:
         bodies = _validated(items)
     _refuse_system(bodies, system, imported)
@@ -144,7 +144,7 @@ def checked_input(
     """One input event checked as ``validate_input`` checks it: the dict itself when the plain
     checks accept it (``append_many`` checks it again, as cheaply), else its validated model;
     raises ``InvalidEventError`` as ``prepare_events`` does."""
-    bodies = fast_input.input_bodies([event])
+    bodies = input_bodies([event])
     if bodies is None:
         return validate_input(event, system=system, imported=imported)
     _refuse_system(bodies, system, imported)

@@ -12,10 +12,12 @@ pydantic's path returns (the same keys in the same order, new dicts and lists wh
 makes new ones, the values it keeps kept): ``tests/eventlog/test_fast_input.py`` holds the two
 equal on generated events. Run by ``python -m eventlog.schema.emit``, never at run time.
 
-``input_bodies`` (written out) returns the bodies pydantic's path returns when it is certain of
-every event of a batch, and None when it is not (an error, a value pydantic would coerce, a
-field it does not check): the caller then validates with pydantic (``eventlog.prepare``), so
-errors and stored bytes are the same.
+Each distinct field check is written once, as a function, and ``CHECKS`` lists by type the
+fields an event may have and the functions checking them; ``eventlog.plain.input_bodies`` runs
+them, returning the bodies pydantic's path returns when it is certain of every event of a
+batch, and None when it is not (an error, a value pydantic would coerce, a field it does not
+check): the caller then validates with pydantic (``eventlog.prepare``), so errors and stored
+bytes are the same.
 """
 
 from __future__ import annotations
@@ -37,24 +39,7 @@ from typing import Any
 
 _ABSENT: Any = object()
 _STR = frozenset({str})
-'''
-
-_FOOTER = '''
-
-def input_bodies(items: list[Any]) -> list[dict[str, Any]] | None:
-    """The bodies of ``items`` (input events) when every one is a dict the checks accept;
-    None as soon as one is not (the caller validates the batch with pydantic)."""
-    bodies = []
-    for item in items:
-        if type(item) is not dict:
-            return None
-        kind = item.get("type")
-        check = _CHECKS.get(kind) if type(kind) is str else None
-        body = None if check is None else check(item)
-        if body is None:
-            return None
-        bodies.append(body)
-    return bodies
+_Check = Callable[[dict[str, Any], dict[str, Any]], bool]  # one field's: into the body
 '''
 
 
@@ -243,11 +228,11 @@ def _field(field: str, spec: Mapping[str, Any], none_spec: Mapping[str, Any]) ->
     ]
 
 
-def _function(kind: str, cls: type[Any], schema: Schema) -> tuple[str, str, list[str]]:
-    """The source of one type's check (``_check_<kind>``), of its set of field names, and the
-    statements checking the envelope's fields (``Event``'s, the same in every type: written
-    once, as ``_envelope``), from the typed dict schemas ``validation.input_bodies``
-    validates with; empty when no event of the type can be checked."""
+def _function(cls: type[Any], schema: Schema) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """A type's field names, and each field's statements checking it (``v0``) into ``body``,
+    from the typed dict schemas ``validation.input_bodies`` validates with, the envelope's
+    (``Event``'s) fields first as one; no statements when no event of the type can be
+    checked."""
     from eventlog.schema.envelopes import Event
     from eventlog.schema.validation import _dict_schema
 
@@ -264,8 +249,7 @@ def _function(kind: str, cls: type[Any], schema: Schema) -> tuple[str, str, list
     envelope = [n for n in Event.model_fields if n != "type"]
     if names[: len(envelope) + 1] != ["type", *envelope]:
         raise TypeError(f"{cls.__name__}: expected 'type' and the envelope's fields first")
-    shared: list[str] = []  # the envelope's fields
-    own: list[str] = []  # the type's
+    blocks: list[tuple[str, list[str]]] = [("envelope", [])]
     for field in names[1:]:
         spec = fields[field]
         if set(spec) - {"type", "schema", "metadata", "required"}:
@@ -273,47 +257,61 @@ def _function(kind: str, cls: type[Any], schema: Schema) -> tuple[str, str, list
         try:
             checked = _field(field, spec, with_none["fields"][field])
         except Unsupported:
-            return "", "", []  # every event of the type goes to pydantic
-        (shared if field in envelope else own).extend(checked)
-    lines = [
-        f"def _check_{kind}(event: dict[str, Any]) -> dict[str, Any] | None:",
-        f"    if not event.keys() <= _FIELDS_{kind}:",
-        "        return None",
-        f"    body: dict[str, Any] = {{{'type'!r}: {kind!r}}}",  # the caller dispatched on it
-        "    if not _envelope(event, body):",
-        "        return None",
-        *own,
-        "    return body",
-    ]
-    listed = ", ".join(repr(f) for f in names)
-    return "\n".join(lines) + "\n", f"_FIELDS_{kind} = frozenset({{{listed}}})\n", shared
+            return names, []  # every event of the type goes to pydantic
+        if field in envelope:
+            blocks[0][1].extend(checked)
+        else:
+            blocks.append((field, checked))
+    return names, blocks
+
+
+def _helpers(
+    types: dict[str, list[tuple[str, list[str]]]],
+) -> tuple[str, dict[str, list[str]]]:
+    """Each distinct field check written once, as a function ``_<field>`` (``_<field>_2``...
+    where one field is checked differently in different types), and by type, the names of
+    the functions checking its fields, in order."""
+    named: dict[str, str] = {}  # a check's source -> its function's name
+    sources, used = [], set()
+    by_type: dict[str, list[str]] = {}
+    for kind, blocks in types.items():
+        by_type[kind] = []
+        for field, lines in blocks:
+            body = "\n".join(line.replace("return None", "return False") for line in lines)
+            if body not in named:
+                name, n = f"_{field}", 1
+                while name in used:
+                    n += 1
+                    name = f"_{field}_{n}"
+                used.add(name)
+                named[body] = name
+                head = f"def {name}(event: dict[str, Any], body: dict[str, Any]) -> bool:"
+                doc = f'    """Check ``{field}`` of ``event`` into ``body``."""'
+                if field == "envelope":
+                    doc = '    """Check the envelope\'s fields of ``event`` into ``body``."""'
+                sources.append(f"\n\n{head}\n{doc}\n{body}\n    return True\n")
+            by_type[kind].append(named[body])
+    return "".join(sources), by_type
 
 
 def emit_fast(schema: Schema = SCHEMA) -> str:
     """The source of ``eventlog/fast_input.py`` for ``schema``, in declaration order."""
     from eventlog.schema.envelopes import IMPORTER_FIELDS
 
-    functions, checked, envelopes = [], [], set()
+    types, fields = {}, {}
     for kind, cls in schema.events.items():
-        source, names, envelope = _function(kind, cls, schema)
-        if source:
-            functions.append(f"\n{names}\n\n{source}")
-            checked.append(kind)
-            envelopes.add(tuple(envelope))
-    if len(envelopes) != 1:
+        names, blocks = _function(cls, schema)
+        if blocks:
+            types[kind], fields[kind] = blocks, names
+    helpers, by_type = _helpers(types)
+    if len({checks[0] for checks in by_type.values()}) != 1:
         raise TypeError("the envelope's fields are checked differently in different types")
-    (lines,) = envelopes
-    shared = [line.replace("return None", "return False") for line in lines]
-    envelope_source = "\n".join(
-        [
-            "\n\ndef _envelope(event: dict[str, Any], body: dict[str, Any]) -> bool:",
-            '    """Check the envelope\'s fields of ``event`` into ``body``."""',
-            *shared,
-            "    return True\n\n",
-        ]
-    )
     system = "".join(f"    {k!r}: {v!r},\n" for k, v in schema.system.items())
-    table = "".join(f"    {k!r}: _check_{k},\n" for k in checked)
+    table = "".join(
+        f"    {kind!r}: (\n        frozenset({{{', '.join(map(repr, fields[kind]))}}}),\n"
+        f"        ({', '.join(checks)}{',' if len(checks) == 1 else ''}),\n    ),\n"
+        for kind, checks in by_type.items()
+    )
     constants = (
         f"\nSCHEMA_VERSION = {SCHEMA_VERSION}\n"
         '"""The schema version every record is stored with (``eventlog.schema``)."""\n'
@@ -323,8 +321,10 @@ def emit_fast(schema: Schema = SCHEMA) -> str:
         '"""The messages and the foreign records kept beside them (``eventlog.schema``)."""\n'
         f"\nIMPORTER_FIELDS = frozenset({sorted(IMPORTER_FIELDS)!r})\n"
         '"""Input fields only importers set (``eventlog.schema``)."""\n'
-        f"{envelope_source}"
     )
-    kinds = "dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]]"
-    checks = f"\n\n_CHECKS: {kinds} = {{\n{table}}}\n"
-    return f"{_HEADER}{constants}{''.join(functions)}{checks}{_FOOTER}"
+    kinds = "dict[str, tuple[frozenset[str], tuple[_Check, ...]]]"
+    checks = (
+        f"\n\nCHECKS: {kinds} = {{\n{table}}}\n"
+        '"""By type: the fields an event may have, and the functions checking them in order."""\n'
+    )
+    return f"{_HEADER}{constants}{helpers}{checks}"

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from eventlog import fast_input
 from eventlog.errors import InvalidEventError
+from eventlog.plain import input_bodies
 from eventlog.prepare import checked_input, prepare_events
 from eventlog.schema import INPUT_TYPES, SCHEMA, validation
 
@@ -192,13 +193,13 @@ def same(fast: list[dict[str, Any]], slow: list[dict[str, Any]], items: list[Any
 def test_the_plain_checks_accept_only_what_pydantic_accepts_and_return_its_bodies(
     items: list[dict[str, Any]],
 ) -> None:
-    fast = fast_input.input_bodies(items)
+    fast = input_bodies(items)
     slow = full(items)
     if fast is not None:
         assert slow is not None, f"the checks accepted what pydantic refuses: {items!r}"
         same(fast, slow, items)
     for item in items:  # one by one, as ``append`` checks each line
-        one = fast_input.input_bodies([item])
+        one = input_bodies([item])
         if one is not None:
             expected = full([item])
             assert expected is not None, f"the checks accepted what pydantic refuses: {item!r}"
@@ -232,7 +233,7 @@ def test_an_event_given_as_a_dict_or_as_its_model_is_stored_as_the_same_body(
 
 
 def _accepts(kind: str, event: dict[str, Any]) -> bool:
-    return fast_input.input_bodies([{"type": kind, **event}]) is not None
+    return input_bodies([{"type": kind, **event}]) is not None
 
 
 def test_the_checks_take_the_everyday_events_and_leave_the_rest_to_pydantic() -> None:
@@ -248,8 +249,8 @@ def test_the_checks_take_the_everyday_events_and_leave_the_rest_to_pydantic() ->
     assert not _accepts("store_put", {"namespace": ["a"], "key": "k", "value": {}, "ttl": 2})
     assert not _accepts("user", {"content": "hi", "ts": "2026-01-01T00:00:00Z"})
     assert not _accepts("user", {"content": "hi", "origin": {}})
-    assert set(fast_input._CHECKS) >= set(SCHEMA.messages) | set(SCHEMA.state) - {"store_touched"}
-    assert "compaction" not in fast_input._CHECKS and "store_touched" not in fast_input._CHECKS
+    assert set(fast_input.CHECKS) >= set(SCHEMA.messages) | set(SCHEMA.state) - {"store_touched"}
+    assert "compaction" not in fast_input.CHECKS and "store_touched" not in fast_input.CHECKS
 
 
 ORIGIN = {"format": "f", "source": "s", "index": 0, "sha256": "0" * 64, "text": "{}"}
