@@ -37,23 +37,28 @@ _HOME = "eventlog.schema"  # where the derived models are found by name (pickle,
 
 def event_model(declared: EventType, module: str = _HOME) -> type[Event]:
     """The input event of a declared type: its fields on the ``Event`` envelope."""
-    return create_model(
-        f"{class_name(declared.name)}Event",
-        __base__=(declared.fields, Event),  # type: ignore[arg-type]  # fields first, as emitted
-        __module__=module,
-        __doc__=event_doc(declared),
-        type=(Literal[declared.name], declared.name),  # type: ignore[arg-type]  # a run-time Literal
-    )
+    return _derived(declared, Event, event_doc(declared), declared.name, module)
 
 
 def record_model(declared: EventType, module: str = _HOME) -> type[Record]:
     """The stored record of a declared type: its fields on the ``Record`` envelope."""
+    return _derived(declared, Record, record_doc(declared), ..., module)
+
+
+_E = TypeVar("_E", bound=BaseModel)
+
+
+def _derived(
+    declared: EventType, envelope: type[_E], doc: str, default: Any, module: str
+) -> type[_E]:
+    """The class named ``<Type><Envelope>``: the declared fields first (as emitted), on
+    ``envelope``, ``type`` the declared name (``default``: its default, or ``...``)."""
     return create_model(
-        f"{class_name(declared.name)}Record",
-        __base__=(declared.fields, Record),  # type: ignore[arg-type]  # fields first, as emitted
+        f"{class_name(declared.name)}{envelope.__name__}",
+        __base__=(declared.fields, envelope),  # type: ignore[arg-type]  # fields first
         __module__=module,
-        __doc__=record_doc(declared),
-        type=(Literal[declared.name], ...),  # type: ignore[arg-type]  # a run-time Literal
+        __doc__=doc,
+        type=(Literal[declared.name], default),  # type: ignore[arg-type]  # a run-time Literal
     )
 
 
