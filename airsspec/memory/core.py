@@ -76,6 +76,9 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
 logger = logging.getLogger(__name__)
 
 
+# What a delegated call runs on (``delegate``'s ``to``), and the context's two answers.
+
+
 def _kernel(memory: Memory) -> Kernel:
     return memory.kernel
 
