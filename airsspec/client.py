@@ -26,12 +26,15 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import stat
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airsspec.discovery import find_config
+
+if TYPE_CHECKING:  # imported when a server is found: a command without one never connects
+    import socket
 
 STATE = os.path.join("state", "serve.json")
 TIMEOUT_S = 120.0
@@ -51,6 +54,8 @@ class Server:
         self.folder = folder  # the workspace folder, as this machine names it
 
     def _connect(self) -> socket.socket:
+        import socket
+
         if self.socket:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(TIMEOUT_S)

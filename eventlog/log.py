@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, overload
 
 import orjson
-from typing_extensions import override
 
 from eventlog.canonical import encode_batch
 from eventlog.errors import (
@@ -68,6 +67,7 @@ from eventlog.layout import (
     validate_session_id,
 )
 from eventlog.native import SyncThread
+from eventlog.overrides import override
 from eventlog.prepare import bodies_to_append
 from eventlog.recovery import TailState, recover
 from eventlog.secrets import Redactor

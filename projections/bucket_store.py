@@ -30,9 +30,9 @@ from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
-from typing_extensions import override
 
 from eventlog.layout import read_nofollow
+from eventlog.overrides import override
 from projections.checkpoints import Checkpoint
 from projections.state_store import FileStateStore, StateStore
 

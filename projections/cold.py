@@ -48,9 +48,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import orjson
-from typing_extensions import override
 
 from eventlog.errors import AirsspecError, ColdDamagedError, ColdPathError
+from eventlog.overrides import override
 from projections.checkpoints import Checkpoint
 from projections.embedding_cache import CachedEmbedder, text_sha256
 from projections.files import folder_size

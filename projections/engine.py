@@ -25,12 +25,10 @@ checkpoint. Invariants the runner upholds:
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -308,6 +306,9 @@ class Runner:
                 if self.progress:
                     self.progress(projector.name, done, total)
             return
+        import multiprocessing  # here: a catch-up in this process alone never forks
+        from concurrent.futures import ProcessPoolExecutor
+
         # Balance by log size: biggest first, dealt round-robin into small groups.
         by_size = sorted(sessions, key=lambda s: -session_path(self.log.log_dir, s).stat().st_size)
         groups = [by_size[i :: self.jobs * 4] for i in range(min(len(by_size), self.jobs * 4))]

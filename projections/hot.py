@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
-from typing_extensions import override
 
 from eventlog.layout import read_nofollow, validate_session_id
+from eventlog.overrides import override
 from eventlog.plain import Stored
 from eventlog.render import record_text
 from projections.checkpoints import Checkpoint

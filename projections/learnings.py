@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
-from typing_extensions import override
 
 from eventlog.crypto import is_forgotten
 from eventlog.errors import InvalidNameError
 from eventlog.fast_input import CONVERSATION_TYPES
 from eventlog.layout import read_nofollow
+from eventlog.overrides import override
 from eventlog.plain import modelled
 from projections import facts
 from projections.files import ParsedOnce, atomic_write

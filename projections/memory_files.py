@@ -21,10 +21,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import override
-
 from eventlog.bound import Bound
 from eventlog.crypto import is_forgotten
+from eventlog.overrides import override
 from projections.files import ParsedOnce
 from projections.fold import Projector
 from projections.scopes import Scope

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import orjson
-from typing_extensions import override
 
 from eventlog.layout import read_nofollow, validate_session_id
+from eventlog.overrides import override
 from projections.checkpoints import Checkpoint, Manifest, ManifestEntry, files_state
 from projections.files import atomic_write, folder_size, writer_lock
 from projections.fold import Fold

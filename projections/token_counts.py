@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from typing_extensions import override
 
+from eventlog.overrides import override
 from eventlog.render import record_text
 from projections.checkpoints import Checkpoint
 from projections.fold import Projector

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from typing_extensions import override
 
+from eventlog.overrides import override
 from eventlog.schema import CompactionRecord, Record, VisualizedRecord
 from projections.fold import Projector
 from projections.pages import DENSITIES, Density, engine, image_tokens, png_size, render

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
-from typing_extensions import override
 
+from eventlog.overrides import override
 from eventlog.plain import modelled
 from projections.checkpoints import Checkpoint, file_identity
 from projections.files import atomic_write, folder_size

@@ -58,8 +58,8 @@ if TYPE_CHECKING:
     from airsspec.reports import plot_report as plot_report
     from eventlog.bound import Bound as Bound
     from eventlog.ids import normalize_ts as normalize_ts
-    from eventlog.importers import FORMATS as FORMATS
     from eventlog.jsonl_input import parse_event_lines as parse_event_lines
+    from eventlog.kinds import FORMATS as FORMATS
     from eventlog.layout import LOG_SUFFIX as LOG_SUFFIX
     from eventlog.layout import validate_session_id as validate_session_id
     from eventlog.log import SessionInfo as SessionInfo
@@ -117,8 +117,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "plot_report": ("airsspec.reports", "plot_report"),
     "Bound": ("eventlog.bound", "Bound"),
     "normalize_ts": ("eventlog.ids", "normalize_ts"),
-    "FORMATS": ("eventlog.importers", "FORMATS"),
     "parse_event_lines": ("eventlog.jsonl_input", "parse_event_lines"),
+    "FORMATS": ("eventlog.kinds", "FORMATS"),
     "LOG_SUFFIX": ("eventlog.layout", "LOG_SUFFIX"),
     "validate_session_id": ("eventlog.layout", "validate_session_id"),
     "SessionInfo": ("eventlog.log", "SessionInfo"),

@@ -29,14 +29,13 @@ from eventlog.errors import (
 from eventlog.exact_json import loads_exact
 from eventlog.importers import claude_code, locomo, openhands
 from eventlog.importers.sources import Unit, json_array_units, jsonl_units, origin
+from eventlog.kinds import FORMATS
 from eventlog.layout import check_writer, validate_session_id
 from eventlog.log import Log
 from eventlog.prepare import validate_input
 
 if TYPE_CHECKING:  # the models are only named: listing FORMATS (a command's help) builds none
     from eventlog.schema import Event, Record
-
-FORMATS = ("claude-code", "openhands", "locomo")
 
 
 @dataclass

@@ -21,8 +21,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import override
-
 from eventlog.canonical import encode_batch
 from eventlog.errors import CorruptLogError, SeqTakenError, StorageError
 from eventlog.ids import new_event_ids, utc_now
@@ -38,6 +36,7 @@ from eventlog.log import (
     opened,
     session_exists,
 )
+from eventlog.overrides import override
 from eventlog.prepare import bodies_to_append
 from eventlog.recovery import TailState
 from eventlog.schema import SCHEMA_VERSION, Event
