@@ -164,21 +164,23 @@ class ContextBuilder:
         anthropic), the other sessions moved to the visual tier are given as images within a
         third of the budget (``projections.visual_context``), the rest as text in what is left."""
         from projections.hot import render_entry, whole_history
-        from projections.visual_context import Chosen, choose, with_images
 
         counter = self.counter
         window = self.source.window(session)
-        pictured = Chosen()
-        if images:
+        pages: list[Page] = []
+        if images:  # the visual tier's code is imported when pages are asked for
+            from projections.visual_context import choose
+
             pictured = choose(self.source.pages(session, reader), budget // 3, counter)
             budget -= pictured.tokens
+            pages = pictured.pages
         named, given = self.briefing(session, budget, query, reader)
         block = "\n\n".join(text for _, text in named)
         parts: list[str] = [text for _, text in named]
         recalled = ""
         earlier: list[str] = []
         if window is None or window.summary is None:
-            skip = {page.session for page in pictured.pages}
+            skip = {page.session for page in pages}
             earlier = self._earlier_sessions(session, budget // 3, reader, skip)
             parts += earlier
         if query is not None:
@@ -209,7 +211,11 @@ class ContextBuilder:
         if format == "text":
             return Built(text, shown, tokens)
         messages = self._messages(format, session, window, parts, recalled, history, thoughts)
-        return Built(with_images(messages, pictured.pages), shown, tokens)
+        if not pages:
+            return Built(messages, shown, tokens)
+        from projections.visual_context import with_images
+
+        return Built(with_images(messages, pages), shown, tokens)
 
     def _fit(
         self, window: HotWindow | None, parts: list[str], budget: int, newest: HotEntry | None

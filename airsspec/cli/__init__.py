@@ -148,11 +148,14 @@ def _add(
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every command; with ``command``, of those its module and the ones before
-    it define (the others are not imported: enough to run it, its help included)."""
+    """The parser of every command; with ``command``, of that command alone (its group's
+    actions, its other names), its module and the ones before it imported (the others are
+    not: enough to run it, its help included). A name no command defines gets every command,
+    so the error lists them."""
     from airsspec.cli.common import COMMANDS, GROUPS, first_sentence
 
     _load_commands(command)
+    specs = [s for s in COMMANDS if command is not None and _defines(s, command)] or COMMANDS
     parser = _RootParser(
         prog="airsspec",
         description="Auditable, replayable memory for AI agents: a frozen event log and the "
@@ -171,7 +174,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     nested: dict[str, argparse._SubParsersAction[_Parser]] = {}
     rows: dict[str, argparse.Action] = {}
-    for spec in COMMANDS:
+    for spec in specs:
         group, _, action = spec.name.partition(" ")
         if action and group not in nested:
             declared = GROUPS[group]
@@ -186,9 +189,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for group, actions in nested.items():  # the group's first sentence, then its actions
         listed = ", ".join(a.dest for a in actions._choices_actions)
         rows[group] = _row(group, f"{first_sentence(GROUPS[group].help)}: {listed}")
-    parser.sections = tuple(
-        (heading, [rows[name] for name in _names(modules)]) for heading, modules in SECTIONS
-    )
+    if specs is COMMANDS:  # the root's help lists them (a command's own parser is asked)
+        parser.sections = tuple(
+            (heading, [rows[name] for name in _names(modules)]) for heading, modules in SECTIONS
+        )
     return parser
 
 
