@@ -206,3 +206,100 @@ def test_each_open_reads_the_latest_version(tmp_path: Path) -> None:
     assert first is not None and second is not None
     assert (first.count_rows(), second.count_rows()) == (1, 2)
     assert second.version == first.version + 1
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> ColdStore:
+    """A table below ``ann_min_rows`` (no vector index: every search is exact, answered from
+    the vectors kept in memory), its scalar and full-text indexes built, a row without a vector
+    and one with a zero vector among the others."""
+    store = ColdStore(tmp_path_factory.mktemp("small"), "test", DIM)
+    rng = np.random.default_rng(3)
+    made = units(600)
+    vectors: list[np.ndarray | None] = [
+        (v / np.linalg.norm(v)).astype("float32") for v in rng.normal(size=(len(made), DIM))
+    ]
+    vectors[5], vectors[6] = None, np.zeros(DIM, "float32")
+    store.add(made, vectors, [""] * len(made))
+    store.maintain(ann_min_rows=10_000)
+    return store
+
+
+@pytest.mark.parametrize("exact", [False, True], ids=["asked-ann", "exact"])
+@pytest.mark.parametrize("where", FILTERS, ids=["all", "session", "window", "scoped"])
+def test_a_search_kept_in_memory_gives_lance_s_rows_order_and_distances(
+    small: ColdStore, where: str, exact: bool
+) -> None:
+    """Without a vector index, the search over the kept vectors returns Lance's own exact
+    search's rows (these random vectors have no exact ties), order and distances, under each
+    filter, and only rows the filter keeps."""
+    dataset, table = small.dataset(), small.open()
+    assert not any("vector" in i.field_names for i in dataset.describe_indices())
+    for vector in queries():
+        ours = cold_read.nearest(
+            dataset, vector, COLUMNS, where, 40, nprobes=1, refine_factor=1, exact=exact
+        )
+        assert cold_read._KEPT is not None and cold_read._KEPT.vectors is not None
+        theirs = lancedb_nearest(table, vector, where, 40, exact=True)
+        assert ours.num_rows > 0
+        assert ours["unit_id"].to_pylist() == theirs["unit_id"].to_pylist()
+        np.testing.assert_allclose(
+            ours["_distance"].to_numpy(), theirs["_distance"].to_numpy(), rtol=1e-5, atol=1e-6
+        )
+        assert ours.column_names == [*COLUMNS, "_distance"]
+        assert {"s5:5:0", "s6:6:0"}.isdisjoint(ours["unit_id"].to_pylist())
+        if where:
+            kept = set(dataset.to_table(columns=["unit_id"], filter=where)["unit_id"].to_pylist())
+            assert set(ours["unit_id"].to_pylist()) <= kept
+
+
+def test_a_scoped_search_kept_in_memory_never_returns_another_reader_s_rows(
+    small: ColdStore,
+) -> None:
+    """A reader of sessions s1 and s2 gets rows of those sessions only, though the vectors of
+    every session are kept, and the workspace's search still reaches the others."""
+    dataset = small.dataset()
+    scoped = _where(None, None, None, None, {"s1", "s2"}, "bob", set())
+    for vector in queries():
+        mine = cold_read.nearest(dataset, vector, COLUMNS, scoped, 200, **SEARCH)
+        everyone = cold_read.nearest(dataset, vector, COLUMNS, "", 200, **SEARCH)
+        assert {u.split(":")[0] for u in mine["unit_id"].to_pylist()} == {"s1", "s2"}
+        assert len({u.split(":")[0] for u in everyone["unit_id"].to_pylist()}) == 8
+
+
+SEARCH: dict[str, Any] = {"nprobes": 1, "refine_factor": 1, "exact": False}
+
+
+def test_the_kept_vectors_are_read_again_after_a_write(tmp_path: Path) -> None:
+    """A row added, then deleted, is found, then gone: each write makes a version the kept
+    vectors are keyed on; a table made again (another epoch) is read afresh too."""
+    store = ColdStore(tmp_path, "test", DIM)
+    made, rng = units(50), np.random.default_rng(4)
+    vectors = [(v / np.linalg.norm(v)).astype("float32") for v in rng.normal(size=(50, DIM))]
+    store.add(made[:40], list(vectors[:40]), [""] * 40)
+    query = vectors[45]
+
+    def nearest() -> str:
+        dataset = store.dataset()
+        return str(cold_read.nearest(dataset, query, COLUMNS, "", 1, **SEARCH)["unit_id"][0])
+
+    before = nearest()
+    assert before != made[45].unit_id
+    store.add(made[45:46], [vectors[45]], [""])
+    assert nearest() == made[45].unit_id
+    store.delete(f"unit_id = '{made[45].unit_id}'")
+    assert nearest() == before
+    store.create()
+    store.add(made[45:46], [vectors[45]], [""])
+    assert nearest() == made[45].unit_id
+
+
+def test_rows_at_an_equal_distance_come_by_unit_id(tmp_path: Path) -> None:
+    """Exact ties (the same vector) are ordered by unit id, whichever order they were
+    written in, and the cut keeps the smallest ids."""
+    store = ColdStore(tmp_path, "test", DIM)
+    made = units(12)[::-1]
+    vector = np.ones(DIM, "float32") / 4
+    store.add(made, [vector] * len(made), [""] * len(made))
+    found = cold_read.nearest(store.dataset(), vector, COLUMNS, "", 5, **SEARCH)
+    assert found["unit_id"].to_pylist() == sorted(u.unit_id for u in made)[:5]
