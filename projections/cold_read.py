@@ -119,7 +119,7 @@ class _Version:
     """What is kept of one version of the table (epoch, version): whether it has a vector
     index, whether it is small enough for memory, and its vectors once read."""
 
-    key: tuple[str, str, int]
+    key: tuple[str, bytes, int]  # the table's folder, its metadata (its epoch), its version
     indexed: bool
     fits: bool
     vectors: _Vectors | None = None
@@ -135,7 +135,7 @@ def _kept_vectors(dataset: Any, exact: bool) -> _Vectors | None:
     None when its searches are not answered in memory: an indexed table searched by its index
     (not ``exact``), or a table of more than ``MEMORY_ROWS`` rows."""
     global _KEPT
-    key = (dataset.uri, json.loads(dataset.schema.metadata[_META_KEY])["epoch"], dataset.version)
+    key = (dataset.uri, (dataset.schema.metadata or {}).get(_META_KEY, b""), dataset.version)
     with _KEEPING:
         kept = _KEPT
         if kept is None or kept.key != key:
