@@ -186,7 +186,8 @@ def _exact_nearest(
     if not len(indices) or n <= 0 or norm == 0:
         found = dataset._take_rows([], columns=columns)
         return found.append_column("_distance", pa.array([], pa.float32()))
-    distances = np.float32(1) - kept.matrix[indices] @ (query / norm)
+    # every row's distance, then the kept rows': a copy of the kept rows' vectors costs more
+    distances = (np.float32(1) - kept.matrix @ (query / norm))[indices]
     if len(indices) > n:  # the n nearest, and every row tied with the farthest of them
         cut = np.partition(distances, n - 1)[n - 1]
         near = np.flatnonzero(distances <= cut)
