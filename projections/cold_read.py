@@ -186,8 +186,10 @@ def _exact_nearest(
     if not len(indices) or n <= 0 or norm == 0:
         found = dataset._take_rows([], columns=columns)
         return found.append_column("_distance", pa.array([], pa.float32()))
-    # every row's distance, then the kept rows': a copy of the kept rows' vectors costs more
-    distances = (np.float32(1) - kept.matrix @ (query / norm))[indices]
+    # Every row's distance, then the kept rows' (a copy of their vectors costs more); by
+    # einsum, on this thread: OpenBLAS's matrix-vector product spreads over every core and
+    # spends 5x the CPU (5 ms against 1 at 10k x 256, on 2 cores).
+    distances = (np.float32(1) - np.einsum("ij,j->i", kept.matrix, query / norm))[indices]
     if len(indices) > n:  # the n nearest, and every row tied with the farthest of them
         cut = np.partition(distances, n - 1)[n - 1]
         near = np.flatnonzero(distances <= cut)
