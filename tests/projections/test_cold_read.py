@@ -234,6 +234,7 @@ def test_a_search_kept_in_memory_gives_lance_s_rows_order_and_distances(
     search's rows (these random vectors have no exact ties), order and distances, under each
     filter, and only rows the filter keeps."""
     dataset, table = small.dataset(), small.open()
+    assert dataset is not None
     assert not any("vector" in i.field_names for i in dataset.describe_indices())
     for vector in queries():
         ours = cold_read.nearest(
