@@ -19,24 +19,20 @@ equals rebuild like every tier.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Collection
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Collection
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
-
-import orjson
 
 from eventlog.crypto import is_forgotten
 from eventlog.errors import InvalidNameError
 from eventlog.fast_input import CONVERSATION_TYPES
-from eventlog.layout import read_nofollow
 from eventlog.overrides import override
 from eventlog.plain import modelled
 from projections import facts
-from projections.files import ParsedOnce, atomic_write
 from projections.fold import Projector
 from projections.scopes import Scope
+from projections.state_index import StateIndex
 from projections.state_store import JsonStore, StateStore
 
 if TYPE_CHECKING:  # the record classes are named by the fold, when there are records
@@ -186,24 +182,6 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
 _LOADED: dict[str, dict[str, tuple[list[int], LearningsState]]] = {}
 
 
-def _read_index(path: Path) -> dict[str, list[Any]]:
-    """The owners index at ``path`` (``LearningsProjector.owners``): empty when missing or
-    unreadable (then every owner is read from its state, and the index written again)."""
-    try:
-        return _INDEXES.get(path, lambda: _parse_index(path))
-    except (OSError, ValueError):
-        return {}
-
-
-def _parse_index(path: Path) -> dict[str, list[Any]]:
-    data = orjson.loads(read_nofollow(path))
-    if not isinstance(data, dict):
-        return {}
-    return {
-        s: v for s, v in data.items() if isinstance(v, list) and len(v) == 2 and _is_owner(v[1])
-    }
-
-
 def _is_owner(value: object) -> bool:
     """Whether ``value`` is an owner as the fold records it (``Scope.to_fields``): any other
     entry of the index (damaged, or written by hand) is read again from its state, never
@@ -216,8 +194,23 @@ def _is_owner(value: object) -> bool:
         return False
 
 
-# each owners index as parsed, once while its file is unchanged
-_INDEXES: ParsedOnce[dict[str, list[Any]]] = ParsedOnce()
+# each field of a state and the type its value has (its annotation's outer type)
+_FIELDS = {
+    f.name: {"str": str, "int": int, "dict": dict, "list": list}[str(f.type).partition("[")[0]]
+    for f in fields(LearningsState)
+}
+
+
+def _is_state(value: object) -> bool:
+    """Whether ``value`` holds a ``LearningsState``'s fields, each of its type, the owner one
+    as the fold records it (``_is_owner``); any other entry of the states index (damaged, or
+    written by hand) is read again from its state."""
+    return (
+        isinstance(value, dict)
+        and value.keys() == _FIELDS.keys()
+        and all(type(value[name]) is kind for name, kind in _FIELDS.items())
+        and _is_owner(value["info"].get("owner", {}))
+    )
 
 
 class LearningsProjector(Projector[LearningsState]):
@@ -251,25 +244,39 @@ class LearningsProjector(Projector[LearningsState]):
 
     def states(self) -> list[LearningsState]:
         """Every session's saved facts (a damaged file is skipped: the next catch-up rebuilds
-        it). Every read asks for them (the gate's owners, the learnings), so a state is
-        loaded once per process while the manifest, written after each catch-up, records
-        its file unchanged (``_LOADED``); shared, so never changed by the caller."""
+        it). Every read asks for them (the gate's owners, the learnings, the facts), so a
+        state is loaded once per process while the manifest, written after each catch-up,
+        records its file unchanged (``_LOADED``), and a new process takes it from the states
+        index (``learnings.states.json``) while the identity indexed is the manifest's:
+        one file read, not every session's. Shared, so never changed by the caller."""
         store = self.state_store
         manifest = store.read_manifest()
+        if not manifest:
+            return [loaded[0] for s in store.sessions() if (loaded := store.load(s))]
         loaded_here = _LOADED.setdefault(str(store.out_dir), {})
-        found = []
-        for session in manifest or store.sessions():
-            entry = manifest.get(session)
+        states_index = self._index("states", _is_state)
+        index = states_index.read()
+        found: list[LearningsState] = []
+        read: dict[str, list[Any]] = {}  # sessions read from their state files
+        for session, entry in manifest.items():
             known = loaded_here.get(session)
-            if entry is not None and known is not None and known[0] == entry.output:
-                found.append(known[1])
-                continue
-            loaded = store.load(session)
-            if loaded is None:
-                continue
-            found.append(loaded[0])
-            if entry is not None and entry.output is not None:
-                loaded_here[session] = (entry.output, loaded[0])
+            if known is not None and known[0] == entry.output:
+                state = known[1]
+            else:
+                indexed = index.get(session)
+                if indexed is not None and indexed[0] == entry.output:
+                    state = LearningsState(**indexed[1])
+                elif (loaded := store.load(session)) is not None:
+                    state = loaded[0]
+                    read[session] = [entry.output, asdict(state)]
+                else:
+                    continue
+                if entry.output is not None:
+                    loaded_here[session] = (entry.output, state)
+            found.append(state)
+        if read:  # the index follows the fold: what was read from a state, and no one gone
+            kept = {s: e for s, e in index.items() if s in manifest and s not in read}
+            states_index.write({**kept, **{s: e for s, e in read.items() if e[0] is not None}})
         return found
 
     def owners(self) -> dict[str, dict[str, str]]:
@@ -283,8 +290,8 @@ class LearningsProjector(Projector[LearningsState]):
         manifest = store.read_manifest()
         if not manifest:
             return {s.session: s.info.get("owner") or {} for s in self.states()}
-        path = self._owners_path()
-        index = _read_index(path)
+        owners_index = self._index("owners", _is_owner)
+        index = owners_index.read()
         found: dict[str, dict[str, str]] = {}
         kept: dict[str, list[Any]] = {}
         for session, entry in manifest.items():
@@ -297,14 +304,13 @@ class LearningsProjector(Projector[LearningsState]):
             found[session] = known[1]
             if entry.output is not None:
                 kept[session] = known
-        if kept != index:
-            with contextlib.suppress(OSError):  # a read-only folder: read the states next time
-                atomic_write(path, orjson.dumps(kept, option=orjson.OPT_SORT_KEYS))
+        owners_index.write(kept)
         return found
 
-    def _owners_path(self) -> Path:
+    def _index(self, name: str, valid: Callable[[object], bool]) -> StateIndex:
+        """The index of ``name`` beside the states (``projections.state_index``)."""
         out = self.state_store.out_dir
-        return out.with_name(f"{out.name}.owners.json")
+        return StateIndex(out.with_name(f"{out.name}.{name}.json"), valid)
 
     @override
     def purge(self, sessions: Collection[str], *, thorough: bool = True) -> None:
@@ -312,11 +318,8 @@ class LearningsProjector(Projector[LearningsState]):
         for session in sessions:
             loaded_here.pop(session, None)
         super().purge(sessions, thorough=thorough)
-        path = self._owners_path()  # a purged session's owner is not named by the index either
-        index = _read_index(path)
-        if index.keys() & set(sessions):
-            kept = {s: owner for s, owner in index.items() if s not in sessions}
-            atomic_write(path, orjson.dumps(kept, option=orjson.OPT_SORT_KEYS))
+        for name, valid in (("owners", _is_owner), ("states", _is_state)):
+            self._index(name, valid).purge(sessions)  # nor are its owner and facts there
 
     @override
     def item_count(self) -> int:

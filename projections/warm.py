@@ -25,6 +25,7 @@ from eventlog.plain import modelled
 from projections.checkpoints import Checkpoint, file_identity
 from projections.files import atomic_write, folder_size
 from projections.fold import Projector
+from projections.state_index import StateIndex
 from projections.state_store import JsonStore
 
 if TYPE_CHECKING:  # the record classes are imported when there are records to fold
@@ -99,6 +100,18 @@ class WarmState:
     pending: dict[str, str] = field(default_factory=dict)  # file name -> markdown to write
 
 
+def _is_listing(value: object) -> bool:
+    """Whether ``value`` is a state's ``files`` as the fold records them, each a plain file
+    name in the tier's folder (an index entry written by hand is read again from its state)."""
+    return isinstance(value, list) and all(
+        isinstance(e, dict)
+        and isinstance(e.get("file"), str)
+        and os.path.basename(e["file"]) == e["file"]
+        and e["file"] not in ("", ".", "..")
+        for e in value
+    )
+
+
 # a state file's path -> (its identity when read, the files its state lists)
 _LISTED: dict[str, tuple[list[int], list[dict[str, Any]]]] = {}
 
@@ -114,6 +127,8 @@ class OwnedFilesStore(JsonStore[Any]):
         self.files_dir = files_dir
         self._files = str(files_dir)  # ``output_files`` runs per session, per catch-up
         self.pattern = pattern
+        self.index = StateIndex(out_dir.with_name(f"{out_dir.name}.listed.json"), _is_listing)
+        self._unindexed: dict[str, list[Any]] = {}  # read from states since the index was
 
     @override
     def save(self, session: str, state: Any, checkpoint: Checkpoint) -> None:
@@ -128,9 +143,19 @@ class OwnedFilesStore(JsonStore[Any]):
         for name in self.owned(loaded[0]) if loaded else []:
             (self.files_dir / name).unlink(missing_ok=True)
         super().drop(session)
+        self._unindexed.pop(session, None)
+        self.index.purge([session])  # a forgotten session's files are not named there either
+
+    @override
+    def finish(self) -> None:
+        super().finish()
+        if self._unindexed:  # after every catch-up, idle ones too
+            self.index.write({**self.index.read(), **self._unindexed})
+            self._unindexed.clear()
 
     @override
     def reset(self) -> None:
+        self.index.path.unlink(missing_ok=True)  # first: no drop below writes it again
         super().reset()
         if self.files_dir.is_dir():
             for stray in self.files_dir.glob(self.pattern):
@@ -143,9 +168,11 @@ class OwnedFilesStore(JsonStore[Any]):
 
     def listed(self, session: str) -> list[dict[str, Any]]:
         """The files ``session``'s saved state lists (none without a readable state). Every
-        idle catch-up asks each session's (its output files), and a compaction every
-        session's (the next library number): a state is read once per process while its
-        file's identity holds (a save replaces the file). Shared: never changed by a caller."""
+        idle catch-up asks each session's (its output files), and a compaction and the
+        earlier sessions of a context every session's: a state is read once per process while
+        its file's identity holds (a save replaces the file), and a new process takes it from
+        the index while the identity is the one indexed (``projections.state_index``).
+        Shared: never changed by a caller."""
         (path,) = super().output_files(session)
         identity = file_identity(path)
         if identity is None:
@@ -153,8 +180,13 @@ class OwnedFilesStore(JsonStore[Any]):
         known = _LISTED.get(path)
         if known is not None and known[0] == identity:
             return known[1]
-        loaded = self.load(session)
-        files = list(loaded[0].files) if loaded else []
+        indexed = self.index.read().get(session)
+        if indexed is not None and indexed[0] == identity:
+            files = indexed[1]
+        else:
+            loaded = self.load(session)
+            files = list(loaded[0].files) if loaded else []
+            self._unindexed[session] = [identity, files]
         _LISTED[path] = (identity, files)
         return files
 

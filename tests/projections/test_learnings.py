@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -502,9 +503,11 @@ def test_the_states_read_between_catch_ups_equal_a_rebuilds(
 def test_a_new_process_reads_the_owners_from_their_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The owners index answers without reading a state while the manifest records every
-    state unchanged; a session folded since is read from its state, and the index follows."""
+    """The owners and states indexes answer without reading a state while the manifest records
+    every state unchanged; a session folded since is read from its state, and the indexes
+    follow."""
     import projections.learnings as learnings
+    import projections.state_index as state_index
 
     log = EventLog(tmp_path / "log", durability="off")
     for name, user in (("a", "alice"), ("b", "bob"), ("c", None)):
@@ -515,7 +518,8 @@ def test_a_new_process_reads_the_owners_from_their_index(
         "b": {"user": "bob"},
         "c": {},
     }
-    monkeypatch.setattr(learnings, "_INDEXES", learnings.ParsedOnce())  # a new process
+    assert len(LearningsProjector(tmp_path / "l").states()) == 3
+    monkeypatch.setattr(state_index, "_PARSED", state_index.ParsedOnce())  # a new process
     monkeypatch.setattr(learnings, "_LOADED", {})
     loads: list[str] = []
     real_load = JsonStore.load
@@ -527,6 +531,9 @@ def test_a_new_process_reads_the_owners_from_their_index(
     monkeypatch.setattr(JsonStore, "load", load)
     assert LearningsProjector(tmp_path / "l").owners()["b"] == {"user": "bob"}
     assert loads == []
+    states = LearningsProjector(tmp_path / "l").states()
+    assert [s.info.get("owner") for s in states] == [{"user": "alice"}, {"user": "bob"}, None]
+    assert loads == []  # the states index too
     log.append_many("b", [{"type": "session_assigned", "user": "alice"}], system=True)
     Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up(sessions=["b"])
     loads.clear()
@@ -534,17 +541,48 @@ def test_a_new_process_reads_the_owners_from_their_index(
     assert loads == ["b"]
     loads.clear()
     assert LearningsProjector(tmp_path / "l").owners()["b"] == {"user": "alice"} and not loads
+    monkeypatch.setattr(learnings, "_LOADED", {})
+    states = LearningsProjector(tmp_path / "l").states()
+    assert [s.info.get("owner") for s in states][1] == {"user": "alice"}
+    assert loads == ["b"]
+    monkeypatch.setattr(learnings, "_LOADED", {})
+    assert len(LearningsProjector(tmp_path / "l").states()) == 3 and loads == ["b"]
 
 
-def test_a_purged_session_leaves_the_owners_index(tmp_path: Path) -> None:
-    """Forgetting purges a session's state: its owner (a user's name) leaves the index too."""
+def test_a_purged_session_leaves_the_indexes(tmp_path: Path) -> None:
+    """Forgetting purges a session's state: its owner (a user's name) and its facts leave the
+    owners and states indexes too."""
     log = EventLog(tmp_path / "log", durability="off")
     for name, user in (("a", "alice"), ("b", "bob")):
         log.append_many(name, [{"type": "session_started", "user": user}], system=True)
     Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up()
     projector = LearningsProjector(tmp_path / "l")
     assert set(projector.owners()) == {"a", "b"}
-    index = tmp_path / "l.owners.json"
-    assert b"bob" in index.read_bytes()
+    assert {s.session for s in projector.states()} == {"a", "b"}
+    indexes = [tmp_path / "l.owners.json", tmp_path / "l.states.json"]
+    assert all(b"bob" in index.read_bytes() for index in indexes)
     projector.purge(["b"])
-    assert b"bob" not in index.read_bytes() and b"alice" in index.read_bytes()
+    for index in indexes:
+        assert b"bob" not in index.read_bytes() and b"alice" in index.read_bytes()
+
+
+def test_a_states_index_entry_written_by_hand_is_read_from_its_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry of the states index whose owner is not one the fold records (a null owner
+    would make the session everyone's) is not trusted: the state is read again."""
+    import projections.learnings as learnings
+    import projections.state_index as state_index
+
+    log = EventLog(tmp_path / "log", durability="off")
+    log.append_many("a", [{"type": "session_started", "user": "alice"}], system=True)
+    Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up()
+    LearningsProjector(tmp_path / "l").states()
+    path = tmp_path / "l.states.json"
+    index = orjson.loads(path.read_bytes())
+    index["a"][1]["info"]["owner"] = None
+    path.write_bytes(orjson.dumps(index))
+    monkeypatch.setattr(learnings, "_LOADED", {})  # a new process
+    monkeypatch.setattr(state_index, "_PARSED", state_index.ParsedOnce())
+    (state,) = LearningsProjector(tmp_path / "l").states()
+    assert state.info["owner"] == {"user": "alice"}
