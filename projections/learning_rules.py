@@ -113,10 +113,13 @@ def content_words(text: str) -> frozenset[str]:
     )
 
 
+# any negation as a word of its own (one pattern: ``assess`` asks it of every learning)
+_NEGATION = re.compile(rf"(?<![a-z'])(?:{'|'.join(map(re.escape, sorted(NEGATIONS)))})(?![a-z'])")
+
+
 def negative(text: str) -> bool:
     """Whether ``text`` states something not to do."""
-    lowered = text.lower().replace("\u2019", "'")
-    return any(re.search(rf"(?<![a-z']){re.escape(w)}(?![a-z'])", lowered) for w in NEGATIONS)
+    return _NEGATION.search(text.lower().replace("\u2019", "'")) is not None
 
 
 _PIVOT = re.compile(r"\s(?:over|rather than|instead of)\s", re.I)
@@ -384,8 +387,11 @@ def assess(
 
     # Conflicts, in the order the learnings were recorded: each is compared with the active
     # ones before it about the same subject.
-    words = {i: content_words(a.text) for i, a in items.items()}
-    stances = {i: stance(a.text) for i, a in items.items()}
+    # (an anchor, a request quoted as it was said, is never compared nor matched: its words
+    # are not needed)
+    compared = {i: a for i, a in items.items() if a.kind != "anchor"}
+    words = {i: content_words(a.text) for i, a in compared.items()}
+    stances = {i: stance(a.text) for i, a in compared.items()}
     sessions = {i: {conversation(a.session)} for i, a in items.items()}
     active: list[Assessed] = []
     for b in items.values():
