@@ -140,10 +140,9 @@ def _workspace(workspace: str | None, config: str | None, start: str | None = No
     if config is None:
         return os.path.join(os.getcwd(), path or ".airsspec")
     if path is None:
-        import tomllib
+        from airsspec.tomlfile import read_toml
 
-        with open(config, "rb") as file:
-            path = tomllib.load(file).get("workspace", {}).get("path", ".airsspec")
+        path = read_toml(config).get("workspace", {}).get("path", ".airsspec")
     return os.path.join(os.path.dirname(os.path.abspath(config)), path)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -25,6 +24,7 @@ from airsspec.discovery import configs_above
 from airsspec.errors import SettingsError
 from airsspec.settings_table import FIELDS
 from airsspec.settings_values import fresh, kept_values
+from airsspec.tomlfile import read_toml
 
 if TYPE_CHECKING:
     from airsspec.settings import Settings
@@ -86,8 +86,8 @@ def load_settings(config: Path | None, env: Mapping[str, str] | None = None) -> 
     if config is not None:
         source = str(config)
         try:
-            data = tomllib.loads(config.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+            data = read_toml(config)
+        except (OSError, ValueError) as exc:  # not UTF-8, not TOML
             raise SettingsError(f"{config}: {exc}") from exc
     settings = validate(data, source)
     overrides = _env_overrides(env)
@@ -150,8 +150,8 @@ def config_of_workspace(root: Path) -> Path | None:
     for candidate in configs_above(target):
         folder = candidate.parent
         try:
-            data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            data = read_toml(candidate)
+        except (OSError, ValueError):
             return candidate  # it may be this workspace's: load_settings reports what is wrong
         section = data.get("workspace", {})
         path = section.get("path", DEFAULT_PATH) if isinstance(section, dict) else None

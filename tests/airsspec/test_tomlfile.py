@@ -1,0 +1,123 @@
+"""``read_toml``: an ``airsspec.toml`` parsed once for each change of the file, and what
+``tomllib`` gives whatever was kept: an edit, a file changed within the settle time, values JSON
+cannot hold, a damaged cache, a folder that cannot be written."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import airsspec.tomlfile as tomlfile
+from airsspec.tomlfile import read_toml
+
+TEXT = '[workspace]\npath = ".airsspec"\n\n[memory]\nhot_window_size = 40\nratio = 0.5\n'
+
+
+@pytest.fixture
+def parses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts ``tomllib`` parses from now on, with the cache in a folder of this test's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    seen: list[str] = []
+    real = tomllib.loads
+
+    def loads(text: str) -> dict:
+        seen.append(text)
+        return real(text)
+
+    monkeypatch.setattr(tomllib, "loads", loads)
+    return seen
+
+
+def _settled(path: Path) -> None:
+    """Put the file's mtime two seconds back (its ctime stays: kept only once both settle)."""
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 2_000_000_000))
+
+
+def _old(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every file look a second old and more to the settle check."""
+    monkeypatch.setattr(tomlfile, "SETTLE_NS", -(10**18))
+
+
+def test_a_file_is_parsed_once_while_it_is_unchanged(
+    tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "airsspec.toml"
+    path.write_text(TEXT)
+    _old(monkeypatch)
+    assert read_toml(path) == tomllib.loads(TEXT)
+    parses.clear()
+    assert read_toml(path) == tomllib.loads(TEXT)
+    assert read_toml(str(path)) == read_toml(path)
+    assert len(parses) == 1  # the one above, not read_toml's
+    kept = list((tmp_path / "cache" / "airsspec" / "toml").iterdir())
+    assert len(kept) == 1 and kept[0].stat().st_mode & 0o777 == 0o600
+
+
+def test_an_edit_is_parsed_again(
+    tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "airsspec.toml"
+    path.write_text(TEXT)
+    _old(monkeypatch)
+    read_toml(path)
+    edited = TEXT.replace("40", "41")  # the same size
+    st = path.stat()
+    path.write_text(edited)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # even with the mtime put back
+    assert read_toml(path)["memory"]["hot_window_size"] == 41
+
+
+def test_a_file_changed_within_the_settle_time_is_not_kept(
+    tmp_path: Path, parses: list[str]
+) -> None:
+    path = tmp_path / "airsspec.toml"
+    path.write_text(TEXT)
+    _settled(path)  # its ctime is now: it may change again in the same tick
+    read_toml(path)
+    read_toml(path)
+    assert len(parses) == 2
+    assert not (tmp_path / "cache" / "airsspec" / "toml").exists()
+
+
+def test_values_json_cannot_hold_are_parsed_each_time(
+    tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "airsspec.toml"
+    path.write_text("when = 2026-11-29T01:00:00Z\nbig = inf\n")
+    _old(monkeypatch)
+    first = read_toml(path)
+    assert read_toml(path) == first == tomllib.loads(path.read_text())
+    assert len(parses) == 3  # twice by read_toml, once above
+
+
+def test_a_damaged_cache_is_ignored_and_a_bad_file_raises(
+    tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "airsspec.toml"
+    path.write_text(TEXT)
+    _old(monkeypatch)
+    read_toml(path)
+    (kept,) = (tmp_path / "cache" / "airsspec" / "toml").iterdir()
+    kept.write_text('{"key": "nonsense", "data": []')
+    assert read_toml(path) == tomllib.loads(TEXT)
+    path.write_bytes(b"[workspace\n")
+    with pytest.raises(tomllib.TOMLDecodeError):
+        read_toml(path)
+    path.write_bytes(b'x = "\xff"\n')
+    with pytest.raises(UnicodeDecodeError):
+        read_toml(path)
+
+
+def test_an_unwritable_cache_folder_still_reads(
+    tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    (tmp_path / "file").write_text("not a folder")
+    path = tmp_path / "airsspec.toml"
+    path.write_text(TEXT)
+    _old(monkeypatch)
+    assert read_toml(path) == read_toml(path) == tomllib.loads(TEXT)
