@@ -12,7 +12,6 @@ compares bytes, so any change to a stored byte is detected, even one that parses
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Callable
@@ -39,6 +38,8 @@ def canonical_json(value: Any) -> bytes:
 
 def hash_bytes(canonical: bytes) -> str:
     """The SHA-256 (hex) of canonical bytes."""
+    import hashlib  # here: loading OpenSSL (3 ms) is for the commands that hash
+
     return hashlib.sha256(canonical).hexdigest()
 
 
@@ -53,6 +54,8 @@ def encode_record(body: dict[str, Any]) -> tuple[bytes, str]:
         raise NotCanonicalizableError(str(exc)) from exc
     if canonical == b"{}":
         raise NotCanonicalizableError("a record cannot be empty")
+    import hashlib  # here: loading OpenSSL (3 ms) is for the commands that hash
+
     digest = hashlib.sha256(canonical).hexdigest()
     return b'%s,"hash":"%s"}\n' % (canonical[:-1], digest.encode("ascii")), digest
 
@@ -119,6 +122,8 @@ def encode_batch_py(
     ``encode_record``'s steps for a whole batch, in Python: the reference the extension's
     ``encode_batch`` must match byte for byte (``encode_batch`` below runs whichever is built).
     """
+    import hashlib  # here: loading OpenSSL (3 ms) is for the commands that hash
+
     dumps, sha256, option = orjson.dumps, hashlib.sha256, _OPTIONS
     count = len(bodies)
     records: list[dict[str, Any]] = []

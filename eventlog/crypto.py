@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import os
 import threading
 import time
@@ -234,6 +233,8 @@ def _sync_dir(folder: Path) -> None:
 @functools.lru_cache(maxsize=4096)
 def key_id(subject: str) -> str:
     """The id of a subject's key (``user:ana``, ``session:s1``): derived, never listed."""
+    import hashlib  # here: loading OpenSSL (3 ms) is for the commands that hash
+
     return hashlib.sha256(b"airsspec-key\0" + subject.encode("utf-8")).hexdigest()[:32]
 
 

@@ -35,7 +35,6 @@ a microsecond.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
 import math
@@ -217,6 +216,8 @@ class Redactor:
         spans = self._spans(text)
         if not spans:
             return text
+        import hashlib  # here: loading OpenSSL (3 ms) is for the commands that hash
+
         from eventlog.schema import Redaction  # a model only once a secret is found
 
         out, last = [], 0

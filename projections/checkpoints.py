@@ -14,7 +14,6 @@ after the outputs it describes, and is discarded whole when written under other 
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +95,8 @@ def files_state(files: list[str], *, digest: bool) -> tuple[list[int] | None, st
 
 def _sha256(files: list[str]) -> str:
     """The SHA-256 over ``files``' bytes, each after its length (links refused)."""
+    import hashlib  # here: loading OpenSSL (3 ms) is for the commands that hash
+
     sha = hashlib.sha256()
     for path in files:
         data = read_nofollow(path)

@@ -36,7 +36,6 @@ session's head, so an assignment made by another process is seen at the next cal
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -309,6 +308,8 @@ class Gate:
         if not fields:
             return base
         named = "\0".join(f"{k}={v}" for k, v in sorted(fields.items()))
+        import hashlib  # here: loading OpenSSL (3 ms) is for the commands that hash
+
         return f"{base}-{hashlib.sha256(named.encode()).hexdigest()[:16]}"
 
     def memory_tree(self) -> str:

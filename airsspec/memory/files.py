@@ -28,7 +28,6 @@ project's); another user's files are not there to see. Text is stored as redacti
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 import unicodedata
 from collections.abc import Iterator
@@ -92,6 +91,8 @@ def memory_path(path: str, *, new: bool = False) -> str:
 
 def content_sha256(text: str) -> str:
     """The SHA-256 of ``text``'s UTF-8 bytes (what a version's ``content_sha256`` is)."""
+    import hashlib  # here: loading OpenSSL (3 ms) is for the commands that hash
+
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
