@@ -12,6 +12,7 @@ import pytest
 
 import airsspec.tomlfile as tomlfile
 from airsspec.tomlfile import read_toml
+from tests.support.cli import run_cli
 
 TEXT = '[workspace]\npath = ".airsspec"\n\n[memory]\nhot_window_size = 40\nratio = 0.5\n'
 
@@ -121,3 +122,11 @@ def test_an_unwritable_cache_folder_still_reads(
     path.write_text(TEXT)
     _old(monkeypatch)
     assert read_toml(path) == read_toml(path) == tomllib.loads(TEXT)
+
+
+def test_a_config_that_is_not_utf8_is_one_error_line(tmp_path: Path) -> None:
+    (tmp_path / "airsspec.toml").write_bytes(b'[workspace]\npath = "\xff"\n')
+    done = run_cli("sessions", cwd=tmp_path, env={"AIRSSPEC_NO_SERVER": "1"})
+    assert done.returncode != 0
+    (line,) = done.stderr.decode().strip().splitlines()
+    assert line.startswith("airsspec: error: ") and "airsspec.toml" in line and "utf-8" in line
