@@ -116,6 +116,7 @@ def _query_memory(
         kernel.fresh("search", warn=True)
     allowed = kernel.gate.visible(scope)
     readable = None  # the unit ids of the learnings this reader may see: filtered before ranking
+    seen = None  # the learnings as they stand for this reader, assessed once
     if allowed is not None and (chosen.kinds is None or "learning" in chosen.kinds):
         seen = Learnings(kernel).list(scope=scope).learnings
         readable = {f"{a.session}:{a.seq}:0" for a in seen}
@@ -136,8 +137,9 @@ def _query_memory(
         .to_json()
     )
     if any(hit["kind"] == "learning" for hit in answer["hits"]):
-        learnings = Learnings(kernel).list(scope=scope).learnings
-        live = {a.id for a in learnings if a.status == "active"}
+        if seen is None:
+            seen = Learnings(kernel).list(scope=scope).learnings
+        live = {a.id for a in seen if a.status == "active"}
         answer["hits"] = [
             hit
             for hit in answer["hits"]

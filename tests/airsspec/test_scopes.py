@@ -263,3 +263,27 @@ def test_a_scoped_search_never_returns_a_document_another_user_owns(memory: Memo
     assert found(memory.scoped(user="alice")) == {"users/alice/plan.md", "team.md"}
     assert found(memory.scoped(user="bob")) == {"users/bob/plan.md", "team.md"}
     assert found(memory.scoped(agent="coder")) == set(documents)  # no user named: no filter
+
+
+def test_a_scoped_search_finding_a_learning_assesses_the_learnings_once(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The learnings a scoped reader may see are assessed once a search: the same assessment
+    filters the candidates and the hits (it was made twice)."""
+    from airsspec.memory.learnings import Learnings
+
+    memory.learnings.add("Never push to main on Fridays.", scope="global")
+    alice = memory.scoped(user="alice")
+    alice.append("a1", _say("pushing to main today"))
+    memory.project()
+    assessed = []
+    real = Learnings.list
+
+    def counted(self: Learnings, **kwargs: object) -> object:
+        assessed.append(kwargs)
+        return real(self, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Learnings, "list", counted)
+    hits = alice.search("push to main on Fridays", k=5)["hits"]
+    assert any(hit["kind"] == "learning" for hit in hits)
+    assert len(assessed) == 1
