@@ -275,8 +275,9 @@ class LearningsProjector(Projector[LearningsState]):
                     loaded_here[session] = (entry.output, state)
             found.append(state)
         if read:  # the index follows the fold: what was read from a state, and no one gone
-            kept = {s: e for s, e in index.items() if s in manifest and s not in read}
-            states_index.write({**kept, **{s: e for s, e in read.items() if e[0] is not None}})
+            states_index.follow(
+                {s: e for s, e in read.items() if e[0] is not None}, keep=manifest.__contains__
+            )
         return found
 
     def owners(self) -> dict[str, dict[str, str]]:

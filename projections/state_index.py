@@ -24,6 +24,12 @@ from projections.files import ParsedOnce, atomic_write
 # each index as parsed, once while its file is unchanged
 _PARSED: ParsedOnce[dict[str, list[Any]]] = ParsedOnce()
 
+FOLLOW_AT = 8
+"""Entries read from states that wait before an index is written again (``StateIndex.follow``)."""
+
+# each index's path -> the entries read from states since it was last written
+_PENDING: dict[str, dict[str, list[Any]]] = {}
+
 
 class StateIndex:
     """The index at ``path``: session -> ``[state identity, value]``, each value ``valid``."""
@@ -46,8 +52,25 @@ class StateIndex:
             with contextlib.suppress(OSError):
                 atomic_write(self.path, orjson.dumps(entries, option=orjson.OPT_SORT_KEYS))
 
+    def follow(self, read: dict[str, list[Any]], keep: Callable[[str], bool] | None = None) -> None:
+        """Take ``read`` (entries just read from states) into the index, keeping the indexed
+        sessions ``keep`` says are still there. Written again once ``FOLLOW_AT`` wait (or
+        when there is no index yet): a new process reads the few still waiting from their
+        states, and a server, which reads back each session it changes, does not write an
+        index of every session after each change."""
+        pending = _PENDING.setdefault(str(self.path), {})
+        pending.update(read)
+        if len(pending) < FOLLOW_AT and self.path.exists():
+            return
+        index = self.read()
+        self.write({**{s: e for s, e in index.items() if keep is None or keep(s)}, **pending})
+        pending.clear()
+
     def purge(self, sessions: Collection[str]) -> None:
         """Drop ``sessions``' entries (``forget``: the index names them no longer)."""
+        pending = _PENDING.get(str(self.path), {})
+        for session in sessions:
+            pending.pop(session, None)
         index = self.read()
         if index.keys() & set(sessions):
             self.write({s: entry for s, entry in index.items() if s not in sessions})

@@ -149,9 +149,8 @@ class OwnedFilesStore(JsonStore[Any]):
     @override
     def finish(self) -> None:
         super().finish()
-        if self._unindexed:  # after every catch-up, idle ones too
-            self.index.write({**self.index.read(), **self._unindexed})
-            self._unindexed.clear()
+        self.index.follow(self._unindexed)  # after every catch-up, idle ones too
+        self._unindexed.clear()
 
     @override
     def reset(self) -> None:

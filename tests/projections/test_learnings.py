@@ -542,11 +542,51 @@ def test_a_new_process_reads_the_owners_from_their_index(
     loads.clear()
     assert LearningsProjector(tmp_path / "l").owners()["b"] == {"user": "alice"} and not loads
     monkeypatch.setattr(learnings, "_LOADED", {})
+    monkeypatch.setattr(state_index, "FOLLOW_AT", 1)  # the index follows each state read
     states = LearningsProjector(tmp_path / "l").states()
     assert [s.info.get("owner") for s in states][1] == {"user": "alice"}
     assert loads == ["b"]
     monkeypatch.setattr(learnings, "_LOADED", {})
     assert len(LearningsProjector(tmp_path / "l").states()) == 3 and loads == ["b"]
+
+
+def test_the_states_index_is_written_again_once_enough_states_were_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that reads back each session it changes (a server) does not write the index
+    of every session after each change: it is written once ``FOLLOW_AT`` states were read from
+    their files; until then a new process reads those few from their states."""
+    import projections.learnings as learnings
+    import projections.state_index as state_index
+
+    log = EventLog(tmp_path / "log", durability="off")
+    names = [f"s{n}" for n in range(state_index.FOLLOW_AT + 1)]
+    for name in names:
+        log.append_many(name, [{"type": "session_started", "user": "alice"}], system=True)
+    Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up()
+    LearningsProjector(tmp_path / "l").states()
+    path = tmp_path / "l.states.json"
+    written = path.stat().st_ino
+
+    def change(sessions: list[str]) -> None:
+        for name in sessions:
+            log.append_many(name, [{"type": "session_assigned", "user": "bob"}], system=True)
+        Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up(sessions=sessions)
+        states = LearningsProjector(tmp_path / "l").states()
+        assert {s.session for s in states if s.info["owner"] == {"user": "bob"}} >= set(sessions)
+
+    change(names[:1])
+    assert path.stat().st_ino == written  # one read back: the index waits
+    monkeypatch.setattr(learnings, "_LOADED", {})  # a new process reads that one from its state
+    assert LearningsProjector(tmp_path / "l").states()[0].info["owner"] == {"user": "bob"}
+    change(names[1 : state_index.FOLLOW_AT])
+    assert path.stat().st_ino != written  # FOLLOW_AT waiting: written again
+    index = orjson.loads(path.read_bytes())
+    owners = {s: entry[1]["info"]["owner"] for s, entry in index.items()}
+    assert owners == {
+        **{name: {"user": "bob"} for name in names[: state_index.FOLLOW_AT]},
+        names[-1]: {"user": "alice"},
+    }
 
 
 def test_a_purged_session_leaves_the_indexes(tmp_path: Path) -> None:

@@ -18,8 +18,10 @@ from tests.support.logs import use_extractive_summarizer
 
 
 @pytest.fixture
-def state(tmp_path: Path) -> Path:
-    """A workspace of two compacted sessions, projected: its ``state`` folder."""
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A workspace of two compacted sessions, projected, its index following each state read
+    (``FOLLOW_AT``: tested with the learnings' states): its ``state`` folder."""
+    monkeypatch.setattr(state_index, "FOLLOW_AT", 1)
     config, _ = Memory.init(tmp_path)
     use_extractive_summarizer(config)
     with Memory.open(tmp_path) as memory:
