@@ -187,19 +187,18 @@ def test_every_example_runs_as_written(tmp_path: Path) -> None:
         "PYTHONPATH": str(REPO),
     }
     # ``airsspec`` runs each command in a process of its own, forked from one that imported the
-    # CLI once (the installed entry point is tested by tests/test_install.py).
+    # CLI once (the installed entry point is tested by tests/test_install.py); so does each
+    # Python example.
     with airsspec_on_path(tmp_path.parent / f"{tmp_path.name}-bin", env) as folder:
         env["PATH"] = f"{folder}{os.pathsep}{env['PATH']}"
-        _run_blocks(tmp_path, env)
+        _run_blocks(tmp_path, env, folder / "python-example")
 
 
-def _run_blocks(tmp_path: Path, env: dict[str, str]) -> None:
+def _run_blocks(tmp_path: Path, env: dict[str, str], python: Path) -> None:
+    """Each block in order: a shell block in ``bash``, a Python one as ``python -c`` runs it
+    (``python``: forked, as the commands are, from a process that imported the project)."""
     for number, (page, lang, body) in enumerate(blocks(), start=1):
-        command = (
-            ["bash", "-euo", "pipefail", "-c", body]
-            if lang == "sh"
-            else [sys.executable, "-c", body]
-        )
+        command = ["bash", "-euo", "pipefail", "-c", body] if lang == "sh" else [str(python), body]
         done = subprocess.run(
             command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
         )

@@ -30,7 +30,7 @@ CLIENT = """\
 import json, os, signal, socket, struct, sys
 sock = socket.socket(socket.AF_UNIX)
 sock.connect({socket!r})
-request = json.dumps([sys.argv[1:], os.getcwd(), dict(os.environ)]).encode()
+request = json.dumps([{prefix!r} + sys.argv[1:], os.getcwd(), dict(os.environ)]).encode()
 socket.send_fds(sock, [struct.pack("!I", len(request)) + request], [0, 1, 2])
 stream = sock.makefile("rb")
 pid = int(stream.readline())
@@ -43,6 +43,8 @@ if os.WIFSIGNALED(status):
 sys.exit(os.waitstatus_to_exitcode(status))
 """
 
+
+PYTHON = "--python-example"  # the first argument of ``python-example CODE`` (see ``_run``)
 
 # What most commands import first: the CLI, the facade and what validates and counts (the event
 # catalog, DuckDB, the token counter). None starts a thread when imported (lancedb, pyarrow and
@@ -125,14 +127,19 @@ def _run(argv: list[str], cwd: str, environ: dict[str, str], fds: list[int]) -> 
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(environ)
-        sys.argv = ["airsspec", *argv]
         sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
         sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
         from airsspec.__main__ import run
 
         try:
-            code = run()
+            if argv[:1] == [PYTHON]:  # an example's code, as ``python -c CODE`` runs it
+                sys.argv = ["-c", *argv[2:]]
+                exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
+                code = 0
+            else:
+                sys.argv = ["airsspec", *argv]
+                code = run()
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             if isinstance(exc.code, str):
@@ -164,9 +171,11 @@ def airsspec_on_path(folder: Path, env: dict[str, str]) -> Iterator[Path]:
     )
     try:
         assert server.stdout is not None and server.stdout.readline() == b"ready\n"
-        client = folder / "airsspec"
-        client.write_text(f"#!{sys.executable} -IS\n" + CLIENT.format(socket=path))
-        client.chmod(0o755)
+        for name, prefix in (("airsspec", []), ("python-example", [PYTHON])):
+            client = folder / name
+            script = CLIENT.format(socket=path, prefix=prefix)
+            client.write_text(f"#!{sys.executable} -IS\n{script}")
+            client.chmod(0o755)
         yield folder
     finally:
         with contextlib.suppress(ProcessLookupError):
