@@ -38,17 +38,19 @@ def _settled(path: Path) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 2_000_000_000))
 
 
-def _old(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make every file look a second old and more to the settle check."""
+@pytest.fixture
+def config(tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An ``airsspec.toml`` holding ``TEXT``, every file looking settled (a second old)."""
     monkeypatch.setattr(tomlfile, "SETTLE_NS", -(10**18))
+    path = tmp_path / "airsspec.toml"
+    path.write_text(TEXT)
+    return path
 
 
 def test_a_file_is_parsed_once_while_it_is_unchanged(
-    tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, parses: list[str], config: Path
 ) -> None:
-    path = tmp_path / "airsspec.toml"
-    path.write_text(TEXT)
-    _old(monkeypatch)
+    path = config
     assert read_toml(path) == tomllib.loads(TEXT)
     parses.clear()
     assert read_toml(path) == tomllib.loads(TEXT)
@@ -58,12 +60,8 @@ def test_a_file_is_parsed_once_while_it_is_unchanged(
     assert len(kept) == 1 and kept[0].stat().st_mode & 0o777 == 0o600
 
 
-def test_an_edit_is_parsed_again(
-    tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "airsspec.toml"
-    path.write_text(TEXT)
-    _old(monkeypatch)
+def test_an_edit_is_parsed_again(config: Path) -> None:
+    path = config
     read_toml(path)
     edited = TEXT.replace("40", "41")  # the same size
     st = path.stat()
@@ -84,23 +82,16 @@ def test_a_file_changed_within_the_settle_time_is_not_kept(
     assert not (tmp_path / "cache" / "airsspec" / "toml").exists()
 
 
-def test_values_json_cannot_hold_are_parsed_each_time(
-    tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "airsspec.toml"
+def test_values_json_cannot_hold_are_parsed_each_time(parses: list[str], config: Path) -> None:
+    path = config
     path.write_text("when = 2026-11-29T01:00:00Z\nbig = inf\n")
-    _old(monkeypatch)
     first = read_toml(path)
     assert read_toml(path) == first == tomllib.loads(path.read_text())
     assert len(parses) == 3  # twice by read_toml, once above
 
 
-def test_a_damaged_cache_is_ignored_and_a_bad_file_raises(
-    tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "airsspec.toml"
-    path.write_text(TEXT)
-    _old(monkeypatch)
+def test_a_damaged_cache_is_ignored_and_a_bad_file_raises(tmp_path: Path, config: Path) -> None:
+    path = config
     read_toml(path)
     (kept,) = (tmp_path / "cache" / "airsspec" / "toml").iterdir()
     kept.write_text('{"key": "nonsense", "data": []')
@@ -114,13 +105,11 @@ def test_a_damaged_cache_is_ignored_and_a_bad_file_raises(
 
 
 def test_an_unwritable_cache_folder_still_reads(
-    tmp_path: Path, parses: list[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, config: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
     (tmp_path / "file").write_text("not a folder")
-    path = tmp_path / "airsspec.toml"
-    path.write_text(TEXT)
-    _old(monkeypatch)
+    path = config
     assert read_toml(path) == read_toml(path) == tomllib.loads(TEXT)
 
 

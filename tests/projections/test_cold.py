@@ -19,6 +19,7 @@ from projections.engine import Runner
 from projections.policies import IndexPolicy, RecallWeights
 from projections.recall import Recall
 from projections.units import CHUNK_CHARS, split_text
+from tests.support.spy import calls
 
 WORDS = [
     *("alpha", "beta", "gamma", "delta", "parser", "deadline"),
@@ -429,14 +430,7 @@ def test_an_idle_catch_up_skips_the_index_upkeep_until_the_table_is_committed_to
     from projections import cold as cold_module
     from projections.cold import ColdStore
 
-    upkeep: list[int] = []
-    maintain = ColdStore.maintain
-
-    def counted(store: ColdStore, ann_min_rows: int) -> bool:
-        upkeep.append(ann_min_rows)
-        return maintain(store, ann_min_rows)
-
-    monkeypatch.setattr(ColdStore, "maintain", counted)
+    upkeep = calls(monkeypatch, ColdStore, "maintain")
     log = EventLog(tmp_path / "log", durability="off")
     log.append_many("s", [{"type": "user", "content": f"{w} note"} for w in WORDS])
     projector = cold(tmp_path)

@@ -18,6 +18,7 @@ from projections.learnings import LearningsProjector
 from projections.policies import LearningSettings
 from projections.state_store import JsonStore
 from tests.conftest import snapshot
+from tests.support.spy import calls
 
 
 def ts(day: float) -> str:
@@ -521,14 +522,7 @@ def test_a_new_process_reads_the_owners_from_their_index(
     assert len(LearningsProjector(tmp_path / "l").states()) == 3
     monkeypatch.setattr(state_index, "_PARSED", state_index.ParsedOnce())  # a new process
     monkeypatch.setattr(learnings, "_LOADED", {})
-    loads: list[str] = []
-    real_load = JsonStore.load
-
-    def load(self: JsonStore, session: str) -> object:
-        loads.append(session)
-        return real_load(self, session)
-
-    monkeypatch.setattr(JsonStore, "load", load)
+    loads = calls(monkeypatch, JsonStore, "load")
     assert LearningsProjector(tmp_path / "l").owners()["b"] == {"user": "bob"}
     assert loads == []
     states = LearningsProjector(tmp_path / "l").states()

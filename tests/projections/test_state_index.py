@@ -15,6 +15,7 @@ from airsspec import Memory
 from projections.state_store import JsonStore
 from projections.warm import WarmProjector
 from tests.support.logs import use_extractive_summarizer
+from tests.support.spy import calls
 
 
 @pytest.fixture
@@ -43,15 +44,7 @@ def _new_process(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     from now on."""
     monkeypatch.setattr(warm, "_LISTED", {})
     monkeypatch.setattr(state_index, "_PARSED", state_index.ParsedOnce())
-    loads: list[str] = []
-    real_load = JsonStore.load
-
-    def load(self: JsonStore, session: str) -> object:
-        loads.append(session)
-        return real_load(self, session)
-
-    monkeypatch.setattr(JsonStore, "load", load)
-    return loads
+    return calls(monkeypatch, JsonStore, "load")
 
 
 def test_a_new_process_lists_the_library_from_the_index(
