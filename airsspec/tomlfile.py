@@ -7,7 +7,8 @@ folder (``$XDG_CACHE_HOME/airsspec/toml``, default ``~/.cache/airsspec/toml``), 
 file's device and inode, with its path, size, mtime and ctime: a command whose file has all of
 them unchanged reads that JSON instead (a write changes the mtime or ctime). Kept only when
 the file is a second old, so an edit in the same clock tick as the read is never taken for no
-change; only values JSON gives back equal (no dates); in a folder of this user's alone.
+change; only values JSON gives back equal (no dates); in a folder of this user's alone, the
+last ``KEPT_AT_MOST`` files written.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 SETTLE_NS = 1_000_000_000
+KEPT_AT_MOST = 64  # files parsed: a user's few configs, and the workspaces made and deleted
 
 
 def cache_folder() -> Path:
@@ -65,3 +67,6 @@ def _keep(kept: Path, key: list[Any], data: dict[str, Any]) -> None:
         with open(fd, "w", encoding="utf-8") as out:
             out.write(payload)
         os.replace(partial, kept)
+        files = sorted(kept.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        for stale in files[:-KEPT_AT_MOST]:  # the oldest written first
+            stale.unlink(missing_ok=True)

@@ -59,6 +59,13 @@ if _COUNT := os.environ.get("AIRSSPEC_COUNT_SUBPROCESSES"):
 _CPU = os.environ.get("AIRSSPEC_COUNT_CPU")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cache_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The user's cache folder of the run (``XDG_CACHE_HOME``), so the parsed configs of the
+    thousands of workspaces the tests make (``airsspec.tomlfile``) never reach the real one."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """Each test: what it imported for the first time is frozen once it is over (see

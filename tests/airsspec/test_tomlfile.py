@@ -119,3 +119,21 @@ def test_a_config_that_is_not_utf8_is_one_error_line(tmp_path: Path) -> None:
     assert done.returncode != 0
     (line,) = done.stderr.decode().strip().splitlines()
     assert line.startswith("airsspec: error: ") and "airsspec.toml" in line and "utf-8" in line
+
+
+def test_the_cache_keeps_the_files_written_last(
+    tmp_path: Path, config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workspaces made and deleted (a test suite, a script) leave at most ``KEPT_AT_MOST``."""
+    monkeypatch.setattr(tomlfile, "KEPT_AT_MOST", 3)
+    paths = []
+    for n in range(5):
+        path = tmp_path / f"w{n}" / "airsspec.toml"
+        path.parent.mkdir()
+        path.write_text(TEXT)
+        paths.append(path)
+        read_toml(path)
+    kept = list((tmp_path / "cache" / "airsspec" / "toml").glob("*.json"))
+    assert len(kept) == 3
+    inodes = {int(p.stem.split("-")[1]) for p in kept}
+    assert inodes == {p.stat().st_ino for p in paths[2:]}
