@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import posixpath
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -277,6 +277,21 @@ class MemoryFiles:
         assert version is not None
         return version
 
+    def _edit(
+        self,
+        path: str,
+        content_sha256: str | None,
+        command: str,
+        actor: str | None,
+        edit: Callable[[str], str],
+    ) -> FileVersion:
+        """Write to the file ``path`` what ``edit`` makes of its text (refusing what
+        ``_check`` refuses), as the change ``command``: an edit's one statement."""
+        where = memory_path(path)
+        with self._locked() as files:
+            previous = self._check(files, where, content_sha256)
+            return self._write(where, edit(previous.text or ""), previous, command, actor)
+
     @staticmethod
     def _creatable(files: dict[str, FileVersion], where: str, path: str) -> None:
         """Refuse to create ``where`` (as ``path`` was given) when a file or folder is there,
@@ -331,10 +346,10 @@ class MemoryFiles:
         actor: str | None = None,
     ) -> Change:
         """Replace the one occurrence of ``old_str`` in ``path`` by ``new_str``."""
-        where = memory_path(path)
-        with self._locked() as files:
-            previous = self._check(files, where, content_sha256)
-            content = previous.text or ""
+        changed = 0  # the line the replacement starts on, counted from 0
+
+        def replaced(content: str) -> str:
+            nonlocal changed
             count = content.count(old_str)
             if count == 0:
                 raise MemoryFileError(
@@ -351,9 +366,9 @@ class MemoryFiles:
                     f"in lines: {', '.join(map(str, lines))}. Please ensure it is unique"
                 )
             changed = content[: content.find(old_str)].count("\n")
-            version = self._write(
-                where, content.replace(old_str, new_str), previous, "str_replace", actor
-            )
+            return content.replace(old_str, new_str)
+
+        version = self._edit(path, content_sha256, "str_replace", actor, replaced)
         new_lines = (version.text or "").split("\n")
         first, last = max(0, changed - 2), min(len(new_lines), changed + 3)
         snippet = _numbered(new_lines[first:last], first + 1)
@@ -373,10 +388,9 @@ class MemoryFiles:
         actor: str | None = None,
     ) -> Change:
         """Insert ``insert_text`` after line ``insert_line`` of ``path`` (0: at the top)."""
-        where = memory_path(path)
-        with self._locked() as files:
-            previous = self._check(files, where, content_sha256)
-            lines = (previous.text or "").split("\n")
+
+        def inserted(content: str) -> str:
+            lines = content.split("\n")
             if lines[-1] == "":
                 lines.pop()
             if insert_line < 0 or insert_line > len(lines):
@@ -386,8 +400,9 @@ class MemoryFiles:
                 )
             lines.insert(insert_line, insert_text.rstrip("\n"))
             text = "\n".join(lines)
-            text += "" if text.endswith("\n") else "\n"
-            version = self._write(where, text, previous, "insert", actor)
+            return text + ("" if text.endswith("\n") else "\n")
+
+        version = self._edit(path, content_sha256, "insert", actor, inserted)
         return Change(version, f"The file {path} has been edited.")
 
     def delete(
