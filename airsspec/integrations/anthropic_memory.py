@@ -22,7 +22,7 @@ error result (``ToolError``) it can read and correct, never as an exception of t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 from anthropic.types.beta import (
@@ -52,91 +52,75 @@ def _answer(call: Callable[[], T]) -> T:
         raise ToolError(str(exc)) from exc
 
 
-class _Commands:
-    """The six commands and ``clear_all_memory`` on one memory's ``files``, as strings."""
+class _Change(Protocol):
+    """What a change of ``memory.files`` answers: its ``message`` is the tool's result."""
 
-    def __init__(self, memory: Memory, actor: str | None) -> None:
+    @property
+    def message(self) -> str: ...
+
+
+class _Commands:
+    """The six commands and ``clear_all_memory`` on one memory's ``files``, as strings: the
+    sync tool's methods, and what the async tool runs in a worker thread."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        actor: str | None = None,
+        cache_control: BetaCacheControlEphemeralParam | None = None,
+    ) -> None:
+        # the SDK tool's own (sync or async) is next in the tool's MRO
+        super().__init__(cache_control=cache_control)  # type: ignore[call-arg]
         self.files, self.actor = memory.files, actor
+
+    def _change(self, call: Callable[..., _Change], *args: Any) -> str:
+        """The message of the change ``call`` makes with ``args``, by this tool's actor."""
+        return _answer(lambda: call(*args, actor=self.actor).message)
 
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return _answer(lambda: self.files.view(command.path, command.view_range))
 
     def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
-        files, actor = self.files, self.actor
-        return _answer(lambda: files.create(command.path, command.file_text, actor=actor).message)
+        return self._change(self.files.create, command.path, command.file_text)
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
-        files, actor = self.files, self.actor
-        return _answer(
-            lambda: (
-                files.str_replace(
-                    command.path, command.old_str, command.new_str, actor=actor
-                ).message
-            )
-        )
+        return self._change(self.files.str_replace, command.path, command.old_str, command.new_str)
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
-        files, actor = self.files, self.actor
-        return _answer(
-            lambda: (
-                files.insert(
-                    command.path, command.insert_line, command.insert_text, actor=actor
-                ).message
-            )
+        return self._change(
+            self.files.insert, command.path, command.insert_line, command.insert_text
         )
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
-        return _answer(lambda: self.files.delete(command.path, actor=self.actor).message)
+        return self._change(self.files.delete, command.path)
 
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
-        files, actor = self.files, self.actor
-        return _answer(
-            lambda: files.rename(command.old_path, command.new_path, actor=actor).message
-        )
+        return self._change(self.files.rename, command.old_path, command.new_path)
 
     def clear_all_memory(self) -> str:
-        return _answer(lambda: self.files.clear(actor=self.actor).message)
+        return self._change(self.files.clear)
 
 
 class MemoryTool(_Commands, BetaAbstractMemoryTool):
     """Claude's memory tool over ``memory.files`` (see the module). ``actor`` is recorded
     with every change (the model, say), beside the memory's agent."""
 
-    def __init__(
-        self,
-        memory: Memory,
-        *,
-        actor: str | None = None,
-        cache_control: BetaCacheControlEphemeralParam | None = None,
-    ) -> None:
-        BetaAbstractMemoryTool.__init__(self, cache_control=cache_control)
-        _Commands.__init__(self, memory, actor)
-
 
 def _in_thread(name: str) -> Callable[..., Any]:
     """The async command ``name``: ``_Commands``' own, run in a worker thread."""
 
     async def command(self: AsyncMemoryTool, *args: Any) -> str:
-        call: Callable[..., str] = getattr(self._commands, name)
-        return await run_sync(call, *args)
+        call: Callable[..., str] = getattr(_Commands, name)
+        return await run_sync(call, self, *args)
 
     command.__name__ = command.__qualname__ = name
     return command
 
 
-class AsyncMemoryTool(BetaAsyncAbstractMemoryTool):
+class AsyncMemoryTool(_Commands, BetaAsyncAbstractMemoryTool):
     """``MemoryTool`` for the async client's tool runner: each command runs in a worker
     thread (the log's writes block), so the event loop never waits on a disk."""
-
-    def __init__(
-        self,
-        memory: Memory,
-        *,
-        actor: str | None = None,
-        cache_control: BetaCacheControlEphemeralParam | None = None,
-    ) -> None:
-        super().__init__(cache_control=cache_control)
-        self._commands = _Commands(memory, actor)
 
     view = _in_thread("view")
     create = _in_thread("create")
