@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import math
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from airsspec.memory import (
     MEMORY_SESSION,
@@ -80,6 +81,11 @@ except ImportError as exc:  # the optional extra
     raise ImportError(
         f"{exc}: the LangGraph adapter needs pip install 'airsspec-memory[langgraph]'"
     ) from exc
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
+F = TypeVar("F", bound=Callable[..., Any])
 
 STORE_SESSION = "langgraph-store"
 """The session of an unscoped memory's store (a scoped memory's adds a digest of its scope)."""
@@ -273,6 +279,40 @@ def _plain(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def _twin_of(call: Callable[..., Any], twin: F, how: str) -> F:
+    """``twin`` named as LangGraph names ``call``'s (``aput`` for ``put``), ``call``'s
+    parameters shown (``inspect.signature``)."""
+    functools.update_wrapper(twin, call)
+    twin.__name__ = "a" + call.__name__
+    twin.__qualname__ = call.__qualname__.removesuffix(call.__name__) + twin.__name__
+    twin.__doc__ = f"``{call.__name__}`` {how}."
+    return twin
+
+
+def _in_thread(
+    call: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    """The async twin of the saver's ``call`` (LangGraph's interface wants both): the same
+    call in a worker thread, with its parameters."""
+
+    async def twin(self: Any, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(call, self, *args, **kwargs)
+
+    return _twin_of(call, twin, "in a worker thread")
+
+
+def _read_in_thread(
+    call: Callable[Concatenate[S, P], Iterator[R]],
+) -> Callable[Concatenate[Any, P], AsyncIterator[R]]:
+    """``_in_thread`` for a call that yields: read whole in the worker thread, then yielded."""
+
+    async def twin(self: Any, *args: P.args, **kwargs: P.kwargs) -> AsyncIterator[R]:
+        for item in await asyncio.to_thread(lambda: list(call(self, *args, **kwargs))):
+            yield item
+
+    return _twin_of(call, twin, "read in a worker thread")
+
+
 class AirsspecSaver(BaseCheckpointSaver[int]):
     """LangGraph's ``BaseCheckpointSaver`` over ``memory`` (see the module); ``until``: read
     every thread as of that time or seq (``as_of``)."""
@@ -448,45 +488,8 @@ class AirsspecSaver(BaseCheckpointSaver[int]):
         if self._thread(session).checkpoints:
             self.memory.append(session, {"type": "thread_deleted"})
 
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """``get_tuple`` in a worker thread."""
-        return await asyncio.to_thread(self.get_tuple, config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """``list`` read in a worker thread."""
-        found = await asyncio.to_thread(
-            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
-        )
-        for item in found:
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """``put`` in a worker thread."""
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """``put_writes`` in a worker thread."""
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """``delete_thread`` in a worker thread."""
-        await asyncio.to_thread(self.delete_thread, thread_id)
+    aget_tuple = _in_thread(get_tuple)
+    alist = _read_in_thread(list)
+    aput = _in_thread(put)
+    aput_writes = _in_thread(put_writes)
+    adelete_thread = _in_thread(delete_thread)
