@@ -1,21 +1,34 @@
 """``AsyncMemory``: ``Memory`` for asyncio code, every call a coroutine.
 
-Each twin is made from its call (``Memory.append``, ``Memory.sessions.start``...) by
-``awaited``, which keeps the call's name, docstring and parameters (``ParamSpec``: a type
-checker checks an awaited call as it checks the call itself) and runs it in a worker thread
-(``asyncio.to_thread``), so the event loop never blocks on the log or a projection. A call that
-returns an iterator (``replay``) is read to a list there; one that returns a ``Memory``
-(``scoped``, ``over``) returns an ``AsyncMemory``. ``AsyncMemory.open(...)`` is awaited
+Each twin (``AsyncMemory``, ``AsyncLearnings``...) is a ``Twin`` of its target, declared once:
+every public call of the target it does not state itself is made from the call by ``awaited``
+when the class is, which keeps the call's name, docstring and parameters (``ParamSpec``; for
+mypy, the project's plugin ``airsspec.mypy_plugin`` gives the made calls the same types, so a
+type checker checks an awaited call as it checks the call itself) and runs it in a worker
+thread (``asyncio.to_thread``), so the event loop never blocks on the log or a projection. The
+special cases are stated: a call that returns an iterator (``replay``) is read to a list there;
+one that returns a ``Memory`` (``scoped``, ``over``) returns an ``AsyncMemory``; the class and
+static methods (the openers). ``AsyncMemory.open(...)`` is awaited
 (``memory = await AsyncMemory.open(p)``) or used directly with ``async with`` (closed at the
-end). Every public call of ``Memory`` and of its services is listed here by name (a test
-fails when one has no twin).
+end). A test fails when a public call of ``Memory`` or of its services has no twin.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable, Coroutine, Generator, Iterable
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    TypeVar,
+    get_args,
+    get_origin,
+    overload,
+)
 
 from airsspec.kernel.gate import Gate
 from airsspec.memory.capture import Captures
@@ -110,107 +123,76 @@ def _async(memory: Memory) -> AsyncMemory:
     return AsyncMemory(memory)
 
 
-class AsyncSessions:
+class Twin(Generic[T]):
+    """The async twin of a ``T`` (``class AsyncLearnings(Twin[Learnings])``): every public
+    call of ``T`` that the twin's class does not state itself is ``awaited`` on the target,
+    made when the class is (``__init_subclass__``). A class or static method of ``T`` is the
+    twin's to state (a twin without one is refused). mypy sees the made calls through the
+    project's plugin (``airsspec.mypy_plugin``): each with ``T``'s parameters, its result a
+    coroutine's."""
+
+    _target: T
+
+    def __init__(self, target: T) -> None:
+        self._target = target
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        bases = [b for b in vars(cls).get("__orig_bases__", ()) if get_origin(b) is Twin]
+        if not bases:  # a twin's subclass: its calls are made already
+            return
+        (target,) = get_args(bases[0])
+        for name, call in _public_calls(target).items():
+            if hasattr(cls, name):
+                continue
+            if not inspect.isfunction(call):
+                raise TypeError(f"{cls.__name__} must state {target.__name__}.{name} itself")
+            setattr(cls, name, awaited(call))
+
+    if TYPE_CHECKING:  # the made calls: their types are the plugin's
+
+        def __getattr__(self, name: str) -> Any: ...
+
+
+def _public_calls(cls: type) -> dict[str, Any]:
+    """The public calls of ``cls`` (plain, class and static methods), as stored on it."""
+    found: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # object's own methods are not calls
+        for name, value in vars(klass).items():
+            callable_ = inspect.isfunction(value) or isinstance(value, classmethod | staticmethod)
+            if callable_ and not name.startswith("_"):
+                found[name] = value
+    return found
+
+
+class AsyncSessions(Twin[Sessions]):
     """``Memory.sessions`` for asyncio: every call of ``Sessions`` as a coroutine."""
 
-    def __init__(self, target: Sessions) -> None:
-        self._target = target
 
-    assign = awaited(Sessions.assign)
-    end = awaited(Sessions.end)
-    info = awaited(Sessions.info)
-    list = awaited(Sessions.list)
-    names = awaited(Sessions.names)
-    phase = awaited(Sessions.phase)
-    start = awaited(Sessions.start)
-
-
-class AsyncLearnings:
+class AsyncLearnings(Twin[Learnings]):
     """``Memory.learnings`` for asyncio: every call of ``Learnings`` as a coroutine."""
 
-    def __init__(self, target: Learnings) -> None:
-        self._target = target
 
-    add = awaited(Learnings.add)
-    archive = awaited(Learnings.archive)
-    confirm = awaited(Learnings.confirm)
-    edit = awaited(Learnings.edit)
-    extract = awaited(Learnings.extract)
-    feedback = awaited(Learnings.feedback)
-    gc = awaited(Learnings.gc)
-    get = awaited(Learnings.get)
-    health = awaited(Learnings.health)
-    list = awaited(Learnings.list)
-    owners = awaited(Learnings.owners)
-    reextract = awaited(Learnings.reextract)
-    reject = awaited(Learnings.reject)
-    restore = awaited(Learnings.restore)
-
-
-class AsyncGate:
+class AsyncGate(Twin[Gate]):
     """``Memory.scopes`` for asyncio: every call of ``Gate`` as a coroutine."""
-
-    def __init__(self, target: Gate) -> None:
-        self._target = target
 
     admin = _Through(Gate.admin)
     scope = _Through(Gate.scope)
-    guard = awaited(Gate.guard)
-    guard_admin = awaited(Gate.guard_admin)
-    guard_learning = awaited(Gate.guard_learning)
-    guard_writes = awaited(Gate.guard_writes)
-    memory_tree = awaited(Gate.memory_tree)
-    narrow = awaited(Gate.narrow)
-    narrowed = awaited(Gate.narrowed)
-    opening = awaited(Gate.opening)
-    own_session = awaited(Gate.own_session)
-    owner = awaited(Gate.owner)
-    owners = awaited(Gate.owners)
-    reader = awaited(Gate.reader)
-    reads_record = awaited(Gate.reads_record)
-    reads_session = awaited(Gate.reads_session)
-    records_access = awaited(Gate.records_access)
-    reports = awaited(Gate.reports)
-    visible = awaited(Gate.visible)
-    writable = awaited(Gate.writable)
-    writes = awaited(Gate.writes)
 
 
-class AsyncMemoryFiles:
+class AsyncMemoryFiles(Twin[MemoryFiles]):
     """``Memory.files`` for asyncio: every call of ``MemoryFiles`` as a coroutine."""
 
-    def __init__(self, target: MemoryFiles) -> None:
-        self._target = target
 
-    clear = awaited(MemoryFiles.clear)
-    create = awaited(MemoryFiles.create)
-    delete = awaited(MemoryFiles.delete)
-    history = awaited(MemoryFiles.history)
-    insert = awaited(MemoryFiles.insert)
-    read = awaited(MemoryFiles.read)
-    rename = awaited(MemoryFiles.rename)
-    str_replace = awaited(MemoryFiles.str_replace)
-    tree = awaited(MemoryFiles.tree)
-    view = awaited(MemoryFiles.view)
-    write = awaited(MemoryFiles.write)
-
-
-class AsyncCaptures:
+class AsyncCaptures(Twin[Captures]):
     """``Memory.captures`` for asyncio: every call of ``Captures`` as a coroutine."""
 
-    def __init__(self, target: Captures) -> None:
-        self._target = target
 
-    conversation = awaited(Captures.conversation)
-    record = awaited(Captures.record)
-    request = awaited(Captures.request)
-
-
-class AsyncMemory:
+class AsyncMemory(Twin[Memory]):
     """``Memory`` for asyncio code (see the module)."""
 
     def __init__(self, target: Memory) -> None:
-        self._target = target
+        super().__init__(target)
         self.sessions = AsyncSessions(target.sessions)
         self.learnings = AsyncLearnings(target.learnings)
         self.scopes = AsyncGate(target.scopes)
@@ -242,53 +224,8 @@ class AsyncMemory:
     state_dir = Memory.state_dir
     sources_dir = Memory.sources_dir
     log_dir = Memory.log_dir
-    token_counter = awaited(Memory.token_counter)
     scoped = awaited_as(Memory.scoped, _async)
-
-    # the log
-    append = awaited(Memory.append)
-    append_many = awaited(Memory.append_many)
-    has_session = awaited(Memory.has_session)
-    check_session = awaited(Memory.check_session)
     replay = awaited_as(Memory.replay, _list)
-    verify = awaited(Memory.verify)
-    seal = awaited(Memory.seal)
-    import_transcripts = awaited(Memory.import_transcripts)
-    export = awaited(Memory.export)
-    export_parquet = awaited(Memory.export_parquet)
-    register_sources = awaited(Memory.register_sources)
-
-    # projections
-    project = awaited(Memory.project)
-    rebuild = awaited(Memory.rebuild)
-    status = awaited(Memory.status)
-    overview = awaited(Memory.overview)
-    embedder_problem = awaited(Memory.embedder_problem)
-    warm_up = awaited(Memory.warm_up)
-    hot = awaited(Memory.hot)
-    history = awaited(Memory.history)
-    library = awaited(Memory.library)
-    library_file = awaited(Memory.library_file)
-    context = awaited(Memory.context)
-    context_parts = awaited(Memory.context_parts)
-    memory_block = awaited(Memory.memory_block)
-    facts = awaited(Memory.facts)
-
-    # search
-    search = awaited(Memory.search)
-    query_memory = awaited(Memory.query_memory)
-    search_now = awaited(Memory.search_now)
-
-    # processes
-    run_policies = awaited(Memory.run_policies)
-    compact = awaited(Memory.compact)
-    visualize = awaited(Memory.visualize)
-    pages = awaited(Memory.pages)
-    load_context = awaited(Memory.load_context)
-    forget = awaited(Memory.forget)
-    analytics = awaited(Memory.analytics)
-    sql = awaited(Memory.sql)
-    report = awaited(Memory.report)
 
 
 class _Opening:
@@ -314,4 +251,4 @@ class _Opening:
             await self._opened.close()
 
 
-__all__ = ["AsyncMemory", "awaited", "awaited_as"]
+__all__ = ["AsyncMemory", "Twin", "awaited", "awaited_as"]
