@@ -182,6 +182,96 @@ def test_mypy_checks_a_call_of_the_facade_against_the_service(tmp_path: Path) ->
     assert "list[Any]" in result.stdout  # replay's iterator, read to a list
 
 
+@pytest.mark.slow
+def test_mypy_sees_a_twin_s_made_calls_with_the_target_s_parameters(tmp_path: Path) -> None:
+    """The calls a twin makes at run time are the plugin's to type (``airsspec.mypy_plugin``,
+    in pyproject's ``[tool.mypy] plugins``): the target's parameters, a coroutine's result,
+    and an error for a name the target has no call of."""
+    pytest.importorskip("mypy", reason="mypy is in the dev extra: pip install -e '.[dev]'")
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from airsspec.memory import AsyncMemory\n"
+        "async def calls(twin: AsyncMemory) -> None:\n"
+        "    reveal_type(twin.learnings.add)\n"
+        "    reveal_type(await twin.files.view('/memories'))\n"
+        "    await twin.learnings.add(3)\n"
+        "    await twin.learnings.nothing_such()\n"
+        "    await twin.files.delete('/memories/a', actor=2)\n"
+        "    reveal_type(await twin.status())\n",
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", str(probe)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    lines = [line.partition(":")[2] for line in result.stdout.splitlines()]
+    notes = "\n".join(lines)
+    assert '3: note: Revealed type is "def (text: str, *, kind: str =' in notes, result.stdout
+    assert "-> typing.Coroutine[Any, Any, eventlog.schema.records.LearningRecord]" in notes
+    assert '4: note: Revealed type is "str"' in notes  # view's, awaited
+    errors = sorted(int(line.split(":")[0]) for line in lines if ": error:" in line)
+    assert errors == [5, 6, 7], result.stdout  # the wrong calls, and only those
+    assert 'Argument 1 to "add" of "Learnings" has incompatible type "int"' in result.stdout
+    assert '"AsyncLearnings" has no attribute "nothing_such"  [attr-defined]' in result.stdout
+    assert '8: note: Revealed type is "list[projections.status.TierStatus]"' in notes
+
+
+class _Target:
+    """A service of two calls and a static one."""
+
+    def ask(self, question: str, *, times: int = 1) -> str:
+        """The question, asked ``times`` times."""
+        return question * times
+
+    def tell(self) -> None:
+        """Nothing told."""
+
+    @staticmethod
+    def make() -> _Target:
+        return _Target()
+
+
+def test_a_twin_makes_every_call_its_class_does_not_state() -> None:
+    with pytest.raises(TypeError, match=r"must state _Target\.make itself"):
+
+        class _Unstated(aio.Twin[_Target]):
+            pass
+
+    class AsyncTarget(aio.Twin[_Target]):
+        @staticmethod
+        async def make() -> _Target:
+            return _Target()
+
+        async def tell(self) -> None:
+            """Stated: the class's own, not made."""
+
+    _mirrored(_Target, AsyncTarget)
+    assert AsyncTarget.tell.__doc__ == "Stated: the class's own, not made."
+    made = AsyncTarget.ask
+    assert made.__doc__ == _Target.ask.__doc__ and made.__name__ == "ask"
+    assert str(inspect.signature(made)) == "(self, question: 'str', *, times: 'int' = 1) -> 'str'"
+    shown = pydoc.render_doc(made, renderer=pydoc.plaintext)  # help()
+    assert "ask(self, question: 'str', *, times: 'int' = 1)" in shown
+    assert "The question, asked" in shown
+    assert asyncio.run(AsyncTarget(_Target()).ask("ha", times=2)) == "haha"
+
+
+def test_the_mirror_check_fails_on_a_twin_missing_a_call() -> None:
+    class Partial:
+        async def ask(self, question: str, *, times: int = 1) -> str:
+            return question
+
+        @staticmethod
+        async def make() -> _Target:
+            return _Target()
+
+    with pytest.raises(AssertionError, match="Partial has no tell"):
+        _mirrored(_Target, Partial)
+
+
 def test_async_memory_opens_without_await_in_async_with(tmp_path: Path) -> None:
     async def run() -> list[str]:
         async with AsyncMemory.open(tmp_path, create=True) as memory:
