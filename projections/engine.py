@@ -226,6 +226,7 @@ class Runner:
     ) -> RunReport:
         store = projector.state_store
         manifest = store.read_manifest()
+        stored = dict(manifest)  # as written: a gone session popped below is written away
         entries: dict[str, ManifestEntry] = {}
         if only is not None:
             # a read of a few sessions touches only theirs (a stat each), not every session's:
@@ -279,7 +280,7 @@ class Runner:
                 entries[session] = ManifestEntry(checkpoint, identity, log_id, digest)
         if not self.cancelled:
             store.finish()
-        if entries != manifest:
+        if entries != stored:
             store.write_manifest(entries)
         return RunReport(projector.name, [outcomes[s] for s in sessions if s in outcomes])
 

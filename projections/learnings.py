@@ -19,7 +19,7 @@ equals rebuild like every tier.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -213,6 +213,30 @@ def _is_state(value: object) -> bool:
     )
 
 
+class LearningsStore(JsonStore[LearningsState]):
+    """The learnings' states, with the indexes beside them (``indexes``: the owners', the
+    states'): a state dropped (forgotten, its log gone, found changed) leaves them and this
+    process's ``_LOADED`` too, and a reset deletes them, so no learning's text, fact or owner
+    outlives its state in an index."""
+
+    def __init__(self, out_dir: Path, fold: Any, indexes: tuple[StateIndex, ...]) -> None:
+        super().__init__(out_dir, fold)
+        self.indexes = indexes
+
+    @override
+    def drop(self, session: str) -> None:
+        super().drop(session)
+        _LOADED.get(str(self.out_dir), {}).pop(session, None)
+        for index in self.indexes:
+            index.purge([session])
+
+    @override
+    def reset(self) -> None:
+        for index in self.indexes:  # first: no drop below writes them again
+            index.remove()
+        super().reset()
+
+
 class LearningsProjector(Projector[LearningsState]):
     """Folds each session into its facts (see the module)."""
 
@@ -220,7 +244,11 @@ class LearningsProjector(Projector[LearningsState]):
     plain = True  # a message is folded from its stored dict (``fold``)
 
     def __init__(self, out_dir: Path) -> None:
-        self.state_store: StateStore[LearningsState] = JsonStore(out_dir, self)
+        self.owners_index = self._index(out_dir, "owners", _is_owner)
+        self.states_index = self._index(out_dir, "states", _is_state)
+        self.state_store: StateStore[LearningsState] = LearningsStore(
+            out_dir, self, (self.owners_index, self.states_index)
+        )
 
     @override
     def fingerprint(self) -> dict[str, Any]:
@@ -254,8 +282,7 @@ class LearningsProjector(Projector[LearningsState]):
         if not manifest:
             return [loaded[0] for s in store.sessions() if (loaded := store.load(s))]
         loaded_here = _LOADED.setdefault(str(store.out_dir), {})
-        states_index = self._index("states", _is_state)
-        index = states_index.read()
+        index = self.states_index.read()
         found: list[LearningsState] = []
         read: dict[str, list[Any]] = {}  # sessions read from their state files
         for session, entry in manifest.items():
@@ -275,9 +302,7 @@ class LearningsProjector(Projector[LearningsState]):
                     loaded_here[session] = (entry.output, state)
             found.append(state)
         if read:  # the index follows the fold: what was read from a state, and no one gone
-            states_index.follow(
-                {s: e for s, e in read.items() if e[0] is not None}, keep=manifest.__contains__
-            )
+            self.states_index.follow(read, {s: e.output for s, e in manifest.items()}.get)
         return found
 
     def owners(self) -> dict[str, dict[str, str]]:
@@ -291,8 +316,7 @@ class LearningsProjector(Projector[LearningsState]):
         manifest = store.read_manifest()
         if not manifest:
             return {s.session: s.info.get("owner") or {} for s in self.states()}
-        owners_index = self._index("owners", _is_owner)
-        index = owners_index.read()
+        index = self.owners_index.read()
         found: dict[str, dict[str, str]] = {}
         kept: dict[str, list[Any]] = {}
         for session, entry in manifest.items():
@@ -305,22 +329,13 @@ class LearningsProjector(Projector[LearningsState]):
             found[session] = known[1]
             if entry.output is not None:
                 kept[session] = known
-        owners_index.write(kept)
+        self.owners_index.write(kept)
         return found
 
-    def _index(self, name: str, valid: Callable[[object], bool]) -> StateIndex:
+    @staticmethod
+    def _index(out: Path, name: str, valid: Callable[[object], bool]) -> StateIndex:
         """The index of ``name`` beside the states (``projections.state_index``)."""
-        out = self.state_store.out_dir
         return StateIndex(out.with_name(f"{out.name}.{name}.json"), valid)
-
-    @override
-    def purge(self, sessions: Collection[str], *, thorough: bool = True) -> None:
-        loaded_here = _LOADED.get(str(self.state_store.out_dir), {})
-        for session in sessions:
-            loaded_here.pop(session, None)
-        super().purge(sessions, thorough=thorough)
-        for name, valid in (("owners", _is_owner), ("states", _is_state)):
-            self._index(name, valid).purge(sessions)  # nor are its owner and facts there
 
     @override
     def item_count(self) -> int:

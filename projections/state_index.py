@@ -52,19 +52,21 @@ class StateIndex:
             with contextlib.suppress(OSError):
                 atomic_write(self.path, orjson.dumps(entries, option=orjson.OPT_SORT_KEYS))
 
-    def follow(self, read: dict[str, list[Any]], keep: Callable[[str], bool] | None = None) -> None:
-        """Take ``read`` (entries just read from states) into the index, keeping the indexed
-        sessions ``keep`` says are still there. Written again once ``FOLLOW_AT`` wait (or
-        when there is no index yet): a new process reads the few still waiting from their
-        states, and a server, which reads back each session it changes, does not write an
-        index of every session after each change."""
+    def follow(self, read: dict[str, list[Any]], current: Callable[[str], object]) -> None:
+        """Take ``read`` (entries just read from states) into the index. Written again once
+        ``FOLLOW_AT`` wait (or when there is no index yet): a new process reads the few still
+        waiting from their states, and a server, which reads back each session it changes,
+        does not write an index of every session after each change. Only entries whose
+        identity is ``current(session)``'s, the state file's now, are written: one whose
+        state was dropped since (forgotten, its log gone, by this process or another) or
+        replaced is left out, so no value outlives its state in the index."""
         pending = _PENDING.setdefault(str(self.path), {})
         pending.update(read)
         if len(pending) < FOLLOW_AT and self.path.exists():
             return
-        index = self.read()
-        self.write({**{s: e for s, e in index.items() if keep is None or keep(s)}, **pending})
+        merged = {**self.read(), **pending}
         pending.clear()
+        self.write({s: e for s, e in merged.items() if e[0] is not None and e[0] == current(s)})
 
     def purge(self, sessions: Collection[str]) -> None:
         """Drop ``sessions``' entries (``forget``: the index names them no longer)."""
@@ -74,6 +76,11 @@ class StateIndex:
         index = self.read()
         if index.keys() & set(sessions):
             self.write({s: entry for s, entry in index.items() if s not in sessions})
+
+    def remove(self) -> None:
+        """Delete the index, and what waits to be written to it (a reset: every state goes)."""
+        _PENDING.pop(str(self.path), None)
+        self.path.unlink(missing_ok=True)
 
     def _parse(self) -> dict[str, list[Any]]:
         data = orjson.loads(read_nofollow(self.path))

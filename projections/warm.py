@@ -149,12 +149,13 @@ class OwnedFilesStore(JsonStore[Any]):
     @override
     def finish(self) -> None:
         super().finish()
-        self.index.follow(self._unindexed)  # after every catch-up, idle ones too
+        # after every catch-up, idle ones too
+        self.index.follow(self._unindexed, lambda s: file_identity(self.path(s)))
         self._unindexed.clear()
 
     @override
     def reset(self) -> None:
-        self.index.path.unlink(missing_ok=True)  # first: no drop below writes it again
+        self.index.remove()  # first: no drop below writes it again
         super().reset()
         if self.files_dir.is_dir():
             for stray in self.files_dir.glob(self.pattern):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -620,3 +622,93 @@ def test_a_states_index_entry_written_by_hand_is_read_from_its_state(
     monkeypatch.setattr(state_index, "_PARSED", state_index.ParsedOnce())
     (state,) = LearningsProjector(tmp_path / "l").states()
     assert state.info["owner"] == {"user": "alice"}
+
+
+def _files_holding(root: Path, needle: bytes) -> list[str]:
+    return sorted(p.name for p in root.rglob("*") if p.is_file() and needle in p.read_bytes())
+
+
+def test_a_session_dropped_by_the_tier_leaves_the_indexes(tmp_path: Path) -> None:
+    """A session whose log is gone is dropped by the next catch-up, and a rebuild drops every
+    session: their learnings' text and owner leave the indexes with their states, though no
+    state is read after (the index was written again only once states were read)."""
+    log = EventLog(tmp_path / "log", durability="off")
+    for name, user in (("a", "alice"), ("b", "bob")):
+        events = [
+            {"type": "session_started", "user": user},
+            learning(f"l{name}", f"ZEBRA-{name}", 1),
+        ]
+        log.append_many(name, events, system=True)
+    Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up()
+    LearningsProjector(tmp_path / "l").states()
+    LearningsProjector(tmp_path / "l").owners()
+    assert _files_holding(tmp_path, b"ZEBRA-b") == ["b.json", "b.jsonl", "l.states.json"]
+    next(tmp_path.glob("log/**/b.jsonl")).unlink()
+    Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up()
+    assert _files_holding(tmp_path, b"ZEBRA-b") == []
+    assert _files_holding(tmp_path, b"bob") == []  # the manifest does not name b either
+    assert {s.session for s in LearningsProjector(tmp_path / "l").states()} == {"a"}
+    Runner(log, [LearningsProjector(tmp_path / "l")]).rebuild()
+    assert not (tmp_path / "l.states.json").exists() and not (tmp_path / "l.owners.json").exists()
+    assert [s.session for s in LearningsProjector(tmp_path / "l").states()] == ["a"]
+
+
+# a reader in a process of its own: catches up the sessions named on each line, then reads
+# the states (the index waits for FOLLOW_AT of them read from their files)
+READER = """
+import sys
+from pathlib import Path
+from eventlog.log import EventLog
+from projections.engine import Runner
+from projections.learnings import LearningsProjector
+root = Path(sys.argv[1])
+log = EventLog(root / "log", durability="off")
+for line in sys.stdin:
+    Runner(log, [LearningsProjector(root / "l")]).catch_up(sessions=line.split())
+    print(" ".join(s.session for s in LearningsProjector(root / "l").states()), flush=True)
+"""
+
+
+def test_a_state_another_process_dropped_is_not_written_back_to_the_index(
+    tmp_path: Path,
+) -> None:
+    """A reader waiting to write a session's state into the index (``FOLLOW_AT``) while
+    another process drops it (its log removed) does not write it back when it writes the
+    index: the session's text is nowhere on disk."""
+    import projections.state_index as state_index
+
+    log = EventLog(tmp_path / "log", durability="off")
+    names = [f"s{n}" for n in range(state_index.FOLLOW_AT - 1)]
+    log.append_many("b", [learning("lb", "ZEBRA-b", 1)], system=True)
+    for name in names:
+        log.append_many(name, [{"type": "session_started", "user": "alice"}], system=True)
+    Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up()
+    LearningsProjector(tmp_path / "l").states()  # the index, every session in it
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert reader.stdin is not None and reader.stdout is not None
+
+    def read_in_reader(sessions: list[str]) -> list[str]:
+        for name in sessions:
+            log.append_many(name, [learning(f"x{name}", f"more of {name}", 2)], system=True)
+        reader.stdin.write(" ".join(sessions) + "\n")
+        reader.stdin.flush()
+        return reader.stdout.readline().split()
+
+    try:
+        assert "b" in read_in_reader(["b"])  # b read from its state: waiting to be indexed
+        next(tmp_path.glob("log/**/b.jsonl")).unlink()
+        log = EventLog(tmp_path / "log", durability="off")  # one that lists the sessions now
+        Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up()  # drops b
+        assert _files_holding(tmp_path, b"ZEBRA-b") == []
+        assert read_in_reader(names) == names  # FOLLOW_AT read: the index is written
+        index = orjson.loads((tmp_path / "l.states.json").read_bytes())
+        assert set(index) == set(names)
+        assert _files_holding(tmp_path, b"ZEBRA-b") == []
+    finally:
+        reader.stdin.close()
+        assert reader.wait(timeout=60) == 0
