@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,23 @@ KEPT_AT_MOST = 64  # files parsed: a user's few configs, and the workspaces made
 
 
 def cache_folder() -> Path:
-    """Where parsed files are kept for this user."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    """Where parsed files are kept for this user: ``$XDG_CACHE_HOME`` when absolute (the XDG
+    spec: a relative one would put the cache in the folder a command runs in), else
+    ``~/.cache``."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "airsspec" / "toml"
+
+
+def _private(folder: Path) -> bool:
+    """Whether ``folder`` is a folder of this user's that no one else may write: a parsed file
+    another user planted there would be taken for what the file says."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
@@ -39,7 +54,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         key = [os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns]
         kept = cache_folder() / f"{st.st_dev}-{st.st_ino}.json"
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            cached = json.loads(kept.read_bytes())
+            cached = json.loads(kept.read_bytes()) if _private(kept.parent) else {}
             if cached["key"] == key and isinstance(cached["data"], dict):
                 return cached["data"]
         text = file.read().decode("utf-8")
@@ -62,6 +77,8 @@ def _keep(kept: Path, key: list[Any], data: dict[str, Any]) -> None:
         return
     with contextlib.suppress(OSError):
         kept.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not _private(kept.parent):
+            return
         partial = kept.with_name(f"{kept.name}.{os.getpid()}.part")
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with open(fd, "w", encoding="utf-8") as out:

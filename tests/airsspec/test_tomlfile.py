@@ -4,6 +4,7 @@ cannot hold, a damaged cache, a folder that cannot be written."""
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -137,3 +138,34 @@ def test_the_cache_keeps_the_files_written_last(
     assert len(kept) == 3
     inodes = {int(p.stem.split("-")[1]) for p in kept}
     assert inodes == {p.stat().st_ino for p in paths[2:]}
+
+
+def test_a_relative_cache_home_is_ignored(
+    tmp_path: Path, config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``XDG_CACHE_HOME`` must be absolute (the XDG spec): a relative one would put the cache
+    in whatever folder a command runs in (a project's checkout); the default is used."""
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative-cache")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert read_toml(config) == tomllib.loads(TEXT)
+    assert not (tmp_path / "relative-cache").exists()
+    assert len(list((tmp_path / "home" / ".cache" / "airsspec" / "toml").iterdir())) == 1
+
+
+def test_a_cache_folder_others_can_write_is_not_trusted(
+    tmp_path: Path, parses: list[str], config: Path
+) -> None:
+    """A parsed file planted by another user in a cache folder they can write (a cache home
+    shared between users) would give its values for the file: such a folder is neither read
+    nor written, every command parses its file."""
+    folder = tmp_path / "cache" / "airsspec" / "toml"
+    folder.mkdir(parents=True)
+    folder.chmod(0o777)
+    st = config.stat()
+    key = [str(config), st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    planted = {"workspace": {"path": "/somewhere/else"}}
+    (folder / f"{st.st_dev}-{st.st_ino}.json").write_text(json.dumps({"key": key, "data": planted}))
+    assert read_toml(config) == read_toml(config) == tomllib.loads(TEXT)
+    assert len(parses) == 3  # twice by read_toml, once above
+    assert [p.name for p in folder.iterdir()] == [f"{st.st_dev}-{st.st_ino}.json"]
