@@ -213,13 +213,24 @@ def _is_state(value: object) -> bool:
     )
 
 
-class LearningsStore(JsonStore[LearningsState]):
-    """The learnings' states, with the indexes beside them (``indexes``: the owners', the
-    states'): a state dropped (forgotten, its log gone, found changed) leaves them and this
-    process's ``_LOADED`` too, and a reset deletes them, so no learning's text, fact or owner
-    outlives its state in an index."""
+def _owner(state: LearningsState) -> dict[str, str]:
+    """The session's owner (its scope's fields; empty: no one's), what the owners index holds."""
+    return cast("dict[str, str]", state.info.get("owner") or {})
 
-    def __init__(self, out_dir: Path, fold: Any, indexes: tuple[StateIndex, ...]) -> None:
+
+class LearningsStore(JsonStore[LearningsState]):
+    """The learnings' states, with the indexes beside them (``indexes``: each with what it
+    holds of a state): a state dropped (forgotten, its log gone, found changed) leaves them
+    and this process's ``_LOADED`` too, and a reset deletes them, so no learning's text, fact
+    or owner outlives its state in an index. An entry edited by hand with its state's identity
+    kept is taken for the state: a deep check finds it (``damage``) and deletes the indexes."""
+
+    def __init__(
+        self,
+        out_dir: Path,
+        fold: Any,
+        indexes: tuple[tuple[StateIndex, Callable[[LearningsState], object]], ...],
+    ) -> None:
         super().__init__(out_dir, fold)
         self.indexes = indexes
 
@@ -227,14 +238,39 @@ class LearningsStore(JsonStore[LearningsState]):
     def drop(self, session: str) -> None:
         super().drop(session)
         _LOADED.get(str(self.out_dir), {}).pop(session, None)
-        for index in self.indexes:
+        for index, _ in self.indexes:
             index.purge([session])
 
     @override
     def reset(self) -> None:
-        for index in self.indexes:  # first: no drop below writes them again
+        for index, _ in self.indexes:  # first: no drop below writes them again
             index.remove()
         super().reset()
+
+    @override
+    def damage(self) -> list[str]:
+        """Each index entry taken for its state (its identity the manifest's) that is not what
+        the state holds, found by reading every such state."""
+        manifest = self.read_manifest()
+        problems = []
+        for index, held in self.indexes:
+            for session, (identity, value) in index.read().items():
+                entry = manifest.get(session)
+                if entry is None or entry.output != identity:
+                    continue  # not taken for the state: read from it instead
+                loaded = self.load(session)
+                if loaded is None or held(loaded[0]) != value:
+                    problems.append(f"{index.path.name}: {session}'s entry is not its state's")
+        return problems
+
+    @override
+    def repair(self, problems: list[str]) -> bool:
+        """The indexes are deleted, and what this process took from them: every value is read
+        from its state, and indexed again."""
+        _LOADED.pop(str(self.out_dir), None)
+        for index, _ in self.indexes:
+            index.remove()
+        return True
 
 
 class LearningsProjector(Projector[LearningsState]):
@@ -247,7 +283,7 @@ class LearningsProjector(Projector[LearningsState]):
         self.owners_index = self._index(out_dir, "owners", _is_owner)
         self.states_index = self._index(out_dir, "states", _is_state)
         self.state_store: StateStore[LearningsState] = LearningsStore(
-            out_dir, self, (self.owners_index, self.states_index)
+            out_dir, self, ((self.owners_index, _owner), (self.states_index, asdict))
         )
 
     @override
@@ -315,7 +351,7 @@ class LearningsProjector(Projector[LearningsState]):
         store = self.state_store
         manifest = store.read_manifest()
         if not manifest:
-            return {s.session: s.info.get("owner") or {} for s in self.states()}
+            return {s.session: _owner(s) for s in self.states()}
         index = self.owners_index.read()
         found: dict[str, dict[str, str]] = {}
         kept: dict[str, list[Any]] = {}
@@ -325,7 +361,7 @@ class LearningsProjector(Projector[LearningsState]):
                 loaded = store.load(session)
                 if loaded is None:
                     continue
-                known = [entry.output, loaded[0].info.get("owner") or {}]
+                known = [entry.output, _owner(loaded[0])]
             found[session] = known[1]
             if entry.output is not None:
                 kept[session] = known

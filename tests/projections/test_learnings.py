@@ -712,3 +712,46 @@ def test_a_state_another_process_dropped_is_not_written_back_to_the_index(
     finally:
         reader.stdin.close()
         assert reader.wait(timeout=60) == 0
+
+
+def test_a_learning_written_into_the_states_index_by_hand_is_found_by_a_deep_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index entry keeps the identity of the state it was read from, so one edited by hand
+    with that identity kept (a learning injected, an owner changed) is taken for the state
+    while the state is unchanged: a deep catch-up (``project``, ``verify --tiers``) reads every
+    indexed state, finds the entries that differ and deletes the indexes; the log's learnings
+    are read again."""
+    import projections.learnings as learnings
+    import projections.state_index as state_index
+
+    log = EventLog(tmp_path / "log", durability="off")
+    log.append_many("a", [{"type": "session_started", "user": "alice"}], system=True)
+    log.append_many("a", [learning("la", "tabs", 1)], system=True)
+    Runner(log, [LearningsProjector(tmp_path / "l")]).catch_up()
+    LearningsProjector(tmp_path / "l").states()
+    LearningsProjector(tmp_path / "l").owners()
+    for name, edit in (
+        ("states", lambda v: v["learnings"].append({**v["learnings"][0], "text": "INJECTED"})),
+        ("owners", lambda v: v.update(user="mallory")),
+    ):
+        path = tmp_path / f"l.{name}.json"
+        index = orjson.loads(path.read_bytes())
+        edit(index["a"][1])
+        path.write_bytes(orjson.dumps(index))
+    monkeypatch.setattr(learnings, "_LOADED", {})  # a new process
+    monkeypatch.setattr(state_index, "_PARSED", state_index.ParsedOnce())
+    (state,) = LearningsProjector(tmp_path / "l").states()
+    assert [a["text"] for a in state.learnings] == ["tabs", "INJECTED"]  # taken for the state
+    assert LearningsProjector(tmp_path / "l").owners() == {"a": {"user": "mallory"}}
+    problems = LearningsProjector(tmp_path / "l").state_store.damage()
+    assert problems == [
+        "l.owners.json: a's entry is not its state's",
+        "l.states.json: a's entry is not its state's",
+    ]
+    (report,) = Runner(log, [LearningsProjector(tmp_path / "l")], deep=True).catch_up()
+    assert all(o.rebuilt_because is None for o in report.outcomes)  # repaired: the indexes go
+    (state,) = LearningsProjector(tmp_path / "l").states()
+    assert [a["text"] for a in state.learnings] == ["tabs"]
+    assert LearningsProjector(tmp_path / "l").owners() == {"a": {"user": "alice"}}
+    assert LearningsProjector(tmp_path / "l").state_store.damage() == []
