@@ -19,6 +19,7 @@ equals rebuild like every tier.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -30,6 +31,7 @@ from eventlog.fast_input import CONVERSATION_TYPES
 from eventlog.overrides import override
 from eventlog.plain import modelled
 from projections import facts
+from projections.files import ParsedOnce
 from projections.fold import Projector
 from projections.scopes import Scope
 from projections.state_index import StateIndex
@@ -218,6 +220,10 @@ def _owner(state: LearningsState) -> dict[str, str]:
     return cast("dict[str, str]", state.info.get("owner") or {})
 
 
+# each index's verdict of ``LearningsStore.damage``, kept while it and the manifest are unchanged
+_CHECKED: ParsedOnce[list[str]] = ParsedOnce(settle_ns=1_000_000_000)
+
+
 class LearningsStore(JsonStore[LearningsState]):
     """The learnings' states, with the indexes beside them (``indexes``: each with what it
     holds of a state): a state dropped (forgotten, its log gone, found changed) leaves them
@@ -250,17 +256,31 @@ class LearningsStore(JsonStore[LearningsState]):
     @override
     def damage(self) -> list[str]:
         """Each index entry taken for its state (its identity the manifest's) that is not what
-        the state holds, found by reading every such state."""
-        manifest = self.read_manifest()
+        the state holds, found by reading every such state; the verdict kept while the index
+        and the manifest are unchanged (``status`` asks on every request: a state that
+        changes changes its identity, which the manifest records)."""
         problems = []
         for index, held in self.indexes:
-            for session, (identity, value) in index.read().items():
-                entry = manifest.get(session)
-                if entry is None or entry.output != identity:
-                    continue  # not taken for the state: read from it instead
-                loaded = self.load(session)
-                if loaded is None or held(loaded[0]) != value:
-                    problems.append(f"{index.path.name}: {session}'s entry is not its state's")
+            try:
+                problems += _CHECKED.get(
+                    index.path,
+                    functools.partial(self._damaged, index, held),
+                    beside=(self.manifest.path,),
+                )
+            except OSError:  # no index (or no manifest): nothing is taken from one
+                continue
+        return problems
+
+    def _damaged(self, index: StateIndex, held: Callable[[LearningsState], object]) -> list[str]:
+        manifest = self.read_manifest()
+        problems = []
+        for session, (identity, value) in index.read().items():
+            entry = manifest.get(session)
+            if entry is None or entry.output != identity:
+                continue  # not taken for the state: read from it instead
+            loaded = self.load(session)
+            if loaded is None or held(loaded[0]) != value:
+                problems.append(f"{index.path.name}: {session}'s entry is not its state's")
         return problems
 
     @override
