@@ -4,13 +4,12 @@ not edit."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from math import isfinite
 from typing import Any
 
-_ABSENT: Any = object()
+from eventlog.field_check import ABSENT, REFUSED, Check
+
 _STR = frozenset({str})
-_Check = Callable[[dict[str, Any], dict[str, Any]], bool]  # one field's: into the body
 
 SCHEMA_VERSION = 2
 """The schema version every record is stored with (``eventlog.schema``)."""
@@ -47,893 +46,269 @@ IMPORTER_FIELDS = frozenset(['origin'])
 """Input fields only importers set (``eventlog.schema``)."""
 
 
-def _envelope(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check the envelope's fields of ``event`` into ``body``."""
-    v0 = event.get('id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-            return False
-        body['id'] = v0
-    v0 = event.get('ts', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return False
-    v0 = event.get('meta', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-            return False
-        body['meta'] = dict(v0)
-    v0 = event.get('origin', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return False
-    return True
-
-
-def _content(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``content`` of ``event`` into ``body``."""
-    v0 = event.get('content', _ABSENT)
-    if v0 is _ABSENT or type(v0) is not str:
-        return False
-    body['content'] = v0
-    return True
-
-
-def _tool(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``tool`` of ``event`` into ``body``."""
-    v0 = event.get('tool', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return False
-    body['tool'] = v0
-    return True
-
-
-def _params(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``params`` of ``event`` into ``body``."""
-    v0 = event.get('params', _ABSENT)
-    if v0 is _ABSENT:
-        body['params'] = {}
-    elif type(v0) is dict and _STR.issuperset(map(type, v0)):
-        body['params'] = dict(v0)
-    else:
-        return False
-    return True
-
-
-def _result(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``result`` of ``event`` into ``body``."""
-    v0 = event.get('result', _ABSENT)
-    if v0 is _ABSENT:
-        return False
-    body['result'] = v0
-    return True
-
-
-def _action_id(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``action_id`` of ``event`` into ``body``."""
-    v0 = event.get('action_id', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if type(v0) is not str:
-            return False
-        body['action_id'] = v0
-    return True
-
-
-def _is_error(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``is_error`` of ``event`` into ``body``."""
-    v0 = event.get('is_error', _ABSENT)
-    if v0 is _ABSENT:
-        body['is_error'] = False
-    elif type(v0) is bool:
-        body['is_error'] = v0
-    else:
-        return False
-    return True
-
-
-def _kind(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``kind`` of ``event`` into ``body``."""
-    v0 = event.get('kind', _ABSENT)
-    if v0 is _ABSENT or type(v0) is not str:
-        return False
-    body['kind'] = v0
-    return True
-
-
-def _text(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``text`` of ``event`` into ``body``."""
-    v0 = event.get('text', _ABSENT)
-    if v0 is _ABSENT:
-        body['text'] = ''
-    elif type(v0) is str:
-        body['text'] = v0
-    else:
-        return False
-    return True
-
-
-def _user(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``user`` of ``event`` into ``body``."""
-    v0 = event.get('user', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return False
-    return True
-
-
-def _agent(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``agent`` of ``event`` into ``body``."""
-    v0 = event.get('agent', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return False
-    return True
-
-
-def _project(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``project`` of ``event`` into ``body``."""
-    v0 = event.get('project', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        return False
-    return True
-
-
-def _task(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``task`` of ``event`` into ``body``."""
-    v0 = event.get('task', _ABSENT)
-    if v0 is _ABSENT:
-        body['task'] = None
-    elif (v0 is None or (type(v0) is str)):
-        body['task'] = (None if v0 is None else v0)
-    else:
-        return False
-    return True
-
-
-def _phase(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``phase`` of ``event`` into ``body``."""
-    v0 = event.get('phase', _ABSENT)
-    if v0 is _ABSENT:
-        body['phase'] = None
-    elif (v0 is None or (type(v0) is str)):
-        body['phase'] = (None if v0 is None else v0)
-    else:
-        return False
-    return True
-
-
-def _by(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``by`` of ``event`` into ``body``."""
-    v0 = event.get('by', _ABSENT)
-    if v0 is _ABSENT:
-        body['by'] = None
-    elif (v0 is None or (type(v0) is str)):
-        body['by'] = (None if v0 is None else v0)
-    else:
-        return False
-    return True
-
-
-def _status(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``status`` of ``event`` into ``body``."""
-    v0 = event.get('status', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return False
-    body['status'] = v0
-    return True
-
-
-def _phase_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``phase`` of ``event`` into ``body``."""
-    v0 = event.get('phase', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return False
-    body['phase'] = v0
-    return True
-
-
-def _learning_id(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``learning_id`` of ``event`` into ``body``."""
-    v0 = event.get('learning_id', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return False
-    body['learning_id'] = v0
-    return True
-
-
-def _kind_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``kind`` of ``event`` into ``body``."""
-    v0 = event.get('kind', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and v0 in ('correction', 'preference', 'pattern', 'decision', 'error_fix', 'anchor')):
-        return False
-    body['kind'] = v0
-    return True
-
-
-def _text_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``text`` of ``event`` into ``body``."""
-    v0 = event.get('text', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 20000):
-        return False
-    body['text'] = v0
-    return True
-
-
-def _scope(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``scope`` of ``event`` into ``body``."""
-    v0 = event.get('scope', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and v0 in ('session', 'project', 'global')):
-        return False
-    body['scope'] = v0
-    return True
-
-
-def _evidence(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``evidence`` of ``event`` into ``body``."""
-    v0 = event.get('evidence', _ABSENT)
-    if v0 is not _ABSENT:
-        return False
-    body['evidence'] = []
-    return True
-
-
-def _source(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``source`` of ``event`` into ``body``."""
-    v0 = event.get('source', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and v0 in ('extractive', 'anthropic', 'user')):
-        return False
-    body['source'] = v0
-    return True
-
-
-def _explicit(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``explicit`` of ``event`` into ``body``."""
-    v0 = event.get('explicit', _ABSENT)
-    if v0 is _ABSENT:
-        body['explicit'] = False
-    elif type(v0) is bool:
-        body['explicit'] = v0
-    else:
-        return False
-    return True
-
-
-def _learning_id_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``learning_id`` of ``event`` into ``body``."""
-    v0 = event.get('learning_id', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return False
-    body['learning_id'] = v0
-    return True
-
-
-def _verdict(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``verdict`` of ``event`` into ``body``."""
-    v0 = event.get('verdict', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and v0 in ('confirmed', 'rejected', 'superseded')):
-        return False
-    body['verdict'] = v0
-    return True
-
-
-def _reason(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``reason`` of ``event`` into ``body``."""
-    v0 = event.get('reason', _ABSENT)
-    if v0 is _ABSENT:
-        body['reason'] = ''
-    elif type(v0) is str:
-        body['reason'] = v0
-    else:
-        return False
-    return True
-
-
-def _actor(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``actor`` of ``event`` into ``body``."""
-    v0 = event.get('actor', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) <= 200):
-            return False
-        body['actor'] = v0
-    return True
-
-
-def _text_3(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``text`` of ``event`` into ``body``."""
-    v0 = event.get('text', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and len(v0) >= 1 and len(v0) <= 20000):
-            return False
-        body['text'] = v0
-    return True
-
-
-def _scope_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``scope`` of ``event`` into ``body``."""
-    v0 = event.get('scope', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if not (type(v0) is str and v0 in ('session', 'project', 'global')):
-            return False
-        body['scope'] = v0
-    return True
-
-
-def _actor_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``actor`` of ``event`` into ``body``."""
-    v0 = event.get('actor', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return False
-    body['actor'] = v0
-    return True
-
-
-def _learning_ids(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``learning_ids`` of ``event`` into ``body``."""
-    v0 = event.get('learning_ids', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is list and all(type(v1) is str for v1 in v0)):
-        return False
-    body['learning_ids'] = list(v0)
-    return True
-
-
-def _matched(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``matched`` of ``event`` into ``body``."""
-    v0 = event.get('matched', _ABSENT)
-    if v0 is _ABSENT:
-        body['matched'] = []
-    elif type(v0) is list and all(type(v1) is str for v1 in v0):
-        body['matched'] = list(v0)
-    else:
-        return False
-    return True
-
-
-def _purpose(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``purpose`` of ``event`` into ``body``."""
-    v0 = event.get('purpose', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and v0 in ('context', 'recall')):
-        return False
-    body['purpose'] = v0
-    return True
-
-
-def _reader(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``reader`` of ``event`` into ``body``."""
-    v0 = event.get('reader', _ABSENT)
-    if v0 is _ABSENT or type(v0) is not str:
-        return False
-    body['reader'] = v0
-    return True
-
-
-def _query(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``query`` of ``event`` into ``body``."""
-    v0 = event.get('query', _ABSENT)
-    if v0 is _ABSENT:
-        body['query'] = None
-    elif (v0 is None or (type(v0) is str)):
-        body['query'] = (None if v0 is None else v0)
-    else:
-        return False
-    return True
-
-
-def _learning_ids_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``learning_ids`` of ``event`` into ``body``."""
-    v0 = event.get('learning_ids', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is list and len(v0) >= 1 and all(type(v1) is str for v1 in v0)):
-        return False
-    body['learning_ids'] = list(v0)
-    return True
-
-
-def _reason_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``reason`` of ``event`` into ``body``."""
-    v0 = event.get('reason', _ABSENT)
-    if v0 is _ABSENT or type(v0) is not str:
-        return False
-    body['reason'] = v0
-    return True
-
-
-def _path(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``path`` of ``event`` into ``body``."""
-    v0 = event.get('path', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return False
-    body['path'] = v0
-    return True
-
-
-def _size(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``size`` of ``event`` into ``body``."""
-    v0 = event.get('size', _ABSENT)
-    if v0 is _ABSENT:
-        body['size'] = None
-    elif (v0 is None or (type(v0) is int and v0 >= 0)):
-        body['size'] = (None if v0 is None else v0)
-    else:
-        return False
-    return True
-
-
-def _sha256(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``sha256`` of ``event`` into ``body``."""
-    v0 = event.get('sha256', _ABSENT)
-    if v0 is not _ABSENT:
-        return False
-    body['sha256'] = None
-    return True
-
-
-def _subject(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``subject`` of ``event`` into ``body``."""
-    v0 = event.get('subject', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and v0 in ('user', 'session')):
-        return False
-    body['subject'] = v0
-    return True
-
-
-def _name(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``name`` of ``event`` into ``body``."""
-    v0 = event.get('name', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return False
-    body['name'] = v0
-    return True
-
-
-def _by_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``by`` of ``event`` into ``body``."""
-    v0 = event.get('by', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 200):
-        return False
-    body['by'] = v0
-    return True
-
-
-def _sessions(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``sessions`` of ``event`` into ``body``."""
-    v0 = event.get('sessions', _ABSENT)
-    if v0 is _ABSENT:
-        body['sessions'] = []
-    elif type(v0) is list and all(type(v1) is str for v1 in v0):
-        body['sessions'] = list(v0)
-    else:
-        return False
-    return True
-
-
-def _keys(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``keys`` of ``event`` into ``body``."""
-    v0 = event.get('keys', _ABSENT)
-    if v0 is _ABSENT:
-        body['keys'] = []
-    elif type(v0) is list and all(type(v1) is str for v1 in v0):
-        body['keys'] = list(v0)
-    else:
-        return False
-    return True
-
-
-def _old_path(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``old_path`` of ``event`` into ``body``."""
-    v0 = event.get('old_path', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 4096):
-        return False
-    body['old_path'] = v0
-    return True
-
-
-def _new_path(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``new_path`` of ``event`` into ``body``."""
-    v0 = event.get('new_path', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 4096):
-        return False
-    body['new_path'] = v0
-    return True
-
-
-def _path_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``path`` of ``event`` into ``body``."""
-    v0 = event.get('path', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 4096):
-        return False
-    body['path'] = v0
-    return True
-
-
-def _all(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``all`` of ``event`` into ``body``."""
-    v0 = event.get('all', _ABSENT)
-    if v0 is _ABSENT:
-        body['all'] = False
-    elif type(v0) is bool:
-        body['all'] = v0
-    else:
-        return False
-    return True
-
-
-def _body_params(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``body_params`` of ``event`` into ``body``."""
-    v0 = event.get('body_params', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 2):
-        return False
-    body['body_params'] = v0
-    return True
-
-
-def _messages_at(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``messages_at`` of ``event`` into ``body``."""
-    v0 = event.get('messages_at', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is int and v0 >= 0):
-        return False
-    body['messages_at'] = v0
-    return True
-
-
-def _reused(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``reused`` of ``event`` into ``body``."""
-    v0 = event.get('reused', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is int and v0 >= 0):
-        return False
-    body['reused'] = v0
-    return True
-
-
-def _added(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``added`` of ``event`` into ``body``."""
-    v0 = event.get('added', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is list and all(type(v1) is str for v1 in v0)):
-        return False
-    body['added'] = list(v0)
-    return True
-
-
-def _body(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``body`` of ``event`` into ``body``."""
-    v0 = event.get('body', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 2):
-        return False
-    body['body'] = v0
-    return True
-
-
-def _compacted(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``compacted`` of ``event`` into ``body``."""
-    v0 = event.get('compacted', _ABSENT)
-    if v0 is _ABSENT:
-        body['compacted'] = False
-    elif type(v0) is bool:
-        body['compacted'] = v0
-    else:
-        return False
-    return True
-
-
-def _applied_edits(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``applied_edits`` of ``event`` into ``body``."""
-    v0 = event.get('applied_edits', _ABSENT)
-    if v0 is _ABSENT:
-        body['applied_edits'] = 0
-    elif type(v0) is int and v0 >= 0:
-        body['applied_edits'] = v0
-    else:
-        return False
-    return True
-
-
-def _library_no(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``library_no`` of ``event`` into ``body``."""
-    v0 = event.get('library_no', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is int and v0 >= 1):
-        return False
-    body['library_no'] = v0
-    return True
-
-
-def _reason_3(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``reason`` of ``event`` into ``body``."""
-    v0 = event.get('reason', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1 and len(v0) <= 500):
-        return False
-    body['reason'] = v0
-    return True
-
-
-def _project_2(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``project`` of ``event`` into ``body``."""
-    v0 = event.get('project', _ABSENT)
-    if v0 is not _ABSENT and v0 is not None:
-        if type(v0) is not str:
-            return False
-        body['project'] = v0
-    return True
-
-
-def _of_seq(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``of_seq`` of ``event`` into ``body``."""
-    v0 = event.get('of_seq', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is int and v0 >= 1):
-        return False
-    body['of_seq'] = v0
-    return True
-
-
-def _namespace(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``namespace`` of ``event`` into ``body``."""
-    v0 = event.get('namespace', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is list and len(v0) >= 1 and all(type(v1) is str and len(v1) >= 1 for v1 in v0)):
-        return False
-    body['namespace'] = list(v0)
-    return True
-
-
-def _key(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``key`` of ``event`` into ``body``."""
-    v0 = event.get('key', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return False
-    body['key'] = v0
-    return True
-
-
-def _value(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``value`` of ``event`` into ``body``."""
-    v0 = event.get('value', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-        return False
-    body['value'] = dict(v0)
-    return True
-
-
-def _index(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``index`` of ``event`` into ``body``."""
-    v0 = event.get('index', _ABSENT)
-    if v0 is _ABSENT:
-        body['index'] = True
-    elif (type(v0) is list and all(type(v1) is str for v1 in v0)) or (type(v0) is bool):
-        body['index'] = (list(v0) if type(v0) is list and all(type(v1) is str for v1 in v0) else v0)
-    else:
-        return False
-    return True
-
-
-def _ttl(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``ttl`` of ``event`` into ``body``."""
-    v0 = event.get('ttl', _ABSENT)
-    if v0 is _ABSENT:
-        body['ttl'] = None
-    elif (v0 is None or (type(v0) is float and isfinite(v0) and v0 > 0)):
-        body['ttl'] = (None if v0 is None else v0)
-    else:
-        return False
-    return True
-
-
-def _reason_4(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``reason`` of ``event`` into ``body``."""
-    v0 = event.get('reason', _ABSENT)
-    if v0 is _ABSENT:
-        body['reason'] = 'deleted'
-    elif type(v0) is str and v0 in ('deleted', 'expired'):
-        body['reason'] = v0
-    else:
-        return False
-    return True
-
-
-def _checkpoint_ns(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``checkpoint_ns`` of ``event`` into ``body``."""
-    v0 = event.get('checkpoint_ns', _ABSENT)
-    if v0 is _ABSENT:
-        body['checkpoint_ns'] = ''
-    elif type(v0) is str:
-        body['checkpoint_ns'] = v0
-    else:
-        return False
-    return True
-
-
-def _checkpoint_id(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``checkpoint_id`` of ``event`` into ``body``."""
-    v0 = event.get('checkpoint_id', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return False
-    body['checkpoint_id'] = v0
-    return True
-
-
-def _parent_id(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``parent_id`` of ``event`` into ``body``."""
-    v0 = event.get('parent_id', _ABSENT)
-    if v0 is _ABSENT:
-        body['parent_id'] = None
-    elif (v0 is None or (type(v0) is str)):
-        body['parent_id'] = (None if v0 is None else v0)
-    else:
-        return False
-    return True
-
-
-def _checkpoint(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``checkpoint`` of ``event`` into ``body``."""
-    v0 = event.get('checkpoint', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-        return False
-    body['checkpoint'] = dict(v0)
-    return True
-
-
-def _metadata(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``metadata`` of ``event`` into ``body``."""
-    v0 = event.get('metadata', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is dict and _STR.issuperset(map(type, v0))):
-        return False
-    body['metadata'] = dict(v0)
-    return True
-
-
-def _blobs(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``blobs`` of ``event`` into ``body``."""
-    v0 = event.get('blobs', _ABSENT)
-    if v0 is _ABSENT:
-        body['blobs'] = {}
-    elif type(v0) is dict and _STR.issuperset(map(type, v0)):
-        body['blobs'] = dict(v0)
-    else:
-        return False
-    return True
-
-
-def _task_id(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``task_id`` of ``event`` into ``body``."""
-    v0 = event.get('task_id', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is str and len(v0) >= 1):
-        return False
-    body['task_id'] = v0
-    return True
-
-
-def _task_path(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``task_path`` of ``event`` into ``body``."""
-    v0 = event.get('task_path', _ABSENT)
-    if v0 is _ABSENT:
-        body['task_path'] = ''
-    elif type(v0) is str:
-        body['task_path'] = v0
-    else:
-        return False
-    return True
-
-
-def _writes(event: dict[str, Any], body: dict[str, Any]) -> bool:
-    """Check ``writes`` of ``event`` into ``body``."""
-    v0 = event.get('writes', _ABSENT)
-    if v0 is _ABSENT or not (type(v0) is list and all(type(v1) is dict and _STR.issuperset(map(type, v1)) for v1 in v0)):
-        return False
-    body['writes'] = [dict(v1) for v1 in v0]
-    return True
-
-
-CHECKS: dict[str, tuple[frozenset[str], tuple[_Check, ...]]] = {
+def _optional_value(p0: type[Any], p1: int, p2: int) -> Check:
+    """The check of a field left out when absent."""
+    return lambda v0: ABSENT if v0 is ABSENT or v0 is None else v0 if type(v0) is p0 and len(v0) >= p1 and len(v0) <= p2 else REFUSED
+
+
+def _unchecked() -> Check:
+    """The check of a field left out when absent, pydantic's to check when given."""
+    return lambda v0: ABSENT if v0 is ABSENT or v0 is None else REFUSED
+
+
+def _optional_dict(p0: type[Any]) -> Check:
+    """The check of a field left out when absent."""
+    return lambda v0: ABSENT if v0 is ABSENT or v0 is None else dict(v0) if type(v0) is p0 and _STR.issuperset(map(type, v0)) else REFUSED
+
+
+def _required_value(p0: type[Any]) -> Check:
+    """A required field's check."""
+    return lambda v0: v0 if v0 is not ABSENT and type(v0) is p0 else REFUSED
+
+
+def _required_value_2(p0: type[Any], p1: int) -> Check:
+    """A required field's check."""
+    return lambda v0: v0 if v0 is not ABSENT and type(v0) is p0 and len(v0) >= p1 else REFUSED
+
+
+def _defaulted_dict(p0: type[Any]) -> Check:
+    """The check of a field given its default when absent."""
+    return lambda v0: {} if v0 is ABSENT else dict(v0) if type(v0) is p0 and _STR.issuperset(map(type, v0)) else REFUSED
+
+
+def _required_any() -> Check:
+    """A required field's check."""
+    return lambda v0: v0 if v0 is not ABSENT else REFUSED
+
+
+def _optional_value_2(p0: type[Any]) -> Check:
+    """The check of a field left out when absent."""
+    return lambda v0: ABSENT if v0 is ABSENT or v0 is None else v0 if type(v0) is p0 else REFUSED
+
+
+def _defaulted_value(p0: type[Any], p1: bool | str) -> Check:
+    """The check of a field given its default when absent."""
+    return lambda v0: p1 if v0 is ABSENT else v0 if type(v0) is p0 else REFUSED
+
+
+def _defaulted_nullable_value(p0: type[Any], p1: None) -> Check:
+    """The check of a field given its default when absent."""
+    return lambda v0: p1 if v0 is ABSENT else (None if v0 is None else v0) if (v0 is None or (type(v0) is p0)) else REFUSED
+
+
+def _required_value_3(p0: type[Any], p1: int, p2: int) -> Check:
+    """A required field's check."""
+    return lambda v0: v0 if v0 is not ABSENT and type(v0) is p0 and len(v0) >= p1 and len(v0) <= p2 else REFUSED
+
+
+def _required_literal(p0: type[Any], p1: tuple[str, ...]) -> Check:
+    """A required field's check."""
+    return lambda v0: v0 if v0 is not ABSENT and type(v0) is p0 and v0 in p1 else REFUSED
+
+
+def _default_only() -> Check:
+    """The check of a field given its default, pydantic's to check when given."""
+    return lambda v0: [] if v0 is ABSENT else REFUSED
+
+
+def _optional_value_3(p0: type[Any], p1: int) -> Check:
+    """The check of a field left out when absent."""
+    return lambda v0: ABSENT if v0 is ABSENT or v0 is None else v0 if type(v0) is p0 and len(v0) <= p1 else REFUSED
+
+
+def _optional_literal(p0: type[Any], p1: tuple[str, ...]) -> Check:
+    """The check of a field left out when absent."""
+    return lambda v0: ABSENT if v0 is ABSENT or v0 is None else v0 if type(v0) is p0 and v0 in p1 else REFUSED
+
+
+def _required_list(p0: type[Any], p1: type[Any]) -> Check:
+    """A required field's check."""
+    return lambda v0: list(v0) if v0 is not ABSENT and type(v0) is p1 and all(type(v1) is p0 for v1 in v0) else REFUSED
+
+
+def _defaulted_list(p0: type[Any], p1: type[Any]) -> Check:
+    """The check of a field given its default when absent."""
+    return lambda v0: [] if v0 is ABSENT else list(v0) if type(v0) is p1 and all(type(v1) is p0 for v1 in v0) else REFUSED
+
+
+def _required_list_2(p0: type[Any], p1: type[Any], p2: int) -> Check:
+    """A required field's check."""
+    return lambda v0: list(v0) if v0 is not ABSENT and type(v0) is p1 and len(v0) >= p2 and all(type(v1) is p0 for v1 in v0) else REFUSED
+
+
+def _defaulted_nullable_value_2(p0: type[Any], p1: int, p2: None) -> Check:
+    """The check of a field given its default when absent."""
+    return lambda v0: p2 if v0 is ABSENT else (None if v0 is None else v0) if (v0 is None or (type(v0) is p0 and v0 >= p1)) else REFUSED
+
+
+def _default_only_2(p0: None) -> Check:
+    """The check of a field given its default, pydantic's to check when given."""
+    return lambda v0: p0 if v0 is ABSENT else REFUSED
+
+
+def _required_value_4(p0: type[Any], p1: int) -> Check:
+    """A required field's check."""
+    return lambda v0: v0 if v0 is not ABSENT and type(v0) is p0 and v0 >= p1 else REFUSED
+
+
+def _defaulted_value_2(p0: type[Any], p1: int, p2: int) -> Check:
+    """The check of a field given its default when absent."""
+    return lambda v0: p2 if v0 is ABSENT else v0 if type(v0) is p0 and v0 >= p1 else REFUSED
+
+
+def _required_list_3(p0: type[Any], p1: int, p2: type[Any], p3: int) -> Check:
+    """A required field's check."""
+    return lambda v0: list(v0) if v0 is not ABSENT and type(v0) is p2 and len(v0) >= p3 and all(type(v1) is p0 and len(v1) >= p1 for v1 in v0) else REFUSED
+
+
+def _required_dict(p0: type[Any]) -> Check:
+    """A required field's check."""
+    return lambda v0: dict(v0) if v0 is not ABSENT and type(v0) is p0 and _STR.issuperset(map(type, v0)) else REFUSED
+
+
+def _defaulted_union(p0: type[Any], p1: type[Any], p2: type[Any], p3: bool) -> Check:
+    """The check of a field given its default when absent."""
+    return lambda v0: p3 if v0 is ABSENT else (list(v0) if type(v0) is p1 and all(type(v1) is p0 for v1 in v0) else v0) if (type(v0) is p1 and all(type(v1) is p0 for v1 in v0)) or (type(v0) is p2) else REFUSED
+
+
+def _defaulted_nullable_float(p0: type[Any], p1: int, p2: None) -> Check:
+    """The check of a field given its default when absent."""
+    return lambda v0: p2 if v0 is ABSENT else (None if v0 is None else v0) if (v0 is None or (type(v0) is p0 and isfinite(v0) and v0 > p1)) else REFUSED
+
+
+def _defaulted_literal(p0: type[Any], p1: tuple[str, ...], p2: str) -> Check:
+    """The check of a field given its default when absent."""
+    return lambda v0: p2 if v0 is ABSENT else v0 if type(v0) is p0 and v0 in p1 else REFUSED
+
+
+def _required_list_4(p0: type[Any], p1: type[Any]) -> Check:
+    """A required field's check."""
+    return lambda v0: [dict(v1) for v1 in v0] if v0 is not ABSENT and type(v0) is p1 and all(type(v1) is p0 and _STR.issuperset(map(type, v1)) for v1 in v0) else REFUSED
+
+
+ENVELOPE: tuple[tuple[str, Check], ...] = (('id', _optional_value(str, 1, 200)), ('ts', _unchecked()), ('meta', _optional_dict(dict)), ('origin', _unchecked()))
+"""The envelope's fields' checks (the same in every type), in order."""
+
+CHECKS: dict[str, tuple[frozenset[str], tuple[tuple[str, Check], ...]]] = {
     'user': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'content'}),
-        (_envelope, _content),
+        (('content', _required_value(str)),),
     ),
     'assistant': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'content'}),
-        (_envelope, _content),
+        (('content', _required_value(str)),),
     ),
     'thought': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'content'}),
-        (_envelope, _content),
+        (('content', _required_value(str)),),
     ),
     'action': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'tool', 'params'}),
-        (_envelope, _tool, _params),
+        (('tool', _required_value_2(str, 1)), ('params', _defaulted_dict(dict))),
     ),
     'observation': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'result', 'action_id', 'is_error'}),
-        (_envelope, _result, _action_id, _is_error),
+        (('result', _required_any()), ('action_id', _optional_value_2(str)), ('is_error', _defaulted_value(bool, False))),
     ),
     'imported': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'kind', 'text'}),
-        (_envelope, _kind, _text),
+        (('kind', _required_value(str)), ('text', _defaulted_value(str, ''))),
     ),
     'session_started': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'task', 'phase'}),
-        (_envelope, _user, _agent, _project, _task, _phase),
+        (('user', _unchecked()), ('agent', _unchecked()), ('project', _unchecked()), ('task', _defaulted_nullable_value(str, None)), ('phase', _defaulted_nullable_value(str, None))),
     ),
     'session_assigned': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'by'}),
-        (_envelope, _user, _agent, _project, _by),
+        (('user', _unchecked()), ('agent', _unchecked()), ('project', _unchecked()), ('by', _defaulted_nullable_value(str, None))),
     ),
     'session_ended': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'status'}),
-        (_envelope, _status),
+        (('status', _required_value_3(str, 1, 200)),),
     ),
     'phase_changed': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'phase'}),
-        (_envelope, _phase_2),
+        (('phase', _required_value_3(str, 1, 200)),),
     ),
     'learning': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'learning_id', 'kind', 'text', 'scope', 'evidence', 'source', 'explicit'}),
-        (_envelope, _user, _agent, _project, _learning_id, _kind_2, _text_2, _scope, _evidence, _source, _explicit),
+        (('user', _unchecked()), ('agent', _unchecked()), ('project', _unchecked()), ('learning_id', _required_value_3(str, 1, 200)), ('kind', _required_literal(str, ('correction', 'preference', 'pattern', 'decision', 'error_fix', 'anchor'))), ('text', _required_value_3(str, 1, 20000)), ('scope', _required_literal(str, ('session', 'project', 'global'))), ('evidence', _default_only()), ('source', _required_literal(str, ('extractive', 'anthropic', 'user'))), ('explicit', _defaulted_value(bool, False))),
     ),
     'learning_feedback': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'learning_id', 'verdict', 'by', 'reason', 'actor'}),
-        (_envelope, _learning_id_2, _verdict, _by, _reason, _actor),
+        (('learning_id', _required_value_2(str, 1)), ('verdict', _required_literal(str, ('confirmed', 'rejected', 'superseded'))), ('by', _defaulted_nullable_value(str, None)), ('reason', _defaulted_value(str, '')), ('actor', _optional_value_3(str, 200))),
     ),
     'learning_edited': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'learning_id', 'text', 'scope', 'actor', 'reason'}),
-        (_envelope, _learning_id, _text_3, _scope_2, _actor_2, _reason),
+        (('learning_id', _required_value_3(str, 1, 200)), ('text', _optional_value(str, 1, 20000)), ('scope', _optional_literal(str, ('session', 'project', 'global'))), ('actor', _required_value_3(str, 1, 200)), ('reason', _defaulted_value(str, ''))),
     ),
     'memory_accessed': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'learning_ids', 'matched', 'purpose', 'reader', 'query'}),
-        (_envelope, _user, _agent, _project, _learning_ids, _matched, _purpose, _reader, _query),
+        (('user', _unchecked()), ('agent', _unchecked()), ('project', _unchecked()), ('learning_ids', _required_list(str, list)), ('matched', _defaulted_list(str, list)), ('purpose', _required_literal(str, ('context', 'recall'))), ('reader', _required_value(str)), ('query', _defaulted_nullable_value(str, None))),
     ),
     'archived': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'learning_ids', 'reason'}),
-        (_envelope, _learning_ids_2, _reason_2),
+        (('learning_ids', _required_list_2(str, list, 1)), ('reason', _required_value(str))),
     ),
     'restored': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'learning_id'}),
-        (_envelope, _learning_id_2),
+        (('learning_id', _required_value_2(str, 1)),),
     ),
     'source_indexed': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'path', 'size', 'sha256', 'user'}),
-        (_envelope, _path, _size, _sha256, _user),
+        (('path', _required_value_2(str, 1)), ('size', _defaulted_nullable_value_2(int, 0, None)), ('sha256', _default_only_2(None)), ('user', _unchecked())),
     ),
     'forgotten': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'subject', 'name', 'by', 'sessions', 'keys'}),
-        (_envelope, _subject, _name, _by_2, _sessions, _keys),
+        (('subject', _required_literal(str, ('user', 'session'))), ('name', _required_value_3(str, 1, 200)), ('by', _required_value_3(str, 1, 200)), ('sessions', _defaulted_list(str, list)), ('keys', _defaulted_list(str, list))),
     ),
     'memory_file_renamed': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'actor', 'old_path', 'new_path'}),
-        (_envelope, _user, _agent, _project, _actor, _old_path, _new_path),
+        (('user', _unchecked()), ('agent', _unchecked()), ('project', _unchecked()), ('actor', _optional_value_3(str, 200)), ('old_path', _required_value_3(str, 1, 4096)), ('new_path', _required_value_3(str, 1, 4096))),
     ),
     'memory_file_deleted': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'user', 'agent', 'project', 'actor', 'path', 'all'}),
-        (_envelope, _user, _agent, _project, _actor, _path_2, _all),
+        (('user', _unchecked()), ('agent', _unchecked()), ('project', _unchecked()), ('actor', _optional_value_3(str, 200)), ('path', _required_value_3(str, 1, 4096)), ('all', _defaulted_value(bool, False))),
     ),
     'messages_request': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'body_params', 'messages_at', 'reused', 'added'}),
-        (_envelope, _body_params, _messages_at, _reused, _added),
+        (('body_params', _required_value_2(str, 2)), ('messages_at', _required_value_4(int, 0)), ('reused', _required_value_4(int, 0)), ('added', _required_list(str, list))),
     ),
     'messages_response': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'body', 'compacted', 'applied_edits'}),
-        (_envelope, _body, _compacted, _applied_edits),
+        (('body', _required_value_2(str, 2)), ('compacted', _defaulted_value(bool, False)), ('applied_edits', _defaulted_value_2(int, 0, 0))),
     ),
     'visualized': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'library_no', 'reason', 'project'}),
-        (_envelope, _library_no, _reason_3, _project_2),
+        (('library_no', _required_value_4(int, 1)), ('reason', _required_value_3(str, 1, 500)), ('project', _optional_value_2(str))),
     ),
     'item_popped': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'of_seq'}),
-        (_envelope, _of_seq),
+        (('of_seq', _required_value_4(int, 1)),),
     ),
     'items_cleared': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin'}),
-        (_envelope,),
+        (),
     ),
     'store_put': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'namespace', 'key', 'value', 'index', 'ttl'}),
-        (_envelope, _namespace, _key, _value, _index, _ttl),
+        (('namespace', _required_list_3(str, 1, list, 1)), ('key', _required_value_2(str, 1)), ('value', _required_dict(dict)), ('index', _defaulted_union(str, list, bool, True)), ('ttl', _defaulted_nullable_float(float, 0, None))),
     ),
     'store_deleted': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'namespace', 'key', 'reason'}),
-        (_envelope, _namespace, _key, _reason_4),
+        (('namespace', _required_list_3(str, 1, list, 1)), ('key', _required_value_2(str, 1)), ('reason', _defaulted_literal(str, ('deleted', 'expired'), 'deleted'))),
     ),
     'checkpoint': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'checkpoint_ns', 'checkpoint_id', 'parent_id', 'checkpoint', 'metadata', 'blobs'}),
-        (_envelope, _checkpoint_ns, _checkpoint_id, _parent_id, _checkpoint, _metadata, _blobs),
+        (('checkpoint_ns', _defaulted_value(str, '')), ('checkpoint_id', _required_value_2(str, 1)), ('parent_id', _defaulted_nullable_value(str, None)), ('checkpoint', _required_dict(dict)), ('metadata', _required_dict(dict)), ('blobs', _defaulted_dict(dict))),
     ),
     'checkpoint_writes': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin', 'checkpoint_ns', 'checkpoint_id', 'task_id', 'task_path', 'writes'}),
-        (_envelope, _checkpoint_ns, _checkpoint_id, _task_id, _task_path, _writes),
+        (('checkpoint_ns', _defaulted_value(str, '')), ('checkpoint_id', _required_value_2(str, 1)), ('task_id', _required_value_2(str, 1)), ('task_path', _defaulted_value(str, '')), ('writes', _required_list_4(dict, list))),
     ),
     'thread_deleted': (
         frozenset({'type', 'id', 'ts', 'meta', 'origin'}),
-        (_envelope,),
+        (),
     ),
 }
-"""By type: the fields an event may have, and the functions checking them in order."""
+"""By type: the fields an event may have, and its own fields' checks, in order."""

@@ -18,7 +18,16 @@ from typing import Any
 
 import orjson
 
-from eventlog.fast_input import CHECKS, SCHEMA_VERSION
+from eventlog.fast_input import CHECKS, ENVELOPE, SCHEMA_VERSION
+from eventlog.field_check import ABSENT, REFUSED, Check
+
+_ENVELOPE_FIELDS = frozenset(name for name, _ in ENVELOPE)
+_Checks = tuple[tuple[str, Check], ...]
+_KNOWN: dict[str, tuple[frozenset[str], _Checks, _Checks]] = {
+    kind: (fields, checks, ENVELOPE + checks) for kind, (fields, checks) in CHECKS.items()
+}
+"""By type: the fields an event may have, its checks when it gives none of the envelope's (as
+the most do: one test passes over those), and its checks when it does."""
 
 
 def input_bodies(items: list[Any]) -> list[dict[str, Any]] | None:
@@ -29,13 +38,16 @@ def input_bodies(items: list[Any]) -> list[dict[str, Any]] | None:
         if type(item) is not dict:
             return None
         kind = item.get("type")
-        check = CHECKS.get(kind) if type(kind) is str else None
-        if check is None or not item.keys() <= check[0]:
+        known = _KNOWN.get(kind) if type(kind) is str else None
+        if known is None or not item.keys() <= known[0]:
             return None
-        body: dict[str, Any] = {"type": kind}  # the type's checks fill in the rest, in order
-        for field in check[1]:
-            if not field(item, body):
+        body: dict[str, Any] = {"type": kind}  # the checks fill in the rest, in order
+        for name, field in known[1] if item.keys().isdisjoint(_ENVELOPE_FIELDS) else known[2]:
+            value = field(item.get(name, ABSENT))
+            if value is REFUSED:
                 return None
+            if value is not ABSENT:
+                body[name] = value
         bodies.append(body)
     return bodies
 

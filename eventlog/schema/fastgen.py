@@ -12,18 +12,20 @@ pydantic's path returns (the same keys in the same order, new dicts and lists wh
 makes new ones, the values it keeps kept): ``tests/eventlog/test_fast_input.py`` holds the two
 equal on generated events. Run by ``python -m eventlog.schema.emit``, never at run time.
 
-Each distinct field check is written once, as a function, and ``CHECKS`` lists by type the
-fields an event may have and the functions checking them; ``eventlog.plain.input_bodies`` runs
-them, returning the bodies pydantic's path returns when it is certain of every event of a
-batch, and None when it is not (an error, a value pydantic would coerce, a field it does not
-check): the caller then validates with pydantic (``eventlog.prepare``), so errors and stored
-bytes are the same.
+A check is a function of a field's value (``eventlog.field_check``). Each distinct one is
+written once, as a function of its constants (types, bounds, a literal's values, a default)
+making it, so fields checked alike but for those share it; ``ENVELOPE`` and ``CHECKS`` (by
+type, after the fields an event may have) list fields with the checks of them, made with their
+constants: data the checks read. ``eventlog.plain.input_bodies`` runs them, returning the
+bodies pydantic's path returns when it is certain of every event of a batch, and None when it
+is not (an error, a value pydantic would coerce, a field it does not check): the caller then
+validates with pydantic (``eventlog.prepare``), so errors and stored bytes are the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from eventlog.schema.models import SCHEMA, SCHEMA_VERSION, Schema
 
@@ -33,13 +35,12 @@ not edit."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from math import isfinite
 from typing import Any
 
-_ABSENT: Any = object()
+from eventlog.field_check import ABSENT, REFUSED, Check
+
 _STR = frozenset({str})
-_Check = Callable[[dict[str, Any], dict[str, Any]], bool]  # one field's: into the body
 '''
 
 
@@ -56,39 +57,69 @@ def _keys(schema: Mapping[str, Any], *allowed: str) -> None:
         raise Unsupported(f"{schema['type']} with {sorted(extra)}")
 
 
-def _bounds(schema: Mapping[str, Any], value: str, measure: str) -> list[str]:
+_Const = Callable[[Any], str]
+"""Writes a constant of a check (a type, a bound, a literal's values, a default) into its
+source."""
+
+
+def _source(value: Any) -> str:
+    """A constant of a check as source: a type by its (builtin) name, a value by its repr."""
+    return value.__name__ if isinstance(value, type) else repr(value)
+
+
+class _Params:
+    """A ``_Const`` lifting the constants of one field's check out as the parameters ``p0``,
+    ``p1``... of the function writing it, so fields checked alike but for their name, bounds,
+    literals or defaults are checked by one function, made once per field with its values."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+
+    def __call__(self, value: Any) -> str:
+        self.values.append(value)
+        return f"p{len(self.values) - 1}"
+
+
+def _bounds(schema: Mapping[str, Any], value: str, measure: str, const: _Const) -> list[str]:
     tests = []
     if "min_length" in schema:
-        tests.append(f"{measure} >= {int(schema['min_length'])}")
+        tests.append(f"{measure} >= {const(int(schema['min_length']))}")
     if "max_length" in schema:
-        tests.append(f"{measure} <= {int(schema['max_length'])}")
+        tests.append(f"{measure} <= {const(int(schema['max_length']))}")
     for key, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
         if key in schema:
             bound = schema[key]
             if type(bound) not in (int, float):
                 raise Unsupported(f"bound {bound!r}")
-            tests.append(f"{value} {op} {bound!r}")
+            tests.append(f"{value} {op} {const(bound)}")
     return tests
 
 
-def _check(schema: Mapping[str, Any], value: str, depth: int) -> tuple[str, str]:
+def _check(schema: Mapping[str, Any], value: str, depth: int, const: _Const) -> tuple[str, str]:
     """(test, copy): a Python expression true when ``value`` (a name) is certainly valid
-    under ``schema``, and one that gives what pydantic stores for it then."""
+    under ``schema``, and one that gives what pydantic stores for it then; its constants
+    written by ``const``."""
     kind = schema["type"]
     if kind == "str":
         _keys(schema, "min_length", "max_length")
-        tests = [f"type({value}) is str", *_bounds(schema, value, f"len({value})")]
+        tests = [f"type({value}) is {const(str)}", *_bounds(schema, value, f"len({value})", const)]
         return " and ".join(tests), value
     if kind == "int":
         _keys(schema, "ge", "gt", "le", "lt")
-        return " and ".join([f"type({value}) is int", *_bounds(schema, value, "")]), value
+        return " and ".join(
+            [f"type({value}) is {const(int)}", *_bounds(schema, value, "", const)]
+        ), value
     if kind == "float":
         _keys(schema, "ge", "gt", "le", "lt")
-        tests = [f"type({value}) is float", f"isfinite({value})", *_bounds(schema, value, "")]
+        tests = [
+            f"type({value}) is {const(float)}",
+            f"isfinite({value})",
+            *_bounds(schema, value, "", const),
+        ]
         return " and ".join(tests), value
     if kind == "bool":
         _keys(schema)
-        return f"type({value}) is bool", value
+        return f"type({value}) is {const(bool)}", value
     if kind == "any":
         _keys(schema)
         return "True", value
@@ -97,16 +128,17 @@ def _check(schema: Mapping[str, Any], value: str, depth: int) -> tuple[str, str]
         expected = schema["expected"]
         if not expected or any(type(v) is not str for v in expected):
             raise Unsupported(f"literal of {expected!r}")
-        return f"type({value}) is str and {value} in {tuple(expected)!r}", value
+        return f"type({value}) is {const(str)} and {value} in {const(tuple(expected))}", value
     if kind == "nullable":
         _keys(schema, "schema")
-        test, copy = _check(schema["schema"], value, depth)
+        test, copy = _check(schema["schema"], value, depth, const)
         return f"({value} is None or ({test}))", f"(None if {value} is None else {copy})"
     if kind == "list":
         _keys(schema, "items_schema", "min_length", "max_length")
         item = f"v{depth + 1}"
-        test, copy = _check(schema.get("items_schema", {"type": "any"}), item, depth + 1)
-        tests = [f"type({value}) is list", *_bounds(schema, value, f"len({value})")]
+        items = schema.get("items_schema", {"type": "any"})
+        test, copy = _check(items, item, depth + 1, const)
+        tests = [f"type({value}) is {const(list)}", *_bounds(schema, value, f"len({value})", const)]
         if test != "True":
             tests.append(f"all({test} for {item} in {value})")
         made = f"list({value})" if copy == item else f"[{copy} for {item} in {value}]"
@@ -116,13 +148,14 @@ def _check(schema: Mapping[str, Any], value: str, depth: int) -> tuple[str, str]
         if schema.get("keys_schema", {"type": "str"}) != {"type": "str"}:
             raise Unsupported(f"dict keys {schema.get('keys_schema')}")
         key, item = f"k{depth + 1}", f"v{depth + 1}"
-        test, copy = _check(schema.get("values_schema", {"type": "any"}), item, depth + 1)
+        values = schema.get("values_schema", {"type": "any"})
+        test, copy = _check(values, item, depth + 1, const)
         every = (
             f"_STR.issuperset(map(type, {value}))"
             if test == "True"
-            else f"all(type({key}) is str and {test} for {key}, {item} in {value}.items())"
+            else f"all(type({key}) is {const(str)} and {test} for {key}, {item} in {value}.items())"
         )
-        tests = [f"type({value}) is dict", every]
+        tests = [f"type({value}) is {const(dict)}", every]
         made = (
             f"dict({value})"
             if copy == item
@@ -131,7 +164,7 @@ def _check(schema: Mapping[str, Any], value: str, depth: int) -> tuple[str, str]
         return " and ".join(tests), made
     if kind == "union":
         _keys(schema, "choices")
-        choices = [_check(c, value, depth) for c in schema["choices"]]
+        choices = [_check(c, value, depth, const) for c in schema["choices"]]
         heads = [_head(c) for c in schema["choices"]]
         if len(set(heads)) != len(heads):  # smart mode picks among overlapping types
             raise Unsupported(f"union of {heads}")
@@ -155,7 +188,7 @@ def _head(schema: Mapping[str, Any]) -> str:
 _DEFAULTS = (type(None), bool, int, str, float)
 
 
-def _default(inner: Mapping[str, Any]) -> str:
+def _default(inner: Mapping[str, Any], const: _Const) -> str:
     """The source of a field's default, as pydantic gives it (a new dict or list each time)."""
     _keys(inner, "schema", "default", "default_factory", "default_factory_takes_data")
     if inner.get("default_factory_takes_data"):
@@ -169,69 +202,77 @@ def _default(inner: Mapping[str, Any]) -> str:
         raise Unsupported(f"default factory {factory!r}")
     if type(inner["default"]) not in _DEFAULTS:
         raise Unsupported(f"default {inner['default']!r}")
-    return repr(inner["default"])
+    return const(inner["default"])
 
 
-def _failed(test: str) -> str:
-    """The negation of ``test``, as a linter would write it."""
-    if test.count(" is ") == 1 and " and " not in test and " or " not in test:
-        return test.replace(" is ", " is not ")
-    return f"not ({test})"
+def _label(schema: Mapping[str, Any]) -> str:
+    """What a field's values are, for the name of the function checking it (``nullable_value``)."""
+    kind = str(schema["type"])
+    if kind == "default":
+        return _label(schema["schema"])
+    if kind == "nullable":
+        return f"nullable_{_label(schema['schema'])}"
+    return "value" if kind in ("str", "int", "bool") else kind  # checked alike, by type
 
 
-def _field(field: str, spec: Mapping[str, Any], none_spec: Mapping[str, Any]) -> list[str]:
-    """The statements checking one field of an input event (``v0``) into ``body``, from its
-    typed dict field in pydantic's validator (``spec``) and in the one that takes a None for
-    the fields left out when None (``none_spec``); raises ``Unsupported`` when no event of
-    the type can be checked (a required field the checks do not take, a default they cannot
-    write)."""
-    get = f"    v0 = event.get({field!r}, _ABSENT)"
+class _Written(NamedTuple):
+    """One field's check: an expression of its value ``v0`` (``ABSENT`` when the event has
+    none) giving what the body stores, ``ABSENT`` to store nothing, ``REFUSED`` when the checks
+    are not certain, its constants ``values``; what it does with the field (``mode``, a key of
+    ``_DOCS``) and what the field's values are (``kind``) name the function making it."""
+
+    mode: str
+    kind: str
+    expression: str
+    values: list[Any]
+
+
+def _grouped(test: str) -> str:
+    """``test`` (an expression) as the operand of an ``and``."""
+    return f"({test})" if " or " in test else test
+
+
+_Checks = list[tuple[str, _Written]]
+"""Fields' checks, each by its field's name."""
+
+
+def _field(spec: Mapping[str, Any], none_spec: Mapping[str, Any]) -> _Written:
+    """The check of one field of an input event, from its typed dict field in pydantic's
+    validator (``spec``) and in the one that takes a None for the fields left out when None
+    (``none_spec``), its constants the parameters ``p0``... (``_Params``). Raises
+    ``Unsupported`` when no event of the type can be checked (a required field the checks do
+    not take, a default they cannot write)."""
+
     schema = spec["schema"]
+    const = _Params()
     if spec.get("required", True):
-        test, copy = _check(schema, "v0", 0)
-        return [
-            get,
-            "    if v0 is _ABSENT:"
-            if test == "True"
-            else f"    if v0 is _ABSENT or {_failed(test)}:",
-            "        return None",
-            f"    body[{field!r}] = {copy}",
-        ]
+        test, copy = _check(schema, "v0", 0, const)
+        given = "v0 is not ABSENT" + ("" if test == "True" else f" and {_grouped(test)}")
+        return _Written("required", _label(schema), f"{copy} if {given} else REFUSED", const.values)
     if schema["type"] != "default":  # no default: left out when absent (and None when dropped)
-        given = "v0 is not _ABSENT" + (" and v0 is not None" if none_spec != spec else "")
+        absent = "v0 is ABSENT" + (" or v0 is None" if none_spec != spec else "")
         try:
-            test, copy = _check(schema, "v0", 0)
+            test, copy = _check(schema, "v0", 0, const)
         except Unsupported:
-            return [get, f"    if {given}:", "        return None"]
-        return [
-            get,
-            f"    if {given}:",
-            f"        if {_failed(test)}:",
-            "            return None",
-            f"        body[{field!r}] = {copy}",
-        ]
+            return _Written("unchecked", "", f"ABSENT if {absent} else REFUSED", [])
+        expression = f"ABSENT if {absent} else {copy} if {test} else REFUSED"
+        return _Written("optional", _label(schema), expression, const.values)
     if none_spec != spec:
-        raise TypeError(f"{field}: a None here would be dropped only sometimes")
-    default = f"    body[{field!r}] = {_default(schema)}"
+        raise TypeError("a None here would be dropped only sometimes")
     try:
-        test, copy = _check(schema["schema"], "v0", 0)
+        test, copy = _check(schema["schema"], "v0", 0, const)
     except Unsupported:
-        return [get, "    if v0 is not _ABSENT:", "        return None", default]
-    return [
-        get,
-        "    if v0 is _ABSENT:",
-        f"    {default}",
-        f"    elif {test}:",
-        f"        body[{field!r}] = {copy}",
-        "    else:",
-        "        return None",
-    ]
+        const = _Params()  # the failed attempt's parameters left behind
+        expression = f"{_default(schema, const)} if v0 is ABSENT else REFUSED"
+        return _Written("default_only", "", expression, const.values)
+    expression = f"{_default(schema, const)} if v0 is ABSENT else {copy} if {test} else REFUSED"
+    return _Written("defaulted", _label(schema), expression, const.values)
 
 
-def _function(cls: type[Any], schema: Schema) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """A type's field names, and each field's statements checking it (``v0``) into ``body``,
-    from the typed dict schemas ``validation.input_bodies`` validates with, the envelope's
-    (``Event``'s) fields first as one; no statements when no event of the type can be
+def _function(cls: type[Any], schema: Schema) -> tuple[list[str], _Checks, _Checks]:
+    """A type's field names, and each field's check (``_field``) by the field's name, from
+    the typed dict schemas ``validation.input_bodies`` validates with: the envelope's
+    (``Event``'s) fields' and the type's own; no checks when no event of the type can be
     checked."""
     from eventlog.schema.envelopes import Event
     from eventlog.schema.validation import _dict_schema
@@ -249,68 +290,93 @@ def _function(cls: type[Any], schema: Schema) -> tuple[list[str], list[tuple[str
     envelope = [n for n in Event.model_fields if n != "type"]
     if names[: len(envelope) + 1] != ["type", *envelope]:
         raise TypeError(f"{cls.__name__}: expected 'type' and the envelope's fields first")
-    blocks: list[tuple[str, list[str]]] = [("envelope", [])]
+    checks: _Checks = []
     for field in names[1:]:
         spec = fields[field]
         if set(spec) - {"type", "schema", "metadata", "required"}:
             raise TypeError(f"{cls.__name__}.{field}: {sorted(spec)} is not handled")
         try:
-            checked = _field(field, spec, with_none["fields"][field])
+            checks.append((field, _field(spec, with_none["fields"][field])))
         except Unsupported:
-            return names, []  # every event of the type goes to pydantic
-        if field in envelope:
-            blocks[0][1].extend(checked)
-        else:
-            blocks.append((field, checked))
-    return names, blocks
+            return names, [], []  # every event of the type goes to pydantic
+    return names, checks[: len(envelope)], checks[len(envelope) :]
 
 
-def _helpers(
-    types: dict[str, list[tuple[str, list[str]]]],
-) -> tuple[str, dict[str, list[str]]]:
-    """Each distinct field check written once, as a function ``_<field>`` (``_<field>_2``...
-    where one field is checked differently in different types), and by type, the names of
-    the functions checking its fields, in order."""
-    named: dict[str, str] = {}  # a check's source -> its function's name
+_ANNOTATIONS = {int: "int", float: "float", str: "str", bool: "bool", type(None): "None"}
+_ANNOTATIONS |= {tuple: "tuple[str, ...]", type: "type[Any]"}  # a literal's values, a type
+
+_DOCS = {
+    "required": "A required field's check",
+    "optional": "The check of a field left out when absent",
+    "unchecked": "The check of a field left out when absent, pydantic's to check when given",
+    "defaulted": "The check of a field given its default when absent",
+    "default_only": "The check of a field given its default, pydantic's to check when given",
+}
+
+
+def _helpers(groups: list[_Checks]) -> tuple[str, list[list[str]]]:
+    """Each distinct check written once, as a function of the check's constants
+    (``_required_value``, ``_required_value_2``... where fields are checked differently)
+    making it, a constant's annotation naming the types it has in the fields using the
+    function; and for each group of fields, its fields with the calls making their checks, in
+    order."""
+    functions: dict[str, tuple[_Written, list[set[str]]]] = {}  # by expression: first, types
+    for checks in groups:
+        for _, written in checks:
+            annotations = [set[str]() for _ in written.values]
+            first, annotations = functions.setdefault(written.expression, (written, annotations))
+            for annotation, value in zip(annotations, written.values, strict=True):
+                annotation.add(_ANNOTATIONS[type(value)])
+    named: dict[str, str] = {}  # a check's expression -> its function's name
     sources, used = [], set()
-    by_type: dict[str, list[str]] = {}
-    for kind, blocks in types.items():
-        by_type[kind] = []
-        for field, lines in blocks:
-            body = "\n".join(line.replace("return None", "return False") for line in lines)
-            if body not in named:
-                name, n = f"_{field}", 1
-                while name in used:
-                    n += 1
-                    name = f"_{field}_{n}"
-                used.add(name)
-                named[body] = name
-                head = f"def {name}(event: dict[str, Any], body: dict[str, Any]) -> bool:"
-                doc = f'    """Check ``{field}`` of ``event`` into ``body``."""'
-                if field == "envelope":
-                    doc = '    """Check the envelope\'s fields of ``event`` into ``body``."""'
-                sources.append(f"\n\n{head}\n{doc}\n{body}\n    return True\n")
-            by_type[kind].append(named[body])
-    return "".join(sources), by_type
+    for expression, (first, annotations) in functions.items():
+        stem = f"_{first.mode}_{first.kind}" if first.kind else f"_{first.mode}"
+        name, n = stem, 1
+        while name in used:
+            n += 1
+            name = f"{stem}_{n}"
+        used.add(name)
+        named[expression] = name
+        params = ", ".join(f"p{i}: {' | '.join(sorted(a))}" for i, a in enumerate(annotations))
+        sources.append(
+            f"\n\ndef {name}({params}) -> Check:\n"
+            f'    """{_DOCS[first.mode]}."""\n'
+            f"    return lambda v0: {expression}\n"
+        )
+    calls = [
+        [
+            f"({field!r}, {named[written.expression]}({', '.join(map(_source, written.values))}))"
+            for field, written in checks
+        ]
+        for checks in groups
+    ]
+    return "".join(sources), calls
+
+
+def _listed(calls: list[str]) -> str:
+    """Fields' checks (``_helpers``) as the source of a tuple."""
+    return f"({', '.join(calls)}{',' if len(calls) == 1 else ''})"
 
 
 def emit_fast(schema: Schema = SCHEMA) -> str:
     """The source of ``eventlog/fast_input.py`` for ``schema``, in declaration order."""
     from eventlog.schema.envelopes import IMPORTER_FIELDS
 
-    types, fields = {}, {}
+    fields, envelopes, types = {}, [], []
     for kind, cls in schema.events.items():
-        names, blocks = _function(cls, schema)
-        if blocks:
-            types[kind], fields[kind] = blocks, names
-    helpers, by_type = _helpers(types)
-    if len({checks[0] for checks in by_type.values()}) != 1:
+        names, envelope, checks = _function(cls, schema)
+        if envelope:
+            fields[kind] = names
+            envelopes.append(envelope)
+            types.append(checks)
+    helpers, calls = _helpers([*envelopes, *types])
+    if any(envelope != calls[0] for envelope in calls[: len(envelopes)]):
         raise TypeError("the envelope's fields are checked differently in different types")
     system = "".join(f"    {k!r}: {v!r},\n" for k, v in schema.system.items())
     table = "".join(
-        f"    {kind!r}: (\n        frozenset({{{', '.join(map(repr, fields[kind]))}}}),\n"
-        f"        ({', '.join(checks)}{',' if len(checks) == 1 else ''}),\n    ),\n"
-        for kind, checks in by_type.items()
+        f"    {kind!r}: (\n        frozenset({{{', '.join(map(repr, names))}}}),\n"
+        f"        {_listed(checks)},\n    ),\n"
+        for (kind, names), checks in zip(fields.items(), calls[len(envelopes) :], strict=True)
     )
     constants = (
         f"\nSCHEMA_VERSION = {SCHEMA_VERSION}\n"
@@ -322,9 +388,11 @@ def emit_fast(schema: Schema = SCHEMA) -> str:
         f"\nIMPORTER_FIELDS = frozenset({sorted(IMPORTER_FIELDS)!r})\n"
         '"""Input fields only importers set (``eventlog.schema``)."""\n'
     )
-    kinds = "dict[str, tuple[frozenset[str], tuple[_Check, ...]]]"
-    checks = (
-        f"\n\nCHECKS: {kinds} = {{\n{table}}}\n"
-        '"""By type: the fields an event may have, and the functions checking them in order."""\n'
+    kinds = "dict[str, tuple[frozenset[str], tuple[tuple[str, Check], ...]]]"
+    tables = (
+        f"\n\nENVELOPE: tuple[tuple[str, Check], ...] = {_listed(calls[0])}\n"
+        '"""The envelope\'s fields\' checks (the same in every type), in order."""\n'
+        f"\nCHECKS: {kinds} = {{\n{table}}}\n"
+        '"""By type: the fields an event may have, and its own fields\' checks, in order."""\n'
     )
-    return f"{_HEADER}{constants}{helpers}{checks}"
+    return f"{_HEADER}{constants}{helpers}{tables}"
