@@ -285,7 +285,51 @@ class Appends(Protocol):
         raise NotImplementedError
 
 
-class Log(Appends, Protocol):
+class Reads(Protocol):
+    """The read calls of every log, written once: a log gives a session's file in the local
+    layout (``_session_file``) and reads records from it its own way (``_read_file``)."""
+
+    sealer: Sealer | None
+
+    def head(self, session: str) -> TailState: ...
+
+    def info(self, session: str) -> SessionInfo:
+        """Counts, first/last time and size of a session, from its first and last lines only."""
+        return SessionInfo.of(session, self.head(session), self._session_file(session))
+
+    def read(
+        self,
+        session: str,
+        *,
+        from_seq: int = 1,
+        offset: int = 0,
+        offset_seq: int = 1,
+        plain: bool = False,
+    ) -> Iterator[Located]:
+        """Records of ``session`` with ``seq >= from_seq``, validated, with their byte offsets.
+
+        ``offset``/``offset_seq`` resume from a known position (the line at ``offset`` has seq
+        ``offset_seq``), so a projector does not rescan what it has already seen. With
+        ``plain``, a record whose every field checks without pydantic is its stored dict
+        (``eventlog.plain.Stored``) and any other is its model; a sealed log reads models.
+        """
+        plain = plain and self.sealer is None
+        return self._read_file(session, offset, offset_seq, from_seq, plain)
+
+    def _session_file(self, session: str) -> Path:
+        raise NotImplementedError
+
+    def _read_file(
+        self, session: str, offset: int, offset_seq: int, from_seq: int, plain: bool
+    ) -> Iterator[Located]:
+        raise NotImplementedError
+
+    def _opened(self, reader: _SessionReader) -> Iterator[Located]:
+        """The records ``reader`` reads, opened first when the log is sealed."""
+        return iter(reader) if self.sealer is None else opened(self.sealer, reader)
+
+
+class Log(Appends, Reads, Protocol):
     """What every log offers, the folder's ``EventLog`` and the bucket's ``ObjectStoreLog``
     alike (the appends, and these): what the projections, the compactor and the kernel may
     call on either."""
@@ -300,23 +344,12 @@ class Log(Appends, Protocol):
 
     def sessions(self) -> list[str]: ...
     def has(self, session: str) -> bool: ...
-    def head(self, session: str) -> TailState: ...
-    def info(self, session: str) -> SessionInfo: ...
-    def read(
-        self,
-        session: str,
-        *,
-        from_seq: int = 1,
-        offset: int = 0,
-        offset_seq: int = 1,
-        plain: bool = False,
-    ) -> Iterator[Located]: ...
     def recover(self, session: str) -> int: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
 
 
-class EventLog(Appends):
+class EventLog(Appends, Reads):
     """Append to and read from the session logs under ``log_dir``."""
 
     def __init__(
@@ -705,34 +738,22 @@ class EventLog(Appends):
         except FileNotFoundError:
             return False
 
-    def info(self, session: str) -> SessionInfo:
-        """Counts, first/last time and size of a session, from its first and last lines only."""
-        return SessionInfo.of(session, self.head(session), session_path(self.log_dir, session))
+    @override
+    def _session_file(self, session: str) -> Path:
+        return session_path(self.log_dir, session)
 
-    def read(
-        self,
-        session: str,
-        *,
-        from_seq: int = 1,
-        offset: int = 0,
-        offset_seq: int = 1,
-        plain: bool = False,
+    @override
+    def _read_file(
+        self, session: str, offset: int, offset_seq: int, from_seq: int, plain: bool
     ) -> Iterator[Located]:
-        """Records of ``session`` with ``seq >= from_seq``, validated, with their byte offsets.
-
-        ``offset``/``offset_seq`` resume from a known position (the line at ``offset`` has seq
-        ``offset_seq``), so a projector does not rescan what it has already seen. With
-        ``plain``, a record whose every field checks without pydantic is its stored dict
-        (``eventlog.plain.Stored``) and any other is its model; a sealed log reads models.
-        """
-        plain = plain and self.sealer is None
-        path = session_path(self.log_dir, session)
+        """The records (``Reads.read``), read on past an unfinished tail once recovered."""
+        path = self._session_file(session)
         if not os.path.lexists(path):
             return
         position, seq = offset, offset_seq
         while True:
             reader = _SessionReader(path, session, position, seq, from_seq, plain)
-            yield from reader if self.sealer is None else opened(self.sealer, reader)
+            yield from self._opened(reader)
             if not reader.incomplete_tail:
                 return
             # An unfinished line or batch: either a write in progress or a crash. Under the lock

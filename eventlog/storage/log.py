@@ -29,11 +29,10 @@ from eventlog.log import (
     AppendFlags,
     Appends,
     Located,
-    SessionInfo,
+    Reads,
     StoredRecords,
     _SessionReader,
     _unsealed,
-    opened,
     session_exists,
 )
 from eventlog.overrides import override
@@ -53,7 +52,7 @@ _MAX_ATTEMPTS = 10_000  # a writer loses only to another's success: this bounds 
 _CONTENDED_S = 1.0
 
 
-class ObjectStoreLog(Appends):
+class ObjectStoreLog(Appends, Reads):
     """Append to and read from the sessions of ``store`` (see the module)."""
 
     def __init__(
@@ -186,25 +185,17 @@ class ObjectStoreLog(Appends):
         self.store.sync([session])
         return 0
 
-    def info(self, session: str) -> SessionInfo:
-        """Counts, first/last time and size of a session."""
-        path = session_path(self.store.local_dir, session)
-        return SessionInfo.of(session, self.head(session), path)
+    @override
+    def _session_file(self, session: str) -> Path:
+        return session_path(self.store.local_dir, session)
 
-    def read(
-        self,
-        session: str,
-        *,
-        from_seq: int = 1,
-        offset: int = 0,
-        offset_seq: int = 1,
-        plain: bool = False,
+    @override
+    def _read_file(
+        self, session: str, offset: int, offset_seq: int, from_seq: int, plain: bool
     ) -> Iterator[Located]:
-        """Records of ``session`` with ``seq >= from_seq`` (as ``EventLog.read``), from the
-        store's layout brought up to date first."""
+        """The records (``Reads.read``), from the store's layout brought up to date first."""
         self.store.tail(session)
-        path = session_path(self.store.local_dir, session)
+        path = self._session_file(session)
         if path.exists():
-            plain = plain and self.sealer is None
             reader = _SessionReader(path, session, offset, offset_seq, from_seq, plain)
-            yield from reader if self.sealer is None else opened(self.sealer, reader)
+            yield from self._opened(reader)
