@@ -21,13 +21,22 @@ import orjson
 from eventlog.fast_input import CHECKS, ENVELOPE, SCHEMA_VERSION
 from eventlog.field_check import ABSENT, REFUSED, Check
 
-_ENVELOPE_FIELDS = frozenset(name for name, _ in ENVELOPE)
 _Checks = tuple[tuple[str, Check], ...]
-_KNOWN: dict[str, tuple[frozenset[str], _Checks, _Checks]] = {
-    kind: (fields, checks, ENVELOPE + checks) for kind, (fields, checks) in CHECKS.items()
-}
-"""By type: the fields an event may have, its checks when it gives none of the envelope's (as
-the most do: one test passes over those), and its checks when it does."""
+_PLANS: dict[tuple[str, tuple[str, ...]], _Checks] = {}
+_MAX_PLANS = 4096  # distinct (type, keys) remembered: a few per type in practice
+
+
+def _plan(kind: str, keys: tuple[str, ...]) -> _Checks | None:
+    """The checks of an event of type ``kind`` whose keys are ``keys``: the envelope's fields'
+    it gives (one it does not give stores nothing), then the type's own; None when a key is
+    none of the type's. Remembered, so an event pays only for the envelope's fields it has."""
+    known = CHECKS.get(kind)
+    if known is None or not known[0].issuperset(keys):
+        return None
+    checks = tuple(check for check in ENVELOPE if check[0] in keys) + known[1]
+    if len(_PLANS) < _MAX_PLANS:
+        _PLANS[kind, keys] = checks
+    return checks
 
 
 def input_bodies(items: list[Any]) -> list[dict[str, Any]] | None:
@@ -38,11 +47,14 @@ def input_bodies(items: list[Any]) -> list[dict[str, Any]] | None:
         if type(item) is not dict:
             return None
         kind = item.get("type")
-        known = _KNOWN.get(kind) if type(kind) is str else None
-        if known is None or not item.keys() <= known[0]:
+        if type(kind) is not str:
+            return None
+        keys = tuple(item)
+        checks = _PLANS.get((kind, keys))
+        if checks is None and (checks := _plan(kind, keys)) is None:
             return None
         body: dict[str, Any] = {"type": kind}  # the checks fill in the rest, in order
-        for name, field in known[1] if item.keys().isdisjoint(_ENVELOPE_FIELDS) else known[2]:
+        for name, field in checks:
             value = field(item.get(name, ABSENT))
             if value is REFUSED:
                 return None

@@ -279,3 +279,36 @@ def test_the_emitted_constants_are_the_schemas() -> None:
     assert fast_input.SYSTEM_TYPES == schema.SYSTEM_TYPES
     assert fast_input.IMPORTER_FIELDS == schema.IMPORTER_FIELDS
     assert fast_input.SCHEMA_VERSION == schema.SCHEMA_VERSION
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(valid_events(), st.randoms(use_true_random=False), st.booleans())
+def test_an_events_keys_in_any_order_give_pydantics_body(
+    item: dict[str, Any], rng: Any, with_id: bool
+) -> None:
+    """The checks an event runs are chosen by its type and keys (``eventlog.plain._plan``, the
+    envelope's fields only where given): the order a caller wrote them in changes nothing."""
+    if with_id:
+        item["id"] = "e1"
+    keys = list(item)
+    rng.shuffle(keys)
+    shuffled = {key: item[key] for key in keys}
+    fast, slow = input_bodies([shuffled]), full([shuffled])
+    if fast is not None:
+        assert slow is not None
+        assert [list(b) for b in fast] == [list(b) for b in slow]  # the same keys' order
+        same(fast, slow, [shuffled])
+
+
+def test_the_remembered_plans_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``_MAX_PLANS`` (type, keys) pairs the checks are chosen each time, not kept."""
+    from eventlog import plain
+
+    monkeypatch.setattr(plain, "_PLANS", {})
+    monkeypatch.setattr(plain, "_MAX_PLANS", 2)
+    orders = [{"type": "user", "content": "hi", "id": "e1", "meta": {}}]
+    orders += [{"meta": {}, "id": "e1", "content": "hi", "type": "user"}]
+    orders += [{"content": "hi", "type": "user", "meta": {}, "id": "e1"}]
+    for event in orders:
+        assert input_bodies([event]) == [{"type": "user", "id": "e1", "meta": {}, "content": "hi"}]
+    assert len(plain._PLANS) == 2
