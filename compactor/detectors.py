@@ -118,6 +118,14 @@ STATEMENTS: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
     ("cause", "error_fix", _CAUSE.search),
     ("requirement", "preference", _REQUIREMENT.search),
 )
+
+
+def any_word(*phrases: str) -> re.Pattern[str]:
+    """A case-blind pattern finding any of ``phrases`` (each a regex) as whole words, the one
+    found its group 1: a list of cue words read as a list."""
+    return re.compile(rf"\b({'|'.join(phrases)})\b", re.I)
+
+
 # What a person's typed words are kept for (a bare "must"/"should" is too common to be a rule).
 TYPED_DETECTORS = frozenset(
     {"self", "project_rule", "correction", "preference", "decision", "plan", "pattern"}
@@ -132,7 +140,7 @@ _HARNESS = re.compile(
     re.I,
 )
 _RAISED = re.compile(r"\*\* \(\w+|^(error|fatal)\b|\b(error|fatal):", re.I)
-_ERROR_LINE = re.compile(r"\b(failed|failure|not found|cannot|can't)\b", re.I)
+_ERROR_LINE = any_word("failed", "failure", "not found", "cannot", "can't")
 _CHANGE_LOG = re.compile(
     r"^\W*(modified|changed|added|updated|created|removed|renamed|deleted)\b"
     r"|\b[\w/.-]+\.(ex|exs|py|ts|tsx|js|jsx|rb|go|rs|java|kt|md|json|toml|ya?ml|sql|sh)\b",

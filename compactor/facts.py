@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from compactor.compactor import file_lock
-from compactor.detectors import RULES_VERSION, candidates, clip, keep, typed_by_person
+from compactor.detectors import RULES_VERSION, any_word, candidates, clip, keep, typed_by_person
 from compactor.extractor import ask_claude, conversation_since
 from eventlog.errors import SummarizerError
 from eventlog.log import Log
@@ -47,23 +47,30 @@ PROMPT = (
     "An empty array when there is nothing."
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_TASK = re.compile(
-    r"\b(todo|to do|still need to|still needs to|next,? we|left open|open task|remaining|"
-    r"not done yet|later we)\b",
-    re.I,
+_TASK = any_word(
+    "todo",
+    "to do",
+    "still need to",
+    "still needs to",
+    "next,? we",
+    "left open",
+    "open task",
+    "remaining",
+    "not done yet",
+    "later we",
 )
 _ERROR = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b(?::\s*\S+)?|\berror:\s*\S+", re.I)
-_FIXED = re.compile(r"\b(fixed|fix was|resolved|works now|now passes|the cause)\b", re.I)
+_FIXED = any_word("fixed", "fix was", "resolved", "works now", "now passes", "the cause")
 _CHANGED_PATH = re.compile(
     r"\b(changed|edited|updated|created|wrote|added|modified|renamed|moved)\b[^.]*?"
     r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.[A-Za-z]{1,5})\b",
     re.I,
 )
 _ANNOUNCED = re.compile(r"^decision:|\b(we|i) (decided|chose) to\b|\bwe will go with\b", re.I)
-_MODAL = re.compile(r"\b(must|should|has to|have to|needs? to|always|never)\b", re.I)
+_MODAL = any_word("must", "should", "has to", "have to", "needs? to", "always", "never")
 _FOR = re.compile(r"\bfor (?:the |every |all |our |each )?([\w /.-]{3,60}?)(?:[.,;!]|$)", re.I)
 _USER_KEYS = (
-    (re.compile(r"\b(my name is|call me)\b", re.I), "name"),
+    (any_word("my name is", "call me"), "name"),
     (re.compile(r"\b(i am an? |i'm an? |my role is)", re.I), "role"),
     (re.compile(r"\bi work (at|for|on)\b", re.I), "work"),
 )
