@@ -21,12 +21,13 @@ read-only; ``view`` gives another scope over the same workspace and caches.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec
 
 from airsspec.errors import AirsspecError, NoSuchSessionError
 from airsspec.kernel.freshness import FOLLOWS, NEEDS, Read, Write, chosen
@@ -48,6 +49,23 @@ if TYPE_CHECKING:
     from projections.tokens import TokenCounter
 
 logger = logging.getLogger(__name__)
+P = ParamSpec("P")
+
+
+def _gated(
+    catch_up: Callable[Concatenate[Kernel, P], list[RunReport]],
+) -> Callable[Concatenate[Kernel, P], list[RunReport]]:
+    """``Kernel.project``: ``catch_up`` with its parameters, its reports filtered through the
+    kernel's gate (the one place where what a scope may read of them is decided)."""
+
+    def project(kernel: Kernel, *args: P.args, **kwargs: P.kwargs) -> list[RunReport]:
+        """Bring ``projections`` up to the head of the log (only ``sessions``, when given);
+        the reports name only sessions this memory may read (``Kernel.catch_up``)."""
+        return kernel.gate.reports(catch_up(kernel, *args, **kwargs))
+
+    project.__qualname__ = "Kernel.project"
+    project.__signature__ = inspect.signature(catch_up)  # type: ignore[attr-defined]
+    return project
 
 
 @dataclass
@@ -201,15 +219,7 @@ class Kernel:
         finally:
             self._reading.done = None
 
-    def project(
-        self,
-        projections: Iterable[str] | str = PROJECTIONS,
-        *,
-        sessions: Iterable[str] | None = None,
-        **options: Any,
-    ) -> list[RunReport]:
-        """``catch_up``, its reports naming only the sessions this kernel may read."""
-        return self.gate.reports(self.catch_up(projections, sessions=sessions, **options))
+    project = _gated(catch_up)
 
     def fresh(
         self, read: Read, sessions: Iterable[str] | None = None, *, warn: bool = False

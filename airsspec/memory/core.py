@@ -61,7 +61,6 @@ from eventlog.layout import Layout, validate_session_id
 from projections.scopes import Scope
 
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
-    import threading
     from collections.abc import Mapping
 
     from airsspec.forgetting import Forgotten
@@ -70,7 +69,6 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
     from eventlog.schema import CompactionRecord, Event, Record
     from projections.analytics import Analytics, QueryResult
     from projections.context import Built
-    from projections.engine import Progress, RunReport
     from projections.visual_context import Page
 
 logger = logging.getLogger(__name__)
@@ -351,22 +349,7 @@ class Memory:
 
     # ------------------------------------------------------------------ projections
 
-    def project(
-        self,
-        projections: Iterable[str] | str = PROJECTIONS,
-        *,
-        sessions: Iterable[str] | None = None,
-        jobs: int = 1,
-        progress: Progress | None = None,
-        warn: bool = True,
-        cancel: threading.Event | None = None,
-        deep: bool = False,
-    ) -> list[RunReport]:
-        """Bring ``projections`` up to the head of the log (only ``sessions``, when given);
-        the reports name only sessions this memory may read (``Kernel.catch_up``)."""
-        options = {"jobs": jobs, "progress": progress, "cancel": cancel, "deep": deep}
-        return self.kernel.project(projections, sessions=sessions, warn=warn, **options)
-
+    project = delegate(Kernel.project, to=_kernel)
     rebuild = delegate(_projecting.rebuild, to=_kernel)
     status = delegate(Kernel.status, to=_kernel)
 
