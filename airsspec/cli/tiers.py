@@ -7,11 +7,14 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
+from typing import Any
 
 import orjson
 
 from airsspec.cli.common import (
+    Handler,
     arg,
     command,
     open_memory,
@@ -239,10 +242,35 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@command(
+def _listed(
+    items: list[dict[str, Any]], as_json: bool, empty: str, line: Callable[[dict[str, Any]], str]
+) -> int:
+    """Print ``items`` as one JSON array, or a ``line`` each (``empty`` when there is none)."""
+    if as_json:
+        print_json(items)
+        return EXIT_OK
+    if not items:
+        print(empty)
+    for item in items:
+        print(line(item))
+    return EXIT_OK
+
+
+def _tier_move(name: str, sessions: str, force: str) -> Callable[[Handler], Handler]:
+    """The command ``name``, which moves sessions down a tier as its policy says: of the
+    ``sessions`` given (what it does without them: their help), ``--force`` moving those the
+    policy would leave (its help)."""
+    return command(
+        name,
+        arg("sessions", nargs="*", help=sessions),
+        arg("--force", action="store_true", help=force),
+    )
+
+
+@_tier_move(
     "compact",
-    arg("sessions", nargs="*", help="sessions to consider (default: all)"),
-    arg("--force", action="store_true", help="compact even if within budget"),
+    sessions="sessions to consider (default: all)",
+    force="compact even if within budget",
 )
 def cmd_compact(args: argparse.Namespace) -> int:
     """Compact sessions over budget. Summarise the oldest half of what they hold uncovered, for
@@ -306,10 +334,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return exit_code
 
 
-@command(
+@_tier_move(
     "visualize",
-    arg("sessions", nargs="*", help="sessions to move with --force (default: the policy's)"),
-    arg("--force", action="store_true", help="move even within [visual] warm_sessions"),
+    sessions="sessions to move with --force (default: the policy's)",
+    force="move even within [visual] warm_sessions",
 )
 def cmd_visualize(args: argparse.Namespace) -> int:
     """Move the oldest warm sessions to images. Once a project has more than [visual]
@@ -321,17 +349,15 @@ def cmd_visualize(args: argparse.Namespace) -> int:
         {"session": r.session, "library_no": r.library_no, "seq": r.seq, "reason": r.reason}
         for r in records
     ]
-    if args.json:
-        print_json(moved)
-        return EXIT_OK
-    if not moved:
-        print("nothing to move: no project holds more warm sessions than [visual] warm_sessions")
-    for m in moved:
-        print(
+    return _listed(
+        moved,
+        args.json,
+        "nothing to move: no project holds more warm sessions than [visual] warm_sessions",
+        lambda m: (
             f"{m['session']}: history-{m['library_no']:03d}.md moved to images as "
             f"summary-{m['library_no']:03d}.png ({m['reason']})"
-        )
-    return EXIT_OK
+        ),
+    )
 
 
 @command(
@@ -352,17 +378,15 @@ def cmd_library(args: argparse.Namespace) -> int:
                 sys.stdout.write(text)
             return EXIT_OK
         entries = memory.library()
-    if args.json:
-        print_json(entries)
-        return EXIT_OK
-    if not entries:
-        print("the library is empty: nothing has been compacted yet")
-    for e in entries:
-        print(
+    return _listed(
+        entries,
+        args.json,
+        "the library is empty: nothing has been compacted yet",
+        lambda e: (
             f"{e['file']}  {e['session']:<28} covers #1-#{e['to_seq']} (this compaction "
             f"#{e['from_seq']}-#{e['to_seq']}), summary {e['summary_tokens']} tokens, {e['ts']}"
-        )
-    return EXIT_OK
+        ),
+    )
 
 
 class _JsonLines(logging.Formatter):
