@@ -12,15 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airsspec.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    UsageError,
     arg,
     command,
     command_group,
     open_memory,
     print_json,
 )
+from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 from airsspec.hooks.events import EVENTS
 
 if TYPE_CHECKING:

@@ -12,9 +12,6 @@ import sys
 from typing import Any
 
 from airsspec.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    UsageError,
     arg,
     command,
     command_group,
@@ -22,6 +19,7 @@ from airsspec.cli.common import (
     output_path,
     print_json,
 )
+from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 from airsspec.memory import FACT_KINDS, LEVELS, printable
 from airsspec.render import learning_row, learnings_shown, learnings_text
 
