@@ -19,6 +19,7 @@ from airsspec.cli.common import (
     output_path,
     print_json,
 )
+from airsspec.cli.options import flag
 from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 from airsspec.memory import FACT_KINDS, LEVELS, printable
 from airsspec.render import learning_row, learnings_shown, learnings_text
@@ -47,7 +48,7 @@ _BY = arg(
         choices=LEVELS,
         help="only learnings at this level (--tier is its earlier name)",
     ),
-    arg("--all", action="store_true", help="also rejected, superseded, merged, archived"),
+    flag("--all", "also rejected, superseded, merged, archived"),
     _AS_OF,
 )
 def cmd_learnings_list(args: argparse.Namespace) -> int:
@@ -180,7 +181,7 @@ def cmd_learnings_edit(args: argparse.Namespace) -> int:
 @command(
     "learnings extract",
     arg("session", nargs="?", help="only this session (default: every session that is due)"),
-    arg("--force", action="store_true", help="read the new messages even if not due"),
+    flag("--force", "read the new messages even if not due"),
     hidden=("extract",),
 )
 def cmd_extract(args: argparse.Namespace) -> int:
@@ -208,7 +209,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
 @command(
     "learnings gc",
-    arg("--dry-run", action="store_true", help="only say what would be archived"),
+    flag("--dry-run", "only say what would be archived"),
     _AS_OF,
     hidden=("gc",),
 )
@@ -335,9 +336,7 @@ def cmd_reextract(args: argparse.Namespace) -> int:
     "facts",
     arg("query", nargs="?", help="rank the facts by this text (default: every fact, oldest first)"),
     arg("--kind", action="append", choices=FACT_KINDS, help="only this kind (repeatable)"),
-    arg(
-        "--history", action="store_true", help="superseded facts too, with when and what ended them"
-    ),
+    flag("--history", "superseded facts too, with when and what ended them"),
     arg("-k", type=int, metavar="N", help="at most N facts"),
     _AS_OF,
 )

@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from airsspec.cli.common import arg, command, open_memory, output_path, print_json
+from airsspec.cli.options import flag
 from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 from airsspec.memory import (
     FORMATS,
@@ -113,10 +114,8 @@ def _read_key(path: str | None) -> bytes | None:
     arg("sessions", nargs="*", help="sessions to check (default: all)"),
     arg("--against", metavar="SEAL", help="a seal written by 'airsspec seal'"),
     arg("--key", metavar="FILE", help="the key the seal was signed with"),
-    arg(
-        "--tiers",
-        action="store_true",
-        help="also check every tier's outputs against what was written (project repairs them)",
+    flag(
+        "--tiers", "also check every tier's outputs against what was written (project repairs them)"
     ),
 )
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -224,7 +223,7 @@ def _until(value: str | None) -> Bound | None:
     arg("session"),
     arg("--from", dest="from_seq", type=int, default=1, metavar="SEQ", help="first seq to show"),
     arg("--until", metavar="SEQ|TIME", help="last seq, or an RFC 3339 time, to show"),
-    arg("--meta", action="store_true", help="show every record's meta in full"),
+    flag("--meta", "show every record's meta in full"),
 )
 def cmd_replay(args: argparse.Namespace) -> int:
     """Show a session as it happened. With --json, the exact records."""
@@ -265,10 +264,9 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         metavar="P",
         help="prefix for the session ids (default: none)",
     ),
-    arg(
+    flag(
         "--keep-secrets",
-        action="store_true",
-        help="store secrets as they are (needed for a byte-exact export); default: redact them",
+        "store secrets as they are (needed for a byte-exact export); default: redact them",
     ),
 )
 def cmd_import(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 import getpass
 
 from airsspec.cli.common import EXIT_OK, arg, command, command_group, open_memory, print_json
+from airsspec.cli.options import flag
 
 
 def port(value: str) -> int:
@@ -73,12 +74,8 @@ command_group(
 @command(
     "token create",
     arg("--user", required=True, help="the user the token acts for"),
-    arg("--read-only", action="store_true", help="the token may only read"),
-    arg(
-        "--admin",
-        action="store_true",
-        help="an admin's token: the whole workspace, sessions of every user and of none",
-    ),
+    flag("--read-only", "the token may only read"),
+    flag("--admin", "an admin's token: the whole workspace, sessions of every user and of none"),
 )
 def cmd_token_create(args: argparse.Namespace) -> int:
     """Create a bearer token. It is printed once and stored hashed."""

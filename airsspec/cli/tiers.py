@@ -23,6 +23,7 @@ from airsspec.cli.common import (
     progress_printer,
     report_runs,
 )
+from airsspec.cli.options import flag
 from airsspec.errors import (
     EXIT_FAILED,
     EXIT_OK,
@@ -263,7 +264,7 @@ def _tier_move(name: str, sessions: str, force: str) -> Callable[[Handler], Hand
     return command(
         name,
         arg("sessions", nargs="*", help=sessions),
-        arg("--force", action="store_true", help=force),
+        flag("--force", force),
     )
 
 
