@@ -66,15 +66,17 @@ def _print_result(result: QueryResult, fmt: str) -> None:
         print(f"({len(result.rows)} row{'s' if len(result.rows) != 1 else ''})")
 
 
+def _parquet(help: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """``--parquet DIR|URL``: the command reads Parquet written by ``export parquet`` (a
+    folder or a bucket's URL) instead of the log; ``help`` says so in its own words."""
+    return arg("--parquet", metavar="DIR|URL", help=help)
+
+
 @command(
     "sql",
     arg("query", help="SELECT ..."),
     arg("--format", choices=("table", "csv", "json"), default="table"),
-    arg(
-        "--parquet",
-        metavar="DIR|URL",
-        help="query Parquet written by 'export parquet' instead of the JSONL log",
-    ),
+    _parquet("query Parquet written by 'export parquet' instead of the JSONL log"),
 )
 def cmd_sql(args: argparse.Namespace) -> int:
     """Run read-only SQL over the log. The views are events, records, sessions, tool_calls and
@@ -95,7 +97,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         metavar="FILE.png",
         help="also draw the report as a chart (.png, .svg or .pdf, as the extension says)",
     ),
-    arg("--parquet", metavar="DIR|URL", help="read exported Parquet instead"),
+    _parquet("read exported Parquet instead"),
 )
 def cmd_report(args: argparse.Namespace) -> int:
     """Print a named report. Reports: tools (error rates, latency), sessions, tokens (per session
