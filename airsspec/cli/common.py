@@ -80,6 +80,11 @@ def arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
     return names, options
 
 
+def flag(name: str, help: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """A yes-or-no option: ``name`` given means yes (``store_true``), with its ``help``."""
+    return arg(name, action="store_true", help=help)
+
+
 def command(
     name: str,
     *args: tuple[tuple[str, ...], dict[str, Any]],

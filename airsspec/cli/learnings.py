@@ -15,11 +15,11 @@ from airsspec.cli.common import (
     arg,
     command,
     command_group,
+    flag,
     open_memory,
     output_path,
     print_json,
 )
-from airsspec.cli.options import flag
 from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 from airsspec.memory import FACT_KINDS, LEVELS, printable
 from airsspec.render import learning_row, learnings_shown, learnings_text

@@ -7,8 +7,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from airsspec.cli.common import arg, command, open_memory, output_path, print_json
-from airsspec.cli.options import flag
+from airsspec.cli.common import arg, command, flag, open_memory, output_path, print_json
 from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 from airsspec.memory import (
     FORMATS,

@@ -18,6 +18,7 @@ from airsspec.cli.common import (
     UsageError,
     arg,
     command,
+    flag,
     open_memory,
     print_json,
     progress_printer,
@@ -124,7 +125,7 @@ def catch_up_in_background(root: Path, lock_path: Path, args: argparse.Namespace
         metavar="FILE.jsonl",
         help='one {"query": ..., "k": ...} per line in (- for stdin), one JSON result per line out',
     ),
-    arg("--stale", action="store_true", help="do not bring the cold tier up to date"),
+    flag("--stale", "do not bring the cold tier up to date"),
     aliases=("query",),
 )
 def cmd_search(args: argparse.Namespace) -> int:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 
-from airsspec.cli.common import EXIT_OK, arg, command, command_group, open_memory, print_json
-from airsspec.cli.options import flag
+from airsspec.cli.common import EXIT_OK, arg, command, command_group, flag, open_memory, print_json
 
 
 def port(value: str) -> int:

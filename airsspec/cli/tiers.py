@@ -17,13 +17,13 @@ from airsspec.cli.common import (
     Handler,
     arg,
     command,
+    flag,
     open_memory,
     output_path,
     print_json,
     progress_printer,
     report_runs,
 )
-from airsspec.cli.options import flag
 from airsspec.errors import (
     EXIT_FAILED,
     EXIT_OK,
@@ -185,12 +185,8 @@ def cmd_hot(args: argparse.Namespace) -> int:
     ),
     arg("--query", metavar="TEXT", help="also recall passages about this"),
     arg("--format", choices=CONTEXT_FORMATS, default="text"),
-    arg(
-        "--images",
-        action="store_true",
-        help="with --format anthropic: sessions moved to the visual tier as image blocks",
-    ),
-    arg("--thoughts", action="store_true", help="keep the agent's thoughts in an API format"),
+    flag("--images", "with --format anthropic: sessions moved to the visual tier as image blocks"),
+    flag("--thoughts", "keep the agent's thoughts in an API format"),
 )
 def cmd_context(args: argparse.Namespace) -> int:
     """Print what a session should see next. Within a token budget: for a session with no summary
