@@ -281,16 +281,19 @@ def server_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def settle(pid: int, quiet_s: float = 0.005, every_s: float = 0.5, most_s: float = 120) -> None:
-    """Until the server spends less than ``quiet_s`` of CPU in ``every_s`` (its start-up's
-    catch-up done), at most ``most_s``: the commands measure its answers, not its start."""
+def settle(
+    pid: int, quiet_s: float = 0.005, every_s: float = 0.5, windows: int = 3, most_s: float = 120
+) -> None:
+    """Until the server spends less than ``quiet_s`` of CPU in each of ``windows`` periods of
+    ``every_s`` in a row (its start-up's catch-up done: it may begin a moment after the server
+    answers, so one quiet period is not enough), at most ``most_s``: the commands measure its
+    answers, not its start."""
     deadline = time.monotonic() + most_s
-    last = server_seconds(pid)
-    while time.monotonic() < deadline:
+    last, quiet = server_seconds(pid), 0
+    while time.monotonic() < deadline and quiet < windows:
         time.sleep(every_s)
         now = server_seconds(pid)
-        if now - last < quiet_s:
-            return
+        quiet = quiet + 1 if now - last < quiet_s else 0
         last = now
 
 
