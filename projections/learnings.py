@@ -225,33 +225,26 @@ _CHECKED: ParsedOnce[list[str]] = ParsedOnce(settle_ns=1_000_000_000)
 
 
 class LearningsStore(JsonStore[LearningsState]):
-    """The learnings' states, with the indexes beside them (``indexes``: each with what it
-    holds of a state): a state dropped (forgotten, its log gone, found changed) leaves them
-    and this process's ``_LOADED`` too, and a reset deletes them, so no learning's text, fact
-    or owner outlives its state in an index. An entry edited by hand with its state's identity
+    """The learnings' states, with the owners and states indexes beside them (``held``: each
+    with what it holds of a state), which follow a dropped state and a reset as every store's
+    do (``SessionFilesStore.indexes``), and this process's ``_LOADED`` too, so no learning's
+    text, fact or owner outlives its state. An entry edited by hand with its state's identity
     kept is taken for the state: a deep check finds it (``damage``) and deletes the indexes."""
 
     def __init__(
         self,
         out_dir: Path,
         fold: Any,
-        indexes: tuple[tuple[StateIndex, Callable[[LearningsState], object]], ...],
+        held: tuple[tuple[StateIndex, Callable[[LearningsState], object]], ...],
     ) -> None:
         super().__init__(out_dir, fold)
-        self.indexes = indexes
+        self.held = held  # each index, with what it holds of a state
+        self.indexes = tuple(index for index, _ in held)
 
     @override
     def drop(self, session: str) -> None:
         super().drop(session)
         _LOADED.get(str(self.out_dir), {}).pop(session, None)
-        for index, _ in self.indexes:
-            index.purge([session])
-
-    @override
-    def reset(self) -> None:
-        for index, _ in self.indexes:  # first: no drop below writes them again
-            index.remove()
-        super().reset()
 
     @override
     def damage(self) -> list[str]:
@@ -260,7 +253,7 @@ class LearningsStore(JsonStore[LearningsState]):
         and the manifest are unchanged (``status`` asks on every request: a state that
         changes changes its identity, which the manifest records)."""
         problems = []
-        for index, held in self.indexes:
+        for index, held in self.held:
             try:
                 problems += _CHECKED.get(
                     index.path,
@@ -288,7 +281,7 @@ class LearningsStore(JsonStore[LearningsState]):
         """The indexes are deleted, and what this process took from them: every value is read
         from its state, and indexed again."""
         _LOADED.pop(str(self.out_dir), None)
-        for index, _ in self.indexes:
+        for index in self.indexes:
             index.remove()
         return True
 

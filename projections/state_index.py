@@ -52,16 +52,20 @@ class StateIndex:
             with contextlib.suppress(OSError):
                 atomic_write(self.path, orjson.dumps(entries, option=orjson.OPT_SORT_KEYS))
 
+    def wait(self, read: dict[str, list[Any]]) -> None:
+        """Keep ``read`` (entries just read from states) for the next ``follow``."""
+        _PENDING.setdefault(str(self.path), {}).update(read)
+
     def follow(self, read: dict[str, list[Any]], current: Callable[[str], object]) -> None:
-        """Take ``read`` (entries just read from states) into the index. Written again once
+        """Take ``read`` and what waits (``wait``) into the index. Written again once
         ``FOLLOW_AT`` wait (or when there is no index yet): a new process reads the few still
         waiting from their states, and a server, which reads back each session it changes,
         does not write an index of every session after each change. Only entries whose
         identity is ``current(session)``'s, the state file's now, are written: one whose
         state was dropped since (forgotten, its log gone, by this process or another) or
         replaced is left out, so no value outlives its state in the index."""
-        pending = _PENDING.setdefault(str(self.path), {})
-        pending.update(read)
+        self.wait(read)
+        pending = _PENDING[str(self.path)]
         if len(pending) < FOLLOW_AT and self.path.exists():
             return
         merged = {**self.read(), **pending}

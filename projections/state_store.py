@@ -28,6 +28,7 @@ from eventlog.overrides import override
 from projections.checkpoints import Checkpoint, Manifest, ManifestEntry, files_state
 from projections.files import atomic_write, folder_size, writer_lock
 from projections.fold import Fold
+from projections.state_index import StateIndex
 
 S = TypeVar("S")
 
@@ -161,6 +162,10 @@ class SessionFilesStore(FileStateStore[S]):
     def __init__(self, out_dir: Path, fold: Fold[S]) -> None:
         super().__init__(out_dir, fold)
         self._out = str(out_dir)
+        # What reads take of each state, kept beside the states (``projections.state_index``):
+        # a dropped state leaves them (forgotten, its log gone, found changed), a reset deletes
+        # them, so no value outlives its state there.
+        self.indexes: tuple[StateIndex, ...] = ()
 
     @abstractmethod
     def encode(self, state: S, checkpoint: Checkpoint) -> bytes:
@@ -189,6 +194,14 @@ class SessionFilesStore(FileStateStore[S]):
     @override
     def drop(self, session: str) -> None:
         self.path(session).unlink(missing_ok=True)
+        for index in self.indexes:
+            index.purge([session])
+
+    @override
+    def reset(self) -> None:
+        for index in self.indexes:  # first: no drop below writes one again
+            index.remove()
+        super().reset()
 
     @override
     def has_output(self, session: str) -> bool:

@@ -128,7 +128,7 @@ class OwnedFilesStore(JsonStore[Any]):
         self._files = str(files_dir)  # ``output_files`` runs per session, per catch-up
         self.pattern = pattern
         self.index = StateIndex(out_dir.with_name(f"{out_dir.name}.listed.json"), _is_listing)
-        self._unindexed: dict[str, list[Any]] = {}  # read from states since the index was
+        self.indexes = (self.index,)
 
     @override
     def save(self, session: str, state: Any, checkpoint: Checkpoint) -> None:
@@ -143,19 +143,15 @@ class OwnedFilesStore(JsonStore[Any]):
         for name in self.owned(loaded[0]) if loaded else []:
             (self.files_dir / name).unlink(missing_ok=True)
         super().drop(session)
-        self._unindexed.pop(session, None)
-        self.index.purge([session])  # a forgotten session's files are not named there either
 
     @override
     def finish(self) -> None:
         super().finish()
-        # after every catch-up, idle ones too
-        self.index.follow(self._unindexed, lambda s: file_identity(self.path(s)))
-        self._unindexed.clear()
+        # after every catch-up, idle ones too: what ``listed`` read from states
+        self.index.follow({}, lambda s: file_identity(self.path(s)))
 
     @override
     def reset(self) -> None:
-        self.index.remove()  # first: no drop below writes it again
         super().reset()
         if self.files_dir.is_dir():
             for stray in self.files_dir.glob(self.pattern):
@@ -186,7 +182,7 @@ class OwnedFilesStore(JsonStore[Any]):
         else:
             loaded = self.load(session)
             files = list(loaded[0].files) if loaded else []
-            self._unindexed[session] = [identity, files]
+            self.index.wait({session: [identity, files]})
         _LISTED[path] = (identity, files)
         return files
 
