@@ -402,69 +402,64 @@ def memory_history(memory: Any, path: MemoryPath) -> list[dict[str, Any] | None]
     return [_version(v) for v in memory.files.history(path)]
 
 
-def _file_write(action: str, doc: str, **params: Any) -> Callable[..., dict[str, Any]]:
-    """The operation ``memory_<action>``, documented by ``doc``: ``memory.files.<action>``
-    run with its arguments, answered with the change's message and the version written.
-    ``params`` are its keyword parameters, in order: each an annotation, or an
-    ``(annotation, default)`` pair; the request, OpenAPI and MCP tool come from them (``Op``)."""
+def memory_create(
+    memory: Any,
+    path: MemoryPath,
+    file_text: Annotated[str, Field(max_length=10_000_000, description="the file's text")],
+    actor: Actor = None,
+) -> dict[str, Any]:
+    """Create a memory file (refused, 409, if the path exists)."""
+    return _change(memory.files.create(path, file_text, actor=actor))
 
-    def write(memory: Any, **values: Any) -> dict[str, Any]:
-        return _change(getattr(memory.files, action)(**values))
 
-    def parameter(name: str, spec: Any) -> inspect.Parameter:
-        annotation, default = spec if isinstance(spec, tuple) else (spec, inspect.Parameter.empty)
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-        return inspect.Parameter(name, kind, default=default, annotation=annotation)
-
-    write.__name__ = write.__qualname__ = f"memory_{action}"
-    write.__doc__ = doc
-    memory = inspect.Parameter("memory", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any)
-    shown = [memory, *(parameter(name, spec) for name, spec in params.items())]
-    write.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        shown, return_annotation=dict[str, Any]
+def memory_str_replace(
+    memory: Any,
+    path: MemoryPath,
+    old_str: Annotated[str, Field(min_length=1, description="text found exactly once")],
+    new_str: Annotated[str, Field(description="its replacement")],
+    content_sha256: Sha256 = None,
+    actor: Actor = None,
+) -> dict[str, Any]:
+    """Replace the one occurrence of ``old_str`` in a memory file."""
+    change = memory.files.str_replace(
+        path, old_str, new_str, content_sha256=content_sha256, actor=actor
     )
-    return write
+    return _change(change)
 
 
-memory_create = _file_write(
-    "create",
-    "Create a memory file (refused, 409, if the path exists).",
-    path=MemoryPath,
-    file_text=Annotated[str, Field(max_length=10_000_000, description="the file's text")],
-    actor=(Actor, None),
-)
-memory_str_replace = _file_write(
-    "str_replace",
-    "Replace the one occurrence of ``old_str`` in a memory file.",
-    path=MemoryPath,
-    old_str=Annotated[str, Field(min_length=1, description="text found exactly once")],
-    new_str=Annotated[str, Field(description="its replacement")],
-    content_sha256=(Sha256, None),
-    actor=(Actor, None),
-)
-memory_insert = _file_write(
-    "insert",
-    "Insert text after a line of a memory file.",
-    path=MemoryPath,
-    insert_line=Annotated[int, Field(ge=0, description="insert after this line (0: on top)")],
-    insert_text=Annotated[str, Field(description="the text inserted")],
-    content_sha256=(Sha256, None),
-    actor=(Actor, None),
-)
-memory_delete = _file_write(
-    "delete",
-    "Delete a memory file or folder from the tree (its history stays in the log).",
-    path=MemoryPath,
-    content_sha256=(Sha256, None),
-    actor=(Actor, None),
-)
-memory_rename = _file_write(
-    "rename",
-    "Move a memory file or folder to a path that does not exist.",
-    old_path=MemoryPath,
-    new_path=MemoryPath,
-    actor=(Actor, None),
-)
+def memory_insert(
+    memory: Any,
+    path: MemoryPath,
+    insert_line: Annotated[int, Field(ge=0, description="insert after this line (0: on top)")],
+    insert_text: Annotated[str, Field(description="the text inserted")],
+    content_sha256: Sha256 = None,
+    actor: Actor = None,
+) -> dict[str, Any]:
+    """Insert text after a line of a memory file."""
+    change = memory.files.insert(
+        path, insert_line, insert_text, content_sha256=content_sha256, actor=actor
+    )
+    return _change(change)
+
+
+def memory_delete(
+    memory: Any,
+    path: MemoryPath,
+    content_sha256: Sha256 = None,
+    actor: Actor = None,
+) -> dict[str, Any]:
+    """Delete a memory file or folder from the tree (its history stays in the log)."""
+    return _change(memory.files.delete(path, content_sha256=content_sha256, actor=actor))
+
+
+def memory_rename(
+    memory: Any,
+    old_path: MemoryPath,
+    new_path: MemoryPath,
+    actor: Actor = None,
+) -> dict[str, Any]:
+    """Move a memory file or folder to a path that does not exist."""
+    return _change(memory.files.rename(old_path, new_path, actor=actor))
 
 
 # ---------------------------------------------------------------------------- curation and admin
