@@ -1,9 +1,11 @@
 """The operations a served memory offers, declared once for the HTTP API and the MCP tools.
 
-Each operation is a function ``(memory, **arguments) -> JSON`` whose keyword parameters carry
-their type, bounds and description (``Annotated[..., Field(...)]``); the fields of a search are
-those of ``QueryMemoryInput`` and the events of an append are the event models the log accepts,
-so no field is spelled twice. From one declaration come the HTTP request body (``arguments``: a
+Each operation is a function ``(memory, **arguments) -> JSON``, declared by ``@reads`` or
+``@writes`` with its HTTP method and path, whose keyword parameters carry their type, bounds and
+description (``Annotated[..., Field(...)]``); the fields of a search are those of
+``QueryMemoryInput``, those of a memory file's edits those of ``StrReplace`` and ``Insert``, and
+the events of an append are the event models the log accepts, so no field is spelled twice.
+From one declaration come the HTTP request body (``arguments``: a
 model refusing unknown keys), its OpenAPI schema, and the MCP tool (name, description from the
 docstring, input schema, ``readOnlyHint``/``destructiveHint``). Validation of values the log
 itself checks (session ids, event fields) is left to ``Memory``, so its messages are the CLI's.
@@ -18,8 +20,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from functools import cached_property
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, overload
+from functools import cached_property, partial
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, Union, overload
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, create_model
 
@@ -59,6 +61,7 @@ Session = Annotated[
 ]
 Budget = Annotated[int, Field(ge=1, le=1_000_000, description="token budget of the context")]
 Limit = Annotated[int, Field(ge=1, le=10_000, description="at most this many records")]
+Phase = Annotated[str, Field(min_length=1, max_length=100, description="a configured phase")]
 
 
 @overload
@@ -69,9 +72,116 @@ def _record(record: Record | None) -> dict[str, Any] | None:
     return None if record is None else record.model_dump(mode="json", exclude_none=True)
 
 
+# ---------------------------------------------------------------------------- the declaration
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation: its function, whether it writes, and where it lives in HTTP.
+    ``records_access``: a read that appends a side record (``memory_accessed``: which
+    learnings it gave) for a read-write caller, and nothing for a read-only one.
+    ``destructive``: it destroys something (keys, a token), beyond appending to the log.
+    ``caller``: the parameter the door fills with the caller's name (never a request field).
+    ``model``: the declared model whose fields are its parameters (the function takes them as
+    keywords), where they are declared once for more than this operation."""
+
+    fn: Callable[..., Any]
+    read_only: bool
+    method: str
+    path: str
+    records_access: bool = False
+    destructive: bool = False
+    caller: str | None = None
+    model: type[BaseModel] | None = None
+
+    @property
+    def methods(self) -> list[str]:
+        """Its HTTP methods: a read with no side record is a GET as well (arguments in the
+        query string, for curl and a browser), whatever its ``method``."""
+        get = self.read_only and not self.records_access and self.method != "GET"
+        return [self.method, "GET"] if get else [self.method]
+
+    @property
+    def name(self) -> str:
+        """The tool name (and the OpenAPI operation id)."""
+        return self.fn.__name__
+
+    @property
+    def description(self) -> str:
+        """The function's docstring, one paragraph."""
+        return " ".join((self.fn.__doc__ or "").split())
+
+    @cached_property
+    def parameters(self) -> list[inspect.Parameter]:
+        """The keyword parameters (the memory aside), with their annotations resolved; an
+        operation that takes a declared model's fields (``model``) takes exactly those, the
+        required ones first, as a signature would list them."""
+        if self.model is not None:
+            fields = self.model.model_fields.items()
+            return [
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                    default=inspect.Parameter.empty if info.is_required() else info.default,
+                    annotation=Annotated[info.annotation, info],
+                )
+                for name, info in sorted(fields, key=lambda field: not field[1].is_required())
+            ]
+        signature = inspect.signature(self.fn, eval_str=True)
+        return [p for p in list(signature.parameters.values())[1:] if p.name != self.caller]
+
+    @cached_property
+    def arguments(self) -> type[BaseModel]:
+        """The request model: these parameters, unknown keys refused."""
+        fields: dict[str, Any] = {  # a parameter's annotation and default
+            p.name: (p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
+            for p in self.parameters
+        }
+        name = "".join(part.title() for part in self.name.split("_")) + "Request"
+        return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+
+    def call(self, memory: Any, arguments: BaseModel, caller: str | None = None) -> Any:
+        """Run on ``memory`` with validated ``arguments``, as ``caller`` (who calls: the
+        token's user; None: the memory's own user, else the login name)."""
+        values = {p.name: getattr(arguments, p.name) for p in self.parameters}
+        if self.caller is not None:
+            values[self.caller] = caller
+        return self.fn(memory, **values)
+
+
+_DECLARED: list[Op] = []
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _declare(
+    read_only: bool,
+    method: str,
+    path: str,
+    *,
+    records_access: bool = False,
+    destructive: bool = False,
+    caller: str | None = None,
+    model: type[BaseModel] | None = None,
+) -> Callable[[F], F]:
+    def declare(fn: F) -> F:
+        options = (records_access, destructive, caller, model)
+        _DECLARED.append(Op(fn, read_only, method, path, *options))
+        return fn
+
+    return declare
+
+
+reads = partial(_declare, True)
+"""``@reads(method, path, ...)``: the function below is an operation that writes nothing but,
+with ``records_access``, a side record (the options are ``Op``'s fields)."""
+writes = partial(_declare, False)
+"""``@writes(method, path, ...)``: the function below is an operation that writes."""
+
+
 # ---------------------------------------------------------------------------- the operations
 
 
+@writes("POST", "/sessions/{session}/events")
 def append(
     memory: Any,
     session: Session,
@@ -95,6 +205,7 @@ def append(
     }
 
 
+@reads("POST", "/sessions/{session}/context", records_access=True)
 def context(
     memory: Any,
     session: Session,
@@ -138,6 +249,7 @@ def context(
     return answer if format == "text" else {**answer, "messages": made}
 
 
+@reads("POST", "/search", model=QueryMemoryInput)
 def query_memory(memory: Any, **request: Any) -> dict[str, Any]:
     """Search everything this agent has seen or done, including history compacted out of
     the context window: messages, tool calls and results, summaries, added documents.
@@ -148,14 +260,13 @@ def query_memory(memory: Any, **request: Any) -> dict[str, Any]:
     return compact_answer(memory.search_now(**request), detail)
 
 
-query_memory.__model__ = QueryMemoryInput  # type: ignore[attr-defined]  # its parameters
-
-
+@reads("GET", "/sessions")
 def sessions(memory: Any) -> list[dict[str, Any]]:
     """Every session: records, first and last time, bytes (and a problem, if unreadable)."""
     return [asdict(info) for info in memory.sessions.list()]
 
 
+@reads("POST", "/sessions/{session}/replay")
 def replay(
     memory: Any,
     session: Session,
@@ -172,10 +283,11 @@ def replay(
     return out
 
 
+@reads("POST", "/learnings/query")
 def learnings(
     memory: Any,
     reader: Annotated[
-        str | None, Field(max_length=128, description="the session reading (ranks by its task)")
+        Session | None, Field(description="the session reading (ranks by its task)")
     ] = None,
     cue: Annotated[str, Field(max_length=10_000, description="what is relevant now")] = "",
 ) -> dict[str, Any]:
@@ -191,6 +303,7 @@ def learnings(
     }
 
 
+@reads("POST", "/facts/query")
 def facts(
     memory: Any,
     query: Annotated[
@@ -216,6 +329,7 @@ def facts(
     return memory.facts(query, as_of=as_of, kinds=kinds, history=history, k=k)
 
 
+@writes("POST", "/learnings")
 def add_learning(
     memory: Any,
     text: Annotated[str, Field(min_length=1, max_length=10_000, description="the learning")],
@@ -229,6 +343,7 @@ def add_learning(
     return _record(memory.learnings.add(text, kind=kind, scope=scope, session=session))
 
 
+@writes("POST", "/learnings/feedback", caller="by")
 def learning_feedback(
     memory: Any,
     learning_id: Annotated[str, Field(min_length=1, max_length=200, description="id or prefix")],
@@ -241,25 +356,28 @@ def learning_feedback(
     return _record(memory.learnings.feedback(learning_id, verdict, reason=reason, by=by))
 
 
+@writes("POST", "/sessions/{session}/start")
 def start_session(
     memory: Any,
     session: Session,
     task: Annotated[str | None, Field(max_length=10_000, description="what it is for")] = None,
-    phase: Annotated[str | None, Field(max_length=100, description="a configured phase")] = None,
+    phase: Phase | None = None,
 ) -> dict[str, Any] | None:
     """Record that a session starts (created, or resumed) with its task and phase."""
     return _record(memory.sessions.start(session, task=task, phase=phase))
 
 
+@writes("POST", "/sessions/{session}/phase")
 def set_phase(
     memory: Any,
     session: Session,
-    phase: Annotated[str, Field(min_length=1, max_length=100, description="a configured phase")],
+    phase: Phase,
 ) -> dict[str, Any] | None:
     """Move a session to another configured phase."""
     return _record(memory.sessions.phase(session, phase))
 
 
+@writes("POST", "/sessions/{session}/end")
 def end_session(
     memory: Any,
     session: Session,
@@ -271,6 +389,7 @@ def end_session(
     return _record(memory.sessions.end(session, status=status))
 
 
+@writes("POST", "/sessions/{session}/assign")
 def assign_session(
     memory: Any,
     session: Session,
@@ -281,6 +400,7 @@ def assign_session(
     return _record(memory.sessions.assign(session, user=user))
 
 
+@writes("POST", "/sessions/{session}/compact")
 def compact(
     memory: Any,
     session: Session,
@@ -291,6 +411,7 @@ def compact(
     return {"session": session, "compaction": _record(memory.compact(session, force=force))}
 
 
+@reads("POST", "/verify")
 def verify(
     memory: Any,
     sessions: Annotated[
@@ -306,6 +427,7 @@ def verify(
     }
 
 
+@reads("GET", "/status")
 def health(memory: Any) -> dict[str, Any]:
     """Every tier's lag and what is degraded, capacity of the learning tiers, open conflicts,
     and ``attention``: what needs a person (empty when all is well)."""
@@ -317,6 +439,7 @@ def health(memory: Any) -> dict[str, Any]:
 # them through a running server with the full command's own output.
 
 
+@reads("GET", "/overview")
 def overview(memory: Any) -> dict[str, Any]:
     """The workspace at a glance, as ``airsspec status --json`` prints it: the log's sessions,
     records and bytes, every projection's items, size and lag, and what is degraded. Not the
@@ -325,6 +448,7 @@ def overview(memory: Any) -> dict[str, Any]:
     return {k: v for k, v in memory.overview().items() if k != "workspace"}
 
 
+@reads("POST", "/sessions/{session}/transcript")
 def transcript(
     memory: Any,
     session: Session,
@@ -377,6 +501,7 @@ def _change(change: Any) -> dict[str, Any]:
     return {"result": change.message, "version": _version(change.version)}
 
 
+@reads("POST", "/memories/view")
 def memory_view(
     memory: Any,
     path: MemoryPath = "/memories",
@@ -396,12 +521,14 @@ def memory_view(
     }
 
 
+@reads("POST", "/memories/history")
 def memory_history(memory: Any, path: MemoryPath) -> list[dict[str, Any] | None]:
     """Every version of a /memories path, oldest first: its text, content_sha256, the agent
     and actor that wrote it, and the log record (seq, hash, time) it is."""
     return [_version(v) for v in memory.files.history(path)]
 
 
+@writes("POST", "/memories/create")
 def memory_create(
     memory: Any,
     path: MemoryPath,
@@ -412,36 +539,42 @@ def memory_create(
     return _change(memory.files.create(path, file_text, actor=actor))
 
 
-def memory_str_replace(
-    memory: Any,
-    path: MemoryPath,
-    old_str: Annotated[str, Field(min_length=1, description="text found exactly once")],
-    new_str: Annotated[str, Field(description="its replacement")],
-    content_sha256: Sha256 = None,
-    actor: Actor = None,
-) -> dict[str, Any]:
+class _Edit(BaseModel):
+    """What an edit of a memory file names beside its own fields: the file, the version read
+    (the edit is refused if the file changed since) and who writes."""
+
+    path: MemoryPath
+    content_sha256: Sha256 = None
+    actor: Actor = None
+
+
+class StrReplace(_Edit):
+    """``memory_str_replace``'s arguments."""
+
+    old_str: Annotated[str, Field(min_length=1, description="text found exactly once")]
+    new_str: Annotated[str, Field(description="its replacement")]
+
+
+class Insert(_Edit):
+    """``memory_insert``'s arguments."""
+
+    insert_line: Annotated[int, Field(ge=0, description="insert after this line (0: on top)")]
+    insert_text: Annotated[str, Field(description="the text inserted")]
+
+
+@writes("POST", "/memories/str_replace", model=StrReplace)
+def memory_str_replace(memory: Any, **edit: Any) -> dict[str, Any]:
     """Replace the one occurrence of ``old_str`` in a memory file."""
-    change = memory.files.str_replace(
-        path, old_str, new_str, content_sha256=content_sha256, actor=actor
-    )
-    return _change(change)
+    return _change(memory.files.str_replace(**edit))
 
 
-def memory_insert(
-    memory: Any,
-    path: MemoryPath,
-    insert_line: Annotated[int, Field(ge=0, description="insert after this line (0: on top)")],
-    insert_text: Annotated[str, Field(description="the text inserted")],
-    content_sha256: Sha256 = None,
-    actor: Actor = None,
-) -> dict[str, Any]:
+@writes("POST", "/memories/insert", model=Insert)
+def memory_insert(memory: Any, **edit: Any) -> dict[str, Any]:
     """Insert text after a line of a memory file."""
-    change = memory.files.insert(
-        path, insert_line, insert_text, content_sha256=content_sha256, actor=actor
-    )
-    return _change(change)
+    return _change(memory.files.insert(**edit))
 
 
+@writes("POST", "/memories/delete")
 def memory_delete(
     memory: Any,
     path: MemoryPath,
@@ -452,6 +585,7 @@ def memory_delete(
     return _change(memory.files.delete(path, content_sha256=content_sha256, actor=actor))
 
 
+@writes("POST", "/memories/rename")
 def memory_rename(
     memory: Any,
     old_path: MemoryPath,
@@ -469,6 +603,7 @@ def memory_rename(
 Caller = str | None  # who calls (the token's user), filled by the door
 
 
+@writes("POST", "/learnings/edit", caller="by")
 def edit_learning(
     memory: Any,
     learning_id: Annotated[str, Field(min_length=1, max_length=200, description="id or prefix")],
@@ -484,6 +619,7 @@ def edit_learning(
     return _record(memory.learnings.edit(learning_id, text=text, scope=scope, reason=reason, by=by))
 
 
+@writes("POST", "/forget", destructive=True, caller="by")
 def forget(
     memory: Any,
     user: Annotated[str | None, Field(max_length=128, description="forget this user")] = None,
@@ -501,6 +637,7 @@ def _token(entry: Any) -> dict[str, Any]:
     return {k: v for k, v in asdict(entry).items() if k != "sha256"}
 
 
+@reads("GET", "/tokens")
 def tokens(memory: Any) -> list[dict[str, Any]]:
     """The server's tokens (admins only): id, user, read-only, admin, created; never a token
     or its hash."""
@@ -510,6 +647,7 @@ def tokens(memory: Any) -> list[dict[str, Any]]:
     return [_token(entry) for entry in TokenStore(memory.root).entries()]
 
 
+@writes("POST", "/tokens")
 def create_token(
     memory: Any,
     user: Annotated[str, Field(min_length=1, max_length=128, description="whose token")],
@@ -525,6 +663,7 @@ def create_token(
     return {**_token(entry), "token": token}
 
 
+@writes("POST", "/tokens/revoke", destructive=True)
 def revoke_token(
     memory: Any,
     token_id: Annotated[
@@ -539,112 +678,6 @@ def revoke_token(
     return _token(TokenStore(memory.root).revoke(token_id, keep_an_admin=True))
 
 
-# ---------------------------------------------------------------------------- the declaration
-
-
-@dataclass(frozen=True)
-class Op:
-    """One operation: its function, whether it writes, and where it lives in HTTP.
-    ``records_access``: a read that appends a side record (``memory_accessed``: which
-    learnings it gave) for a read-write caller, and nothing for a read-only one.
-    ``destructive``: it destroys something (keys, a token), beyond appending to the log.
-    ``caller``: the parameter the door fills with the caller's name (never a request field)."""
-
-    fn: Callable[..., Any]
-    read_only: bool
-    method: str
-    path: str
-    records_access: bool = False
-    destructive: bool = False
-    caller: str | None = None
-
-    @property
-    def methods(self) -> list[str]:
-        """Its HTTP methods: a read with no side record is a GET as well (arguments in the
-        query string, for curl and a browser), whatever its ``method``."""
-        get = self.read_only and not self.records_access and self.method != "GET"
-        return [self.method, "GET"] if get else [self.method]
-
-    @property
-    def name(self) -> str:
-        """The tool name (and the OpenAPI operation id)."""
-        return self.fn.__name__
-
-    @property
-    def description(self) -> str:
-        """The function's docstring, one paragraph."""
-        return " ".join((self.fn.__doc__ or "").split())
-
-    @cached_property
-    def parameters(self) -> list[inspect.Parameter]:
-        """The keyword parameters (the memory aside), with their annotations resolved; an
-        operation that takes a declared model's fields (``__model__``) takes exactly those."""
-        model = getattr(self.fn, "__model__", None)
-        if model is not None:
-            return [
-                inspect.Parameter(
-                    name,
-                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                    default=inspect.Parameter.empty if info.is_required() else info.default,
-                    annotation=Annotated[info.annotation, info],
-                )
-                for name, info in model.model_fields.items()
-            ]
-        signature = inspect.signature(self.fn, eval_str=True)
-        return [p for p in list(signature.parameters.values())[1:] if p.name != self.caller]
-
-    @cached_property
-    def arguments(self) -> type[BaseModel]:
-        """The request model: these parameters, unknown keys refused."""
-        fields: dict[str, Any] = {  # a parameter's annotation and default
-            p.name: (p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
-            for p in self.parameters
-        }
-        name = "".join(part.title() for part in self.name.split("_")) + "Request"
-        return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
-
-    def call(self, memory: Any, arguments: BaseModel, caller: str | None = None) -> Any:
-        """Run on ``memory`` with validated ``arguments``, as ``caller`` (who calls: the
-        token's user; None: the memory's own user, else the login name)."""
-        values = {p.name: getattr(arguments, p.name) for p in self.parameters}
-        if self.caller is not None:
-            values[self.caller] = caller
-        return self.fn(memory, **values)
-
-
-OPS: tuple[Op, ...] = (
-    Op(append, False, "POST", "/sessions/{session}/events"),
-    Op(context, True, "POST", "/sessions/{session}/context", records_access=True),
-    Op(query_memory, True, "POST", "/search"),
-    Op(sessions, True, "GET", "/sessions"),
-    Op(replay, True, "POST", "/sessions/{session}/replay"),
-    Op(learnings, True, "POST", "/learnings/query"),
-    Op(facts, True, "POST", "/facts/query"),
-    Op(add_learning, False, "POST", "/learnings"),
-    Op(learning_feedback, False, "POST", "/learnings/feedback", caller="by"),
-    Op(start_session, False, "POST", "/sessions/{session}/start"),
-    Op(set_phase, False, "POST", "/sessions/{session}/phase"),
-    Op(end_session, False, "POST", "/sessions/{session}/end"),
-    Op(assign_session, False, "POST", "/sessions/{session}/assign"),
-    Op(compact, False, "POST", "/sessions/{session}/compact"),
-    Op(verify, True, "POST", "/verify"),
-    Op(health, True, "GET", "/status"),
-    Op(overview, True, "GET", "/overview"),
-    Op(transcript, True, "POST", "/sessions/{session}/transcript"),
-    Op(memory_view, True, "POST", "/memories/view"),
-    Op(memory_history, True, "POST", "/memories/history"),
-    Op(memory_create, False, "POST", "/memories/create"),
-    Op(memory_str_replace, False, "POST", "/memories/str_replace"),
-    Op(memory_insert, False, "POST", "/memories/insert"),
-    Op(memory_delete, False, "POST", "/memories/delete"),
-    Op(memory_rename, False, "POST", "/memories/rename"),
-    # curation and admin
-    Op(edit_learning, False, "POST", "/learnings/edit", caller="by"),
-    Op(forget, False, "POST", "/forget", destructive=True, caller="by"),
-    Op(tokens, True, "GET", "/tokens"),
-    Op(create_token, False, "POST", "/tokens"),
-    Op(revoke_token, False, "POST", "/tokens/revoke", destructive=True),
-)
-"""Every operation; the HTTP API and the MCP tools are generated from this tuple."""
-
-BY_NAME = {op.name: op for op in OPS}
+OPS: tuple[Op, ...] = tuple(_DECLARED)
+"""Every operation, in the order declared; the HTTP API and the MCP tools are generated from
+this tuple."""
