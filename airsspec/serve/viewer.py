@@ -430,6 +430,7 @@ def routes(served: Served) -> list[Any]:
         params = request.query_params
         query, kind = params.get("q", "").strip(), params.get("kind", "")
         history, day = params.get("history") == "1", params.get("as_of", "")
+        filters = {"q": query, "kind": kind, "history": history, "as_of": day}  # as asked
         as_of = f"{day}T23:59:59.999999Z" if day else None
         found: dict[str, Any] = {"as_of": None, "facts": []}
         error = None
@@ -448,11 +449,8 @@ def routes(served: Served) -> list[Any]:
             request,
             facts=found["facts"][::-1] if not query else found["facts"],
             as_of=found["as_of"] if day else None,
-            as_of_day=day,
-            query=query,
-            kind=kind,
+            filters=filters,
             kinds=FACT_KINDS,
-            history=history,
             error=error,
         )
 
