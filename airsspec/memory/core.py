@@ -351,7 +351,6 @@ class Memory:
 
     project = delegate(Kernel.project, to=_kernel)
     rebuild = delegate(_projecting.rebuild, to=_kernel)
-    status = delegate(Kernel.status, to=_kernel)
 
     def overview(self) -> dict[str, Any]:
         """The workspace at a glance (what ``airsspec status`` shows): the log's sessions,
@@ -376,6 +375,7 @@ class Memory:
             "degraded": degraded,
         }
 
+    status = delegate(Kernel.status, to=_kernel)
     embedder_problem = delegate(Kernel.embedder_problem, to=_kernel)
 
     def warm_up(self) -> None:
