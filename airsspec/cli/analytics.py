@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from airsspec.cli.common import EXIT_OK, arg, command, open_memory
+from airsspec.cli.common import arg, command, open_memory
+from airsspec.errors import EXIT_OK
 from airsspec.memory import REPORTS, plot_format, plot_report, printable
 
 if TYPE_CHECKING:

@@ -17,12 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-# exit codes and the usage error are declared with every error; commands import them from here
-from airsspec.errors import EXIT_FAILED as EXIT_FAILED
-from airsspec.errors import EXIT_OK as EXIT_OK
-from airsspec.errors import EXIT_USAGE as EXIT_USAGE
-from airsspec.errors import UsageError as UsageError
-from airsspec.errors import validation_problem as validation_problem
+from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 
 if TYPE_CHECKING:  # the facade is imported by the commands that open a workspace, when they run
     from airsspec.memory import Memory, RunReport

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from airsspec.cli.common import EXIT_OK, UsageError, arg, command, open_memory, print_json
+from airsspec.cli.common import arg, command, open_memory, print_json
+from airsspec.errors import EXIT_OK, UsageError
 from airsspec.memory import check_name
 
 

@@ -13,17 +13,8 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from airsspec.cli.common import (
-    EXIT_OK,
-    UsageError,
-    arg,
-    command,
-    flag,
-    open_memory,
-    print_json,
-    progress_printer,
-    validation_problem,
-)
+from airsspec.cli.common import arg, command, flag, open_memory, print_json, progress_printer
+from airsspec.errors import EXIT_OK, UsageError, validation_problem
 from airsspec.memory import UNIT_KINDS, QueryMemoryInput, printable
 from airsspec.render import hits_text
 

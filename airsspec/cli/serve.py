@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import getpass
 
-from airsspec.cli.common import EXIT_OK, arg, command, command_group, flag, open_memory, print_json
+from airsspec.cli.common import arg, command, command_group, flag, open_memory, print_json
+from airsspec.errors import EXIT_OK
 
 
 def port(value: str) -> int:

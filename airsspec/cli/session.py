@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from airsspec.cli.common import EXIT_OK, arg, command, command_group, open_memory, print_json
+from airsspec.cli.common import arg, command, command_group, open_memory, print_json
+from airsspec.errors import EXIT_OK
 from airsspec.memory import Scope, printable
 
 command_group(
