@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from compactor.detectors import any_word
 from eventlog.schema import SummarizerInfo
 from projections.fitting import balanced, fit_summary, parse_sections, render_sections
 from projections.tokens import TokenCounter
@@ -64,18 +65,36 @@ _PATH = re.compile(
     r"(?<![\w/.-])(?:[\w.-]+/)+[\w.-]+\.\w+|\b[\w-]+\.(?:py|md|ts|tsx|js|jsx|json|toml|yaml|yml|"
     r"lua|sql|go|rs|java|txt|csv|ex|exs|rb|c|h|cpp|sh)\b"
 )
-_DECISION = re.compile(
-    r"\b(decision|decided|decide|choose|chose|we will|i will use|i'll use|go with|agreed|"
-    r"instead of|rather than|because)\b",
-    re.I,
+_DECISION = any_word(
+    "decision",
+    "decided",
+    "decide",
+    "choose",
+    "chose",
+    "we will",
+    "i will use",
+    "i'll use",
+    "go with",
+    "agreed",
+    "instead of",
+    "rather than",
+    "because",
 )
-_FIX = re.compile(
-    r"\b(fix|fixed|fixes|fixing|resolved|the cause|root cause|found it|the problem|the issue)\b",
-    re.I,
+_FIX = any_word(
+    "fix",
+    "fixed",
+    "fixes",
+    "fixing",
+    "resolved",
+    "the cause",
+    "root cause",
+    "found it",
+    "the problem",
+    "the issue",
 )
 _STATED_TASK = "- open, said at "  # a task a request named (a todo list's items are "- [")
-_OPEN_TASK = re.compile(
-    r"\b(todo|still need to|still needs to|next,? we|left open|open task|not done yet)\b", re.I
+_OPEN_TASK = any_word(
+    "todo", "still need to", "still needs to", "next,? we", "left open", "open task", "not done yet"
 )
 _SENTENCE = re.compile(r"(?<=[.!?:])\s+(?=[A-Z0-9\"'(`])|\n+")
 _MACHINE = re.compile(r"^\s*<([a-z][\w-]*)>")  # <task-notification>, <command-name>, ...
