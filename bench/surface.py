@@ -445,6 +445,9 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="airsspec-bench-surface-"))
     os.environ.setdefault("AIRSSPEC_MODELS", str(root / "models"))
+    # the commands as a user runs them: modules read from their cached bytecode
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
+        print("PYTHONDONTWRITEBYTECODE is unset for the commands measured", file=sys.stderr)
     try:
         rows, load = command_rows(root, args.repeats, args.records)
         os.environ["AIRSSPEC_COLD_EMBEDDER"] = "hash"
