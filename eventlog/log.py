@@ -129,6 +129,11 @@ class StoredRecords(Sequence["Record"]):
             model = self._models[index] = validation.record_from_dict(body)
         return model
 
+    def stored(self) -> list[dict[str, Any]]:
+        """The records as the log holds them (no model is built): each body with its hash,
+        the fields it was stored without left out."""
+        return [body | {"hash": h} for body, h in zip(self._bodies, self._hashes, strict=True)]
+
     def seq(self, index: int) -> int:
         """The seq of one record, read from what was stored (no model is built)."""
         return self._bodies[index]["seq"]  # type: ignore[no-any-return]

@@ -88,7 +88,7 @@ def cmd_append(args: argparse.Namespace) -> int:
     with open_memory(args) as memory:
         records = memory.append_many(args.session, events)  # the hot window follows
     if args.json:
-        print_json([r.model_dump() for r in records])
+        print_json(records.stored())  # as stored: what ``replay --json`` gives back
     else:
         first, last = records.seq(0), records.seq(-1)  # no model built
         span = f"seq {first}" if first == last else f"seq {first}-{last}"

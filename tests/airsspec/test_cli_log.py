@@ -72,6 +72,15 @@ def test_append_replay_verify_sessions(project: Path) -> None:
     assert sessions[0]["last_ts"] == "2026-01-01T10:00:07.000000Z"
 
 
+def test_append_json_prints_the_records_as_stored(project: Path) -> None:
+    added = run_cli("append", "spec-1", "--json", cwd=project, stdin=EVENTS)
+    assert added.returncode == 0, added.stderr
+    printed = json.loads(added.stdout)
+    stored = run_cli("replay", "spec-1", "--json", cwd=project).stdout.splitlines()
+    assert len(printed) == 4 and printed == [json.loads(line) for line in stored]
+    assert "meta" not in printed[0]  # a field the record was stored without is not printed
+
+
 BAD_INPUTS = {
     "invalid json": (b'{"type": "user", "content": "ok"}\n{"type": "user", "content": \n', ":7:"),
     "unknown field": (b'{"type": "user", "content": "x", "colour": 1}\n', "'colour'"),
