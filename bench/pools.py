@@ -101,6 +101,7 @@ def rescore(
     dialogue: float = 0.0,
     feedback: float = 0.0,
     feedback_hits: int = 0,
+    extra: np.ndarray | None = None,
 ) -> list[Any]:
     """The keys of the best 10 of ``pool`` under ``weights`` (in ``WEIGHTS`` order) as
     ``query_memory`` picks them: one per message, none under the relevance floor, and with
@@ -111,11 +112,13 @@ def rescore(
     turns. With ``feedback``, a second round within the pool (pseudo-relevance feedback: a
     multi-hop answer's second passage resembles the first): each hit's score is raised by
     ``feedback`` times its highest cosine with one of the first ``feedback_hits`` hits (not
-    itself), and the hits re-ordered, before diversity."""
+    itself), and the hits re-ordered, before diversity. ``extra`` (one value per candidate, in
+    the pool's order) is added to each score: a part measured before ``RecallWeights`` has it."""
     if not len(pool.keys):
         return []
     chosen = RecallWeights(**dict(zip(WEIGHTS, weights, strict=True)))
-    scores = np.round(pool.parts @ np.array(weights[:6]), 6)
+    scores = pool.parts @ np.array(weights[:6])
+    scores = np.round(scores if extra is None else scores + extra, 6)
     order = np.argsort(-scores, kind="stable")
     order = order[(scores[order] > 0) & (scores[order] >= chosen.min_score)]
     _, firsts = np.unique(pool.message[order], return_index=True)
