@@ -313,28 +313,40 @@ def coding(work: Path) -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(doc: str) -> argparse.Namespace:
+    """``--work`` and ``--cache-dir`` (see the module's docstring), once the dev data is
+    found."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--work", type=Path, help="keep the workspaces here (reused when present)")
     parser.add_argument("--cache-dir", type=Path, help="keep the embedding caches here")
     args = parser.parse_args()
     if not LOCOMO.exists() or not sorted(REALMEM.glob("*_dialogues_256k.json")):
         sys.exit("the LoCoMo and RealMem dev data are absent: these measurements need them")
+    return args
+
+
+def dev_units(work: Path, caches: Path | None) -> tuple[list[Unit], dict[str, list[float]]]:
+    """The five units, ingested under ``work`` (reused when there), and BM25's recall@10 of
+    each question by unit: RealMem's over the sessions, LoCoMo's over the same rows, as
+    bench/cold.py ranks it."""
+    units = locomo_units(work, caches / "locomo.sqlite" if caches else None)
+    personas, bm25 = realmem_units(work, caches / "realmem.sqlite" if caches else None)
+    for unit in units:
+        ranked = cold.baselines(unit.root, [_question(q) for q in unit.questions])
+        bm25[unit.name] = [
+            recall(r, q[2]) for q, r in zip(unit.questions, ranked["BM25"], strict=True)
+        ]
+    return units + personas, bm25
+
+
+def main() -> None:
+    args = arguments(__doc__)
     with tempfile.TemporaryDirectory(prefix="bench-generalise-") as tmp:
         work = (args.work or Path(tmp)).resolve()
-        caches = args.cache_dir.resolve() if args.cache_dir else None
-        units = locomo_units(work, caches / "locomo.sqlite" if caches else None)
-        personas, bm25 = realmem_units(work, caches / "realmem.sqlite" if caches else None)
-        units += personas
+        units, bm25 = dev_units(work, args.cache_dir.resolve() if args.cache_dir else None)
         for unit in units:
             measure(unit)
             print(f"measured {unit.name}", file=sys.stderr, flush=True)
-        for unit in units:  # LoCoMo's BM25 over the same rows, as bench/cold.py ranks it
-            if unit.kind == "locomo":
-                ranked = cold.baselines(unit.root, [_question(q) for q in unit.questions])
-                bm25[unit.name] = [
-                    recall(r, q[2]) for q, r in zip(unit.questions, ranked["BM25"], strict=True)
-                ]
         chosen = held_out(units)
         report(units, bm25, chosen)
         coding(work)

@@ -25,7 +25,7 @@ Its cost: model load, the query's embeddings (query and focus) and the static pa
 query, the time per text at projection, and the vector bytes per 10k records beside MiniLM's.
 Timings on a shared machine: compare the ratios.
 
-    pip install -e '.[static]'   # wordllama 0.4.0.post1 (its weights in the wheel)
+    pip install wordllama==0.4.0.post1   # the [static] extra: its weights are in the wheel
     python bench/static.py [--work DIR] [--cache-dir DIR]
 
 ``--work`` and ``--cache-dir`` as ``bench/generalise.py`` takes them (workspaces and embedding
@@ -34,7 +34,6 @@ caches reused between runs).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import hashlib
 import importlib.util
@@ -51,7 +50,6 @@ from typing_extensions import override
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import bench.cold as cold
 from bench.common import print_table
 from bench.generalise import (
     DEFAULTS,
@@ -59,16 +57,13 @@ from bench.generalise import (
     LOCOMO_CATEGORIES,
     REALMEM_IMPLICIT,
     Unit,
-    _question,
-    locomo_units,
-    realmem_units,
+    arguments,
+    dev_units,
     recall,
 )
-from bench.locomo_data import DATA as LOCOMO
 from bench.pools import Pool, PoolRecall, rescore
 from projections.policies import RecallWeights
 from projections.recall import _Candidate, query_focus
-from tests.support.realmem import DATA as REALMEM
 
 K = 10
 SAMPLE = 256  # texts MiniLM embeds again per unit, for its time per text beside the static one
@@ -89,7 +84,7 @@ class StaticModel:
     def __init__(self) -> None:
         spec = importlib.util.find_spec("wordllama")  # located, not imported
         if spec is None or not spec.submodule_search_locations:
-            raise SystemExit("package wordllama is not installed: pip install -e '.[static]'")
+            raise SystemExit("wordllama is not installed: pip install wordllama==0.4.0.post1")
         from safetensors.numpy import load_file  # a dependency of wordllama
         from tokenizers import Tokenizer
 
@@ -428,12 +423,7 @@ def costs(model_seconds: list[float], measured: list[Measured], model: StaticMod
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", type=Path, help="keep the workspaces here (reused when present)")
-    parser.add_argument("--cache-dir", type=Path, help="keep the embedding caches here")
-    args = parser.parse_args()
-    if not LOCOMO.exists() or not sorted(REALMEM.glob("*_dialogues_256k.json")):
-        sys.exit("the LoCoMo and RealMem dev data are absent: these measurements need them")
+    args = arguments(__doc__)
     loads = []
     for _ in range(3):
         started = time.perf_counter()
@@ -441,20 +431,11 @@ def main() -> None:
         loads.append(time.perf_counter() - started)
     with tempfile.TemporaryDirectory(prefix="bench-static-") as tmp:
         work = (args.work or Path(tmp)).resolve()
-        caches = args.cache_dir.resolve() if args.cache_dir else None
-        units = locomo_units(work, caches / "locomo.sqlite" if caches else None)
-        personas, bm25 = realmem_units(work, caches / "realmem.sqlite" if caches else None)
-        units += personas
+        units, bm25 = dev_units(work, args.cache_dir.resolve() if args.cache_dir else None)
         measured = []
         for unit in units:
             measured.append(measure(unit, model))
             print(f"measured {unit.name}", file=sys.stderr, flush=True)
-        for unit in units:
-            if unit.kind == "locomo":
-                ranked = cold.baselines(unit.root, [_question(q) for q in unit.questions])
-                bm25[unit.name] = [
-                    recall(r, q[2]) for q, r in zip(unit.questions, ranked["BM25"], strict=True)
-                ]
     zero = {m.unit.name: (0.0, 0.0) for m in measured}
     scores = {label: unit_scores(measured, label) for label in ("today", "searched")}
     chosen = {label: held_out(measured, scores[label]) for label in scores}
