@@ -4,15 +4,15 @@ Each operation is a function ``(memory, **arguments) -> JSON``, declared by ``@r
 ``@writes`` with its HTTP method and path, whose keyword parameters carry their type, bounds and
 description (``Annotated[..., Field(...)]``); the fields of a search are those of
 ``QueryMemoryInput``, those of a memory file's edits those of ``StrReplace`` and ``Insert``, and
-the events of an append are the event models the log accepts, so no field is spelled twice.
-From one declaration come the HTTP request body (``arguments``: a
-model refusing unknown keys), its OpenAPI schema, and the MCP tool (name, description from the
-docstring, input schema, ``readOnlyHint``/``destructiveHint``). Validation of values the log
-itself checks (session ids, event fields) is left to ``Memory``, so its messages are the CLI's.
-Every write appends to the log, but for two destructive ones (``Op.destructive``): forgetting
-destroys keys, revoking a token removes it. Who may call an operation on what is decided by the
-memory each call is given (the access gate, ``memory.scopes``), never here; an operation that
-records who asked takes the caller's name from the door (``Op.caller``), never from the request.
+the events of an append are the event models the log accepts, so no field is spelled twice. From
+one declaration come the HTTP request body (``arguments``: a model refusing unknown keys), its
+OpenAPI schema, and the MCP tool (name, description from the docstring, input schema,
+``readOnlyHint``/``destructiveHint``). Validation of values the log itself checks (session ids,
+event fields) is left to ``Memory``, so its messages are the CLI's. Every write appends to the
+log, but for two destructive ones (``Op.destructive``): forgetting destroys keys, revoking a
+token removes it. Who may call an operation on what is decided by the memory each call is given
+(the access gate, ``memory.scopes``), never here; an operation that records who asked takes the
+caller's name from the door (``Op.caller``), never from the request.
 """
 
 from __future__ import annotations
