@@ -17,6 +17,7 @@ from airsspec.serve.app import serving
 from airsspec.serve.core import Served
 from tests.browser.test_viewer import CHROMIUM, playwright, shot, sign_in
 from tests.browser.test_viewer import page as page
+from tests.support.built import built_once, copy_of
 
 pytestmark = [pytest.mark.slow]
 LONG = "x" * 400  # one unbroken token, wider than any screen
@@ -27,11 +28,11 @@ HOSTILE = [
 ]
 
 
-@pytest.fixture
-def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
-    monkeypatch.setenv("AIRSSPEC_MEMORY_HOT_TOKEN_BUDGET", "300")
-    with Memory.open(tmp_path / "ws", create=True) as memory:
+ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "AIRSSPEC_MEMORY_HOT_TOKEN_BUDGET": "300"}
+
+
+def _build(folder: Path) -> None:
+    with Memory.open(folder / "ws", create=True) as memory:
         alice = memory.scoped(user="alice")
         alice.sessions.start("alpha", task="fix the parser", phase="improve")
         events = []
@@ -48,8 +49,20 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             alice.append_many(f"s{n:02d}", [{"type": "user", "content": f"hello {n}"}])
         memory.learnings.add(f"prefer pytest over unittest {HOSTILE[0]}", kind="preference")
         memory.learnings.add("never push on friday", kind="preference")
-        seal = memory.seal(tmp_path / "seal.json")
-        assert seal is not None
+        assert memory.seal(folder / "seal.json") is not None
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return built_once(tmp_path_factory, ENV, _build)
+
+
+@pytest.fixture
+def site(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    copy_of(built, tmp_path)
+    with Memory.open(tmp_path / "ws") as memory:
         served = Served(memory, local_user="owner", background=False)
         with serving(served) as where:
             yield where["url"], served.local_token, memory, tmp_path / "seal.json"

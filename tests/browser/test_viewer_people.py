@@ -19,16 +19,14 @@ from airsspec.serve.tokens import TokenStore
 from tests.browser.test_viewer import page as page
 from tests.browser.test_viewer import shot, sign_in
 from tests.browser.test_viewer_audit import HOSTILE, no_script_ran, pytestmark  # noqa: F401
-from tests.conftest import init_encrypted
+from tests.conftest import OFFLINE, init_encrypted
+from tests.support.built import built_once, copy_of
 
 BOB_SECRET = "BOBCANARY the plan bob asked to forget"
 
 
-@pytest.fixture
-def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "")
-    root = init_encrypted(tmp_path / "ws")  # so forget can shred
+def _build(folder: Path) -> None:
+    root = init_encrypted(folder / "ws")  # so forget can shred
     with Memory.open(root) as memory:
         alice = memory.scoped(user="alice")
         alice.sessions.start("alpha", task="fix the parser", phase="improve")
@@ -41,6 +39,18 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         bob.files.create("/memories/bob.md", BOB_SECRET, actor="claude")
         receipt = memory.forget(session="beta", by="root")
         assert receipt.records_forgotten >= 1
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return built_once(tmp_path_factory, OFFLINE, _build)
+
+
+@pytest.fixture
+def site(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    for name, value in OFFLINE.items():
+        monkeypatch.setenv(name, value)
+    with Memory.open(copy_of(built, tmp_path) / "ws") as memory:
         tokens = TokenStore(memory.root)
         served = Served(memory, local_user="owner", background=False)
         with serving(served) as where:
