@@ -28,6 +28,17 @@ def _mypy(*files: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _probe(folder: Path, *lines: str) -> tuple[str, str, list[int]]:
+    """mypy on a module of ``lines``: its output, the output's lines without the file's name,
+    and the numbers of the lines with an error."""
+    probe = folder / "probe.py"
+    probe.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    out = _mypy(probe).stdout
+    found = [line.partition(":")[2] for line in out.splitlines()]
+    errors = sorted(int(line.split(":")[0]) for line in found if ": error:" in line)
+    return out, "\n".join(found), errors
+
+
 @pytest.mark.slow
 def test_mypy_finds_no_error() -> None:
     result = _mypy()
@@ -36,25 +47,21 @@ def test_mypy_finds_no_error() -> None:
 
 @pytest.mark.slow
 def test_mypy_checks_a_call_of_the_facade_against_the_service(tmp_path: Path) -> None:
-    probe = tmp_path / "probe.py"
-    probe.write_text(
-        "from airsspec.memory import AsyncMemory, Memory\n"
-        "async def calls(memory: Memory, twin: AsyncMemory) -> None:\n"
-        "    reveal_type(memory.search)\n"
-        "    memory.search('q', k='3')\n"
-        "    memory.hot(1)\n"
-        "    reveal_type(await twin.replay('s1'))\n"
-        "    await twin.sessions.start('s1', task=2)\n"
-        "    memory.replay('s1', from_seq=2)\n",
-        encoding="utf-8",
+    out, notes, errors = _probe(
+        tmp_path,
+        "from airsspec.memory import AsyncMemory, Memory",
+        "async def calls(memory: Memory, twin: AsyncMemory) -> None:",
+        "    reveal_type(memory.search)",
+        "    memory.search('q', k='3')",
+        "    memory.hot(1)",
+        "    reveal_type(await twin.replay('s1'))",
+        "    await twin.sessions.start('s1', task=2)",
+        "    memory.replay('s1', from_seq=2)",
     )
-    result = _mypy(probe)
-    lines = [line.partition(":")[2] for line in result.stdout.splitlines()]
-    assert '3: note: Revealed type is "def (query: str, *, k: int =' in "\n".join(lines)
-    errors = sorted(int(line.split(":")[0]) for line in lines if ": error:" in line)
-    assert errors == [4, 5, 7], result.stdout  # the wrong calls, and only those
-    assert 'Argument "k" has incompatible type "str"; expected "int"' in result.stdout
-    assert "list[Any]" in result.stdout  # replay's iterator, read to a list
+    assert '3: note: Revealed type is "def (query: str, *, k: int =' in notes
+    assert errors == [4, 5, 7], out  # the wrong calls, and only those
+    assert 'Argument "k" has incompatible type "str"; expected "int"' in out
+    assert "list[Any]" in out  # replay's iterator, read to a list
 
 
 @pytest.mark.slow
@@ -62,26 +69,21 @@ def test_mypy_sees_a_twin_s_made_calls_with_the_target_s_parameters(tmp_path: Pa
     """The calls a twin makes at run time are the plugin's to type (``airsspec.mypy_plugin``,
     in pyproject's ``[tool.mypy] plugins``): the target's parameters, a coroutine's result,
     and an error for a name the target has no call of."""
-    probe = tmp_path / "probe.py"
-    probe.write_text(
-        "from airsspec.memory import AsyncMemory\n"
-        "async def calls(twin: AsyncMemory) -> None:\n"
-        "    reveal_type(twin.learnings.add)\n"
-        "    reveal_type(await twin.files.view('/memories'))\n"
-        "    await twin.learnings.add(3)\n"
-        "    await twin.learnings.nothing_such()\n"
-        "    await twin.files.delete('/memories/a', actor=2)\n"
-        "    reveal_type(await twin.status())\n",
-        encoding="utf-8",
+    out, notes, errors = _probe(
+        tmp_path,
+        "from airsspec.memory import AsyncMemory",
+        "async def calls(twin: AsyncMemory) -> None:",
+        "    reveal_type(twin.learnings.add)",
+        "    reveal_type(await twin.files.view('/memories'))",
+        "    await twin.learnings.add(3)",
+        "    await twin.learnings.nothing_such()",
+        "    await twin.files.delete('/memories/a', actor=2)",
+        "    reveal_type(await twin.status())",
     )
-    result = _mypy(probe)
-    lines = [line.partition(":")[2] for line in result.stdout.splitlines()]
-    notes = "\n".join(lines)
-    assert '3: note: Revealed type is "def (text: str, *, kind: str =' in notes, result.stdout
+    assert '3: note: Revealed type is "def (text: str, *, kind: str =' in notes, out
     assert "-> typing.Coroutine[Any, Any, eventlog.schema.records.LearningRecord]" in notes
     assert '4: note: Revealed type is "str"' in notes  # view's, awaited
-    errors = sorted(int(line.split(":")[0]) for line in lines if ": error:" in line)
-    assert errors == [5, 6, 7], result.stdout  # the wrong calls, and only those
-    assert 'Argument 1 to "add" of "Learnings" has incompatible type "int"' in result.stdout
-    assert '"AsyncLearnings" has no attribute "nothing_such"  [attr-defined]' in result.stdout
+    assert errors == [5, 6, 7], out  # the wrong calls, and only those
+    assert 'Argument 1 to "add" of "Learnings" has incompatible type "int"' in out
+    assert '"AsyncLearnings" has no attribute "nothing_such"  [attr-defined]' in out
     assert '8: note: Revealed type is "list[projections.status.TierStatus]"' in notes

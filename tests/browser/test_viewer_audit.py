@@ -52,17 +52,12 @@ def _build(folder: Path) -> None:
         assert memory.seal(folder / "seal.json") is not None
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return built_once(tmp_path_factory, ENV, _build)
+built = built_once(ENV, _build)
 
 
 @pytest.fixture
 def site(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    copy_of(built, tmp_path)
-    with Memory.open(tmp_path / "ws") as memory:
+    with Memory.open(copy_of(built, tmp_path, monkeypatch, ENV) / "ws") as memory:
         served = Served(memory, local_user="owner", background=False)
         with serving(served) as where:
             yield where["url"], served.local_token, memory, tmp_path / "seal.json"

@@ -41,16 +41,12 @@ def _build(folder: Path) -> None:
         assert receipt.records_forgotten >= 1
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return built_once(tmp_path_factory, OFFLINE, _build)
+built = built_once(OFFLINE, _build)
 
 
 @pytest.fixture
 def site(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    for name, value in OFFLINE.items():
-        monkeypatch.setenv(name, value)
-    with Memory.open(copy_of(built, tmp_path) / "ws") as memory:
+    with Memory.open(copy_of(built, tmp_path, monkeypatch, OFFLINE) / "ws") as memory:
         tokens = TokenStore(memory.root)
         served = Served(memory, local_user="owner", background=False)
         with serving(served) as where:

@@ -10,23 +10,29 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 
-def built_once(
-    factory: pytest.TempPathFactory, env: dict[str, str], build: Callable[[Path], None]
-) -> Path:
-    """A folder ``build`` filled, with ``env`` set while it ran."""
-    folder = factory.mktemp("built")
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in env.items():
-            patch.setenv(name, value)
-        build(folder)
-    return folder
+def built_once(env: dict[str, str], build: Callable[[Path], None]) -> Any:
+    """A module-scoped fixture: a folder ``build`` filled once, with ``env`` set meanwhile."""
+
+    @pytest.fixture(scope="module")
+    def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+        folder = tmp_path_factory.mktemp("built")
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in env.items():
+                patch.setenv(name, value)
+            build(folder)
+        return folder
+
+    return built
 
 
-def copy_of(built: Path, to: Path) -> Path:
-    """``built``'s files copied into ``to`` (times kept); ``to``."""
+def copy_of(built: Path, to: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Path:
+    """``built``'s files copied into ``to`` (times kept), with ``env`` set for the test; ``to``."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     shutil.copytree(built, to, symlinks=True, dirs_exist_ok=True)
     return to
