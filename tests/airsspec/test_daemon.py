@@ -21,7 +21,7 @@ from airsspec.memory import Memory
 from airsspec.workspace import Workspace
 from eventlog.verify import verify
 from projections.engine import Runner
-from tests.conftest import REPO, init_workspace, snapshot
+from tests.conftest import REPO, init_workspace, snapshot, wait_for
 from tests.support.cli import run_cli
 
 CONFIG = (
@@ -94,11 +94,20 @@ def append(root: Path, session: str, texts: list[str], kind: str = "user") -> No
         memory.append_many(session, [{"type": kind, "content": t} for t in texts], project=False)
 
 
+def _hot_seqs(root: Path, session: str) -> list[int]:
+    """The seqs in ``session``'s hot window as its state holds them now."""
+    with Workspace.open(config=root / "airsspec.toml") as ws:
+        hot = ws.load_hot(session)
+    return [] if hot is None else [e.seq for e in hot.entries]
+
+
 def test_appends_become_visible_and_sigterm_stops_cleanly(root: Path) -> None:
     watcher = Watcher(root)
     watcher.wait_for("watching")
     append(root, "live", ["first", "second"])
-    watcher.wait_for(r"hot: live up to seq 2")
+    # the daemon's step brings the window up, or its policies' freshness does first (then the
+    # step has nothing to apply and logs nothing): the window is what is awaited
+    assert wait_for(lambda: _hot_seqs(root, "live") == [1, 2], 60)
     with Workspace.open(config=root / "airsspec.toml") as ws:
         assert [e.text for e in ws.load_hot("live").entries] == ["first", "second"]
     watcher.wait_for(r"cold: live \+2 indexed")  # beside the main loop, after it
@@ -132,7 +141,7 @@ def test_sigkill_then_restart_loses_and_duplicates_nothing(root: Path) -> None:
     watcher = Watcher(root)
     watcher.wait_for("watching")
     append(root, "s", STEPS[:6], kind="assistant")
-    watcher.wait_for(r"hot: s up to seq 6")
+    assert wait_for(lambda: _hot_seqs(root, "s")[-1:] == [6], 60)
     watcher.proc.send_signal(signal.SIGKILL)
     watcher.proc.wait(timeout=30)
     append(root, "s", STEPS[6:11], kind="assistant")  # while no daemon runs: now due
