@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from queue import Empty, Queue
 
@@ -38,8 +39,13 @@ STEPS = [
 ]
 
 
+_STARTED: list[Watcher] = []
+
+
 class Watcher:
-    """A running ``airsspec watch`` whose stderr lines can be awaited."""
+    """A running ``airsspec watch`` whose stderr lines can be awaited. Every one started is
+    killed at the end of its test if still running (``_no_watcher_outlives_its_test``): a test
+    that fails while waiting must not leave a daemon behind."""
 
     def __init__(self, root: Path) -> None:
         self.proc = subprocess.Popen(
@@ -50,6 +56,7 @@ class Watcher:
             text=True,
             env={**os.environ, "PYTHONPATH": str(REPO)},
         )
+        _STARTED.append(self)
         self.lines: Queue[str] = Queue()
         self.seen: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
@@ -72,6 +79,16 @@ class Watcher:
             self.seen.append(line)
             if regex.search(line):
                 return line
+
+
+@pytest.fixture(autouse=True)
+def _no_watcher_outlives_its_test() -> Iterator[None]:
+    yield
+    while _STARTED:
+        proc = _STARTED.pop().proc
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
 
 
 @pytest.fixture
