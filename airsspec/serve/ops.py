@@ -164,8 +164,17 @@ def _declare(
     model: type[BaseModel] | None = None,
 ) -> Callable[[F], F]:
     def declare(fn: F) -> F:
-        options = (records_access, destructive, caller, model)
-        _DECLARED.append(Op(fn, read_only, method, path, *options))
+        declared = Op(
+            fn,
+            read_only,
+            method,
+            path,
+            records_access=records_access,
+            destructive=destructive,
+            caller=caller,
+            model=model,
+        )
+        _DECLARED.append(declared)
         return fn
 
     return declare
