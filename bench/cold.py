@@ -37,6 +37,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import median_seconds, print_table
 from bench.locomo_data import DATA, Conversation, Question, load
 from bench.pools import WEIGHTS
+from eventlog.errors import EmbedderUnavailable
 from projections.bm25 import BM25
 from projections.cold import ColdStore
 from projections.embedders import HashEmbedder, make_embedder
@@ -159,8 +161,11 @@ def dia_ids(result: dict) -> list[str | None]:
 
 def baselines(root: Path, questions: list[Question]) -> dict[str, list[list[str | None]]]:
     """Plain BM25, plain dense and their RRF over the workspace's message rows."""
-    embedder = make_embedder("minilm")
-    table = ColdStore(root / ".airsspec" / "knowledge" / "vectors", embedder.model_id, 384).open()
+    from airsspec.workspace import Workspace
+
+    with Workspace.open(config=root / "airsspec.toml") as ws:
+        embedder = ws.embedder()  # the workspace's own ([cold] embedder)
+        table = ColdStore(ws.cold_location, embedder.model_id, embedder.dim).open()
     rows = table.to_arrow().to_pylist()
     ids = [json.loads(r["meta"])["dia_id"] for r in rows]
     vectors = np.array([r["vector"] for r in rows], dtype=np.float32)
@@ -443,10 +448,18 @@ def throughput(repeats: int) -> None:
     turns = [e["content"] for c in load() for e in c.turns][:1000]
     minilm = make_embedder("minilm")
     minilm.embed(["load the model first"])
+    models: list[tuple[str, Any]] = [("minilm (int8 ONNX)", minilm)]
+    try:  # the [mpnet] extra, when installed
+        mpnet = make_embedder("mpnet")
+        mpnet.embed(["load the model first"])
+        models.append(("mpnet (float32 ONNX)", mpnet))
+    except EmbedderUnavailable as exc:
+        print(f"mpnet not measured: {exc}", file=sys.stderr)
+    models.append(("hash (no model)", HashEmbedder()))
     rows = []
     for texts, what in ((turns, "whole turns"), ([t[:120] for t in turns], "first 120 chars")):
         tokens = statistics.fmean(len(e.ids) for e in minilm._load()[0].encode_batch(texts))
-        for name, embedder in (("minilm (int8 ONNX)", minilm), ("hash (no model)", HashEmbedder())):
+        for name, embedder in models:
             rate = len(texts) / median_seconds(lambda e=embedder, t=texts: e.embed(t), repeats)
             rows.append([name, what, len(texts), tokens, rate])
     print_table(
@@ -678,7 +691,9 @@ def main() -> None:
         "--cache", type=Path, help="an embedding cache kept between runs (quality only)"
     )
     parser.add_argument(
-        "--only", choices=("quality", "searchable", "latency"), help="run one measurement"
+        "--only",
+        choices=("quality", "searchable", "throughput", "latency"),
+        help="run one measurement",
     )
     args = parser.parse_args()
     global CACHE
@@ -692,6 +707,9 @@ def main() -> None:
             return
         if args.only == "searchable":
             searchable(work, args.repeats)
+            return
+        if args.only == "throughput":
+            throughput(args.repeats)
             return
         if args.only == "latency":
             latency(work, [int(s) for s in args.sizes.split(",")], args.repeats)
