@@ -50,7 +50,7 @@ FIELDS: dict[str, dict[str, tuple[Any, tuple[str, ...]]]] = {
         "diversity_dialogue": (0.75, ()),
         "tool_embed": ("head", ("head", "all", "none")),
         "tool_head_chars": (200, ()),
-        "embedder": ("minilm", ("minilm", "hash")),
+        "embedder": ("minilm", ("minilm", "mpnet", "hash")),
         "hash_dim": (256, ()),
         "ann_min_rows": (20000, ()),
     },

@@ -19,7 +19,9 @@ the defaults, without diversity, and with diversity applied to every query
     python bench/generalise.py [--work DIR] [--cache-dir DIR]
 
 ``--work`` keeps the projected workspaces between runs (reused when present); ``--cache-dir``
-keeps the embedding caches (``locomo.sqlite``, ``realmem.sqlite``).
+keeps the embedding caches (``locomo.sqlite``, ``realmem.sqlite``). With
+``AIRSSPEC_COLD_EMBEDDER=mpnet`` (the ``[mpnet]`` extra) every workspace embeds with
+all-mpnet-base-v2 instead: give that run a ``--work`` and ``--cache-dir`` of its own.
 """
 
 from __future__ import annotations
