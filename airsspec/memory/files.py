@@ -78,11 +78,15 @@ def memory_path(path: str, *, new: bool = False) -> str:
     """``path`` as the tree names it (``/memories/a/b.md``), resolved as the reference backend
     resolves it; ``MemoryFileError`` for a path outside ``/memories`` or a name no file may
     have (a control character; with ``new``, a name being made, also a character that makes it
-    read as another: ``_misleading``; a file made before keeps its name)."""
+    read as another, ``_misleading``, or a space at either end of a name; a file made before
+    keeps its name)."""
     if not path.startswith(ROOT):
         raise MemoryFileError(f"Path must start with /memories, got: {path}")
     if any(ord(c) < 32 or c == "\x7f" or (new and _misleading(c)) for c in path):
         raise MemoryFileError(f"Path {path!r} holds a control character")
+    if new and any(name != name.strip() for name in path[len(ROOT) :].split("/")):
+        # "notes.md " beside "notes.md": two files that read as one
+        raise MemoryFileError(f"Path {path!r} has a name that begins or ends with a space")
     resolved = posixpath.normpath(f"{ROOT}/{path[len(ROOT) :].lstrip('/')}")
     if not under(resolved, ROOT):
         raise MemoryFileError(f"Path {path} would escape /memories directory")

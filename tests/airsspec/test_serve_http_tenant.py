@@ -155,21 +155,27 @@ def test_an_odd_body_is_a_clear_4xx_and_changes_nothing(world: World, name: str)
 
 # A name that would read as another in the viewer and in the records an admin reads: a
 # right-to-left override (``gpj.md`` shown as ``dm.jpg``), an isolate, a line separator, a C1
-# control (NEL).
+# control (NEL); a space (or a no-break space) at either end of a file's or a folder's name.
 MISLEADING = (
-    "/memories/\u202egpj.md",
-    "/memories/a\u2067b.md",
-    "/memories/a\u2028b.md",
-    "/memories/a\x85b.md",
+    ("/memories/\u202egpj.md", "control character"),
+    ("/memories/a\u2067b.md", "control character"),
+    ("/memories/a\u2028b.md", "control character"),
+    ("/memories/a\x85b.md", "control character"),
+    ("/memories/notes.md ", "begins or ends with a space"),
+    ("/memories/ notes.md", "begins or ends with a space"),
+    ("/memories/plans /a.md", "begins or ends with a space"),
+    ("/memories/a.md\u00a0", "begins or ends with a space"),
 )
 
 
-@pytest.mark.parametrize("name", MISLEADING)
-def test_a_memory_file_name_that_reads_as_another_is_refused(world: World, name: str) -> None:
+@pytest.mark.parametrize(("name", "reason"), MISLEADING)
+def test_a_memory_file_name_that_reads_as_another_is_refused(
+    world: World, name: str, reason: str
+) -> None:
     before = world.log_bytes()
     with world.client("bob") as bob:
         made = bob.post("/v1/memories/create", json={"path": name, "file_text": "x"})
-        assert made.status_code == 400 and "control character" in made.json()["detail"], made.text
+        assert made.status_code == 400 and reason in made.json()["detail"], made.text
         assert bob.post(
             "/v1/memories/create", json={"path": "/memories/é👩‍💻.md", "file_text": "x"}
         ).is_success
