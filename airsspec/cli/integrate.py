@@ -281,7 +281,8 @@ command_group("models", "The embedding model. Check it (status) or fetch its tok
 
 @command("models status")
 def cmd_models_status(args: argparse.Namespace) -> int:
-    """Check that the embedding model loads. Exit 1 when it does not."""
+    """Check that the embedding model loads, and say whether the opt-in mpnet one is installed.
+    Exit 1 when the default one does not load."""
     from airsspec.memory import Memory
 
     status = Memory.models_status()
@@ -289,6 +290,7 @@ def cmd_models_status(args: argparse.Namespace) -> int:
         print_json(status)
     else:
         print(f"minilm: {status['minilm']}")
+        print(f"mpnet (opt-in): {status['mpnet']}")
     return EXIT_OK if status["minilm"] == "ready" else EXIT_FAILED
 
 

