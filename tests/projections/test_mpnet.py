@@ -169,9 +169,12 @@ def test_parts_that_do_not_hold_the_pinned_model_are_refused_and_nothing_is_kept
     monkeypatch.setattr(mpnet, "_part", names.__getitem__)
     models = tmp_path / "models"
     assert mpnet.status(models).startswith("installed; its first use builds")
+    killed = models / f"mpnet-{mpnet.MODEL_SHA256[:16]}" / "build-killed"  # a build cut short
+    killed.mkdir(parents=True)
+    (killed / "model.zip").write_bytes(data)
     with pytest.raises(EmbedderUnavailable, match="expected the pinned"):
         mpnet.prepared(models)
-    assert [p for p in models.rglob("*") if p.is_file()] == []
+    assert [p.name for p in models.rglob("*") if p.is_file()] == [".lock"]
 
 
 def _weights_installed() -> bool:
