@@ -59,7 +59,8 @@ def status(models: Path) -> str:
     if model.is_file() and tokenizer.is_file():
         return "ready"
     try:
-        [_part(name) for name in PARTS]
+        for name in PARTS:
+            _part(name)
     except EmbedderUnavailable as exc:
         return str(exc)
     return "installed; its first use builds the model's graph in the models folder (seconds)"
