@@ -14,7 +14,9 @@ the caller's token decides which user's view of the memory a call sees (``airssp
 
 The end of the input ends a stdio server only once every request read has been answered (or
 cancelled by the client): ``printf '...' | airsspec mcp`` gets all its answers, where the SDK's
-own stdio transport would cancel calls still running when the input closes.
+own stdio transport would cancel calls still running when the input closes. Calls run at once
+(the SDK gives each a thread), but over stdio one that writes is answered before any call read
+after it starts (``_Order``): a query piped after an append sees what it appended.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import functools
 import inspect
 import os
 import sys
-from collections import Counter
-from collections.abc import AsyncIterator, Callable
+import threading
+from collections import Counter, defaultdict, deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from io import TextIOWrapper
 from typing import Any
 
@@ -135,6 +139,45 @@ def _described(op: Op) -> Tool:
     return tool
 
 
+class _Order:
+    """Over stdio, the calls that write in the order they were read: a call starts only once
+    every call that writes and was read before it has been answered, so a query piped after an
+    append sees what it appended (the SDK runs each call in a thread of its own, at once).
+    Calls that only read do not wait for each other."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._read = 0  # tool calls read so far
+        self._arrived: defaultdict[RequestId, deque[int]] = defaultdict(deque)  # id -> numbers
+        self._writing: defaultdict[RequestId, deque[int]] = defaultdict(deque)  # not answered
+        self._pending: set[int] = set()  # the numbers of the writes not answered yet
+
+    def read(self, request_id: RequestId, tool: str) -> None:
+        writes = any(op.name == tool and not op.read_only for op in OPS)
+        with self._changed:
+            number, self._read = self._read, self._read + 1
+            self._arrived[request_id].append(number)
+            if writes:
+                self._writing[request_id].append(number)
+                self._pending.add(number)
+
+    def answered(self, request_id: RequestId) -> None:
+        with self._changed:
+            if self._writing.get(request_id):
+                self._pending.discard(self._writing[request_id].popleft())
+                self._changed.notify_all()
+
+    @contextmanager
+    def turn(self, request_id: RequestId) -> Iterator[None]:
+        """Wait (in the call's thread) for the writes read before this call."""
+        with self._changed:
+            arrived = self._arrived.get(request_id)
+            number = arrived.popleft() if arrived else None
+            if number is not None:
+                self._changed.wait_for(lambda: all(w >= number for w in self._pending))
+        yield
+
+
 class _Unanswered:
     """The requests read from the input and not yet answered on the output, counted by id as
     the SDK correlates them (``"7"`` and ``7`` are one id). A line is read as the SDK's
@@ -142,9 +185,10 @@ class _Unanswered:
     object) or refuses (no ``jsonrpc``, ``params`` not an object) is never answered, so never
     waited for."""
 
-    def __init__(self) -> None:
+    def __init__(self, order: _Order | None = None) -> None:
         self.ids: Counter[RequestId] = Counter()
         self.none_left: anyio.Event | None = None  # set once ``ids`` empties, at the end
+        self.order = order
 
     @staticmethod
     def _message(line: str) -> Any:
@@ -157,6 +201,9 @@ class _Unanswered:
         message = self._message(line)
         if isinstance(message, JSONRPCRequest):
             self.ids[coerce_request_id(message.id)] += 1
+            if self.order is not None and message.method == "tools/call":
+                tool = (message.params or {}).get("name")
+                self.order.read(coerce_request_id(message.id), str(tool))
         elif (
             isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled"
         ):
@@ -170,6 +217,8 @@ class _Unanswered:
     def answered(self, request_id: RequestId | None) -> None:
         if request_id is not None:
             key = coerce_request_id(request_id)
+            if self.order is not None:
+                self.order.answered(key)
             if self.ids[key] > 1:  # the same id twice in flight: each is answered
                 self.ids[key] -= 1
             else:
@@ -219,6 +268,7 @@ class _Server(MCPServer):
     write; every tool when not given)."""
 
     writes: Writer | None = None
+    order: _Order | None = None  # over stdio: the writes in the order read
 
     @override
     async def _handle_list_tools(self, ctx: Any, params: Any) -> ListToolsResult:
@@ -232,7 +282,7 @@ class _Server(MCPServer):
     async def run_stdio_async(self) -> None:
         """Serve over stdin and stdout; fd 1 points at stderr meanwhile, so stray output of a
         library misses the wire (as the SDK's own transport does)."""
-        unanswered = _Unanswered()
+        unanswered = _Unanswered(self.order)
         wire_fd = os.dup(1)
         os.dup2(2, 1)
         wire = TextIOWrapper(os.fdopen(wire_fd, "wb", closefd=False), encoding="utf-8")
@@ -250,9 +300,11 @@ class _Server(MCPServer):
             os.close(wire_fd)
 
 
-def build_server(run: Runner, writes: Writer | None = None) -> MCPServer:
+def build_server(
+    run: Runner, writes: Writer | None = None, order: _Order | None = None
+) -> MCPServer:
     """An MCP server whose tools are the operations, each run by ``run``; a caller for whom
-    ``writes`` says no is listed only the reads."""
+    ``writes`` says no is listed only the reads; ``order``: the stdio calls' (``_Order``)."""
     server = _Server(
         "airsspec-memory",
         instructions=INSTRUCTIONS,
@@ -261,16 +313,19 @@ def build_server(run: Runner, writes: Writer | None = None) -> MCPServer:
         log_level="WARNING",
     )
     server.writes = writes
+    server.order = order
     return server
 
 
 def serve(memory: Any) -> None:
     """Serve ``memory`` over stdio until the client closes the connection."""
     memory.warm_up()  # the first query as quick as the others
+    order = _Order()
 
     def run(op: Op, arguments: Any, ctx: Context) -> Any:
-        if op.name == "query_memory":  # no indexer runs beside stdio: catch the cold tier up
-            memory.project(("cold",))
-        return op.call(memory, arguments)
+        with order.turn(coerce_request_id(ctx.request_id)):
+            if op.name == "query_memory":  # no indexer runs beside stdio: catch the cold tier up
+                memory.project(("cold",))
+            return op.call(memory, arguments)
 
-    build_server(run).run("stdio")
+    build_server(run, order=order).run("stdio")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,33 @@ def test_two_requests_with_one_id_are_both_answered_though_the_input_ends(tmp_pa
     answers = _pipe(tmp_path, [*_slow_query(tmp_path, 5), ping])
     assert sorted(str(a["id"]) for a in answers) == ["2", "5", "5"], answers
     assert any("hits" in a.get("result", {}).get("structuredContent", {}) for a in answers)
+
+
+def test_a_call_read_after_a_write_waits_for_it_and_reads_never_wait() -> None:
+    """The server runs each call in a thread at once; over stdio a call waits until every
+    write read before it is answered (one fresh-clone run's query, piped after an append,
+    found nothing: the query ran first)."""
+    from airsspec.mcp_server import _Order
+
+    order = _Order()
+    order.read(1, "query_memory")  # a read, before the write: never waits
+    order.read(2, "append")
+    order.read(3, "query_memory")
+    with order.turn(1):
+        pass
+    entered = threading.Event()
+
+    def query() -> None:
+        with order.turn(3):
+            entered.set()
+
+    waiting = threading.Thread(target=query)
+    waiting.start()
+    try:
+        assert not entered.wait(0.3)  # the append (2) is not answered yet
+        order.answered(2)
+        assert entered.wait(10)
+    finally:
+        order.answered(2)  # nothing left waiting if an assertion failed
+        waiting.join(10)
+    assert not waiting.is_alive()
