@@ -148,7 +148,9 @@ class _Order:
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._read = 0  # tool calls read so far
-        self._arrived: defaultdict[RequestId, deque[int]] = defaultdict(deque)  # id -> numbers
+        # (id, whether it writes) -> the numbers read: a write and a read sharing an id (a
+        # client's mistake) each take their own, so a write never waits for itself
+        self._arrived: defaultdict[tuple[RequestId, bool], deque[int]] = defaultdict(deque)
         self._writing: defaultdict[RequestId, deque[int]] = defaultdict(deque)  # not answered
         self._pending: set[int] = set()  # the numbers of the writes not answered yet
 
@@ -156,7 +158,7 @@ class _Order:
         writes = any(op.name == tool and not op.read_only for op in OPS)
         with self._changed:
             number, self._read = self._read, self._read + 1
-            self._arrived[request_id].append(number)
+            self._arrived[(request_id, writes)].append(number)
             if writes:
                 self._writing[request_id].append(number)
                 self._pending.add(number)
@@ -168,10 +170,10 @@ class _Order:
                 self._changed.notify_all()
 
     @contextmanager
-    def turn(self, request_id: RequestId) -> Iterator[None]:
+    def turn(self, request_id: RequestId, writes: bool) -> Iterator[None]:
         """Wait (in the call's thread) for the writes read before this call."""
         with self._changed:
-            arrived = self._arrived.get(request_id)
+            arrived = self._arrived.get((request_id, writes))
             number = arrived.popleft() if arrived else None
             if number is not None:
                 self._changed.wait_for(lambda: all(w >= number for w in self._pending))
@@ -323,7 +325,7 @@ def serve(memory: Any) -> None:
     order = _Order()
 
     def run(op: Op, arguments: Any, ctx: Context) -> Any:
-        with order.turn(coerce_request_id(ctx.request_id)):
+        with order.turn(coerce_request_id(ctx.request_id), not op.read_only):
             if op.name == "query_memory":  # no indexer runs beside stdio: catch the cold tier up
                 memory.project(("cold",))
             return op.call(memory, arguments)

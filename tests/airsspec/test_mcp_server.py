@@ -173,6 +173,19 @@ def test_two_requests_with_one_id_are_both_answered_though_the_input_ends(tmp_pa
     assert any("hits" in a.get("result", {}).get("structuredContent", {}) for a in answers)
 
 
+def test_a_write_and_a_read_sharing_an_id_are_both_answered_the_read_after_the_write(
+    tmp_path: Path,
+) -> None:
+    """A client reusing the append's id for a query piped after it (its mistake) gets both
+    answers, the query's finding what the append wrote, and the server exits."""
+    append, _ = _slow_query(tmp_path, 2)
+    answers = _pipe(tmp_path, [append, _call(2, "query_memory", {"query": "token bucket"})])
+    assert [a["id"] for a in answers] == [2, 2], answers
+    found = [a["result"]["structuredContent"] for a in answers]
+    assert [r["seqs"][:2] for r in found if "seqs" in r] == [[1, 2]]
+    assert any("token bucket" in r["hits"][0]["text"] for r in found if r.get("hits"))
+
+
 def test_a_call_read_after_a_write_waits_for_it_and_reads_never_wait() -> None:
     """The server runs each call in a thread at once; over stdio a call waits until every
     write read before it is answered (one fresh-clone run's query, piped after an append,
@@ -182,13 +195,16 @@ def test_a_call_read_after_a_write_waits_for_it_and_reads_never_wait() -> None:
     order = _Order()
     order.read(1, "query_memory")  # a read, before the write: never waits
     order.read(2, "append")
+    order.read(2, "sessions")  # the same id again (a client's mistake): waits for the append
     order.read(3, "query_memory")
-    with order.turn(1):
+    with order.turn(1, writes=False):
+        pass
+    with order.turn(2, writes=True):  # the append waits for nothing read before it
         pass
     entered = threading.Event()
 
     def query() -> None:
-        with order.turn(3):
+        with order.turn(3, writes=False), order.turn(2, writes=False):
             entered.set()
 
     waiting = threading.Thread(target=query)
