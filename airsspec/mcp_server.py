@@ -289,10 +289,13 @@ class _Server(MCPServer):
         os.dup2(2, 1)
         wire = TextIOWrapper(os.fdopen(wire_fd, "wb", closefd=False), encoding="utf-8")
         lines = TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+        # threads of their own: calls waiting their turn (``_Order``) may hold every thread
+        # of the SDK's pool, and the answer they wait for must still be read and written
+        reading, writing = anyio.CapacityLimiter(1), anyio.CapacityLimiter(1)
         try:
             async with stdio_server(
-                stdin=_Input(anyio.wrap_file(lines), unanswered),  # type: ignore[arg-type]
-                stdout=_Output(anyio.wrap_file(wire), unanswered),  # type: ignore[arg-type]
+                stdin=_Input(anyio.wrap_file(lines, limiter=reading), unanswered),  # type: ignore[arg-type]
+                stdout=_Output(anyio.wrap_file(wire, limiter=writing), unanswered),  # type: ignore[arg-type]
             ) as (read, write):
                 lowlevel = self._lowlevel_server
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())

@@ -217,3 +217,19 @@ def test_a_call_read_after_a_write_waits_for_it_and_reads_never_wait() -> None:
         order.answered(2)  # nothing left waiting if an assertion failed
         waiting.join(10)
     assert not waiting.is_alive()
+
+
+def test_more_calls_waiting_for_a_write_than_the_sdk_has_threads_are_all_answered(
+    tmp_path: Path,
+) -> None:
+    """Sixty appends then sixty reads piped at once: the calls waiting their turn hold every
+    thread of the SDK's pool (about forty), yet each write's answer is still written, so the
+    next one runs, and every read sees all sixty appends (the answers once waited for a
+    thread, and the server hung)."""
+    init_workspace(tmp_path)
+    event = {"type": "user", "content": "a note"}
+    appends = [_call(i, "append", {"session": "s1", "events": [event]}) for i in range(2, 62)]
+    reads = [_call(i, "sessions", {}) for i in range(100, 160)]
+    answers = {a["id"]: a["result"]["structuredContent"] for a in _pipe(tmp_path, appends + reads)}
+    assert sorted(answers) == [*range(2, 62), *range(100, 160)]
+    assert {answers[i]["result"][0]["records"] for i in range(100, 160)} == {60}
