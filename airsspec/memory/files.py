@@ -333,6 +333,7 @@ class MemoryFiles:
         where = memory_path(path)
         with self._locked() as files:
             if where not in files and content_sha256 is None:
+                memory_path(path, new=True)  # a name being made: refused as a create refuses it
                 self._creatable(files, where, path)
                 version = self._write(where, text, None, "create", actor)
                 return Change(version, f"File created successfully at: {path}")

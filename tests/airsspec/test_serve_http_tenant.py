@@ -186,3 +186,17 @@ def test_a_memory_file_name_that_reads_as_another_is_refused(
         assert bob.post("/v1/memories/view", json={"path": "/memories/é👩‍💻.md"}).is_success
     grown = {p for p, data in world.log_bytes().items() if before.get(p) != data}
     assert len(grown) == 1  # the workspace's own log, by the one create that was allowed
+
+
+@pytest.mark.parametrize(("name", "reason"), MISLEADING)
+def test_a_memory_file_written_whole_under_a_name_that_reads_as_another_is_refused(
+    world: World, name: str, reason: str
+) -> None:
+    """The Python API's whole-file write, which creates a missing file, refuses the names a
+    create refuses, and changes nothing."""
+    from airsspec.errors import MemoryFileError
+
+    before = world.log_bytes()
+    with pytest.raises(MemoryFileError, match=reason):
+        world.memory.files.write(name, "x")
+    assert world.log_bytes() == before
