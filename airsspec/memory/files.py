@@ -60,6 +60,12 @@ def _misleading(char: str) -> bool:
     )
 
 
+def _blank(char: str) -> bool:
+    """A space, or a character that shows nothing (a format character: a zero-width space, a
+    word joiner, a byte order mark): at either end of a name, it reads as the name without it."""
+    return char.isspace() or unicodedata.category(char) == "Cf"
+
+
 DIRECTORY_SIZE = 4096
 """The size a folder is listed with (``4K``): what a folder of the reference backend's has on
 the usual Linux file systems (a folder of events takes no room of its own)."""
@@ -78,15 +84,17 @@ def memory_path(path: str, *, new: bool = False) -> str:
     """``path`` as the tree names it (``/memories/a/b.md``), resolved as the reference backend
     resolves it; ``MemoryFileError`` for a path outside ``/memories`` or a name no file may
     have (a control character; with ``new``, a name being made, also a character that makes it
-    read as another, ``_misleading``, or a space at either end of a name; a file made before
-    keeps its name)."""
+    read as another, ``_misleading``, or a space or an invisible character at either end of a
+    name, ``_blank``; a file made before keeps its name)."""
     if not path.startswith(ROOT):
         raise MemoryFileError(f"Path must start with /memories, got: {path}")
     if any(ord(c) < 32 or c == "\x7f" or (new and _misleading(c)) for c in path):
         raise MemoryFileError(f"Path {path!r} holds a control character")
-    if new and any(name != name.strip() for name in path[len(ROOT) :].split("/")):
-        # "notes.md " beside "notes.md": two files that read as one
-        raise MemoryFileError(f"Path {path!r} has a name that begins or ends with a space")
+    if new and any(n and (_blank(n[0]) or _blank(n[-1])) for n in path[len(ROOT) :].split("/")):
+        # "notes.md " (or "notes.md" and a zero-width space) beside "notes.md": read as one
+        raise MemoryFileError(
+            f"Path {path!r} has a name that begins or ends with a space or an invisible character"
+        )
     resolved = posixpath.normpath(f"{ROOT}/{path[len(ROOT) :].lstrip('/')}")
     if not under(resolved, ROOT):
         raise MemoryFileError(f"Path {path} would escape /memories directory")

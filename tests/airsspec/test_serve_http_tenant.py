@@ -165,6 +165,9 @@ MISLEADING = (
     ("/memories/ notes.md", "begins or ends with a space"),
     ("/memories/plans /a.md", "begins or ends with a space"),
     ("/memories/a.md\u00a0", "begins or ends with a space"),
+    ("/memories/a.md\u200b", "begins or ends with a space"),  # a zero-width space
+    ("/memories/\ufeffa.md", "begins or ends with a space"),  # a zero-width no-break space
+    ("/memories/a\u2060/b.md", "begins or ends with a space"),  # a word joiner
 )
 
 
