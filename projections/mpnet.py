@@ -68,20 +68,26 @@ def status(models: Path) -> str:
 
 def prepared(models: Path) -> tuple[Path, Path]:
     """``(model.onnx, tokenizer.json)`` under ``models``, built from the installed parts the
-    first time (about ten seconds; 0.9 GB of disk while it runs, 0.4 GB after)."""
+    first time (about ten seconds; 0.9 GB of disk while it runs, 0.4 GB after);
+    ``EmbedderUnavailable`` when they are missing or wrong, or it cannot be built there."""
     model, tokenizer = _files(models)
     if model.is_file() and tokenizer.is_file():
         return model, tokenizer
     folder = model.parent
     parts = [_part(name) for name in PARTS]
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / ".lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time: the others find it done
-        if model.is_file() and tokenizer.is_file():
-            return model, tokenizer
-        for stale in folder.glob("build-*"):  # a build killed midway
-            shutil.rmtree(stale, ignore_errors=True)
-        _build(parts, model, tokenizer)
+    try:  # a models folder that is a file, a symlink to nowhere, full: the embedder's problem
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / ".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time: the others find it done
+            if model.is_file() and tokenizer.is_file():
+                return model, tokenizer
+            for stale in folder.glob("build-*"):  # a build killed midway
+                shutil.rmtree(stale, ignore_errors=True)
+            _build(parts, model, tokenizer)
+    except OSError as exc:
+        raise EmbedderUnavailable(
+            f"the mpnet embedder cannot build its graph in {folder}: {exc.strerror or exc}"
+        ) from exc
     return model, tokenizer
 
 

@@ -205,3 +205,44 @@ def test_the_real_model_keeps_meaning_and_ignores_the_batch(
     assert together.shape == (4, 768)
     assert np.abs(together - alone).max() < 1e-5
     assert together[0] @ together[1] > together[0] @ together[2] + 0.1
+
+
+def _fake_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five installed parts (``_part``) that join into a zip not holding the pinned model."""
+    archive = tmp_path / "fake.zip"
+    with zipfile.ZipFile(archive, "w") as fake:
+        fake.writestr("all-mpnet-base-v2/model.safetensors", b"not the model")
+        fake.writestr("all-mpnet-base-v2/tokenizer.json", b"{}")
+    data, size = archive.read_bytes(), archive.stat().st_size // 5 + 1
+    parts = {}
+    for n, name in enumerate(mpnet.PARTS):
+        parts[name] = tmp_path / f"part{n}"
+        parts[name].write_bytes(data[n * size : (n + 1) * size])
+    monkeypatch.setattr(mpnet, "_part", parts.__getitem__)
+
+
+@pytest.mark.parametrize("odd", ["a file", "a dangling symlink", "its folder a file", "a lock"])
+def test_a_models_folder_it_cannot_build_in_is_one_clear_line_and_nothing_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: str
+) -> None:
+    """Where the graph cannot be built (the models folder is a file, a symlink to nowhere,
+    holds a file where the model's folder goes, or a folder where its lock goes), the parts
+    installed: ``EmbedderUnavailable`` naming the folder (the cold tier is then left with a
+    warning, as without the parts), not an ``OSError`` that fails the whole command."""
+    _fake_parts(tmp_path, monkeypatch)
+    models = tmp_path / "models"
+    folder = models / f"mpnet-{mpnet.MODEL_SHA256[:16]}"
+    if odd == "a file":
+        models.write_text("x")
+    elif odd == "a dangling symlink":
+        models.symlink_to(tmp_path / "nowhere")
+    elif odd == "its folder a file":
+        models.mkdir()
+        folder.write_text("x")
+    else:
+        (folder / ".lock").mkdir(parents=True)
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(EmbedderUnavailable, match="cannot build its graph in") as raised:
+        mpnet.prepared(models)
+    assert "\n" not in str(raised.value)
+    assert sorted(tmp_path.rglob("*")) == before
