@@ -25,10 +25,8 @@ import functools
 import inspect
 import os
 import sys
-import threading
-from collections import Counter, defaultdict, deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Callable
 from io import TextIOWrapper
 from typing import Any
 
@@ -87,18 +85,20 @@ class _Tool(Tool):
             raise
 
 
-def _tool(op: Op, run: Runner) -> Tool:
-    """The MCP tool of ``op``, run by ``run``: the operation's tool (``_described``) with this
-    server's function."""
+def _tool(op: Op, run: Runner, order: _Order | None = None) -> Tool:
+    """The MCP tool of ``op``, run by ``run`` in a worker thread: the operation's tool
+    (``_described``) with this server's function; with ``order``, started in its turn."""
 
-    def call(ctx: Context, **values: Any) -> Any:
+    async def call(ctx: Context, **values: Any) -> Any:
         arguments = op.arguments.model_construct(**values)  # validated by the SDK already
+        if order is not None:
+            await order.turn(coerce_request_id(ctx.request_id), not op.read_only)
         try:
-            return run(op, arguments, ctx)
+            return await anyio.to_thread.run_sync(run, op, arguments, ctx)
         except AirsspecError as exc:
             raise ToolError(str(exc)) from exc
 
-    return _described(op).model_copy(update={"fn": call})
+    return _described(op).model_copy(update={"fn": call, "is_async": True})
 
 
 @functools.cache
@@ -140,44 +140,52 @@ def _described(op: Op) -> Tool:
 
 
 class _Order:
-    """Over stdio, the calls that write in the order they were read: a call starts only once
-    every call that writes and was read before it has been answered, so a query piped after an
-    append sees what it appended (the SDK runs each call in a thread of its own, at once).
-    Calls that only read do not wait for each other."""
+    """Over stdio, the calls that write in the order they were read: a call is started (given
+    a thread) only once every call that writes and was read before it has been answered, so a
+    query piped after an append sees what it appended (the SDK starts every call at once).
+    Calls that only read do not wait for each other, and a call waiting holds no thread. Its
+    methods run in the event loop: ``read`` as a line is read, ``answered`` as an answer is
+    written (or the call cancelled), ``turn`` before a call runs."""
 
     def __init__(self) -> None:
-        self._changed = threading.Condition()
         self._read = 0  # tool calls read so far
         # (id, whether it writes) -> the numbers read: a write and a read sharing an id (a
         # client's mistake) each take their own, so a write never waits for itself
-        self._arrived: defaultdict[tuple[RequestId, bool], deque[int]] = defaultdict(deque)
-        self._writing: defaultdict[RequestId, deque[int]] = defaultdict(deque)  # not answered
-        self._pending: set[int] = set()  # the numbers of the writes not answered yet
+        self._arrived: dict[tuple[RequestId, bool], deque[int]] = {}
+        self._writing: dict[RequestId, deque[int]] = {}  # the writes not answered, by id
+        self._pending: set[int] = set()  # their numbers
+        self._changed: anyio.Event | None = None  # set when a write is answered
 
     def read(self, request_id: RequestId, tool: str) -> None:
         writes = any(op.name == tool and not op.read_only for op in OPS)
-        with self._changed:
-            number, self._read = self._read, self._read + 1
-            self._arrived[(request_id, writes)].append(number)
-            if writes:
-                self._writing[request_id].append(number)
-                self._pending.add(number)
+        number, self._read = self._read, self._read + 1
+        self._arrived.setdefault((request_id, writes), deque()).append(number)
+        if writes:
+            self._writing.setdefault(request_id, deque()).append(number)
+            self._pending.add(number)
 
     def answered(self, request_id: RequestId) -> None:
-        with self._changed:
-            if self._writing.get(request_id):
-                self._pending.discard(self._writing[request_id].popleft())
-                self._changed.notify_all()
+        if (writing := self._writing.get(request_id)) is None:
+            return
+        self._pending.discard(writing.popleft())
+        if not writing:
+            del self._writing[request_id]
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
-    @contextmanager
-    def turn(self, request_id: RequestId, writes: bool) -> Iterator[None]:
-        """Wait (in the call's thread) for the writes read before this call."""
-        with self._changed:
-            arrived = self._arrived.get((request_id, writes))
-            number = arrived.popleft() if arrived else None
-            if number is not None:
-                self._changed.wait_for(lambda: all(w >= number for w in self._pending))
-        yield
+    async def turn(self, request_id: RequestId, writes: bool) -> None:
+        """Return once the writes read before this call are answered."""
+        arrived = self._arrived.get((request_id, writes))
+        if not arrived:
+            return
+        number = arrived.popleft()
+        if not arrived:
+            del self._arrived[(request_id, writes)]
+        while any(w < number for w in self._pending):
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
 
 
 class _Unanswered:
@@ -289,8 +297,8 @@ class _Server(MCPServer):
         os.dup2(2, 1)
         wire = TextIOWrapper(os.fdopen(wire_fd, "wb", closefd=False), encoding="utf-8")
         lines = TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
-        # threads of their own: calls waiting their turn (``_Order``) may hold every thread
-        # of the SDK's pool, and the answer they wait for must still be read and written
+        # threads of their own: running calls may hold every thread of the pool, and the
+        # input and the answers must still be read and written
         reading, writing = anyio.CapacityLimiter(1), anyio.CapacityLimiter(1)
         try:
             async with stdio_server(
@@ -314,7 +322,7 @@ def build_server(
         "airsspec-memory",
         instructions=INSTRUCTIONS,
         version=airsspec.__version__,
-        tools=[_tool(op, run) for op in OPS],
+        tools=[_tool(op, run, order) for op in OPS],
         log_level="WARNING",
     )
     server.writes = writes
@@ -328,9 +336,8 @@ def serve(memory: Any) -> None:
     order = _Order()
 
     def run(op: Op, arguments: Any, ctx: Context) -> Any:
-        with order.turn(coerce_request_id(ctx.request_id), not op.read_only):
-            if op.name == "query_memory":  # no indexer runs beside stdio: catch the cold tier up
-                memory.project(("cold",))
-            return op.call(memory, arguments)
+        if op.name == "query_memory":  # no indexer runs beside stdio: catch the cold tier up
+            memory.project(("cold",))
+        return op.call(memory, arguments)
 
     build_server(run, order=order).run("stdio")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -187,36 +186,36 @@ def test_a_write_and_a_read_sharing_an_id_are_both_answered_the_read_after_the_w
 
 
 def test_a_call_read_after_a_write_waits_for_it_and_reads_never_wait() -> None:
-    """The server runs each call in a thread at once; over stdio a call waits until every
-    write read before it is answered (one fresh-clone run's query, piped after an append,
-    found nothing: the query ran first)."""
+    """The SDK starts every call at once; over stdio a call waits (holding no thread) until
+    every write read before it is answered (one fresh-clone run's query, piped after an
+    append, found nothing: the query ran first)."""
+    import anyio
+
     from airsspec.mcp_server import _Order
 
-    order = _Order()
-    order.read(1, "query_memory")  # a read, before the write: never waits
-    order.read(2, "append")
-    order.read(2, "sessions")  # the same id again (a client's mistake): waits for the append
-    order.read(3, "query_memory")
-    with order.turn(1, writes=False):
-        pass
-    with order.turn(2, writes=True):  # the append waits for nothing read before it
-        pass
-    entered = threading.Event()
+    async def scenario() -> None:
+        order = _Order()
+        order.read(1, "query_memory")  # a read, before the write: never waits
+        order.read(2, "append")
+        order.read(2, "sessions")  # the same id again (a client's mistake): waits for the append
+        order.read(3, "query_memory")
+        await order.turn(1, writes=False)
+        await order.turn(2, writes=True)  # the append waits for nothing read before it
+        entered = anyio.Event()
 
-    def query() -> None:
-        with order.turn(3, writes=False), order.turn(2, writes=False):
+        async def query() -> None:
+            await order.turn(3, writes=False)
+            await order.turn(2, writes=False)
             entered.set()
 
-    waiting = threading.Thread(target=query)
-    waiting.start()
-    try:
-        assert not entered.wait(0.3)  # the append (2) is not answered yet
-        order.answered(2)
-        assert entered.wait(10)
-    finally:
-        order.answered(2)  # nothing left waiting if an assertion failed
-        waiting.join(10)
-    assert not waiting.is_alive()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(query)
+            await anyio.wait_all_tasks_blocked()
+            assert not entered.is_set()  # the append (2) is not answered yet
+            order.answered(2)
+        assert entered.is_set()
+
+    anyio.run(scenario)
 
 
 def test_more_calls_waiting_for_a_write_than_the_sdk_has_threads_are_all_answered(
