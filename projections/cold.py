@@ -626,7 +626,9 @@ class ColdProjector(Projector[ColdState]):
     @override
     def fingerprint(self) -> dict[str, Any]:
         return {
-            "version": 4,  # 3: documents are indexed from source_indexed events; 4: redacted
+            # 3: documents are indexed from source_indexed events; 4: redacted; 5: a learning's
+            # edited text is a unit of its own
+            "version": 5,
             "embedder": self.embedder.model_id,
             "epoch": self.epoch(),
             "full_text": FTS_SETTINGS,

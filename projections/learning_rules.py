@@ -187,6 +187,9 @@ class Assessed:
     seen_in: int = 1  # distinct sessions that stated it (its own and those merged into it)
     # what people did to it, oldest first: verdicts and edits, each with its actor and time
     curation: list[dict[str, Any]] = field(default_factory=list)
+    # the cold unit that holds ``text``: the learning record's, or its latest edit's that gave
+    # a text (what query_memory may find it by)
+    unit: str = ""
 
     @property
     def loaded(self) -> bool:
@@ -274,11 +277,14 @@ def _resolve(a: Assessed, b: Assessed) -> tuple[Assessed, str]:
 
 def _edited(edits: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per learning id, what people changed of it (``edits``: ``learning_edited`` entries in
-    time order): its latest ``text`` and ``scope``, each only once it was edited."""
+    time order): its latest ``text`` (and the ``unit`` that holds it) and ``scope``, each only
+    once it was edited."""
     changes: dict[str, dict[str, Any]] = {}
     for entry in edits:
         change = changes.setdefault(entry["id"], {})
         change.update({k: entry[k] for k in ("text", "scope") if entry[k] is not None})
+        if entry["text"] is not None:
+            change["unit"] = entry["unit"]
     return changes
 
 
@@ -348,6 +354,7 @@ def assess(
                 evidence=item["evidence"],
                 last_activity=item["ts"],
                 last_match=item["ts"],
+                unit=item.get("unit") or f"{item['session']}:{item['seq']}:0",
             )
     for entry in sorted(feedback, key=lambda e: e["ts"]):
         target = items.get(entry["id"])

@@ -43,11 +43,12 @@ if TYPE_CHECKING:  # the record classes are named by the fold, when there are re
         Record,
     )
 
-# 5: the facts a session's consolidation recorded (``projections.facts``); 4: edits
+# 6: an edit keeps its record's session and seq (the cold unit of its text); 5: the facts a
+# session's consolidation recorded (``projections.facts``); 4: edits
 # (``learning_edited``) and the actor of a verdict; 3: an assignment
 # (``session_assigned``) replaces the session's owner, and a learning keeps only
 # the owner recorded with it (else its session's, when read); 2: owners (``info["owner"]``)
-STATE_VERSION = 5
+STATE_VERSION = 6
 # Tools whose parameters name a file they change (Claude Code's, OpenHands', and plain names).
 EDIT_TOOLS = frozenset(
     {"Edit", "MultiEdit", "Write", "NotebookEdit", "str_replace_editor", "edit_file", "write_file"}
@@ -159,6 +160,7 @@ def fold(state: LearningsState, record: Record) -> LearningsState:
                 "actor": record.actor,
                 "reason": record.reason,
                 "ts": record.ts,
+                "unit": f"{record.session}:{record.seq}:0",  # its text's, when it gave one
             }
         )
     elif isinstance(record, kinds.MemoryAccessedRecord):

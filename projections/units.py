@@ -7,8 +7,9 @@ A unit is a piece of readable text with its provenance. Pure functions of their 
 - a compaction record gives one unit for its master summary and one per chunk summary, each
   naming the seq range of the records it covers;
 - a ``learning`` record gives one unit (its text; ``meta`` names the learning), so
-  ``query_memory`` can search learnings; the other memory-management records (session
-  lifecycle, feedback, accesses, housekeeping) give none;
+  ``query_memory`` can search learnings, and so does a ``learning_edited`` record that gives
+  a new text (a learning is found by its current text only: ``Assessed.unit``); the other
+  memory-management records (session lifecycle, feedback, accesses, housekeeping) give none;
 - a ``store_put`` record (a graph store's item) gives the units of the text of the fields it
   indexes, cut as a message's (``meta`` names the namespace and key), none when it indexes
   none; the other records of a framework's state (``STATE_TYPES``: pops, checkpoints...) give
@@ -150,6 +151,7 @@ def record_units(record: Record) -> list[Unit]:
         STATE_TYPES,
         CompactionRecord,
         ImportedRecord,
+        LearningEditedRecord,
         LearningRecord,
         StorePutRecord,
     )
@@ -161,6 +163,11 @@ def record_units(record: Record) -> list[Unit]:
     if isinstance(record, LearningRecord):
         meta: dict[str, Any] = {"learning_id": record.learning_id, "scope": record.scope}
         return [_unit(record, 0, "learning", record.kind, record.text, meta=meta)]
+    if isinstance(record, LearningEditedRecord):  # a person's new text for a learning
+        if record.text is None:
+            return []
+        meta = {"learning_id": record.learning_id, "edited": True}
+        return [_unit(record, 0, "learning", record.type, record.text, meta=meta)]
     if isinstance(record, StorePutRecord):
         text = store_text(record.value, record.index)
         meta = {"namespace": record.namespace, "key": record.key}

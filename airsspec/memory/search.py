@@ -4,7 +4,8 @@
 of a query: the agent tool's schema, ``query --batch`` lines and the MCP/HTTP tool are all
 generated from it); both answer with the same JSON-ready shape. Only what the reader scope may
 see is ranked: sessions outside it never reach the index query, and a learning hit is kept
-only while that learning is active for the scope.
+only while that learning is active for the scope, and only by its current text (an edited
+learning is found by the edit's text, not the first).
 
 ``search_now`` never waits for the cold projection: it answers from what is indexed, then reads
 the records each visible session holds beyond the cold checkpoint (at most ``SCAN_LIMIT``),
@@ -119,7 +120,7 @@ def _query_memory(
     seen = None  # the learnings as they stand for this reader, assessed once
     if allowed is not None and (chosen.kinds is None or "learning" in chosen.kinds):
         seen = Learnings(kernel).list(scope=scope).learnings
-        readable = {f"{a.session}:{a.seq}:0" for a in seen}
+        readable = {a.unit for a in seen}  # each learning by its current text only
     kinds: list[str] | None = None if chosen.kinds is None else list(chosen.kinds)
     answer = (
         kernel.workspace.recall()
@@ -139,11 +140,9 @@ def _query_memory(
     if any(hit["kind"] == "learning" for hit in answer["hits"]):
         if seen is None:
             seen = Learnings(kernel).list(scope=scope).learnings
-        live = {a.id for a in seen if a.status == "active"}
+        live = {a.unit for a in seen if a.status == "active"}  # a text edited since: not
         answer["hits"] = [
-            hit
-            for hit in answer["hits"]
-            if hit["kind"] != "learning" or (hit["meta"] or {}).get("learning_id") in live
+            hit for hit in answer["hits"] if hit["kind"] != "learning" or hit["unit_id"] in live
         ]
     return answer
 

@@ -429,3 +429,24 @@ def test_the_workspace_s_parts_read_through_alike_and_are_read_only(memory: Memo
         with pytest.raises(AttributeError):
             holder.root = Path("elsewhere")
     assert memory.root == workspace.root
+
+
+def test_an_edited_learning_is_found_by_its_current_text_only(memory: Memory) -> None:
+    """Search finds a learning by the text a person gave it last, shown with the edit's
+    provenance; its first text finds it no more, for an admin and for the owner's scope."""
+    bob = memory.scoped(user="bob")
+    first = bob.learnings.add("deploys go out on fridays", scope="project").learning_id
+    edit = bob.learnings.edit(first, text="deploys go out on tuesdays only", reason="sharper")
+    for reader in (memory, bob):
+        for query, found in (("tuesdays", True), ("fridays", False)):
+            hits = [
+                h
+                for h in reader.search(query, kinds=["learning"], k=5)["hits"]
+                if h["meta"]["learning_id"] == first
+            ]
+            if found:
+                assert [(h["text"], h["record_seq"]) for h in hits] == [
+                    ("deploys go out on tuesdays only", edit.seq)
+                ]
+            else:
+                assert hits == [], (query, hits)
