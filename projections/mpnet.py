@@ -63,6 +63,9 @@ def status(models: Path) -> str:
             _part(name)
     except EmbedderUnavailable as exc:
         return str(exc)
+    blocked = next((p for p in (models, model.parent) if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        return f"installed, but its graph cannot be built: {blocked} is not a folder"
     return "installed; its first use builds the model's graph in the models folder (seconds)"
 
 

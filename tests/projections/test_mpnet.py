@@ -241,6 +241,8 @@ def test_a_models_folder_it_cannot_build_in_is_one_clear_line_and_nothing_is_lef
         folder.write_text("x")
     else:
         (folder / ".lock").mkdir(parents=True)
+    if odd in ("a file", "its folder a file"):  # said before a build is tried
+        assert "is not a folder" in mpnet.status(models)
     before = sorted(tmp_path.rglob("*"))
     with pytest.raises(EmbedderUnavailable, match="cannot build its graph in") as raised:
         mpnet.prepared(models)
