@@ -737,3 +737,27 @@ def test_following_a_forget_again_keeps_the_documents_the_user_added_since(
         hits = memory.search("written after the forget", k=3)["hits"]
         assert hits and hits[0]["source"] == "users/ana/notes/new.md"
     assert _files_holding(tmp_path, b"CANARY") == []
+
+
+def test_a_learnings_edited_text_is_searchable_until_its_owner_is_forgotten(
+    tmp_path: Path, env: None
+) -> None:
+    """A person's edit of a learning is a search unit of its own (its current text): it is
+    found by the owner's scope and not by another user's, and forgetting the owner leaves it
+    nowhere under the workspace."""
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        ana = memory.scoped(user="ana")
+        ana.append("a1", {"type": "user", "content": "a first session"})
+        added = ana.learnings.add("deploys go out on fridays", scope="project").learning_id
+        memory.learnings.edit(added, text="EDITCANARY deploys go out on tuesdays", by="admin")
+        memory.project()
+        assert [h["text"] for h in ana.search("EDITCANARY", kinds=["learning"])["hits"]] == [
+            "EDITCANARY deploys go out on tuesdays"
+        ]
+        ben = memory.scoped(user="ben")
+        assert ben.search("EDITCANARY", kinds=["learning"])["hits"] == []
+        assert _files_holding(tmp_path, b"EDITCANARY")  # in the clear somewhere: the index
+        memory.forget(user="ana")
+        assert memory.search("EDITCANARY", kinds=["learning"])["hits"] == []
+    assert _files_holding(tmp_path, b"EDITCANARY") == []
