@@ -156,8 +156,10 @@ class _Order:
         self._pending: set[int] = set()  # their numbers
         self._changed: anyio.Event | None = None  # set when a write is answered
 
+    WRITES = frozenset(op.name for op in OPS if not op.read_only)
+
     def read(self, request_id: RequestId, tool: str) -> None:
-        writes = any(op.name == tool and not op.read_only for op in OPS)
+        writes = tool in self.WRITES
         number, self._read = self._read, self._read + 1
         self._arrived.setdefault((request_id, writes), deque()).append(number)
         if writes:
