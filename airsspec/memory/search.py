@@ -122,29 +122,36 @@ def _query_memory(
         seen = Learnings(kernel).list(scope=scope).learnings
         readable = {a.unit for a in seen}  # each learning by its current text only
     kinds: list[str] | None = None if chosen.kinds is None else list(chosen.kinds)
-    answer = (
-        kernel.workspace.recall()
-        .query_memory(
-            chosen.query,
-            chosen.k,
-            chosen.session,
-            since,
-            until,
-            kinds,
-            allowed,
-            scope.user,
-            readable,
+    asked = chosen.k
+    while True:
+        answer = (
+            kernel.workspace.recall()
+            .query_memory(
+                chosen.query,
+                asked,
+                chosen.session,
+                since,
+                until,
+                kinds,
+                allowed,
+                scope.user,
+                readable,
+            )
+            .to_json()
         )
-        .to_json()
-    )
-    if any(hit["kind"] == "learning" for hit in answer["hits"]):
+        hits = answer["hits"]
+        if not any(hit["kind"] == "learning" for hit in hits):
+            return answer
         if seen is None:
             seen = Learnings(kernel).list(scope=scope).learnings
         live = {a.unit for a in seen if a.status == "active"}  # a text edited since: not
-        answer["hits"] = [
-            hit for hit in answer["hits"] if hit["kind"] != "learning" or hit["unit_id"] in live
-        ]
-    return answer
+        answer["hits"] = [h for h in hits if h["kind"] != "learning" or h["unit_id"] in live]
+        # a text left out took a place: asked again for as many more, until k are kept or
+        # nothing more ranks
+        if len(answer["hits"]) >= chosen.k or len(hits) < asked:
+            answer["hits"] = answer["hits"][: chosen.k]
+            return answer
+        asked += len(hits) - len(answer["hits"])
 
 
 def _behind(kernel: Kernel, session: str | None) -> dict[str, tuple[int, int]]:

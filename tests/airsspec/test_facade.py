@@ -450,3 +450,17 @@ def test_an_edited_learning_is_found_by_its_current_text_only(memory: Memory) ->
                 ]
             else:
                 assert hits == [], (query, hits)
+
+
+def test_an_edited_learnings_old_text_takes_no_place_of_another_hit(memory: Memory) -> None:
+    """A learning's text that an edit replaced is not an answer: it takes none of the ``k``
+    places either, so the learning that matches next is found, for an admin and for the
+    owner's scope (the first text is a unit of the owner's session, which the owner reads)."""
+    bob = memory.scoped(user="bob")
+    bob.append("b1", {"type": "user", "content": "a first session"})
+    kept = bob.learnings.add("zebra crossings", scope="project", session="b1").learning_id
+    edited = bob.learnings.add("zebra zebra zebra stripes", scope="project", session="b1")
+    bob.learnings.edit(edited.learning_id, text="horses gallop")
+    for reader in (memory, bob):
+        hits = reader.search("zebra stripes", kinds=["learning"], k=1)["hits"]
+        assert [h["meta"]["learning_id"] for h in hits] == [kept], reader
