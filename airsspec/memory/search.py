@@ -154,6 +154,13 @@ def _query_memory(
         asked += len(hits) - len(answer["hits"])
 
 
+def _live(kernel: Kernel) -> set[str]:
+    """The units of the active learnings this kernel's scope sees, each by its current text:
+    the only learning units an answer may give."""
+    seen = Learnings(kernel).list(scope=kernel.gate.narrowed(None)).learnings
+    return {a.unit for a in seen if a.status == "active"}
+
+
 def _behind(kernel: Kernel, session: str | None) -> dict[str, tuple[int, int]]:
     """The sessions the cold projection lags on (of those visible): first unindexed seq, head
     (a session whose end cannot be read is left out, as the projections leave it)."""
@@ -213,6 +220,7 @@ def search_now(
         from projections.recall import scan
 
         since, until = Bound.time(chosen.since, "since"), Bound.time(chosen.until, "until")
+        searched = chosen.kinds is None or "learning" in chosen.kinds
         found = scan(
             _tail(kernel, behind),
             chosen.query,
@@ -220,6 +228,7 @@ def search_now(
             kinds=chosen.kinds,
             since=since,
             until=until,
+            learnings=_live(kernel) if searched else None,  # as the indexed: current, active
         )
         extra = [asdict(hit) for hit in found]
         seen = {hit["unit_id"] for hit in answer["hits"]}

@@ -464,3 +464,23 @@ def test_an_edited_learnings_old_text_takes_no_place_of_another_hit(memory: Memo
     for reader in (memory, bob):
         hits = reader.search("zebra stripes", kinds=["learning"], k=1)["hits"]
         assert [h["meta"]["learning_id"] for h in hits] == [kept], reader
+
+
+def test_search_now_finds_a_learning_by_its_current_text_only(memory: Memory) -> None:
+    """The records the cold tier has not indexed yet are searched in the log: there too a
+    learning answers by its current text only, and a rejected one not at all, for an admin
+    (who reads the edits in the workspace's own log) and for the owner's scope."""
+    bob = memory.scoped(user="bob")
+    bob.append("b1", {"type": "user", "content": "a first session"})
+    memory.project()  # the cold tier exists: what follows is found in the log
+    first = bob.learnings.add("deploys go out on fridays", scope="project", session="b1")
+    bob.learnings.edit(first.learning_id, text="deploys go out on mondays")
+    bob.learnings.edit(first.learning_id, text="deploys go out on tuesdays")
+    dropped = bob.learnings.add("lunch is at noon", scope="project", session="b1").learning_id
+    bob.learnings.reject(dropped)
+    for reader in (memory, bob):
+        for query in ("fridays", "mondays", "noon"):
+            hits = reader.search_now(query, kinds=["learning"], k=5)["hits"]
+            assert [h["text"] for h in hits] == [], (reader, query)
+    hits = memory.search_now("tuesdays", kinds=["learning"], k=5)["hits"]
+    assert [h["text"] for h in hits] == ["deploys go out on tuesdays"]
