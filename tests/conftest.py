@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -143,11 +144,20 @@ def log(log_dir: Path):
 
 
 def kill_runs_at_random(
-    *args: str, cwd: Path, runs: int, delay: tuple[float, float], seed: int, env=None
+    *args: str,
+    cwd: Path,
+    runs: int,
+    delay: tuple[float, float],
+    seed: int,
+    env=None,
+    progress: Callable[[], int] | None = None,
 ) -> int:
     """Start ``python -m airsspec ARGS`` ``runs`` times and SIGKILL each run still going after a
     random delay in ``delay`` seconds (the delay only picks where the kill lands; nothing waits
-    on it). Returns how many runs were killed."""
+    on it). With ``progress`` (a count the work raises as it commits, such as a table's
+    versions), ``delay`` counts steps instead: each run is killed once ``progress()`` has grown
+    by a random number of steps in it, so a kill lands mid-run however fast the machine is.
+    Returns how many runs were killed."""
     rng = random.Random(seed)
     kills = 0
     for _ in range(runs):
@@ -158,7 +168,11 @@ def kill_runs_at_random(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(rng.uniform(*delay))
+        if progress is None:
+            time.sleep(rng.uniform(*delay))
+        else:
+            target = progress() + rng.randint(int(delay[0]), int(delay[1]))
+            wait_for(lambda t=target: progress() >= t or proc.poll() is not None, 120)
         if proc.poll() is None:
             started = children(proc.pid)
             proc.send_signal(signal.SIGKILL)
