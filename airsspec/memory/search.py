@@ -8,8 +8,9 @@ only while that learning is active for the scope, and only by its current text (
 learning is found by the edit's text, not the first).
 
 ``search_now`` never waits for the cold projection: it answers from what is indexed, then reads
-the records each visible session holds beyond the cold checkpoint (at most ``SCAN_LIMIT``),
-ranks their passages with BM25 as the log scan of recall does, and merges them in (``tier:
+the records each visible session holds beyond the cold checkpoint (at most ``SCAN_LIMIT``;
+for a named scope, also the memory session's records of the learnings it sees: an edit just
+made), ranks their passages with BM25 as the log scan of recall does, and merges them in (``tier:
 "log"``); ``unindexed`` counts those records and ``warnings`` says so in words. Provenance is
 the same as any hit's: session, seq range, time, ids and hashes.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from datetime import datetime
-from itertools import islice
+from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
 from airsspec.errors import CorruptLogError, InvalidQueryError, NoSuchSessionError, field_of
@@ -27,7 +28,9 @@ from airsspec.memory.learnings import Learnings
 from airsspec.memory.records import replay
 from airsspec.memory.sessions import Sessions
 from eventlog.bound import Bound
+from eventlog.layout import MEMORY_SESSION
 from projections.scopes import Scope
+from projections.units import record_units
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
@@ -164,38 +167,57 @@ def _live(kernel: Kernel) -> set[str]:
 def _behind(kernel: Kernel, session: str | None) -> dict[str, tuple[int, int]]:
     """The sessions the cold projection lags on (of those visible): first unindexed seq, head
     (a session whose end cannot be read is left out, as the projections leave it)."""
-    from projections.checkpoints import log_tail
-
-    log = kernel.log
-    cold = kernel.projector("cold")
-    manifest = cold.state_store.read_manifest()
     names = [session] if session else Sessions(kernel).names()  # the listing: nothing read
+    manifest = kernel.projector("cold").state_store.read_manifest()
     behind = {}
     for name in names:
-        entry = manifest.get(name)
-        done = entry.checkpoint.seq if entry is not None and entry.checkpoint else 0
-        try:
-            head = log_tail(log, name).seq
-        except CorruptLogError:
-            continue
-        if head > done:
-            behind[name] = (done + 1, head)
+        lag = _lag(kernel, manifest, name)
+        if lag is not None:
+            behind[name] = lag
     return behind
+
+
+def _lag(kernel: Kernel, manifest: dict[str, Any], name: str) -> tuple[int, int] | None:
+    """(first unindexed seq, head) of session ``name``; None when the cold projection is at
+    its end or the end cannot be read."""
+    from projections.checkpoints import log_tail
+
+    entry = manifest.get(name)
+    done = entry.checkpoint.seq if entry is not None and entry.checkpoint else 0
+    try:
+        head = log_tail(kernel.log, name).seq
+    except CorruptLogError:
+        return None
+    return (done + 1, head) if head > done else None
 
 
 def _tail(kernel: Kernel, behind: dict[str, tuple[int, int]]) -> Iterator[Record]:
     """The unindexed records of the sessions ``behind`` names, at most ``SCAN_LIMIT``; a
     session whose log is damaged gives what it holds before the damage (the projections skip
     it the same way, and ``status`` and ``verify`` name it)."""
-
-    def readable(name: str, first: int) -> Iterator[Record]:
-        try:
-            yield from replay(kernel, name, from_seq=first)
-        except CorruptLogError:
-            return
-
-    records = (r for name, (first, _) in behind.items() for r in readable(name, first))
+    records = (r for name, (first, _) in behind.items() for r in _readable(kernel, name, first))
     return islice(records, SCAN_LIMIT)
+
+
+def _readable(kernel: Kernel, name: str, first: int) -> Iterator[Record]:
+    try:
+        yield from replay(kernel, name, from_seq=first)
+    except CorruptLogError:
+        return
+
+
+def _learnings_behind(kernel: Kernel, live: set[str]) -> list[Record]:
+    """For a reader whose scope does not hold the memory session (a named one): the session's
+    unindexed records that carry a learning the scope sees (``live``), so an edit made a
+    moment ago is found by its new text. The session's other records are not the reader's:
+    neither read into the answer nor counted."""
+    if kernel.gate.visible() is None or MEMORY_SESSION not in kernel.log.sessions():
+        return []  # the workspace's reader: the memory session is among the visible ones
+    lag = _lag(kernel, kernel.projector("cold").state_store.read_manifest(), MEMORY_SESSION)
+    if lag is None:
+        return []
+    records = islice(_readable(kernel, MEMORY_SESSION, lag[0]), SCAN_LIMIT)
+    return [r for r in records if any(u.unit_id in live for u in record_units(r))]
 
 
 def search_now(
@@ -214,21 +236,23 @@ def search_now(
     chosen = request(query, k=k, session=session, kinds=kinds, since=since, until=until)
     answer = query_memory(kernel, chosen, fresh=False)
     behind = _behind(kernel, chosen.session)
-    lag = sum(head - first + 1 for first, head in behind.values())
+    searched = chosen.kinds is None or "learning" in chosen.kinds
+    live = _live(kernel) if searched else None  # as the indexed: current, active
+    edits = _learnings_behind(kernel, live) if live and chosen.session is None else []
+    lag = sum(head - first + 1 for first, head in behind.values()) + len(edits)
     answer["unindexed"] = lag
     if lag:
         from projections.recall import scan
 
         since, until = Bound.time(chosen.since, "since"), Bound.time(chosen.until, "until")
-        searched = chosen.kinds is None or "learning" in chosen.kinds
         found = scan(
-            _tail(kernel, behind),
+            chain(_tail(kernel, behind), edits),
             chosen.query,
             chosen.k,
             kinds=chosen.kinds,
             since=since,
             until=until,
-            learnings=_live(kernel) if searched else None,  # as the indexed: current, active
+            learnings=live,
         )
         extra = [asdict(hit) for hit in found]
         seen = {hit["unit_id"] for hit in answer["hits"]}

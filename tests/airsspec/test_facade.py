@@ -484,3 +484,22 @@ def test_search_now_finds_a_learning_by_its_current_text_only(memory: Memory) ->
             assert [h["text"] for h in hits] == [], (reader, query)
     hits = memory.search_now("tuesdays", kinds=["learning"], k=5)["hits"]
     assert [h["text"] for h in hits] == ["deploys go out on tuesdays"]
+
+
+def test_search_now_gives_a_scoped_reader_the_edit_just_made_and_no_one_elses(
+    memory: Memory,
+) -> None:
+    """A user's scope does not hold the memory session, yet an edit of a learning it sees is
+    found by its new text before the cold tier indexes it; another user's scope neither finds
+    it nor counts its record among the unindexed."""
+    bob, carol = memory.scoped(user="bob"), memory.scoped(user="carol")
+    bob.append("b1", {"type": "user", "content": "a first session"})
+    learning = bob.learnings.add("deploys go out on fridays", scope="project", session="b1")
+    memory.project()  # indexed: what follows is found in the log only
+    bob.learnings.edit(learning.learning_id, text="deploys go out on tuesdays")
+    answer = bob.search_now("tuesdays", kinds=["learning"], k=5)
+    assert [h["text"] for h in answer["hits"]] == ["deploys go out on tuesdays"]
+    assert answer["hits"][0]["tier"] == "log" and answer["unindexed"] == 1
+    assert bob.search_now("fridays", kinds=["learning"], k=5)["hits"] == []
+    other = carol.search_now("tuesdays", k=5)
+    assert other["hits"] == [] and other["unindexed"] == 0
