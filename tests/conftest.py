@@ -172,7 +172,7 @@ def kill_runs_at_random(
             time.sleep(rng.uniform(*delay))
         else:
             target = progress() + rng.randint(int(delay[0]), int(delay[1]))
-            wait_for(lambda t=target: progress() >= t or proc.poll() is not None, 120)
+            wait_for(lambda t=target, p=proc: progress() >= t or p.poll() is not None, 120)
         if proc.poll() is None:
             started = children(proc.pid)
             proc.send_signal(signal.SIGKILL)
