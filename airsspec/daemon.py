@@ -82,23 +82,17 @@ class Daemon:
         """Bring ``sessions`` (None: all) up to date, compacting those that are due."""
         only = None if sessions is None else sorted(set(sessions))
         cancel = self.stop_event
+        logged = set()
         for report in self.memory.project(("hot",), sessions=only, cancel=cancel):
             for outcome in report.outcomes:
                 if outcome.applied:
-                    try:
-                        seq: int | str = self.memory.hot(
-                            outcome.session, fresh=False
-                        ).checkpoint.seq
-                    except NoSuchSessionError:
-                        seq = "?"
-                    log.info(
-                        "hot: %s up to seq %s (+%d)",
-                        outcome.session,
-                        seq,
-                        outcome.applied,
-                    )
+                    self._log_hot(outcome.session, outcome.applied)
+                    logged.add(outcome.session)
                 if outcome.rebuilt_because:
                     log.warning("hot: rebuilt %s: %s", outcome.session, outcome.rebuilt_because)
+        # a session's policies bring its window up too (their freshness) when the hot pass read
+        # its log before the append landed: its progress is logged all the same
+        unlogged = {s: self._hot_seq(s) for s in only or () if s not in logged}
         for session in only if only is not None else self.memory.sessions.names():
             if cancel.is_set():
                 return
@@ -109,6 +103,8 @@ class Daemon:
             except NoSuchSessionError as exc:
                 log.debug("policies %s: %s", session, exc)
                 continue
+            if session in unlogged and (now := self._hot_seq(session)) > unlogged[session]:
+                self._log_hot(session, now - unlogged[session], now)
             for record in appended.get("compact", []):
                 assert isinstance(record, CompactionRecord)  # what the compactor appends
                 log.info(
@@ -127,6 +123,22 @@ class Daemon:
         self.memory.project(("warm", "tokens", "learnings"), sessions=only, cancel=cancel)
         self.cold.request(only)
         log.debug("step done for %s", "all sessions" if only is None else ", ".join(only))
+
+    def _hot_seq(self, session: str) -> int:
+        """The last seq ``session``'s hot window holds (0: none, or no such session)."""
+        try:
+            checkpoint = self.memory.hot(session, fresh=False).checkpoint
+        except NoSuchSessionError:
+            return 0
+        return checkpoint.seq if checkpoint else 0
+
+    def _log_hot(self, session: str, applied: int, seq: int | None = None) -> None:
+        log.info(
+            "hot: %s up to seq %s (+%d)",
+            session,
+            self._hot_seq(session) if seq is None else seq,
+            applied,
+        )
 
     def run(self) -> None:
         """Watch until stopped. The lock must be held (``acquire``)."""

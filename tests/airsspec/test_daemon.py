@@ -122,8 +122,8 @@ def test_appends_become_visible_and_sigterm_stops_cleanly(root: Path) -> None:
     watcher = Watcher(root)
     watcher.wait_for("watching")
     append(root, "live", ["first", "second"])
-    # the daemon's step brings the window up, or its policies' freshness does first (then the
-    # step has nothing to apply and logs nothing): the window is what is awaited
+    # the daemon's step brings the window up, or its policies' freshness does (the hot pass
+    # read the log before the append landed): the window is what is awaited
     assert wait_for(lambda: _hot_seqs(root, "live") == [1, 2], 60)
     with Workspace.open(config=root / "airsspec.toml") as ws:
         assert [e.text for e in ws.load_hot("live").entries] == ["first", "second"]
@@ -235,3 +235,24 @@ def test_a_document_dropped_into_sources_is_registered_and_indexed(root: Path) -
         assert not ws.recall().query_memory("failover", k=1, kinds=["source"]).hits
     watcher.proc.send_signal(signal.SIGTERM)
     assert watcher.proc.wait(timeout=30) == 0
+
+
+def test_a_window_the_policies_bring_up_is_logged_as_the_hot_steps_is(
+    root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When the hot pass reads a session's log before its append lands, the session's policies
+    bring the window up (their freshness): the progress line is logged all the same."""
+    from airsspec.daemon import Daemon
+
+    append(root, "late", ["first", "second"])
+    with Memory.open(config=root / "airsspec.toml") as memory:
+        project = memory.project
+
+        def no_hot_pass(tiers=None, **kwargs):  # the append "lands after" the hot pass
+            return [] if tiers == ("hot",) else project(tiers, **kwargs)
+
+        monkeypatch.setattr(memory, "project", no_hot_pass)
+        with caplog.at_level("INFO", logger="airsspec.watch"):
+            Daemon(memory).step(["late"])
+        assert "hot: late up to seq 2 (+2)" in caplog.messages
+        assert _hot_seqs(root, "late") == [1, 2]
