@@ -166,8 +166,12 @@ def _live(kernel: Kernel) -> set[str]:
 
 def _behind(kernel: Kernel, session: str | None) -> dict[str, tuple[int, int]]:
     """The sessions the cold projection lags on (of those visible): first unindexed seq, head
-    (a session whose end cannot be read is left out, as the projections leave it)."""
+    (a session whose end cannot be read is left out, as the projections leave it). A named
+    scope's memory session is left out even when asked for by name: only its records of the
+    learnings the scope sees are the reader's (``_learnings_behind``), not their count."""
     names = [session] if session else Sessions(kernel).names()  # the listing: nothing read
+    if not kernel.gate.admin:
+        names = [name for name in names if name != MEMORY_SESSION]
     manifest = kernel.projector("cold").state_store.read_manifest()
     behind = {}
     for name in names:
@@ -238,7 +242,8 @@ def search_now(
     behind = _behind(kernel, chosen.session)
     searched = chosen.kinds is None or "learning" in chosen.kinds
     live = _live(kernel) if searched else None  # as the indexed: current, active
-    edits = _learnings_behind(kernel, live) if live and chosen.session is None else []
+    mine = chosen.session in (None, MEMORY_SESSION)
+    edits = _learnings_behind(kernel, live) if live and mine else []
     lag = sum(head - first + 1 for first, head in behind.values()) + len(edits)
     answer["unindexed"] = lag
     if lag:

@@ -38,6 +38,7 @@ from airsspec.memory.files import MemoryFiles
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.sessions import Sessions
 from airsspec.memory.visual import Visual
+from eventlog.layout import MEMORY_SESSION
 from tests.conftest import REPO
 
 SERVICES: dict[str, type] = {
@@ -503,3 +504,20 @@ def test_search_now_gives_a_scoped_reader_the_edit_just_made_and_no_one_elses(
     assert bob.search_now("fridays", kinds=["learning"], k=5)["hits"] == []
     other = carol.search_now("tuesdays", k=5)
     assert other["hits"] == [] and other["unindexed"] == 0
+
+
+def test_search_now_in_the_memory_session_counts_only_what_the_scope_reads(
+    memory: Memory,
+) -> None:
+    """Asked for the workspace's own log by name, a user's scope searches and counts only its
+    filtered view: another user's learnings and edits there are not among the unindexed (the
+    count would tell that user's activity), and its own edit just made is found."""
+    bob, carol = memory.scoped(user="bob"), memory.scoped(user="carol")
+    mine = bob.learnings.add("deploys go out on fridays", scope="project")
+    memory.project()  # indexed: what follows is found in the log only
+    secret = carol.learnings.add("the pager code is 4711", scope="project")
+    carol.learnings.edit(secret.learning_id, text="the pager code is 4712")
+    bob.learnings.edit(mine.learning_id, text="deploys go out on tuesdays")
+    answer = bob.search_now("tuesdays pager code", session=MEMORY_SESSION, k=5)
+    assert [h["text"] for h in answer["hits"]] == ["deploys go out on tuesdays"]
+    assert answer["unindexed"] == 1, answer["warnings"]
