@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from datetime import datetime
-from itertools import chain, islice
+from itertools import chain, islice, takewhile
 from typing import TYPE_CHECKING, Any
 
 from airsspec.errors import CorruptLogError, InvalidQueryError, NoSuchSessionError, field_of
@@ -220,8 +220,18 @@ def _learnings_behind(kernel: Kernel, live: set[str]) -> list[Record]:
     lag = _lag(kernel, kernel.projector("cold").state_store.read_manifest(), MEMORY_SESSION)
     if lag is None:
         return []
-    records = islice(_readable(kernel, MEMORY_SESSION, lag[0]), SCAN_LIMIT)
-    return [r for r in records if any(u.unit_id in live for u in record_units(r))]
+    # a learning unit's id names its record (``session:seq:part``): only those are read, so
+    # the session's other records (the reader's accesses, others') take no place and no time
+    prefix = f"{MEMORY_SESSION}:"
+    wanted = {int(u[len(prefix) :].split(":")[0]) for u in live if u.startswith(prefix)}
+    wanted = {seq for seq in wanted if seq >= lag[0]}
+    if not wanted:
+        return []
+    last = max(wanted)
+    records = takewhile(lambda r: r.seq <= last, _readable(kernel, MEMORY_SESSION, min(wanted)))
+    return [
+        r for r in records if r.seq in wanted and any(u.unit_id in live for u in record_units(r))
+    ]
 
 
 def search_now(

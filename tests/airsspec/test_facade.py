@@ -521,3 +521,22 @@ def test_search_now_in_the_memory_session_counts_only_what_the_scope_reads(
     answer = bob.search_now("tuesdays pager code", session=MEMORY_SESSION, k=5)
     assert [h["text"] for h in answer["hits"]] == ["deploys go out on tuesdays"]
     assert answer["unindexed"] == 1, answer["warnings"]
+
+
+def test_search_now_finds_a_scoped_readers_edit_behind_its_other_records(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memory session's records a scope reads but that carry no learning of its own (its
+    access records) take none of the ``SCAN_LIMIT`` places: the edit just made after them is
+    found all the same."""
+    monkeypatch.setattr(search, "SCAN_LIMIT", 2)
+    bob = memory.scoped(user="bob")
+    bob.append("b1", {"type": "user", "content": "a first session"})
+    mine = bob.learnings.add("deploys go out on fridays", scope="project")
+    memory.project()  # indexed: what follows is found in the log only
+    for _ in range(3):
+        bob.learnings.get(mine.learning_id, reader="b1")  # an access record each
+    bob.learnings.edit(mine.learning_id, text="deploys go out on tuesdays")
+    answer = bob.search_now("tuesdays", kinds=["learning"], k=5)
+    assert [h["text"] for h in answer["hits"]] == ["deploys go out on tuesdays"]
+    assert answer["unindexed"] == 1
