@@ -540,3 +540,15 @@ def test_search_now_finds_a_scoped_readers_edit_behind_its_other_records(
     answer = bob.search_now("tuesdays", kinds=["learning"], k=5)
     assert [h["text"] for h in answer["hits"]] == ["deploys go out on tuesdays"]
     assert answer["unindexed"] == 1
+
+
+def test_search_now_gives_every_scope_the_edit_of_a_global_learning(memory: Memory) -> None:
+    """A global learning reaches every reader, by its current text: an admin's edit made a
+    moment ago is found by a scope naming a project too, as it is once indexed."""
+    learning = memory.learnings.add("deploys go out on fridays", scope="global")
+    memory.project()  # indexed: what follows is found in the log only
+    memory.learnings.edit(learning.learning_id, text="deploys go out on tuesdays")
+    for reader in (memory.scoped(user="bob", project="p1"), memory.scoped(agent="x")):
+        answer = reader.search_now("tuesdays", kinds=["learning"], k=5)
+        assert [h["text"] for h in answer["hits"]] == ["deploys go out on tuesdays"], reader.scope
+        assert answer["unindexed"] == 1
