@@ -3,6 +3,7 @@ in a process of its own (``run_process``, ``kill_runs_at_random``)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -218,7 +219,10 @@ def claude_transcript(path: Path, text: str) -> Path:
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file's bytes under ``folder``, to prove a failed command changed nothing. An
-    empty ``*.lock`` file is left out: taking a lock (an import's turn) holds no content."""
+    empty ``*.lock`` file is left out: taking a lock (an import's turn) holds no content.
+    Garbage is collected first: a memory view dropped earlier closes its embedding cache when
+    collected, which checkpoints the SQLite file, at whatever moment the collector runs."""
+    gc.collect()
     return {
         str(p.relative_to(folder)): p.read_bytes()
         for p in sorted(folder.rglob("*"))
