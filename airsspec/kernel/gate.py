@@ -55,6 +55,8 @@ _OWN_NAME = re.compile(
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from airsspec.kernel import Kernel
     from eventlog.schema import Record
     from projections.engine import RunReport
@@ -255,11 +257,12 @@ class Gate:
             raise _missing(session)
         self.guard(session, writing=True)
 
-    def reads_record(self, record: Record, owners: dict[str, Scope]) -> bool:
-        """Whether a record of the workspace's own log reaches this reader (``owners``: each
-        learning's owner: ``learnings.owners``): a learning it may read, a verdict, edit, archive
-        or restore of such learnings, its own access records and documents; nothing else (who
-        was forgotten, another user's queries and reasons) but to an admin."""
+    def reads_record(self, record: Record, readable: Collection[str]) -> bool:
+        """Whether a record of the workspace's own log reaches this reader (``readable``: the
+        ids of the learnings it may read, ``Learnings.readable``): a learning it may read, a
+        verdict, edit, archive or restore of such learnings, its own access records and
+        documents; nothing else (who was forgotten, another user's queries and reasons) but to
+        an admin."""
         if self.admin:
             return True
         fields: dict[str, Any] = record.__dict__
@@ -271,7 +274,7 @@ class Gate:
             return learning_visible(self.scope, Scope.of(fields), item)
         if kind in ("learning_feedback", "learning_edited", "restored", "archived"):
             ids = fields.get("learning_ids") or [fields.get("learning_id")]
-            return all(i in owners and self.scope.reads(owners[i]) for i in ids)
+            return all(i in readable for i in ids)
         if kind == "memory_accessed":
             by = Scope.of(fields)
             return by.named and self.scope.matches(by)

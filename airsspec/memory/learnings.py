@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +23,7 @@ from airsspec.errors import LearningError, ScopeError
 from eventlog.bound import Bound
 from eventlog.ids import parse_ts, utc_now
 from eventlog.layout import MEMORY_SESSION
-from projections.scopes import Scope
+from projections.scopes import Scope, learning_visible
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
@@ -120,16 +120,32 @@ class Learnings:
         """Who owns each learning (by id) this memory may read: the scope recorded with it,
         else its session's owner (the learnings projection as it stands)."""
         kernel = self._kernel
-        kernel.fresh("learnings")
-        projector = kernel.projector("learnings")
-        owners: dict[str, Scope] = {}
-        for state in projector.states():
-            session_owner = Scope.of(state.info.get("owner"))
-            for item in state.learnings:
-                owners.setdefault(item["id"], Scope.of(item.get("owner")) or session_owner)
+        owners = {item["id"]: owner for item, owner in self._owned()}
         if kernel.gate.admin:
             return owners
         return {i: o for i, o in owners.items() if kernel.scope.reads(o)}
+
+    def readable(self) -> set[str]:
+        """The ids of the learnings this memory's scope may read: its owners' and those an
+        admin shared with ``scope="global"`` (``learning_visible``, the rule the assessment
+        applies): the learnings whose verdicts, edits, archives and restores its view of the
+        workspace's own log shows (``Gate.reads_record``)."""
+        scope, admin = self._kernel.scope, self._kernel.gate.admin
+        return {
+            item["id"]
+            for item, owner in self._owned()
+            if admin or learning_visible(scope, owner, item)
+        }
+
+    def _owned(self) -> Iterator[tuple[dict[str, Any], Scope]]:
+        """Each folded learning (the projection's item) with its owner: the scope recorded
+        with it, else its session's owner."""
+        kernel = self._kernel
+        kernel.fresh("learnings")
+        for state in kernel.projector("learnings").states():
+            session_owner = Scope.of(state.info.get("owner"))
+            for item in state.learnings:
+                yield item, Scope.of(item.get("owner")) or session_owner
 
     def _changeable(self, learning_id: str, doing: str) -> Assessed:
         """The learning ``learning_id`` names, if this memory's scope may change it."""

@@ -97,13 +97,15 @@ def _replayed(
 ) -> Iterator[Any]:
     gate = kernel.gate
     # the workspace's own log reaches a user as its filtered view (``Scopes.reads_record``)
-    owners = Learnings(kernel).owners() if session == MEMORY_SESSION and not gate.admin else None
-    plain = plain and owners is None  # the filter reads models
+    readable = (
+        Learnings(kernel).readable() if session == MEMORY_SESSION and not gate.admin else None
+    )
+    plain = plain and readable is None  # the filter reads models
     for located in kernel.log.read(session, from_seq=from_seq, plain=plain):
         record = located.record
         if bound is not None and bound.passed(record):
             return
-        if owners is not None and not gate.reads_record(record, owners):
+        if readable is not None and not gate.reads_record(record, readable):
             continue
         yield (record, located.raw) if raw else record
 

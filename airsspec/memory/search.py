@@ -203,14 +203,9 @@ def _tail(kernel: Kernel, behind: dict[str, tuple[int, int]]) -> Iterator[Record
     return islice(records, SCAN_LIMIT)
 
 
-def _readable(kernel: Kernel, name: str, first: int, *, gated: bool = True) -> Iterator[Record]:
-    """The records of ``name`` from ``first``, as the reader replays them (``gated``: the
-    memory session as its filtered view) or as the log holds them."""
+def _readable(kernel: Kernel, name: str, first: int) -> Iterator[Record]:
     try:
-        if gated:
-            yield from replay(kernel, name, from_seq=first)
-        else:
-            yield from (located.record for located in kernel.log.read(name, from_seq=first))
+        yield from replay(kernel, name, from_seq=first)
     except CorruptLogError:
         return
 
@@ -225,20 +220,16 @@ def _learnings_behind(kernel: Kernel, live: set[str]) -> list[Record]:
     lag = _lag(kernel, kernel.projector("cold").state_store.read_manifest(), MEMORY_SESSION)
     if lag is None:
         return []
-    # a learning unit's id names its record (``session:seq:part``): only those are read, so
-    # the session's other records (the reader's accesses, others') take no place and no time;
-    # those kept give the units ``live`` names alone, what the index gives this reader (the
-    # filtered view would leave out the edit of a global learning a scope naming a project
-    # reads, as it leaves out its other records)
+    # a learning unit's id names its record (``session:seq:part``): only those are kept, so
+    # the session's other records (the reader's accesses) take no place, and the span read
+    # ends at the last; those kept give the units ``live`` names alone, as the index would
     prefix = f"{MEMORY_SESSION}:"
     wanted = {int(u[len(prefix) :].split(":")[0]) for u in live if u.startswith(prefix)}
     wanted = {seq for seq in wanted if seq >= lag[0]}
     if not wanted:
         return []
     last = max(wanted)
-    records = takewhile(
-        lambda r: r.seq <= last, _readable(kernel, MEMORY_SESSION, min(wanted), gated=False)
-    )
+    records = takewhile(lambda r: r.seq <= last, _readable(kernel, MEMORY_SESSION, min(wanted)))
     return [
         r for r in records if r.seq in wanted and any(u.unit_id in live for u in record_units(r))
     ]

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from airsspec import Memory
 from eventlog.errors import AnalyticsError, InvalidEventError, NoSuchSessionError, ScopeError
+from eventlog.layout import MEMORY_SESSION
 from projections.scopes import Scope
 from tests.conftest import init_workspace, snapshot
 from tests.support.cli import run_cli
@@ -147,6 +148,32 @@ def test_a_global_learning_is_an_admins_and_reaches_every_reader(memory: Memory)
     assert seen == ["Never push to main on Fridays."]
     assert len(alice.learnings.list().learnings) == 2
     assert "Fridays" in bob.context("b1", budget=2000)
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [{"user": "bob"}, {"project": "p1"}, {"agent": "coder"}, {"user": "bob", "project": "p1"}],
+)
+def test_every_reader_of_a_global_learning_replays_its_edits_and_verdicts(
+    memory: Memory, scope: dict[str, str]
+) -> None:
+    """What a scope's view of the workspace's own log shows of a learning follows what its
+    assessment gives it: a global learning's edit and verdict too, for a scope naming a project
+    or an agent as for a user's (they showed the first text alone); another user's never."""
+    shared = memory.learnings.add("Never push to main on Fridays.", scope="global").learning_id
+    memory.learnings.edit(shared, text="Never push to main on Thursdays.")
+    memory.learnings.confirm(shared)
+    memory.scoped(user="carol").learnings.add("carol's own rule", scope="project")
+    reader = memory.scoped(**scope)
+    assert [a.text for a in reader.learnings.list().learnings] == [
+        "Never push to main on Thursdays."
+    ]
+    shown = [(r.type, getattr(r, "text", None)) for r in reader.replay(MEMORY_SESSION)]
+    assert shown == [
+        ("learning", "Never push to main on Fridays."),
+        ("learning_edited", "Never push to main on Thursdays."),
+        ("learning_feedback", None),
+    ]
 
 
 def test_sql_sessions_view_names_the_owner_and_a_scoped_reader_sees_its_own_rows(
