@@ -113,7 +113,10 @@ def _query_memory(
     scope = kernel.gate.narrowed(scope)
     if chosen.session is not None:
         kernel.check_session(chosen.session)
-        if not scope.reads(kernel.gate.owner(chosen.session)):  # a narrower scope asked
+        # a narrower scope asked; the workspace's own log reaches every reader as its view
+        # (the learnings it may read, its documents), as its replay does
+        mine = chosen.session == MEMORY_SESSION or scope.reads(kernel.gate.owner(chosen.session))
+        if not mine:
             raise NoSuchSessionError(f"no session {chosen.session!r} in this workspace")
     since, until = Bound.time(chosen.since, "since"), Bound.time(chosen.until, "until")
     if fresh:

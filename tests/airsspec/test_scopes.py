@@ -314,3 +314,19 @@ def test_a_scoped_search_finding_a_learning_assesses_the_learnings_once(
     hits = alice.search("push to main on Fridays", k=5)["hits"]
     assert any(hit["kind"] == "learning" for hit in hits)
     assert len(assessed) == 1
+
+
+@pytest.mark.parametrize("scope", [{"user": "bob"}, {"project": "p1"}, {"agent": "coder"}])
+def test_every_scope_searches_the_workspaces_own_log_as_it_replays_it(
+    memory: Memory, scope: dict[str, str]
+) -> None:
+    """A search of the workspace's own log by name gives each scope what its replay of it
+    shows: a global learning, never another user's (a scope naming a project or an agent was
+    told there was no such session)."""
+    memory.learnings.add("Never push to main on Fridays.", scope="global")
+    memory.scoped(user="carol").learnings.add("carol pushes on Fridays", scope="project")
+    memory.project()
+    reader = memory.scoped(**scope)
+    for search in (reader.search, reader.search_now):
+        hits = search("push Fridays", session=MEMORY_SESSION, k=5)["hits"]
+        assert [h["text"] for h in hits] == ["Never push to main on Fridays."], search
