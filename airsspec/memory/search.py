@@ -23,7 +23,7 @@ from datetime import datetime
 from itertools import chain, islice, takewhile
 from typing import TYPE_CHECKING, Any
 
-from airsspec.errors import CorruptLogError, InvalidQueryError, NoSuchSessionError, field_of
+from airsspec.errors import CorruptLogError, InvalidQueryError, field_of
 from airsspec.memory.learnings import Learnings
 from airsspec.memory.records import replay
 from airsspec.memory.sessions import Sessions
@@ -111,13 +111,8 @@ def _query_memory(
         fields = dict(given)
         chosen = request(fields.pop("query", ""), **fields)
     scope = kernel.gate.narrowed(scope)
-    if chosen.session is not None:
-        kernel.check_session(chosen.session)
-        # a narrower scope asked; the workspace's own log reaches every reader as its view
-        # (the learnings it may read, its documents), as its replay does
-        mine = chosen.session == MEMORY_SESSION or scope.reads(kernel.gate.owner(chosen.session))
-        if not mine:
-            raise NoSuchSessionError(f"no session {chosen.session!r} in this workspace")
+    if chosen.session is not None:  # the gate's rule, for the scope asked (it may be narrower)
+        kernel.view(scope).check_session(chosen.session)
     since, until = Bound.time(chosen.since, "since"), Bound.time(chosen.until, "until")
     if fresh:
         kernel.fresh("search", warn=True)
