@@ -320,7 +320,7 @@ class Runner:
         try:
             context = multiprocessing.get_context("fork")
             with ProcessPoolExecutor(
-                max_workers=self.jobs,
+                max_workers=min(self.jobs, len(groups)),  # --jobs may exceed the work
                 mp_context=context,
                 initializer=_die_with_parent,
                 initargs=(os.getpid(),),

@@ -1,0 +1,46 @@
+"""Odd arguments and settings a user may give by mistake, through the real command line: each is
+refused with one ``airsspec: error:`` line (never a traceback) and the workspace as it was, or
+taken as given, never as some other value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import init_workspace
+from tests.support.cli import run_cli, run_process
+
+HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    init_workspace(tmp_path)
+    for session in ("one", "two", "three"):
+        line = b'{"type": "user", "content": "hello from ' + session.encode() + b'"}\n'
+        assert run_cli("append", session, cwd=tmp_path, stdin=line).returncode == 0
+    return tmp_path
+
+
+def refused(result, *needles: str) -> str:
+    """The one error line of a refused command (non-zero exit, no traceback)."""
+    err = result.stderr.decode()
+    assert result.returncode != 0, (result.stdout, err)
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("airsspec: error: "), err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+@pytest.mark.parametrize("command", ["project", "rebuild"])
+def test_more_jobs_than_a_machine_has_folds_with_as_many_as_there_is_work_for(
+    project: Path, command: str
+) -> None:
+    """``--jobs`` names at most that many workers: a number beyond what the machine could start
+    (or a C int holds) folds as ``--jobs`` equal to the work does, not with a traceback."""
+    result = run_process(command, "--projection", "warm", "--jobs", "9" * 23, cwd=project, env=HASH)
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"Traceback" not in result.stderr
