@@ -142,7 +142,10 @@ def _workspace(workspace: str | None, config: str | None, start: str | None = No
     if path is None:
         from airsspec.tomlfile import read_toml
 
-        path = read_toml(config).get("workspace", {}).get("path", ".airsspec")
+        section = read_toml(config).get("workspace", {})
+        path = section.get("path", ".airsspec") if isinstance(section, dict) else None
+        if not isinstance(path, str):  # the full command names the mistake
+            raise ValueError(f"{config}: [workspace] path is not text")
     return os.path.join(os.path.dirname(os.path.abspath(config)), path)
 
 

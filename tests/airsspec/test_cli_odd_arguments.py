@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import init_workspace
+from tests.conftest import init_workspace, snapshot
 from tests.support.cli import run_cli, run_process
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
@@ -44,3 +44,24 @@ def test_more_jobs_than_a_machine_has_folds_with_as_many_as_there_is_work_for(
     result = run_process(command, "--projection", "warm", "--jobs", "9" * 23, cwd=project, env=HASH)
     assert result.returncode == 0, result.stderr.decode()
     assert b"Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        ("[workspace]\npath = 5\n", "[workspace] path"),
+        ('[workspace]\npath = ["a"]\n', "[workspace] path"),
+        ("workspace = 5\n", "[workspace]"),
+    ],
+)
+@pytest.mark.parametrize("command", [["sessions"], ["replay", "one"], ["search", "hello"]])
+def test_a_workspace_path_that_is_not_text_is_one_error(
+    project: Path, toml: str, named: str, command: list[str]
+) -> None:
+    """The commands a running server may answer look for it first, through the config's
+    ``[workspace] path``: one that is not text is the config's error, named, as every other
+    command reports it."""
+    (project / "airsspec.toml").write_text(toml)
+    before = snapshot(project)
+    refused(run_cli(*command, cwd=project, env=HASH), "airsspec.toml", named)
+    assert snapshot(project) == before
