@@ -101,12 +101,15 @@ def load_settings(config: Path | None, env: Mapping[str, str] | None = None) -> 
 def validate(data: dict[str, Any], source: str) -> Settings:
     """``data`` as settings: ``Plain`` when every section is ``kept``, else validated by the
     models (``airsspec.settings.validate``: its errors name ``source``)."""
-    plain = plain_settings(data)
-    if plain is not None:
-        return plain
-    from airsspec.settings import validate as by_models
+    settings = plain_settings(data)
+    if settings is None:
+        from airsspec.settings import validate as by_models
 
-    return by_models(data, source)
+        settings = by_models(data, source)
+    if "\0" in settings.workspace.path:  # no folder is named so (open() raises ValueError)
+        path = settings.workspace.path
+        raise SettingsError(f"{source}: [workspace] path: holds a NUL character (got {path!r})")
+    return settings
 
 
 def plain_settings(data: dict[str, Any]) -> Settings | None:
@@ -155,6 +158,8 @@ def config_of_workspace(root: Path) -> Path | None:
             return candidate  # it may be this workspace's: load_settings reports what is wrong
         section = data.get("workspace", {})
         path = section.get("path", DEFAULT_PATH) if isinstance(section, dict) else None
+        if isinstance(path, str) and "\0" in path:
+            return candidate  # no folder is named so: load_settings reports it
         if isinstance(path, str) and (folder / path).resolve() == target:
             return candidate
     return None

@@ -65,3 +65,16 @@ def test_a_workspace_path_that_is_not_text_is_one_error(
     before = snapshot(project)
     refused(run_cli(*command, cwd=project, env=HASH), "airsspec.toml", named)
     assert snapshot(project) == before
+
+
+@pytest.mark.parametrize(
+    "command", [["sessions"], ["append", "one"], ["status"], ["-w", ".airsspec", "sessions"]]
+)
+def test_a_workspace_path_holding_a_nul_is_one_error(project: Path, command: list[str]) -> None:
+    """No folder is named with a NUL character: such a ``[workspace] path`` is the config's
+    error, named, not a traceback of the first file the command opens."""
+    (project / "airsspec.toml").write_text('[workspace]\npath = ".airs\\u0000spec"\n')
+    before = snapshot(project)
+    line = b'{"type": "user", "content": "x"}\n'
+    refused(run_cli(*command, cwd=project, env=HASH, stdin=line), "[workspace] path")
+    assert snapshot(project) == before
