@@ -78,7 +78,7 @@ class Sessions:
 
     def _phase(self, phase: str | None) -> str:
         cfg = self._kernel.settings.learnings
-        chosen = phase or cfg.default_phase
+        chosen = cfg.default_phase if phase is None else phase
         if chosen not in cfg.phases:
             raise LearningError(f"unknown phase {chosen!r}; configured: {', '.join(cfg.phases)}")
         return chosen
@@ -101,6 +101,7 @@ class Sessions:
         validate_session_id(session)
         if session == MEMORY_SESSION:
             raise LearningError(f"{MEMORY_SESSION!r} is the workspace's own log")
+        chosen = self._phase(phase)
         given = Scope(user, agent, project)
         owner = kernel.scope.within(given)
         for name, value in given.to_fields().items():
@@ -116,7 +117,7 @@ class Sessions:
         event = {
             "type": "session_started",
             "task": task,
-            "phase": self._phase(phase),
+            "phase": chosen,
             **owner.to_fields(),
         }
         from eventlog.schema import SessionStartedRecord, typed

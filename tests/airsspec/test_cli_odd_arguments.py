@@ -78,3 +78,17 @@ def test_a_workspace_path_holding_a_nul_is_one_error(project: Path, command: lis
     line = b'{"type": "user", "content": "x"}\n'
     refused(run_cli(*command, cwd=project, env=HASH, stdin=line), "[workspace] path")
     assert snapshot(project) == before
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["session", "phase", "one", ""], ["session", "start", "one", "--phase", ""]],
+)
+def test_an_empty_phase_is_an_unknown_phase_not_the_default(
+    project: Path, command: list[str]
+) -> None:
+    """A phase given is recorded as given or refused: an empty one names no configured phase
+    (it was recorded as the default phase, a value other than the one given)."""
+    before = snapshot(project)
+    refused(run_cli(*command, cwd=project, env=HASH), "unknown phase ''")
+    assert snapshot(project) == before
