@@ -229,7 +229,10 @@ class Assessment:
     newly_matched: list[str] = field(default_factory=list)  # cold or warm, matched now
 
     def by_id(self, learning_id: str) -> Assessed | None:
-        """The learning with this id (an unambiguous prefix is enough), or None."""
+        """The learning with this id (an unambiguous prefix is enough), or None (an empty id
+        names none, even of a single learning)."""
+        if not learning_id:
+            return None
         found = [a for a in self.learnings if a.id.startswith(learning_id)]
         exact = [a for a in found if a.id == learning_id]
         return (exact or found)[0] if len(exact or found) == 1 else None

@@ -92,3 +92,23 @@ def test_an_empty_phase_is_an_unknown_phase_not_the_default(
     before = snapshot(project)
     refused(run_cli(*command, cwd=project, env=HASH), "unknown phase ''")
     assert snapshot(project) == before
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["learnings", "reject", ""],
+        ["learnings", "confirm", ""],
+        ["learnings", "edit", "", "--text", "something else"],
+        ["learnings", "show", ""],
+    ],
+)
+def test_an_empty_learning_id_names_no_learning(project: Path, command: list[str]) -> None:
+    """An id prefix names a learning when it is unambiguous; an empty one names none, even
+    when the memory holds a single learning (which it rejected, confirmed or edited)."""
+    added = run_cli("learnings", "add", "Use named exports", cwd=project, env=HASH)
+    assert added.returncode == 0, added.stderr
+    run_cli("learnings", "list", cwd=project, env=HASH)  # its projection and cache written
+    before = snapshot(project)
+    refused(run_cli(*command, cwd=project, env=HASH), "no learning ''")
+    assert snapshot(project) == before
