@@ -116,6 +116,10 @@ def check_read_only(sql: str) -> list[str]:
     exactly one such SELECT. The type of what EXPLAIN explains is parsed, not guessed.
     """
     try:
+        sql.encode()
+    except UnicodeEncodeError as exc:  # bytes of a command line that are not UTF-8
+        raise AnalyticsError(f"the query is not valid UTF-8: {exc.reason}") from exc
+    try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
         raise AnalyticsError(_first_line(exc)) from exc

@@ -112,3 +112,13 @@ def test_an_empty_learning_id_names_no_learning(project: Path, command: list[str
     before = snapshot(project)
     refused(run_cli(*command, cwd=project, env=HASH), "no learning ''")
     assert snapshot(project) == before
+
+
+# A command line's bytes that are not UTF-8 reach Python as lone surrogates (surrogateescape).
+NOT_UTF8 = b"caf\xe9".decode("utf-8", "surrogateescape")
+
+
+def test_sql_that_is_not_utf8_is_one_error(project: Path) -> None:
+    before = snapshot(project)
+    refused(run_cli("sql", f"SELECT '{NOT_UTF8}'", cwd=project, env=HASH), "UTF-8")
+    assert snapshot(project) == before
