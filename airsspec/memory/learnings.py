@@ -168,6 +168,10 @@ class Learnings:
         kernel = self._kernel
         if not text.strip():
             raise LearningError("a learning needs some text")
+        try:
+            text.encode()  # before its id is made of it
+        except UnicodeEncodeError as exc:  # bytes of a command line that are not UTF-8
+            raise LearningError(f"text: not valid UTF-8: {exc.reason}") from exc
         if scope == "global" and not kernel.gate.admin:
             raise ScopeError(
                 f"a global learning reaches every user: only an admin adds one "

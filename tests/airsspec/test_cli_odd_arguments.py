@@ -122,3 +122,9 @@ def test_sql_that_is_not_utf8_is_one_error(project: Path) -> None:
     before = snapshot(project)
     refused(run_cli("sql", f"SELECT '{NOT_UTF8}'", cwd=project, env=HASH), "UTF-8")
     assert snapshot(project) == before
+
+
+def test_a_learning_text_that_is_not_utf8_is_one_error(project: Path) -> None:
+    before = snapshot(project)
+    refused(run_cli("learnings", "add", f"Use {NOT_UTF8}", cwd=project, env=HASH), "UTF-8")
+    assert snapshot(project) == before
