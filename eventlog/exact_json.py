@@ -168,8 +168,66 @@ def loads_exact(data: bytes | str, max_depth: int | None = MAX_DEPTH) -> Any:
             exact_decoder().decode(data.decode("utf-8") if isinstance(data, bytes) else data)
         except RecursionError as exc:
             raise InexactJSONError(depth_error("", max_depth or 1024)) from exc
-    if max_depth is not None:
-        raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
-        if bytes_too_deep(raw, 1, max_depth) and (path := too_deep(value, max_depth)) is not None:
-            raise InexactJSONError(depth_error(path, max_depth))
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+    if (
+        max_depth is not None
+        and bytes_too_deep(raw, 1, max_depth)
+        and (path := too_deep(value, max_depth)) is not None
+    ):
+        raise InexactJSONError(depth_error(path, max_depth))
+    if (key := duplicate_key(raw, value)) is not None:
+        raise InexactJSONError(
+            f"key {key!r} is given twice in one object; only one of its values could be "
+            "stored: give each key once"
+        )
     return value
+
+
+_COLON_ESCAPE = re.compile(rb"\\u003[aA]")
+
+
+def duplicate_key(data: bytes, value: Any) -> str | None:
+    """The first key an object of the JSON ``data`` (parsed: ``value``) holds twice, else
+    ``None``. A parser keeps one of the two values, silently. Each key of the source is
+    followed by one colon outside strings, and so is each key of ``value`` encoded again: a
+    count that differs is a key that was dropped. Two C-speed counts decide when no string
+    spells a colon as an escape (then each string keeps its colons); else colons outside
+    strings are counted. Only a source found to hold one is parsed again, to name the key."""
+    if b":" not in data:
+        return None
+    again = orjson.dumps(value)
+    if _COLON_ESCAPE.search(data) is None:
+        if data.count(b":") == again.count(b":"):
+            return None
+    elif _outside_colons(data) == _outside_colons(again):
+        return None
+    return _first_duplicate(data)
+
+
+def _outside_colons(data: bytes) -> int:
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return b"".join(data.split(b'"')[::2]).count(b":")
+
+
+class _Duplicate(Exception):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in found:
+            raise _Duplicate(key)
+        found[key] = item
+    return found
+
+
+def _first_duplicate(data: bytes) -> str | None:
+    try:
+        json.loads(data, object_pairs_hook=_pairs)
+    except _Duplicate as exc:
+        return str(exc.args[0])
+    except (ValueError, RecursionError):
+        return None
+    return None

@@ -26,11 +26,13 @@ from starlette.routing import Route
 from airsspec.errors import (
     AirsspecError,
     BadRequestError,
+    InexactJSONError,
     ServerFilesError,
     validation_problem,
 )
 from airsspec.serve.core import Served
 from airsspec.serve.ops import OPS, Op
+from eventlog.exact_json import loads_exact
 
 log = logging.getLogger("airsspec.serve")
 PROBLEM = "application/problem+json"
@@ -62,8 +64,10 @@ async def read_json(request: Request) -> dict[str, Any]:
     raw = await request.body()  # at most MAX_BODY: the application's ``BodyLimit`` sees to it
     if not raw.strip():
         return {}
-    try:
-        data = json.loads(raw)
+    try:  # as a JSONL line is read: what cannot be stored as given is refused, not changed
+        data = loads_exact(raw, max_depth=None)  # each event's depth is checked where stored
+    except InexactJSONError as exc:
+        raise BadRequestError(f"request body: {exc}") from exc
     except (ValueError, RecursionError) as exc:
         raise BadRequestError(f"request body is not JSON: {exc}") from exc
     if not isinstance(data, dict):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationInfo
 
 from eventlog.kinds import FactKind, LearningKind, LearningScope, LearningSource
 from eventlog.names import check_name, check_scope_value
@@ -206,7 +206,7 @@ class _Action(Fields):
 class _Observation(Fields):
     result: Any
     action_id: Annotated[str | None, OMIT_NONE] = None
-    is_error: bool = False
+    is_error: StrictBool = False  # "yes", 1 or "on" refused: stored only as given
 
 
 # --------------------------------------------------------------------------- derived and foreign

@@ -118,7 +118,7 @@ def _check(schema: Mapping[str, Any], value: str, depth: int, const: _Const) -> 
         ]
         return " and ".join(tests), value
     if kind == "bool":
-        _keys(schema)
+        _keys(schema, "strict")  # ``type(v) is bool`` takes a bool only, as strict does
         return f"type({value}) is {const(bool)}", value
     if kind == "any":
         _keys(schema)

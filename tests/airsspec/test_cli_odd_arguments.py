@@ -4,6 +4,7 @@ taken as given, never as some other value."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,33 @@ def test_a_learning_text_that_is_not_utf8_is_one_error(project: Path) -> None:
     before = snapshot(project)
     refused(run_cli("learnings", "add", f"Use {NOT_UTF8}", cwd=project, env=HASH), "UTF-8")
     assert snapshot(project) == before
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        (b'{"type": "user", "content": "x", "content": "y"}', "'content' is given twice"),
+        (b'{"type": "user", "content": "x", "meta": {"k": 1, "k": 2}}', "'k' is given twice"),
+        (b'{"type": "user", "content": "x", "\\u003a": 1, ":": 2}', "':' is given twice"),
+        (b'{"type": "observation", "result": "ok", "is_error": "yes"}', "is_error"),
+        (b'{"type": "observation", "result": "ok", "is_error": 1}', "is_error"),
+    ],
+)
+def test_an_event_a_parser_would_store_otherwise_is_refused(
+    project: Path, line: bytes, named: str
+) -> None:
+    """A key given twice (a parser keeps one of its values, silently) and a flag given as a
+    word or a number (coerced to a bool) are refused, naming the line and the key or field;
+    the log is as it was. The same text without the repetition is stored as given."""
+    before = snapshot(project)
+    result = run_cli(
+        "append", "one", cwd=project, stdin=b'{"type": "user", "content": "ok"}\n' + line
+    )
+    err = result.stderr.decode()
+    assert result.returncode != 0 and "Traceback" not in err, err
+    assert err.startswith("airsspec: error: <stdin>:2: ") and named in err, err
+    assert snapshot(project) == before
+    kept = b'{"type": "user", "content": "x", "meta": {"k": 1, "\\u003a": 2, ":k": 3}}'
+    assert run_cli("append", "one", cwd=project, stdin=kept).returncode == 0
+    stored = run_cli("replay", "one", "--json", cwd=project).stdout.decode().splitlines()[-1]
+    assert json.loads(stored)["meta"] == {"k": 1, ":": 2, ":k": 3}

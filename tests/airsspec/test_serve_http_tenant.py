@@ -113,8 +113,8 @@ def test_her_session_spelled_any_way_reaches_nothing_of_hers(world: World, spell
 
 
 # Bodies a tenant may send to a write: not JSON, not UTF-8, a lone surrogate, too deep for the
-# parser, nested past the log's limit, a number past Python's, NaN, not an object, another
-# session's record types, a field naming another user.
+# parser, nested past the log's limit, a number past Python's, NaN, a key given twice, a flag
+# given as a word, not an object, another session's record types, a field naming another user.
 EVENTS = "/v1/sessions/bob-s/events"
 BODIES = {
     "not JSON": b"{'events': []}",
@@ -130,6 +130,8 @@ BODIES = {
     ),
     "huge integer": b'{"events":[{"type":"user","content":"x","meta":{"n":' + b"9" * 5000 + b"}}]}",
     "NaN": b'{"events":[{"type":"user","content":"x","meta":{"n":NaN}}]}',
+    "a key twice": b'{"events":[{"type":"user","content":"x","content":"y"}]}',
+    "a flag that is no bool": b'{"events":[{"type":"observation","result":1,"is_error":"yes"}]}',
     "null": b"null",
     "a list": b'[{"type":"user","content":"x"}]',
     "a system event": b'{"events":[{"type":"session_assigned","user":"bob"}]}',
