@@ -176,6 +176,38 @@ def test_every_reader_of_a_global_learning_replays_its_edits_and_verdicts(
     ]
 
 
+@pytest.mark.parametrize(
+    "scope", [{"project": "p1"}, {"agent": "coder"}, {"user": "bob", "project": "p1"}]
+)
+def test_a_global_learning_made_narrower_no_longer_replays_its_edits_to_every_reader(
+    memory: Memory, scope: dict[str, str]
+) -> None:
+    """A learning's scope is what its last edit says, in the view of the workspace's own log as
+    in the assessment: once an admin makes a global learning the team's (scope ``project``), a
+    scope naming a project or an agent is given neither its new text nor its verdict's reason
+    (the view read the scope first recorded, global, and showed both)."""
+    shared = memory.learnings.add("Deploys happen on Fridays.", scope="global").learning_id
+    memory.learnings.edit(shared, text="the vault key rotates on Tuesdays", scope="project")
+    memory.learnings.reject(shared, reason="internal only")
+    reader = memory.scoped(**scope)
+    assert reader.learnings.list().learnings == []
+    shown = list(reader.replay(MEMORY_SESSION))
+    assert {r.type for r in shown} <= {"learning"}  # neither its edit nor its verdict
+    assert "Tuesdays" not in repr(shown) and "internal only" not in repr(shown)
+
+
+def test_a_learning_made_global_replays_its_edits_to_every_reader(memory: Memory) -> None:
+    """A learning an admin makes global by an edit reaches every reader, and so do its edits and
+    verdicts in each one's view of the workspace's own log, as in its assessment."""
+    mine = memory.scoped(user="alice").learnings.add("alice uses tabs", scope="project")
+    memory.learnings.edit(mine.learning_id, scope="global")
+    memory.learnings.edit(mine.learning_id, text="everyone uses tabs")
+    reader = memory.scoped(project="p1")
+    assert [a.text for a in reader.learnings.list().learnings] == ["everyone uses tabs"]
+    shown = [(r.type, getattr(r, "text", None)) for r in reader.replay(MEMORY_SESSION)]
+    assert shown == [("learning_edited", None), ("learning_edited", "everyone uses tabs")]
+
+
 def test_sql_sessions_view_names_the_owner_and_a_scoped_reader_sees_its_own_rows(
     memory: Memory,
 ) -> None:
