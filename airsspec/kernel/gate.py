@@ -321,20 +321,31 @@ class Gate:
         and another's only through a view scoped to it."""
         return tree_key(self.scope)
 
-    def guard_learning(self, learning: Assessed, owner: Scope, doing: str) -> None:
-        """Refuse (``ScopeError``) a change (``doing``: confirm, reject, edit, archive, restore) to
-        a learning outside this kernel's scope: one whose owner (the session's, or the scope
-        recorded with a learning of the workspace's own log) is another user's, agent's or
-        project's, or a global one nobody owns. Reading it may be allowed; changing what every
-        reader is given is not."""
+    def changes_learning(self, learning: Assessed, owner: Scope) -> bool:
+        """Whether this kernel may change (confirm, reject, edit, archive, restore) a learning
+        owned by ``owner`` (the session's, or the scope recorded with a learning of the
+        workspace's own log): what it may write (``writes``, the rule of sessions), and never a
+        global one (given to every reader: an admin's to change), whoever owns it."""
         if not self.scope.named:
+            return True
+        return not _shared(learning) and self.writes(owner)
+
+    def guard_learning(self, learning: Assessed, owner: Scope, doing: str) -> None:
+        """Refuse (``ScopeError``) a change (``doing``) this kernel may not make
+        (``changes_learning``). Reading the learning may be allowed; changing what every reader
+        is given is not."""
+        if self.changes_learning(learning, owner):
             return
-        if not owner.named or not self.scope.matches(owner):
-            whose = f"owned by {owner}" if owner.named else "global (owned by no one)"
-            raise ScopeError(
-                f"learning {learning.id} is {whose}; a memory scoped to {self.scope} cannot "
-                f"{doing} it"
-            )
+        whose = (
+            "global (every reader is given it: an admin's to change)"
+            if _shared(learning)
+            else f"owned by {owner}"
+            if owner.named
+            else "the team's (owned by no one)"
+        )
+        raise ScopeError(
+            f"learning {learning.id} is {whose}; a memory scoped to {self.scope} cannot {doing} it"
+        )
 
     def opening(self, session: str) -> list[dict[str, Any]]:
         """What a write to ``session`` brings first: nothing for a session this kernel may
@@ -352,3 +363,8 @@ class Gate:
                 f"a memory scoped to {self.scope} cannot create it"
             )
         return [{"type": "session_started", **self.scope.to_fields()}]
+
+
+def _shared(learning: Assessed) -> bool:
+    """Whether a learning is an admin's, shared with every reader (``learning_visible``)."""
+    return learning.scope == "global" and learning.source == "user"

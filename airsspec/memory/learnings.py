@@ -303,22 +303,29 @@ class Learnings:
         from projections.learning_rules import gc_candidates
 
         kernel = self._kernel
-        chosen = gc_candidates(self.list(now=now), kernel.settings.learnings)
-        mine = self._mine()
+        assessment = self.list(now=now)
+        chosen = gc_candidates(assessment, kernel.settings.learnings)
+        mine = self._mine(assessment)
         chosen = {i: why for i, why in chosen.items() if mine(i)}
         if chosen and not dry_run:
             event = {"type": "archived", "learning_ids": sorted(chosen), "reason": "gc"}
             kernel.memory_event(event)
         return chosen
 
-    def _mine(self) -> Callable[[str], bool]:
-        """Whether this memory's scope may change a learning (by id): an unscoped memory any,
-        a scoped one those owned within its scope."""
-        scope = self._kernel.scope
-        if not scope.named:
+    def _mine(self, assessment: Assessment) -> Callable[[str], bool]:
+        """Whether this memory may change a learning of ``assessment`` (by id): the gate's
+        rule (``Gate.changes_learning``); an unscoped memory any."""
+        gate = self._kernel.gate
+        if not self._kernel.scope.named:
             return lambda _: True
         owners = self.owners()
-        return lambda i: (owner := owners.get(i, Scope())).named and scope.matches(owner)
+
+        def mine(learning_id: str) -> bool:
+            found = assessment.by_id(learning_id)
+            owner = owners.get(learning_id, Scope())
+            return found is not None and gate.changes_learning(found, owner)
+
+        return mine
 
     def archive(
         self, older_than: str | timedelta, *, now: str | datetime | None = None
@@ -328,7 +335,7 @@ class Learnings:
         age = parse_duration(older_than) if isinstance(older_than, str) else older_than
         assessment = self.list(now=now)
         limit = parse_ts(assessment.now) - age
-        mine = self._mine()
+        mine = self._mine(assessment)
         chosen = sorted(
             a.id
             for a in assessment.learnings
