@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from airsspec.reports import plot_format as plot_format
     from airsspec.reports import plot_report as plot_report
     from eventlog.bound import Bound as Bound
+    from eventlog.exact_json import loads_exact as loads_exact
     from eventlog.ids import normalize_ts as normalize_ts
     from eventlog.jsonl_input import parse_event_lines as parse_event_lines
     from eventlog.kinds import FORMATS as FORMATS
@@ -116,6 +117,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "plot_format": ("airsspec.reports", "plot_format"),
     "plot_report": ("airsspec.reports", "plot_report"),
     "Bound": ("eventlog.bound", "Bound"),
+    "loads_exact": ("eventlog.exact_json", "loads_exact"),
     "normalize_ts": ("eventlog.ids", "normalize_ts"),
     "parse_event_lines": ("eventlog.jsonl_input", "parse_event_lines"),
     "FORMATS": ("eventlog.kinds", "FORMATS"),
@@ -230,6 +232,7 @@ __all__ = [
     "fold_thread",
     "format_record",
     "item_event",
+    "loads_exact",
     "normalize_ts",
     "outside",
     "parse_duration",

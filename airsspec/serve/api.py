@@ -30,9 +30,9 @@ from airsspec.errors import (
     ServerFilesError,
     validation_problem,
 )
+from airsspec.memory import loads_exact
 from airsspec.serve.core import Served
 from airsspec.serve.ops import OPS, Op
-from eventlog.exact_json import loads_exact
 
 log = logging.getLogger("airsspec.serve")
 PROBLEM = "application/problem+json"
