@@ -9,6 +9,7 @@ use.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import weakref
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from airsspec.config import config_of_workspace, load_settings, validated
 from airsspec.discovery import CONFIG_NAME, find_config
+from airsspec.errors import SettingsError
 from eventlog.layout import Layout
 from eventlog.log import EventLog
 from eventlog.secrets import Redactor
@@ -451,6 +453,8 @@ def init_workspace(directory: Path) -> tuple[Path, bool]:
     """Create ``directory/airsspec.toml`` (if absent) and the workspace folders.
 
     Returns the config path and whether it was written (an existing config is never replaced).
+    A config written here is trusted by this user for the Claude Code hooks (``airsspec.trust``);
+    one found here (a cloned repository's) is not: ``airsspec trust`` says so.
     """
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / CONFIG_NAME
@@ -459,6 +463,10 @@ def init_workspace(directory: Path) -> tuple[Path, bool]:
         from airsspec.settings import DEFAULT_TOML
 
         config.write_text(DEFAULT_TOML, encoding="utf-8")
+        from airsspec import trust
+
+        with contextlib.suppress(SettingsError):  # a config folder others may write: no trust
+            trust.trust(config)
     settings = load_settings(config)
     Layout(directory / settings.workspace.path).create()
     return config, written

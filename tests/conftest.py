@@ -63,9 +63,12 @@ _CPU = os.environ.get("AIRSSPEC_COUNT_CPU")
 
 @pytest.fixture(scope="session", autouse=True)
 def _cache_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The user's cache folder of the run (``XDG_CACHE_HOME``), so the parsed configs of the
-    thousands of workspaces the tests make (``airsspec.tomlfile``) never reach the real one."""
+    """The user's cache and config folders of the run (``XDG_CACHE_HOME``,
+    ``XDG_CONFIG_HOME``), so the parsed configs of the thousands of workspaces the tests make
+    (``airsspec.tomlfile``) and the configs trusted for the hooks (``airsspec.trust``) never
+    reach the real ones."""
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from airsspec import trust
 from airsspec.cli.common import (
     arg,
     command,
@@ -99,6 +100,11 @@ def cmd_hooks_install(args: argparse.Namespace) -> int:
     path = hooks.settings_path(args.scope, project)
     groups = hooks.entries(args.scope, before, after, recall=args.recall > 0)
     changed = settings_file.install(path, groups)
+    # installing in a project lets the hooks act on its config (``airsspec.trust``); with
+    # --scope user each project is trusted where it was made (init) or by ``airsspec trust``
+    config = None if args.scope == "user" or before else Memory.find_config(project.resolve())
+    if config is not None:
+        trust.trust(config)
     runs = _runs(hooks.command("SessionStart", args.scope, before), project)
     if not runs:
         warn(
@@ -124,11 +130,14 @@ def cmd_hooks_install(args: argparse.Namespace) -> int:
                 "changed": changed,
                 "command_runs": runs,
                 "also_installed": twice,
+                "trusted": None if config is None else str(config),
             }
         )
     else:
         state = "installed" if changed else "already installed:"
         print(f"{state} {', '.join(hooks.EVENTS)} hooks in {path}")
+        if config is not None:
+            print(f"trusted {config}: the hooks capture into the workspace it names")
     return EXIT_OK
 
 
@@ -240,10 +249,15 @@ def cmd_hook(args: argparse.Namespace) -> int:
         data = hooks.read_input(sys.stdin.buffer.read())
         event = hooks.normalize(args.event, data)
         config = None
-        if args.workspace is None and args.config is None:
+        if args.workspace is None and args.config is None:  # -w/-c: fixed at install, trusted
             config = hooks.workspace_for(data, Path.cwd())
             if config is None:
                 return EXIT_OK  # a project without airsspec: nothing to remember
+            if not trust.trusted(config):  # a cloned repository's config: left alone
+                if event != "SessionStart":
+                    return EXIT_OK  # said once a session, not at every tool call
+                print(f"airsspec: error: {trust.UNTRUSTED.format(config=config)}", file=sys.stderr)
+                return EXIT_FAILED
         if config is None:
             memory = open_memory(args)
         else:  # scoped by the environment, as every other command is (AIRSSPEC_USER, ...)
@@ -259,6 +273,38 @@ def cmd_hook(args: argparse.Namespace) -> int:
     except (AirsspecError, OSError) as exc:
         print(f"airsspec: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    return EXIT_OK
+
+
+@command(
+    "trust",
+    arg("--revoke", action="store_true", help="trust this project's airsspec.toml no more"),
+)
+def cmd_trust(args: argparse.Namespace) -> int:
+    """Let the Claude Code hooks act on this project's airsspec.toml (the nearest one, or -c/-w):
+    trust it with where it sends what is captured as it is now (its workspace folder, [storage],
+    key store). One 'airsspec init' wrote here is trusted already; a cloned repository's is not,
+    nor one whose workspace or storage changed since. --revoke takes the trust back."""
+    with open_memory(args) as memory:
+        config = memory.workspace.config_path
+    if config is None:
+        raise UsageError("no airsspec.toml here or above to trust (run: airsspec init)")
+    if args.revoke:
+        was = trust.revoke(config)
+        if args.json:
+            print_json({"config": str(config), "trusted": False, "was_trusted": was})
+        else:
+            print(f"{'no longer trusted' if was else 'was not trusted'}: {config}")
+        return EXIT_OK
+    given = trust.trust(config)
+    storage = given.storage.get("url") or None
+    if args.json:
+        fields = {"workspace": given.workspace, "storage": storage, "keys": given.keys}
+        print_json({"config": given.config, "trusted": True, **fields})
+    else:
+        print(f"trusted {given.config}: the hooks capture into {given.workspace}")
+        if storage:
+            print(f"  and its log on {storage}")
     return EXIT_OK
 
 

@@ -1,0 +1,102 @@
+"""The hooks act only on a project whose ``airsspec.toml`` this user trusted: a cloned
+repository's config chooses where the conversation goes (a folder git commits, one outside the
+project, a bucket), so the hooks leave it alone until ``airsspec trust`` is run in it, and again
+when where it sends what is captured changes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import claude_transcript, init_workspace, snapshot
+from tests.support.cli import run_cli
+
+HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
+
+
+@pytest.fixture
+def cloned(tmp_path: Path) -> Path:
+    """A repository as cloned: its own airsspec.toml (written by no ``init`` here), naming a
+    workspace folder outside the repository."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "airsspec.toml").write_text('[workspace]\npath = "../elsewhere"\n')
+    return repo
+
+
+def _hook(repo: Path, event: str, transcript: Path | None = None):
+    payload = {"session_id": "s-1", "cwd": str(repo), "hook_event_name": event}
+    if transcript is not None:
+        payload["transcript_path"] = str(transcript)
+    return run_cli("hook", event, cwd=repo.parent, env=HASH, stdin=json.dumps(payload).encode())
+
+
+def _captured(repo: Path) -> bool:
+    return (repo.parent / "elsewhere" / "contexts").is_dir() and any(
+        (repo.parent / "elsewhere" / "contexts").rglob("*.jsonl")
+    )
+
+
+def test_a_cloned_projects_config_is_left_alone_until_trusted(cloned: Path) -> None:
+    transcript = claude_transcript(cloned.parent / "s-1.jsonl", "the deploy key is in the vault")
+    before = snapshot(cloned.parent)
+    start = _hook(cloned, "SessionStart")
+    err = start.stderr.decode()
+    assert start.returncode == 1 and err.count("\n") == 1, err
+    assert err.startswith("airsspec: error: ") and "not trusted" in err and "airsspec trust" in err
+    stop = _hook(cloned, "Stop", transcript)  # said once a session: a capture exits quietly
+    assert stop.returncode == 0 and stop.stderr == b"", stop.stderr
+    assert snapshot(cloned.parent) == before  # nothing captured, no folder made anywhere
+    trusted = run_cli("trust", "--json", cwd=cloned, env=HASH)
+    assert trusted.returncode == 0, trusted.stderr
+    shown = json.loads(trusted.stdout)
+    assert shown["trusted"] and shown["workspace"] == str((cloned.parent / "elsewhere").resolve())
+    assert _hook(cloned, "Stop", transcript).returncode == 0
+    assert _captured(cloned)
+    assert _hook(cloned, "SessionStart").returncode == 0
+
+
+def test_trust_holds_for_the_routing_it_was_given_for(cloned: Path) -> None:
+    """Another setting edited keeps the trust; the workspace folder or the storage changed (an
+    edit, a pull) asks for it again; --revoke takes it back."""
+    assert run_cli("trust", cwd=cloned, env=HASH).returncode == 0
+    config = cloned / "airsspec.toml"
+    config.write_text(config.read_text() + "[memory]\nhot_window_size = 12\n")
+    assert _hook(cloned, "SessionStart").returncode == 0
+    for moved in (
+        '[workspace]\npath = "../somewhere-else"\n',
+        '[workspace]\npath = "../elsewhere"\n[storage]\nurl = "s3://their-bucket/x"\n',
+    ):
+        config.write_text(moved)
+        refused = _hook(cloned, "SessionStart")
+        assert refused.returncode == 1 and b"not trusted" in refused.stderr, moved
+    config.write_text('[workspace]\npath = "../elsewhere"\n')
+    assert _hook(cloned, "SessionStart").returncode == 0  # the routing trusted, as it was
+    revoked = run_cli("trust", "--revoke", cwd=cloned, env=HASH)
+    assert revoked.returncode == 0 and b"no longer trusted" in revoked.stdout
+    assert _hook(cloned, "SessionStart").returncode == 1
+
+
+def test_init_and_install_in_a_project_trust_it(tmp_path: Path, cloned: Path) -> None:
+    mine = tmp_path / "mine"
+    init_workspace(mine)
+    assert _hook(mine, "SessionStart").returncode == 0
+    installed = run_cli("hooks", "install", "--project", str(cloned), "--json", cwd=cloned)
+    assert installed.returncode == 0, installed.stderr
+    assert json.loads(installed.stdout)["trusted"] == str(cloned / "airsspec.toml")
+    assert _hook(cloned, "SessionStart").returncode == 0
+
+
+def test_a_trusted_file_another_user_could_write_trusts_nothing(cloned: Path) -> None:
+    assert run_cli("trust", cwd=cloned, env=HASH).returncode == 0
+    kept = Path(os.environ["XDG_CONFIG_HOME"]) / "airsspec" / "trusted.json"
+    mode = kept.stat().st_mode
+    try:
+        kept.chmod(0o666)
+        assert _hook(cloned, "SessionStart").returncode == 1
+    finally:
+        kept.chmod(mode)
+    assert _hook(cloned, "SessionStart").returncode == 0
