@@ -338,6 +338,18 @@ def trust_demo(private: Path) -> None:
     print("(a cloned repository: evilmod.py beside an airsspec.toml naming it as its key store)")
     run(clone, "status", expect=2)
     print(f"evilmod.py was imported: {canary.exists()}")
+    print("\n-- nor does its config choose where a conversation goes: hooks wait for trust --")
+    shutil.rmtree(clone, ignore_errors=True)
+    clone.mkdir()
+    (clone / "airsspec.toml").write_text('[workspace]\npath = "../demo-where-they-chose"\n')
+    hook = json.dumps({"session_id": "s-1", "cwd": str(clone)})
+    run(clone, "hook", "SessionStart", stdin=hook, expect=1, width=150)
+    chosen = clone.parent / "demo-where-they-chose"
+    print(f"a folder made where the cloned config chose: {chosen.exists()}")
+    run(clone, "trust")
+    run(clone, "hook", "SessionStart", stdin=hook, max_lines=3, width=120)
+    print("(trusted: the hook ran, exit 0, with nothing to brief yet in a new workspace)")
+    shutil.rmtree(chosen, ignore_errors=True)
 
 
 def viewer_screenshot(url: str, token: str, page_path: str, path: Path) -> bool:
@@ -409,6 +421,8 @@ def main() -> None:
     target = (REPO / parser.parse_args().workspace).resolve()
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
+    # the configs the demo's workspaces trust for the hooks (airsspec.trust) stay beside them
+    os.environ["XDG_CONFIG_HOME"] = str(target.parent / "demo-config")
 
     print("== 0. Memory in five lines of Python ==")
     five = target.parent / "demo-five-lines"
