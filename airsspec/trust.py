@@ -32,11 +32,6 @@ from airsspec.errors import SettingsError
 from airsspec.tomlfile import read_toml
 
 FILE_NAME = "trusted.json"
-UNTRUSTED = (
-    "{config} is not trusted on this machine, or where it sends what is captured (its "
-    "workspace folder, [storage], key store) changed since it was: the hooks leave this project "
-    "alone (if it is yours, run 'airsspec trust' in it)"
-)
 
 
 @dataclass(frozen=True)

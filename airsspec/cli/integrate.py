@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airsspec import trust
 from airsspec.cli.common import (
     arg,
     command,
@@ -25,6 +24,14 @@ from airsspec.hooks.events import EVENTS
 if TYPE_CHECKING:
     from airsspec.hooks import Defer, Job
     from airsspec.memory import Memory
+
+
+# What the SessionStart hook says of a project whose config the user has not trusted
+UNTRUSTED = (
+    "{config} is not trusted on this machine, or where it sends what is captured (its "
+    "workspace folder, [storage], key store) changed since it was: the hooks leave this project "
+    "alone (if it is yours, run 'airsspec trust' in it)"
+)
 
 
 @command(
@@ -104,7 +111,7 @@ def cmd_hooks_install(args: argparse.Namespace) -> int:
     # --scope user each project is trusted where it was made (init) or by ``airsspec trust``
     config = None if args.scope == "user" or before else Memory.find_config(project.resolve())
     if config is not None:
-        trust.trust(config)
+        Memory.trust(config)
     runs = _runs(hooks.command("SessionStart", args.scope, before), project)
     if not runs:
         warn(
@@ -253,10 +260,10 @@ def cmd_hook(args: argparse.Namespace) -> int:
             config = hooks.workspace_for(data, Path.cwd())
             if config is None:
                 return EXIT_OK  # a project without airsspec: nothing to remember
-            if not trust.trusted(config):  # a cloned repository's config: left alone
+            if not Memory.trusted(config):  # a cloned repository's config: left alone
                 if event != "SessionStart":
                     return EXIT_OK  # said once a session, not at every tool call
-                print(f"airsspec: error: {trust.UNTRUSTED.format(config=config)}", file=sys.stderr)
+                print(f"airsspec: error: {UNTRUSTED.format(config=config)}", file=sys.stderr)
                 return EXIT_FAILED
         if config is None:
             memory = open_memory(args)
@@ -285,18 +292,20 @@ def cmd_trust(args: argparse.Namespace) -> int:
     trust it with where it sends what is captured as it is now (its workspace folder, [storage],
     key store). One 'airsspec init' wrote here is trusted already; a cloned repository's is not,
     nor one whose workspace or storage changed since. --revoke takes the trust back."""
+    from airsspec.memory import Memory
+
     with open_memory(args) as memory:
         config = memory.workspace.config_path
     if config is None:
         raise UsageError("no airsspec.toml here or above to trust (run: airsspec init)")
     if args.revoke:
-        was = trust.revoke(config)
+        was = Memory.revoke_trust(config)
         if args.json:
             print_json({"config": str(config), "trusted": False, "was_trusted": was})
         else:
             print(f"{'no longer trusted' if was else 'was not trusted'}: {config}")
         return EXIT_OK
-    given = trust.trust(config)
+    given = Memory.trust(config)
     storage = given.storage.get("url") or None
     if args.json:
         fields = {"workspace": given.workspace, "storage": storage, "keys": given.keys}

@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays 
     from collections.abc import Mapping
 
     from airsspec.forgetting import Forgotten
+    from airsspec.trust import Routing
     from compactor.summarizers import Summarizer
     from eventlog.log import StoredRecords
     from eventlog.schema import CompactionRecord, Event, Record
@@ -226,8 +227,33 @@ class Memory:
     @staticmethod
     def init(path: str | Path = ".") -> tuple[Path, bool]:
         """Create a workspace and a commented ``airsspec.toml`` in ``path``; return the
-        config's path and whether it was written (an existing config is never replaced)."""
+        config's path and whether it was written (an existing config is never replaced).
+        A config written here is trusted for the Claude Code hooks (``Memory.trust``)."""
         return init_workspace(Path(path))
+
+    @staticmethod
+    def trust(config: str | Path) -> Routing:
+        """Let the Claude Code hooks act on ``config`` with where it sends what is captured as
+        it is now (its workspace folder, ``[storage]``, key store): what was trusted
+        (``airsspec.trust``; ``SettingsError`` when the trusted file is not this user's
+        alone)."""
+        from airsspec import trust
+
+        return trust.trust(config)
+
+    @staticmethod
+    def trusted(config: str | Path) -> bool:
+        """Whether this user trusted ``config`` with the routing it has now."""
+        from airsspec import trust
+
+        return trust.trusted(config)
+
+    @staticmethod
+    def revoke_trust(config: str | Path) -> bool:
+        """Trust ``config`` no more; whether it was trusted."""
+        from airsspec import trust
+
+        return trust.revoke(config)
 
     def close(self) -> None:
         """Flush and close the log (a ``with`` block does this); a ``scoped`` view leaves

@@ -157,7 +157,8 @@ def test_the_hooks_run_python_so_that_the_project_folder_is_never_on_its_path() 
 def test_a_cloned_repository_runs_no_code_through_the_hook_or_the_cli(tmp_path: Path) -> None:
     """The repository's config names its ``evilmod``; it also holds a ``pydantic.py`` that
     every command imports by name. The installed SessionStart hook (run as Claude Code runs it,
-    in the repository) and ``airsspec status`` refuse with one line; neither file is imported."""
+    in the repository) leaves the untrusted config alone; ``airsspec trust`` and ``airsspec
+    status`` refuse it with one line naming the key; neither file is imported."""
     repo = _repo(tmp_path / "repo", "evilmod:keys")
     env = {**os.environ, **ENV, "PYTHONPATH": str(REPO)}
     payload = {"hook_event_name": "SessionStart", "session_id": "s1", "cwd": str(repo)}
@@ -171,12 +172,14 @@ def test_a_cloned_repository_runs_no_code_through_the_hook_or_the_cli(tmp_path: 
         timeout=120,
         check=False,
     )
+    trusted = run_cli("trust", cwd=repo, env=ENV)
     status = run_cli("status", cwd=repo, env=ENV)
-    for done, code in ((hook, 1), (status, 2)):
+    said = "airsspec.toml: [privacy] keys: "
+    for done, code, why in ((hook, 1, "is not trusted"), (trusted, 2, said), (status, 2, said)):
         err = done.stderr.decode()
         assert done.returncode == code, err
         assert err.startswith("airsspec: error: ") and err.count("\n") == 1, err
-        assert "airsspec.toml: [privacy] keys: " in err
+        assert why in err, err
     assert not (tmp_path / "CANARY").exists()
 
 
