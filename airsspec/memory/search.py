@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from datetime import datetime
-from itertools import chain, islice, takewhile
+from itertools import chain, takewhile
 from typing import TYPE_CHECKING, Any
 
 from airsspec.errors import CorruptLogError, InvalidQueryError, field_of
@@ -194,11 +194,18 @@ def _lag(kernel: Kernel, manifest: dict[str, Any], name: str) -> tuple[int, int]
 
 
 def _tail(kernel: Kernel, behind: dict[str, tuple[int, int]]) -> Iterator[Record]:
-    """The unindexed records of the sessions ``behind`` names, at most ``SCAN_LIMIT``; a
-    session whose log is damaged gives what it holds before the damage (the projections skip
-    it the same way, and ``status`` and ``verify`` name it)."""
-    records = (r for name, (first, _) in behind.items() for r in _readable(kernel, name, first))
-    return islice(records, SCAN_LIMIT)
+    """The unindexed records of the sessions ``behind`` names, at most ``SCAN_LIMIT``: each
+    session's newest (the cold projection indexes the oldest first, so the scan holds what it
+    reaches last), session after session until the limit is read. A session whose log is
+    damaged gives what it holds before the damage (the projections skip it the same way, and
+    ``status`` and ``verify`` name it)."""
+    left = SCAN_LIMIT
+    for name, (first, head) in behind.items():
+        if left <= 0:
+            return
+        start = max(first, head - left + 1)
+        left -= head - start + 1
+        yield from _readable(kernel, name, start)
 
 
 def _readable(kernel: Kernel, name: str, first: int) -> Iterator[Record]:

@@ -552,3 +552,18 @@ def test_search_now_gives_every_scope_the_edit_of_a_global_learning(memory: Memo
         answer = reader.search_now("tuesdays", kinds=["learning"], k=5)
         assert [h["text"] for h in answer["hits"]] == ["deploys go out on tuesdays"], reader.scope
         assert answer["unindexed"] == 1
+
+
+def test_search_now_scans_the_newest_records_the_index_has_not_reached(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``SCAN_LIMIT`` unindexed records, the scan holds the newest: the cold projection
+    indexes the oldest first, and what was said a moment ago is what a search asks for."""
+    monkeypatch.setattr(search, "SCAN_LIMIT", 2)
+    memory.append("s", {"type": "user", "content": "a first message"})
+    memory.project()  # indexed: what follows is found in the log only
+    for word in ("aardvark", "buffalo", "cheetah", "dingo", "emu"):
+        memory.append("s", {"type": "user", "content": f"we talked about the {word}"})
+    assert [h["text"] for h in memory.search_now("emu", k=3)["hits"]] == ["we talked about the emu"]
+    oldest = memory.search_now("aardvark", k=3)
+    assert oldest["hits"] == [] and oldest["unindexed"] == 5
