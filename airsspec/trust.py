@@ -38,7 +38,7 @@ FILE_NAME = "trusted.json"
 class Routing:
     """Where a config sends what is captured: what trust is given for."""
 
-    config: str  # the config file, resolved
+    config: str  # the config file, in its folder resolved (``located``)
     workspace: str  # the workspace folder it names, resolved
     storage: dict[str, Any]  # its [storage] table as written ({}: the workspace's folder)
     keys: str | None  # its [privacy] keys (None: beside the log)
@@ -56,9 +56,17 @@ def folder() -> Path:
     return Path(base) / "airsspec"
 
 
+def located(config: str | Path) -> Path:
+    """``config`` in its folder resolved, the file itself not: its workspace is named relative
+    to where it is found (``Workspace.open``), so a link to a config trusted elsewhere is a
+    config of its own, with a workspace of its own."""
+    path = Path(config)
+    return path.parent.resolve() / path.name
+
+
 def routing(config: str | Path) -> Routing:
     """Where ``config`` sends what is captured (``SettingsError`` when it cannot be read)."""
-    path = Path(config).resolve()
+    path = located(config)
     try:
         data = read_toml(path)
     except (OSError, ValueError) as exc:
@@ -93,7 +101,7 @@ def trust(config: str | Path) -> Routing:
 
 def revoke(config: str | Path) -> bool:
     """Trust ``config`` no more; whether it was trusted."""
-    key = str(Path(config).resolve())
+    key = str(located(config))
     with _locked() as entries:
         return entries.pop(key, None) is not None
 

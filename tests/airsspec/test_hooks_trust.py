@@ -100,3 +100,22 @@ def test_a_trusted_file_another_user_could_write_trusts_nothing(cloned: Path) ->
     finally:
         kept.chmod(mode)
     assert _hook(cloned, "SessionStart").returncode == 0
+
+
+def test_a_config_linked_to_a_trusted_one_is_not_trusted(tmp_path: Path) -> None:
+    """A cloned repository's airsspec.toml as a link to a config trusted elsewhere: its
+    workspace folder is the repository's (relative to the link), which no trust was given for,
+    so the hooks leave it alone (they captured into the repository's .airsspec)."""
+    mine = tmp_path / "mine"
+    init_workspace(mine)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "airsspec.toml").symlink_to(Path("..") / "mine" / "airsspec.toml")
+    transcript = claude_transcript(tmp_path / "s-1.jsonl", "the deploy key is in the vault")
+    start = _hook(repo, "SessionStart")
+    assert start.returncode == 1 and b"not trusted" in start.stderr, start.stderr
+    assert _hook(repo, "Stop", transcript).returncode == 0
+    assert not (repo / ".airsspec").exists()
+    assert run_cli("trust", cwd=repo, env=HASH).returncode == 0  # trusted as what it is
+    assert _hook(repo, "Stop", transcript).returncode == 0
+    assert any((repo / ".airsspec" / "contexts").rglob("*.jsonl"))
