@@ -476,6 +476,18 @@ def _learnings(server: Server, opts: dict) -> int | None:
     return 0
 
 
+def _trusted(start: str | None) -> bool:
+    """Whether a hook run from ``start`` (default: the current folder) may go to a server:
+    the nearest ``airsspec.toml`` is one this user trusted (``airsspec.trust``), as the full
+    command asks; with none, the full command does nothing."""
+    found = find_config(Path(os.path.abspath(os.path.expanduser(start or os.getcwd()))))
+    if found is None:
+        return False
+    from airsspec import trust
+
+    return trust.trusted(found)
+
+
 def dispatch(argv: list[str]) -> int | None:
     """Run ``argv`` through a running server; None when the full command must run it."""
     if os.environ.get("AIRSSPEC_NO_SERVER"):
@@ -493,6 +505,8 @@ def dispatch(argv: list[str]) -> int | None:
             return None
         cwd = opts["payload"].get("cwd")
         start = cwd if isinstance(cwd, str) and cwd else None
+        if opts["workspace"] is None and opts["config"] is None and not _trusted(start):
+            return None  # the full command leaves a config this user did not trust alone
     server = find_server(opts["workspace"], opts["config"], start)
     if server is None:
         return None

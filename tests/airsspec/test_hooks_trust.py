@@ -119,3 +119,25 @@ def test_a_config_linked_to_a_trusted_one_is_not_trusted(tmp_path: Path) -> None
     assert run_cli("trust", cwd=repo, env=HASH).returncode == 0  # trusted as what it is
     assert _hook(repo, "Stop", transcript).returncode == 0
     assert any((repo / ".airsspec" / "contexts").rglob("*.jsonl"))
+
+
+def test_a_running_server_is_not_a_way_around_trust(tmp_path: Path) -> None:
+    """A cloned repository's config naming the workspace of a running ``airsspec serve``: the
+    light client sent its hooks to that server, past the check (the capture went into the
+    user's workspace, the SessionStart memory into the repository's session)."""
+    from airsspec.memory import Memory
+    from airsspec.serve.app import serving
+    from airsspec.serve.core import Served
+
+    with Memory.open(tmp_path / "mine", create=True) as memory:
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        (repo / "airsspec.toml").write_text('[workspace]\npath = "../mine/.airsspec"\n')
+        transcript = claude_transcript(tmp_path / "s-1.jsonl", "the deploy key is in the vault")
+        served = Served(memory, local_user="owner", background=False)
+        with serving(served, discover=True):
+            start = _hook(repo, "SessionStart")
+            assert start.returncode == 1 and b"not trusted" in start.stderr, start.stderr
+            assert _hook(repo, "Stop", transcript).returncode == 0
+            assert not any((memory.root / "contexts").rglob("*.jsonl"))
+            assert _hook(tmp_path / "mine", "SessionStart").returncode == 0  # its own: served
