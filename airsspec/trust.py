@@ -118,7 +118,7 @@ def _read() -> dict[str, Any]:
     path = folder() / FILE_NAME
     if not (_private(path.parent) and _private(path)):
         return {}  # absent, or another user could have written it: it trusts nothing
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, RecursionError):  # nested too deep
         data = json.loads(path.read_bytes())
         if isinstance(data, dict) and isinstance(data.get("trusted"), dict):
             return data["trusted"]

@@ -141,3 +141,22 @@ def test_a_running_server_is_not_a_way_around_trust(tmp_path: Path) -> None:
             assert _hook(repo, "Stop", transcript).returncode == 0
             assert not any((memory.root / "contexts").rglob("*.jsonl"))
             assert _hook(tmp_path / "mine", "SessionStart").returncode == 0  # its own: served
+
+
+def test_a_damaged_trusted_file_trusts_nothing_and_no_hook_fails_on_it(
+    cloned: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nested past the parser's depth (a RecursionError, not a ValueError): the hooks
+    printed a traceback; now it trusts nothing, and trusting again writes it anew."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(cloned.parent / "config"))
+    kept = cloned.parent / "config" / "airsspec" / "trusted.json"
+    kept.parent.mkdir(parents=True, mode=0o700)
+    kept.write_text('{"trusted": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    kept.chmod(0o600)
+    start = _hook(cloned, "SessionStart")
+    assert start.returncode == 1 and start.stderr.count(b"\n") == 1, start.stderr
+    assert b"not trusted" in start.stderr and b"Traceback" not in start.stderr
+    stop = _hook(cloned, "Stop", claude_transcript(cloned.parent / "s-1.jsonl", "hello"))
+    assert (stop.returncode, stop.stderr) == (0, b"")
+    assert run_cli("trust", cwd=cloned, env=HASH).returncode == 0
+    assert _hook(cloned, "SessionStart").returncode == 0
