@@ -307,13 +307,14 @@ def cmd_trust(args: argparse.Namespace) -> int:
         return EXIT_OK
     given = Memory.trust(config)
     storage = given.storage.get("url") or None
+    endpoint = given.storage.get("endpoint") or None  # whose server the bucket is on
     if args.json:
-        fields = {"workspace": given.workspace, "storage": storage, "keys": given.keys}
-        print_json({"config": given.config, "trusted": True, **fields})
+        fields = {"workspace": given.workspace, "storage": storage, "endpoint": endpoint}
+        print_json({"config": given.config, "trusted": True, **fields, "keys": given.keys})
     else:
         print(f"trusted {given.config}: the hooks capture into {given.workspace}")
         if storage:
-            print(f"  and its log on {storage}")
+            print(f"  and its log on {storage}" + (f" at {endpoint}" if endpoint else ""))
     return EXIT_OK
 
 

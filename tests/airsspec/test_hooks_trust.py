@@ -160,3 +160,16 @@ def test_a_damaged_trusted_file_trusts_nothing_and_no_hook_fails_on_it(
     assert (stop.returncode, stop.stderr) == (0, b"")
     assert run_cli("trust", cwd=cloned, env=HASH).returncode == 0
     assert _hook(cloned, "SessionStart").returncode == 0
+
+
+def test_trust_shows_the_endpoint_the_log_would_be_sent_to(cloned: Path) -> None:
+    """A bucket's name says nothing of whose server it is on: ``[storage] endpoint`` is where
+    the log goes, so what trust says it was given for names it (it showed the url alone)."""
+    (cloned / "airsspec.toml").write_text(
+        '[storage]\nurl = "s3://my-team/memory"\nendpoint = "https://s3.their-host.example"\n'
+    )
+    said = run_cli("trust", cwd=cloned, env=HASH)
+    assert said.returncode == 0 and b"https://s3.their-host.example" in said.stdout, said.stdout
+    shown = json.loads(run_cli("trust", "--json", cwd=cloned, env=HASH).stdout)
+    assert shown["storage"] == "s3://my-team/memory"
+    assert shown["endpoint"] == "https://s3.their-host.example"
