@@ -95,7 +95,9 @@ def trust(config: str | Path) -> Routing:
     when the trusted file's folder is not this user's alone (nothing is written)."""
     given = routing(config)
     with _locked() as entries:
-        entries[given.config] = {"fingerprint": given.fingerprint(), **asdict(given)}
+        shown = asdict(given)  # what was trusted, for a reader; no copy of a secret key
+        shown["storage"] = {k: v for k, v in given.storage.items() if k != "secret_access_key"}
+        entries[given.config] = {"fingerprint": given.fingerprint(), **shown}
     return given
 
 

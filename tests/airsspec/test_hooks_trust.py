@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from airsspec import trust
 from tests.conftest import claude_transcript, init_workspace, snapshot
 from tests.support.cli import run_cli
 
@@ -173,3 +174,15 @@ def test_trust_shows_the_endpoint_the_log_would_be_sent_to(cloned: Path) -> None
     shown = json.loads(run_cli("trust", "--json", cwd=cloned, env=HASH).stdout)
     assert shown["storage"] == "s3://my-team/memory"
     assert shown["endpoint"] == "https://s3.their-host.example"
+
+
+def test_the_trusted_file_keeps_no_copy_of_a_storage_secret(cloned: Path) -> None:
+    """The fingerprint covers ``[storage] secret_access_key``; the entry kept beside it copied
+    the key itself into the user's config folder (a dotfiles repository takes it along)."""
+    (cloned / "airsspec.toml").write_text(
+        '[storage]\nurl = "s3://my-team/memory"\nsecret_access_key = "wJalrXUtnFEMIK7MDENG"\n'
+    )
+    assert run_cli("trust", cwd=cloned, env=HASH).returncode == 0
+    kept = Path(os.environ["XDG_CONFIG_HOME"]) / "airsspec" / "trusted.json"
+    assert b"wJalrXUtnFEMIK7MDENG" not in kept.read_bytes()
+    assert trust.trusted(cloned / "airsspec.toml")  # the hooks would act on it
