@@ -283,6 +283,16 @@ def cmd_hook(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _named_config(args: argparse.Namespace) -> Path | None:
+    """The config ``open_memory`` would open (``-c``, else the nearest to ``-w`` or here),
+    without loading it."""
+    from airsspec.memory import Memory
+
+    if args.config is not None:
+        return Path(args.config)
+    return Memory.find_config(Path(args.workspace) if args.workspace else Path.cwd())
+
+
 @command(
     "trust",
     arg("--revoke", action="store_true", help="trust this project's airsspec.toml no more"),
@@ -294,8 +304,11 @@ def cmd_trust(args: argparse.Namespace) -> int:
     nor one whose workspace or storage changed since. --revoke takes the trust back."""
     from airsspec.memory import Memory
 
-    with open_memory(args) as memory:
-        config = memory.workspace.config_path
+    if args.revoke:  # found, not loaded: a config that no longer loads is revoked too
+        config = _named_config(args)
+    else:
+        with open_memory(args) as memory:
+            config = memory.workspace.config_path
     if config is None:
         raise UsageError("no airsspec.toml here or above to trust (run: airsspec init)")
     if args.revoke:

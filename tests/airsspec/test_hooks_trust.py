@@ -186,3 +186,17 @@ def test_the_trusted_file_keeps_no_copy_of_a_storage_secret(cloned: Path) -> Non
     kept = Path(os.environ["XDG_CONFIG_HOME"]) / "airsspec" / "trusted.json"
     assert b"wJalrXUtnFEMIK7MDENG" not in kept.read_bytes()
     assert trust.trusted(cloned / "airsspec.toml")  # the hooks would act on it
+
+
+def test_a_config_that_no_longer_loads_can_still_be_revoked(cloned: Path) -> None:
+    """Revoking opened the workspace, so a trusted config a pull broke (or one naming a key
+    store no longer installed) could not be revoked, and was trusted again once it loaded."""
+    assert run_cli("trust", cwd=cloned, env=HASH).returncode == 0
+    config = cloned / "airsspec.toml"
+    good = config.read_text()
+    config.write_text(good + "[memory]\nhot_window_size = -1\n")
+    revoked = run_cli("trust", "--revoke", cwd=cloned, env=HASH)
+    assert revoked.returncode == 0 and b"no longer trusted" in revoked.stdout, revoked.stderr
+    config.write_text(good)
+    assert _hook(cloned, "SessionStart").returncode == 1
+    assert run_cli("-c", str(config), "trust", "--revoke", cwd=cloned.parent).returncode == 0
