@@ -23,6 +23,7 @@ from eventlog.errors import (
     ImportFailedError,
     InexactJSONError,
     InvalidEventError,
+    InvalidSessionIdError,
     SessionExistsError,
     SourceError,
 )
@@ -49,6 +50,10 @@ class _Plan:
     valid: list[Event] = field(default_factory=list)  # the events, validated (``_finish``)
 
 
+_PREFIX_MAX = 64
+_PREFIX = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{_PREFIX_MAX - 1}}}")
+
+
 @dataclass(frozen=True)
 class ImportOptions:
     """How transcripts are imported. ``prefix`` starts every session id made from a file name.
@@ -60,6 +65,15 @@ class ImportOptions:
     prefix: str = ""
     keep_secrets: bool = False
     live: bool = False
+
+    def __post_init__(self) -> None:
+        # the prefix is taken as given or refused: never cleaned or cut as a file's name is
+        if self.prefix and not _PREFIX.fullmatch(self.prefix):
+            raise InvalidSessionIdError(
+                f"session prefix {self.prefix!r}: use 1-{_PREFIX_MAX} letters, digits, '.', '_' "
+                "or '-', starting with a letter or digit (it begins every imported session id, "
+                "which keeps room for the file's name)"
+            )
 
 
 @dataclass(frozen=True)

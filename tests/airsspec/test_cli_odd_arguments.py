@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import init_workspace, snapshot
+from tests.conftest import claude_transcript, init_workspace, snapshot
 from tests.support.cli import run_cli, run_process
 
 HASH = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
@@ -159,3 +159,21 @@ def test_an_event_a_parser_would_store_otherwise_is_refused(
     assert run_cli("append", "one", cwd=project, stdin=kept).returncode == 0
     stored = run_cli("replay", "one", "--json", cwd=project).stdout.decode().splitlines()[-1]
     assert json.loads(stored)["meta"] == {"k": 1, ":": 2, ":k": 3}
+
+
+@pytest.mark.parametrize("prefix", ["../", "a/b-", "a" * 65, ".hidden-", "x y"])
+def test_a_session_prefix_is_taken_as_given_or_refused(
+    project: Path, tmp_path: Path, prefix: str
+) -> None:
+    """``--session-prefix`` begins every imported session's id: one an id cannot begin with
+    (a path, a space, too long to leave room for the file's name) is refused, naming it; it was
+    cleaned or cut silently (``../`` vanished; a long one cut the file's name off)."""
+    transcript = claude_transcript(tmp_path / "talk.jsonl", "hello")
+    before = snapshot(project)
+    result = run_cli(
+        "import", "claude-code", str(transcript), f"--session-prefix={prefix}", cwd=project
+    )
+    refused(result, "session prefix")
+    assert snapshot(project) == before
+    kept = run_cli("import", "claude-code", str(transcript), "--session-prefix=cc.2-", cwd=project)
+    assert kept.returncode == 0 and b"cc.2-talk" in kept.stdout, kept.stderr
