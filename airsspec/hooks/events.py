@@ -153,7 +153,13 @@ def session_of(payload: dict[str, Any]) -> str:
     else Claude Code's ``session_id``."""
     transcript = payload.get("transcript_path")
     name = Path(transcript).stem if isinstance(transcript, str) and transcript else None
-    return validate_session_id(name or payload.get("session_id"))
+    given = name or payload.get("session_id")
+    if not isinstance(given, str) or not given:
+        raise HookInputError(
+            "hook input names no session: neither transcript_path nor session_id is a "
+            f"non-empty string (got session_id {payload.get('session_id')!r})"
+        )
+    return validate_session_id(given)
 
 
 def _transcript(payload: dict[str, Any], key: str = "transcript_path") -> Path | None:

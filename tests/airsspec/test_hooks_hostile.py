@@ -179,3 +179,14 @@ def test_session_show_prints_stored_escapes_as_text(tmp_path: Path) -> None:
     shown = run_cli("-w", str(tmp_path / "p" / ".airsspec"), "session", "show", "s1", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert b"\x1b" not in shown.stdout and b"\\x1b]0;owned\\x07" in shown.stdout
+
+
+@pytest.mark.parametrize("payload", [b"", b"{}", b'{"session_id": 5}', b'{"session_id": ""}'])
+def test_a_payload_naming_no_session_says_so_in_one_line(project: Path, payload: bytes) -> None:
+    """A payload with neither a transcript nor a session id (an empty one, a number) is one
+    line naming what is missing (it said 'invalid session id None')."""
+    for event in ("SessionStart", "Stop"):
+        result = run_cli("hook", event, cwd=project, stdin=payload)
+        err = result.stderr.decode()
+        assert result.returncode == 1 and err.count("\n") == 1, err
+        assert err.startswith("airsspec: error: hook input names no session"), err
