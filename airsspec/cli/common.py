@@ -130,13 +130,17 @@ def open_memory(args: argparse.Namespace) -> Memory:
     return Memory.discover(**scope)
 
 
-def output_path(memory: Memory, value: str, option: str) -> Path:
+def output_path(memory: Memory, value: str, option: str, *, folder: bool = False) -> Path:
     """Where an ``-o``/``--out`` option writes, checked before any work: refused when it
     resolves, links followed, to the workspace folder or under it (``airsspec.memory.outside``,
-    the facade's own rule), the error naming ``option``."""
+    the facade's own rule), or (``folder``: it names a folder to write into) when it is a file
+    already; the error naming ``option``."""
     from airsspec.memory import outside
 
-    return outside(memory.kernel, value, option)
+    path = outside(memory.kernel, value, option)
+    if folder and path.exists() and not path.is_dir():
+        raise UsageError(f"{option} {value}: is a file, not a folder to write into")
+    return path
 
 
 def progress_printer() -> Callable[[str, int, int], None] | None:

@@ -313,7 +313,7 @@ def cmd_reextract(args: argparse.Namespace) -> int:
 
     out = args.out or tempfile.mkdtemp(prefix="airsspec-reextract-")
     with open_memory(args) as memory:
-        output_path(memory, out, "--out")
+        output_path(memory, out, "--out", folder=True)
         diff = memory.learnings.reextract(out, summarizer=args.summarizer, extractor=args.extractor)
     if args.json:
         print_json(diff)

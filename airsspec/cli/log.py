@@ -298,7 +298,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     the whole log as Parquet for analysis at scale."""
     if args.format == "parquet":
         with open_memory(args) as memory:
-            output_path(memory, args.target, "parquet DIR")
+            output_path(memory, args.target, "parquet DIR", folder=True)
             written = memory.export_parquet(Path(args.target))
         if args.json:
             print_json({"format": "parquet", "records": written, "written_to": args.target})

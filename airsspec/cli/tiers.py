@@ -125,7 +125,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             return report_runs(memory.rebuild(args.projection, **run, **engine), args.json, {})
         as_of = args.as_of
         point = Bound.parse(as_of, "--as-of")
-        out = output_path(memory, args.out or f"airsspec-as-of-{as_of.replace(':', '')}", "--out")
+        out = output_path(
+            memory, args.out or f"airsspec-as-of-{as_of.replace(':', '')}", "--out", folder=True
+        )
         reports = memory.rebuild(args.projection, as_of=point, out=out, **run)
     return report_runs(reports, args.json, {"as_of": args.as_of, "written_to": str(out)})
 

@@ -177,3 +177,24 @@ def test_a_session_prefix_is_taken_as_given_or_refused(
     assert snapshot(project) == before
     kept = run_cli("import", "claude-code", str(transcript), "--session-prefix=cc.2-", cwd=project)
     assert kept.returncode == 0 and b"cc.2-talk" in kept.stdout, kept.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["export", "parquet", "{file}"],
+        ["learnings", "reextract", "--out", "{file}"],
+        ["rebuild", "--as-of", "2100-01-01T00:00:00Z", "--out", "{file}"],
+    ],
+)
+def test_a_folder_to_write_into_that_is_a_file_is_the_users_mistake(
+    project: Path, tmp_path_factory: pytest.TempPathFactory, command: list[str]
+) -> None:
+    """An option naming a folder to write into that is a file already is refused before any
+    work, as a usage error (exit 2), the file as it was (it ended in exit 1, 'File exists')."""
+    file = tmp_path_factory.mktemp("outside") / "a-file"
+    file.write_bytes(b"mine")
+    argv = [part.format(file=file) for part in command]
+    refused(run_cli(*argv, cwd=project, env=HASH), "is a file, not a folder")
+    assert run_cli(*argv, cwd=project, env=HASH).returncode == 2
+    assert file.read_bytes() == b"mine"
