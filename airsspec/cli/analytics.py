@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from airsspec.cli.common import arg, command, open_memory
+from airsspec.cli.common import arg, command, open_memory, output_path
 from airsspec.errors import EXIT_OK
 from airsspec.memory import REPORTS, plot_format, plot_report, printable
 
@@ -106,6 +106,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.plot:
         plot_format(Path(args.plot))  # a name no chart can take is refused before any work
     with open_memory(args) as memory:
+        if args.plot:  # out of the workspace, as every output file is
+            output_path(memory, args.plot, "--plot")
         result = memory.report(args.name, parquet=args.parquet)
     _print_result(result, "json" if args.json else "table")
     if args.plot:

@@ -198,3 +198,12 @@ def test_a_folder_to_write_into_that_is_a_file_is_the_users_mistake(
     refused(run_cli(*argv, cwd=project, env=HASH), "is a file, not a folder")
     assert run_cli(*argv, cwd=project, env=HASH).returncode == 2
     assert file.read_bytes() == b"mine"
+
+
+def test_a_chart_is_never_written_into_the_workspace(project: Path) -> None:
+    """``report --plot`` writes a file as ``-o`` does: a path inside the workspace folder is
+    refused before any work (it wrote ``.airsspec/x.png`` beside the logs)."""
+    before = snapshot(project)
+    chart = ".airsspec/contexts/chart.png"
+    refused(run_cli("report", "sessions", "--plot", chart, cwd=project, env=HASH), "--plot")
+    assert snapshot(project) == before
