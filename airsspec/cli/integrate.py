@@ -145,6 +145,9 @@ def cmd_hooks_install(args: argparse.Namespace) -> int:
         print(f"{state} {', '.join(hooks.EVENTS)} hooks in {path}")
         if config is not None:
             print(f"trusted {config}: the hooks capture into the workspace it names")
+        elif not before:  # every project: each acts once made here (init) or trusted
+            print("they act in each project made with 'airsspec init' here or trusted with")
+            print("'airsspec trust' in it (a cloned repository's airsspec.toml is left alone)")
     return EXIT_OK
 
 
