@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, cast
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from airsspec.errors import SettingsError
 
@@ -27,6 +27,15 @@ from projections.policies import IndexPolicy, LearningSettings, RecallWeights
 
 class _Section(Frozen):
     """A section of airsspec.toml."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # ``true`` is an int to Python and to pydantic's lax mode: it would be taken as 1
+        field = cls.model_fields.get(info.field_name or "")
+        if type(value) is bool and field is not None and field.annotation in (int, float):
+            raise ValueError(f"a number, not {str(value).lower()}")
+        return value
 
 
 class WorkspaceSettings(_Section):

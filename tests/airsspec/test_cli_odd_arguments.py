@@ -207,3 +207,17 @@ def test_a_chart_is_never_written_into_the_workspace(project: Path) -> None:
     chart = ".airsspec/contexts/chart.png"
     refused(run_cli("report", "sessions", "--plot", chart, cwd=project, env=HASH), "--plot")
     assert snapshot(project) == before
+
+
+@pytest.mark.parametrize(
+    ("section", "key"), [("memory", "hot_window_size"), ("cold", "weight_focus")]
+)
+def test_a_number_setting_given_true_or_false_is_refused(
+    tmp_path: Path, section: str, key: str
+) -> None:
+    """``true`` is an int to Python and to lax validation: a count or a weight given as a
+    boolean was taken as 1 or 0. It is refused, naming the section and the key."""
+    (tmp_path / "airsspec.toml").write_text(f"[{section}]\n{key} = true\n")
+    refused(run_cli("status", cwd=tmp_path, env=HASH), f"[{section}] {key}", "not true")
+    (tmp_path / "airsspec.toml").write_text(f"[{section}]\n{key} = 1\n")
+    assert run_cli("status", cwd=tmp_path, env=HASH).returncode == 0
