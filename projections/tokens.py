@@ -78,6 +78,11 @@ def _constructor(encoding: str) -> Any:
     return constructor
 
 
+def known_encoding(encoding: str) -> None:
+    """``ValueError`` naming the known encodings when tiktoken has none named ``encoding``."""
+    _constructor(encoding)
+
+
 def most_tokens(text: str) -> int:
     """At most how many tokens ``text`` has, in any byte-level encoding: its UTF-8 bytes."""
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))

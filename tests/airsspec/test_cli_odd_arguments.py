@@ -221,3 +221,18 @@ def test_a_number_setting_given_true_or_false_is_refused(
     refused(run_cli("status", cwd=tmp_path, env=HASH), f"[{section}] {key}", "not true")
     (tmp_path / "airsspec.toml").write_text(f"[{section}]\n{key} = 1\n")
     assert run_cli("status", cwd=tmp_path, env=HASH).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ('encoding = "nope"', "[memory] encoding"),
+        ('message_types = ["user", "nope"]', "[memory] message_types"),
+    ],
+)
+def test_a_tokenizer_or_message_type_that_does_not_exist_is_refused_at_load(
+    tmp_path: Path, line: str, named: str
+) -> None:
+    """Both loaded without error and failed (or were ignored) later, far from the setting."""
+    (tmp_path / "airsspec.toml").write_text(f"[memory]\n{line}\n")
+    refused(run_cli("status", cwd=tmp_path, env=HASH), named, "nope")
