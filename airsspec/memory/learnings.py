@@ -16,7 +16,6 @@ import builtins
 import re
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
-from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,7 @@ from airsspec.errors import LearningError, ScopeError
 from eventlog.bound import Bound
 from eventlog.ids import parse_ts, utc_now
 from eventlog.layout import MEMORY_SESSION
-from projections.scopes import Scope, learning_visible
+from projections.scopes import Scope
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
@@ -127,37 +126,22 @@ class Learnings:
         return {i: o for i, o in owners.items() if kernel.scope.reads(o)}
 
     def readable(self) -> set[str]:
-        """The ids of the learnings this memory's scope may read: its owners' and those an
-        admin shared with ``scope="global"`` (``learning_visible``, the rule the assessment
-        applies, to the scope the last edit gave): the learnings whose verdicts, edits,
-        archives and restores its view of the workspace's own log shows
-        (``Gate.reads_record``)."""
-        scope, admin = self._kernel.scope, self._kernel.gate.admin
-        return {
-            item["id"]
-            for item, owner in self._owned(edited=True)
-            if admin or learning_visible(scope, owner, item)
-        }
+        """The ids of the learnings this memory's scope may read, as its assessment gives them
+        (its owners', and those an admin shared with ``scope="global"``, by the scope their
+        last edit gave): the learnings whose verdicts, edits, archives and restores its view of
+        the workspace's own log shows (``Gate.reads_record``)."""
+        if self._kernel.gate.admin:
+            return {item["id"] for item, _ in self._owned()}
+        return {a.id for a in self.list(scope=self._kernel.gate.narrowed(None)).learnings}
 
-    def _owned(self, *, edited: bool = False) -> Iterator[tuple[dict[str, Any], Scope]]:
-        """Each folded learning (the projection's item; ``edited``: with the scope its last
-        edit up to now gave, as the assessment reads it) with its owner: the scope recorded
+    def _owned(self) -> Iterator[tuple[dict[str, Any], Scope]]:
+        """Each folded learning (the projection's item) with its owner: the scope recorded
         with it, else its session's owner."""
         kernel = self._kernel
         kernel.fresh("learnings")
-        states = kernel.projector("learnings").states()
-        scopes: dict[str, str] = {}
-        if edited:
-            now = utc_now()
-            edits = sorted(
-                (e for s in states for e in s.edits if e["ts"] <= now), key=itemgetter("ts")
-            )
-            scopes = {e["id"]: e["scope"] for e in edits if e["scope"] is not None}
-        for state in states:
+        for state in kernel.projector("learnings").states():
             session_owner = Scope.of(state.info.get("owner"))
             for item in state.learnings:
-                if item["id"] in scopes:
-                    item = {**item, "scope": scopes[item["id"]]}
                 yield item, Scope.of(item.get("owner")) or session_owner
 
     def _changeable(self, learning_id: str, doing: str) -> Assessed:
