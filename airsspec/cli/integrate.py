@@ -106,12 +106,13 @@ def cmd_hooks_install(args: argparse.Namespace) -> int:
     after += ["--recall", str(args.recall)] if args.recall else []
     path = hooks.settings_path(args.scope, project)
     groups = hooks.entries(args.scope, before, after, recall=args.recall > 0)
-    changed = settings_file.install(path, groups)
     # installing in a project lets the hooks act on its config (``airsspec.trust``); with
-    # --scope user each project is trusted where it was made (init) or by ``airsspec trust``
+    # --scope user each project is trusted where it was made (init) or by ``airsspec trust``.
+    # Trusted first: a trust that cannot be kept leaves the settings file as it was
     config = None if args.scope == "user" or before else Memory.find_config(project.resolve())
     if config is not None:
         Memory.trust(config)
+    changed = settings_file.install(path, groups)
     runs = _runs(hooks.command("SessionStart", args.scope, before), project)
     if not runs:
         warn(
@@ -266,7 +267,8 @@ def cmd_hook(args: argparse.Namespace) -> int:
             if not Memory.trusted(config):  # a cloned repository's config: left alone
                 if event != "SessionStart":
                     return EXIT_OK  # said once a session, not at every tool call
-                print(f"airsspec: error: {UNTRUSTED.format(config=config)}", file=sys.stderr)
+                shown = str(config) if str(config).isprintable() else repr(str(config))
+                print(f"airsspec: error: {UNTRUSTED.format(config=shown)}", file=sys.stderr)
                 return EXIT_FAILED
         if config is None:
             memory = open_memory(args)

@@ -200,3 +200,30 @@ def test_a_config_that_no_longer_loads_can_still_be_revoked(cloned: Path) -> Non
     config.write_text(good)
     assert _hook(cloned, "SessionStart").returncode == 1
     assert run_cli("-c", str(config), "trust", "--revoke", cwd=cloned.parent).returncode == 0
+
+
+def test_install_whose_trust_cannot_be_kept_leaves_the_settings_as_they_were(
+    cloned: Path, tmp_path: Path
+) -> None:
+    """A config folder another user may write keeps no trust: ``hooks install`` in a project
+    then fails before it edits Claude Code's settings (it edited them, then failed)."""
+    (cloned / ".claude").mkdir()
+    settings = cloned / ".claude" / "settings.local.json"
+    settings.write_text('{"model": "opus"}\n')
+    shared = tmp_path / "shared-config"
+    (shared / "airsspec").mkdir(parents=True)
+    (shared / "airsspec").chmod(0o777)
+    env = {"XDG_CONFIG_HOME": str(shared)}
+    result = run_cli("hooks", "install", "--project", str(cloned), cwd=cloned, env=env)
+    err = result.stderr.decode()
+    assert result.returncode != 0 and err.startswith("airsspec: error:") and "another user" in err
+    assert settings.read_text() == '{"model": "opus"}\n'
+
+
+def test_the_untrusted_line_is_one_line_whatever_the_path(tmp_path: Path) -> None:
+    repo = tmp_path / "a\nb"
+    repo.mkdir()
+    (repo / "airsspec.toml").write_text('[workspace]\npath = ".airsspec"\n')
+    start = _hook(repo, "SessionStart")
+    err = start.stderr.decode()
+    assert start.returncode == 1 and err.count("\n") == 1 and "a\\nb" in err, err
