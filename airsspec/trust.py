@@ -7,8 +7,10 @@ and its endpoint, reached with this user's credentials) and ``[privacy] keys``. 
 only on a config this user trusted: one ``airsspec init`` wrote here, one ``airsspec trust``
 (or ``airsspec hooks install`` in the project) was run for, or the one fixed by ``hooks install
 -w/-c``. Trust holds for the config's routing as it was when given (the workspace folder it
-resolves to, its ``[storage]`` table, its key store): a change of any of them, by an edit or a
-``git pull``, asks for ``airsspec trust`` again; any other edit keeps it.
+resolves to, its ``[storage]`` table, its ``[privacy]`` table (encryption, key store) and its
+``[secrets]`` table (what is redacted before it is written, which decides what a log committed
+with the repository would hold): a change of any of them, by an edit or a ``git pull``, asks for
+``airsspec trust`` again; any other edit keeps it.
 
 The trusted configs are kept in ``$XDG_CONFIG_HOME/airsspec/trusted.json`` (an absolute
 ``XDG_CONFIG_HOME``, else ``~/.config``), in a folder of this user's that nobody else may write:
@@ -36,12 +38,13 @@ FILE_NAME = "trusted.json"
 
 @dataclass(frozen=True)
 class Routing:
-    """Where a config sends what is captured: what trust is given for."""
+    """Where a config sends what is captured, and in what form: what trust is given for."""
 
     config: str  # the config file, in its folder resolved (``located``)
     workspace: str  # the workspace folder it names, resolved
     storage: dict[str, Any]  # its [storage] table as written ({}: the workspace's folder)
-    keys: str | None  # its [privacy] keys (None: beside the log)
+    privacy: dict[str, Any]  # its [privacy] table: encryption and where the keys live
+    secrets: dict[str, Any]  # its [secrets] table: what is redacted before it is written
 
     def fingerprint(self) -> str:
         text = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"), default=str)
@@ -73,11 +76,10 @@ def routing(config: str | Path) -> Routing:
         raise SettingsError(f"{path}: cannot be read as TOML: {exc}") from exc
     workspace = data.get("workspace") if isinstance(data.get("workspace"), dict) else {}
     where = workspace.get("path", ".airsspec") if isinstance(workspace, dict) else ".airsspec"
-    storage = data.get("storage") if isinstance(data.get("storage"), dict) else {}
-    privacy = data.get("privacy") if isinstance(data.get("privacy"), dict) else {}
-    keys = privacy.get("keys") if isinstance(privacy, dict) else None
+    tables = {name: data.get(name) for name in ("storage", "privacy", "secrets")}
+    storage, privacy, secrets = (dict(t) if isinstance(t, dict) else {} for t in tables.values())
     root = (path.parent / str(where)).resolve() if "\0" not in str(where) else path.parent
-    return Routing(str(path), str(root), dict(storage or {}), None if keys is None else str(keys))
+    return Routing(str(path), str(root), storage, privacy, secrets)
 
 
 def trusted(config: str | Path) -> bool:

@@ -328,7 +328,8 @@ def cmd_trust(args: argparse.Namespace) -> int:
     endpoint = given.storage.get("endpoint") or None  # whose server the bucket is on
     if args.json:
         fields = {"workspace": given.workspace, "storage": storage, "endpoint": endpoint}
-        print_json({"config": given.config, "trusted": True, **fields, "keys": given.keys})
+        keys = given.privacy.get("keys")
+        print_json({"config": given.config, "trusted": True, **fields, "keys": keys})
     else:
         print(f"trusted {given.config}: the hooks capture into {given.workspace}")
         if storage:

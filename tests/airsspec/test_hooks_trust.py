@@ -61,8 +61,9 @@ def test_a_cloned_projects_config_is_left_alone_until_trusted(cloned: Path) -> N
 
 
 def test_trust_holds_for_the_routing_it_was_given_for(cloned: Path) -> None:
-    """Another setting edited keeps the trust; the workspace folder or the storage changed (an
-    edit, a pull) asks for it again; --revoke takes it back."""
+    """Another setting edited keeps the trust; the workspace folder, the storage, what is
+    redacted or how it is encrypted changed (an edit, a pull) asks for it again; --revoke takes
+    it back."""
     assert run_cli("trust", cwd=cloned, env=HASH).returncode == 0
     config = cloned / "airsspec.toml"
     config.write_text(config.read_text() + "[memory]\nhot_window_size = 12\n")
@@ -70,6 +71,8 @@ def test_trust_holds_for_the_routing_it_was_given_for(cloned: Path) -> None:
     for moved in (
         '[workspace]\npath = "../somewhere-else"\n',
         '[workspace]\npath = "../elsewhere"\n[storage]\nurl = "s3://their-bucket/x"\n',
+        '[workspace]\npath = "../elsewhere"\n[secrets]\nredact = false\n',
+        '[workspace]\npath = "../elsewhere"\n[privacy]\nencrypt = "user"\n',
     ):
         config.write_text(moved)
         refused = _hook(cloned, "SessionStart")
