@@ -162,7 +162,9 @@ def _live(kernel: Kernel) -> set[str]:
     return {a.unit for a in seen if a.status == "active"}
 
 
-def _behind(kernel: Kernel, session: str | None) -> dict[str, tuple[int, int]]:
+def _behind(
+    kernel: Kernel, session: str | None, manifest: dict[str, Any]
+) -> dict[str, tuple[int, int]]:
     """The sessions the cold projection lags on (of those visible): first unindexed seq, head
     (a session whose end cannot be read is left out, as the projections leave it). A named
     scope's memory session is left out even when asked for by name: only its records of the
@@ -170,7 +172,6 @@ def _behind(kernel: Kernel, session: str | None) -> dict[str, tuple[int, int]]:
     names = [session] if session else Sessions(kernel).names()  # the listing: nothing read
     if not kernel.gate.admin:
         names = [name for name in names if name != MEMORY_SESSION]
-    manifest = kernel.projector("cold").state_store.read_manifest()
     behind = {}
     for name in names:
         lag = _lag(kernel, manifest, name)
@@ -215,22 +216,17 @@ def _readable(kernel: Kernel, name: str, first: int) -> Iterator[Record]:
         return
 
 
-def _learnings_behind(kernel: Kernel, live: set[str]) -> list[Record]:
-    """For a reader whose scope does not hold the memory session (a named one): the session's
-    unindexed records that carry a learning the scope sees (``live``), so an edit made a
-    moment ago is found by its new text. The session's other records are not the reader's:
-    neither read into the answer nor counted."""
-    if kernel.gate.visible() is None or MEMORY_SESSION not in kernel.log.sessions():
-        return []  # the workspace's reader: the memory session is among the visible ones
-    lag = _lag(kernel, kernel.projector("cold").state_store.read_manifest(), MEMORY_SESSION)
-    if lag is None:
-        return []
+def _learnings_behind(kernel: Kernel, live: set[str], first: int) -> list[Record]:
+    """For a named scope (its scope does not hold the memory session): the memory session's
+    records from ``first`` (not indexed yet) that carry a learning the scope sees (``live``),
+    so an edit made a moment ago is found by its new text. The session's other records are
+    not the reader's: neither read into the answer nor counted."""
     # a learning unit's id names its record (``session:seq:part``): only those are kept, so
     # the session's other records (the reader's accesses) take no place, and the span read
     # ends at the last; those kept give the units ``live`` names alone, as the index would
     prefix = f"{MEMORY_SESSION}:"
     wanted = {int(u[len(prefix) :].split(":")[0]) for u in live if u.startswith(prefix)}
-    wanted = {seq for seq in wanted if seq >= lag[0]}
+    wanted = {seq for seq in wanted if seq >= first}
     if not wanted:
         return []
     last = max(wanted)
@@ -255,11 +251,16 @@ def search_now(
     module)."""
     chosen = request(query, k=k, session=session, kinds=kinds, since=since, until=until)
     answer = query_memory(kernel, chosen, fresh=False)
-    behind = _behind(kernel, chosen.session)
+    manifest = kernel.projector("cold").state_store.read_manifest()
+    behind = _behind(kernel, chosen.session, manifest)
+    # a named scope's learnings not indexed yet are in the memory session it does not hold
+    named = not kernel.gate.admin and chosen.session in (None, MEMORY_SESSION)
+    held = named and kernel.log.has(MEMORY_SESSION)  # no learning yet: no such log
+    learnings_lag = _lag(kernel, manifest, MEMORY_SESSION) if held else None
     searched = chosen.kinds is None or "learning" in chosen.kinds
-    live = _live(kernel) if searched else None  # as the indexed: current, active
-    mine = chosen.session in (None, MEMORY_SESSION)
-    edits = _learnings_behind(kernel, live) if live and mine else []
+    # assessed only when something is scanned: as the indexed, current and active
+    live = _live(kernel) if searched and (behind or learnings_lag) else None
+    edits = _learnings_behind(kernel, live, learnings_lag[0]) if live and learnings_lag else []
     lag = sum(head - first + 1 for first, head in behind.values()) + len(edits)
     answer["unindexed"] = lag
     if lag:

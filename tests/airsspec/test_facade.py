@@ -567,3 +567,13 @@ def test_search_now_scans_the_newest_records_the_index_has_not_reached(
     assert [h["text"] for h in memory.search_now("emu", k=3)["hits"]] == ["we talked about the emu"]
     oldest = memory.search_now("aardvark", k=3)
     assert oldest["hits"] == [] and oldest["unindexed"] == 5
+
+
+def test_search_now_for_a_named_scope_in_a_workspace_with_no_learning_yet(memory: Memory) -> None:
+    """No learning was ever recorded, so the workspace's own log does not exist: a named scope's
+    search still answers, with its own unindexed records counted."""
+    bob = memory.scoped(user="bob")
+    bob.append("b1", {"type": "user", "content": "hello there"})
+    answer = bob.search_now("hello", k=3)
+    assert answer["unindexed"] == 2  # the session's start (its owner), then the message
+    assert [h["text"] for h in answer["hits"]] == ["hello there"]
