@@ -31,7 +31,7 @@ from typing import Any
 
 from eventlog.names import SHARED, check_name, check_scope_value
 
-__all__ = ["ENV_NAMES", "SHARED", "TEAM", "Scope", "check_name", "learning_visible"]
+__all__ = ["ENV_NAMES", "SHARED", "TEAM", "Scope", "check_name", "learning_visible", "shared"]
 
 TEAM = "(team)"
 """A reader's user that is no one's (never a name: the rule refuses parentheses): what the
@@ -126,6 +126,10 @@ def learning_visible(reader: Scope, owner: Scope, item: Mapping[str, Any]) -> bo
     """Whether a learning (a fold item: ``scope``, ``source``) owned by ``owner`` reaches
     ``reader``: the reader may read its owner's (``Scope.reads``), or an admin shared it
     with ``scope="global"``."""
-    if item.get("scope") == "global" and item.get("source") == "user":
-        return True
-    return reader.reads(owner)
+    return shared(item.get("scope"), item.get("source")) or reader.reads(owner)
+
+
+def shared(scope: str | None, source: str | None) -> bool:
+    """Whether a learning of ``scope`` and ``source`` is an admin's shared with every reader
+    (``scope="global"``, added by a person): what only an admin changes."""
+    return scope == "global" and source == "user"

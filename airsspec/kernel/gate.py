@@ -44,7 +44,7 @@ from airsspec.errors import CorruptLogError, NoSuchSessionError, ReadOnlyTokenEr
 from airsspec.kernel.freshness import NEEDS
 from eventlog.layout import MEMORY_SESSION
 from projections.memory_files import MEMORY_FILE_TYPES, tree_key
-from projections.scopes import TEAM, Scope
+from projections.scopes import TEAM, Scope, shared
 
 # The integrations' per-principal sessions (``Gate.own_session``): ``BASE`` is the team's (an
 # admin's), ``BASE-DIGEST`` a scope's. Their names are computable by anyone, so only the
@@ -366,5 +366,4 @@ class Gate:
 
 
 def _shared(learning: Assessed) -> bool:
-    """Whether a learning is an admin's, shared with every reader (``learning_visible``)."""
-    return learning.scope == "global" and learning.source == "user"
+    return shared(learning.scope, learning.source)
