@@ -28,9 +28,9 @@ if TYPE_CHECKING:
 
 # What the SessionStart hook says of a project whose config the user has not trusted
 UNTRUSTED = (
-    "{config} is not trusted on this machine, or where it sends what is captured (its "
-    "workspace folder, [storage], key store) changed since it was: the hooks leave this project "
-    "alone (if it is yours, run 'airsspec trust' in it)"
+    "{config} is not trusted on this machine, or where it sends what is captured and in what "
+    "form (its workspace folder, [storage], [privacy], [secrets]) changed since it was: the "
+    "hooks leave this project alone (if it is yours, run 'airsspec trust' in it)"
 )
 
 
@@ -304,9 +304,9 @@ def _named_config(args: argparse.Namespace) -> Path | None:
 )
 def cmd_trust(args: argparse.Namespace) -> int:
     """Let the Claude Code hooks act on this project's airsspec.toml (the nearest one, or -c/-w):
-    trust it with where it sends what is captured as it is now (its workspace folder, [storage],
-    key store). One 'airsspec init' wrote here is trusted already; a cloned repository's is not,
-    nor one whose workspace or storage changed since. --revoke takes the trust back."""
+    trust it with where it sends what is captured, and in what form, as it is now (its workspace
+    folder, [storage], [privacy], [secrets]). One 'airsspec init' wrote here is trusted already;
+    a cloned repository's is not, nor one whose routing changed since. --revoke takes it back."""
     from airsspec.memory import Memory
 
     if args.revoke:  # found, not loaded: a config that no longer loads is revoked too
