@@ -89,14 +89,20 @@ def depth_error(key: str, limit: int = MAX_DEPTH) -> str:
     return f"nested more than {limit} levels deep{where}; flatten it or send it as a string"
 
 
+def _outside_strings(data: bytes) -> bytes:
+    """The JSON ``data`` with its strings cut out (their escapes first, so an escaped quote
+    does not end one)."""
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return b"".join(data.split(b'"')[::2])
+
+
 def json_shape_py(data: bytes) -> tuple[int, bool]:
     """How deep the JSON ``data`` nests (a scalar 0, ``{}`` 1), and whether a ``null`` is in
     it outside strings, in C-speed passes: strings cut out (their escapes first, so an
     escaped quote does not end one), every byte but the brackets dropped, and the running
     balance of what is left maximised."""
-    if b"\\" in data:
-        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    outside = b"".join(data.split(b'"')[::2])
+    outside = _outside_strings(data)
     null = b"n" in outside  # outside strings, an n can only begin null
     if not any(map(outside.__contains__, _OPENERS)):
         return 0, null
@@ -199,15 +205,9 @@ def duplicate_key(data: bytes, value: Any) -> str | None:
     if _COLON_ESCAPE.search(data) is None:
         if data.count(b":") == again.count(b":"):
             return None
-    elif _outside_colons(data) == _outside_colons(again):
+    elif _outside_strings(data).count(b":") == _outside_strings(again).count(b":"):
         return None
     return _first_duplicate(data)
-
-
-def _outside_colons(data: bytes) -> int:
-    if b"\\" in data:
-        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    return b"".join(data.split(b'"')[::2]).count(b":")
 
 
 class _Duplicate(Exception):
