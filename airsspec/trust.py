@@ -78,7 +78,10 @@ def routing(config: str | Path) -> Routing:
     where = workspace.get("path", ".airsspec") if isinstance(workspace, dict) else ".airsspec"
     tables = {name: data.get(name) for name in ("storage", "privacy", "secrets")}
     storage, privacy, secrets = (dict(t) if isinstance(t, dict) else {} for t in tables.values())
-    root = (path.parent / str(where)).resolve() if "\0" not in str(where) else path.parent
+    try:
+        root = (path.parent / str(where)).resolve() if "\0" not in str(where) else path.parent
+    except (OSError, RuntimeError) as exc:  # a link loop (RuntimeError before Python 3.13)
+        raise SettingsError(f"{path}: [workspace] path {where!r} cannot be resolved") from exc
     return Routing(str(path), str(root), storage, privacy, secrets)
 
 

@@ -230,3 +230,20 @@ def test_the_untrusted_line_is_one_line_whatever_the_path(tmp_path: Path) -> Non
     start = _hook(repo, "SessionStart")
     err = start.stderr.decode()
     assert start.returncode == 1 and err.count("\n") == 1 and "a\\nb" in err, err
+
+
+def test_a_workspace_path_through_a_link_loop_is_one_untrusted_line(cloned: Path) -> None:
+    """A repository can commit a link to itself under its workspace path: resolving it fails
+    (a loop). The hook still says one untrusted line at SessionStart and nothing at a capture
+    (it crashed with a traceback at every event); ``trust`` refuses it in one line."""
+    (cloned / "loop").symlink_to("loop")
+    (cloned / "airsspec.toml").write_text('[workspace]\npath = "loop/x"\n')
+    start = _hook(cloned, "SessionStart")
+    err = start.stderr.decode()
+    assert start.returncode == 1 and err.count("\n") == 1 and "not trusted" in err, err
+    stop = _hook(cloned, "Stop")
+    assert stop.returncode == 0 and stop.stderr == b"", stop.stderr
+    refused = run_cli("trust", cwd=cloned, env=HASH)
+    err = refused.stderr.decode()
+    assert refused.returncode != 0 and err.startswith("airsspec: error:") and err.count("\n") == 1
+    assert not trust.trusted(cloned / "airsspec.toml")
