@@ -60,7 +60,10 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         text = file.read().decode("utf-8")
     import tomllib
 
-    data = tomllib.loads(text)
+    try:
+        data = tomllib.loads(text)
+    except RecursionError as exc:  # nested deeper than the parser recurses: not TOML to us
+        raise ValueError("nested too deep to be read") from exc
     if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > SETTLE_NS:
         _keep(kept, key, data)
     return data

@@ -247,3 +247,15 @@ def test_a_workspace_path_through_a_link_loop_is_one_untrusted_line(cloned: Path
     err = refused.stderr.decode()
     assert refused.returncode != 0 and err.startswith("airsspec: error:") and err.count("\n") == 1
     assert not trust.trusted(cloned / "airsspec.toml")
+
+
+def test_a_config_nested_too_deep_is_one_untrusted_line(cloned: Path) -> None:
+    """A repository's airsspec.toml nested deeper than the TOML parser recurses is not TOML
+    to airsspec: one untrusted line at SessionStart, nothing at a capture (a traceback at
+    every event)."""
+    (cloned / "airsspec.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    start = _hook(cloned, "SessionStart")
+    err = start.stderr.decode()
+    assert start.returncode == 1 and err.count("\n") == 1 and "not trusted" in err, err
+    stop = _hook(cloned, "Stop")
+    assert stop.returncode == 0 and stop.stderr == b"", stop.stderr
