@@ -267,12 +267,7 @@ class Gate:
             return True
         fields: dict[str, Any] = record.__dict__
         kind = record.type
-        if kind == "learning":
-            item = {"scope": fields.get("scope"), "source": fields.get("source")}
-            from projections.scopes import learning_visible
-
-            return learning_visible(self.scope, Scope.of(fields), item)
-        if kind in ("learning_feedback", "learning_edited", "restored", "archived"):
+        if kind in ("learning", "learning_feedback", "learning_edited", "restored", "archived"):
             ids = fields.get("learning_ids") or [fields.get("learning_id")]
             return all(i in readable for i in ids)
         if kind == "memory_accessed":
