@@ -160,13 +160,19 @@ class Gate:
 
     def visible(self, scope: Scope | None = None) -> set[str] | None:
         """The sessions ``scope`` (default: this kernel's; it narrows) may read; None: all."""
+        return self.visible_share(scope)[0]
+
+    def visible_share(self, scope: Scope | None = None) -> tuple[set[str] | None, float]:
+        """``visible``, and the share of the workspace's sessions it is (1.0: every one): how
+        much of the cold table a search under the reader's filter may keep."""
         scope = self.narrowed(scope)
         if not scope.named:
-            return None
+            return None, 1.0
         # the workspace's own log is read only through its filtered view (``reads_record``)
         owners = self._all_owners()
         readable = {o for o in set(owners.values()) if scope.reads(o)}  # the read rule per owner
-        return {s for s, o in owners.items() if s != MEMORY_SESSION and o in readable}
+        found = {s for s, o in owners.items() if s != MEMORY_SESSION and o in readable}
+        return found, len(found) / max(1, len(owners.keys() - {MEMORY_SESSION}))
 
     def reader(self, session: str) -> Scope:
         """The scope reads made for ``session`` run in: this kernel's, narrowed to the

@@ -116,7 +116,7 @@ def _query_memory(
     since, until = Bound.time(chosen.since, "since"), Bound.time(chosen.until, "until")
     if fresh:
         kernel.fresh("search", warn=True)
-    allowed = kernel.gate.visible(scope)
+    allowed, share = kernel.gate.visible_share(scope)
     readable = None  # the unit ids of the learnings this reader may see: filtered before ranking
     seen = None  # the learnings as they stand for this reader, assessed once
     if allowed is not None and (chosen.kinds is None or "learning" in chosen.kinds):
@@ -137,6 +137,7 @@ def _query_memory(
                 allowed,
                 scope.user,
                 readable,
+                share,
             )
             .to_json()
         )

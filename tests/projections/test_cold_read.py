@@ -17,7 +17,13 @@ import pytest
 
 from projections import cold_read
 from projections.cold import ColdStore
-from projections.recall import NPROBES, REFINE_FACTOR, _where
+from projections.recall import (
+    NPROBES,
+    REFINE_FACTOR,
+    _filtered_after,
+    _vector_rows,
+    _where,
+)
 from projections.units import UNIT_FIELDS, Unit
 
 DIM = 16
@@ -160,6 +166,48 @@ def tied(rows: Any) -> list[tuple[float, set[str]]]:
     for score, unit_id in zip(rows["_score"].to_pylist(), rows["unit_id"].to_pylist(), strict=True):
         groups.setdefault(round(score, 5), set()).add(unit_id)
     return sorted(groups.items(), reverse=True)
+
+
+def test_a_reader_seeing_most_sessions_is_filtered_after_the_cut_as_well_as_before(
+    store: ColdStore,
+) -> None:
+    """A reader's filter keeping most of the table applies after a vector search's cut
+    (Lance's filter first costs a mask of every row), on ``_filtered_after``'s wider pool: the
+    rows kept are never another session's, as many as asked, and as near as those of the filter
+    applied first (the share of the exact search's rows each finds, over 40 queries: both are
+    approximate, so one may find a row the other misses); a query whose wider pool keeps fewer
+    than asked is searched again, filter first (both happen among these queries)."""
+    dataset = store.dataset()
+    sessions, n = {f"s{i}" for i in range(6)}, 20
+    where = _where(None, None, None, None, sessions, "bob", set())
+    wider = _filtered_after(n, len(sessions) / 8, None, None, None, None, sessions)
+    assert wider is not None and wider > n
+    assert _filtered_after(n, 0.75, "s1", None, None, None, sessions) is None  # selective
+    assert _filtered_after(n, 0.4, None, None, None, None, sessions) is None  # a narrow reader
+    allowed = set(dataset.to_table(columns=["unit_id"], filter=where)["unit_id"].to_pylist())
+    kept, found = [], {None: [], wider: []}
+    rng = np.random.default_rng(3)
+    for vector in rng.normal(size=(40, DIM)):
+        query = (vector / np.linalg.norm(vector)).astype("float32")
+        cut = cold_read.nearest(
+            dataset, query, ["unit_id"], where, wider, nprobes=NPROBES,
+            refine_factor=REFINE_FACTOR, exact=False, after=True,
+        )  # fmt: skip
+        assert set(cut["unit_id"].to_pylist()) <= allowed
+        kept.append(cut.num_rows >= n)
+        exact = set(
+            cold_read.nearest(
+                dataset, query, ["unit_id"], where, n, nprobes=NPROBES,
+                refine_factor=REFINE_FACTOR, exact=True,
+            )["unit_id"].to_pylist()
+        )  # fmt: skip
+        for pool, shares in found.items():
+            rows = _vector_rows(dataset, query, where, n, ["unit_id", "session"], pool)
+            assert rows.num_rows == n and set(rows["session"].to_pylist()) <= sessions
+            shares.append(len(exact & set(rows["unit_id"].to_pylist())) / n)
+    assert True in kept and False in kept  # each way was taken
+    assert min(found[wider]) >= 0.8
+    assert sum(found[wider]) >= sum(found[None])
 
 
 def test_the_rows_fetched_by_unit_id_are_lancedb_s(store: ColdStore) -> None:
