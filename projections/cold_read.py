@@ -73,18 +73,16 @@ def nearest(
     nprobes: int,
     refine_factor: int,
     exact: bool,
-    after: bool = False,
 ) -> pa.Table:
     """The ``n`` nearest rows to ``vector`` by cosine among those ``where`` keeps (applied
-    before the cut; ``after``: to the ``n`` nearest, so fewer may come back), with ``columns``
-    and ``_distance``. ``exact``: every kept row is compared,
+    before the cut), with ``columns`` and ``_distance``. ``exact``: every kept row is compared,
     not the index's ``nprobes`` partitions (whose ``refine_factor * n`` PQ candidates get exact
     distances). One vector a search: Lance's batch query (several vectors in one scan) probes
     other partitions than each vector's own search does, so its hits differ. An exact search
     (asked, or a table without a vector index) of a table of at most ``MEMORY_ROWS`` rows is
     answered from its vectors kept in memory (``_exact_nearest``)."""
     kept = _kept_vectors(dataset, exact)
-    if kept is not None:  # exact: filtered first costs no more there
+    if kept is not None:
         return _exact_nearest(dataset, kept, vector, columns, where, n)
     query: dict[str, Any] = {
         "column": "vector",
@@ -96,10 +94,7 @@ def nearest(
     if not exact:
         query.update(minimum_nprobes=nprobes, maximum_nprobes=nprobes, refine_factor=refine_factor)
     return dataset.to_table(
-        nearest=query,
-        columns=[*columns, "_distance"],
-        filter=where or None,
-        prefilter=bool(where) and not after,
+        nearest=query, columns=[*columns, "_distance"], filter=where or None, prefilter=bool(where)
     )
 
 

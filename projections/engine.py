@@ -141,6 +141,16 @@ def _fold_in_worker(sessions: list[str]) -> list[tuple[str, SessionOutcome, Chec
     return [(s, *local._run_session(projector, s, stop_at)) for s in sessions]
 
 
+@dataclass
+class Glance:
+    """What one read saw of the log (``airsspec.kernel.Kernel.reading``): its sessions and the
+    identity of each one's file, taken by the first whole catch-up that asks and kept for the
+    others in the read, so a read of several tiers lists the log and stats each file once."""
+
+    sessions: list[str] | None = None
+    identities: dict[str, list[int] | None] = field(default_factory=dict)
+
+
 class Runner:
     """Brings projectors up to the head of the log (or to a point in time).
 
@@ -160,9 +170,11 @@ class Runner:
         jobs: int = 1,
         cancel: threading.Event | None = None,
         deep: bool = False,
+        glance: Glance | None = None,
     ) -> None:
         self.log = log
         self.deep = deep
+        self.glance = glance  # a whole catch-up's look at the log, shared within a read
         self.projectors = list(projectors)
         self.progress = progress
         self.jobs = max(1, jobs)
@@ -235,7 +247,10 @@ class Runner:
             sessions = sorted(s for s in only if self.log.has(s))
             entries.update(manifest)
         else:
-            sessions = self.log.sessions()
+            glance = self.glance or Glance()
+            if glance.sessions is None:
+                glance.sessions = self.log.sessions()
+            sessions = glance.sessions
             if set(manifest) != set(sessions):
                 for gone in set(store.sessions()) - set(sessions):
                     store.drop(gone)
@@ -243,10 +258,16 @@ class Runner:
         outcomes: dict[str, SessionOutcome] = {}
         todo: dict[str, list[int] | None] = {}  # session -> log identity before folding
         damaged: dict[str, str] = {}  # session -> why its output is rebuilt
-        log_dir = str(self.log.log_dir)  # plain strings: this loop runs per session, per catch-up
+        # plain strings, joined by hand: this loop runs per session, per catch-up
+        log_dir = os.path.join(str(self.log.log_dir), "")
+        # a few sessions (a write's) are looked at now; a whole catch-up, as its read saw them
+        seen = self.glance.identities if only is None and self.glance is not None else {}
         for session in sessions:
             cached = manifest.get(session)
-            log_id = file_identity(os.path.join(log_dir, session + LOG_SUFFIX))
+            if session in seen:
+                log_id = seen[session]
+            else:
+                log_id = seen[session] = file_identity(log_dir + session + LOG_SUFFIX)
             changed = store.output_changed(session, cached, deep=self.deep)
             if (
                 stop_at is None

@@ -328,9 +328,16 @@ def assess(
     states = list(states)  # edits (in the workspace's log) apply to learnings of any session
     edits = sorted((e for s in states for e in s.edits if e["ts"] <= now), key=lambda e: e["ts"])
     edited = _edited(edits)
+    # thousands of sessions, a few owners: each owner's scope is made and judged once
+    judged: dict[tuple[tuple[str, Any], ...], tuple[Scope, bool]] = {}
     for state in states:
-        owner = Scope.of(state.info.get("owner"))
-        if state.session != MEMORY_SESSION and state.info and scope.reads(owner):
+        recorded_owner = state.info.get("owner")
+        key = tuple(sorted(recorded_owner.items())) if recorded_owner else ()
+        if (known := judged.get(key)) is None:
+            made = Scope.of(recorded_owner)
+            known = judged[key] = (made, scope.reads(made))
+        owner, readable = known
+        if state.session != MEMORY_SESSION and state.info and readable:
             result.sessions[state.session] = {
                 **state.info,
                 "files_changed": list(state.files_changed),

@@ -45,11 +45,11 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -199,7 +199,7 @@ class Recall:
         ``learnings`` (the unit ids of the learnings the reader may see) keeps only those,
         before anything is ranked, so another reader's learning never takes a place.
         ``share``: the share of the workspace's sessions ``sessions`` holds, when known
-        (``_filtered_after``)."""
+        (``_Wider``)."""
         started = time.perf_counter()
         if kinds is not None and (unknown := set(kinds) - set(KINDS)):
             raise ValueError(f"unknown kinds {sorted(unknown)}; available: {', '.join(KINDS)}")
@@ -227,7 +227,7 @@ class Recall:
             filters = (session, since, until, kinds, sessions, user, learnings)
             embedding = early or _pool().submit(self._embed_query, query)
             n = max(self.weights.candidates, k)
-            wider = _filtered_after(n, share, session, since, until, kinds, sessions)
+            wider = _Wider.of(n, share, *filters)
             self._search(dataset, result, k, embedding, wider, *filters)
         result.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 3)
         return result
@@ -240,13 +240,13 @@ class Recall:
         result: QueryResult,
         k: int,
         embedding: Future[_Embedded],
-        wider: int | None,
+        wider: _Wider | None,
         *filters: Any,
     ) -> None:
         where = _where(*filters)
         n = max(self.weights.candidates, k)
         # Full-text search needs no embedding: it runs while the query is embedded.
-        text_search = _pool().submit(_text_rows, dataset, result.query, where, n, _SEARCHED)
+        text_search = _pool().submit(_text_rows, dataset, result.query, where, n, _SEARCHED, wider)
         query_vector, focus_vector, problem, took = embedding.result()
         if problem is not None:
             result.warnings.append(problem)
@@ -496,29 +496,47 @@ class _Candidate:
 
 
 AFTER_SHARE = 0.5
-"""A reader's filter keeping at least this share of the workspace's sessions is applied after
-a search's cut, not before (``_filtered_after``)."""
+"""A reader who sees at least this share of the workspace's sessions is filtered after a search's
+cut, not before (``_Wider``)."""
 
 
-def _filtered_after(
-    n: int,
-    share: float,
-    session: str | None,
-    since: str | None,
-    until: str | None,
-    kinds: Collection[str] | None,
-    sessions: Collection[str] | None,
-) -> int | None:
-    """How many rows a search of ``n`` asks for when its filter is applied after the cut; None:
-    before. Lance filters before the cut by building the mask of every row the filter keeps: at
-    1M rows a reader's filter naming its 5,000 sessions made a vector search 110 ms, against 20
-    ms unfiltered. So a reader who sees most of the workspace (``share`` of its sessions, at
-    least ``AFTER_SHARE``) under no other filter asks for ``n / share`` rows and a tenth more,
-    and Lance applies the same filter to those: when ``n`` are kept, they are the ``n`` best it
-    keeps (a better one would be among them); else the search is made again, filtering first."""
-    if sessions is None or share < AFTER_SHARE or session or since or until or kinds:
-        return None
-    return math.ceil(n / min(share, 1.0) * 1.1)
+@dataclass(frozen=True)
+class _Wider:
+    """A search filtered after its cut. Lance filters before the cut by building the mask of
+    every row the filter keeps, and parses the filter's list of sessions: at 1M rows a reader's
+    filter naming its 5,000 sessions made a vector search 110 ms against 20-30 unfiltered, a
+    full-text search 32 ms against 4. So a reader who sees most of the workspace (``share``
+    of its sessions, at least ``AFTER_SHARE``) under no other filter is searched unfiltered for
+    ``rows`` (``n / share`` and a tenth more), and those its rule keeps (``keeps``, the rule
+    ``_where`` writes in SQL) are taken: when ``n`` are kept, they are the ``n`` best it keeps
+    (a better one would be among them); else the search is made again, filtered first."""
+
+    rows: int
+    keeps: Callable[[Mapping[str, Any]], bool]
+    JUDGED: ClassVar[list[str]] = ["unit_id", "kind", "session", "source"]  # what ``keeps`` reads
+
+    @classmethod
+    def of(
+        cls,
+        n: int,
+        share: float,
+        session: str | None,
+        since: str | None,
+        until: str | None,
+        kinds: Collection[str] | None,
+        sessions: Collection[str] | None,
+        user: str | None,
+        learnings: Collection[str] | None,
+    ) -> _Wider | None:
+        """The wider search of ``n`` rows for these filters; None: filtered first."""
+        if sessions is None or share < AFTER_SHARE or session or since or until or kinds:
+            return None
+        return cls(math.ceil(n / min(share, 1.0) * 1.1), _keeps(sessions, user, learnings))
+
+    def kept(self, rows: pa.Table) -> pa.Table:
+        """The rows ``keeps`` keeps, in their order."""
+        judged = rows.select(self.JUDGED).to_pylist()
+        return rows.take([i for i, row in enumerate(judged) if self.keeps(row)])
 
 
 def _vector_rows(
@@ -527,15 +545,17 @@ def _vector_rows(
     where: str,
     n: int,
     columns: list[str] | None = None,
-    wider: int | None = None,
+    wider: _Wider | None = None,
 ) -> pa.Table:
     """The ``n`` nearest rows to ``vector`` among those ``where`` keeps. The filter applies
-    before the pool is cut (after it, for ``wider`` rows, when that keeps ``n``:
-    ``_filtered_after``): an ANN search visits only ``NPROBES`` partitions, so a filter (a time
-    window, a session) whose rows lie in other partitions would leave fewer than ``n``; then
-    the filtered rows are searched exactly."""
+    before the pool is cut (after it, for a reader who sees most of the workspace, when that
+    keeps ``n``: ``_Wider``): an ANN search visits only ``NPROBES`` partitions, so a filter
+    (a time window, a session) whose rows lie in other partitions would leave fewer than
+    ``n``; then the filtered rows are searched exactly."""
     if wider is not None:
-        rows = _nearest(dataset, vector, where, wider, exact=False, columns=columns, after=True)
+        whole = [*(columns or [*_RANK_COLUMNS, "vector"]), *_Wider.JUDGED]
+        searched = [*dict.fromkeys(whole)]
+        rows = wider.kept(_nearest(dataset, vector, "", wider.rows, exact=False, columns=searched))
         if rows.num_rows >= n:
             return rows.slice(0, n)
     rows = _nearest(dataset, vector, where, n, exact=False, columns=columns)
@@ -552,11 +572,10 @@ def _nearest(
     *,
     exact: bool,
     columns: list[str] | None = None,
-    after: bool = False,
 ) -> pa.Table:
     """With an ANN index (not ``exact``), ``REFINE_FACTOR * n`` PQ candidates of the
     ``NPROBES`` partitions visited get exact distances. ``columns``: the ranking's (default)
-    or more; ``after``: ``where`` applies after the cut."""
+    or more."""
     return cold_read.nearest(
         dataset,
         vector,
@@ -566,14 +585,26 @@ def _nearest(
         nprobes=NPROBES,
         refine_factor=REFINE_FACTOR,
         exact=exact,
-        after=after,
     )
 
 
 def _text_rows(
-    dataset: Any, query: str, where: str, n: int, columns: list[str] | None = None
+    dataset: Any,
+    query: str,
+    where: str,
+    n: int,
+    columns: list[str] | None = None,
+    wider: _Wider | None = None,
 ) -> pa.Table:
+    """The ``n`` best rows by BM25 among those ``where`` keeps (filtered after the cut for a
+    reader who sees most of the workspace, when that keeps ``n``: ``_Wider``; the rows not
+    indexed yet are then scored by the whole table's statistics, not the filtered rows')."""
     searched = columns or [*_RANK_COLUMNS, "vector"]
+    if wider is not None:
+        whole = [*dict.fromkeys([*searched, *_Wider.JUDGED])]
+        rows = wider.kept(cold_read.full_text(dataset, query, "search_text", whole, "", wider.rows))
+        if rows.num_rows >= n:
+            return rows.slice(0, n)
     return cold_read.full_text(dataset, query, "search_text", searched, where, n)
 
 
@@ -778,6 +809,30 @@ def _where(
 
 def _listed(values: Collection[str]) -> str:
     return ", ".join(quote(v) for v in sorted(values))
+
+
+def _keeps(
+    sessions: Collection[str], user: str | None, learnings: Collection[str] | None
+) -> Callable[[Mapping[str, Any]], bool]:
+    """The reader's part of ``_where`` as a test of one row (its ``session``, ``kind``,
+    ``unit_id`` and ``source``), for rows filtered after a search (``_Wider``): the same rule,
+    row for row (a test holds them equal)."""
+    sessions, listed = frozenset(sessions), None if learnings is None else frozenset(learnings)
+    users, mine = f"{USERS_FOLDER}/", f"{USERS_FOLDER}/{user}/"
+
+    def keeps(row: Mapping[str, Any]) -> bool:
+        kind, source = row["kind"], row["source"]
+        if row["session"] in sessions:
+            return True
+        if kind == "learning":
+            return listed is None or row["unit_id"] in listed
+        if kind != "source" or user is None:
+            return kind == "source"
+        if source is None:
+            return False
+        return not users <= source < users[:-1] + "0" or mine <= source < mine[:-1] + "0"
+
+    return keeps
 
 
 def _documents(user: str | None) -> str:

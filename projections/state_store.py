@@ -162,6 +162,7 @@ class SessionFilesStore(FileStateStore[S]):
     def __init__(self, out_dir: Path, fold: Fold[S]) -> None:
         super().__init__(out_dir, fold)
         self._out = str(out_dir)
+        self._out_slash = os.path.join(self._out, "")
         # What reads take of each state, kept beside the states (``projections.state_index``):
         # a dropped state leaves them (forgotten, its log gone, found changed), a reset deletes
         # them, so no value outlives its state there.
@@ -211,7 +212,7 @@ class SessionFilesStore(FileStateStore[S]):
     def output_files(self, session: str) -> list[str]:
         # ``session`` comes from the log's listing (already validated): skip Path overhead,
         # this runs for every session on every catch-up.
-        return [os.path.join(self._out, session + self.suffix)]
+        return [self._out_slash + session + self.suffix]
 
     @override
     def sessions(self) -> list[str]:

@@ -24,10 +24,10 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar, cast
 
 from airsspec.errors import AirsspecError, NoSuchSessionError
 from airsspec.kernel.freshness import FOLLOWS, NEEDS, Read, Write, chosen
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def _gated(
@@ -173,7 +174,7 @@ class Kernel:
         folded; ``deep`` reads every output file and repairs one that differs. A ``forget``
         run on another machine sharing the log is followed here (``airsspec.kernel.purge``)."""
         from airsspec.kernel.purge import follow
-        from projections.engine import Runner
+        from projections.engine import Glance, Runner
 
         names = chosen(projections)
         done = getattr(self._reading, "done", None)  # inside ``reading``: each once
@@ -192,7 +193,10 @@ class Kernel:
         if registered and sessions is not None:
             sessions = {*sessions, MEMORY_SESSION}
         projectors = self.workspace.projectors(names)
-        runner = Runner(self.log, projectors, progress, jobs=jobs, cancel=cancel, deep=deep)
+        glance = None if sessions is not None else self.once(("glance",), Glance)  # per read
+        runner = Runner(
+            self.log, projectors, progress, jobs=jobs, cancel=cancel, deep=deep, glance=glance
+        )
         reports = runner.catch_up(sessions=sessions)
         follow(self)  # a ``forget`` run on another machine sharing the log is applied here
         for report in reports if warn else ():
@@ -213,11 +217,29 @@ class Kernel:
         if getattr(self._reading, "done", None) is not None:
             yield  # an outer read holds the block
             return
-        self._reading.done = set()
+        self._reading.done, self._reading.kept = set(), {}
         try:
             yield
         finally:
-            self._reading.done = None
+            self._reading.done = self._reading.kept = None
+
+    def once(self, key: Hashable, make: Callable[[], T]) -> T:
+        """Within ``reading``, what ``make`` gives for ``key``, made by the first read that
+        asks (the projections are current once in the block: what is derived from them is
+        too); outside it, made at each call."""
+        kept: dict[Hashable, Any] | None = getattr(self._reading, "kept", None)
+        if kept is None:
+            return make()
+        if key not in kept:
+            kept[key] = make()
+        return cast("T", kept[key])
+
+    def keep(self, key: Hashable, value: T) -> T:
+        """Within ``reading``, ``value`` is what ``once`` gives for ``key`` from now on."""
+        kept: dict[Hashable, Any] | None = getattr(self._reading, "kept", None)
+        if kept is not None:
+            kept[key] = value
+        return value
 
     project = _gated(catch_up)
 

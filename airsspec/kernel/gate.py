@@ -168,6 +168,9 @@ class Gate:
         scope = self.narrowed(scope)
         if not scope.named:
             return None, 1.0
+        return self._kernel.once(("visible", scope), lambda: self._visible(scope))
+
+    def _visible(self, scope: Scope) -> tuple[set[str], float]:
         # the workspace's own log is read only through its filtered view (``reads_record``)
         owners = self._all_owners()
         readable = {o for o in set(owners.values()) if scope.reads(o)}  # the read rule per owner

@@ -84,7 +84,7 @@ class Learnings:
             scope = kernel.scope.within(Scope.of(owners.get(reader or "")))
         else:
             scope = kernel.gate.narrowed(scope)
-        return assess(
+        assessment = assess(
             states,
             when,
             scope=scope,
@@ -93,6 +93,15 @@ class Learnings:
             settings=kernel.settings.learnings,
             count_tokens=kernel.token_counter().count,
         )
+        if now is None:  # as they stand
+            kernel.keep(("seen", scope), assessment.learnings)
+        return assessment
+
+    def seen(self, scope: Scope) -> builtins.list[Assessed]:
+        """The learnings ``scope`` may see as they stand, for what does not depend on who
+        reads or the cue (each one's text, unit and status: what a search filters by): within
+        one read (``Kernel.reading``), those of the last assessment made for ``scope``."""
+        return self._kernel.once(("seen", scope), lambda: self.list(scope=scope).learnings)
 
     def get(self, learning_id: str, *, reader: str | None = None) -> Assessed:
         """One learning by id (or an unambiguous prefix); with ``reader``, record that this

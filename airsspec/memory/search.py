@@ -120,7 +120,7 @@ def _query_memory(
     readable = None  # the unit ids of the learnings this reader may see: filtered before ranking
     seen = None  # the learnings as they stand for this reader, assessed once
     if allowed is not None and (chosen.kinds is None or "learning" in chosen.kinds):
-        seen = Learnings(kernel).list(scope=scope).learnings
+        seen = Learnings(kernel).seen(scope)
         readable = {a.unit for a in seen}  # each learning by its current text only
     kinds: list[str] | None = None if chosen.kinds is None else list(chosen.kinds)
     asked = chosen.k
@@ -145,7 +145,7 @@ def _query_memory(
         if not any(hit["kind"] == "learning" for hit in hits):
             return answer
         if seen is None:
-            seen = Learnings(kernel).list(scope=scope).learnings
+            seen = Learnings(kernel).seen(scope)
         live = {a.unit for a in seen if a.status == "active"}  # a text edited since: not
         answer["hits"] = [h for h in hits if h["kind"] != "learning" or h["unit_id"] in live]
         # a text left out took a place: asked again for as many more, until k are kept or

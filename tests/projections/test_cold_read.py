@@ -20,9 +20,10 @@ from projections.cold import ColdStore
 from projections.recall import (
     NPROBES,
     REFINE_FACTOR,
-    _filtered_after,
+    _text_rows,
     _vector_rows,
     _where,
+    _Wider,
 )
 from projections.units import UNIT_FIELDS, Unit
 
@@ -171,43 +172,70 @@ def tied(rows: Any) -> list[tuple[float, set[str]]]:
 def test_a_reader_seeing_most_sessions_is_filtered_after_the_cut_as_well_as_before(
     store: ColdStore,
 ) -> None:
-    """A reader's filter keeping most of the table applies after a vector search's cut
-    (Lance's filter first costs a mask of every row), on ``_filtered_after``'s wider pool: the
-    rows kept are never another session's, as many as asked, and as near as those of the filter
+    """A reader who sees most of the table is searched unfiltered on ``_Wider``'s pool, and its
+    rule keeps rows of that pool (Lance's filter first costs a mask of every row): the rows
+    kept are never another session's, as many as asked, and as near as those of the filter
     applied first (the share of the exact search's rows each finds, over 40 queries: both are
-    approximate, so one may find a row the other misses); a query whose wider pool keeps fewer
-    than asked is searched again, filter first (both happen among these queries)."""
+    approximate, so one may find a row the other misses); a query whose pool keeps fewer than
+    asked is searched again, filter first (both happen among these queries)."""
     dataset = store.dataset()
     sessions, n = {f"s{i}" for i in range(6)}, 20
-    where = _where(None, None, None, None, sessions, "bob", set())
-    wider = _filtered_after(n, len(sessions) / 8, None, None, None, None, sessions)
-    assert wider is not None and wider > n
-    assert _filtered_after(n, 0.75, "s1", None, None, None, sessions) is None  # selective
-    assert _filtered_after(n, 0.4, None, None, None, None, sessions) is None  # a narrow reader
-    allowed = set(dataset.to_table(columns=["unit_id"], filter=where)["unit_id"].to_pylist())
+    filters = (None, None, None, None, sessions, "bob", set())
+    where = _where(*filters)
+    wider = _Wider.of(n, len(sessions) / 8, *filters)
+    assert wider is not None and wider.rows > n
+    assert _Wider.of(n, 0.75, "s1", *filters[1:]) is None  # selective
+    assert _Wider.of(n, 0.4, *filters) is None  # a narrow reader
     kept, found = [], {None: [], wider: []}
     rng = np.random.default_rng(3)
     for vector in rng.normal(size=(40, DIM)):
         query = (vector / np.linalg.norm(vector)).astype("float32")
-        cut = cold_read.nearest(
-            dataset, query, ["unit_id"], where, wider, nprobes=NPROBES,
-            refine_factor=REFINE_FACTOR, exact=False, after=True,
+        pool = cold_read.nearest(
+            dataset, query, ["unit_id", "session", "kind", "source"], "", wider.rows,
+            nprobes=NPROBES, refine_factor=REFINE_FACTOR, exact=False,
         )  # fmt: skip
-        assert set(cut["unit_id"].to_pylist()) <= allowed
-        kept.append(cut.num_rows >= n)
+        kept.append(wider.kept(pool).num_rows >= n)
         exact = set(
             cold_read.nearest(
                 dataset, query, ["unit_id"], where, n, nprobes=NPROBES,
                 refine_factor=REFINE_FACTOR, exact=True,
             )["unit_id"].to_pylist()
         )  # fmt: skip
-        for pool, shares in found.items():
-            rows = _vector_rows(dataset, query, where, n, ["unit_id", "session"], pool)
+        for searched, shares in found.items():
+            rows = _vector_rows(dataset, query, where, n, ["unit_id", "session"], searched)
             assert rows.num_rows == n and set(rows["session"].to_pylist()) <= sessions
             shares.append(len(exact & set(rows["unit_id"].to_pylist())) / n)
     assert True in kept and False in kept  # each way was taken
     assert min(found[wider]) >= 0.8
     assert sum(found[wider]) >= sum(found[None])
+
+
+@pytest.mark.parametrize("words", ["retry token", "csv export page", "login"])
+def test_a_reader_seeing_most_sessions_is_filtered_after_a_full_text_cut(
+    store: ColdStore, words: str
+) -> None:
+    """The same for full text: the rows kept of ``_Wider``'s unfiltered pool are the reader's,
+    as many as asked, and those the filter applied first gives, at the same scores, but for the
+    rows no index holds yet: scanned unfiltered they are scored by the whole table's
+    statistics, not the filtered rows' (within a percent; rows at one score may trade places
+    at the cut)."""
+    dataset = store.dataset()
+    sessions, n = {f"s{i}" for i in range(6)}, 30
+    filters = (None, None, None, None, sessions, "bob", set())
+    where, wider = _where(*filters), _Wider.of(n, len(sessions) / 8, *filters)
+    assert wider is not None
+    pool = cold_read.full_text(dataset, words, "search_text", _Wider.JUDGED, "", wider.rows)
+    assert n <= wider.kept(pool).num_rows < pool.num_rows  # some were another reader's
+    first, after = (
+        _text_rows(dataset, words, where, n, ["unit_id", "session"], w) for w in (None, wider)
+    )
+    assert after.num_rows == first.num_rows == n
+    assert set(after["session"].to_pylist()) <= sessions
+    scores = dict(zip(first["unit_id"].to_pylist(), first["_score"].to_pylist(), strict=True))
+    kept = zip(after["unit_id"].to_pylist(), after["_score"].to_pylist(), strict=True)
+    shared = [(scores[u], score) for u, score in kept if u in scores]
+    assert len(shared) >= 0.8 * n
+    assert all(abs(a - b) <= 0.01 * a for a, b in shared)
 
 
 def test_the_rows_fetched_by_unit_id_are_lancedb_s(store: ColdStore) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from projections.cold import ColdStore
-from projections.recall import _nearest, _text_rows, _where
+from projections.recall import _keeps, _nearest, _text_rows, _where
 from projections.units import Unit
 
 SESSIONS = ("alice-1", "bob-1", "team-1", "team-2")
@@ -61,10 +61,10 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> object:
     return opened
 
 
-def allowed(unit: Unit, sessions: set[str], user: str | None, learnings: set[str]) -> bool:
+def allowed(unit: Unit, sessions: set[str], user: str | None, learnings: set[str] | None) -> bool:
     """The rule, in Python: what the filter must keep."""
     if unit.kind == "learning":
-        return unit.unit_id in learnings or unit.session in sessions
+        return learnings is None or unit.unit_id in learnings or unit.session in sessions
     if unit.kind == "source":
         assert unit.source is not None
         mine = user is not None and unit.source.startswith(f"users/{user}/")
@@ -78,6 +78,8 @@ READERS = [
     ({"alice-1", "team-1"}, "alice", set()),
     (set(), "carol", set()),
     ({"team-2"}, None, {"airsspec.memory:3:0"}),
+    ({"team-1"}, "bob", None),  # every learning
+    (set(), None, set()),
 ]
 
 
@@ -96,6 +98,9 @@ def test_a_scoped_search_keeps_exactly_what_its_reader_may_read(
     assert set(text) == expected
     others = {u.unit_id for u in units()} - expected
     assert not others & set(near) and not others & set(text)
+    # the same rule tested on a row, for a search filtered after its cut: row for row
+    every = table.to_table(columns=["unit_id", "session", "kind", "source"]).to_pylist()  # type: ignore[attr-defined]
+    assert {r["unit_id"] for r in every if _keeps(sessions, user, learnings)(r)} == expected
 
 
 def test_another_users_rows_never_reach_a_scoped_memorys_search(tmp_path: Path) -> None:
