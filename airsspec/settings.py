@@ -35,6 +35,9 @@ class _Section(Frozen):
         field = cls.model_fields.get(info.field_name or "")
         if type(value) is bool and field is not None and field.annotation in (int, float):
             raise ValueError(f"a number, not {str(value).lower()}")
+        # and 3.0 is an int to lax validation: a count is written as one
+        if type(value) is float and field is not None and field.annotation is int:
+            raise ValueError(f"a whole number, not {value!r}")
         return value
 
 

@@ -236,3 +236,12 @@ def test_a_tokenizer_or_message_type_that_does_not_exist_is_refused_at_load(
     """Both loaded without error and failed (or were ignored) later, far from the setting."""
     (tmp_path / "airsspec.toml").write_text(f"[memory]\n{line}\n")
     refused(run_cli("status", cwd=tmp_path, env=HASH), named, "nope")
+
+
+def test_a_count_setting_given_a_fraction_is_refused(tmp_path: Path) -> None:
+    """Lax validation took ``40.0`` for a count as 40 (and refused only ``40.5``): a count is
+    given whole, and a weight may be either."""
+    (tmp_path / "airsspec.toml").write_text("[memory]\nhot_window_size = 40.0\n")
+    refused(run_cli("status", cwd=tmp_path, env=HASH), "[memory] hot_window_size", "40.0")
+    (tmp_path / "airsspec.toml").write_text("[cold]\nweight_focus = 1\n")
+    assert run_cli("status", cwd=tmp_path, env=HASH).returncode == 0
