@@ -458,11 +458,19 @@ def init_workspace(directory: Path) -> tuple[Path, bool]:
     """
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / CONFIG_NAME
+    if config.is_symlink() and not config.exists():  # a repository's link to a missing file
+        raise SettingsError(
+            f"{config}: a link to {os.readlink(config)}, which does not exist; init writes "
+            "no file through it (remove the link, or point it at a config)"
+        )
     written = not config.exists()
     if written:
         from airsspec.settings import DEFAULT_TOML
 
-        config.write_text(DEFAULT_TOML, encoding="utf-8")
+        # the file made here, never one a link made meanwhile names
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        with os.fdopen(os.open(config, flags, 0o666), "w", encoding="utf-8") as out:
+            out.write(DEFAULT_TOML)
         from airsspec import trust
 
         with contextlib.suppress(SettingsError):  # a config folder others may write: no trust

@@ -94,3 +94,22 @@ def test_analytics_refuses_a_linked_temp_folder_and_makes_nothing_through_it(
     with pytest.raises(UnsafePathError, match="is a symbolic link"):
         Analytics(log_dir, temp_dir=tmp / "duckdb")
     assert list(outside.iterdir()) == []
+
+
+def test_init_writes_no_config_through_a_dangling_link(tmp_path: Path) -> None:
+    """A cloned repository may commit ``airsspec.toml`` as a link to a file that does not exist
+    (anywhere this user may write): ``init`` followed it and created that file. It is refused in
+    one line, nothing is created there or in the project, and a link to a config is read."""
+    project, target = tmp_path / "clone", tmp_path / "elsewhere" / "planted.toml"
+    project.mkdir()
+    target.parent.mkdir()
+    (project / "airsspec.toml").symlink_to(target)
+    before = snapshot(tmp_path)
+    result = run_cli("init", cwd=project, env=HASH)
+    err = result.stderr.decode()
+    assert result.returncode == 2 and result.stdout == b""
+    assert err.startswith("airsspec: error:") and err.count("\n") == 1 and "does not exist" in err
+    assert not target.exists() and snapshot(tmp_path) == before
+    target.write_text("[workspace]\npath = '.airsspec'\n")
+    assert run_cli("init", cwd=project, env=HASH).returncode == 0  # a config it reads
+    assert target.read_text() == "[workspace]\npath = '.airsspec'\n"
