@@ -330,6 +330,7 @@ def assess(
     edited = _edited(edits)
     # thousands of sessions, a few owners: each owner's scope is made and judged once
     judged: dict[tuple[tuple[str, Any], ...], tuple[Scope, bool]] = {}
+    read: set[str] = set()  # the sessions ``scope`` reads
     for state in states:
         recorded_owner = state.info.get("owner")
         key = tuple(sorted(recorded_owner.items())) if recorded_owner else ()
@@ -337,6 +338,8 @@ def assess(
             made = Scope.of(recorded_owner)
             known = judged[key] = (made, scope.reads(made))
         owner, readable = known
+        if readable:
+            read.add(state.session)
         if state.session != MEMORY_SESSION and state.info and readable:
             result.sessions[state.session] = {
                 **state.info,
@@ -385,6 +388,10 @@ def assess(
             target.last_activity = max(target.last_activity, entry["ts"])
             target.curation.append(_curated(entry))
     recalled: set[str] = set()
+    # what a session was given counts for a reader of that session only: another user's use
+    # of a shared learning would tell when they worked and what their queries matched
+    if scope.named:
+        accesses = [entry for entry in accesses if entry["reader"] in read]
     for entry in accesses:
         for learning_id in entry["ids"]:
             if (target := items.get(learning_id)) is not None:
