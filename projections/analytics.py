@@ -386,19 +386,28 @@ class Analytics:
     def restrict(self, sessions: Collection[str]) -> None:
         """Keep only ``sessions`` in every table (a reader scope's: ``Memory.analytics``).
         A Parquet export holds every session and is read in place, so it is refused; the
-        Delta table's views are filtered instead."""
+        Delta table is scanned filtered instead."""
         if self.parquet:
             raise AnalyticsError(
                 "a scoped reader cannot query a Parquet export (it holds every session); "
                 "query the log instead"
             )
         allowed = ", ".join(map(_quote, sorted(sessions)))
-        kept = f"WHERE session IS NULL OR session NOT IN ({allowed})" if allowed else ""
+        kept = f"WHERE session IN ({allowed or 'NULL'})"
         try:
-            if self.dataset is not None:  # views over the table: filtered, not deleted from
-                self._export_views("exported", f"WHERE session IN ({allowed or 'NULL'})")
+            if self.dataset is not None:
+                # the shared table's rows are the reader's only under every name a query
+                # could give them: the registered scan itself is replaced, not only its views
+                import pyarrow.compute as pc
+
+                self.con.unregister("exported")
+                readable = pc.field("session").isin(sorted(sessions))
+                self.con.register("exported", self.dataset.filter(readable))
+                self._export_views("exported")
+            # a table made anew, not deleted from: the rows left out stay in no storage
+            # (DuckDB's column statistics, read by ``pragma_storage_info``, keep deleted ones)
             for table in _BASES if self.dataset is None else ("token_counts",):
-                self.con.execute(f"DELETE FROM {table} {kept}")
+                self.con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {table} {kept}")
         except duckdb.Error as exc:
             raise AnalyticsError(_first_line(exc)) from exc
 

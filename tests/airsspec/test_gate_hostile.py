@@ -195,6 +195,65 @@ def test_sql_views_and_reports_hold_only_the_readers_sessions(memory: Memory) ->
     assert result.rows[0][0] > 0  # the admin's view holds it: the filter is the gate's
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT * FROM pragma_storage_info('raw_events')",
+        "SELECT * FROM pragma_storage_info('records')",
+        "SELECT * FROM pragma_storage_info('token_counts')",
+        "SELECT * FROM duckdb_tables()",
+    ],
+)
+def test_sql_storage_statistics_hold_nothing_of_the_rows_left_out(
+    memory: Memory, query: str
+) -> None:
+    """DuckDB keeps each column's min and max (and sizes) in its storage statistics: a reader's
+    rows must be all the tables ever held, not the workspace's with the others deleted."""
+    alice = _alice(memory)
+    result, _ = alice.sql(query)
+    assert not _names_b1(result.rows) and not _leaks(result.rows)
+    assert "bob" not in repr(result.rows)
+    if "storage_info" in query:  # every bound a session column keeps is a session alice reads
+        rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+        bounds = {
+            row["stats"][end]
+            for row in rows
+            if row["column_name"] == "session" and row["segment_type"] == "VARCHAR"
+            for end in ("min", "max")
+            if end in row["stats"]
+        }
+        assert bounds <= set(alice.sessions.names()), bounds
+        table = query.split("'")[1]
+        held = alice.sql(f"SELECT count(*) FROM {table}")[0].rows[0][0]
+        stored = sum(
+            row["count"]
+            for row in rows
+            if row["column_name"] == "session" and row["segment_type"] == "VARCHAR"
+        )
+        assert stored == held  # no row kept beside them, counted or not
+
+
+@pytest.mark.s3
+def test_sql_over_the_buckets_table_reads_only_the_readers_rows(
+    tmp_path: Path, env: None, moto_endpoint: str, bucket_url: str
+) -> None:
+    """With the log on a bucket the views read the shared Delta table: its rows are the
+    reader's too, whatever name a query gives them."""
+    from tests.conftest import bucket_config
+
+    config = bucket_config(tmp_path / "ws", bucket_url, moto_endpoint)
+    with Memory.open(config=config) as memory:
+        memory.scoped(user="alice").append("a1", _say("alice works on the gateway"))
+        memory.scoped(user="bob").append("b1", _say("bob: initech"), project=False)
+        alice = _alice(memory)
+        seen, _ = alice.sql("SELECT DISTINCT session FROM events")
+        assert seen.rows == [("a1",)]
+        for query in ("SELECT DISTINCT session FROM exported", "SELECT * FROM exported"):
+            with contextlib.suppress(AirsspecError):  # no such table: nothing to read
+                result, _ = alice.sql(query)
+                assert not _names_b1(result.rows) and not _leaks(result.rows), query
+
+
 def test_a_damaged_log_does_not_make_another_users_session_the_teams(
     tmp_path: Path, env: None
 ) -> None:
