@@ -106,6 +106,24 @@ class Scope:
             return True
         return owner.user is None and Scope(None, self.agent, self.project).matches(owner)
 
+    def reads_document(self, user: str | None) -> bool:
+        """Whether a reader with this scope may read a document under ``sources/`` owned by
+        ``user`` (None: the workspace's, under no user's folder): the workspace's reach every
+        reader; a user's (``sources/users/USER/``) only an admin (no field named) and a reader
+        naming that user. A document has no agent or project, so a reader naming no user (a
+        project's, an agent's) reads no user's document. The rule of a search's hits and of
+        a view of the workspace's own log (``source_indexed`` records) alike."""
+        return user is None or not self.named or self.user == user
+
+    @property
+    def documents_user(self) -> str | None:
+        """The user whose documents a search by this reader keeps besides the workspace's
+        (``reads_document`` as a filter): None for an admin (every user's), else its user,
+        or ``TEAM`` when it names none (no folder has that name: no user's)."""
+        if not self.named:
+            return None
+        return self.user if self.user is not None else TEAM
+
     def within(self, owner: Scope) -> Scope:
         """This reader's scope narrowed to a session's owner: the fields this one leaves out
         are the owner's. A context built for a user's session is that user's, whoever asks."""

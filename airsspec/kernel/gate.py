@@ -283,8 +283,7 @@ class Gate:
             by = Scope.of(fields)
             return by.named and self.scope.matches(by)
         if kind == "source_indexed":
-            user = fields.get("user")
-            return user is None or self.scope.matches(Scope(user=user))
+            return self.scope.reads_document(fields.get("user"))
         if kind in MEMORY_FILE_TYPES:
             return self.memory_tree() == tree_key(Scope.of(fields))
         return False

@@ -178,6 +178,49 @@ def test_nothing_of_another_user_reaches_a_users_reads(memory: Memory) -> None:
     assert set(answers["sessions"]) == {"a1", "team"}
 
 
+def _documents_setup(memory: Memory) -> None:
+    for path, text in (("users/alice/notes.md", "alicedoc"), ("team.md", "teamdoc")):
+        (memory.sources_dir / path).parent.mkdir(parents=True, exist_ok=True)
+        (memory.sources_dir / path).write_text(f"{text} the merger plan\n")
+    memory.project()
+
+
+DOCUMENT_READERS = {
+    "alice": ({"user": "alice"}, {"users/alice/notes.md", "team.md"}),
+    "alice's agent": ({"user": "alice", "agent": "claude"}, {"users/alice/notes.md", "team.md"}),
+    "a project": ({"project": "p1"}, {"team.md"}),
+    "an agent": ({"agent": "claude"}, {"team.md"}),
+}
+
+
+@pytest.mark.parametrize("reader", DOCUMENT_READERS)
+def test_a_view_of_the_workspace_log_registers_the_documents_its_reader_reads(
+    memory: Memory, reader: str
+) -> None:
+    """A document is its user's (``sources/users/USER/``) or the workspace's: a reader naming
+    no user reads no user's, a user's view narrowed to an agent still reads its user's."""
+    _documents_setup(memory)
+    fields, expected = DOCUMENT_READERS[reader]
+    view = memory.scoped(**fields)
+    registered = {r.path for r in view.replay(MEMORY_SESSION) if r.type == "source_indexed"}
+    assert registered == expected
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the search filters documents by the reader's user (None: every document); it "
+    "should pass Scope.documents_user (airsspec/memory/search.py, query_memory)",
+)
+def test_a_search_finds_the_documents_a_view_of_the_workspace_log_registers(
+    memory: Memory,
+) -> None:
+    _documents_setup(memory)
+    for reader, (fields, expected) in DOCUMENT_READERS.items():
+        view = memory.scoped(**fields)
+        hits = view.search("bobdoc alicedoc teamdoc merger plan", k=50, kinds=["source"])
+        assert {hit["source"] for hit in hits["hits"]} == expected, reader
+
+
 def test_sql_views_and_reports_hold_only_the_readers_sessions(memory: Memory) -> None:
     alice = _alice(memory)
     for query in (
