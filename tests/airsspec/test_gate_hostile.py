@@ -360,6 +360,37 @@ def test_another_users_learning_neither_reaches_nor_overrules_a_users_own(memory
     assert not _leaks(alice.learnings.health())
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the learnings' assessment counts every reader's access records (access_count, "
+    "last_activity, last_match, priority) whoever asks: projections/learning_rules.py assess "
+    "should count only those of accessors the reader's scope matches (the fold's access items "
+    "would carry the accessor's scope, projections/learnings.py)",
+)
+def test_another_users_reads_change_nothing_of_the_shared_learnings_a_user_sees(
+    memory: Memory,
+) -> None:
+    """A global or team learning is read by every user; when bob's contexts and recalls used
+    it, its access count, times and priority in alice's view would tell her when bob worked
+    and which of them his queries matched (what ``status`` keeps from a user, too)."""
+    team = _team_learning(memory)
+    glob = memory.learnings.add("global: write the tests first", scope="global").learning_id
+    alice, bob = _alice(memory), memory.scoped(user="bob")
+
+    def seen() -> dict[str, tuple[object, ...]]:
+        return {
+            a.id: (a.access_count, a.last_activity, a.last_match, a.priority, a.level)
+            for a in alice.learnings.list(reader="a1").learnings
+            if a.id in (team, glob)
+        }
+
+    before = seen()
+    assert set(before) == {team, glob}
+    bob.context("b1", 2000, query="deploy friday tests first")
+    bob.learnings.get(glob, reader="b1")
+    assert seen() == before
+
+
 def test_a_read_only_memory_is_refused_every_write(memory: Memory, tmp_path: Path) -> None:
     alice = _alice(memory)
     own = alice.learnings.add("alice: squash before merging", kind="preference").learning_id
