@@ -79,6 +79,16 @@ class Scope:
                 check_name(value, ENV_NAMES[name])
         return cls(**values)
 
+    def as_reader(self) -> Scope:
+        """This scope as a principal's (who reads and writes), refused with
+        ``InvalidNameError`` when a value is ``SHARED``: ``*`` is an owner's value an admin
+        records (shared with every reader), never who someone is; a principal named so would
+        write into every shared session and make sessions every user reads."""
+        for name, value in self.to_fields().items():
+            if value == SHARED:
+                check_name(value, name)  # the rule refuses it: one line naming the field
+        return self
+
     @property
     def named(self) -> bool:
         """Whether any field is named (an unscoped reader sees everything)."""

@@ -72,6 +72,7 @@ class Gate:
     """The access gate of one ``Kernel``: every decision of who may read or write what."""
 
     def __init__(self, kernel: Kernel) -> None:
+        kernel.scope.as_reader()  # a principal is never named ``*`` (what every user shares)
         self._kernel = kernel
 
     @property
@@ -85,7 +86,7 @@ class Gate:
         """The scope of a view naming ``user``, ``agent`` and ``project`` (``Memory.scoped``):
         a view narrows; naming a value this scope already names otherwise is a
         ``ScopeError``."""
-        given = Scope(user, agent, project)
+        given = Scope(user, agent, project).as_reader()
         for name, value in given.to_fields().items():
             current = getattr(self.scope, name)
             if current is not None and current != value:

@@ -170,6 +170,7 @@ class Memory:
         Raises ``NotAWorkspaceError`` (creating nothing) when there is none and ``create`` is
         false, and ``SettingsError`` for a bad ``airsspec.toml``.
         """
+        scope = Scope(user, agent, project).as_reader()  # before anything is opened
         folder = Path(path)
         if config is not None:
             workspace = Workspace.open(config=config)
@@ -184,7 +185,7 @@ class Memory:
         else:
             workspace = Workspace.open(config=init_workspace(folder)[0])
         workspace.keys = keys
-        return cls(workspace, Scope(user, agent, project), summarizer)
+        return cls(workspace, scope, summarizer)
 
     @classmethod
     def open_workspace(
@@ -197,10 +198,11 @@ class Memory:
     ) -> Memory:
         """Open the workspace folder ``root`` itself (``-w``), with default settings;
         ``NotAWorkspaceError`` when it holds none of a workspace's folders."""
+        scope = Scope(user, agent, project).as_reader()
         folder = Path(root)
         if not Layout.is_workspace(folder):
             raise NotAWorkspaceError(f"{folder}: not an airsspec workspace (run airsspec init)")
-        return cls(Workspace.open(folder), Scope(user, agent, project))
+        return cls(Workspace.open(folder), scope)
 
     @classmethod
     def discover(

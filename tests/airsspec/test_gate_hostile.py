@@ -649,6 +649,29 @@ def test_a_user_cannot_widen_its_scope_or_write_as_someone_else(memory: Memory) 
     assert snapshot(memory.log_dir) == before
 
 
+def test_no_principal_is_named_like_what_every_user_shares(memory: Memory, tmp_path: Path) -> None:
+    """``*`` is an owner's value an admin records (a session shared with every user), never
+    who someone is: a principal named so would write into every shared session and make
+    sessions every user reads. Refused with one line wherever a scope enters the API."""
+    from eventlog.errors import InvalidNameError
+
+    memory.sessions.start("shared", user="*", task="read by everyone")
+    before = snapshot(memory.log_dir)
+    for opening in (
+        lambda: Memory.open(tmp_path, user="*"),
+        lambda: Memory.open_workspace(memory.root, agent="*"),
+        lambda: Memory(memory.workspace, Scope(user="*")),
+        lambda: memory.scoped(user="*"),
+        lambda: memory.scoped(project="p1").scoped(user="*"),
+        lambda: memory.scoped(agent="*"),
+        lambda: memory.scoped(user="alice", project="*"),
+    ):
+        with pytest.raises(InvalidNameError) as raised:
+            opening().append("shared", _say("written as everyone"))
+        assert "\n" not in str(raised.value) and "'*'" in str(raised.value)
+    assert snapshot(memory.log_dir) == before
+
+
 def test_verdicts_and_housekeeping_touch_only_the_users_own_learnings(memory: Memory) -> None:
     alice = _alice(memory)
     team = _team_learning(memory)
