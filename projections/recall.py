@@ -194,8 +194,9 @@ class Recall:
     ) -> QueryResult:
         """The ``k`` best units for ``query`` within the filters, best first. ``sessions``
         (a reader scope's sessions, ``projections.scopes``) keeps units of those sessions
-        only, the workspace's documents, and learnings; with ``user`` (the reader's),
-        documents another user owns (under ``sources/users/OTHER/``) are left out too, and
+        only, the workspace's documents, and learnings; with ``user`` (the reader's,
+        ``Scope.documents_user``), documents another user owns (under
+        ``sources/users/OTHER/``) are left out too, and
         ``learnings`` (the unit ids of the learnings the reader may see) keeps only those,
         before anything is ranked, so another reader's learning never takes a place.
         ``share``: the share of the workspace's sessions ``sessions`` holds, when known

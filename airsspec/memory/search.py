@@ -135,7 +135,7 @@ def _query_memory(
                 until,
                 kinds,
                 allowed,
-                scope.user,
+                scope.documents_user,
                 readable,
                 share,
             )

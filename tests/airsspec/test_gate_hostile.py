@@ -206,11 +206,6 @@ def test_a_view_of_the_workspace_log_registers_the_documents_its_reader_reads(
     assert registered == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the search filters documents by the reader's user (None: every document); it "
-    "should pass Scope.documents_user (airsspec/memory/search.py, query_memory)",
-)
 def test_a_search_finds_the_documents_a_view_of_the_workspace_log_registers(
     memory: Memory,
 ) -> None:
@@ -360,13 +355,6 @@ def test_another_users_learning_neither_reaches_nor_overrules_a_users_own(memory
     assert not _leaks(alice.learnings.health())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the learnings' assessment counts every reader's access records (access_count, "
-    "last_activity, last_match, priority) whoever asks: projections/learning_rules.py assess "
-    "should count only those of accessors the reader's scope matches (the fold's access items "
-    "would carry the accessor's scope, projections/learnings.py)",
-)
 def test_another_users_reads_change_nothing_of_the_shared_learnings_a_user_sees(
     memory: Memory,
 ) -> None:
