@@ -467,9 +467,7 @@ def init_workspace(directory: Path) -> tuple[Path, bool]:
     if written:
         from airsspec.settings import DEFAULT_TOML
 
-        # the file made here, never one a link made meanwhile names
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        with os.fdopen(os.open(config, flags, 0o666), "w", encoding="utf-8") as out:
+        with open(config, "x", encoding="utf-8") as out:  # made here: never through a link
             out.write(DEFAULT_TOML)
         from airsspec import trust
 

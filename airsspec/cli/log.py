@@ -31,10 +31,12 @@ def cmd_init(args: argparse.Namespace) -> int:
     config, written = Memory.init(args.dir)
     with Memory.open(config=config) as memory:
         root = memory.root
-    ignore = Path(root) / ".gitignore"
-    ignored = not ignore.exists()
-    if ignored:  # one the user wrote is theirs
-        ignore.write_text(GITIGNORE, encoding="utf-8")
+    ignored = True
+    try:  # one the user wrote is theirs, and a link (a repository's) is followed nowhere
+        with open(Path(root) / ".gitignore", "x", encoding="utf-8") as out:
+            out.write(GITIGNORE)
+    except FileExistsError:
+        ignored = False
     if args.json:
         print_json(
             {

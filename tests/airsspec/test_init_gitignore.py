@@ -49,3 +49,17 @@ def test_a_gitignore_of_the_users_is_kept(tmp_path: Path) -> None:
     again = run_cli("init", str(tmp_path), "--json", cwd=tmp_path)
     assert json.loads(again.stdout)["gitignore_written"] is False
     assert mine.read_text(encoding="utf-8") == "*\n"
+
+
+def test_init_writes_no_gitignore_through_a_link(tmp_path: Path) -> None:
+    """A repository may commit the workspace's ``.gitignore`` as a link to a file that does not
+    exist (anywhere this user may write): ``init`` wrote its text there. A link is kept as it
+    is, as a file of the user's would be, and nothing is created where it points."""
+    target = tmp_path / "elsewhere" / "planted"
+    target.parent.mkdir()
+    (tmp_path / "clone" / ".airsspec").mkdir(parents=True)
+    (tmp_path / "clone" / ".airsspec" / ".gitignore").symlink_to(target)
+    done = run_cli("init", "--json", cwd=tmp_path / "clone")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["gitignore_written"] is False
+    assert not target.exists() and not target.is_symlink()
