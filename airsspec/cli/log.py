@@ -48,7 +48,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         )
     else:
         print(f"{'created' if written else 'kept existing'} {config}")
-        print(f"workspace ready at {root}")
+        linked = Path(root).is_symlink()  # a link (a repository's) sends the log elsewhere
+        print(f"workspace ready at {root}" + (f" ({Path(root).resolve()})" if linked else ""))
     return EXIT_OK
 
 

@@ -63,3 +63,17 @@ def test_init_writes_no_gitignore_through_a_link(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["gitignore_written"] is False
     assert not target.exists() and not target.is_symlink()
+
+
+def test_init_names_where_a_linked_workspace_folder_leads(tmp_path: Path) -> None:
+    """A workspace folder that is a link (a repository may commit one) puts the log where it
+    points: ``init`` says where, beside the name it was given."""
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "clone").mkdir()
+    (tmp_path / "clone" / ".airsspec").symlink_to(target, target_is_directory=True)
+    done = run_cli("init", cwd=tmp_path / "clone")
+    assert done.returncode == 0, done.stderr
+    assert f"workspace ready at .airsspec ({target.resolve()})" in done.stdout.decode()
+    plain = run_cli("init", str(tmp_path / "plain"), cwd=tmp_path)
+    assert "(" not in plain.stdout.decode().splitlines()[-1]
