@@ -86,7 +86,7 @@ class Gate:
         """The scope of a view naming ``user``, ``agent`` and ``project`` (``Memory.scoped``):
         a view narrows; naming a value this scope already names otherwise is a
         ``ScopeError``."""
-        given = Scope(user, agent, project).as_reader()
+        given = Scope(user, agent, project)  # its kernel's gate refuses a principal named *
         for name, value in given.to_fields().items():
             current = getattr(self.scope, name)
             if current is not None and current != value:
