@@ -7,7 +7,10 @@ is read back into an owner (``projections.scopes``):
 - 1 to 128 characters, in Unicode's NFC form and lower case (``value == value.lower()``): the
   name is kept exactly as given, never normalised or folded behind the caller's back; two
   spellings of one name cannot both exist (``José`` in two normal forms, ``Ana`` and ``ana``),
-  and none collides with another on a case-insensitive filesystem;
+  and none collides with another on a case-insensitive filesystem, but through the few
+  lower-case letters whose case folding is another lower-case letter (``ſ`` and ``s``, ``ς``
+  and ``σ``, ``µ`` and ``μ``; ``ı`` and ``i`` on NTFS): refusing them would refuse ordinary
+  Greek and Turkish names, so a workspace on such a filesystem should not hold both names;
 - letters and digits of any script (with their combining marks), and ``.``, ``_``, ``-``, ``@``
   between them: no separator, space, control, format (bidi) or private-use character;
 - it starts with a letter or a digit and does not end with ``.``, and it is not a name Windows
