@@ -534,6 +534,10 @@ class _Wider:
             return None
         return cls(math.ceil(n / min(share, 1.0) * 1.1), _keeps(sessions, user, learnings))
 
+    def searched(self, columns: list[str]) -> list[str]:
+        """``columns`` and those ``keeps`` reads."""
+        return [*dict.fromkeys([*columns, *self.JUDGED])]
+
     def kept(self, rows: pa.Table) -> pa.Table:
         """The rows ``keeps`` keeps, in their order."""
         judged = rows.select(self.JUDGED).to_pylist()
@@ -554,8 +558,7 @@ def _vector_rows(
     (a time window, a session) whose rows lie in other partitions would leave fewer than
     ``n``; then the filtered rows are searched exactly."""
     if wider is not None:
-        whole = [*(columns or [*_RANK_COLUMNS, "vector"]), *_Wider.JUDGED]
-        searched = [*dict.fromkeys(whole)]
+        searched = wider.searched(columns or [*_RANK_COLUMNS, "vector"])
         rows = wider.kept(_nearest(dataset, vector, "", wider.rows, exact=False, columns=searched))
         if rows.num_rows >= n:
             return rows.slice(0, n)
@@ -602,7 +605,7 @@ def _text_rows(
     indexed yet are then scored by the whole table's statistics, not the filtered rows')."""
     searched = columns or [*_RANK_COLUMNS, "vector"]
     if wider is not None:
-        whole = [*dict.fromkeys([*searched, *_Wider.JUDGED])]
+        whole = wider.searched(searched)
         rows = wider.kept(cold_read.full_text(dataset, query, "search_text", whole, "", wider.rows))
         if rows.num_rows >= n:
             return rows.slice(0, n)
