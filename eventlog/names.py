@@ -8,9 +8,10 @@ is read back into an owner (``projections.scopes``):
   name is kept exactly as given, never normalised or folded behind the caller's back; two
   spellings of one name cannot both exist (``José`` in two normal forms, ``Ana`` and ``ana``),
   and none collides with another on a case-insensitive filesystem, but through the few
-  lower-case letters whose case folding is another lower-case letter (``ſ`` and ``s``, ``ς``
-  and ``σ``, ``µ`` and ``μ``; ``ı`` and ``i`` on NTFS): refusing them would refuse ordinary
-  Greek and Turkish names, so a workspace on such a filesystem should not hold both names;
+  lower-case letters whose case folding is another lower-case letter (the long s, U+017F,
+  and ``s``; the final sigma, U+03C2, and the sigma; the micro sign and the mu; on NTFS the
+  dotless i, U+0131, and ``i``): refusing them would refuse ordinary Greek and Turkish names,
+  so a workspace on such a filesystem should not hold both names;
 - letters and digits of any script (with their combining marks), and ``.``, ``_``, ``-``, ``@``
   between them: no separator, space, control, format (bidi) or private-use character;
 - it starts with a letter or a digit and does not end with ``.``, and it is not a name Windows
