@@ -25,7 +25,7 @@ import orjson
 
 from eventlog.layout import read_nofollow, validate_session_id
 from eventlog.overrides import override
-from projections.checkpoints import Checkpoint, Manifest, ManifestEntry, files_state
+from projections.checkpoints import Checkpoint, Manifest, ManifestEntry, file_identity, files_state
 from projections.files import atomic_write, folder_size, writer_lock
 from projections.fold import Fold
 from projections.state_index import StateIndex
@@ -120,9 +120,13 @@ class StateStore(ABC, Generic[S]):
         trusts the manifest only while this is false."""
         if cached is None or cached.output is None:
             return False
-        deep = deep and cached.digest is not None
-        identity, digest = self.output_state(session, digest=deep)
-        return cached.output != identity or (deep and cached.digest != digest)
+        if not (deep and cached.digest is not None):  # every session, at each read: stats only
+            files = self.output_files(session)
+            if len(files) == 1:  # most tiers
+                return cached.output != file_identity(files[0])
+            return cached.output != files_state(files, digest=False)[0]
+        identity, digest = self.output_state(session, digest=True)
+        return cached.output != identity or cached.digest != digest
 
 
 class FileStateStore(StateStore[S]):
