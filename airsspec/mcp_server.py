@@ -31,6 +31,7 @@ from io import TextIOWrapper
 from typing import Any
 
 import anyio
+import orjson
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
@@ -38,6 +39,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp_types import (
+    INVALID_REQUEST,
     JSONRPCError,
     JSONRPCNotification,
     JSONRPCRequest,
@@ -51,7 +53,8 @@ from pydantic import ValidationError, create_model
 from typing_extensions import override
 
 import airsspec
-from airsspec.errors import AirsspecError, validation_problem
+from airsspec.errors import AirsspecError, InexactJSONError, validation_problem
+from airsspec.memory import loads_exact
 from airsspec.serve.ops import OPS, Op
 
 INSTRUCTIONS = (
@@ -245,15 +248,46 @@ class _Unanswered:
             await self.none_left.wait()
 
 
-class _Input:
-    """The input's lines, whose end waits until every request read is answered."""
+def inexact(message: bytes | str, *, notifications: bool = False) -> bytes | None:
+    """What answers a message a parser would read otherwise than it was sent (a key given
+    twice in one object: the SDK keeps one of the two values, silently; an integer beyond 64
+    bits, ``NaN``), refused as every door refuses it (``loads_exact``): a JSON-RPC error naming
+    the request's id, or ``b""`` for a notification (over stdio none is answered; over HTTP,
+    ``notifications``, the refusal is an error too); None for any other message, which the
+    SDK reads and answers as it always does."""
+    try:
+        loads_exact(message, max_depth=None)
+    except InexactJSONError as exc:
+        try:
+            value = orjson.loads(message)
+        except orjson.JSONDecodeError:
+            value = None
+        if isinstance(value, dict) and "id" not in value and not notifications:
+            return b""
+        ident = value.get("id") if isinstance(value, dict) else None
+        error = {"code": INVALID_REQUEST, "message": f"Invalid request: {exc}"}
+        return orjson.dumps({"jsonrpc": "2.0", "id": ident, "error": error})
+    except ValueError:  # not JSON: the SDK's to answer
+        return None
+    return None
 
-    def __init__(self, lines: Any, unanswered: _Unanswered) -> None:
+
+class _Input:
+    """The input's lines, whose end waits until every request read is answered; a line a
+    parser would read otherwise than it was sent is answered here (``inexact``), never read."""
+
+    def __init__(self, lines: Any, unanswered: _Unanswered, wire: Any) -> None:
         self.lines = lines
         self.unanswered = unanswered
+        self.wire = wire  # the output's: a write is one whole line, as the SDK's are
 
     async def __aiter__(self) -> AsyncIterator[str]:
         async for line in self.lines:
+            if (refused := inexact(line)) is not None:
+                if refused:
+                    await self.wire.write(refused.decode() + "\n")
+                    await self.wire.flush()
+                continue
             self.unanswered.read(line)
             yield line
         await self.unanswered.drained()
@@ -302,10 +336,11 @@ class _Server(MCPServer):
         # threads of their own: running calls may hold every thread of the pool, and the
         # input and the answers must still be read and written
         reading, writing = anyio.CapacityLimiter(1), anyio.CapacityLimiter(1)
+        output = _Output(anyio.wrap_file(wire, limiter=writing), unanswered)
         try:
             async with stdio_server(
-                stdin=_Input(anyio.wrap_file(lines, limiter=reading), unanswered),  # type: ignore[arg-type]
-                stdout=_Output(anyio.wrap_file(wire, limiter=writing), unanswered),  # type: ignore[arg-type]
+                stdin=_Input(anyio.wrap_file(lines, limiter=reading), unanswered, output.wire),  # type: ignore[arg-type]
+                stdout=output,  # type: ignore[arg-type]
             ) as (read, write):
                 lowlevel = self._lowlevel_server
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())

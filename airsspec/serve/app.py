@@ -257,6 +257,48 @@ class BodyLimit:
             await api.problem(413, str(exc))(scope, receive, send)
 
 
+class ExactMCP:
+    """The MCP transport behind a check of each body (``airsspec.mcp_server.inexact``): one a
+    parser would read otherwise than it was sent (a key given twice: the SDK keeps one value)
+    is answered 400 with its JSON-RPC error and never read; any other is passed on as it came."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Read the body whole (``BodyLimit`` bounds it), check it, pass it on."""
+        from airsspec.mcp_server import inexact
+
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        refused = inexact(body, notifications=True)
+        if refused is not None:
+            headers = [(b"content-type", b"application/json")]  # BrowserGuard adds no-store
+            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.body", "body": refused})
+            return
+        given = False
+
+        async def again() -> Any:
+            nonlocal given
+            if given:
+                return await receive()
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, again, send)
+
+
 def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
     """The application: API, MCP over HTTP and viewer over ``served``."""
     from mcp.server.mcpserver.exceptions import ToolError
@@ -300,7 +342,7 @@ def create_app(served: Served, *, host: str = "127.0.0.1") -> Starlette:
     routes: list[Any] = [
         *api.routes(served),
         # No GET: a stateless server has no stream to offer, and a GET would be held open
-        Route("/mcp", StreamableHTTPASGIApp(manager), methods=["POST", "DELETE"]),
+        Route("/mcp", ExactMCP(StreamableHTTPASGIApp(manager)), methods=["POST", "DELETE"]),
         *viewer.routes(served),
     ]
     middleware = [

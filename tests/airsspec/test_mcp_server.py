@@ -4,6 +4,7 @@ stdio, lists the tools, calls each one, and gets a tool error (not a crash) for 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from airsspec.serve.ops import OPS
-from tests.conftest import MCP_INITIALIZE, init_workspace
+from tests.conftest import MCP_INITIALIZE, init_workspace, snapshot
 
 TOOLS = {op.name for op in OPS}  # the tools are the operations the HTTP API offers too
 
@@ -126,7 +127,9 @@ def _pipe(workspace: Path, messages: list[dict]) -> list[dict]:
         stderr=subprocess.PIPE,
         env={**os.environ, "AIRSSPEC_COLD_EMBEDDER": "hash"},
     )
-    data = b"".join(json.dumps(m).encode() + b"\n" for m in [*lines, *messages])
+    data = b"".join(
+        (m["raw"] if "raw" in m else json.dumps(m)).encode() + b"\n" for m in [*lines, *messages]
+    )  # ``{"raw": line}``: a line sent as written
     try:
         out, err = proc.communicate(data, timeout=60)
     except subprocess.TimeoutExpired:
@@ -232,3 +235,23 @@ def test_more_calls_waiting_for_a_write_than_the_sdk_has_threads_are_all_answere
     answers = {a["id"]: a["result"]["structuredContent"] for a in _pipe(tmp_path, appends + reads)}
     assert sorted(answers) == [*range(2, 62), *range(100, 160)]
     assert {answers[i]["result"][0]["records"] for i in range(100, 160)} == {60}
+
+
+def test_a_line_with_a_key_given_twice_is_answered_an_error_and_never_read(tmp_path: Path) -> None:
+    """The SDK parses a line keeping one of a key's two values (an append's session given twice
+    was stored under the last). Such a request is answered a JSON-RPC error naming it and the
+    key, a notification so written is dropped (none is answered), nothing is appended, and the
+    requests around them are answered as ever."""
+    init_workspace(tmp_path)
+    before = snapshot(tmp_path / ".airsspec" / "contexts")
+    twice = _call(3, "append", {"session": "s1", "events": [{"type": "user", "content": "x"}]})
+    line = json.dumps(twice).replace('"session": "s1"', '"session": "s1", "session": "s2"')
+    note = '{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"a": 1, "a": 2}}'
+    answers = _pipe(
+        tmp_path, [{"raw": line}, {"raw": note}, {"jsonrpc": "2.0", "id": 4, "method": "ping"}]
+    )
+    assert [a["id"] for a in answers] == [3, 4]
+    assert answers[0]["error"]["code"] == -32600
+    assert "'session' is given twice" in answers[0]["error"]["message"]
+    assert answers[1]["result"] == {}
+    assert snapshot(tmp_path / ".airsspec" / "contexts") == before

@@ -530,3 +530,33 @@ def test_memory_files_through_the_mcp_tools(server, memory: Memory, tokens) -> N
     read_only = asyncio.run(asyncio.wait_for(run(tokens["reader"]), 60))
     assert read_only["created"].is_error and "read-only" in read_only["created"].content[0].text
     assert memory.scoped(user="alice").files.history(MEMORY_PATH)[-1].text == "deploy on Thursday\n"
+
+
+DUPLICATED = (
+    b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "append", '
+    b'"arguments": {"session": "s1", "events": [{"type": "user", "content": "one", '
+    b'"content": "two"}]}}}'
+)
+
+
+def test_mcp_over_http_refuses_a_key_given_twice(server, memory: Memory, tokens) -> None:
+    """The SDK parses a body keeping one of a key's two values: an event's ``content`` given
+    twice was stored as its last value. The body is answered 400 with a JSON-RPC error naming
+    the request and the key, nothing is appended; the same call given once is taken."""
+    url, _ = server
+    before = snapshot(memory.log_dir)
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with client(url, tokens["alice"]) as http:
+        answer = http.post("/mcp", content=DUPLICATED, headers=accept)
+        assert answer.status_code == 400, answer.text
+        error = answer.json()
+        assert error["id"] == 7 and error["error"]["code"] == -32600
+        assert "'content' is given twice" in error["error"]["message"]
+        assert snapshot(memory.log_dir) == before
+        once = DUPLICATED.replace(b'"content": "one", ', b"")
+        taken = http.post("/mcp", content=once, headers=accept)
+    assert taken.status_code == 200, taken.text
+    assert not taken.json()["result"]["isError"]
+    assert [r.content for r in memory.scoped(user="alice").replay("s1") if r.type == "user"] == [
+        "two"
+    ]
