@@ -30,8 +30,9 @@ A scoped memory that appends to a new session records its scope there first (a
 
 Owners are read from the learnings projection, a fold of the log (``info["owner"]``: the first
 scope recorded, replaced by a ``session_assigned`` event), through its owners index
-(``LearningsProjector.owners``). A named owner is cached with the
-session's head, so an assignment made by another process is seen at the next call.
+(``LearningsProjector.owners``). A named owner is cached with the head
+its fold reached, so an assignment made by another process is seen at the next call, even one
+appended after a read had brought the learnings current.
 """
 
 from __future__ import annotations
@@ -130,7 +131,10 @@ class Gate:
         if not loaded or not loaded[0].info:
             return None  # nothing folded: who owns it cannot be told
         found = Scope.of(loaded[0].info.get("owner"))
-        kernel.owners_seen[session] = (found, head)
+        # cached with the head its fold reached, not the log's: a fold behind the log (a read
+        # brings each projection current once, and an assignment may land after) is read
+        # again at the next call, never taken for the owner at the newer head
+        kernel.owners_seen[session] = (found, loaded[1].seq)
         return found
 
     def owners(self) -> dict[str, Scope]:

@@ -1,0 +1,63 @@
+"""What one read (``Kernel.reading``: a context build, a search) computes once, and what it must
+never carry: another scope's answer, or a fold behind the log taken for the log's head once
+the read is over. The next read sees everything appended before it started."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airsspec import Memory
+from airsspec.memory.context import KernelSource
+from eventlog.errors import NoSuchSessionError
+
+ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
+
+
+@pytest.fixture
+def memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Memory]:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    with Memory.open(tmp_path, create=True) as opened:
+        opened.scoped(user="alice").append("a1", _say("alice plans the payment gateway"))
+        opened.append("team", _say("team note: the merger closes in march"))
+        opened.project()
+        yield opened
+
+
+def _say(text: str) -> dict[str, str]:
+    return {"type": "user", "content": text}
+
+
+def test_an_assignment_landing_during_a_read_is_seen_by_the_next_read(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process gives the team's session to bob while alice's context is being built,
+    after the build brought the learnings current (its fold reaches this workspace later).
+    The build's later catch-ups ask the gate about every session, whose learnings it does not
+    fold again within the read: the owner it then reads is the one before the assignment, and
+    must not be cached as the owner at the log's new head, or alice goes on reading bob's
+    session once everything is folded, until someone writes there."""
+    alice = memory.scoped(user="alice")
+    facts = KernelSource.facts
+
+    def assigned_meanwhile(source: KernelSource, session: str, reader: Any) -> Any:
+        held = facts(source, session, reader)  # the learnings are current for this read now
+        memory.kernel.log.append_many(
+            "team", [{"type": "session_assigned", "user": "bob"}], system=True
+        )
+        return held
+
+    monkeypatch.setattr(KernelSource, "facts", assigned_meanwhile)
+    alice.context("a1", budget=2000, query="gateway")
+    monkeypatch.undo()
+    memory.project()  # the assignment folded everywhere
+    assert not alice.has_session("team")
+    with pytest.raises(NoSuchSessionError):
+        alice.hot("team")
+    with pytest.raises(NoSuchSessionError):
+        list(alice.replay("team"))
+    assert all(hit["session"] != "team" for hit in alice.search("merger march", k=10)["hits"])
