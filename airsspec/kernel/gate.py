@@ -169,13 +169,14 @@ class Gate:
 
     def visible_share(self, scope: Scope | None = None) -> tuple[set[str] | None, float]:
         """``visible``, and the share of the workspace's sessions it is (1.0: every one): how
-        much of the cold table a search under the reader's filter may keep."""
+        much of the cold table a search under the reader's filter may keep. Read anew at
+        each call, within a read too (``Kernel.reading``): the owners it is made of must be no
+        older than what it filters, which other processes fold meanwhile (a session assigned to
+        another user while a context is built, and written to, reaches the cold table and the
+        summaries before the read's search and its other sessions' summaries are read)."""
         scope = self.narrowed(scope)
         if not scope.named:
             return None, 1.0
-        return self._kernel.once(("visible", scope), lambda: self._visible(scope))
-
-    def _visible(self, scope: Scope) -> tuple[set[str], float]:
         # the workspace's own log is read only through its filtered view (``reads_record``)
         owners = self._all_owners()
         readable = {o for o in set(owners.values()) if scope.reads(o)}  # the read rule per owner

@@ -61,3 +61,28 @@ def test_an_assignment_landing_during_a_read_is_seen_by_the_next_read(
     with pytest.raises(NoSuchSessionError):
         list(alice.replay("team"))
     assert all(hit["session"] != "team" for hit in alice.search("merger march", k=10)["hits"])
+
+
+def test_a_session_given_to_another_user_during_a_context_build_reaches_none_of_it(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While alice's context is built, an admin gives the team's session to bob, who writes
+    there, and it is compacted; the cold table (behind on the team's session when the build
+    began) and the summaries take bob's words before the build's search and its summaries of
+    other sessions are read. The sessions alice may read are read after them, not kept from
+    the start of the build: nothing bob wrote reaches her context."""
+    alice = memory.scoped(user="alice")
+    memory.append("team", _say("team note two: the gateway ships on friday"))  # cold lags
+    facts = KernelSource.facts
+
+    def assigned_meanwhile(source: KernelSource, session: str, reader: Any) -> Any:
+        held = facts(source, session, reader)
+        memory.sessions.assign("team", user="bob")
+        secrets = [_say(f"bob {i}: the gateway password is hunter2") for i in range(4)]
+        memory.scoped(user="bob").append_many("team", secrets)
+        memory.compact("team", force=True)
+        return held
+
+    monkeypatch.setattr(KernelSource, "facts", assigned_meanwhile)
+    built = alice.context("a1", budget=4000, query="gateway password")
+    assert "hunter2" not in str(built)
