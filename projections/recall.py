@@ -796,8 +796,8 @@ def _where(
         readable = [f"session IN ({_listed(sessions)})"] if sessions else []
         if learnings is None:
             readable.append("kind = 'learning'")
-        elif learnings:  # learning units' ids: no other unit has one
-            readable.append(f"unit_id IN ({_listed(learnings)})")
+        elif learnings:  # learning units by id: a row of another kind is never kept by its id
+            readable.append(f"(kind = 'learning' AND unit_id IN ({_listed(learnings)}))")
         readable.append(_documents(user))
         clauses.append("(" + " OR ".join(readable) + ")")
     if session:

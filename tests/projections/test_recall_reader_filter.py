@@ -80,6 +80,8 @@ READERS = [
     ({"team-2"}, None, {"airsspec.memory:3:0"}),
     ({"team-1"}, "bob", None),  # every learning
     (set(), None, set()),
+    # a unit id of another kind among the learnings: only a learning is kept by its id
+    ({"team-1"}, "alice", {"bob-1:3:0", "team-2:7:0", "airsspec.memory:3:0"}),
 ]
 
 
