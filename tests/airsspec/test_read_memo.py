@@ -86,3 +86,34 @@ def test_a_session_given_to_another_user_during_a_context_build_reaches_none_of_
     monkeypatch.setattr(KernelSource, "facts", assigned_meanwhile)
     built = alice.context("a1", budget=4000, query="gateway password")
     assert "hunter2" not in str(built)
+
+
+def test_what_a_read_keeps_is_its_scopes_and_ends_with_it_even_when_it_fails(
+    memory: Memory,
+) -> None:
+    """Within one read of an admin's kernel, the learnings kept for alice's scope are never
+    given for bob's; a read that fails part way keeps nothing for the next one, which sees a
+    record appended after the failure."""
+    from airsspec.memory.learnings import Learnings
+    from projections.scopes import Scope
+
+    memory.scoped(user="bob").append("b1", _say("bob keeps notes"))
+    memory.scoped(user="alice").learnings.add("alice prefers tabs", session="a1")
+    memory.scoped(user="bob").learnings.add("bob prefers spaces", session="b1")
+    kernel = memory.kernel
+    with kernel.reading():
+        alices = {a.text for a in Learnings(kernel).seen(Scope(user="alice"))}
+        bobs = {a.text for a in Learnings(kernel).seen(Scope(user="bob"))}
+    assert "alice prefers tabs" in alices and "bob prefers spaces" not in alices
+    assert "bob prefers spaces" in bobs and "alice prefers tabs" not in bobs
+    with pytest.raises(RuntimeError), kernel.reading():
+        kernel.fresh("search")
+        Learnings(kernel).seen(Scope(user="alice"))
+        raise RuntimeError("a read failing part way")
+    memory.scoped(user="alice").learnings.add("alice names branches by ticket", session="a1")
+    memory.scoped(user="alice").append("a1", _say("the zeppelin rollout starts monday"))
+    found = memory.scoped(user="alice").search("zeppelin rollout", k=3)["hits"]
+    assert found and found[0]["session"] == "a1"
+    with kernel.reading():
+        texts = {a.text for a in Learnings(kernel).seen(Scope(user="alice"))}
+    assert "alice names branches by ticket" in texts
