@@ -230,3 +230,37 @@ def test_a_digest_kept_between_reads_never_hides_a_write(
         named = damage(memory)
         assert any(f"data/{data.name}: changed after it was written" in d for d in named), named
         assert f"data/{data.name}" in hashed_again(memory)
+
+
+def test_a_new_process_reads_no_table_file_found_equal_before_and_still_names_a_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Which files a check found equal to their digests is kept beside the record, with their
+    size, times and inode then (``cold.files.verified.json``): the next process's ``status``
+    reads none of them again (at 1M records it read 6 GB), and a file changed in place, its
+    mtime put back, is named all the same (the write changed its ctime)."""
+    from projections import table_files
+
+    monkeypatch.setattr(table_files, "SETTLE_NS", 0)  # verified at once
+    root = _workspace(tmp_path, projected=("all",))
+    read: list[str] = []
+    hashed = table_files.sha256_of
+    monkeypatch.setattr(table_files, "sha256_of", lambda p: read.append(str(p)) or hashed(p))
+
+    def damage() -> list[str]:
+        table_files._DIGESTS._kept.clear()  # a new process: nothing kept in memory
+        with mock.patch.dict(os.environ, HASH), Memory.open(root) as memory:
+            return [d for tier in memory.status() for d in tier.degraded if "after it was" in d]
+
+    assert damage() == [] and read  # the first check reads the table's files
+    assert (root / ".airsspec" / "state" / "cold.files.verified.json").is_file()
+    read.clear()
+    assert damage() == [] and read == []  # the next one, none
+    data = sorted((root / TABLE / "data").rglob("*.lance"))[0]
+    times = data.stat()
+    _xor_lance_files(root / TABLE, "data")
+    os.utime(data, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert data.stat().st_mtime_ns == times.st_mtime_ns and data.stat().st_size == times.st_size
+    named = damage()
+    assert any(f"data/{data.name}: changed after it was written" in d for d in named), named
+    assert str(data) in read
