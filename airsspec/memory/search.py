@@ -28,7 +28,7 @@ from airsspec.memory.learnings import Learnings
 from airsspec.memory.records import replay
 from airsspec.memory.sessions import Sessions
 from eventlog.bound import Bound
-from eventlog.layout import MEMORY_SESSION
+from eventlog.layout import MEMORY_SESSION, session_path
 from projections.scopes import Scope
 from projections.units import record_units
 
@@ -184,9 +184,14 @@ def _behind(
 def _lag(kernel: Kernel, manifest: dict[str, Any], name: str) -> tuple[int, int] | None:
     """(first unindexed seq, head) of session ``name``; None when the cold projection is at
     its end or the end cannot be read."""
-    from projections.checkpoints import log_tail
+    from projections.checkpoints import file_identity, log_tail
 
     entry = manifest.get(name)
+    # folded to the end of the log file as it is now (its identity when the fold began): a
+    # ``stat``, not a read of its last record (5,000 sessions: 0.3 s)
+    path = session_path(kernel.log.log_dir, name)
+    if entry is not None and entry.log is not None and entry.log == file_identity(path):
+        return None
     done = entry.checkpoint.seq if entry is not None and entry.checkpoint else 0
     try:
         head = log_tail(kernel.log, name).seq
