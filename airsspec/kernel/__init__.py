@@ -193,6 +193,8 @@ class Kernel:
         if registered and sessions is not None:
             sessions = {*sessions, MEMORY_SESSION}
         projectors = self.workspace.projectors(names)
+        if registered:
+            self._wrote(MEMORY_SESSION)
         glance = None if sessions is not None else self.once(("glance",), Glance)  # per read
         runner = Runner(
             self.log, projectors, progress, jobs=jobs, cancel=cancel, deep=deep, glance=glance
@@ -251,7 +253,18 @@ class Kernel:
 
     def written(self, write: Write, session: str, *, warn: bool = False) -> list[RunReport]:
         """Fold the projections that follow ``write`` (``FOLLOWS``) for ``session``."""
+        self._wrote(session)
         return self.project(FOLLOWS[write], sessions=[session], warn=warn)
+
+    def _wrote(self, session: str) -> None:
+        """Within ``reading``, ``session`` was written to by this read: its log is looked at
+        anew by the read's later catch-ups (``Glance``), which fold what it wrote."""
+        kept: dict[Hashable, Any] | None = getattr(self._reading, "kept", None)
+        glance = None if kept is None else kept.get(("glance",))
+        if glance is not None:
+            glance.identities.pop(session, None)
+            if session not in (glance.sessions or ()):
+                glance.sessions = None
 
     def register_sources(self) -> list[str]:
         """Append a ``source_indexed`` event for each document under ``sources/`` added,

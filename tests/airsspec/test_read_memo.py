@@ -117,3 +117,15 @@ def test_what_a_read_keeps_is_its_scopes_and_ends_with_it_even_when_it_fails(
     with kernel.reading():
         texts = {a.text for a in Learnings(kernel).seen(Scope(user="alice"))}
     assert "alice names branches by ticket" in texts
+
+
+def test_a_document_added_before_a_context_build_is_recalled_by_it(memory: Memory) -> None:
+    """A context build brings the learnings current first (its look at the log is then kept
+    for the read), and the cold tier later registers the documents added under ``sources/``
+    (a ``source_indexed`` record appended to the workspace's own log in that same read): the
+    document is indexed and recalled by this build, not the next one."""
+    sources = memory.root / "sources"
+    sources.mkdir(exist_ok=True)
+    (sources / "runbook.md").write_text("# Runbook\nThe zebra failover drill runs on Tuesdays.\n")
+    built = memory.context("a1", 2000, query="When does the zebra failover drill run?")
+    assert "zebra failover drill runs on Tuesdays" in built
