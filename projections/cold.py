@@ -837,9 +837,15 @@ class ColdCheckpoints(FileStateStore[ColdState]):
         self._check_lease()
         key = str(self.files.record_path)
         kept = _KEPT_UP.get(key)  # None also for a table on a bucket: always kept up
-        if kept is not None and self.files.current() == kept:
+        recorded = self.files.current()
+        if kept is not None and recorded == kept:
             return
         cleaned = self.table.maintain(self.cold.ann_min_rows)
         epoch = self.table.epoch
-        self.files.record(epoch, cleaned=cleaned, rows=None if epoch is None else self.table.rows())
+        # the files are listed again only when the table was committed to (or cleaned) since
+        # its record: every commit writes a manifest (at 1M records, listing 15,000 files was
+        # half a second of each command's first catch-up)
+        if recorded is None or cleaned or self.files.current() != recorded:
+            rows = None if epoch is None else self.table.rows()
+            self.files.record(epoch, cleaned=cleaned, rows=rows)
         _KEPT_UP[key] = self.files.current()
