@@ -201,7 +201,10 @@ def duplicate_key(data: bytes, value: Any) -> str | None:
     strings are counted. Only a source found to hold one is parsed again, to name the key."""
     if b":" not in data:
         return None
-    again = orjson.dumps(value)
+    try:
+        again = orjson.dumps(value)
+    except orjson.JSONEncodeError:  # deeper than the encoder goes (255 levels): scan it
+        return _first_duplicate(data)
     if _COLON_ESCAPE.search(data) is None:
         if data.count(b":") == again.count(b":"):
             return None
@@ -210,24 +213,33 @@ def duplicate_key(data: bytes, value: Any) -> str | None:
     return _first_duplicate(data)
 
 
-class _Duplicate(Exception):
-    pass
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, item in pairs:
-        if key in found:
-            raise _Duplicate(key)
-        found[key] = item
-    return found
+# A string (its escapes kept) or a character that shapes the document; what lies between
+# (numbers, literals, blanks) is skipped.
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:]', re.DOTALL)
 
 
 def _first_duplicate(data: bytes) -> str | None:
-    try:
-        json.loads(data, object_pairs_hook=_pairs)
-    except _Duplicate as exc:
-        return str(exc.args[0])
-    except (ValueError, RecursionError):
-        return None
+    """The first key an object of the JSON ``data`` (which parses) holds twice, else None: its
+    tokens read in one pass with a stack of each open object's keys, never recursing (a
+    document may nest as deep as the parser reads, 1024 levels)."""
+    objects: list[set[str] | None] = []  # None: an array
+    last = b'""'
+    for match in _TOKENS.finditer(data):
+        token = match.group()
+        if token == b"{":
+            objects.append(set())
+        elif token == b"[":
+            objects.append(None)
+        elif token in (b"}", b"]"):
+            if objects:
+                objects.pop()
+        elif token == b":":
+            keys = objects[-1] if objects else None
+            if keys is not None:
+                key = json.loads(last)
+                if key in keys:
+                    return str(key)
+                keys.add(key)
+        else:
+            last = token
     return None

@@ -456,3 +456,20 @@ def test_import_skips_the_records_it_holds_by_position_not_by_count(
     assert sorted(loc.record.content for loc in log.read("held")) == ["one", "two", "zero"]
     (again,) = import_paths(log, "claude-code", [transcript])
     assert (again.appended, again.already_imported) == (0, 3)
+
+
+@pytest.mark.parametrize("levels", [300, 1000, 1020])
+def test_a_document_deeper_than_the_encoder_goes_is_read_or_refused_never_a_crash(
+    levels: int,
+) -> None:
+    """A document whose records are checked one by one (``max_depth=None``) may nest deeper
+    than orjson encodes (255 levels): it is still read, and a key given twice in it, however
+    deep, is still refused naming the key."""
+    deep = '{"a":' * levels + "1" + "}" * levels
+    value = loads_exact(deep, max_depth=None)
+    for _ in range(levels):
+        value = value["a"]
+    assert value == 1
+    twice = '{"a":' * levels + '{"x":1,"x":2}' + "}" * levels
+    with pytest.raises(InexactJSONError, match="'x' is given twice"):
+        loads_exact(twice, max_depth=None)
