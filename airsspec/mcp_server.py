@@ -32,6 +32,7 @@ from typing import Any
 
 import anyio
 import orjson
+import pydantic_core
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
@@ -251,25 +252,51 @@ class _Unanswered:
 def inexact(message: bytes | str, *, notifications: bool = False) -> bytes | None:
     """What answers a message a parser would read otherwise than it was sent (a key given
     twice in one object: the SDK keeps one of the two values, silently; an integer beyond 64
-    bits, ``NaN``), refused as every door refuses it (``loads_exact``): a JSON-RPC error naming
-    the request's id, or ``b""`` for a notification (over stdio none is answered; over HTTP,
-    ``notifications``, the refusal is an error too); None for any other message, which the
-    SDK reads and answers as it always does."""
+    bits; ``NaN``, ``Infinity`` or ``1e400``, no JSON, which the SDK's parser reads as floats),
+    refused as every door refuses it (``loads_exact``): a JSON-RPC error naming the request's
+    id (null when it has none an answer can hold), or ``b""`` for a notification (over stdio
+    none is answered; over HTTP, ``notifications``, the refusal is an error too); None for any
+    other message, which the SDK reads and answers as it always does (its parse error for one
+    that is not JSON to it either)."""
     try:
         loads_exact(message, max_depth=None)
     except InexactJSONError as exc:
-        try:
-            value = orjson.loads(message)
-        except orjson.JSONDecodeError:
-            value = None
-        if isinstance(value, dict) and "id" not in value and not notifications:
-            return b""
-        ident = value.get("id") if isinstance(value, dict) else None
-        error = {"code": INVALID_REQUEST, "message": f"Invalid request: {exc}"}
-        return orjson.dumps({"jsonrpc": "2.0", "id": ident, "error": error})
-    except ValueError:  # not JSON: the SDK's to answer
+        problem, value = str(exc), _read(message)
+    except ValueError as exc:
+        value = _read(message)
+        if value is _UNREAD:  # not JSON to the SDK either: its parse error answers it
+            return None
+        # NaN, Infinity, a number beyond a double: not JSON, but the SDK reads them as floats
+        problem = (
+            "not JSON as sent (NaN, Infinity and numbers beyond a double's range are no JSON "
+            f"numbers): {exc}"
+        )
+    else:
         return None
+    if isinstance(value, dict) and "id" not in value and not notifications:
+        return b""
+    error = {"code": INVALID_REQUEST, "message": f"Invalid request: {problem}"}
+    return orjson.dumps({"jsonrpc": "2.0", "id": _request_id(value), "error": error})
+
+
+_UNREAD = object()
+
+
+def _request_id(value: Any) -> RequestId | None:
+    """The id an answer to ``value`` names: its own when a string or an integer an answer can
+    hold (64 bits), else null (none, NaN, an object...)."""
+    ident = value.get("id") if isinstance(value, dict) else None
+    if isinstance(ident, str) or (type(ident) is int and -(2**63) <= ident < 2**64):
+        return ident
     return None
+
+
+def _read(message: bytes | str) -> Any:
+    """``message`` as the SDK's parser reads it (``_UNREAD`` when it does not)."""
+    try:
+        return pydantic_core.from_json(message)
+    except ValueError:
+        return _UNREAD
 
 
 class _Input:

@@ -255,3 +255,26 @@ def test_a_line_with_a_key_given_twice_is_answered_an_error_and_never_read(tmp_p
     assert "'session' is given twice" in answers[0]["error"]["message"]
     assert answers[1]["result"] == {}
     assert snapshot(tmp_path / ".airsspec" / "contexts") == before
+
+
+def test_a_line_only_the_sdk_parser_reads_is_answered_an_error_and_never_read(
+    tmp_path: Path,
+) -> None:
+    """``NaN``, ``Infinity`` and a number beyond a double are not JSON, but the SDK reads them
+    (as floats), and with them a key given twice elsewhere in the line: each such request is
+    answered a JSON-RPC error naming it, nothing is appended, and the server exits 0 once the
+    requests around them are answered."""
+    init_workspace(tmp_path)
+    before = snapshot(tmp_path / ".airsspec" / "contexts")
+    twice = _call(3, "append", {"session": "s1", "events": [{"type": "user", "content": "x"}]})
+    line = json.dumps(twice).replace('"session": "s1"', '"session": "s1", "session": "s2"')
+    odd = [
+        {"raw": line.replace('"params": {', '"params": {"_meta": {"x": ' + value + "}, ")}
+        for value in ("NaN", "Infinity", "-Infinity", "1e400")
+    ]
+    for number, message in enumerate(odd):
+        message["raw"] = message["raw"].replace('"id": 3', f'"id": {10 + number}')
+    answers = _pipe(tmp_path, [*odd, {"jsonrpc": "2.0", "id": 4, "method": "ping"}])
+    assert sorted(a["id"] for a in answers) == [4, 10, 11, 12, 13], answers
+    assert all(a["error"]["code"] == -32600 for a in answers if a["id"] != 4), answers
+    assert snapshot(tmp_path / ".airsspec" / "contexts") == before

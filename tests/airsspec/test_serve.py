@@ -560,3 +560,27 @@ def test_mcp_over_http_refuses_a_key_given_twice(server, memory: Memory, tokens)
     assert [r.content for r in memory.scoped(user="alice").replay("s1") if r.type == "user"] == [
         "two"
     ]
+
+
+@pytest.mark.parametrize("odd", [b"NaN", b"Infinity", b"-Infinity", b"1e400"])
+def test_mcp_over_http_refuses_what_only_the_sdk_parser_reads(
+    server, memory: Memory, tokens, odd: bytes
+) -> None:
+    """``NaN``, ``Infinity`` and a number beyond a double are not JSON: the server's parser
+    refuses them, the SDK's reads them (as floats no log holds), and with them a key given
+    twice elsewhere in the body (the check of the key was skipped, the SDK kept the last
+    value). The body is answered 400 with a JSON-RPC error naming the request; nothing is
+    appended. A body that no parser reads still gets the SDK's own parse error."""
+    url, _ = server
+    before = snapshot(memory.log_dir)
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    body = DUPLICATED.replace(b'"params": {', b'"params": {"_meta": {"x": ' + odd + b"}, ")
+    with client(url, tokens["alice"]) as http:
+        answer = http.post("/mcp", content=body, headers=accept)
+        assert answer.status_code == 400, answer.text
+        error = answer.json()
+        assert error["id"] == 7 and error["error"]["code"] == -32600, error
+        assert snapshot(memory.log_dir) == before
+        broken = http.post("/mcp", content=b'{"jsonrpc": "2.0", "id": 8, ', headers=accept)
+    assert broken.status_code == 400 and broken.json()["error"]["code"] == -32700, broken.text
+    assert snapshot(memory.log_dir) == before
