@@ -252,27 +252,33 @@ class _Unanswered:
 def inexact(message: bytes | str, *, notifications: bool = False) -> bytes | None:
     """What answers a message a parser would read otherwise than it was sent (a key given
     twice in one object: the SDK keeps one of the two values, silently; an integer beyond 64
-    bits; ``NaN``, ``Infinity`` or ``1e400``, no JSON, which the SDK's parser reads as floats),
-    refused as every door refuses it (``loads_exact``): a JSON-RPC error naming the request's
-    id (null when it has none an answer can hold), or ``b""`` for a notification (over stdio
-    none is answered; over HTTP, ``notifications``, the refusal is an error too); None for any
-    other message, which the SDK reads and answers as it always does (its parse error for one
-    that is not JSON to it either)."""
-    try:
-        loads_exact(message, max_depth=None)
-    except InexactJSONError as exc:
-        problem, value = str(exc), _read(message)
-    except ValueError as exc:
-        value = _read(message)
-        if value is _UNREAD:  # not JSON to the SDK either: its parse error answers it
-            return None
-        # NaN, Infinity, a number beyond a double: not JSON, but the SDK reads them as floats
-        problem = (
-            "not JSON as sent (NaN, Infinity and numbers beyond a double's range are no JSON "
-            f"numbers): {exc}"
-        )
+    bits; ``NaN``, ``Infinity`` or ``1e400``, no JSON, which the SDK's parser reads as floats;
+    over stdio a byte that is not UTF-8, read as U+FFFD), refused as every door refuses it
+    (``loads_exact``): a JSON-RPC error naming the request's id (null when it has none an
+    answer can hold), or ``b""`` for a notification (over stdio none is answered; over HTTP,
+    ``notifications``, the refusal is an error too); None for any other message, which the
+    SDK reads and answers as it always does (its parse error for one that is not JSON to it
+    either)."""
+    if isinstance(message, str) and (at := _escaped(message)) is not None:
+        sent = message.encode("utf-8", "surrogateescape")
+        problem = f"not UTF-8 (byte {ord(message[at]) - 0xDC00:#04x}, character {at})"
+        value = _read(sent.decode("utf-8", "replace"))
     else:
-        return None
+        try:
+            loads_exact(message, max_depth=None)
+        except InexactJSONError as exc:
+            problem, value = str(exc), _read(message)
+        except ValueError as exc:
+            value = _read(message)
+            if value is _UNREAD:  # not JSON to the SDK either: its parse error answers it
+                return None
+            # NaN, Infinity, a number beyond a double: not JSON; the SDK reads them as floats
+            problem = (
+                "not JSON as sent (NaN, Infinity and numbers beyond a double's range are no "
+                f"JSON numbers): {exc}"
+            )
+        else:
+            return None
     if isinstance(value, dict) and "id" not in value and not notifications:
         return b""
     error = {"code": INVALID_REQUEST, "message": f"Invalid request: {problem}"}
@@ -280,6 +286,15 @@ def inexact(message: bytes | str, *, notifications: bool = False) -> bytes | Non
 
 
 _UNREAD = object()
+
+
+def _escaped(line: str) -> int | None:
+    """Where ``line``, read with ``surrogateescape``, holds a byte that was not UTF-8."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
 
 
 def _request_id(value: Any) -> RequestId | None:
@@ -359,7 +374,8 @@ class _Server(MCPServer):
         wire_fd = os.dup(1)
         os.dup2(2, 1)
         wire = TextIOWrapper(os.fdopen(wire_fd, "wb", closefd=False), encoding="utf-8")
-        lines = TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+        # a byte that is not UTF-8 kept as it came, for ``inexact`` to refuse its line
+        lines = TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
         # threads of their own: running calls may hold every thread of the pool, and the
         # input and the answers must still be read and written
         reading, writing = anyio.CapacityLimiter(1), anyio.CapacityLimiter(1)

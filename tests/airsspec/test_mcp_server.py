@@ -128,8 +128,8 @@ def _pipe(workspace: Path, messages: list[dict]) -> list[dict]:
         env={**os.environ, "AIRSSPEC_COLD_EMBEDDER": "hash"},
     )
     data = b"".join(
-        (m["raw"] if "raw" in m else json.dumps(m)).encode() + b"\n" for m in [*lines, *messages]
-    )  # ``{"raw": line}``: a line sent as written
+        _line(m["raw"] if "raw" in m else json.dumps(m)) + b"\n" for m in [*lines, *messages]
+    )  # ``{"raw": line}``: a line sent as written (bytes: as they are)
     try:
         out, err = proc.communicate(data, timeout=60)
     except subprocess.TimeoutExpired:
@@ -140,6 +140,10 @@ def _pipe(workspace: Path, messages: list[dict]) -> list[dict]:
         pytest.fail(f"the server still waited at the end of its input: {out.decode()[-500:]}")
     assert proc.returncode == 0, err.decode()[-2000:]
     return [json.loads(line) for line in out.splitlines()][1:]  # after initialize's
+
+
+def _line(text: str | bytes) -> bytes:
+    return text if isinstance(text, bytes) else text.encode()
 
 
 def _call(request_id: object, name: str, arguments: dict) -> dict:
@@ -277,4 +281,23 @@ def test_a_line_only_the_sdk_parser_reads_is_answered_an_error_and_never_read(
     answers = _pipe(tmp_path, [*odd, {"jsonrpc": "2.0", "id": 4, "method": "ping"}])
     assert sorted(a["id"] for a in answers) == [4, 10, 11, 12, 13], answers
     assert all(a["error"]["code"] == -32600 for a in answers if a["id"] != 4), answers
+    assert snapshot(tmp_path / ".airsspec" / "contexts") == before
+
+
+def test_a_line_that_is_not_utf8_is_answered_an_error_and_never_read(tmp_path: Path) -> None:
+    """A byte that is not UTF-8 in a line was read as U+FFFD and an append stored that, not
+    what was sent. Such a request is answered a JSON-RPC error naming it, a notification so
+    written is dropped, nothing is appended, and the server exits 0 once every request around
+    them is answered."""
+    init_workspace(tmp_path)
+    before = snapshot(tmp_path / ".airsspec" / "contexts")
+    append = _call(3, "append", {"session": "s1", "events": [{"type": "user", "content": "cafe"}]})
+    line = json.dumps(append).encode().replace(b"cafe", b"caf\xe9")
+    note = b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"a": "\xff"}}'
+    answers = _pipe(
+        tmp_path, [{"raw": line}, {"raw": note}, {"jsonrpc": "2.0", "id": 4, "method": "ping"}]
+    )
+    assert sorted(a["id"] for a in answers) == [3, 4], answers
+    refused = next(a for a in answers if a["id"] == 3)
+    assert refused["error"]["code"] == -32600 and "UTF-8" in refused["error"]["message"]
     assert snapshot(tmp_path / ".airsspec" / "contexts") == before
