@@ -18,7 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from airsspec.config import config_of_workspace, load_settings, validated
+from airsspec.config import DEFAULT_PATH, config_of_workspace, load_settings, validated
 from airsspec.discovery import CONFIG_NAME, find_config
 from airsspec.errors import SettingsError
 from eventlog.layout import Layout
@@ -464,6 +464,9 @@ def init_workspace(directory: Path) -> tuple[Path, bool]:
             "no file through it (remove the link, or point it at a config)"
         )
     written = not config.exists()
+    # a folder of the workspace a repository committed as a link: refused before anything is made
+    path = DEFAULT_PATH if written else load_settings(config).workspace.path
+    Layout(directory / path).check()
     if written:
         from airsspec.settings import DEFAULT_TOML
 

@@ -23,6 +23,7 @@ the workspace.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -162,6 +163,28 @@ def linked_sessions(log_dir: Path) -> list[Path]:
 # ------------------------------------------------------------------- the workspace's folders
 
 
+def _make_within(root: Path, parts: tuple[str, ...]) -> None:
+    """Make ``root/parts...`` (those missing), each folder in its parent's descriptor, none
+    followed if it is a link (``UnsafePathError``); another failure names the full path."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    here = root
+    try:
+        for part in parts:
+            here = here / part
+            try:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if os.path.islink(here):
+                    raise UnsafePathError(here) from exc
+                raise type(exc)(exc.errno, exc.strerror, str(here)) from exc
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True)
 class Layout:
     """Every path of a workspace, derived from its root (one declaration: nothing else spells
@@ -211,9 +234,14 @@ class Layout:
                 raise UnsafePathError(linked[0])
 
     def create(self) -> None:
-        """Make the layout's folders (those missing)."""
+        """Make the layout's folders (those missing), never through a link: a link at one of
+        them is refused first (``check``), and each is made in its parent opened without
+        following one, so a link planted meanwhile is refused too, with nothing made where it
+        points. The root may be a link (where the user put it)."""
+        self.check()
+        self.root.mkdir(parents=True, exist_ok=True)
         for sub in self.FOLDERS:
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+            _make_within(self.root, Path(sub).parts)
 
     @property
     def log_dir(self) -> Path:

@@ -113,3 +113,31 @@ def test_init_writes_no_config_through_a_dangling_link(tmp_path: Path) -> None:
     target.write_text("[workspace]\npath = '.airsspec'\n")
     assert run_cli("init", cwd=project, env=HASH).returncode == 0  # a config it reads
     assert target.read_text() == "[workspace]\npath = '.airsspec'\n"
+
+
+@pytest.mark.parametrize("folder", ["contexts", "knowledge", "contexts/agent", "state"])
+@pytest.mark.parametrize("door", ["cli", "api"])
+def test_init_makes_nothing_through_a_linked_folder_of_the_workspace(
+    tmp_path: Path, folder: str, door: str
+) -> None:
+    """A cloned repository may commit a folder of the workspace (``.airsspec/contexts``...) as
+    a link to a folder elsewhere: ``init`` (and ``Memory.open(create=True)``) made the layout's
+    folders through it (``agent/`` there) before the open refused it. It is refused before
+    anything is made, in one line: nothing is created where it points, nor in the project."""
+    project, outside = tmp_path / "clone", tmp_path / "outside"
+    outside.mkdir()
+    (project / ".airsspec" / folder).parent.mkdir(parents=True)
+    (project / ".airsspec" / folder).symlink_to(outside, target_is_directory=True)
+    before = snapshot(tmp_path)
+    if door == "cli":
+        result = run_cli("init", cwd=project, env=HASH)
+        assert result.returncode == 2 and result.stdout == b""
+        assert result.stderr.decode().splitlines() == [
+            f"airsspec: error: {Path('.airsspec') / folder}: is a symbolic link; "
+            "refusing to follow it out of the workspace"
+        ]
+    else:
+        with pytest.raises(UnsafePathError, match="is a symbolic link"):
+            Memory.open(project, create=True)
+    assert list(outside.iterdir()) == []
+    assert snapshot(tmp_path) == before
