@@ -15,10 +15,11 @@ or that is gone while still recorded, was damaged after it was written. Invarian
   without opening the table (importing lancedb takes seconds) while no commit has happened
   since (``current``).
 - Beside it, which files were last found equal to their digests, each with its size, mtime,
-  inode and ctime then (``*.verified.json``): a file whose four are unchanged is not read
-  again by the next process's check (every write changes its ctime, and no call sets one back;
-  a file's times are kept only once a second old). At 1M records the table is 6 GB, which
-  every ``status`` of a new process read whole. Deleted, the next check reads every file.
+  inode and ctime then (``*.verified.json``, as they were before the file was read): a file
+  whose four are unchanged is not read again by the next process's check (every write changes
+  its ctime, and no call sets one back; a file's times are kept only once a second old). At
+  1M records the table is 6 GB, which every ``status`` of a new process read whole. Deleted,
+  the next check reads every file.
 """
 
 from __future__ import annotations
@@ -159,11 +160,20 @@ class TableFiles:
         return (epoch, rows) if manifests else None
 
     def _equal(self, name: str, digest: str, verified: dict[str, list[int]]) -> bool:
+        """Whether the file ``name`` holds ``digest``'s bytes (``_checked``)."""
+        return self._checked(name, digest, verified)[0]
+
+    def _checked(
+        self, name: str, digest: str, verified: dict[str, list[int]]
+    ) -> tuple[bool, tuple[list[int], int]]:
         """Whether the file ``name`` holds ``digest``'s bytes: unchanged since a check found it
-        so (``verified``), or read again. ``OSError`` when it is gone."""
+        so (``verified``), or read again; and its ``_seen`` taken before it was read, the one
+        that may be noted as verified (one taken after could be of a write made during the
+        read: a large file takes seconds). ``OSError`` when it is gone."""
         assert self.table_dir is not None
         path = os.path.join(self.table_dir, name)
-        return verified.get(name) == _seen(path)[0] or digest_of(path) == digest
+        seen = _seen(path)
+        return verified.get(name) == seen[0] or digest_of(path) == digest, seen
 
     def damaged(self, epoch: str | None) -> list[tuple[str, str]]:
         """(path under the table's folder, what is wrong) for each recorded file missing or
@@ -177,9 +187,10 @@ class TableFiles:
         found = []
         for name, digest in sorted(known.items()):
             try:  # one ``stat`` a file (a server's every ``status`` asks)
-                if not self._equal(name, digest, verified):
+                equal, seen = self._checked(name, digest, verified)
+                if not equal:
                     found.append((name, "changed after it was written"))
-                elif (seen := _seen(os.path.join(self.table_dir, name)))[1] < settled:
+                elif seen[1] < settled:
                     still[name] = seen[0]
             except OSError:  # gone, or no longer a file
                 found.append((name, "missing"))

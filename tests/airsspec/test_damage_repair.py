@@ -264,3 +264,43 @@ def test_a_new_process_reads_no_table_file_found_equal_before_and_still_names_a_
     named = damage()
     assert any(f"data/{data.name}: changed after it was written" in d for d in named), named
     assert str(data) in read
+
+
+def test_a_table_file_changed_while_a_check_reads_it_is_named_by_the_next_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check reads a file whole (a data file of a large table: seconds) and then noted the
+    size, times and inode it found after the read as verified: a file changed in place while
+    it was read (its mtime put back, its ctime over a second old by the end of the read) was
+    noted with the changed file's values, and no later check read it again. What is noted is
+    what the file was before the read, so the next check reads it again and names it."""
+    from projections import table_files
+
+    monkeypatch.setattr(table_files, "SETTLE_NS", 0)  # verified at once
+    root = _workspace(tmp_path, projected=("all",))
+    data = sorted((root / TABLE / "data").rglob("*.lance"))[0]
+    hashed = table_files.sha256_of
+    changed: list[str] = []
+
+    def read_then_changed(path: str | Path) -> str:
+        digest = hashed(path)  # the bytes as they were, equal to the record
+        if Path(path) == data and not changed:  # changed in place as the read ends
+            times = data.stat()
+            with open(data, "r+b") as held:
+                first = held.read(1)
+                held.seek(0)
+                held.write(bytes([first[0] ^ 0xFF]))
+            os.utime(data, ns=(times.st_atime_ns, times.st_mtime_ns))
+            changed.append(str(path))
+        return digest
+
+    monkeypatch.setattr(table_files, "sha256_of", read_then_changed)
+
+    def damage() -> list[str]:
+        table_files._DIGESTS._kept.clear()  # a new process: nothing kept in memory
+        with mock.patch.dict(os.environ, HASH), Memory.open(root) as memory:
+            return [d for tier in memory.status() for d in tier.degraded if "after it was" in d]
+
+    assert damage() == [] and changed  # read as it was, changed as the read ended
+    named = damage()
+    assert any(f"data/{data.name}: changed after it was written" in d for d in named), named
