@@ -30,8 +30,10 @@ counted) reads the same.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -42,6 +44,7 @@ from eventlog.overrides import override
 from eventlog.plain import Stored
 from eventlog.render import record_text
 from projections.checkpoints import Checkpoint
+from projections.files import KeptOnDisk
 from projections.fitting import elide, fit_summary, pack, parse_sections, render_sections
 from projections.fold import Projector
 from projections.state_store import JsonStore, StateStore
@@ -233,8 +236,30 @@ class HotProjector(Projector[HotState]):
 
     @override
     def item_count(self) -> int:
-        sessions = self.state_store.sessions()
-        return sum(len(w.uncovered) for s in sessions if (w := load_hot(self.out_dir, s)))
+        """The messages every session's window holds, each session's count kept with its
+        window file's identity (``KeptOnDisk``: a new process's ``status`` at 1M records
+        parsed 5,000 windows, 140 MB)."""
+        kept = KeptOnDisk(self.out_dir.parent / "caches" / "hot.counts.json", int, _count)
+        total = 0
+        for session in self.state_store.sessions():
+            path = self.out_dir / f"{session}.json"
+            with contextlib.suppress(OSError):  # gone meanwhile: nothing to count
+                total += kept.get(path, partial(_uncovered, self.out_dir, session))
+        kept.save()
+        return total
+
+
+def _uncovered(hot_dir: Path, session: str) -> int:
+    """The messages ``session``'s window holds (0 when it cannot be read)."""
+    window = load_hot(hot_dir, session)
+    return len(window.uncovered) if window is not None else 0
+
+
+def _count(value: object) -> int:
+    """A count as kept on disk (anything else is parsed again)."""
+    if type(value) is not int:
+        raise TypeError(f"not a count: {value!r}")
+    return value
 
 
 # ------------------------------------------------------------------- reading the tier

@@ -8,14 +8,15 @@ it (``kernel.gate``); starting it again as another owner is refused.
 from __future__ import annotations
 
 import builtins
+from dataclasses import asdict
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airsspec.errors import CorruptLogError, LearningError, ScopeError, UnsafePathError
 from airsspec.memory.consolidation import consolidate
 from airsspec.memory.learnings import Learnings
 from eventlog.layout import MEMORY_SESSION, session_path, validate_session_id
-from projections.files import ParsedOnce
+from projections.files import KeptOnDisk, ParsedOnce
 from projections.scopes import Scope
 
 if TYPE_CHECKING:
@@ -35,10 +36,13 @@ if TYPE_CHECKING:
 _INFOS: ParsedOnce[SessionInfo] = ParsedOnce(settle_ns=1_000_000_000)
 
 
-def _info(log: Log, session: str) -> SessionInfo:
-    """``log.info(session)``, read again only when the session's log file changed."""
+def _info(log: Log, session: str, kept: KeptOnDisk[SessionInfo]) -> SessionInfo:
+    """``log.info(session)``, read again only when the session's log file changed: kept in
+    this process, and across processes in ``kept`` (a new process's ``sessions`` at 1M
+    records read both ends of 5,000 logs)."""
+    path = session_path(log.log_dir, session)
     try:
-        return _INFOS.get(session_path(log.log_dir, session), partial(log.info, session))
+        return _INFOS.get(path, partial(kept.get, path, partial(log.info, session)))
     except FileNotFoundError:  # gone meanwhile: as the log says it
         return log.info(session)
 
@@ -57,15 +61,21 @@ class Sessions:
         kernel = self._kernel
         log = kernel.log
         visible = kernel.gate.visible()
+        kept = KeptOnDisk(
+            kernel.workspace.layout.caches_dir / "sessions.json",
+            asdict,
+            lambda data: SessionInfo(**cast("dict[str, Any]", data)),
+        )
         infos = []
         for name in log.sessions():
             if visible is not None and name not in visible:
                 continue
             try:
-                infos.append(_info(log, name))
+                infos.append(_info(log, name, kept))
             except (CorruptLogError, UnsafePathError, ValueError) as exc:
                 size = (log.log_dir / f"{name}.jsonl").stat().st_size
                 infos.append(SessionInfo(name, 0, None, None, size, problem=str(exc)))
+        kept.save()
         return infos
 
     def names(self) -> builtins.list[str]:

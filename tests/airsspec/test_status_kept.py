@@ -17,7 +17,7 @@ import pytest
 
 from airsspec import Memory
 from airsspec.memory import sessions as sessions_module
-from projections import checkpoints, memory_files, table_files
+from projections import checkpoints, files, memory_files, table_files
 from projections.files import ParsedOnce
 
 # Every value kept between requests, by module and name (kept at once here: files written by a
@@ -36,13 +36,27 @@ def _say(text: str) -> dict[str, str]:
     return {"type": "user", "content": text}
 
 
+# What is kept on disk across processes, under ``state/``: moved aside by ``_afresh``.
+KEPT_ON_DISK = ("caches/sessions.json", "cold.files.verified.json", "caches/hot.counts.json")
+
+
 @contextmanager
-def _afresh() -> Iterator[None]:
-    """Every kept value forgotten for the block, as in a new process."""
+def _afresh(state: Path) -> Iterator[None]:
+    """Every kept value forgotten for the block, in this process and on disk: read afresh."""
+    aside = [(state / name, state / f"{name}.aside") for name in KEPT_ON_DISK]
+    for path, moved in aside:
+        if path.exists():
+            path.rename(moved)
     with pytest.MonkeyPatch.context() as patch:
         for module, name in KEPT:
             patch.setattr(module, name, ParsedOnce())
+        patch.setattr(files, "KEPT_SETTLE_NS", 10**18)  # nothing kept on disk meanwhile
+        patch.setattr(table_files, "SETTLE_NS", 10**18)
         yield
+    for path, moved in aside:
+        path.unlink(missing_ok=True)
+        if moved.exists():
+            moved.rename(path)
 
 
 def _rewrite_in_place(path: Path, change: Callable[[bytes], bytes]) -> None:
@@ -67,6 +81,8 @@ def test_status_and_search_kept_between_requests_equal_them_read_afresh(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "")
     for module, name in KEPT:
         monkeypatch.setattr(module, name, ParsedOnce())  # settled at once
+    monkeypatch.setattr(files, "KEPT_SETTLE_NS", 0)  # kept on disk at once too
+    monkeypatch.setattr(table_files, "SETTLE_NS", 0)
     with Memory.open(tmp_path, create=True) as memory:
         ann = memory.scoped(user="ann")
         bo = memory.scoped(user="bo")
@@ -101,10 +117,46 @@ def test_status_and_search_kept_between_requests_equal_them_read_afresh(
             step()
             answers()  # what a read folds first (a search's catch-up of the hot tier)
             kept = answers()  # from what was kept
-            with _afresh():
+            assert (state / KEPT_ON_DISK[0]).exists(), number  # the sessions' info, kept
+            with _afresh(state):
                 assert kept == answers(), f"after step {number}"
             # ann's view names her session only, and none of bo's hits
             assert kept[1]["log"]["sessions"] == 1
             assert all(h["session"] == "anns" for h in kept[4])
+        assert (state / KEPT_ON_DISK[1]).exists()  # the table's files found equal, kept
+        assert (state / KEPT_ON_DISK[2]).exists()  # each hot window's count, kept
         degraded = " ".join(memory.overview()["degraded"])
         assert "bos" in degraded and "stray" in degraded  # the changes above were seen
+
+
+def test_a_new_process_lists_the_sessions_from_what_was_kept_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each session's info (records, times, bytes: both ends of its log read) is kept on disk
+    with its log's size, times and inode (``state/caches/sessions.json``): a new process lists
+    the sessions reading none of their logs (5,000 at 1M records), and a log appended to since
+    is read again, alone, its new info given."""
+    from eventlog.log import EventLog
+
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    monkeypatch.setattr(files, "KEPT_SETTLE_NS", 0)
+    with Memory.open(tmp_path, create=True) as memory:
+        for name in ("s1", "s2", "s3"):
+            memory.append(name, _say(f"a note of {name}"))
+        first = memory.sessions.list()
+    read: list[str] = []
+    info = EventLog.info
+    monkeypatch.setattr(EventLog, "info", lambda log, s: read.append(s) or info(log, s))
+
+    def listed() -> list[Any]:
+        monkeypatch.setattr(sessions_module, "_INFOS", ParsedOnce())  # a new process
+        with Memory.open(tmp_path) as memory:
+            return memory.sessions.list()
+
+    assert listed() == first and read == []
+    with Memory.open(tmp_path) as memory:
+        memory.append("s2", _say("one more"))
+    read.clear()
+    again = listed()
+    assert read == ["s2"]
+    assert [s.records for s in again] == [first[0].records, first[1].records + 1, first[2].records]
