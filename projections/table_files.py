@@ -79,7 +79,7 @@ class TableFiles:
         """``table_dir`` None: the table has no local files (it is on a bucket)."""
         self.table_dir = table_dir
         self.record_path = record_path
-        self.verified_path = record_path.with_name(f"{record_path.stem}.verified.json")
+        self.verified_path = record_path.parent / "caches" / f"{record_path.stem}.verified.json"
 
     def _data(self) -> dict[str, Any]:
         try:

@@ -220,16 +220,25 @@ def claude_transcript(path: Path, text: str) -> Path:
     return path
 
 
+# What a read keeps on disk of the files it read (``projections.files.KeptOnDisk``, the cold
+# table's verified files): written by any read once the files are a second old, so whether a
+# test's read writes them depends on the machine's speed; they hold nothing the files do not.
+KEPT_BY_READS = frozenset({"sessions.json", "hot.counts.json", "cold.files.verified.json"})
+
+
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file's bytes under ``folder``, to prove a failed command changed nothing. An
-    empty ``*.lock`` file is left out: taking a lock (an import's turn) holds no content.
+    empty ``*.lock`` file is left out: taking a lock (an import's turn) holds no content; so
+    is what a read keeps of the files it read (``KEPT_BY_READS`` in ``state/caches``).
     Garbage is collected first: a memory view dropped earlier closes its embedding cache when
     collected, which checkpoints the SQLite file, at whatever moment the collector runs."""
     gc.collect()
     return {
         str(p.relative_to(folder)): p.read_bytes()
         for p in sorted(folder.rglob("*"))
-        if p.is_file() and not (p.suffix == ".lock" and p.stat().st_size == 0)
+        if p.is_file()
+        and not (p.suffix == ".lock" and p.stat().st_size == 0)
+        and not (p.parent.name == "caches" and p.name in KEPT_BY_READS)
     }
 
 

@@ -253,7 +253,7 @@ def test_a_new_process_reads_no_table_file_found_equal_before_and_still_names_a_
             return [d for tier in memory.status() for d in tier.degraded if "after it was" in d]
 
     assert damage() == [] and read  # the first check reads the table's files
-    assert (root / ".airsspec" / "state" / "cold.files.verified.json").is_file()
+    assert (root / ".airsspec" / "state" / "caches" / "cold.files.verified.json").is_file()
     read.clear()
     assert damage() == [] and read == []  # the next one, none
     data = sorted((root / TABLE / "data").rglob("*.lance"))[0]

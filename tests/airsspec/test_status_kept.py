@@ -37,7 +37,11 @@ def _say(text: str) -> dict[str, str]:
 
 
 # What is kept on disk across processes, under ``state/``: moved aside by ``_afresh``.
-KEPT_ON_DISK = ("caches/sessions.json", "cold.files.verified.json", "caches/hot.counts.json")
+KEPT_ON_DISK = (
+    "caches/sessions.json",
+    "caches/cold.files.verified.json",
+    "caches/hot.counts.json",
+)
 
 
 @contextmanager
