@@ -26,6 +26,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Generic, TypeVar
 
+import orjson
+
+from eventlog.layout import read_nofollow
+
 T = TypeVar("T")
 
 _TMP_MARK = ".tmp-"
@@ -102,10 +106,6 @@ class KeptOnDisk(Generic[T]):
 
     def _entries(self) -> dict[str, list[object]]:
         if self._kept is None:
-            import orjson
-
-            from eventlog.layout import read_nofollow
-
             try:
                 data = orjson.loads(read_nofollow(self.path))
             except (OSError, ValueError):
@@ -135,8 +135,6 @@ class KeptOnDisk(Generic[T]):
         """Write what was parsed since the file was read (nothing when nothing was), without
         the entries of files gone since (a session's log removed)."""
         if self._changed and self._kept is not None:
-            import orjson
-
             for gone in [f for f in self._kept if f not in self._asked and not os.path.exists(f)]:
                 del self._kept[gone]
             with contextlib.suppress(OSError):
