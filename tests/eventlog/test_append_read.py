@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -310,3 +311,47 @@ def test_the_dict_validator_refuses_what_the_models_refuse(items) -> None:
         return "ok"
 
     assert outcome(input_bodies) == outcome(input_adapter().validate_python)
+
+
+def test_a_log_folders_listing_is_kept_while_the_folder_is_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every read of every session lists the log folder (10,000 entries at 1M records): the
+    listing is kept while the folder's size, times and inode are unchanged. A session made or
+    removed since changes the folder's mtime, and the next listing names it (the folder's
+    mtime is first put far back, so a change is seen on any clock's tick)."""
+    from eventlog import layout
+
+    monkeypatch.setattr(layout, "LISTED_SETTLE_NS", 0)  # kept at once
+    scans: list[object] = []
+    scandir = layout.os.scandir
+    monkeypatch.setattr(layout.os, "scandir", lambda p: scans.append(p) or scandir(p))
+    log = EventLog(tmp_path)
+    for session in ("s1", "s2"):
+        log.append(session, UserEvent(content=f"hello from {session}"))
+
+    def listed() -> tuple[list[str], int]:
+        before = len(scans)
+        return log.sessions(), len(scans) - before  # the names, and whether it was read
+
+    os.utime(tmp_path, ns=(1, 1))
+    assert listed() == (["s1", "s2"], 1)
+    assert listed() == (["s1", "s2"], 0)  # kept
+    log.append("s3", UserEvent(content="a new session"))
+    assert listed() == (["s1", "s2", "s3"], 1)
+    os.utime(tmp_path, ns=(1, 1))
+    assert listed() == (["s1", "s2", "s3"], 1)
+    (tmp_path / "s2.jsonl").unlink()
+    assert listed() == (["s1", "s3"], 1)
+    assert listed() == (["s1", "s3"], 0)
+
+
+def test_a_log_folder_changed_within_the_second_is_listed_again(tmp_path: Path) -> None:
+    """A folder whose times are younger than a second is not kept: a change within the same
+    clock tick would leave them as they were."""
+    from eventlog import layout
+
+    log = EventLog(tmp_path)
+    log.append("s1", UserEvent(content="hello"))
+    assert log.sessions() == ["s1"]
+    assert str(tmp_path) not in layout._LISTED
