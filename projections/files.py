@@ -113,18 +113,24 @@ class KeptOnDisk(Generic[T]):
             self._kept = data if isinstance(data, dict) else {}
         return self._kept
 
-    def get(self, file: str | Path, parse: Callable[[], T]) -> T:
+    def get(
+        self, file: str | Path, parse: Callable[[], T], fits: Callable[[T], bool] | None = None
+    ) -> T:
         """``parse()``'s value for ``file``, parsed again only when it changed since it was
-        kept. ``OSError`` when it is missing; what ``parse`` raises is raised and not kept."""
+        kept, or when the kept value does not ``fits`` it (a value of another file). ``OSError``
+        when it is missing; what ``parse`` raises is raised and not kept."""
         self._asked.add(str(file))
         st = os.stat(file)
         seen: list[object] = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
         kept = self._entries().get(str(file))
         if isinstance(kept, list) and len(kept) == 5 and kept[:4] == seen:
             try:
-                return self._decode(kept[4])
+                value = self._decode(kept[4])
             except (TypeError, ValueError, KeyError):
                 pass  # an entry edited by hand: parsed again
+            else:
+                if fits is None or fits(value):
+                    return value
         value = parse()
         if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > KEPT_SETTLE_NS:
             self._entries()[str(file)] = [*seen, self._encode(value)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import asdict
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from airsspec.errors import CorruptLogError, LearningError, ScopeError, UnsafePathError
 from airsspec.memory.consolidation import consolidate
@@ -41,10 +41,33 @@ def _info(log: Log, session: str, kept: KeptOnDisk[SessionInfo]) -> SessionInfo:
     this process, and across processes in ``kept`` (a new process's ``sessions`` at 1M
     records read both ends of 5,000 logs)."""
     path = session_path(log.log_dir, session)
-    try:
-        return _INFOS.get(path, partial(kept.get, path, partial(log.info, session)))
+    read = partial(log.info, session)
+    try:  # an entry naming another session is not this one's: read again
+        return _INFOS.get(path, partial(kept.get, path, read, lambda i: i.session == session))
     except FileNotFoundError:  # gone meanwhile: as the log says it
         return log.info(session)
+
+
+def _kept_info(data: object) -> SessionInfo:
+    """A session's info as kept on disk; an entry that is not one (a count that is not a
+    non-negative int, a time that is not a string or null, a ``problem``: only infos read
+    whole are kept) raises ``TypeError``, and the log is read again."""
+    from eventlog.log import SessionInfo
+
+    if not isinstance(data, dict) or set(data) != _INFO_FIELDS:
+        raise TypeError("not a session's info")
+    counts, times = (data["records"], data["bytes"]), (data["first_ts"], data["last_ts"])
+    if (
+        not isinstance(data["session"], str)
+        or any(type(n) is not int or n < 0 for n in counts)
+        or any(t is not None and not isinstance(t, str) for t in times)
+        or data["problem"] is not None
+    ):
+        raise TypeError("not a session's info")
+    return SessionInfo(**data)
+
+
+_INFO_FIELDS = {"session", "records", "first_ts", "last_ts", "bytes", "problem"}
 
 
 class Sessions:
@@ -61,11 +84,7 @@ class Sessions:
         kernel = self._kernel
         log = kernel.log
         visible = kernel.gate.visible()
-        kept = KeptOnDisk(
-            kernel.workspace.layout.caches_dir / "sessions.json",
-            asdict,
-            lambda data: SessionInfo(**cast("dict[str, Any]", data)),
-        )
+        kept = KeptOnDisk(kernel.workspace.layout.caches_dir / "sessions.json", asdict, _kept_info)
         infos = []
         for name in log.sessions():
             if visible is not None and name not in visible:

@@ -164,3 +164,43 @@ def test_a_new_process_lists_the_sessions_from_what_was_kept_on_disk(
     again = listed()
     assert read == ["s2"]
     assert [s.records for s in again] == [first[0].records, first[1].records + 1, first[2].records]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"records": "lots"},
+        {"records": True},
+        {"records": -1},
+        {"bytes": 1.5},
+        {"first_ts": 7},
+        {"last_ts": ["x"]},
+        {"problem": {"why": "edited"}},
+        {"session": "bos"},  # another session's name, in ann's entry
+    ],
+)
+def test_a_session_entry_edited_on_disk_is_read_again_not_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict[str, Any]
+) -> None:
+    """An entry of ``state/caches/sessions.json`` whose values are not a session's info (a
+    count that is not a count, a time that is not a string, another session's name) is parsed
+    again from the log, as any entry that cannot be read: a scoped reader never lists a
+    session under another's name."""
+    import orjson
+
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    monkeypatch.setattr(files, "KEPT_SETTLE_NS", 0)
+    with Memory.open(tmp_path, create=True) as memory:
+        ann, bo = memory.scoped(user="ann"), memory.scoped(user="bo")
+        ann.sessions.start("anns")
+        bo.sessions.start("bos")
+        fresh = ann.sessions.list()
+    kept = tmp_path / ".airsspec" / "state" / "caches" / "sessions.json"
+    entries = orjson.loads(kept.read_bytes())
+    (entry,) = [v for k, v in entries.items() if k.endswith("anns.jsonl")]
+    entry[4].update(change)
+    kept.write_bytes(orjson.dumps(entries))
+    monkeypatch.setattr(sessions_module, "_INFOS", ParsedOnce())  # a new process
+    with Memory.open(tmp_path) as memory:
+        listed = memory.scoped(user="ann").sessions.list()
+    assert repr(listed) == repr(fresh)  # True is not the count 1
