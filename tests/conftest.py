@@ -238,7 +238,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
         for p in sorted(folder.rglob("*"))
         if p.is_file()
         and not (p.suffix == ".lock" and p.stat().st_size == 0)
-        and not (p.parent.name == "caches" and p.name in KEPT_BY_READS)
+        and not (p.name in KEPT_BY_READS and p.parent.parts[-2:] == ("state", "caches"))
     }
 
 
