@@ -257,7 +257,7 @@ def _uncovered(hot_dir: Path, session: str) -> int:
 
 def _count(value: object) -> int:
     """A count as kept on disk (anything else is parsed again)."""
-    if type(value) is not int:
+    if type(value) is not int or value < 0:
         raise TypeError(f"not a count: {value!r}")
     return value
 

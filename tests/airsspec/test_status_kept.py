@@ -204,3 +204,28 @@ def test_a_session_entry_edited_on_disk_is_read_again_not_given(
     with Memory.open(tmp_path) as memory:
         listed = memory.scoped(user="ann").sessions.list()
     assert repr(listed) == repr(fresh)  # True is not the count 1
+
+
+@pytest.mark.parametrize("edited", [-3, True, 2.0, "7", None])
+def test_a_hot_count_edited_on_disk_is_counted_again_not_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edited: object
+) -> None:
+    """Each hot window's count is kept on disk (``state/caches/hot.counts.json``); one that is
+    not a count (edited by hand) is counted again from the window, never given."""
+    import json
+
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    monkeypatch.setattr(files, "KEPT_SETTLE_NS", 0)
+    with Memory.open(tmp_path, create=True) as memory:
+        memory.append_many("s1", [_say(f"note {i}") for i in range(3)])
+        memory.project("hot")
+        (hot,) = memory.kernel.workspace.projectors(("hot",))
+        counted = hot.item_count()
+        assert counted == 3
+        kept = memory.root / "state" / "caches" / "hot.counts.json"
+        entries = json.loads(kept.read_text())
+        assert len(entries) == 1
+        for entry in entries.values():
+            entry[4] = edited
+        kept.write_text(json.dumps(entries))
+        assert hot.item_count() == counted
