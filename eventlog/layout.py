@@ -113,16 +113,22 @@ def head_path(log_dir: Path, session: str) -> Path:
 
 
 def open_nofollow(path: Path | str, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` that refuses a symbolic link or a non-regular file at ``path``."""
+    """``os.open`` that refuses a symbolic link or a non-regular file at ``path``. It opens
+    without blocking (a FIFO planted there would hold the open until someone wrote to it),
+    and blocks again once the file is known to be a regular one."""
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafePathError(Path(path)) from exc
+        if exc.errno == errno.ENXIO:  # a FIFO opened to write, with no reader
+            raise UnsafePathError(Path(path), "not a regular file") from exc
         raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise UnsafePathError(Path(path), "not a regular file")
+    if not flags & os.O_NONBLOCK:
+        os.set_blocking(fd, True)
     return fd
 
 

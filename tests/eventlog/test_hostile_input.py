@@ -4,6 +4,7 @@ naming where it is, or stored so that every reader can still read it back."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -473,3 +474,38 @@ def test_a_document_deeper_than_the_encoder_goes_is_read_or_refused_never_a_cras
     twice = '{"a":' * levels + '{"x":1,"x":2}' + "}" * levels
     with pytest.raises(InexactJSONError, match="'x' is given twice"):
         loads_exact(twice, max_depth=None)
+
+
+@pytest.mark.parametrize("name", ["s1.jsonl", "s1.head"])
+def test_a_fifo_planted_where_a_log_is_read_is_refused_not_waited_on(
+    tmp_path: Path, name: str
+) -> None:
+    """A FIFO at a session's log or head held ``open`` until someone wrote to it (every read
+    of the session hung): it is refused as any file that is not a regular one is, at once.
+    Run in a child process, killed (and the test failed) if it waits."""
+    import subprocess
+    import sys
+
+    from eventlog.log import EventLog
+
+    log = EventLog(tmp_path)
+    log.append("s1", {"type": "user", "content": "hello"})
+    log.close()
+    (tmp_path / name).unlink()
+    os.mkfifo(tmp_path / name)
+    script = (
+        "import sys\nfrom eventlog.layout import read_nofollow\n"
+        "from eventlog.errors import UnsafePathError\n"
+        "try:\n    read_nofollow(sys.argv[1])\nexcept UnsafePathError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "not a regular file" in done.stdout
