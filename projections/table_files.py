@@ -14,28 +14,25 @@ or that is gone while still recorded, was damaged after it was written. Invarian
 - It also holds the table's row count at the record: ``status`` reads the epoch and the count
   without opening the table (importing lancedb takes seconds) while no commit has happened
   since (``current``).
-- Beside it, which files were last found equal to their digests, each with its size, mtime,
-  inode and ctime then (``*.verified.json``, as they were before the file was read): a file
-  whose four are unchanged is not read again by the next process's check (every write changes
-  its ctime, and no call sets one back; a file's times are kept only once a second old). At
-  1M records the table is 6 GB, which every ``status`` of a new process read whole. Deleted,
-  the next check reads every file.
+- Each file's digest is also kept across processes with the file's size, mtime, inode and
+  ctime as they were before it was read (``state/caches/*.verified.json``, ``KeptOnDisk``): a
+  file whose four are unchanged is not read again by the next process's check (every write
+  changes its ctime, and no call sets one back). At 1M records the table is 6 GB, which every
+  ``status`` of a new process read whole. Deleted, the next check reads every file.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from eventlog.layout import read_nofollow
-from projections.files import ParsedOnce, atomic_write
+from projections.files import KeptOnDisk, ParsedOnce, atomic_write
 
 # The one file of a table Lance rewrites in place (a hint; the manifests it points to are not).
 REWRITTEN = frozenset({"_versions/latest_version_hint.json"})
@@ -56,20 +53,20 @@ _CURRENT: ParsedOnce[tuple[str, int] | None] = ParsedOnce(settle_ns=1_000_000_00
 # ``current`` is asked afresh by every read (a thousand manifests' bytes: 0.1 s), and a server
 # answers every ``status`` with ``damaged`` (every file of the table: 60 ms at 10k records)
 _DIGESTS: ParsedOnce[str] = ParsedOnce(settle_ns=1_000_000_000)
-SETTLE_NS = 1_000_000_000  # a file found equal is kept as verified once its times are this old
 
 
-def digest_of(path: Path | str) -> str:
-    """The SHA-256 of the file at ``path``, read again only when it was written since."""
-    return _DIGESTS.get(path, functools.partial(sha256_of, path))
+def digest_of(path: Path | str, kept: KeptOnDisk[str] | None = None) -> str:
+    """The SHA-256 of the file at ``path``, read again only when it was written since: kept in
+    this process, and with ``kept`` across processes."""
+    read = functools.partial(sha256_of, path)
+    return _DIGESTS.get(path, read if kept is None else functools.partial(kept.get, path, read))
 
 
-def _seen(path: str) -> tuple[list[int], int]:
-    """A file's size, mtime, inode and ctime, and the newer of its two times."""
-    st = os.stat(path)
-    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns], max(
-        st.st_mtime_ns, st.st_ctime_ns
-    )
+def _digest(value: object) -> str:
+    """A digest as kept on disk (anything else is read again)."""
+    if not isinstance(value, str) or len(value) != 64 or value.strip("0123456789abcdef"):
+        raise TypeError(f"not a digest: {value!r}")
+    return value
 
 
 class TableFiles:
@@ -152,28 +149,17 @@ class TableFiles:
             manifests = [n for n in os.listdir(versions) if n.endswith(".manifest")]
         except OSError:
             return None
-        verified = self._verified(epoch)
+        kept = self._kept()
         for name in manifests:
             digest = known.get(f"_versions/{name}")
-            if digest is None or not self._equal(f"_versions/{name}", digest, verified):
+            if digest is None or digest_of(versions / name, kept) != digest:
                 return None
+        kept.save()
         return (epoch, rows) if manifests else None
 
-    def _equal(self, name: str, digest: str, verified: dict[str, list[int]]) -> bool:
-        """Whether the file ``name`` holds ``digest``'s bytes (``_checked``)."""
-        return self._checked(name, digest, verified)[0]
-
-    def _checked(
-        self, name: str, digest: str, verified: dict[str, list[int]]
-    ) -> tuple[bool, tuple[list[int], int]]:
-        """Whether the file ``name`` holds ``digest``'s bytes: unchanged since a check found it
-        so (``verified``), or read again; and its ``_seen`` taken before it was read, the one
-        that may be noted as verified (one taken after could be of a write made during the
-        read: a large file takes seconds). ``OSError`` when it is gone."""
-        assert self.table_dir is not None
-        path = os.path.join(self.table_dir, name)
-        seen = _seen(path)
-        return verified.get(name) == seen[0] or digest_of(path) == digest, seen
+    def _kept(self) -> KeptOnDisk[str]:
+        """The digests of the table's files kept across processes (see the module)."""
+        return KeptOnDisk(self.verified_path, str, _digest)
 
     def damaged(self, epoch: str | None) -> list[tuple[str, str]]:
         """(path under the table's folder, what is wrong) for each recorded file missing or
@@ -181,34 +167,16 @@ class TableFiles:
         recorded_epoch, known = self.read()
         if not known or epoch not in (None, recorded_epoch) or self.table_dir is None:
             return []
-        verified = self._verified(recorded_epoch)
-        still: dict[str, list[int]] = {}  # the files found equal now, settled
-        settled = time.time_ns() - SETTLE_NS
+        kept = self._kept()
         found = []
         for name, digest in sorted(known.items()):
             try:  # one ``stat`` a file (a server's every ``status`` asks)
-                equal, seen = self._checked(name, digest, verified)
-                if not equal:
+                if digest_of(os.path.join(self.table_dir, name), kept) != digest:
                     found.append((name, "changed after it was written"))
-                elif seen[1] < settled:
-                    still[name] = seen[0]
             except OSError:  # gone, or no longer a file
                 found.append((name, "missing"))
-        if still != verified:
-            data = {"epoch": recorded_epoch, "files": still}
-            with contextlib.suppress(OSError):  # a read-only folder: read again next time
-                atomic_write(self.verified_path, orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+        kept.save()
         return found
-
-    def _verified(self, epoch: str | None) -> dict[str, list[int]]:
-        """The files last found equal to their digests in the table of ``epoch``, with their
-        size, mtime, inode and ctime then (an unreadable or other epoch's record: none)."""
-        try:
-            data = orjson.loads(read_nofollow(self.verified_path))
-            files = data["files"] if data["epoch"] == epoch else {}
-        except (OSError, ValueError, KeyError, TypeError):
-            return {}
-        return files if isinstance(files, dict) else {}
 
     def forget(self, prefix: str) -> None:
         """Stop comparing the files under ``prefix`` (files the table no longer reads)."""

@@ -239,9 +239,9 @@ def test_a_new_process_reads_no_table_file_found_equal_before_and_still_names_a_
     size, times and inode then (``cold.files.verified.json``): the next process's ``status``
     reads none of them again (at 1M records it read 6 GB), and a file changed in place, its
     mtime put back, is named all the same (the write changed its ctime)."""
-    from projections import table_files
+    from projections import files, table_files
 
-    monkeypatch.setattr(table_files, "SETTLE_NS", 0)  # verified at once
+    monkeypatch.setattr(files, "KEPT_SETTLE_NS", 0)  # kept on disk at once
     root = _workspace(tmp_path, projected=("all",))
     read: list[str] = []
     hashed = table_files.sha256_of
@@ -274,9 +274,9 @@ def test_a_table_file_changed_while_a_check_reads_it_is_named_by_the_next_check(
     it was read (its mtime put back, its ctime over a second old by the end of the read) was
     noted with the changed file's values, and no later check read it again. What is noted is
     what the file was before the read, so the next check reads it again and names it."""
-    from projections import table_files
+    from projections import files, table_files
 
-    monkeypatch.setattr(table_files, "SETTLE_NS", 0)  # verified at once
+    monkeypatch.setattr(files, "KEPT_SETTLE_NS", 0)  # kept on disk at once
     root = _workspace(tmp_path, projected=("all",))
     data = sorted((root / TABLE / "data").rglob("*.lance"))[0]
     hashed = table_files.sha256_of

@@ -55,7 +55,6 @@ def _afresh(state: Path) -> Iterator[None]:
         for module, name in KEPT:
             patch.setattr(module, name, ParsedOnce())
         patch.setattr(files, "KEPT_SETTLE_NS", 10**18)  # nothing kept on disk meanwhile
-        patch.setattr(table_files, "SETTLE_NS", 10**18)
         yield
     for path, moved in aside:
         path.unlink(missing_ok=True)
@@ -86,7 +85,6 @@ def test_status_and_search_kept_between_requests_equal_them_read_afresh(
     for module, name in KEPT:
         monkeypatch.setattr(module, name, ParsedOnce())  # settled at once
     monkeypatch.setattr(files, "KEPT_SETTLE_NS", 0)  # kept on disk at once too
-    monkeypatch.setattr(table_files, "SETTLE_NS", 0)
     with Memory.open(tmp_path, create=True) as memory:
         ann = memory.scoped(user="ann")
         bo = memory.scoped(user="bo")
