@@ -153,6 +153,13 @@ class Kernel:
         self.gate.guard(session)
         return session
 
+    def check_reader(self, session: str) -> None:
+        """Refuse ``session`` as the session a read is made for (its briefing, its learnings
+        ranked) when it has a log this scope may not read; one not logged yet is a session
+        about to start, read for as its principal's (``Gate.reader``)."""
+        if self.logged(session):
+            self.gate.guard(session)
+
     # ------------------------------------------------------------------ freshness
 
     def catch_up(

@@ -154,8 +154,7 @@ class Context:
     def _reader(self, session: str) -> Scope:
         """The scope a build for ``session`` reads as (its own sessions only: the gate)."""
         kernel = self._kernel
-        if kernel.logged(session):
-            kernel.check_session(session)
+        kernel.check_reader(session)
         return kernel.gate.reader(session)
 
     def build(

@@ -71,10 +71,14 @@ class Learnings:
     ) -> Assessment:
         """Every learning as it stands at ``now`` (default: the current time) for ``reader``
         (a session: its task and ``cue`` decide what is relevant) that ``scope`` may see
-        (default: this memory's, narrowed to ``reader``'s owner; an argument narrows)."""
+        (default: this memory's, narrowed to ``reader``'s owner; an argument narrows).
+        A ``reader`` logged here must be a session this memory may read
+        (``Kernel.check_reader``)."""
         from projections.learning_rules import assess
 
         kernel = self._kernel
+        if reader is not None:
+            kernel.check_reader(reader)
         when = _now(now)
         kernel.fresh("learnings")
         projector = kernel.projector("learnings")

@@ -74,6 +74,20 @@ def test_a_plain_replay_passes_the_same_gate(memory: Memory) -> None:
     assert [r["content"] for r in said] == ["alice works on the payment gateway"]
 
 
+def test_learnings_read_for_a_session_refuse_one_the_caller_may_not_read(
+    memory: Memory,
+) -> None:
+    """Ranking the learnings for a session names that session: the service refuses another
+    user's session as every read does (no door has to check it first); a session that
+    has no log yet is one about to start, ranked for as its principal's."""
+    alice, _ = _tenants(memory)
+    assert alice.learnings.list(reader="a1").learnings  # her own: ranked for her session
+    with pytest.raises(NoSuchSessionError):
+        alice.learnings.list(reader="b1")
+    fresh = alice.learnings.list(reader="a2").learnings
+    assert fresh and [a.id for a in fresh] == [a.id for a in alice.learnings.list().learnings]
+
+
 def test_no_caller_writes_to_the_workspace_log_directly(memory: Memory) -> None:
     _tenants(memory)
     before = snapshot(memory.log_dir)
