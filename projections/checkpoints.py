@@ -25,7 +25,7 @@ from eventlog.errors import CorruptLogError
 from eventlog.layout import open_nofollow, read_nofollow, reader_nofollow, session_path
 from eventlog.log import Log
 from eventlog.recovery import TailState, inspect_tail, record_ending_at
-from projections.files import ParsedOnce, atomic_write
+from projections.files import KeptOnDisk, ParsedOnce, atomic_write
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +71,13 @@ def file_identity(path: str | Path) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def files_state(files: list[str], *, digest: bool) -> tuple[list[int] | None, str | None]:
+def files_state(
+    files: list[str], *, digest: bool, kept: KeptOnDisk[str] | None = None
+) -> tuple[list[int] | None, str | None]:
     """The identity of ``files`` (size, mtime, inode each) and, when ``digest`` is asked, the
     SHA-256 over their bytes; (None, None) if there is none or one is missing. The digest is
-    read again only when a file was written since it was last read here (``_DIGESTS``)."""
+    read again only when a file was written since it was last read here (``_DIGESTS``), or,
+    with ``kept``, by any process that kept it there."""
     if not files:
         return None, None
     try:
@@ -88,6 +91,8 @@ def files_state(files: list[str], *, digest: bool) -> tuple[list[int] | None, st
         first, *others = files
         beside = tuple(Path(p) for p in others)
         parse = functools.partial(_sha256, files)
+        if kept is not None:
+            parse = functools.partial(kept.get, first, parse, None, beside, stats)
         return identity, _DIGESTS.get(first, parse, beside, stats=stats)
     except OSError:
         return None, None

@@ -83,14 +83,22 @@ KEPT_SETTLE_NS = 1_000_000_000
 the file system's clock tick of a stat leaves the times as they were."""
 
 
+def kept_digest(value: object) -> str:
+    """A SHA-256 as ``KeptOnDisk`` keeps it (anything else is read again)."""
+    if not isinstance(value, str) or len(value) != 64 or value.strip("0123456789abcdef"):
+        raise TypeError(f"not a digest: {value!r}")
+    return value
+
+
 class KeptOnDisk(Generic[T]):
     """What a parse of each of many files gave, kept across processes in one file (``path``:
     derived, and deleted, every file is parsed again): a file's value is given while its size,
     mtime, inode and ctime are those it was parsed at (a write replaces the file or changes its
-    ctime; no call sets a ctime back), kept once they are ``KEPT_SETTLE_NS`` old. For the answers a
-    new process would read every session's file for (``sessions``, a tier's item count: 5,000
-    files at 1M records). ``encode``/``decode``: a value to JSON and back. ``save`` writes
-    what was parsed since (an unwritable folder: parsed again next time)."""
+    ctime; no call sets a ctime back), and those of the files ``beside`` it that the parse also
+    read, kept once they are ``KEPT_SETTLE_NS`` old. For the answers a new process would read
+    every session's file for (``sessions``, a tier's item count, the digests ``status``
+    compares: 5,000 files at 1M records). ``encode``/``decode``: a value to JSON and back.
+    ``save`` writes what was parsed since (an unwritable folder: parsed again next time)."""
 
     def __init__(
         self,
@@ -114,25 +122,35 @@ class KeptOnDisk(Generic[T]):
         return self._kept
 
     def get(
-        self, file: str | Path, parse: Callable[[], T], fits: Callable[[T], bool] | None = None
+        self,
+        file: str | Path,
+        parse: Callable[[], T],
+        fits: Callable[[T], bool] | None = None,
+        beside: tuple[Path, ...] = (),
+        stats: list[os.stat_result] | None = None,
     ) -> T:
-        """``parse()``'s value for ``file``, parsed again only when it changed since it was
-        kept, or when the kept value does not ``fits`` it (a value of another file). ``OSError``
-        when it is missing; what ``parse`` raises is raised and not kept."""
+        """``parse()``'s value for ``file``, parsed again only when it (or a file ``beside``
+        it) changed since it was kept, or when the kept value does not ``fits`` it (a value of
+        another file). ``OSError`` when one is missing; what ``parse`` raises is raised and not
+        kept. ``stats``: those of ``file`` and ``beside``, taken just now by the caller."""
         self._asked.add(str(file))
-        st = os.stat(file)
-        seen: list[object] = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+        if stats is None:
+            stats = [os.stat(p) for p in (file, *beside)]
+        seen: list[object] = [
+            n for st in stats for n in (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        ]
         kept = self._entries().get(str(file))
-        if isinstance(kept, list) and len(kept) == 5 and kept[:4] == seen:
+        if isinstance(kept, list) and len(kept) == len(seen) + 1 and kept[:-1] == seen:
             try:
-                value = self._decode(kept[4])
+                value = self._decode(kept[-1])
             except (TypeError, ValueError, KeyError):
                 pass  # an entry edited by hand: parsed again
             else:
                 if fits is None or fits(value):
                     return value
         value = parse()
-        if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > KEPT_SETTLE_NS:
+        newest = max(max(st.st_mtime_ns, st.st_ctime_ns) for st in stats)
+        if time.time_ns() - newest > KEPT_SETTLE_NS:
             self._entries()[str(file)] = [*seen, self._encode(value)]
             self._changed = True
         return value

@@ -26,7 +26,7 @@ import orjson
 from eventlog.layout import read_nofollow, validate_session_id
 from eventlog.overrides import override
 from projections.checkpoints import Checkpoint, Manifest, ManifestEntry, file_identity, files_state
-from projections.files import atomic_write, folder_size, writer_lock
+from projections.files import KeptOnDisk, atomic_write, folder_size, kept_digest, writer_lock
 from projections.fold import Fold
 from projections.state_index import StateIndex
 
@@ -110,14 +110,30 @@ class StateStore(ABC, Generic[S]):
         """Save the manifest after the outputs it describes."""
         self.manifest.write(entries, self.fold.fingerprint())
 
-    def output_state(self, session: str, *, digest: bool) -> tuple[list[int] | None, str | None]:
-        """The identity of the session's output files and, with ``digest``, their SHA-256."""
-        return files_state(self.output_files(session), digest=digest)
+    def output_state(
+        self, session: str, *, digest: bool, kept: KeptOnDisk[str] | None = None
+    ) -> tuple[list[int] | None, str | None]:
+        """The identity of the session's output files and, with ``digest``, their SHA-256
+        (``kept``: as ``digests_kept`` keeps them across processes)."""
+        return files_state(self.output_files(session), digest=digest, kept=kept)
 
-    def output_changed(self, session: str, cached: ManifestEntry | None, *, deep: bool) -> bool:
+    def digests_kept(self) -> KeptOnDisk[str]:
+        """The digests of the sessions' output files kept across processes, for the deep
+        checks every ``status`` makes (``state/caches/{tier}.digests.json``; derived)."""
+        caches = self.out_dir.parent / "caches"
+        return KeptOnDisk(caches / f"{self.out_dir.name}.digests.json", str, kept_digest)
+
+    def output_changed(
+        self,
+        session: str,
+        cached: ManifestEntry | None,
+        *,
+        deep: bool,
+        kept: KeptOnDisk[str] | None = None,
+    ) -> bool:
         """Was the session's output deleted or changed after the catch-up that ``cached``
-        records? Identities only, or (``deep``) the content's digest too. An idle catch-up
-        trusts the manifest only while this is false."""
+        records? Identities only, or (``deep``) the content's digest too (``kept``: see
+        ``output_state``). An idle catch-up trusts the manifest only while this is false."""
         if cached is None or cached.output is None:
             return False
         if not (deep and cached.digest is not None):  # every session, at each read: stats only
@@ -125,7 +141,7 @@ class StateStore(ABC, Generic[S]):
             if len(files) == 1:  # most tiers
                 return cached.output != file_identity(files[0])
             return cached.output != files_state(files, digest=False)[0]
-        identity, digest = self.output_state(session, digest=True)
+        identity, digest = self.output_state(session, digest=True, kept=kept)
         return cached.output != identity or cached.digest != digest
 
 

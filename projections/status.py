@@ -82,13 +82,14 @@ def tier_status(
             projector.name, None, None, len(set(store.sessions()) & set(sessions)), 0
         )
     status.degraded += [f"{problem} (project repairs it)" for problem in store.damage()]
+    kept = store.digests_kept()
     for session, head in heads.items():
         if head is None:
             status.degraded.append(f"{session}: not projected: its log cannot be read")
             continue
         cached = manifest.get(session)
         checkpoint = cached.checkpoint if cached else None
-        if store.output_changed(session, cached, deep=True):
+        if store.output_changed(session, cached, deep=True, kept=kept):
             status.degraded.append(f"{session}: {OUTPUT_CHANGED} (project repairs it)")
         if checkpoint is None:
             loaded = store.load(session)
@@ -103,6 +104,7 @@ def tier_status(
         if lag:
             status.lag_records += lag
             status.behind_sessions.append(session)
+    kept.save()
     return status
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from eventlog.layout import read_nofollow
-from projections.files import KeptOnDisk, ParsedOnce, atomic_write
+from projections.files import KeptOnDisk, ParsedOnce, atomic_write, kept_digest
 
 # The one file of a table Lance rewrites in place (a hint; the manifests it points to are not).
 REWRITTEN = frozenset({"_versions/latest_version_hint.json"})
@@ -60,13 +60,6 @@ def digest_of(path: Path | str, kept: KeptOnDisk[str] | None = None) -> str:
     this process, and with ``kept`` across processes."""
     read = functools.partial(sha256_of, path)
     return _DIGESTS.get(path, read if kept is None else functools.partial(kept.get, path, read))
-
-
-def _digest(value: object) -> str:
-    """A digest as kept on disk (anything else is read again)."""
-    if not isinstance(value, str) or len(value) != 64 or value.strip("0123456789abcdef"):
-        raise TypeError(f"not a digest: {value!r}")
-    return value
 
 
 class TableFiles:
@@ -159,7 +152,7 @@ class TableFiles:
 
     def _kept(self) -> KeptOnDisk[str]:
         """The digests of the table's files kept across processes (see the module)."""
-        return KeptOnDisk(self.verified_path, str, _digest)
+        return KeptOnDisk(self.verified_path, str, kept_digest)
 
     def damaged(self, epoch: str | None) -> list[tuple[str, str]]:
         """(path under the table's folder, what is wrong) for each recorded file missing or

@@ -36,7 +36,8 @@ def _say(text: str) -> dict[str, str]:
     return {"type": "user", "content": text}
 
 
-# What is kept on disk across processes, under ``state/``: moved aside by ``_afresh``.
+# What is kept on disk across processes, under ``state/`` (and each tier's output digests,
+# ``caches/{tier}.digests.json``): moved aside by ``_afresh``.
 KEPT_ON_DISK = (
     "caches/sessions.json",
     "caches/cold.files.verified.json",
@@ -47,7 +48,8 @@ KEPT_ON_DISK = (
 @contextmanager
 def _afresh(state: Path) -> Iterator[None]:
     """Every kept value forgotten for the block, in this process and on disk: read afresh."""
-    aside = [(state / name, state / f"{name}.aside") for name in KEPT_ON_DISK]
+    kept = [state / name for name in KEPT_ON_DISK] + sorted(state.glob("caches/*.digests.json"))
+    aside = [(path, path.with_name(f"{path.name}.aside")) for path in kept]
     for path, moved in aside:
         if path.exists():
             path.rename(moved)
@@ -127,8 +129,44 @@ def test_status_and_search_kept_between_requests_equal_them_read_afresh(
             assert all(h["session"] == "anns" for h in kept[4])
         assert (state / KEPT_ON_DISK[1]).exists()  # the table's files found equal, kept
         assert (state / KEPT_ON_DISK[2]).exists()  # each hot window's count, kept
+        assert (state / "caches" / "hot.digests.json").exists()  # each window's digest, kept
         degraded = " ".join(memory.overview()["degraded"])
         assert "bos" in degraded and "stray" in degraded  # the changes above were seen
+
+
+def test_a_new_process_answers_status_from_the_digests_kept_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``status`` compares every session's output of every tier with its digest: a new
+    process takes the digests kept on disk (``state/caches/{tier}.digests.json``) while the
+    files' size, times and inode are unchanged, reading none of the outputs (35,000 files at
+    1M records), and an output rewritten in place, its size and mtime put back, is read again
+    (its ctime moved) and found changed."""
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    monkeypatch.setattr(files, "KEPT_SETTLE_NS", 0)
+    with Memory.open(tmp_path, create=True) as memory:
+        for name in ("s1", "s2"):
+            memory.append_many(name, [_say(f"a note of {name} {i}") for i in range(3)])
+        memory.project()
+        first = memory.overview()
+    assert first["degraded"] == []
+    hashed: list[list[str]] = []
+    sha256 = checkpoints._sha256
+    monkeypatch.setattr(checkpoints, "_sha256", lambda fs: hashed.append(fs) or sha256(fs))
+
+    def status() -> dict[str, Any]:
+        monkeypatch.setattr(checkpoints, "_DIGESTS", ParsedOnce())  # a new process
+        with Memory.open(tmp_path) as memory:
+            return memory.overview()
+
+    assert status() == first and hashed == []
+    window = tmp_path / ".airsspec" / "state" / "hot" / "s2.json"
+    _rewrite_in_place(window, lambda b: b.replace(b"note", b"NOTE"))
+    found = status()
+    assert [Path(f).name for fs in hashed for f in fs] == ["s2.json"]
+    assert [d for d in found["degraded"] if "s2" in d] == [
+        "hot: s2: its output was deleted or changed after it was written (project repairs it)"
+    ]
 
 
 def test_a_new_process_lists_the_sessions_from_what_was_kept_on_disk(
