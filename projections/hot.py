@@ -264,22 +264,23 @@ def _count(value: object) -> int:
 
 # ------------------------------------------------------------------- reading the tier
 
-_cache: dict[Path, tuple[tuple[int, int, int], HotWindow]] = {}
+_cache: dict[Path, tuple[tuple[int, int, int, int], HotWindow]] = {}
 
 
 def load_hot(hot_dir: Path, session: str) -> HotWindow | None:
     """The hot window of ``session`` as last projected (None if it has not been projected, or
     if its file is damaged: a derived file, which the next projection rebuilds).
 
-    Parsed windows are cached by file identity (inode, mtime, size); a new projection replaces the
-    file (new inode), so a cached window is never stale.
+    Parsed windows are cached by file identity (inode, mtime, size, ctime); a new projection
+    replaces the file (new inode), and an edit in place changes its ctime even when its mtime is
+    put back, so a cached window is never stale.
     """
     path = hot_dir / f"{validate_session_id(session)}.json"
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return None
-    key = (st.st_ino, st.st_mtime_ns, st.st_size)
+    key = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_ctime_ns)
     hit = _cache.get(path)
     if hit is not None and hit[0] == key:
         return hit[1]

@@ -4,6 +4,7 @@ time travel, checkpoint mismatch, window size and token totals, prompt assembly.
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import subprocess
 import sys
@@ -122,6 +123,28 @@ def test_catch_up_reads_only_new_records(tmp_path: Path) -> None:
     }
     assert load_hot(tmp_path / "hot", "s3").entries[-1].text == "one more"
     assert Runner(log, [hot(tmp_path / "hot")]).catch_up()[0].applied == 0
+
+
+def test_a_window_edited_in_place_with_its_mtime_put_back_is_read_again(tmp_path: Path) -> None:
+    """A process keeps each window it parsed while the file is unchanged: an edit in place
+    that keeps the size and puts the mtime back changes the ctime, and is read (a long-running
+    server never answers from the window as it was)."""
+    log = EventLog(tmp_path / "log", durability="off")
+    log.append_many("s", [{"type": "user", "content": f"note {i}"} for i in range(3)])
+    Runner(log, [hot(tmp_path / "hot")]).catch_up()
+    assert load_hot(tmp_path / "hot", "s").entries[-1].text == "note 2"
+    path = tmp_path / "hot" / "s.json"
+    before = path.stat()
+    with open(path, "r+b") as file:
+        file.write(path.read_bytes().replace(b"note 2", b"NOTE 2"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_ino,
+    )
+    assert load_hot(tmp_path / "hot", "s").entries[-1].text == "NOTE 2"
 
 
 def test_replaced_log_triggers_rebuild_with_reason(tmp_path: Path) -> None:
