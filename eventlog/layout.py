@@ -144,8 +144,9 @@ def read_nofollow(path: Path | str) -> bytes:
 
 
 # Each log folder's sessions as last listed in this process, with the folder's size, mtime,
-# inode and ctime then: a file made, removed or renamed in it changes its mtime and ctime.
-_LISTED: dict[str, tuple[tuple[int, int, int, int], list[str]]] = {}
+# inode, ctime and device then: a file made, removed or renamed in it changes its mtime and
+# ctime (and a file system mounted over it, its device).
+_LISTED: dict[str, tuple[tuple[int, int, int, int, int], list[str]]] = {}
 LISTED_SETTLE_NS = 1_000_000_000
 """A listing is kept once the folder's times are this old: a change within the file system's
 clock tick of the listing, which leaves the times as they were, is never taken for none."""
@@ -159,7 +160,7 @@ def list_sessions(log_dir: Path) -> list[str]:
         st = os.stat(log_dir)
     except FileNotFoundError:
         return []
-    seen = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+    seen = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev)
     kept = _LISTED.get(str(log_dir))
     if kept is not None and kept[0] == seen:
         return list(kept[1])

@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -317,9 +318,9 @@ def test_a_log_folders_listing_is_kept_while_the_folder_is_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every read of every session lists the log folder (10,000 entries at 1M records): the
-    listing is kept while the folder's size, times and inode are unchanged. A session made or
-    removed since changes the folder's mtime, and the next listing names it (the folder's
-    mtime is first put far back, so a change is seen on any clock's tick)."""
+    listing is kept while the folder's size, times, inode and device are unchanged. A session
+    made or removed since changes the folder's mtime, and the next listing names it (the
+    folder's mtime is first put far back, so a change is seen on any clock's tick)."""
     from eventlog import layout
 
     monkeypatch.setattr(layout, "LISTED_SETTLE_NS", 0)  # kept at once
@@ -344,6 +345,20 @@ def test_a_log_folders_listing_is_kept_while_the_folder_is_unchanged(
     (tmp_path / "s2.jsonl").unlink()
     assert listed() == (["s1", "s3"], 1)
     assert listed() == (["s1", "s3"], 0)
+    # another file system mounted over the folder: the same size, times and inode may be met
+    stat = layout.os.stat
+
+    def mounted(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        st = stat(path, *args, **kwargs)
+        if str(path) != str(tmp_path):
+            return st
+        fields = list(st)
+        fields[2] += 1  # st_dev
+        times = {name: getattr(st, name) for name in ("st_mtime_ns", "st_ctime_ns")}
+        return os.stat_result(fields, times)
+
+    monkeypatch.setattr(layout.os, "stat", mounted)
+    assert listed() == (["s1", "s3"], 1)
 
 
 def test_a_log_folder_changed_within_the_second_is_listed_again(tmp_path: Path) -> None:
