@@ -31,7 +31,7 @@ from eventlog.fast_input import CONVERSATION_TYPES
 from eventlog.overrides import override
 from eventlog.plain import modelled
 from projections import facts
-from projections.files import ParsedOnce
+from projections.files import KeptOnDisk, ParsedOnce
 from projections.fold import Projector
 from projections.scopes import Scope
 from projections.state_index import StateIndex
@@ -226,6 +226,13 @@ def _owner(state: LearningsState) -> dict[str, str]:
 _CHECKED: ParsedOnce[list[str]] = ParsedOnce(settle_ns=1_000_000_000)
 
 
+def _problems(value: object) -> list[str]:
+    """A verdict as kept on disk (anything else is checked again)."""
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise TypeError(f"not a verdict: {value!r}")
+    return value
+
+
 class LearningsStore(JsonStore[LearningsState]):
     """The learnings' states, with the owners and states indexes beside them (``held``: each
     with what it holds of a state), which follow a dropped state and a reset as every store's
@@ -252,18 +259,23 @@ class LearningsStore(JsonStore[LearningsState]):
     def damage(self) -> list[str]:
         """Each index entry taken for its state (its identity the manifest's) that is not what
         the state holds, found by reading every such state; the verdict kept while the index
-        and the manifest are unchanged (``status`` asks on every request: a state that
-        changes changes its identity, which the manifest records)."""
+        and the manifest are unchanged, in this process and across processes
+        (``state/caches/{tier}.checked.json``: ``status`` asks on every request, a new process
+        would read every state; a state that changes changes its identity, which the manifest
+        records)."""
         problems = []
+        caches = self.out_dir.parent / "caches"
+        kept = KeptOnDisk(caches / f"{self.out_dir.name}.checked.json", list, _problems)
+        beside = (self.manifest.path,)
         for index, held in self.held:
+            check = functools.partial(self._damaged, index, held)
             try:
                 problems += _CHECKED.get(
-                    index.path,
-                    functools.partial(self._damaged, index, held),
-                    beside=(self.manifest.path,),
+                    index.path, functools.partial(kept.get, index.path, check, None, beside), beside
                 )
             except OSError:  # no index (or no manifest): nothing is taken from one
                 continue
+        kept.save()
         return problems
 
     def _damaged(self, index: StateIndex, held: Callable[[LearningsState], object]) -> list[str]:

@@ -221,17 +221,17 @@ def claude_transcript(path: Path, text: str) -> Path:
 
 
 # What a read keeps on disk of the files it read (``projections.files.KeptOnDisk``, the cold
-# table's verified files, each tier's output digests): written by any read once the files are a
-# second old, so whether a test's read writes them depends on the machine's speed; they hold
-# nothing the files do not.
+# table's verified files, each tier's output digests and index verdicts): written by any read
+# once the files are a second old, so whether a test's read writes them depends on the
+# machine's speed; they hold nothing the files do not.
 KEPT_BY_READS = frozenset({"sessions.json", "hot.counts.json", "cold.files.verified.json"})
 
 
 def kept_by_reads(path: Path) -> bool:
-    """Whether ``path`` is one of the files a read keeps (``KEPT_BY_READS``, ``*.digests.json``)
-    in a workspace's ``state/caches``."""
+    """Whether ``path`` is one of the files a read keeps (``KEPT_BY_READS``, each tier's
+    ``*.digests.json`` and ``*.checked.json``) in a workspace's ``state/caches``."""
     return path.parent.parts[-2:] == ("state", "caches") and (
-        path.name in KEPT_BY_READS or path.name.endswith(".digests.json")
+        path.name in KEPT_BY_READS or path.name.endswith((".digests.json", ".checked.json"))
     )
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from airsspec import Memory
 from airsspec.memory import sessions as sessions_module
-from projections import checkpoints, files, memory_files, table_files
+from projections import checkpoints, files, learnings, memory_files, table_files
 from projections.files import ParsedOnce
 
 # Every value kept between requests, by module and name (kept at once here: files written by a
@@ -29,6 +29,7 @@ KEPT = [
     (sessions_module, "_INFOS"),
     (memory_files, "_COUNTS"),
     (table_files, "_DIGESTS"),
+    (learnings, "_CHECKED"),
 ]
 
 
@@ -36,8 +37,9 @@ def _say(text: str) -> dict[str, str]:
     return {"type": "user", "content": text}
 
 
-# What is kept on disk across processes, under ``state/`` (and each tier's output digests,
-# ``caches/{tier}.digests.json``): moved aside by ``_afresh``.
+# What is kept on disk across processes, under ``state/`` (and each tier's output digests and
+# index verdicts, ``caches/{tier}.digests.json`` and ``.checked.json``): moved aside by
+# ``_afresh``.
 KEPT_ON_DISK = (
     "caches/sessions.json",
     "caches/cold.files.verified.json",
@@ -48,7 +50,9 @@ KEPT_ON_DISK = (
 @contextmanager
 def _afresh(state: Path) -> Iterator[None]:
     """Every kept value forgotten for the block, in this process and on disk: read afresh."""
-    kept = [state / name for name in KEPT_ON_DISK] + sorted(state.glob("caches/*.digests.json"))
+    kept = [state / name for name in KEPT_ON_DISK] + sorted(
+        [*state.glob("caches/*.digests.json"), *state.glob("caches/*.checked.json")]
+    )
     aside = [(path, path.with_name(f"{path.name}.aside")) for path in kept]
     for path, moved in aside:
         if path.exists():
@@ -137,11 +141,12 @@ def test_status_and_search_kept_between_requests_equal_them_read_afresh(
 def test_a_new_process_answers_status_from_the_digests_kept_on_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``status`` compares every session's output of every tier with its digest: a new
-    process takes the digests kept on disk (``state/caches/{tier}.digests.json``) while the
-    files' size, times and inode are unchanged, reading none of the outputs (35,000 files at
-    1M records), and an output rewritten in place, its size and mtime put back, is read again
-    (its ctime moved) and found changed."""
+    """``status`` compares every session's output of every tier with its digest, and the
+    learnings' indexes with the states: a new process takes the digests and the indexes'
+    verdict kept on disk (``state/caches/{tier}.digests.json``, ``learnings.checked.json``)
+    while the files' size, times and inode are unchanged, reading none of the outputs (35,000
+    files at 1M records), and an output rewritten in place, its size and mtime put back, is
+    read again (its ctime moved) and found changed."""
     monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
     monkeypatch.setattr(files, "KEPT_SETTLE_NS", 0)
     with Memory.open(tmp_path, create=True) as memory:
@@ -154,12 +159,23 @@ def test_a_new_process_answers_status_from_the_digests_kept_on_disk(
     sha256 = checkpoints._sha256
     monkeypatch.setattr(checkpoints, "_sha256", lambda fs: hashed.append(fs) or sha256(fs))
 
+    checked: list[object] = []
+    damaged = learnings.LearningsStore._damaged
+    monkeypatch.setattr(
+        learnings.LearningsStore,
+        "_damaged",
+        lambda store, *args: checked.append(args) or damaged(store, *args),
+    )
+
     def status() -> dict[str, Any]:
-        monkeypatch.setattr(checkpoints, "_DIGESTS", ParsedOnce())  # a new process
+        for name in ("_DIGESTS", "_CHECKED"):  # a new process
+            monkeypatch.setattr(
+                checkpoints if name == "_DIGESTS" else learnings, name, ParsedOnce()
+            )
         with Memory.open(tmp_path) as memory:
             return memory.overview()
 
-    assert status() == first and hashed == []
+    assert status() == first and hashed == [] and checked == []
     window = tmp_path / ".airsspec" / "state" / "hot" / "s2.json"
     _rewrite_in_place(window, lambda b: b.replace(b"note", b"NOTE"))
     found = status()
