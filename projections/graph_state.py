@@ -83,9 +83,15 @@ class StoredItem:
     touched_at: datetime | None = None  # last write or refresh: when its TTL started
 
     def expired(self, now: datetime) -> bool:
-        """Whether its time to live ran out by ``now``."""
+        """Whether its time to live ran out by ``now`` (never, for one that ends past the
+        last date a ``datetime`` holds: the log takes any positive ``ttl``)."""
+        if self.ttl is None:
+            return False
         start = self.touched_at or self.updated_at
-        return self.ttl is not None and now >= start + timedelta(minutes=self.ttl)
+        try:
+            return now >= start + timedelta(minutes=self.ttl)
+        except OverflowError:
+            return False
 
 
 def fold_store(

@@ -281,3 +281,24 @@ def test_a_long_value_is_searched_in_pieces_and_found_once(store: AirsspecStore)
     store.put(("docs",), "short", {"text": "nothing to see"})
     hits = store.search(("docs",), query="zebra migration schedule")
     assert [(h.key, h.score is not None) for h in hits] == [("long", True), ("short", False)]
+
+
+def test_a_time_to_live_past_the_end_of_time_never_expires_and_the_store_stays_readable(
+    store: AirsspecStore, memory: Memory
+) -> None:
+    """A put's ``ttl`` (minutes, any positive float the log takes) so large that its end is
+    no date (past year 9999) was stored, then broke every read of the store with an
+    ``OverflowError``, deletes included, for good: the log keeps the put. Such an item never
+    expires; the rest of the store reads and writes as before."""
+    ns = ("cache",)
+    store.put(ns, "kept", {"v": 1})
+    store.put(ns, "forever", {"v": 2}, ttl=1e15)
+    assert [r.ttl for r in memory.replay(STORE_SESSION)] == [None, 1e15]
+    assert store.get(ns, "forever").value == {"v": 2}
+    assert store.get(ns, "forever", refresh_ttl=True).value == {"v": 2}
+    assert {i.key for i in store.search(ns)} == {"kept", "forever"}
+    assert store.list_namespaces() == [ns]
+    assert store.sweep_expired() == 0
+    store.delete(ns, "forever")
+    assert store.get(ns, "forever") is None and store.get(ns, "kept").value == {"v": 1}
+    assert memory.verify().ok
