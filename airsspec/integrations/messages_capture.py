@@ -63,6 +63,10 @@ def import_exchanges(memory: Memory, session: str, path: str | Path) -> list[Rec
                     raise InvalidEventError(
                         f"{path}:{number}: field {field!r}: a JSON object with a list {inner!r}"
                     )
+            try:  # what ``record`` would refuse, before any line is recorded
+                memory.captures.check(item["request"], item["response"])
+            except InvalidEventError as exc:
+                raise InvalidEventError(f"{path}:{number}: {exc}") from exc
             exchanges.append((item["request"], item["response"]))
     recorded: list[Record] = []
     for request, response in exchanges:

@@ -45,8 +45,8 @@ def _body(data: bytes | str | dict[str, Any], what: str) -> dict[str, Any]:
     """A body as a dict that keeps its key order; ``InvalidEventError`` naming ``what``."""
     if isinstance(data, dict):
         return data
-    try:
-        parsed = json.loads(data)
+    try:  # decoded as UTF-8 first: the text kept is what was parsed (json.loads takes UTF-16)
+        parsed = json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidEventError(f"{what}: not a JSON body ({exc})") from exc
     if not isinstance(parsed, dict):
@@ -54,11 +54,25 @@ def _body(data: bytes | str | dict[str, Any], what: str) -> dict[str, Any]:
     return parsed
 
 
-def _text(data: bytes | str | dict[str, Any]) -> str:
-    """A body's JSON text: as received, or a parsed body encoded as the SDK encodes."""
+def _json(value: Any, what: str) -> str:
+    """``encode(value)``; ``InvalidEventError`` naming ``what`` for a value JSON has no text
+    for (a NaN, an Infinity, a number past a float's range as parsed, bytes...): the log
+    would hold a body no later call could encode again."""
+    try:
+        return encode(value)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise InvalidEventError(f"{what}: not JSON ({exc})") from exc
+
+
+def _text(data: bytes | str | dict[str, Any], what: str) -> str:
+    """A body's JSON text: as received, or a parsed body encoded as the SDK encodes;
+    ``InvalidEventError`` naming ``what`` for bytes that are not UTF-8 (JSON in UTF-16 parses)."""
     if isinstance(data, dict):
-        return encode(data)
-    return data.decode("utf-8") if isinstance(data, bytes) else data
+        return _json(data, what)
+    try:
+        return data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as exc:
+        raise InvalidEventError(f"{what}: not UTF-8 ({exc})") from exc
 
 
 class Captures:
@@ -109,6 +123,34 @@ class Captures:
         joined += [encode(k) + ":" + encode(v) for k, v in params[at:]]
         return ("{" + ",".join(joined) + "}").encode("utf-8")
 
+    def check(
+        self, request: bytes | str | dict[str, Any], response: bytes | str | dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The request and response bodies of one call, parsed; ``InvalidEventError`` (the
+        message naming ``request`` or ``response``) for one ``record`` refuses, so a caller
+        with many calls can check them all before recording any."""
+        body = _body(request, "request")
+        answer = _body(response, "response")
+        if not isinstance(body.get("messages"), list):
+            raise InvalidEventError("request: field 'messages': a list of messages is required")
+        sent = _json(body, "request")
+        if not isinstance(request, dict) and sent != _text(request, "request"):
+            # kept as parts (``body_params``, messages), a body is given back as the SDK
+            # encodes it: other bytes would come back changed
+            raise InvalidEventError(
+                "request: not JSON as the SDK encodes it (no spaces, no \\u escapes of "
+                "printable text, no repeated keys): it could not be given back byte for byte; "
+                "pass the parsed body to record it as the SDK would send it"
+            )
+        blocks = answer.get("content")
+        if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+            raise InvalidEventError(
+                "response: field 'content': a list of blocks (JSON objects) is required"
+            )
+        _json(answer, "response")  # each later call encodes its content again
+        _text(response, "response")
+        return body, answer
+
     def record(
         self,
         session: str,
@@ -117,23 +159,10 @@ class Captures:
     ) -> list[Record]:
         """Record one call in ``session`` (created for this memory's scope when new): the
         request body as sent and the response body as received (bytes, or the parsed JSON:
-        it is then encoded as the SDK encodes). A session this memory may not write to is
-        refused, as for any append."""
+        it is then encoded as the SDK encodes). A body ``check`` refuses is refused, and so
+        is a session this memory may not write to, as for any append."""
         kernel = self._kernel
-        body = _body(request, "request")
-        answer = _body(response, "response")
-        if not isinstance(body.get("messages"), list):
-            raise InvalidEventError("request: field 'messages': a list of messages is required")
-        if not isinstance(request, dict) and encode(body) != _text(request):
-            # kept as parts (``body_params``, messages), a body is given back as the SDK
-            # encodes it: other bytes would come back changed
-            raise InvalidEventError(
-                "request: not JSON as the SDK encodes it (no spaces, no \\u escapes of "
-                "printable text, no repeated keys): it could not be given back byte for byte; "
-                "pass the parsed body to record it as the SDK would send it"
-            )
-        if not isinstance(answer.get("content"), list):
-            raise InvalidEventError("response: field 'content': a list of blocks is required")
+        body, answer = self.check(request, response)
         from compactor.compactor import file_lock
 
         # what the session holds decides ``reused``: the read and the append are one step,
@@ -148,7 +177,8 @@ class Captures:
                 reused += 1
             keys = list(body)
             params = {k: v for k, v in body.items() if k != "messages"}
-            edits = (answer.get("context_management") or {}).get("applied_edits") or []
+            managed = answer.get("context_management")
+            edits = (managed.get("applied_edits") if isinstance(managed, dict) else None) or []
             events = [
                 {
                     "type": "messages_request",
@@ -159,7 +189,7 @@ class Captures:
                 },
                 {
                     "type": "messages_response",
-                    "body": _text(response),
+                    "body": _text(response, "response"),
                     "compacted": any(b.get("type") == "compaction" for b in answer["content"]),
                     "applied_edits": len(edits) if isinstance(edits, list) else 0,
                 },

@@ -15,7 +15,7 @@ from anthropic import Anthropic
 from airsspec.errors import InvalidEventError, NoSuchSessionError
 from airsspec.integrations.messages_capture import CapturedMessages, import_exchanges
 from airsspec.memory import Memory
-from tests.conftest import init_encrypted, init_workspace
+from tests.conftest import init_encrypted, init_workspace, snapshot
 
 RECORDED = json.loads(
     (Path(__file__).parents[1] / "fixtures/anthropic/compaction_turns.json").read_text("utf-8")
@@ -105,6 +105,64 @@ def test_a_request_body_the_log_cannot_give_back_byte_for_byte_is_refused(
         with pytest.raises(InvalidEventError, match="request: "):
             memory.captures.record("odd", body, {"content": [{"type": "text", "text": "ok"}]})
         assert not memory.has_session("odd")
+
+
+REQUEST = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+
+
+@pytest.mark.parametrize(
+    ("request_body", "response_body", "refused"),
+    [
+        (REQUEST, b'{"content":[{"type":"text","text":"x","n":NaN}]}', "response: "),
+        (REQUEST, b'{"content":[{"type":"text","text":"x","n":1e400}]}', "response: "),
+        (REQUEST, b'{"content":[1]}', "response: "),
+        (REQUEST, '{"content":[]}'.encode("utf-16-le"), "response: "),
+        (b'{"messages":[],"temperature":NaN}', b'{"content":[]}', "request: "),
+        ({"messages": [], "temperature": float("inf")}, b'{"content":[]}', "request: "),
+        ({"messages": [{"role": "user", "content": b"hi"}]}, b'{"content":[]}', "request: "),
+    ],
+    ids=[
+        "nan-answer",
+        "huge-number-answer",
+        "block-not-an-object",
+        "utf-16-answer",
+        "nan-sent",
+        "inf-sent",
+        "bytes",
+    ],
+)
+def test_a_body_that_is_not_json_is_refused_and_the_session_stays_usable(
+    tmp_path: Path, request_body: object, response_body: bytes, refused: str
+) -> None:
+    """A NaN, an Infinity or a number past a float is not JSON: a response holding one was
+    recorded, and then every later call of the session (and ``conversation``, ``request``)
+    raised ``ValueError`` for good, since the log keeps it; a request holding one (or a value
+    JSON has no form for) raised ``ValueError`` or ``TypeError``, and a content block that is
+    not an object ``AttributeError``. Each is refused as bad input, nothing is written, and the
+    session then records calls as before."""
+    init_workspace(tmp_path)
+    with Memory.open(tmp_path) as memory:
+        memory.captures.record("chat", REQUEST, b'{"content":[{"type":"text","text":"a"}]}')
+        before = snapshot(tmp_path)
+        with pytest.raises(InvalidEventError, match=refused):
+            memory.captures.record("chat", request_body, response_body)
+        assert snapshot(tmp_path) == before
+        memory.captures.record("chat", REQUEST, b'{"content":[{"type":"text","text":"b"}]}')
+        assert memory.captures.request("chat", 2) == REQUEST
+        assert len(memory.captures.conversation("chat")) == 2
+
+
+def test_the_importer_checks_every_body_before_recording_any(tmp_path: Path) -> None:
+    """A file whose second call holds a NaN: refused before the first is recorded (the
+    importer checks every line first), naming the file and line."""
+    init_workspace(tmp_path / "ws")
+    good = '{"request":{"messages":[]},"response":{"content":[]}}'
+    source = tmp_path / "calls.jsonl"
+    source.write_text(good + "\n" + '{"request":{"messages":[]},"response":{"content":[NaN]}}\n')
+    with Memory.open(tmp_path / "ws") as memory:
+        with pytest.raises(InvalidEventError, match=r"calls.jsonl:2: response: "):
+            import_exchanges(memory, "imported", source)
+        assert not memory.has_session("imported")
 
 
 def test_sealed_captures_round_trip_and_hold_no_plaintext(tmp_path: Path) -> None:
