@@ -275,6 +275,13 @@ class MemoryFiles:
     def _write(
         self, path: str, text: str, previous: FileVersion | None, command: str, actor: str | None
     ) -> FileVersion:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # JSON's "\ud800": no UTF-8 form to hash or store
+            raise MemoryFileError(
+                f"No change was made: the text for {path} holds a lone surrogate "
+                f"({text[exc.start]!r}), which is not Unicode text"
+            ) from exc
         redactor = self._kernel.log.redactor
         stored = redactor.redact_text(text, "text", []) if redactor is not None else text
         event = {

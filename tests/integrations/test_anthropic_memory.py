@@ -24,7 +24,7 @@ from airsspec.errors import (
 )
 from airsspec.integrations.anthropic_memory import AsyncMemoryTool, MemoryTool
 from airsspec.memory import MEMORY_SESSION, Memory
-from tests.conftest import init_encrypted, init_workspace
+from tests.conftest import init_encrypted, init_workspace, snapshot
 from tests.support.cli import run_cli
 
 TURNS = json.loads(
@@ -258,6 +258,32 @@ def test_paths_are_refused_as_the_reference_refuses_them(memory: Memory) -> None
     with pytest.raises(MemoryFileError, match="control character"):
         files.create("/memories/a\x00b", "x")
     assert MEMORY_SESSION not in memory.workspace.log.sessions()  # nothing was written
+
+
+@pytest.mark.parametrize(
+    ("name", "fields"),
+    [
+        ("create", {"path": "/memories/new.md", "file_text": "x\ud800y"}),
+        ("str_replace", {"path": PATH, "old_str": "one", "new_str": "\udfff"}),
+        ("insert", {"path": PATH, "insert_line": 0, "insert_text": "\udc80"}),
+    ],
+    ids=["create", "str_replace", "insert"],
+)
+def test_text_with_a_lone_surrogate_is_refused_as_a_tool_error_and_nothing_is_written(
+    memory: Memory, tmp_path: Path, name: str, fields: dict
+) -> None:
+    """A lone surrogate (what JSON's ``"\\ud800"`` decodes to) has no UTF-8 form: the text
+    could be neither hashed nor stored, and ``UnicodeEncodeError`` escaped the tool (and the
+    files service, to every door). It is refused as bad input, the log as it was."""
+    ana = memory.scoped(user="ana")
+    ana.files.create(PATH, "one\n")
+    before = snapshot(tmp_path)
+    with pytest.raises(MemoryFileError, match="surrogate"):
+        getattr(ana.files, name)(*fields.values())
+    failed, answer = _run(MemoryTool(ana), name, fields)
+    assert failed and "surrogate" in answer
+    assert snapshot(tmp_path) == before
+    assert ana.files.read(PATH).text == "one\n"
 
 
 def test_a_rename_under_a_file_is_refused_and_the_tree_stays_readable(memory: Memory) -> None:
