@@ -84,8 +84,9 @@ def memory_path(path: str, *, new: bool = False) -> str:
     """``path`` as the tree names it (``/memories/a/b.md``), resolved as the reference backend
     resolves it; ``MemoryFileError`` for a path outside ``/memories`` or a name no file may
     have (a control character; with ``new``, a name being made, also a character that makes it
-    read as another, ``_misleading``, or a space or an invisible character at either end of a
-    name, ``_blank``; a file made before keeps its name)."""
+    read as another, ``_misleading``, a space or an invisible character at either end of a
+    name, ``_blank``, or a name not in NFC, shown as its composed twin; a file made before
+    keeps its name)."""
     if not path.startswith(ROOT):
         raise MemoryFileError(f"Path must start with /memories, got: {path}")
     if any(ord(c) < 32 or c == "\x7f" or (new and _misleading(c)) for c in path):
@@ -94,6 +95,12 @@ def memory_path(path: str, *, new: bool = False) -> str:
         # "notes.md " (or "notes.md" and a zero-width space) beside "notes.md": read as one
         raise MemoryFileError(
             f"Path {path!r} has a name that begins or ends with a space or an invisible character"
+        )
+    if new and not unicodedata.is_normalized("NFC", path):
+        # "cafe" and a combining accent beside "café" (one character): shown the same
+        raise MemoryFileError(
+            f"Path {path!r} is not in Unicode normal form NFC: it reads as "
+            f"{unicodedata.normalize('NFC', path)!r}, another name"
         )
     resolved = posixpath.normpath(f"{ROOT}/{path[len(ROOT) :].lstrip('/')}")
     if not under(resolved, ROOT):

@@ -286,6 +286,31 @@ def test_text_with_a_lone_surrogate_is_refused_as_a_tool_error_and_nothing_is_wr
     assert ana.files.read(PATH).text == "one\n"
 
 
+def test_a_new_name_not_in_nfc_is_refused_as_reading_as_another(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """``cafe\u0301.md`` (e and a combining accent) shows as ``café.md`` (one character)
+    and is another name: both were made, two files a person or a model reads as one, each
+    answering for the other. A name being made (create, write, rename) must be in NFC; the
+    NFC name itself works as ever."""
+    files = memory.scoped(user="ana").files
+    files.create("/memories/caf\u00e9.md", "mine\n")
+    before = snapshot(tmp_path)
+    decomposed = "/memories/cafe\u0301.md"
+    with pytest.raises(MemoryFileError, match="NFC"):
+        files.create(decomposed, "the twin\n")
+    with pytest.raises(MemoryFileError, match="NFC"):
+        files.write("/memories/cafe\u0301/notes.md", "x")
+    with pytest.raises(MemoryFileError, match="NFC"):
+        files.rename("/memories/caf\u00e9.md", decomposed)
+    failed, answer = _run(
+        MemoryTool(memory.scoped(user="ana")), "create", {"path": decomposed, "file_text": "x"}
+    )
+    assert failed and "NFC" in answer
+    assert snapshot(tmp_path) == before
+    assert list(files.tree()) == ["/memories/caf\u00e9.md"]
+
+
 def test_a_rename_under_a_file_is_refused_and_the_tree_stays_readable(memory: Memory) -> None:
     """A rename whose destination lies under a file would make a file of a folder's name
     (the reference backend's ``rename`` fails there too): refused, nothing written, the tree
