@@ -41,6 +41,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from airsspec.memory import (
     MEMORY_SESSION,
+    SEARCH_MAX_K,
     Memory,
     Record,
     StoredItem,
@@ -190,7 +191,8 @@ class AirsspecStore(BaseStore):
         }
         scored: dict[tuple[tuple[str, ...], str], float] = {}
         if op.query and candidates:
-            wanted = max(10, 4 * (op.offset + op.limit))
+            # the search gives SEARCH_MAX_K hits at most: past them, the page is unscored
+            wanted = min(SEARCH_MAX_K, max(10, 4 * (op.offset + op.limit)))
             found = self.memory.search(op.query, k=wanted, session=self.session, kinds=["store"])
             for hit in found["hits"]:
                 meta = hit.get("meta") or {}

@@ -90,6 +90,7 @@ if TYPE_CHECKING:
     from projections.graph_state import Thread as Thread
     from projections.graph_state import fold_store as fold_store
     from projections.graph_state import fold_thread as fold_thread
+    from projections.memory_tool import MAX_K as SEARCH_MAX_K
     from projections.memory_tool import QUERY_MEMORY_TOOL as QUERY_MEMORY_TOOL
     from projections.memory_tool import QUERY_MEMORY_TOOL_OPENAI as QUERY_MEMORY_TOOL_OPENAI
     from projections.memory_tool import QueryMemoryInput as QueryMemoryInput
@@ -148,6 +149,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Thread": ("projections.graph_state", "Thread"),
     "fold_store": ("projections.graph_state", "fold_store"),
     "fold_thread": ("projections.graph_state", "fold_thread"),
+    "SEARCH_MAX_K": ("projections.memory_tool", "MAX_K"),
     "QUERY_MEMORY_TOOL": ("projections.memory_tool", "QUERY_MEMORY_TOOL"),
     "QUERY_MEMORY_TOOL_OPENAI": ("projections.memory_tool", "QUERY_MEMORY_TOOL_OPENAI"),
     "QueryMemoryInput": ("projections.memory_tool", "QueryMemoryInput"),
@@ -195,6 +197,7 @@ __all__ = [
     "QUERY_MEMORY_TOOL_OPENAI",
     "REPORTS",
     "SCAN_LIMIT",
+    "SEARCH_MAX_K",
     "SYSTEM_TYPES",
     "UNIT_KINDS",
     "AsyncMemory",

@@ -302,3 +302,16 @@ def test_a_time_to_live_past_the_end_of_time_never_expires_and_the_store_stays_r
     store.delete(ns, "forever")
     assert store.get(ns, "forever") is None and store.get(ns, "kept").value == {"v": 1}
     assert memory.verify().ok
+
+
+def test_a_search_with_a_query_and_a_large_page_answers(store: AirsspecStore) -> None:
+    """A query with ``limit=50`` (or an ``offset`` past 24) asked this memory's search for
+    more hits than it gives (``k`` at most ``SEARCH_MAX_K``) and raised
+    ``InvalidQueryError`` for any store: the page is answered, the best hits scored first."""
+    ns = ("docs",)
+    store.put(ns, "match", {"text": "the zebra migration schedule"})
+    for i in range(30):
+        store.put(ns, f"other-{i:02}", {"text": f"unrelated note {i}"})
+    hits = store.search(ns, query="zebra migration", limit=50)
+    assert len(hits) == 31 and hits[0].key == "match" and hits[0].score is not None
+    assert len(store.search(ns, query="zebra", offset=30, limit=5)) == 1
