@@ -24,7 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+from anthropic.lib.tools import (
+    BetaAbstractMemoryTool,
+    BetaAsyncAbstractMemoryTool,
+    BetaFunctionToolResultType,
+    ToolError,
+)
 from anthropic.types.beta import (
     BetaCacheControlEphemeralParam,
     BetaMemoryTool20250818CreateCommand,
@@ -35,6 +40,7 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 from anyio.to_thread import run_sync
+from pydantic import BaseModel, ValidationError
 
 from airsspec.errors import BadInputError, ConflictError, ForbiddenError, NotFoundError
 from airsspec.memory import Memory
@@ -50,6 +56,32 @@ def _answer(call: Callable[[], T]) -> T:
         return call()
     except REFUSED as exc:
         raise ToolError(str(exc)) from exc
+
+
+_COMMANDS: dict[str, type[BaseModel]] = {
+    "view": BetaMemoryTool20250818ViewCommand,
+    "create": BetaMemoryTool20250818CreateCommand,
+    "str_replace": BetaMemoryTool20250818StrReplaceCommand,
+    "insert": BetaMemoryTool20250818InsertCommand,
+    "delete": BetaMemoryTool20250818DeleteCommand,
+    "rename": BetaMemoryTool20250818RenameCommand,
+}
+
+
+def _parsed(given: object) -> Any:
+    """The command a tool_use block's input names, its fields checked against the SDK's
+    model (the SDK's own ``call`` builds it unchecked: a missing or mistyped field failed
+    inside the service); ``ToolError`` naming what is wrong."""
+    name = given.get("command") if isinstance(given, dict) else None
+    model = _COMMANDS.get(name) if isinstance(name, str) else None
+    if model is None:
+        raise ToolError(f"Unknown memory command {name!r}: one of {', '.join(_COMMANDS)}")
+    try:
+        return model.model_validate(given)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        raise ToolError(f"Invalid {name} command: field {field!r}: {error['msg']}") from exc
 
 
 class _Change(Protocol):
@@ -106,6 +138,10 @@ class MemoryTool(_Commands, BetaAbstractMemoryTool):
     """Claude's memory tool over ``memory.files`` (see the module). ``actor`` is recorded
     with every change (the model, say), beside the memory's agent."""
 
+    def call(self, input: object) -> BetaFunctionToolResultType:
+        """Run the command of a tool_use block's ``input`` (checked: ``_parsed``)."""
+        return self.execute(_parsed(input))
+
 
 def _in_thread(name: str) -> Callable[..., Any]:
     """The async command ``name``: ``_Commands``' own, run in a worker thread."""
@@ -121,6 +157,10 @@ def _in_thread(name: str) -> Callable[..., Any]:
 class AsyncMemoryTool(_Commands, BetaAsyncAbstractMemoryTool):
     """``MemoryTool`` for the async client's tool runner: each command runs in a worker
     thread (the log's writes block), so the event loop never waits on a disk."""
+
+    async def call(self, input: object) -> BetaFunctionToolResultType:
+        """Run the command of a tool_use block's ``input`` (checked: ``_parsed``)."""
+        return await self.execute(_parsed(input))
 
     view = _in_thread("view")
     create = _in_thread("create")

@@ -311,6 +311,37 @@ def test_a_new_name_not_in_nfc_is_refused_as_reading_as_another(
     assert list(files.tree()) == ["/memories/caf\u00e9.md"]
 
 
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"command": "view"},
+        {"command": "create", "path": "/memories/n.md", "file_text": 5},
+        {"command": "insert", "path": PATH, "insert_line": "two", "insert_text": "x"},
+        {"command": "chmod", "path": PATH},
+        {"path": PATH},
+        "view /memories",
+    ],
+    ids=["no-path", "text-not-a-string", "line-not-a-number", "unknown", "no-command", "text"],
+)
+def test_a_malformed_command_is_a_tool_error_and_nothing_is_written(
+    memory: Memory, tmp_path: Path, given: object
+) -> None:
+    """The tool's input as the runner gives it (``call``: the tool_use block's JSON), with a
+    field missing or of another type, or an unknown command: the SDK builds the command
+    unchecked, so it raised ``AttributeError``, ``TypeError`` or ``NotImplementedError``
+    from inside the service. Each is an error result naming what is wrong, nothing written,
+    from the sync and the async tool alike."""
+    ana = memory.scoped(user="ana")
+    ana.files.create(PATH, "one\n")
+    before = snapshot(tmp_path)
+    with pytest.raises(ToolError, match="command"):
+        MemoryTool(ana).call(given)
+    with pytest.raises(ToolError, match="command"):
+        asyncio.run(AsyncMemoryTool(ana).call(given))
+    assert snapshot(tmp_path) == before
+    assert MemoryTool(ana).call({"command": "view", "path": PATH}).endswith("1\tone\n     2\t")
+
+
 def test_a_rename_under_a_file_is_refused_and_the_tree_stays_readable(memory: Memory) -> None:
     """A rename whose destination lies under a file would make a file of a folder's name
     (the reference backend's ``rename`` fails there too): refused, nothing written, the tree
