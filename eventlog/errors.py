@@ -408,6 +408,23 @@ class ColdDamagedError(DamagedOutputError):
     """The cold table's files cannot be read or written as they are (damaged on disk)."""
 
 
+class UnreadableRecordError(IntegrityError):
+    """A record the log holds, valid by the catalog, cannot be read as what the code reading it
+    writes: a graph checkpoint appended by hand, say. The log is as it was; the record is
+    named (``of``)."""
+
+    exit_code, http_status = EXIT_USAGE, 400  # as the other integrity errors a user can cause
+
+    @classmethod
+    def of(cls, record: Any, exc: BaseException) -> UnreadableRecordError:
+        """The error naming ``record`` (its session, seq and type), which ``exc`` found
+        cannot be read as airsspec writes it."""
+        return cls(
+            f"session {record.session!r}, seq {record.seq}: a {record.type} record that "
+            f"airsspec could not have written ({type(exc).__name__}: {exc})"
+        )
+
+
 # ---- write / storage ---------------------------------------------------------------------------
 
 
@@ -583,6 +600,7 @@ __all__ = [
     "TokenError",
     "UnavailableError",
     "UnknownEventTypeError",
+    "UnreadableRecordError",
     "UnsafePathError",
     "UsageError",
     "VerifyFailedError",

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from eventlog.crypto import is_forgotten
+from eventlog.errors import UnreadableRecordError
 from eventlog.ids import parse_ts
 from eventlog.schema import (
     CheckpointRecord,
@@ -46,27 +47,41 @@ class Thread:
 
 
 def fold_thread(records: Iterable[Record]) -> Thread:
-    """The checkpoints, channel values and pending writes of a thread's ``records``."""
+    """The checkpoints, channel values and pending writes of a thread's ``records``;
+    ``UnreadableRecordError`` naming a record the saver could not have written (a blob or a
+    write without its version or index, appended by hand)."""
     thread = Thread()
     for record in records:
         if isinstance(record, ThreadDeletedRecord):
             thread = Thread()
         elif is_forgotten(record):
             continue
-        elif isinstance(record, CheckpointRecord):
-            ns = record.checkpoint_ns
-            thread.checkpoints.setdefault(ns, {})[record.checkpoint_id] = record
-            for channel, blob in record.blobs.items():
-                thread.blobs[(ns, channel, str(blob["version"]))] = blob.get("value")
-        elif isinstance(record, CheckpointWritesRecord):
-            held = thread.writes.setdefault((record.checkpoint_ns, record.checkpoint_id), {})
-            for write in record.writes:
-                held[(record.task_id, int(write["idx"]))] = {
-                    **write,
-                    "task_id": record.task_id,
-                    "task_path": record.task_path,
-                }
+        elif isinstance(record, CheckpointRecord | CheckpointWritesRecord):
+            try:
+                _fold_checkpoint(thread, record)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise UnreadableRecordError.of(record, exc) from exc
     return thread
+
+
+def _fold_checkpoint(thread: Thread, record: CheckpointRecord | CheckpointWritesRecord) -> None:
+    ns = record.checkpoint_ns
+    if isinstance(record, CheckpointRecord):
+        blobs = {
+            (ns, channel, str(b["version"])): b.get("value") for channel, b in record.blobs.items()
+        }
+        thread.checkpoints.setdefault(ns, {})[record.checkpoint_id] = record
+        thread.blobs.update(blobs)
+        return
+    writes = {
+        (record.task_id, int(w["idx"])): {
+            **w,
+            "task_id": record.task_id,
+            "task_path": record.task_path,
+        }
+        for w in record.writes
+    }
+    thread.writes.setdefault((ns, record.checkpoint_id), {}).update(writes)
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
+import logging
 import math
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from airsspec.errors import UnreadableRecordError
 from airsspec.memory import (
     MEMORY_SESSION,
     SEARCH_MAX_K,
@@ -50,6 +52,8 @@ from airsspec.memory import (
     fold_thread,
     validate_session_id,
 )
+
+logger = logging.getLogger(__name__)
 
 try:
     from langchain_core.runnables import RunnableConfig
@@ -315,6 +319,14 @@ def _read_in_thread(
     return _twin_of(call, twin, "read in a worker thread")
 
 
+def _left_out(exc: UnreadableRecordError, config: RunnableConfig | None) -> None:
+    """A listing of one thread raises ``exc``; one of every thread (``config`` None) leaves
+    the record out, with a warning: one thread's hand-made record never hides the others'."""
+    if config is not None:
+        raise exc
+    logger.warning("left out of the checkpoints listed: %s", exc)
+
+
 class AirsspecSaver(BaseCheckpointSaver[int]):
     """LangGraph's ``BaseCheckpointSaver`` over ``memory`` (see the module); ``until``: read
     every thread as of that time or seq (``as_of``)."""
@@ -352,7 +364,16 @@ class AirsspecSaver(BaseCheckpointSaver[int]):
         return self.serde.loads_typed((stored["type"], base64.b64decode(stored["data"])))
 
     def _tuple(self, thread_id: str, thread: Thread, ns: str, cid: str) -> CheckpointTuple:
-        """The checkpoint ``cid`` of ``thread``, with its channel values and pending writes."""
+        """The checkpoint ``cid`` of ``thread``, with its channel values and pending writes;
+        ``UnreadableRecordError`` naming its record when the saver could not have written it
+        (appended by hand: the serde, or the checkpoint's own fields, fail on it)."""
+        record = thread.checkpoints[ns][cid]
+        try:
+            return self._loaded(thread_id, thread, ns, cid)
+        except Exception as exc:  # a serde raises its own kinds
+            raise UnreadableRecordError.of(record, exc) from exc
+
+    def _loaded(self, thread_id: str, thread: Thread, ns: str, cid: str) -> CheckpointTuple:
         record = thread.checkpoints[ns][cid]
         checkpoint: Checkpoint = self._load(record.checkpoint)
         values = {}
@@ -405,14 +426,22 @@ class AirsspecSaver(BaseCheckpointSaver[int]):
             only_ns = only_id = None
         before_id = get_checkpoint_id(before) if before else None
         for thread_id in threads:
-            thread = self._thread(thread_id)
+            try:
+                thread = self._thread(thread_id)
+            except UnreadableRecordError as exc:
+                _left_out(exc, config)
+                continue
             for ns, held in thread.checkpoints.items():
                 if only_ns is not None and ns != only_ns:
                     continue
                 for cid in sorted(held, reverse=True):
                     if (only_id and cid != only_id) or (before_id and cid >= before_id):
                         continue
-                    found = self._tuple(thread_id, thread, ns, cid)
+                    try:
+                        found = self._tuple(thread_id, thread, ns, cid)
+                    except UnreadableRecordError as exc:
+                        _left_out(exc, config)
+                        continue
                     if filter and any(found.metadata.get(k) != v for k, v in filter.items()):
                         continue
                     if limit is not None and limit <= 0:

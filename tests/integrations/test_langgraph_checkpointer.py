@@ -22,10 +22,10 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 
-from airsspec.errors import NoSuchSessionError, ReadOnlyTokenError
+from airsspec.errors import NoSuchSessionError, ReadOnlyTokenError, UnreadableRecordError
 from airsspec.integrations.langgraph import AirsspecSaver, AirsspecStore
 from airsspec.memory import Memory
-from tests.conftest import init_workspace
+from tests.conftest import init_workspace, snapshot
 
 
 @pytest.fixture
@@ -124,3 +124,35 @@ def test_a_scoped_saver_never_reads_another_users_thread(memory: Memory) -> None
     assert [t.config for t in AirsspecSaver(ana).list(None)]  # the owner lists hers
     with pytest.raises(NoSuchSessionError):
         _graph(bo).invoke({"said": ["let me in"]}, config)
+
+
+@pytest.mark.parametrize(
+    "made",
+    [
+        {"checkpoint": {}, "metadata": {}},  # neither stored value is the saver's
+        {"checkpoint": {"json": {}}, "metadata": {"json": {}}},  # no channel versions
+        {"checkpoint": {"type": "msgpack", "data": "not base64!"}, "metadata": {"json": {}}},
+        {"checkpoint": {"json": {"channel_versions": {}}}, "metadata": {}, "blobs": {"c": 1}},
+        {"type": "checkpoint_writes", "task_id": "t", "writes": [{"channel": "c"}]},  # no idx
+    ],
+)
+def test_a_checkpoint_made_by_hand_hides_no_other_thread(
+    memory: Memory, made: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A user may append a ``checkpoint`` record by hand to a session of theirs (the catalog
+    takes it): reading that thread names the record (``UnreadableRecordError``), and a listing
+    of every thread (an admin's) leaves it out with a warning and lists the others."""
+    ana, bo = memory.scoped(user="ana"), memory.scoped(user="bo")
+    _graph(ana).invoke({"said": ["hello"]}, {"configurable": {"thread_id": "ana-thread"}})
+    seq = bo.append("bo-thread", {"type": "checkpoint", "checkpoint_id": "x", **made}).seq
+    kind = made.get("type", "checkpoint")
+    before = snapshot(memory.log_dir)
+    admin = AirsspecSaver(memory)
+    listed = list(admin.list(None))
+    assert {t.config["configurable"]["thread_id"] for t in listed} == {"ana-thread"}
+    assert f"'bo-thread', seq {seq}: a {kind} record" in caplog.text
+    config = {"configurable": {"thread_id": "bo-thread"}}
+    for read in (lambda: admin.get_tuple(config), lambda: list(admin.list(config))):
+        with pytest.raises(UnreadableRecordError, match=f"'bo-thread', seq {seq}: a {kind} "):
+            read()
+    assert snapshot(memory.log_dir) == before
