@@ -358,6 +358,22 @@ class SessionExistsError(ConflictError, EventLogError):
         return type(self), (self.session,)
 
 
+class SessionMovedError(ConflictError, EventLogError):
+    """An append made after a given record (``after``: its seq) found the session's last record
+    another (a writer appended since, or none is there yet): nothing was written. The caller
+    reads the session again and decides anew."""
+
+    def __init__(self, session: str, after: int, last: int) -> None:
+        self.session, self.after, self.last = session, after, last
+        super().__init__(
+            f"session {session!r}: the append was made after seq {after}, but its last record "
+            f"is seq {last}; nothing was written (read it again)"
+        )
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, int]]:
+        return type(self), (self.session, self.after, self.last)
+
+
 # ---- integrity / corrupt -----------------------------------------------------------------------
 
 
@@ -593,6 +609,7 @@ __all__ = [
     "ServeError",
     "ServerFilesError",
     "SessionExistsError",
+    "SessionMovedError",
     "SettingsError",
     "SourceError",
     "StorageError",

@@ -50,6 +50,7 @@ from eventlog.errors import (
     LogSyncError,
     LogWriteError,
     SessionExistsError,
+    SessionMovedError,
     field_of,
 )
 from eventlog.fast_input import SCHEMA_VERSION
@@ -249,15 +250,18 @@ class AppendFlags(NamedTuple):
     keep_secrets: bool = False
     imported: bool = False
     new: bool = False
+    after: int | None = None
 
 
 class Appends(Protocol):
     """The append calls of every log (the folder's ``EventLog``, the object store's
     ``ObjectStoreLog``), declared once; each log writes a batch its own way (``_append_batch``)."""
 
-    def append(self, session: str, event: Event | dict[str, Any]) -> Record:
-        """Append one event; return the stored record."""
-        return self._append_batch(session, [event], AppendFlags())[0]
+    def append(
+        self, session: str, event: Event | dict[str, Any], *, after: int | None = None
+    ) -> Record:
+        """Append one event; return the stored record (``after``: see ``append_many``)."""
+        return self._append_batch(session, [event], AppendFlags(after=after))[0]
 
     def append_many(
         self,
@@ -268,13 +272,17 @@ class Appends(Protocol):
         keep_secrets: bool = False,
         imported: bool = False,
         new: bool = False,
+        after: int | None = None,
     ) -> StoredRecords:
         """Append events atomically (all or none); return the stored records in order.
 
         ``new``: only if the session has no record yet, checked in the same step as the write
         (under the session's lock; on an object store, a create-only claim of seq 1); else
         ``SessionExistsError`` and nothing is written (a writer creating a session with its
-        owner's first record cannot then land after another's).
+        owner's first record cannot then land after another's). ``after``: only if the
+        session's last record is seq ``after`` (0: it has none), checked in the same step;
+        else ``SessionMovedError`` and nothing is written (a writer that read the session
+        decides on what it read: a pop of its last item, say).
 
         Event types that only the system writes (``SYSTEM_TYPES``: a compaction) are refused
         unless ``system`` is set, which only their writers (the compactor) do; fields only
@@ -282,7 +290,8 @@ class Appends(Protocol):
         ``redactor``, secrets are replaced before anything is written (the record's
         ``redacted`` says where) unless ``keep_secrets`` is set.
         """
-        return self._append_batch(session, events, AppendFlags(system, keep_secrets, imported, new))
+        flags = AppendFlags(system, keep_secrets, imported, new, after)
+        return self._append_batch(session, events, flags)
 
     def _append_batch(
         self, session: str, events: Iterable[Event | dict[str, Any]], flags: AppendFlags
@@ -649,6 +658,7 @@ class EventLog(Appends, Reads):
         keep_secrets: bool,
         imported: bool,
         new: bool,
+        after: int | None = None,
     ) -> tuple[list[dict[str, Any]], list[str]]:
         """``append_many``, returning the stored records' bodies (without ``hash``) and hashes."""
         if self._closed:
@@ -658,9 +668,11 @@ class EventLog(Appends, Reads):
         bodies, clear = bodies_to_append(self, session, events, system, keep_secrets, imported)
         if not bodies:
             return [], []
+        if after and not self.has(session):  # made after a record it does not hold: no file
+            raise SessionMovedError(session, after, 0)
         handle = self._handle(session)
         try:
-            return self._append_to(session, handle, bodies, clear, new)
+            return self._append_to(session, handle, bodies, clear, new, after)
         finally:
             self._done(handle)
 
@@ -671,6 +683,7 @@ class EventLog(Appends, Reads):
         bodies: list[dict[str, Any]],
         clear: list[dict[str, Any]] | None,
         new: bool,
+        after: int | None = None,
     ) -> tuple[list[dict[str, Any]], list[str]]:
         """``_append`` of validated ``bodies`` through ``handle``, which the caller holds."""
         if self._commit is not None and self._commit.failed:
@@ -683,6 +696,8 @@ class EventLog(Appends, Reads):
                 tail = self._locked_tail(session, handle)
                 if new and tail.seq:
                     raise session_exists(self.sealer, session)
+                if after is not None and tail.seq != after:
+                    raise SessionMovedError(session, after, tail.seq)
                 stored, data, hashes = encode_batch(
                     bodies,
                     SCHEMA_VERSION,

@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from airsspec.errors import CompactionBusyError, NothingToCompactError
+from airsspec.errors import CompactionBusyError, NothingToCompactError, SessionMovedError
 from airsspec.memory import Memory, agent_items, item_event, validate_session_id
 
 try:
@@ -67,17 +67,19 @@ class AirsspecSession(SessionABC):
 
     # ------------------------------------------------------------------ the fold and its edits
 
-    def _held(self) -> list[tuple[int, dict[str, Any]]]:
-        """The session's items with the seq each was added as (none for a session this
-        memory has not, or may not read)."""
+    def _held(self) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+        """The session's items with the seq each was added as, and the seq of its last record
+        (none and 0 for a session this memory has not, or may not read)."""
         if not self.memory.has_session(self.session_id):
-            return []
-        return agent_items(self.memory.replay(self.session_id), compacted=self.compaction)
+            return [], 0
+        records = list(self.memory.replay(self.session_id))
+        last = records[-1].seq if records else 0
+        return agent_items(records, compacted=self.compaction), last
 
     def items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The latest ``limit`` items (all when None), oldest first: ``get_items``, blocking."""
         limit = resolve_session_limit(limit, self.session_settings)
-        held = [item for _, item in self._held()]
+        held = [item for _, item in self._held()[0]]
         if limit is None:
             return held
         return held[-limit:] if limit > 0 else []
@@ -93,13 +95,18 @@ class AirsspecSession(SessionABC):
                 self.memory.compact(self.session_id)
 
     def pop(self) -> TResponseInputItem | None:
-        """Remove the latest item and return it (None when empty): ``pop_item``."""
-        held = self._held()
-        if not held:
-            return None
-        seq, item = held[-1]
-        self.memory.append(self.session_id, {"type": "item_popped", "of_seq": seq})
-        return item
+        """Remove the latest item and return it (None when empty): ``pop_item``. The pop is
+        appended only after the record it read last, so two writers popping at once take two
+        items, never one twice (the one that lost reads again)."""
+        while True:
+            held, last = self._held()
+            if not held:
+                return None
+            seq, item = held[-1]
+            with contextlib.suppress(SessionMovedError):
+                popped = {"type": "item_popped", "of_seq": seq}
+                self.memory.append(self.session_id, popped, after=last)
+                return item
 
     def clear(self) -> None:
         """Remove every item: ``clear_session`` (an event; nothing when the session is new)."""

@@ -41,6 +41,7 @@ from airsspec.errors import (
     InvalidQueryError,
     NotAWorkspaceError,
     SessionExistsError,
+    SessionMovedError,
 )
 from airsspec.kernel import Kernel
 from airsspec.kernel.freshness import PROJECTIONS
@@ -317,10 +318,15 @@ class Memory:
     # ------------------------------------------------------------------ the log
 
     def append(
-        self, session: str, event: Event | dict[str, Any], *, project: bool = True
+        self,
+        session: str,
+        event: Event | dict[str, Any],
+        *,
+        project: bool = True,
+        after: int | None = None,
     ) -> Record:
         """Append one event; return the stored record (see ``append_many``)."""
-        return self.append_many(session, [event], project=project)[0]
+        return self.append_many(session, [event], project=project, after=after)[0]
 
     def append_many(
         self,
@@ -328,13 +334,17 @@ class Memory:
         events: Iterable[Event | dict[str, Any]],
         *,
         project: bool = True,
+        after: int | None = None,
     ) -> StoredRecords:
         """Append events atomically (all or none); return the stored records, in order (each
         made a model when read: ``StoredRecords.seq`` reads a seq without one). The
         session's hot projection is current after, unless ``project`` is false (then
         ``project`` or the daemon brings it). A scoped memory refuses (``ScopeError``) a
         session owned by someone else, and records its scope first in a session it creates
-        (a ``session_started`` event, in the same batch).
+        (a ``session_started`` event, in the same batch). ``after``: only if the session's
+        last record is seq ``after`` (0: a session with none), checked as the records are
+        written; else ``SessionMovedError`` and nothing is written (what was read decided
+        the append: another writer's records since would change it).
 
         Once the records are stored the append has succeeded: if bringing the hot projection
         current then fails (a full disk, say), that is logged as a warning, not raised, since a
@@ -346,14 +356,19 @@ class Memory:
             from eventlog.prepare import prepare_events
 
             bodies = prepare_events(list(events))  # refuses system types, names the index
+            if after:  # made after a record of a session that has none
+                raise SessionMovedError(session, after, 0)
             try:  # only as the session's first records, checked under its lock
                 records = log.append_many(session, [*opening, *bodies], system=True, new=True)
             except SessionExistsError:  # another writer created it first: is it ours?
                 kernel.gate.guard(session, writing=True)
+                if after is not None:  # made after none: it has records now
+                    raise SessionMovedError(session, after, log.head(session).seq) from None
                 return self._then_hot(session, log.append_many(session, bodies), project)
             kernel.owners_seen[session] = (kernel.scope, records.seq(-1))
             return self._then_hot(session, records[len(opening) :], project)
-        return self._then_hot(session, log.append_many(session, events), project)
+        records = log.append_many(session, events, after=after)
+        return self._then_hot(session, records, project)
 
     def _then_hot(self, session: str, records: StoredRecords, project: bool) -> StoredRecords:
         if project:

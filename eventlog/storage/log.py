@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eventlog.canonical import encode_batch
-from eventlog.errors import CorruptLogError, SeqTakenError, StorageError
+from eventlog.errors import CorruptLogError, SeqTakenError, SessionMovedError, StorageError
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import session_path, validate_session_id
 from eventlog.log import (
@@ -100,8 +100,9 @@ class ObjectStoreLog(Appends, Reads):
         self, session: str, events: Iterable[Event | dict[str, Any]], flags: AppendFlags
     ) -> StoredRecords:
         """One object: all or none. ``flags.new``: only as the session's first object, a
-        create-only claim of seq 1."""
-        system, keep_secrets, imported, new = flags
+        create-only claim of seq 1; ``flags.after``: only as the object after seq ``after``,
+        a create-only claim of the next seq."""
+        system, keep_secrets, imported, new, after = flags
         validate_session_id(session)
         bodies, clear = bodies_to_append(self, session, events, system, keep_secrets, imported)
         if not bodies:
@@ -109,10 +110,12 @@ class ObjectStoreLog(Appends, Reads):
         ids = new_event_ids(len(bodies))
         started = time.monotonic()
         tail = self._tails.get(session)
-        if new:
+        if new or after is not None:
             tail = self.store.tail(session)  # the newest end, not a remembered one
-            if tail.seq:
+            if new and tail.seq:
                 raise session_exists(self.sealer, session)
+            if after is not None and tail.seq != after:
+                raise SessionMovedError(session, after, tail.seq)
         elif tail is None:
             tail = self._first_tail(session)
         elif time.monotonic() - self._contended.get(session, -_CONTENDED_S) < _CONTENDED_S:
@@ -130,6 +133,9 @@ class ObjectStoreLog(Appends, Reads):
             except SeqTakenError as taken:
                 if new:  # another writer created it first: theirs is the session
                     raise session_exists(self.sealer, session) from taken
+                if after is not None:  # another writer took the seq after ``after``
+                    last = taken.tail.seq if taken.tail else self.store.tail(session).seq
+                    raise SessionMovedError(session, after, last) from taken
                 self.conflicts += 1
                 self._contended[session] = time.monotonic()
                 tail = taken.tail or self.store.tail(session)

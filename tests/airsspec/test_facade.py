@@ -237,6 +237,34 @@ def test_append_projects_the_hot_window_unless_asked_not_to(memory: Memory) -> N
     assert memory.hot("s1").checkpoint.seq == 3
 
 
+def test_an_append_after_a_seq_writes_only_after_that_record(memory: Memory) -> None:
+    """``after`` through the facade, plain and scoped: a session a scoped memory creates
+    (its ``session_started`` first) is made after none (0); any other seq, or a session that
+    moved on, is ``SessionMovedError`` and the log is as it was; the async twin takes it too."""
+    from airsspec.errors import SessionMovedError
+    from airsspec.memory import AsyncMemory
+    from tests.conftest import snapshot
+
+    memory.append("s1", SAY)
+    assert memory.append("s1", SAY, after=1).seq == 2
+    ana = memory.scoped(user="ana")
+    before = snapshot(memory.log_dir)
+    for session, after in (("s1", 1), ("s1", 3), ("ana-1", 1)):
+        with pytest.raises(SessionMovedError, match=f"'{session}': the append was made after"):
+            (ana if session == "ana-1" else memory).append_many(session, [SAY], after=after)
+    assert snapshot(memory.log_dir) == before
+    made = ana.append("ana-1", SAY, after=0)
+    assert [r.type for r in memory.replay("ana-1")] == ["session_started", "user"]
+    with pytest.raises(SessionMovedError):  # made after none, but it has records now
+        ana.append("ana-1", SAY, after=0)
+    assert ana.append("ana-1", SAY, after=made.seq).seq == made.seq + 1
+
+    async def twin() -> int:
+        return (await AsyncMemory(memory).append("s1", SAY, after=2)).seq
+
+    assert asyncio.run(twin()) == 3
+
+
 def test_replay_raw_yields_the_exact_stored_lines(memory: Memory) -> None:
     memory.append_many("s1", [SAY, {"type": "assistant", "content": "noted \u2603"}])
     stored = (memory.log_dir / "s1.jsonl").read_bytes().splitlines()

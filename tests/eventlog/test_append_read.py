@@ -144,6 +144,63 @@ def test_appends_from_two_log_instances_share_one_chain(log_dir: Path) -> None:
         assert [loc.record.content for loc in a.read("s")] == [str(i) for i in range(20)]
 
 
+def test_an_append_after_a_seq_lands_only_on_that_record(log_dir: Path) -> None:
+    """``after``: the batch is written only if the session's last record is that seq (0: it
+    has none), checked under the session's lock; else ``SessionMovedError`` names both seqs
+    and nothing is written, not even a file for a session that has none."""
+    from eventlog.errors import SessionMovedError
+
+    with EventLog(log_dir) as a, EventLog(log_dir) as b:
+        with pytest.raises(SessionMovedError, match="after seq 2, but its last record is seq 0"):
+            a.append("s", {"type": "user", "content": "x"}, after=2)
+        assert not (log_dir / "s.jsonl").exists()
+        assert a.append("s", {"type": "user", "content": "first"}, after=0).seq == 1
+        assert b.append("s", {"type": "user", "content": "b read 1"}, after=1).seq == 2
+        before = (log_dir / "s.jsonl").read_bytes()
+        for stale in (0, 1, 3):
+            with pytest.raises(SessionMovedError, match=f"after seq {stale}, but its last .* 2;"):
+                a.append_many("s", [{"type": "user", "content": "a read stale"}], after=stale)
+        assert (log_dir / "s.jsonl").read_bytes() == before
+        assert a.append("s", {"type": "user", "content": "a read 2"}, after=2).seq == 3
+        assert verify(a).ok
+
+
+def test_of_two_writers_appending_after_the_same_record_one_lands(log_dir: Path) -> None:
+    """Two logs in two threads read the same head, then both append after it (a barrier
+    between): each round exactly one lands, right after the record both read, and the other
+    is told and writes nothing."""
+    import threading
+
+    from eventlog.errors import SessionMovedError
+
+    rounds = 30
+    barrier = threading.Barrier(2)
+    outcomes: list[tuple[int, str, int | None]] = []  # (round, writer, seq written or None)
+
+    def write(name: str) -> None:
+        with EventLog(log_dir) as log:
+            for turn in range(rounds):
+                read = log.head("s").seq if log.has("s") else 0
+                barrier.wait()  # both have read the same head
+                try:
+                    seq = log.append("s", {"type": "user", "content": name}, after=read).seq
+                    outcomes.append((turn, name, seq if seq == read + 1 else -seq))
+                except SessionMovedError:
+                    outcomes.append((turn, name, None))
+                barrier.wait()  # both have tried
+
+    threads = [threading.Thread(target=write, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for turn in range(rounds):
+        seqs = sorted((s for t, _, s in outcomes if t == turn), key=lambda s: s is None)
+        assert seqs == [turn + 1, None], turn
+    with EventLog(log_dir) as log:
+        assert verify(log).ok and len(list(log.read("s"))) == rounds
+
+
 @pytest.mark.parametrize(
     "session",
     [

@@ -98,6 +98,8 @@ def _example(cls: type[AirsspecError]) -> AirsspecError:
         return cls(Path("s.jsonl"), seq=2, offset=10, reason="bad")
     if issubclass(cls, e.UnsafePathError):
         return cls(Path("link"))
+    if issubclass(cls, e.SessionMovedError):
+        return cls("s", 2, 3)
     return cls("the problem")
 
 

@@ -275,6 +275,29 @@ def test_of_two_machines_creating_one_session_only_the_first_writes(
     assert [(r.seq, r.user) for r in records] == [(1, "ana")]
 
 
+def test_of_two_machines_appending_after_the_same_record_only_the_first_writes(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    """``after`` on a bucket: the newest end is read, and the next seq claimed create-only, so
+    a machine whose end is stale, or which loses the claim, is told and writes nothing."""
+    from eventlog.errors import SessionMovedError
+
+    a = object_log(bucket_url, moto_endpoint, tmp_path / "a")
+    b = object_log(bucket_url, moto_endpoint, tmp_path / "b")
+    a.append("s", {"type": "user", "content": "first"})
+    head = b.store.tail("s")  # both have read seq 1 as the end
+    assert a.append("s", {"type": "user", "content": "a after 1"}, after=1).seq == 2
+    with pytest.raises(SessionMovedError, match="after seq 1, but its last record is seq 2"):
+        b.append("s", {"type": "user", "content": "b after 1"}, after=1)
+    # a machine that reads the end just before another claims the next seq loses the claim
+    fresh = b.store.tail
+    b.store.tail = lambda session: head if session == "s" else fresh(session)  # type: ignore[method-assign]
+    with pytest.raises(SessionMovedError, match="after seq 1, but its last record is seq 2"):
+        b.append("s", {"type": "user", "content": "b after 1, again"}, after=1)
+    records = [r.record for r in object_log(bucket_url, moto_endpoint, tmp_path / "c").read("s")]
+    assert [(r.seq, r.content) for r in records] == [(1, "first"), (2, "a after 1")]
+
+
 def test_machines_sharing_a_bucket_share_data_keys_and_a_destroyed_key_is_gone_for_all(
     tmp_path: Path, moto_endpoint: str, bucket_url: str
 ) -> None:

@@ -152,6 +152,43 @@ def test_items_come_back_equal_and_edits_are_events(memory: Memory) -> None:
     assert memory.verify().ok
 
 
+def test_two_pops_at_once_take_two_items(
+    memory: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sessions over the log (two processes, say) pop at once, both having read the same
+    last item (a barrier after their first read): one pops it, the other is told the session
+    moved, reads again and pops the item before it; no item is popped twice."""
+    import threading
+
+    items = [{"role": "user", "content": f"item {i}"} for i in range(4)]
+    asyncio.run(AirsspecSession("chat-3", memory).add_items(items))
+    barrier = threading.Barrier(2)
+    held = AirsspecSession._held
+    first_reads: set[int] = set()
+
+    def read_then_wait(session: AirsspecSession) -> Any:
+        found = held(session)
+        if threading.get_ident() not in first_reads:
+            first_reads.add(threading.get_ident())
+            assert found[0][-1][1] == items[-1]  # both read the same last item
+            barrier.wait()
+        return found
+
+    monkeypatch.setattr(AirsspecSession, "_held", read_then_wait)
+    popped: list[Any] = []
+    with Memory.open(tmp_path) as other:
+        sessions = [AirsspecSession("chat-3", memory), AirsspecSession("chat-3", other)]
+        threads = [threading.Thread(target=lambda s=s: popped.append(s.pop())) for s in sessions]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sorted(p["content"] for p in popped) == ["item 2", "item 3"]
+    assert asyncio.run(AirsspecSession("chat-3", memory).get_items()) == items[:2]
+    pops = [r.of_seq for r in memory.replay("chat-3") if r.type == "item_popped"]
+    assert len(pops) == 2 == len(set(pops))
+
+
 def test_a_scoped_session_never_sees_another_users_items(memory: Memory) -> None:
     ana, bo = memory.scoped(user="ana"), memory.scoped(user="bo")
     asyncio.run(AirsspecSession("ana-chat", ana).add_items([{"role": "user", "content": "secret"}]))
