@@ -71,10 +71,19 @@ auth/
     "append",
     arg("session", help="session id"),
     arg("file", nargs="?", help="JSONL file, or - for standard input (default)"),
+    arg(
+        "--after",
+        type=int,
+        metavar="SEQ",
+        help="append only if the session's last record is this seq (0: none yet); else exit 1 "
+        "and append nothing",
+    ),
 )
 def cmd_append(args: argparse.Namespace) -> int:
     """Append events to a session. JSON events, one per line; all lines are validated first and
     nothing is appended if any is invalid."""
+    if args.after is not None and args.after < 0:
+        raise UsageError(f"--after {args.after}: a seq is 0 or more")
     if args.file in (None, "-"):
         if sys.stdin is None:
             raise UsageError("standard input is closed: pipe events in, or give a FILE")
@@ -89,7 +98,7 @@ def cmd_append(args: argparse.Namespace) -> int:
     if not events:
         raise UsageError(f"{source}: no events to append")
     with open_memory(args) as memory:
-        records = memory.append_many(args.session, events)  # the hot window follows
+        records = memory.append_many(args.session, events, after=args.after)  # hot follows
     if args.json:
         print_json(records.stored())  # as stored: what ``replay --json`` gives back
     else:

@@ -198,13 +198,21 @@ def append(
         list[SkipValidation[AppendableEvent]],  # a list, checked here; each event by the log
         Field(min_length=1, max_length=10_000, description="events to append, all or none"),
     ],
+    after: Annotated[
+        int | None,
+        Field(
+            ge=0,
+            description="append only if the session's last record is this seq (0: none), "
+            "else a conflict and nothing written",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Append events to a session's log, atomically (all or none). Each event is an object
     with a type: user/assistant/thought (content), action (tool, params), observation
     (result, action_id, is_error); optional id, ts and meta."""
     if not isinstance(events, list) or not events:
         raise InvalidEventError("events: give a list of one or more events")
-    records = memory.append_many(session, events)
+    records = memory.append_many(session, events, after=after)
     return {
         "session": session,
         "appended": len(records),

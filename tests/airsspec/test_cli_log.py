@@ -81,6 +81,26 @@ def test_append_json_prints_the_records_as_stored(project: Path) -> None:
     assert "meta" not in printed[0]  # a field the record was stored without is not printed
 
 
+def test_append_after_a_seq_lands_only_on_that_record(project: Path) -> None:
+    """``--after SEQ``: appended only while the session's last record is SEQ; else one error
+    line naming both seqs, exit 1, nothing appended."""
+    assert run_cli("append", "s", "--after", "0", cwd=project, stdin=EVENTS).returncode == 0
+    late = b'{"type": "user", "content": "decided on seq 3"}\n'
+    before = snapshot(project)
+    for stale in ("3", "0"):
+        refused = run_cli("append", "s", "--after", stale, cwd=project, stdin=late)
+        assert refused.returncode == 1, refused.stderr
+        err = refused.stderr.decode()
+        assert err.count("airsspec: error:") == 1 and f"after seq {stale}, but" in err
+        assert "last record is seq 4" in err and "Traceback" not in err
+    assert snapshot(project) == before
+    refused = run_cli("append", "s", "--after", "-1", cwd=project, stdin=late)
+    assert refused.returncode == 2 and "--after -1" in refused.stderr.decode()
+    assert run_cli("append", "s", "--after", "4", cwd=project, stdin=late).returncode == 0
+    stored = run_cli("replay", "s", "--json", cwd=project).stdout.splitlines()
+    assert json.loads(stored[-1])["content"] == "decided on seq 3"
+
+
 BAD_INPUTS = {
     "invalid json": (b'{"type": "user", "content": "ok"}\n{"type": "user", "content": \n', ":7:"),
     "unknown field": (b'{"type": "user", "content": "x", "colour": 1}\n', "'colour'"),

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx2 as httpx
 import pytest
@@ -311,6 +312,32 @@ def test_the_mcp_tools_over_http_through_the_sdk_client(server, tokens) -> None:
     read_only = asyncio.run(asyncio.wait_for(run(tokens["reader"]), 60))
     assert read_only["appended"].is_error
     assert "read-only" in read_only["appended"].content[0].text
+
+
+def test_an_append_after_a_seq_is_a_conflict_once_the_session_moved(
+    server, memory: Memory, tokens
+) -> None:
+    """``after`` through HTTP and MCP: appended while the session's last record is that seq;
+    else 409 (an MCP tool error) naming both seqs, and nothing written."""
+    url, _ = server
+    with client(url, tokens["alice"]) as http:
+        seqs = http.post("/v1/sessions/s9/events", json={"events": EVENTS, "after": 0}).json()
+        last = seqs["seqs"][-1]
+        before = snapshot(memory.log_dir)
+        stale = http.post("/v1/sessions/s9/events", json={"events": EVENTS, "after": last - 1})
+        assert stale.status_code == 409
+        assert f"but its last record is seq {last}" in stale.json()["detail"]
+
+        async def run() -> Any:
+            async with mcp_session(url, tokens["alice"]) as session:
+                event = {"session": "s9", "events": EVENTS, "after": last - 1}
+                return await session.call_tool("append", event)
+
+        refused = asyncio.run(asyncio.wait_for(run(), 60))
+        assert refused.is_error and f"seq {last}" in refused.content[0].text
+        assert snapshot(memory.log_dir) == before
+        done = http.post("/v1/sessions/s9/events", json={"events": EVENTS, "after": last})
+        assert done.status_code == 200 and done.json()["seqs"][0] == last + 1
 
 
 def test_mcp_over_http_needs_a_token(server) -> None:
