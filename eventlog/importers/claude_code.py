@@ -38,10 +38,23 @@ def _blocks(message: Any) -> list[dict[str, Any]]:
 
 def _result_text(content: Any) -> Any:
     if isinstance(content, list):
-        texts = [b.get("text", "") for b in content if isinstance(b, dict) and "text" in b]
-        if len(texts) == len(content):
+        texts = [b["text"] for b in content if isinstance(b, dict) and "text" in b]
+        if len(texts) == len(content) and all(isinstance(t, str) for t in texts):
             return "\n".join(texts)
     return content
+
+
+def _joined(texts: list[Any]) -> Any:
+    """The texts of a message's blocks as one; the first that is not a string when one is not
+    (refused as the event's ``content``, never stored as its repr)."""
+    odd = [t for t in texts if not isinstance(t, str)]
+    return odd[0] if odd else "\n".join(texts)
+
+
+def _tool_id(value: Any) -> str | None:
+    """A tool_use id that can link an action and its result: a string (an id of another type,
+    kept in ``meta`` as given, links nothing)."""
+    return value if isinstance(value, str) else None
 
 
 def to_events(units: list[Unit], session: str) -> list[dict[str, Any]]:
@@ -59,15 +72,18 @@ def to_events(units: list[Unit], session: str) -> list[dict[str, Any]]:
         block = blocks[0] if len(blocks) == 1 else None
         event: dict[str, Any]
         if kind == "user" and block and block.get("type") == "tool_result":
+            failed = block.get("is_error")
             event = {
                 "type": "observation",
                 "result": _result_text(block.get("content")),
-                "is_error": bool(block.get("is_error")),
-                "action_id": action_of_tool_use.get(block.get("tool_use_id", "")),
+                # as given (absent: false): a value that is not a boolean is refused, never
+                # stored as one ("false" is truthy)
+                "is_error": False if failed is None else failed,
+                "action_id": action_of_tool_use.get(_tool_id(block.get("tool_use_id")) or ""),
             }
             meta["tool_use_id"] = block.get("tool_use_id")
         elif kind == "user" and blocks and all(b.get("type") == "text" for b in blocks):
-            event = {"type": "user", "content": "\n".join(b.get("text", "") for b in blocks)}
+            event = {"type": "user", "content": _joined([b.get("text", "") for b in blocks])}
             if obj.get("isCompactSummary"):
                 meta["kind"] = "compact_summary"
         elif (
@@ -91,7 +107,8 @@ def to_events(units: list[Unit], session: str) -> list[dict[str, Any]]:
                 else {"input": block.get("input")},
             }
             meta["tool_use_id"] = block.get("id")
-            action_of_tool_use[block.get("id", "")] = f"{session}:{unit.index}"
+            if (tool_id := _tool_id(block.get("id"))) is not None:
+                action_of_tool_use[tool_id] = f"{session}:{unit.index}"
         else:
             subtype = obj.get("subtype")
             label = f"{kind}:{subtype}" if subtype else str(kind)

@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from types import NoneType
 from typing import Any
 
 from eventlog.errors import SourceError
 from eventlog.importers.sources import Unit
 
 FORMAT = "locomo"
+_STEP = timedelta(seconds=30)  # between the turns of a session
+_TEXTS = ("speaker", "text", "blip_caption")  # what a turn's event is made of
 
 
 def _date(text: str, source: str, key: str) -> datetime:
@@ -35,6 +38,8 @@ def sessions(data: Any, source: str) -> list[tuple[str, list[Unit], datetime, st
         conv = sample.get("conversation") if isinstance(sample, dict) else None
         if not isinstance(conv, dict) or "sample_id" not in sample:
             raise SourceError(source, None, f"sample {n}: no sample_id/conversation")
+        if type(sample["sample_id"]) not in (str, int):  # it names sessions
+            raise SourceError(source, None, f"sample {n}: sample_id is not text or a number")
         keys = sorted(
             (k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1])
         )
@@ -49,13 +54,24 @@ def sessions(data: Any, source: str) -> list[tuple[str, list[Unit], datetime, st
                 )
             if not isinstance(raw_date, str):
                 raise SourceError(source, None, f"sample {n}: {key}_date_time is not text")
+            for i, turn in enumerate(turns):
+                odd = next(
+                    (f for f in _TEXTS if type(turn.get(f, "")) not in (str, NoneType)), None
+                )
+                if odd is not None:  # the event's content is made of them
+                    raise SourceError(
+                        source, None, f"sample {n}: {key} turn {i + 1}: {odd!r} is not text"
+                    )
             units = [
                 Unit(i, 0, json.dumps(turn, ensure_ascii=False), turn)
                 for i, turn in enumerate(conv[key])
             ]
-            found.append(
-                (f"{sample['sample_id']}.{key}", units, _date(raw_date, source, key), raw_date)
-            )
+            start = _date(raw_date, source, key)
+            if units and start > datetime.max.replace(tzinfo=UTC) - _STEP * len(units):
+                raise SourceError(
+                    source, None, f"{key}: its turns would be dated after the year 9999"
+                )
+            found.append((f"{sample['sample_id']}.{key}", units, start, raw_date))
     return found
 
 
@@ -76,7 +92,7 @@ def to_events(units: list[Unit], start: datetime, raw_date: str) -> list[dict[st
             {
                 "type": "user",
                 "content": f"{turn.get('speaker')}: {text}",
-                "ts": (start + timedelta(seconds=30 * unit.index)).isoformat(),
+                "ts": (start + _STEP * unit.index).isoformat(),
                 "meta": meta,
             }
         )

@@ -8,6 +8,7 @@ name as the tool, its args as params), observations that answer such an action (
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,23 @@ def session_name(path: Path) -> str:
     return path.stem
 
 
+_OFFSET = re.compile(r"(?:[Zz]|[+-]\d\d:\d\d)$")
+
+
 def _is_tool_action(obj: dict[str, Any]) -> bool:
     action = obj.get("action")
     return bool(action) and action not in ("message", "change_agent_state")
+
+
+def _ref(value: Any) -> int | str | None:
+    """An OpenHands event id (or ``cause``) that can link an observation to its action: an
+    integer or a string (one of another type links nothing; ``true`` is not the id 1)."""
+    return value if type(value) in (int, str) else None
+
+
+def _table(value: Any) -> dict[str, Any]:
+    """A field that holds an object (``args``, ``extras``); anything else as none."""
+    return value if isinstance(value, dict) else {}
 
 
 def to_events(units: list[Unit], session: str) -> list[dict[str, Any]]:
@@ -31,8 +46,9 @@ def to_events(units: list[Unit], session: str) -> list[dict[str, Any]]:
     # ("null") observations that answer messages or state changes are kept as imported events.
     """Events for the units of one source, in order."""
     tool_actions = {
-        u.obj.get("id"): f"{session}:{u.index}" for u in units if _is_tool_action(u.obj)
+        _ref(u.obj.get("id")): f"{session}:{u.index}" for u in units if _is_tool_action(u.obj)
     }
+    tool_actions.pop(None, None)
     events = []
     for unit in units:
         obj = unit.obj
@@ -44,20 +60,20 @@ def to_events(units: list[Unit], session: str) -> list[dict[str, Any]]:
         action, observation = obj.get("action"), obj.get("observation")
         event: dict[str, Any]
         if action == "message":
-            text = (obj.get("args") or {}).get("content") or obj.get("message", "")
+            text = _table(obj.get("args")).get("content") or obj.get("message", "")
             event = {
                 "type": "user" if obj.get("source") == "user" else "assistant",
-                "content": str(text),
+                "content": text,  # as given: one that is not text is refused, not its repr
             }
         elif _is_tool_action(obj):
             event = {"type": "action", "tool": str(action), "params": obj.get("args") or {}}
-        elif observation and obj.get("cause") in tool_actions:
-            extras = obj.get("extras") or {}
+        elif observation and _ref(obj.get("cause")) in tool_actions:
+            extras = _table(obj.get("extras"))
             failed = observation == "error" or extras.get("exit_code") not in (None, 0)
             event = {
                 "type": "observation",
                 "result": obj.get("content", ""),
-                "action_id": tool_actions[obj["cause"]],
+                "action_id": tool_actions[_ref(obj["cause"])],
                 "is_error": failed,
             }
         else:
@@ -68,9 +84,8 @@ def to_events(units: list[Unit], session: str) -> list[dict[str, Any]]:
             }
         if isinstance(obj.get("timestamp"), str):
             stamp = obj["timestamp"]
-            event["ts"] = (
-                stamp if stamp.endswith(("Z", "z")) or "+" in stamp[10:] else stamp + "Z"
-            )  # OpenHands writes naive UTC times
+            # OpenHands writes naive UTC times; one with an offset is taken as it is
+            event["ts"] = stamp if _OFFSET.search(stamp) else stamp + "Z"
         event["meta"] = {k: v for k, v in meta.items() if v is not None}
         events.append(event)
     return events

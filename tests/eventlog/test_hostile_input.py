@@ -22,7 +22,7 @@ from eventlog.errors import (
 )
 from eventlog.exact_json import MAX_DEPTH, json_shape_py, loads_exact
 from eventlog.ids import format_ts, normalize_ts, parse_ts
-from eventlog.importers import ImportOptions, import_paths
+from eventlog.importers import ImportOptions, export_session, import_paths
 from eventlog.jsonl_input import parse_event_lines
 from eventlog.log import EventLog
 from eventlog.native import lines
@@ -509,3 +509,133 @@ def test_a_fifo_planted_where_a_log_is_read_is_refused_not_waited_on(
     )
     assert done.returncode == 0, done.stderr
     assert "not a regular file" in done.stdout
+
+
+# --------------------------------------------------------------------------- importer shapes
+
+LOCOMO_DATE = "1:56 pm on 8 May, 2023"
+
+
+def locomo(*turns: dict, date: str = LOCOMO_DATE, sample_id: object = "s") -> str:
+    conversation = {"session_1": list(turns), "session_1_date_time": date}
+    return json.dumps([{"sample_id": sample_id, "conversation": conversation}])
+
+
+# A record whose fields have types its tool never writes: each is imported (what is not mapped
+# kept as it is, links left out) or refused naming file, line and field; never a crash.
+ODD_SHAPES = [
+    # claude-code: a message's text that is no text is refused, as an assistant's is
+    (
+        "claude-code",
+        {"type": "user", "message": {"content": [{"type": "text", "text": 5}]}},
+        r"t\.jsonl:1: field 'content': Input should be a valid string",
+    ),
+    # tool ids that are not strings link nothing
+    (
+        "claude-code",
+        {"type": "assistant", "message": {"content": [{"type": "tool_use", "id": ["t"]}]}},
+        None,
+    ),
+    (
+        "claude-code",
+        {"type": "assistant", "message": {"content": [{"type": "tool_use", "id": {"a": 1}}]}},
+        None,
+    ),
+    (
+        "claude-code",
+        {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": [1]}]}},
+        None,
+    ),
+    (
+        "claude-code",
+        {
+            "type": "user",
+            "message": {"content": [{"type": "tool_result", "content": [{"text": 5}]}]},
+        },
+        None,
+    ),
+    # "false" is not false: stored as true it would say the call failed
+    (
+        "claude-code",
+        {
+            "type": "user",
+            "message": {
+                "content": [{"type": "tool_result", "tool_use_id": "t", "is_error": "false"}]
+            },
+        },
+        r"t\.jsonl:1: field 'is_error': Input should be a valid boolean",
+    ),
+    ("openhands", [{"id": [1], "action": "run", "args": {}}], None),
+    ("openhands", [{"id": {"a": 1}, "action": "run", "args": {}}], None),
+    ("openhands", [{"id": 1, "observation": "run", "cause": [1]}], None),
+    ("openhands", [{"id": 1, "action": "message", "args": [1], "message": "hi"}], None),
+    ("openhands", [{"id": 1, "action": "message", "args": "x", "message": "hi"}], None),
+    (
+        "openhands",
+        [
+            {"id": 1, "action": "run", "args": {}},
+            {"id": 2, "observation": "run", "cause": 1, "content": "ok", "extras": [1]},
+        ],
+        None,
+    ),
+    # a dict is no message text: it is refused, not stored as Python's repr of it
+    (
+        "openhands",
+        [{"id": 1, "action": "message", "source": "user", "args": {"content": {"a": 1}}}],
+        r"t\.json:1: field 'content': Input should be a valid string",
+    ),
+    # a time with a negative UTC offset is a time
+    (
+        "openhands",
+        [
+            {
+                "id": 1,
+                "action": "message",
+                "source": "user",
+                "args": {"content": "hi"},
+                "timestamp": "2024-01-01T00:00:00-05:00",
+            }
+        ],
+        None,
+    ),
+    ("locomo", locomo({"speaker": "A", "text": 5}), r"session_1 turn 1: 'text' is not text"),
+    (
+        "locomo",
+        locomo({"speaker": "A", "text": "x", "blip_caption": 5}),
+        r"session_1 turn 1: 'blip_caption' is not text",
+    ),
+    ("locomo", locomo({"speaker": {"a": 1}, "text": "x"}), r"turn 1: 'speaker' is not text"),
+    ("locomo", locomo({"speaker": "A", "text": "x"}, sample_id={"x": 1}), r"sample 0: sample_id"),
+    (
+        "locomo",
+        locomo(*[{"speaker": "A", "text": "x"}] * 3, date="11:59 pm on 31 December, 9999"),
+        r"session_1: its turns would be dated after the year 9999",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "record", "refused"),
+    ODD_SHAPES,
+    ids=[f"{fmt}-{n}" for n, (fmt, _, _) in enumerate(ODD_SHAPES)],
+)
+def test_a_record_of_an_odd_shape_is_imported_or_refused_never_a_crash(
+    log: EventLog, tmp_path: Path, fmt: str, record: object, refused: str | None
+) -> None:
+    if fmt == "claude-code":
+        source, text = tmp_path / "t.jsonl", json.dumps(record) + "\n"
+    else:
+        source, text = (
+            tmp_path / "t.json",
+            record if isinstance(record, str) else json.dumps(record),
+        )
+    source.write_text(text)
+    if refused is not None:
+        with pytest.raises(ImportFailedError, match=refused):
+            import_paths(log, fmt, [source])
+        assert log.sessions() == []
+        return
+    (result,) = import_paths(log, fmt, [source], ImportOptions(keep_secrets=True))
+    assert result.appended == (len(record) if isinstance(record, list) else 1)
+    assert export_session(log, fmt, result.session) == source.read_bytes()
+    assert verify(log).ok
