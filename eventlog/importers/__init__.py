@@ -96,13 +96,25 @@ def _session_id(prefix: str, name: str, source: str) -> str:
         raise SourceError(source, None, str(exc)) from exc
 
 
-def _check_session(log: Log, session: str, source: str) -> None:
+def _check_session(log: Log, session: str, source: str, existing: dict[str, str]) -> None:
     """Refuse, before anything is appended, a session the log would refuse: a reserved name
-    (in any case), or a new id shaped like a secret."""
+    (in any case), a new id equal to an existing one ignoring case (``existing``: the log's
+    sessions by their case-folded ids), or a new id shaped like a secret. Refused by the
+    append instead, the files imported before it would stay in the log."""
     try:
         check_writer(session, system=False)
-        if log.redactor is not None and session not in log.sessions():
+        same = existing.get(session.casefold())
+        if same is not None and same != session:
+            raise SourceError(
+                source,
+                None,
+                f"would become session {session!r}, and session {same!r} differs from it "
+                "only in case",
+            )
+        if log.redactor is not None and same is None:
             log.redactor.refuse_secret_id(session)
+    except SourceError:
+        raise
     except ValueError as exc:
         raise SourceError(source, None, str(exc)) from exc
 
@@ -168,13 +180,17 @@ def _already_imported(log: Log, plan: _Plan, fmt: str, path: Path) -> frozenset[
     """The positions of the plan's records the session holds; refuse if any of them changed."""
     if plan.session not in log.sessions():
         return frozenset()
-    stored = [
-        loc.record.origin
-        for loc in log.read(plan.session)
-        if loc.record.origin is not None
-        and loc.record.origin.format == fmt
-        and loc.record.origin.source == plan.source
-    ]
+    origins = [loc.record.origin for loc in log.read(plan.session) if loc.record.origin]
+    other = next((o for o in origins if (o.format, o.source) != (fmt, plan.source)), None)
+    if other is not None:  # two sources whose names (or a copy's content) make one id
+        raise SourceError(
+            str(path),
+            None,
+            f"would become session {plan.session!r}, which holds records imported from "
+            f"{other.source!r} ({other.format}): sessions never merge; import it with a "
+            "--session-prefix",
+        )
+    stored = [o for o in origins if (o.format, o.source) == (fmt, plan.source)]
     for held in stored:
         if held.index >= len(plan.units):
             raise SourceError(
@@ -219,29 +235,31 @@ def import_paths(
         files = _files(fmt, [Path(p) for p in paths])
     except SourceError as exc:
         raise ImportFailedError([exc]) from exc
+    existing = {s.casefold(): s for s in log.sessions()}
     for path in files:
         try:
             plans = _plans_for_file(fmt, path, options.prefix, options.live)
             for plan in plans:
                 plan.path = str(path)
-                _check_session(log, plan.session, str(path))
+                _check_session(log, plan.session, str(path), existing)
                 _finish(fmt, path, plan)
                 plan.done = _already_imported(log, plan, fmt, path)
             planned += plans
         except SourceError as exc:
             errors.append(exc)
-    first_of: dict[str, str] = {}
+    first_of: dict[str, _Plan] = {}  # by session id case-folded: one file on some systems
     for plan in planned:
-        other = first_of.setdefault(plan.session, plan.path)
-        if other != plan.path:
-            errors.append(
-                SourceError(
-                    plan.path,
-                    None,
-                    f"would become session {plan.session!r}, as {other} does: import them "
-                    "separately with different --session-prefix values",
-                )
+        earlier = first_of.setdefault(plan.session.casefold(), plan)
+        if earlier is plan:
+            continue
+        if earlier.path == plan.path:  # two conversations of one LoCoMo file
+            message = f"would become session {plan.session!r} twice: sessions never merge"
+        else:
+            message = (
+                f"would become session {plan.session!r}, as {earlier.path} does: import them "
+                "separately with different --session-prefix values"
             )
+        errors.append(SourceError(plan.path, None, message))
     if errors:
         raise ImportFailedError(errors)
     news = {

@@ -346,3 +346,79 @@ def test_a_message_queued_while_the_agent_works_is_a_user_message(
     assert [r.type for r in rs] == ["user", "user", "imported"]
     assert rs[1].content == "check again" and rs[1].meta["kind"] == "queued"
     assert export_session(log, "claude-code", "queued") == source.read_bytes()
+
+
+def _transcript(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = {"type": "user", "uuid": "u", "message": {"role": "user", "content": text}}
+    path.write_text(json.dumps(line) + "\n")
+    return path
+
+
+def test_a_session_refused_for_its_case_refuses_the_whole_import(tmp_path: Path) -> None:
+    """A transcript whose session differs only in case from an existing one (or from another
+    of the same import) is refused before anything is appended: the files before it in the
+    import are not left in the log."""
+    init_workspace(tmp_path)
+    assert (
+        run_cli("append", "s1", cwd=tmp_path, stdin=b'{"type":"user","content":"x"}').returncode
+        == 0
+    )
+    first = _transcript(tmp_path / "in" / "aaa.jsonl", "first")
+    clash = _transcript(tmp_path / "in" / "S1.jsonl", "second")
+    before = snapshot(tmp_path / ".airsspec")
+    result = run_cli("import", "claude-code", str(first), str(clash), cwd=tmp_path)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.decode().splitlines() if "error:" in line]
+    assert errors == [
+        f"airsspec: error: {clash}: would become session 'S1', and session 's1' "
+        "differs from it only in case"
+    ]
+    assert snapshot(tmp_path / ".airsspec") == before
+    one, other = (
+        _transcript(tmp_path / "a" / "zz.jsonl", "a"),
+        _transcript(tmp_path / "b" / "ZZ.jsonl", "b"),
+    )
+    result = run_cli("import", "claude-code", str(one), str(other), cwd=tmp_path)
+    assert result.returncode == 2 and b"would become session 'ZZ', as" in result.stderr
+    assert snapshot(tmp_path / ".airsspec") == before
+
+
+def test_a_session_imported_from_another_source_is_never_merged_into(
+    log: EventLog, tmp_path: Path
+) -> None:
+    """Two sources whose names make one session id (``x y`` and ``x-y``), or a copy of a LoCoMo
+    file (its sessions are named by its content): the second is refused, not appended to the
+    session the first made."""
+    import_paths(log, "claude-code", [_transcript(tmp_path / "x y.jsonl", "first")])
+    before = snapshot(log.log_dir)
+    with pytest.raises(
+        ImportFailedError,
+        match=r"x-y\.jsonl: would become session 'x-y', "
+        r"which holds records imported from 'x y\.jsonl'",
+    ):
+        import_paths(log, "claude-code", [_transcript(tmp_path / "x-y.jsonl", "second")])
+    assert snapshot(log.log_dir) == before
+    turns = [{"speaker": "A", "dia_id": "D1:1", "text": "hello"}]
+    conv = {"session_1": turns, "session_1_date_time": "1:56 pm on 8 May, 2023"}
+    (tmp_path / "lo.json").write_text(json.dumps([{"sample_id": "c", "conversation": conv}]))
+    shutil.copy(tmp_path / "lo.json", tmp_path / "lo-copy.json")
+    import_paths(log, "locomo", [tmp_path / "lo.json"])
+    with pytest.raises(ImportFailedError, match=r"holds records imported from 'lo\.json'"):
+        import_paths(log, "locomo", [tmp_path / "lo-copy.json"])
+    assert [r.content for r in records(log, "c.session_1")] == ["A: hello"]
+
+
+def test_two_conversations_of_one_file_never_merge(log: EventLog, tmp_path: Path) -> None:
+    """LoCoMo samples that name one session (the same sample_id, or ids made equal by
+    cleaning) are refused, not appended to one session as two conversations."""
+    conv = {
+        "session_1": [{"speaker": "A", "text": "x"}],
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+    }
+    for ids in (["a", "a"], ["a/b", "a-b"]):
+        samples = [{"sample_id": i, "conversation": conv} for i in ids]
+        (tmp_path / "lo.json").write_text(json.dumps(samples))
+        with pytest.raises(ImportFailedError, match=r"would become session 'a.*session_1' twice"):
+            import_paths(log, "locomo", [tmp_path / "lo.json"])
+        assert log.sessions() == []
