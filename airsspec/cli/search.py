@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from airsspec.cli.common import arg, command, flag, open_memory, print_json, progress_printer
 from airsspec.errors import EXIT_OK, UsageError, validation_problem
-from airsspec.memory import UNIT_KINDS, QueryMemoryInput, printable
+from airsspec.memory import UNIT_KINDS, QueryMemoryInput, loads_exact, printable
 from airsspec.render import hits_text
 
 
@@ -50,10 +50,16 @@ def _batch_requests(source: str) -> list[QueryMemoryInput]:
     for number, line in enumerate(data.split(b"\n"), start=1):  # JSONL lines end at \n only
         if not line.strip():
             continue
-        try:
-            requests.append(QueryMemoryInput.model_validate(orjson.loads(line)))
+        try:  # a key given twice is refused, not one of its values chosen
+            value = loads_exact(line)
         except orjson.JSONDecodeError as exc:
             raise UsageError(f"{source}:{number}: invalid JSON: {exc}") from exc
+        except ValueError as exc:
+            raise UsageError(f"{source}:{number}: {exc}") from exc
+        if not isinstance(value, dict):
+            raise UsageError(f"{source}:{number}: a query must be a JSON object")
+        try:  # strict: 2.0, "2" and true are not the count 2, nor "yes" a boolean
+            requests.append(QueryMemoryInput.model_validate(value, strict=True))
         except ValidationError as exc:
             raise UsageError(f"{source}:{number}: {validation_problem(exc)}") from exc
     return requests

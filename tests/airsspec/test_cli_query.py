@@ -69,6 +69,17 @@ def test_batch_gives_one_result_line_per_query_line(example: Path) -> None:
         ('{"query": "ok", "kk": 3}\n', "q.jsonl:1: field 'kk': Extra inputs are not permitted"),
         ('{"query": "ok", "k": 0}\n', "q.jsonl:1: field 'k': Input should be greater than"),
         ('{"k": 3}\n', "q.jsonl:1: field 'query': Field required"),
+        # only one of the two could be asked: neither is chosen silently
+        ('{"query": "ok", "query": "other"}\n', "q.jsonl:1: key 'query' is given twice"),
+        # a value of another type is refused, not converted (2.0, "2" and true are no count)
+        ('{"query": "ok", "k": 2.0}\n', "q.jsonl:1: field 'k': Input should be a valid integer"),
+        ('{"query": "ok", "k": "2"}\n', "q.jsonl:1: field 'k': Input should be a valid integer"),
+        ('{"query": "ok", "k": true}\n', "q.jsonl:1: field 'k': Input should be a valid integer"),
+        (
+            '{"query": "ok", "detail": "yes"}\n',
+            "q.jsonl:1: field 'detail': Input should be a valid boolean",
+        ),
+        ('["ok"]\n', "q.jsonl:1: a query must be a JSON object"),
     ],
 )
 def test_bad_batch_input_exits_2_and_changes_nothing(example: Path, lines, message) -> None:
