@@ -95,17 +95,18 @@ def load_settings(config: Path | None, env: Mapping[str, str] | None = None) -> 
         return settings
     for section, values in overrides.items():
         data.setdefault(section, {}).update(values)
-    return validate(data, "environment")
+    return validate(data, "environment", environment=True)
 
 
-def validate(data: dict[str, Any], source: str) -> Settings:
+def validate(data: dict[str, Any], source: str, *, environment: bool = False) -> Settings:
     """``data`` as settings: ``Plain`` when every section is ``kept``, else validated by the
-    models (``airsspec.settings.validate``: its errors name ``source``)."""
+    models (``airsspec.settings.validate``: its errors name ``source``; ``environment``: the
+    environment's text is read as each key's type)."""
     settings = plain_settings(data)
     if settings is None:
         from airsspec.settings import validate as by_models
 
-        settings = by_models(data, source)
+        settings = by_models(data, source, environment=environment)
     if "\0" in settings.workspace.path:  # no folder is named so (open() raises ValueError)
         path = settings.workspace.path
         raise SettingsError(f"{source}: [workspace] path: holds a NUL character (got {path!r})")

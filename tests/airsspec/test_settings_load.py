@@ -182,3 +182,41 @@ def test_the_default_file_loads_without_pydantic(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True", "40"]
+
+
+@pytest.mark.parametrize(
+    ("toml", "problem"),
+    [
+        (
+            '[memory]\nhot_window_size = "30"\n',
+            "[memory] hot_window_size: Value error, a number, not the text '30' (got '30')",
+        ),
+        (
+            '[memory]\ncompression_threshold = "0.5"\n',
+            "[memory] compression_threshold: Value error, a number, not the text '0.5' (got '0.5')",
+        ),
+        (
+            '[secrets]\nredact = "false"\n',
+            "[secrets] redact: Value error, true or false, not the text 'false' (got 'false')",
+        ),
+        ("[secrets]\nredact = 0\n", "[secrets] redact: Value error, true or false, not 0 (got 0)"),
+    ],
+)
+def test_a_value_of_another_type_in_the_file_is_refused_not_converted(
+    tmp_path: Path, toml: str, problem: str
+) -> None:
+    config = tmp_path / "airsspec.toml"
+    config.write_text(toml)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(config, env={})
+    assert str(caught.value) == f"{config}: {problem}"
+
+
+def test_the_environment_s_text_is_read_as_each_key_s_type(tmp_path: Path) -> None:
+    """An environment variable is text: there, "40" is the number 40 and "false" is false."""
+    config = tmp_path / "airsspec.toml"
+    config.write_text("[memory]\nchunk_size = 12\n")
+    env = {"AIRSSPEC_MEMORY_HOT_WINDOW_SIZE": "40", "AIRSSPEC_SECRETS_REDACT": "false"}
+    settings = load_settings(config, env=env)
+    assert (settings.memory.hot_window_size, settings.memory.chunk_size) == (40, 12)
+    assert settings.secrets.redact is False
