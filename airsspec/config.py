@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -95,18 +96,17 @@ def load_settings(config: Path | None, env: Mapping[str, str] | None = None) -> 
         return settings
     for section, values in overrides.items():
         data.setdefault(section, {}).update(values)
-    return validate(data, "environment", environment=True)
+    return validate(data, "environment")
 
 
-def validate(data: dict[str, Any], source: str, *, environment: bool = False) -> Settings:
+def validate(data: dict[str, Any], source: str) -> Settings:
     """``data`` as settings: ``Plain`` when every section is ``kept``, else validated by the
-    models (``airsspec.settings.validate``: its errors name ``source``; ``environment``: the
-    environment's text is read as each key's type)."""
+    models (``airsspec.settings.validate``: its errors name ``source``)."""
     settings = plain_settings(data)
     if settings is None:
         from airsspec.settings import validate as by_models
 
-        settings = by_models(data, source, environment=environment)
+        settings = by_models(data, source)
     if "\0" in settings.workspace.path:  # no folder is named so (open() raises ValueError)
         path = settings.workspace.path
         raise SettingsError(f"{source}: [workspace] path: holds a NUL character (got {path!r})")
@@ -129,7 +129,15 @@ def plain_settings(data: dict[str, Any]) -> Settings | None:
     return cast("Settings", Plain(None, sections))
 
 
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The settings ``AIRSSPEC_<SECTION>_<KEY>`` variables give, each text read as its key's
+    type, exactly: a count as a whole number ("40", not "40.0", " 40 " or "4_0"), a number as
+    a decimal, a switch as true or false, a list as JSON; else ``SettingsError`` naming the
+    variable."""
     overrides: dict[str, dict[str, Any]] = {}
     for name, raw in env.items():
         if not name.startswith(ENV_PREFIX):
@@ -138,14 +146,28 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         section = next((s for s in FIELDS if rest.startswith(s + "_")), None)
         if section is None:
             continue  # AIRSSPEC_CONFIG and friends are not settings
-        value: Any = raw
-        if raw.startswith("["):
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise SettingsError(f"environment {name}: not a JSON list: {exc}") from exc
-        overrides.setdefault(section, {})[rest[len(section) + 1 :]] = value
+        key = rest[len(section) + 1 :]
+        default = FIELDS[section].get(key, (None,))[0]  # an unknown key: the models name it
+        overrides.setdefault(section, {})[key] = _typed(name, raw, default)
     return overrides
+
+
+def _typed(name: str, raw: str, default: object) -> Any:
+    """The environment's text ``raw`` of variable ``name`` as the type of ``default``."""
+    if raw.startswith("["):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"environment {name}: not a JSON list: {exc}") from exc
+    if isinstance(default, bool):
+        if raw.lower() not in ("true", "false"):
+            raise SettingsError(f"environment {name}: true or false, not {raw!r}")
+        return raw.lower() == "true"
+    if isinstance(default, int) and not _WHOLE.fullmatch(raw):
+        raise SettingsError(f"environment {name}: a whole number, not {raw!r}")
+    if isinstance(default, float) and not _DECIMAL.fullmatch(raw):
+        raise SettingsError(f"environment {name}: a number, not {raw!r}")
+    return type(default)(raw) if isinstance(default, int | float) else raw
 
 
 def config_of_workspace(root: Path) -> Path | None:

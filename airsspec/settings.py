@@ -24,9 +24,6 @@ from eventlog.schema import MESSAGE_TYPES, Frozen
 from eventlog.storage import parse_url
 from projections.policies import IndexPolicy, LearningSettings, RecallWeights
 
-ENVIRONMENT = "environment"
-"""The validation context's key saying the values are the environment's text."""
-
 
 class _Section(Frozen):
     """A section of airsspec.toml."""
@@ -43,11 +40,10 @@ class _Section(Frozen):
         if type(value) is float and kind is int:
             raise ValueError(f"a whole number, not {value!r}")
         # "30" is 30 and "false" or 0 is false to lax validation; a file writes them as they
-        # are. The environment's values are text (``ENVIRONMENT``): there, they are read so.
-        text = type(value) is str and not (info.context or {}).get(ENVIRONMENT)
-        if text and kind in (int, float):
+        # are (the environment's text is read as each key's type first: ``airsspec.config``)
+        if type(value) is str and kind in (int, float):
             raise ValueError(f"a number, not the text {value!r}")
-        if kind is bool and type(value) is not bool and (text or type(value) is not str):
+        if kind is bool and type(value) is not bool:
             given = f"the text {value!r}" if type(value) is str else repr(value)
             raise ValueError(f"true or false, not {given}")
         return value
@@ -276,23 +272,21 @@ def _describe(err: Mapping[str, Any]) -> str:
     return f"{key}: {err['msg']} (got {err.get('input')!r})"
 
 
-def validate(data: dict[str, Any], source: str, *, environment: bool = False) -> Settings:
+def validate(data: dict[str, Any], source: str) -> Settings:
     """``data`` as ``Settings``, validated section by section (``_by_section``) when it can
     be; anything that fails is validated whole, so an error is the one the whole model gives
     (its first, described with the key and where it came from). ``airsspec.config`` comes
-    here for what it is not certain of. ``environment``: ``data`` holds the environment's
-    overrides, text read as each key's type ("40", "false")."""
-    context = {ENVIRONMENT: environment}
-    settings = _by_section(data, context)
+    here for what it is not certain of."""
+    settings = _by_section(data)
     if settings is not None:
         return settings
     try:
-        return Settings.model_validate(data, context=context)
+        return Settings.model_validate(data)
     except ValidationError as exc:
         raise SettingsError(f"{source}: {_describe(exc.errors()[0])}") from exc
 
 
-def _by_section(data: dict[str, Any], context: dict[str, bool]) -> Settings | None:
+def _by_section(data: dict[str, Any]) -> Settings | None:
     """``Settings.model_validate(data)``, building the validators of the sections that need
     one only: a section absent, or whose every key ``settings_values.kept_values`` proves valid
     as given, is made without validation. None when a section is unknown, not a table,
@@ -309,7 +303,7 @@ def _by_section(data: dict[str, Any], context: dict[str, bool]) -> Settings | No
             sections[name] = section.model_construct(**kept)
             continue
         try:
-            sections[name] = section.model_validate(given, context=context)
+            sections[name] = section.model_validate(given)
         except ValidationError:
             return None
     return Settings.model_construct(**cast("dict[str, Any]", sections))

@@ -157,6 +157,9 @@ def test_bad_config_value_names_key_and_allowed_values(project: Path) -> None:
     edit_config(config, ('durability = "maybe"', 'durability = "batch"'))
     env_result = run_cli("sessions", cwd=project, env={"AIRSSPEC_MEMORY_CHUNK_SIZE": "zero"})
     assert env_result.returncode == 2
+    assert b"environment AIRSSPEC_MEMORY_CHUNK_SIZE: a whole number" in env_result.stderr
+    env_result = run_cli("sessions", cwd=project, env={"AIRSSPEC_MEMORY_CHUNK_SIZE": "-4"})
+    assert env_result.returncode == 2  # a whole number, out of range: the key and its bound
     assert b"environment: [memory] chunk_size" in env_result.stderr
 
 

@@ -5,6 +5,7 @@ whole gives, and a bad value the same one-line error."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -220,3 +221,28 @@ def test_the_environment_s_text_is_read_as_each_key_s_type(tmp_path: Path) -> No
     settings = load_settings(config, env=env)
     assert (settings.memory.hot_window_size, settings.memory.chunk_size) == (40, 12)
     assert settings.secrets.redact is False
+    env = {"AIRSSPEC_COLD_WEIGHT_FOCUS": "0.5", "AIRSSPEC_SECRETS_REDACT": "TRUE"}
+    settings = load_settings(config, env=env)
+    assert (settings.cold.weight_focus, settings.secrets.redact) == (0.5, True)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("AIRSSPEC_MEMORY_HOT_WINDOW_SIZE", "40.0", "a whole number, not '40.0'"),
+        ("AIRSSPEC_MEMORY_HOT_WINDOW_SIZE", " 40 ", "a whole number, not ' 40 '"),
+        ("AIRSSPEC_MEMORY_HOT_WINDOW_SIZE", "4_0", "a whole number, not '4_0'"),
+        ("AIRSSPEC_SECRETS_REDACT", "yes", "true or false, not 'yes'"),
+        ("AIRSSPEC_SECRETS_REDACT", "0", "true or false, not '0'"),
+        ("AIRSSPEC_COLD_WEIGHT_FOCUS", "inf", "a number, not 'inf'"),
+        ("AIRSSPEC_COLD_WEIGHT_FOCUS", "1_0.5", "a number, not '1_0.5'"),
+    ],
+)
+def test_the_environment_s_text_is_read_exactly_or_refused_naming_the_variable(
+    tmp_path: Path, name: str, text: str, expected: str
+) -> None:
+    """A variable's text is read as its key's type exactly as written: what Python or lax
+    validation would also take ("40.0" as 40, "4_0" as 40, "yes" as true) is refused, the
+    error naming the variable."""
+    with pytest.raises(SettingsError, match=f"^environment {name}: {re.escape(expected)}$"):
+        load_settings(None, env={name: text})
