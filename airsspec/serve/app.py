@@ -5,7 +5,8 @@ official SDK's session manager, the tools of ``ops``), ``/`` the viewer (``viewe
 request but ``GET /v1/health``, the login page and static files needs a token: a bearer token
 (``Authorization: Bearer ...``); for the viewer's pages also its HttpOnly cookie, set only by the
 sign-in form posted from our own origin (never by a token in a url, which any page could link to
-and which stays in histories). The token decides the user whose scoped memory the request sees;
+and which stays in histories), holding a sign-in of this process (``Served.sign_in``), never the
+token. The token decides the user whose scoped memory the request sees;
 the scope headers (``X-Airsspec-User/-Agent/-Project``, percent-encoded UTF-8) narrow it. What a
 page of another origin could make a browser send is refused (``BrowserGuard``), no answer is kept
 in a cache (``Cache-Control: no-store``), and no body beyond ``api.MAX_BODY`` is taken in
@@ -88,17 +89,18 @@ class PrincipalUser(BaseUser):
         return self.principal.user
 
 
-def request_token(conn: HTTPConnection) -> str | None:
-    """The token a request carries: the bearer header; for the viewer's pages also the
-    cookie. The API and MCP take only the header: a browser sends the cookie by itself, to a
-    form of any page of the same site (another local port is one). A token in a url is never
-    taken: it ends up in logs and histories, and any page could sign a browser in with it."""
+def request_token(conn: HTTPConnection, served: Served) -> str | None:
+    """The token a request carries: the bearer header; for the viewer's pages also the one
+    its cookie's sign-in stands for. The API and MCP take only the header: a browser sends the
+    cookie by itself, to a form of any page of the same site (another local port is one). A
+    token in a url is never taken: it ends up in logs and histories, and any page could sign a
+    browser in with it."""
     header = conn.headers.get("authorization", "")
     if header[:7].lower() == "bearer ":
         return header[7:].strip()
     if conn.url.path.startswith(API_PATHS):
         return None
-    return conn.cookies.get(COOKIE)
+    return served.signed_in(conn.cookies.get(COOKIE))
 
 
 class RequestRefused(AuthenticationError):
@@ -128,7 +130,7 @@ class TokenBackend(AuthenticationBackend):
     async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
         """The principal of the request's token, or None (unauthenticated)."""
         try:
-            principal = self.served.principal(request_token(conn))
+            principal = self.served.principal(request_token(conn, self.served))
         except TokenError as exc:  # the file, not the caller: the server's log names it
             logging.getLogger("airsspec.serve").error("%s", exc)
             raise RequestRefused(503, DAMAGED_TOKENS) from exc

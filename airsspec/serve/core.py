@@ -16,6 +16,12 @@ Each request acts for a principal (a token's user); ``view`` is that user's scop
 memory (``memory.scopes``) decides what it may read and write. An admin (an admin token, or
 the local token of the user who started the server, in the discovery file) is unscoped, as
 the CLI is, unless a request narrows it (``X-Airsspec-User``/``-Agent``/``-Project``).
+
+A viewer's sign-in (``sign_in``) is a random handle this process alone holds, standing for the
+token the form was given: the cookie carries the handle, never the token, since a browser sends
+a host's cookies to every port of it (any other local server it is led to reads them). A handle
+opens only the viewer, and ends at sign-out, after ``SIGN_IN_SECONDS``, when its token is
+revoked, or when the server stops.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from time import monotonic
 from typing import Any
 
 from airsspec.errors import DaemonBusyError, ReadOnlyTokenError
@@ -32,6 +39,8 @@ from airsspec.serve.tokens import Principal, TokenStore
 
 log = logging.getLogger("airsspec.serve")
 MAX_VIEWS = 64  # scoped views kept between requests
+SIGN_IN_SECONDS = 12 * 3600  # a viewer's sign-in lasts this long, then the form again
+MAX_SIGN_INS = 1024  # sign-ins held at once: beyond, the oldest ends
 
 
 class Served:
@@ -46,6 +55,8 @@ class Served:
         self.local_token = "airs_local_" + secrets.token_urlsafe(32)
         self.local = Principal(local_user, False, "local", admin=True, local=True)
         self._views: OrderedDict[Any, Any] = OrderedDict()  # the latest MAX_VIEWS scopes
+        self._sign_ins: OrderedDict[str, tuple[str, float]] = OrderedDict()  # handle: token, end
+        self._sign_lock = threading.Lock()
         self._later: list[threading.Thread] = []
         self.background = Background(self) if background else None
 
@@ -62,6 +73,33 @@ class Served:
         ):
             return self.local
         return self.tokens.lookup(token)
+
+    def sign_in(self, token: str) -> str:
+        """A new sign-in of the viewer for ``token`` (a valid one): the handle its cookie
+        carries in place of the token."""
+        handle = secrets.token_urlsafe(32)
+        with self._sign_lock:
+            self._sign_ins[handle] = (token, monotonic() + SIGN_IN_SECONDS)
+            while len(self._sign_ins) > MAX_SIGN_INS:
+                self._sign_ins.popitem(last=False)
+        return handle
+
+    def signed_in(self, handle: str | None) -> str | None:
+        """The token the sign-in ``handle`` stands for; None when there is no such sign-in
+        (never made here, signed out, or past its time)."""
+        if not handle:
+            return None
+        with self._sign_lock:
+            token, until = self._sign_ins.get(handle, (None, 0.0))
+            if token is not None and monotonic() >= until:
+                del self._sign_ins[handle]
+                return None
+            return token
+
+    def sign_out(self, handle: str | None) -> None:
+        """End the sign-in ``handle`` (if there is one)."""
+        with self._sign_lock:
+            self._sign_ins.pop(handle or "", None)
 
     def view(self, principal: Principal) -> Any:
         """The memory as ``principal`` may see and change it (``Memory.scoped`` to its scope,

@@ -34,7 +34,7 @@ from airsspec.errors import InvalidNameError, TokenError, UnsafePathError
 from airsspec.memory import check_name
 
 PREFIX = "airs_"
-COOKIE = "airsspec_token"  # the viewer's cookie holding a signed-in token
+COOKIE = "airsspec_sign_in"  # the viewer's cookie: a sign-in of the server, never a token
 MIN_PREFIX = 6  # characters of an id a revoke may name it by: one character names too many
 
 

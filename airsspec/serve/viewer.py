@@ -15,11 +15,13 @@ provenance. The
 header's links are ``NAV``: a new page adds its entry there and its route in ``routes``.
 Server-rendered Jinja2 templates with autoescaping on, so stored content is always shown as
 text, never run (markdown with raw HTML off); a few lines of our own JavaScript, no build step,
-no third-party script. Signing in sets an HttpOnly cookie holding the token, only by the form of
-``/login`` posted from this server's own origin (the ``Origin`` header equal to ours, or
-``Sec-Fetch-Site: same-origin``): another page cannot sign a browser in as someone else, and a
-token in a url is never taken. Every page reads through the signed-in user's scoped memory, and
-no page or error shows a path of the server's machine.
+no third-party script. Signing in sets an HttpOnly cookie holding a sign-in of this process
+(``Served.sign_in``: a random handle, never the token, which every other port of the host would
+be sent), only by the form of ``/login`` posted from this server's own origin (the ``Origin``
+header equal to ours, or ``Sec-Fetch-Site: same-origin``): another page cannot sign a browser in
+as someone else, and a token in a url is never taken. Signing out ends the sign-in. Every page
+reads through the signed-in user's scoped memory, and no page or error shows a path of the
+server's machine.
 """
 
 from __future__ import annotations
@@ -248,11 +250,12 @@ def routes(served: Served) -> list[Any]:
         token = str(form.get("token", "")).strip()
         if served.principal(token) is None:
             return render("login.html", request, 401, error="That token is not valid.")
-        return signed_in(RedirectResponse("/", 303), token, request)
+        return signed_in(RedirectResponse("/", 303), served.sign_in(token), request)
 
     async def logout(request: Request) -> Response:
         if not same_origin(request):  # as the sign-in: another page cannot sign a browser out
             return problem(403, "sign out from this server's own page")
+        served.sign_out(request.cookies.get(COOKIE))  # a copy of the cookie ends with it
         response = RedirectResponse("/login", 303)
         response.delete_cookie(COOKIE)
         return response
@@ -524,8 +527,9 @@ def same_origin(request: Request) -> bool:
     return request.headers.get("sec-fetch-site") == "same-origin"
 
 
-def signed_in(response: Response, token: str, request: Request) -> Response:
-    """``response`` setting the viewer's cookie (HttpOnly, SameSite=Strict)."""
+def signed_in(response: Response, handle: str, request: Request) -> Response:
+    """``response`` setting the viewer's cookie (HttpOnly, SameSite=Strict) to the sign-in
+    ``handle``."""
     secure = request.url.scheme == "https"
-    response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=secure)
+    response.set_cookie(COOKIE, handle, httponly=True, samesite="strict", secure=secure)
     return response

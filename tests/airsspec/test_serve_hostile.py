@@ -5,11 +5,13 @@ token only to a server its own user started on this machine."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2 as httpx
@@ -17,7 +19,7 @@ import pytest
 
 from airsspec import client as light
 from airsspec.memory import Memory
-from airsspec.serve import api
+from airsspec.serve import api, core
 from airsspec.serve.app import COOKIE, check_exposure, serving
 from airsspec.serve.app import write_state as write_discovery
 from airsspec.serve.core import MAX_VIEWS, Served
@@ -69,10 +71,18 @@ def test_a_hook_sent_with_a_users_token_falls_back_to_the_full_command(
     assert sys.stdin.read() == payload.decode()  # left for the full command to read
 
 
+@contextlib.contextmanager
+def signed_in(url: str, token: str) -> Iterator[httpx.Client]:
+    """A browser signed in to the viewer with ``token`` (by the sign-in form, as a person)."""
+    with http(url) as browser:
+        answer = browser.post("/login", data={"token": token}, headers={"Origin": url})
+        assert answer.status_code == 303 and COOKIE in browser.cookies, answer.text
+        yield browser
+
+
 def test_the_viewers_cookie_does_not_authenticate_the_api(server, tokens) -> None:
     url, _ = server  # a page of another local port is the same site: SameSite does not stop it
-    with http(url) as browser:
-        browser.cookies.set(COOKIE, tokens["alice"])
+    with signed_in(url, tokens["alice"]) as browser:
         assert browser.get("/").status_code == 200  # the viewer: yes
         written = browser.post(
             "/v1/sessions/csrf/events",
@@ -120,10 +130,50 @@ def test_a_token_in_the_query_string_is_for_the_viewers_sign_in_only(server, tok
 
 def test_signing_out_is_a_form_not_a_link(server, tokens) -> None:
     url, _ = server
-    with http(url) as browser:
-        browser.cookies.set(COOKIE, tokens["alice"])
+    with signed_in(url, tokens["alice"]) as browser:
         assert browser.get("/logout").status_code == 405  # an <img src> of any page
         assert browser.get("/").status_code == 200
+
+
+def test_the_viewers_cookie_is_never_the_token(server, tokens) -> None:
+    url, _ = server  # a browser sends a host's cookies to every port of it: any other local
+    # server a page leads the browser to reads them, and the token would open the API and /mcp
+    with signed_in(url, tokens["alice"]) as browser:
+        held = browser.cookies[COOKIE]
+        assert tokens["alice"] not in held and held not in tokens["alice"]
+        with http(url, held) as thief:  # what another port saw, sent as a bearer token
+            assert thief.get("/v1/sessions").status_code == 401
+            assert thief.post("/mcp", json={}).status_code == 401
+
+
+def test_signing_out_ends_the_sign_in_wherever_its_cookie_went(server, tokens) -> None:
+    url, _ = server
+    with signed_in(url, tokens["alice"]) as browser, http(url) as copy:
+        copy.cookies.set(COOKIE, browser.cookies[COOKIE])  # read by a server of another port
+        assert copy.get("/").status_code == 200
+        assert browser.post("/logout", headers={"Origin": url}).status_code == 303
+        assert copy.get("/").status_code == 303  # to the sign-in page
+        assert browser.get("/").status_code == 303
+
+
+def test_a_revoked_token_signs_its_browser_out(server, memory, tokens) -> None:
+    url, _ = server
+    with signed_in(url, tokens["bob"]) as browser:
+        assert browser.get("/").status_code == 200
+        store = TokenStore(memory.root)
+        store.revoke(next(e.id for e in store.entries() if e.user == "bob"))
+        assert browser.get("/").status_code == 303
+
+
+def test_a_sign_in_ends_after_its_time(memory, tokens, monkeypatch) -> None:
+    served = Served(memory, local_user="owner", background=False)
+    now = [1000.0]
+    monkeypatch.setattr(core, "monotonic", lambda: now[0])
+    held = served.sign_in(tokens["alice"])
+    assert served.signed_in(held) == tokens["alice"]
+    now[0] += core.SIGN_IN_SECONDS + 1
+    assert served.signed_in(held) is None
+    assert served.signed_in("made-up") is None and served.signed_in("") is None
 
 
 def test_a_body_too_large_is_refused_before_it_is_read(server, tokens) -> None:
