@@ -479,8 +479,12 @@ def _learnings(server: Server, opts: dict) -> int | None:
 def _trusted(start: str | None) -> bool:
     """Whether a hook run from ``start`` (default: the current folder) may go to a server:
     the nearest ``airsspec.toml`` is one this user trusted (``airsspec.trust``), as the full
-    command asks; with none, the full command does nothing."""
-    found = find_config(Path(os.path.abspath(os.path.expanduser(start or os.getcwd()))))
+    command asks; with none, the full command does nothing. A folder that cannot be looked
+    at (a name too long, no permission) is the full command's to report, in one line."""
+    try:
+        found = find_config(Path(os.path.abspath(os.path.expanduser(start or os.getcwd()))))
+    except OSError:
+        return False
     if found is None:
         return False
     from airsspec import trust

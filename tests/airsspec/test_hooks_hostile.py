@@ -190,3 +190,15 @@ def test_a_payload_naming_no_session_says_so_in_one_line(project: Path, payload:
         err = result.stderr.decode()
         assert result.returncode == 1 and err.count("\n") == 1, err
         assert err.startswith("airsspec: error: hook input names no session"), err
+
+
+@pytest.mark.parametrize("key", ["cwd", "transcript_path"])
+def test_a_path_too_long_for_the_system_is_one_error_line(project: Path, key: str) -> None:
+    """A folder name longer than the system takes (ENAMETOOLONG) is one line, as every other
+    path the hook cannot use (the walk up to airsspec.toml raised it as a traceback)."""
+    payload = {"session_id": "abc", "cwd": str(project)}
+    payload[key] = str(project / ("a" * 300) / "abc.jsonl")
+    result = run_cli("hook", "Stop", cwd=project, stdin=json.dumps(payload).encode())
+    err = result.stderr.decode()
+    assert result.returncode == 1
+    assert err.startswith("airsspec: error:") and err.count("\n") == 1, err
