@@ -179,17 +179,32 @@ def expand(value: str, key: str) -> Path:
         raise HookInputError(f"hook input: {key} {value!r}: {exc}") from exc
 
 
+def _is(test: Callable[[Path], bool], path: Path, key: str) -> bool:
+    """``test(path)``; a path the system cannot look at (a name too long, no permission) is
+    ``HookInputError`` naming the field, never an ``OSError`` (a server answers that 500)."""
+    try:
+        return test(path)
+    except OSError as exc:
+        raise HookInputError(
+            f"hook input: {key} cannot be looked at: {exc.strerror or exc}"
+        ) from exc
+
+
 def capture(memory: Memory, payload: dict[str, Any], *, subagents: bool = True) -> int:
     """Import what is new in the payload's transcripts; return the records appended."""
     main = _transcript(payload)
     if main is None:
         raise HookInputError("hook input has no transcript_path")
-    paths = [main] if main.is_file() else []
+    paths = [main] if _is(Path.is_file, main, "transcript_path") else []
     if subagents:
         folder = main.with_suffix("") / "subagents"
-        paths += [folder] if folder.is_dir() else []
+        paths += [folder] if _is(Path.is_dir, folder, "transcript_path") else []
         agent = _transcript(payload, "agent_transcript_path")
-        if agent is not None and agent.is_file() and agent.parent != folder:
+        if (
+            agent is not None
+            and _is(Path.is_file, agent, "agent_transcript_path")
+            and agent.parent != folder
+        ):
             paths.append(agent)  # a subagent transcript kept somewhere else
     if not paths:
         return 0  # nothing written yet

@@ -202,3 +202,16 @@ def test_a_path_too_long_for_the_system_is_one_error_line(project: Path, key: st
     err = result.stderr.decode()
     assert result.returncode == 1
     assert err.startswith("airsspec: error:") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("key", ["transcript_path", "agent_transcript_path"])
+def test_handle_wraps_a_transcript_path_the_system_cannot_look_at(tmp_path: Path, key: str) -> None:
+    """As the server's hook route calls it: a path too long is a bad request (400) naming
+    the field, not an OSError (answered 500)."""
+    payload = {"session_id": "abc", "transcript_path": str(tmp_path / "abc.jsonl")}
+    payload[key] = str(tmp_path / ("a" * 300) / "abc.jsonl")
+    with (
+        Memory.open(tmp_path / "p", create=True) as memory,
+        pytest.raises(HookInputError, match=key),
+    ):
+        handle(memory, "Stop", payload)
