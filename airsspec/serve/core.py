@@ -40,7 +40,7 @@ from airsspec.serve.tokens import Principal, TokenStore
 log = logging.getLogger("airsspec.serve")
 MAX_VIEWS = 64  # scoped views kept between requests
 SIGN_IN_SECONDS = 12 * 3600  # a viewer's sign-in lasts this long, then the form again
-MAX_SIGN_INS = 1024  # sign-ins held at once: beyond, the oldest ends
+SIGN_INS_PER_TOKEN = 32  # a token's sign-ins held at once: beyond, its oldest ends
 
 
 class Served:
@@ -79,9 +79,16 @@ class Served:
         carries in place of the token."""
         handle = secrets.token_urlsafe(32)
         with self._sign_lock:
-            self._sign_ins[handle] = (token, monotonic() + SIGN_IN_SECONDS)
-            while len(self._sign_ins) > MAX_SIGN_INS:
-                self._sign_ins.popitem(last=False)
+            now = monotonic()
+            for held, (_, until) in list(self._sign_ins.items()):  # the ended go first
+                if now >= until:
+                    del self._sign_ins[held]
+            # a token's own sign-ins make room for it: one user signing in again and again
+            # never ends another's
+            own = [held for held, (given, _) in self._sign_ins.items() if given == token]
+            for held in own[: max(0, len(own) - SIGN_INS_PER_TOKEN + 1)]:
+                del self._sign_ins[held]
+            self._sign_ins[handle] = (token, now + SIGN_IN_SECONDS)
         return handle
 
     def signed_in(self, handle: str | None) -> str | None:

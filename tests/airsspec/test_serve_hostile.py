@@ -176,6 +176,17 @@ def test_a_sign_in_ends_after_its_time(memory, tokens, monkeypatch) -> None:
     assert served.signed_in("made-up") is None and served.signed_in("") is None
 
 
+def test_signing_in_again_and_again_ends_only_ones_own_oldest_sign_ins(memory, tokens) -> None:
+    """A token holds at most ``SIGN_INS_PER_TOKEN`` sign-ins (its oldest ends): a user who
+    signs in thousands of times never signs another user out."""
+    served = Served(memory, local_user="owner", background=False)
+    bobs = served.sign_in(tokens["bob"])
+    alices = [served.sign_in(tokens["alice"]) for _ in range(core.SIGN_INS_PER_TOKEN * 40)]
+    assert served.signed_in(bobs) == tokens["bob"]
+    kept = [h for h in alices if served.signed_in(h) is not None]
+    assert kept == alices[-core.SIGN_INS_PER_TOKEN :]
+
+
 def test_a_body_too_large_is_refused_before_it_is_read(server, tokens) -> None:
     url, _ = server
     with http(url, tokens["alice"]) as alice:
