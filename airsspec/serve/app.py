@@ -259,6 +259,58 @@ class BodyLimit:
             await api.problem(413, str(exc))(scope, receive, send)
 
 
+HEAD_SECONDS = 30.0
+"""How long a connection may take to send a request's head (its line and headers), from when
+it opened or its previous answer was sent."""
+
+
+def head_in_time() -> type[Any]:
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose request head does not arrive
+    within ``HEAD_SECONDS`` (uvicorn waits for one without end: a client sending a few bytes
+    now and then, or none, held its connection, and enough of them every descriptor); an
+    idle connection after an answer is closed sooner by uvicorn's keep-alive timeout."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadInTime(H11Protocol):
+        _head_timer: Any = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._await_head()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.cycle is not None and not self.cycle.response_complete:  # a head came
+                self._head_arrived()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and (
+                self.cycle is None or self.cycle.response_complete  # no next head yet
+            ):
+                self._await_head()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._head_arrived()
+            super().connection_lost(exc)
+
+        def _await_head(self) -> None:
+            self._head_arrived()
+            self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_late)
+
+        def _head_arrived(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_late(self) -> None:
+            self._head_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return HeadInTime
+
+
 class ExactMCP:
     """The MCP transport behind a check of each body (``airsspec.mcp_server.inexact``): one a
     parser would read otherwise than it was sent (a key given twice: the SDK keeps one value)
@@ -526,7 +578,9 @@ def serve(
     ours = os.stat(path).st_ino if path is not None else None
     where = address(sock)
     app = create_app(served, host=host)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", access_log=False, http=head_in_time()
+    )
     server = uvicorn.Server(config)
     write_state(served, where)
     if ready is not None:
@@ -563,7 +617,8 @@ def serving(
     held = claim(served) if discover else None
     sock = bind(host, port, None)
     app = create_app(served, host=host)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", http=head_in_time())
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

@@ -187,6 +187,43 @@ def test_signing_in_again_and_again_ends_only_ones_own_oldest_sign_ins(memory, t
     assert kept == alices[-core.SIGN_INS_PER_TOKEN :]
 
 
+def test_a_connection_that_never_finishes_its_request_head_is_closed(
+    memory, tokens, monkeypatch
+) -> None:
+    """A client that opens a connection and sends nothing, or part of a head, or the part of
+    its next head after an answer, is closed once ``HEAD_SECONDS`` have passed (uvicorn alone
+    held such a connection without end); a whole request on another connection is answered
+    meanwhile."""
+    from airsspec.serve import app
+
+    monkeypatch.setattr(app, "HEAD_SECONDS", 0.5)
+    served = Served(memory, local_user="owner", background=False)
+    with serving(served) as where:
+        host, port = where["url"].removeprefix("http://").rsplit(":", 1)
+        request = f"GET /v1/health HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+
+        def connection(first: bytes) -> socket.socket:
+            held = socket.create_connection((host, int(port)))
+            held.settimeout(30)  # the test's bound: the server closes it long before
+            if first:
+                held.sendall(first)
+            return held
+
+        silent = connection(b"")
+        partial = connection(f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nX-a: ".encode())
+        after = connection(request)
+        answer = b""
+        while not answer.endswith(b"}"):  # the whole answer: its head, then its JSON body
+            answer += after.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200 ")  # answered, kept alive
+        after.sendall(b"GET /v1/health HTTP/1.1\r\n")  # and the next head never finishes
+        with http(where["url"]) as anyone:
+            assert anyone.get("/v1/health").status_code == 200
+        for held in (silent, partial, after):
+            with held:
+                assert held.recv(65536) == b""  # closed by the server, nothing answered
+
+
 def test_a_body_too_large_is_refused_before_it_is_read(server, tokens) -> None:
     url, _ = server
     with http(url, tokens["alice"]) as alice:
