@@ -128,6 +128,8 @@ def _files(fmt: str, paths: Iterable[Path]) -> list[Path]:
             found += sorted(p for p in path.rglob(pattern) if p.is_file())
         elif path.is_file():
             found.append(path)
+        elif path.exists():  # a FIFO, a device, a socket
+            raise SourceError(str(path), None, "not a regular file or a folder")
         else:
             raise SourceError(str(path), None, "no such file or directory")
     seen: set[Path] = set()
@@ -140,7 +142,10 @@ def _files(fmt: str, paths: Iterable[Path]) -> list[Path]:
 
 
 def _plans_for_file(fmt: str, path: Path, prefix: str, live: bool = False) -> list[_Plan]:
-    source, data = path.name, path.read_bytes()
+    try:  # listed a moment ago: it may be gone, or unreadable, by now
+        source, data = path.name, path.read_bytes()
+    except OSError as exc:
+        raise SourceError(str(path), None, exc.strerror or str(exc)) from exc
     if fmt == "claude-code":
         units = jsonl_units(data, str(path), live=live)
         session = _session_id(prefix, claude_code.session_name(path), str(path))

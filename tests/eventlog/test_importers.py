@@ -422,3 +422,31 @@ def test_two_conversations_of_one_file_never_merge(log: EventLog, tmp_path: Path
         with pytest.raises(ImportFailedError, match=r"would become session 'a.*session_1' twice"):
             import_paths(log, "locomo", [tmp_path / "lo.json"])
         assert log.sessions() == []
+
+
+def test_a_file_gone_or_not_regular_is_named_and_nothing_is_imported(
+    log: EventLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FIFO is named as not a regular file (not as missing); a file gone or unreadable
+    between listing and reading is named with the system's reason, and nothing is imported
+    (not the files listed before it either)."""
+    import os
+
+    fifo = tmp_path / "in" / "pipe.jsonl"
+    first = _transcript(tmp_path / "in" / "aaa.jsonl", "first")
+    os.mkfifo(fifo)
+    with pytest.raises(ImportFailedError, match=r"pipe\.jsonl: not a regular file or a folder"):
+        import_paths(log, "claude-code", [first, fifo])
+    fifo.unlink()
+    gone = _transcript(tmp_path / "in" / "zzz.jsonl", "gone")
+    read_bytes = Path.read_bytes
+
+    def vanishing(path: Path) -> bytes:
+        if path.name == gone.name:
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", vanishing)
+    with pytest.raises(ImportFailedError, match=r"zzz\.jsonl: No such file or directory"):
+        import_paths(log, "claude-code", [tmp_path / "in"])
+    assert log.sessions() == []
