@@ -473,6 +473,10 @@ def main() -> None:
         expect=2,
         stdin='{"type": "user", "content": "escape attempt"}\n',
     )
+    print("-- two agents both read up to the approval (seq 22), then act on it: one lands --")
+    for text, expect in (("Tagging v1.4.", 0), ("Tagging v1.4 too.", 1)):
+        stdin = f'{{"type": "assistant", "content": "{text}"}}\n'
+        run(target, "append", "bugfix-login-timeout", "--after", "22", expect=expect, stdin=stdin)
 
     print("\n== 5. Project the hot tier: the last messages of each session, with tokens ==")
     run(target, "status")
