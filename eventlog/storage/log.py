@@ -111,7 +111,7 @@ class ObjectStoreLog(Appends, Reads):
         started = time.monotonic()
         tail = self._tails.get(session)
         if new or after is not None:
-            tail = self.store.tail(session)  # the newest end, not a remembered one
+            tail = self._first_tail(session)  # the newest end, not a remembered one
             if new and tail.seq:
                 raise session_exists(self.sealer, session)
             if after is not None and tail.seq != after:
@@ -153,8 +153,9 @@ class ObjectStoreLog(Appends, Reads):
         return StoredRecords(stored, hashes)
 
     def _first_tail(self, session: str) -> TailState:
-        """The tail, checked once per session against the stored head: a head past the last
-        record means records were removed, and appending would fill the cut with new ones."""
+        """The tail, checked against the stored head (once per session, and by every append
+        that reads the newest end: ``new``, ``after``): a head past the last record means
+        records were removed, and appending would fill the cut with new ones."""
         head = self.store.head(session)  # first: a head read after the tail could be newer
         tail = self.store.tail(session)
         if head is not None and head.seq > tail.seq:

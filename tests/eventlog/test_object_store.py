@@ -167,6 +167,29 @@ def test_verify_names_the_cut_when_a_sessions_newest_object_is_deleted(
     assert len(raw_objects(bucket_url, moto_endpoint, "s")) == 2, "the cut was not filled"
 
 
+def test_an_append_after_a_seq_or_creating_a_session_never_fills_a_cut(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    """``after`` and ``new`` read the newest end rather than a remembered one: they check it
+    against the head as a first append does, so a writer that names the seq where the log now
+    ends (or none, when every object is gone) is refused instead of writing into the cut."""
+    log = object_log(bucket_url, moto_endpoint, tmp_path / "a")
+    for session in ("s", "t"):
+        for i in range(3):
+            log.append_many(session, [{"type": "user", "content": f"{i}"}] * 2)
+    log.store.delete_object("log/s/00000000000000000005.jsonl")
+    for key, _ in raw_objects(bucket_url, moto_endpoint, "t"):
+        log.store.delete_object(key)
+    writer = object_log(bucket_url, moto_endpoint, tmp_path / "writer")
+    for _ in range(2):  # every time, not only as its first append to the session
+        with pytest.raises(CorruptLogError, match="head names seq 6: records were removed"):
+            writer.append("s", {"type": "user", "content": "after 4"}, after=4)
+        with pytest.raises(CorruptLogError, match="head names seq 6: records were removed"):
+            writer.append_many("t", [{"type": "user", "content": "first"}], new=True)
+    assert len(raw_objects(bucket_url, moto_endpoint, "s")) == 2, "the cut was not filled"
+    assert raw_objects(bucket_url, moto_endpoint, "t") == []
+
+
 def test_storage_url_in_airsspec_toml_puts_every_command_on_the_bucket(
     tmp_path: Path, moto_endpoint: str, bucket_url: str
 ) -> None:
@@ -285,13 +308,14 @@ def test_of_two_machines_appending_after_the_same_record_only_the_first_writes(
     a = object_log(bucket_url, moto_endpoint, tmp_path / "a")
     b = object_log(bucket_url, moto_endpoint, tmp_path / "b")
     a.append("s", {"type": "user", "content": "first"})
-    head = b.store.tail("s")  # both have read seq 1 as the end
+    head, stored_head = b.store.tail("s"), b.store.head("s")  # both have read seq 1 as the end
     assert a.append("s", {"type": "user", "content": "a after 1"}, after=1).seq == 2
     with pytest.raises(SessionMovedError, match="after seq 1, but its last record is seq 2"):
         b.append("s", {"type": "user", "content": "b after 1"}, after=1)
     # a machine that reads the end just before another claims the next seq loses the claim
-    fresh = b.store.tail
+    fresh, fresh_head = b.store.tail, b.store.head
     b.store.tail = lambda session: head if session == "s" else fresh(session)  # type: ignore[method-assign]
+    b.store.head = lambda session: stored_head if session == "s" else fresh_head(session)  # type: ignore[method-assign]
     with pytest.raises(SessionMovedError, match="after seq 1, but its last record is seq 2"):
         b.append("s", {"type": "user", "content": "b after 1, again"}, after=1)
     records = [r.record for r in object_log(bucket_url, moto_endpoint, tmp_path / "c").read("s")]
