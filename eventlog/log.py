@@ -669,7 +669,7 @@ class EventLog(Appends, Reads):
         if not bodies:
             return [], []
         if after and not self.has(session):  # made after a record it does not hold: no file
-            raise SessionMovedError(session, after, 0)
+            raise session_moved(self.sealer, session, after, 0)
         handle = self._handle(session)
         try:
             return self._append_to(session, handle, bodies, clear, new, after)
@@ -697,7 +697,7 @@ class EventLog(Appends, Reads):
                 if new and tail.seq:
                     raise session_exists(self.sealer, session)
                 if after is not None and tail.seq != after:
-                    raise SessionMovedError(session, after, tail.seq)
+                    raise session_moved(self.sealer, session, after, tail.seq)
                 stored, data, hashes = encode_batch(
                     bodies,
                     SCHEMA_VERSION,
@@ -806,6 +806,16 @@ def session_exists(sealer: Sealer | None, session: str) -> SessionExistsError:
     if sealer is not None:
         sealer.owner_unknown(session)
     return SessionExistsError(session)
+
+
+def session_moved(
+    sealer: Sealer | None, session: str, after: int, last: int
+) -> SessionMovedError:
+    """The error of a batch refused for its ``after``; as for a refused creation, the owner
+    the batch named (remembered while sealing it) is unlearned."""
+    if sealer is not None:
+        sealer.owner_unknown(session)
+    return SessionMovedError(session, after, last)
 
 
 def _unsealed(stored: dict[str, Any], clear: dict[str, Any]) -> dict[str, Any]:

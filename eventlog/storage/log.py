@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eventlog.canonical import encode_batch
-from eventlog.errors import CorruptLogError, SeqTakenError, SessionMovedError, StorageError
+from eventlog.errors import CorruptLogError, SeqTakenError, StorageError
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import session_path, validate_session_id
 from eventlog.log import (
@@ -34,6 +34,7 @@ from eventlog.log import (
     _SessionReader,
     _unsealed,
     session_exists,
+    session_moved,
 )
 from eventlog.overrides import override
 from eventlog.prepare import bodies_to_append
@@ -115,7 +116,7 @@ class ObjectStoreLog(Appends, Reads):
             if new and tail.seq:
                 raise session_exists(self.sealer, session)
             if after is not None and tail.seq != after:
-                raise SessionMovedError(session, after, tail.seq)
+                raise session_moved(self.sealer, session, after, tail.seq)
         elif tail is None:
             tail = self._first_tail(session)
         elif time.monotonic() - self._contended.get(session, -_CONTENDED_S) < _CONTENDED_S:
@@ -135,7 +136,7 @@ class ObjectStoreLog(Appends, Reads):
                     raise session_exists(self.sealer, session) from taken
                 if after is not None:  # another writer took the seq after ``after``
                     last = taken.tail.seq if taken.tail else self.store.tail(session).seq
-                    raise SessionMovedError(session, after, last) from taken
+                    raise session_moved(self.sealer, session, after, last) from taken
                 self.conflicts += 1
                 self._contended[session] = time.monotonic()
                 tail = taken.tail or self.store.tail(session)

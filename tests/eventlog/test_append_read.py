@@ -165,6 +165,37 @@ def test_an_append_after_a_seq_lands_only_on_that_record(log_dir: Path) -> None:
         assert verify(a).ok
 
 
+def test_a_batch_refused_for_its_after_leaves_no_owner_behind(log_dir: Path) -> None:
+    """A refused batch naming an owner (``session_started``, sealed per user) is unlearned as
+    a refused creation is: the session's real first owner seals its records, so forgetting
+    that owner shreds them (they were sealed under the refused batch's user)."""
+    from eventlog.crypto import FileKeyStore, Sealer, SessionOwners, key_id, nested_kid
+    from eventlog.errors import SessionMovedError
+
+    keys = FileKeyStore(log_dir.parent / "keys")
+    sealer = Sealer("user", keys, SessionOwners(log_dir))
+    mallory = [{"type": "session_started", "user": "mallory"}]
+    with EventLog(log_dir, sealer=sealer) as log:
+        with pytest.raises(SessionMovedError):  # made after a record the session has not
+            log.append_many("s", mallory, system=True, after=3)
+        log.append_many("s", [{"type": "session_started", "user": "ana"}], system=True)
+        log.append("s", {"type": "user", "content": "ana's words"})
+        log.append("t", {"type": "user", "content": "no one's words"})
+        with pytest.raises(SessionMovedError):  # made after none, and it has one
+            log.append_many("t", mallory, system=True, after=0)
+        log.append("t", {"type": "user", "content": "still no one's"})
+    kids = {
+        session: [
+            json.loads(line)["sealed"]["kid"]
+            for line in (log_dir / f"{session}.jsonl").read_bytes().splitlines()
+            if b'"sealed"' in line
+        ]
+        for session in ("s", "t")
+    }
+    ana = nested_kid(key_id("user:ana"), key_id("session:s"))
+    assert kids == {"s": [ana], "t": [key_id("session:t")] * 2}
+
+
 def test_of_two_writers_appending_after_the_same_record_one_lands(log_dir: Path) -> None:
     """Two logs in two threads read the same head, then both append after it (a barrier
     between): each round exactly one lands, right after the record both read, and the other
