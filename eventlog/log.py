@@ -47,6 +47,7 @@ import orjson
 from eventlog.canonical import encode_batch
 from eventlog.errors import (
     CorruptLogError,
+    InvalidBoundError,
     LogSyncError,
     LogWriteError,
     SessionExistsError,
@@ -243,6 +244,16 @@ def _again(failure: LogSyncError) -> LogSyncError:
     return LogSyncError(failure.errno, failure.strerror)
 
 
+def check_after(after: object) -> int | None:
+    """``after`` of an append, checked (None: no condition): a seq is a whole number, 0 or
+    more, else ``InvalidBoundError``. Never a bool (an int to Python: ``True`` would land
+    after seq 1) nor text (never equal to a seq: refused as moved however often the caller
+    read the session again)."""
+    if after is None or (isinstance(after, int) and not isinstance(after, bool) and after >= 0):
+        return after
+    raise InvalidBoundError(f"after: {after!r} is not a seq (a whole number, 0 or more)")
+
+
 class AppendFlags(NamedTuple):
     """How a batch may be appended (``Appends.append_many``'s keyword arguments)."""
 
@@ -261,7 +272,7 @@ class Appends(Protocol):
         self, session: str, event: Event | dict[str, Any], *, after: int | None = None
     ) -> Record:
         """Append one event; return the stored record (``after``: see ``append_many``)."""
-        return self._append_batch(session, [event], AppendFlags(after=after))[0]
+        return self._append_batch(session, [event], AppendFlags(after=check_after(after)))[0]
 
     def append_many(
         self,
@@ -290,7 +301,7 @@ class Appends(Protocol):
         ``redactor``, secrets are replaced before anything is written (the record's
         ``redacted`` says where) unless ``keep_secrets`` is set.
         """
-        flags = AppendFlags(system, keep_secrets, imported, new, after)
+        flags = AppendFlags(system, keep_secrets, imported, new, check_after(after))
         return self._append_batch(session, events, flags)
 
     def _append_batch(
@@ -808,9 +819,7 @@ def session_exists(sealer: Sealer | None, session: str) -> SessionExistsError:
     return SessionExistsError(session)
 
 
-def session_moved(
-    sealer: Sealer | None, session: str, after: int, last: int
-) -> SessionMovedError:
+def session_moved(sealer: Sealer | None, session: str, after: int, last: int) -> SessionMovedError:
     """The error of a batch refused for its ``after``; as for a refused creation, the owner
     the batch named (remembered while sealing it) is unlearned."""
     if sealer is not None:

@@ -59,6 +59,7 @@ from airsspec.memory.sessions import Sessions
 from airsspec.memory.visual import Visual
 from airsspec.workspace import Part, Workspace, init_workspace
 from eventlog.layout import Layout, validate_session_id
+from eventlog.log import check_after
 from projections.scopes import Scope
 
 if TYPE_CHECKING:  # the parts below load when a call needs them: the CLI stays quick
@@ -352,6 +353,7 @@ class Memory:
         kernel = self.kernel
         log = kernel.log
         validate_session_id(session)
+        after = check_after(after)
         if opening := kernel.gate.opening(session):
             from eventlog.prepare import prepare_events
 

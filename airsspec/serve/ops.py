@@ -202,6 +202,7 @@ def append(
         int | None,
         Field(
             ge=0,
+            strict=True,  # a seq: ``true``, ``"1"`` or ``1.0`` is not one
             description="append only if the session's last record is this seq (0: none), "
             "else a conflict and nothing written",
         ),

@@ -265,6 +265,23 @@ def test_an_append_after_a_seq_writes_only_after_that_record(memory: Memory) -> 
     assert asyncio.run(twin()) == 3
 
 
+def test_an_after_that_is_not_a_seq_is_bad_input_plain_and_scoped(memory: Memory) -> None:
+    """A bool, text or a negative ``after`` is ``InvalidBoundError`` through the facade too,
+    a scoped memory creating a session included (not ``SessionMovedError``, which would send
+    the caller to read again and fail the same way forever); nothing is written."""
+    from eventlog.errors import InvalidBoundError
+    from tests.conftest import snapshot
+
+    memory.append("s1", SAY)
+    ana = memory.scoped(user="ana")
+    before = snapshot(memory.log_dir)
+    for after in (True, "1", -1):
+        for mem, session in ((memory, "s1"), (memory, "s2"), (ana, "ana-2")):
+            with pytest.raises(InvalidBoundError, match=r"after: .* is not a seq"):
+                mem.append(session, SAY, after=after)
+    assert snapshot(memory.log_dir) == before
+
+
 def test_replay_raw_yields_the_exact_stored_lines(memory: Memory) -> None:
     memory.append_many("s1", [SAY, {"type": "assistant", "content": "noted \u2603"}])
     stored = (memory.log_dir / "s1.jsonl").read_bytes().splitlines()

@@ -340,6 +340,21 @@ def test_an_append_after_a_seq_is_a_conflict_once_the_session_moved(
         assert done.status_code == 200 and done.json()["seqs"][0] == last + 1
 
 
+def test_an_after_that_is_not_a_seq_is_refused_by_http(server, memory: Memory, tokens) -> None:
+    """JSON ``true``, ``false``, text or a fraction is not a seq: 400 naming ``after``, and
+    nothing written (lax parsing made ``false`` "a session with no records" and ``true`` seq
+    1, so a client's flag became a condition it never meant)."""
+    url, _ = server
+    with client(url, tokens["alice"]) as http:
+        assert http.post("/v1/sessions/s8/events", json={"events": EVENTS}).status_code == 200
+        before = snapshot(memory.log_dir)
+        for after in (True, False, "1", 1.0, -1):
+            refused = http.post("/v1/sessions/s8/events", json={"events": EVENTS, "after": after})
+            assert refused.status_code == 400, (after, refused.text)
+            assert "'after'" in refused.json()["detail"], refused.text
+        assert snapshot(memory.log_dir) == before
+
+
 def test_mcp_over_http_needs_a_token(server) -> None:
     url, _ = server
     with client(url, None) as http:

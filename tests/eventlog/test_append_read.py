@@ -165,6 +165,28 @@ def test_an_append_after_a_seq_lands_only_on_that_record(log_dir: Path) -> None:
         assert verify(a).ok
 
 
+@pytest.mark.parametrize("after", [True, False, -1, 1.0, "1"])
+def test_an_after_that_is_not_a_seq_is_refused_and_nothing_written(
+    log_dir: Path, after: Any
+) -> None:
+    """``after`` is a seq: a whole number, 0 or more. A bool (an int to Python: ``True``
+    would land after seq 1), a float, text (never equal to a seq: refused as moved forever,
+    however often the caller read again) or a negative number is bad input, said as such, in
+    a session that has records and in one that has none."""
+    from eventlog.errors import InvalidBoundError
+
+    with EventLog(log_dir) as log:
+        log.append("s", {"type": "user", "content": "first"})
+        before = (log_dir / "s.jsonl").read_bytes()
+        for session in ("s", "t"):
+            with pytest.raises(InvalidBoundError, match=r"after: .* is not a seq"):
+                log.append(session, {"type": "user", "content": "x"}, after=after)
+            with pytest.raises(InvalidBoundError, match=r"after: .* is not a seq"):
+                log.append_many(session, [{"type": "user", "content": "x"}], after=after)
+    assert (log_dir / "s.jsonl").read_bytes() == before
+    assert not (log_dir / "t.jsonl").exists()
+
+
 def test_a_batch_refused_for_its_after_leaves_no_owner_behind(log_dir: Path) -> None:
     """A refused batch naming an owner (``session_started``, sealed per user) is unlearned as
     a refused creation is: the session's real first owner seals its records, so forgetting
