@@ -48,6 +48,9 @@ if TYPE_CHECKING:
     from agents.items import TResponseInputItem
 
 
+POP_ATTEMPTS = 100  # reads a pop makes while other writers keep landing before its own
+
+
 class AirsspecSession(SessionABC):
     """An OpenAI Agents SDK session kept in ``memory``'s session ``session_id`` (see the
     module); ``compaction``: summarize it with the workspace's compactor when due."""
@@ -97,16 +100,22 @@ class AirsspecSession(SessionABC):
     def pop(self) -> TResponseInputItem | None:
         """Remove the latest item and return it (None when empty): ``pop_item``. The pop is
         appended only after the record it read last, so two writers popping at once take two
-        items, never one twice (the one that lost reads again)."""
-        while True:
-            held, last = self._held()
-            if not held:
-                return None
-            seq, item = held[-1]
+        items, never one twice (the one that lost reads again, at most ``POP_ATTEMPTS``
+        times: a session that moved after every read is ``SessionMovedError``)."""
+        for _ in range(POP_ATTEMPTS - 1):
             with contextlib.suppress(SessionMovedError):
-                popped = {"type": "item_popped", "of_seq": seq}
-                self.memory.append(self.session_id, popped, after=last)
-                return item
+                return self._pop_latest()
+        return self._pop_latest()
+
+    def _pop_latest(self) -> TResponseInputItem | None:
+        """Read the session once and pop its latest item, appended after the record read
+        last (``SessionMovedError`` when another writer's record landed since)."""
+        held, last = self._held()
+        if not held:
+            return None
+        seq, item = held[-1]
+        self.memory.append(self.session_id, {"type": "item_popped", "of_seq": seq}, after=last)
+        return item
 
     def clear(self) -> None:
         """Remove every item: ``clear_session`` (an event; nothing when the session is new)."""

@@ -189,6 +189,35 @@ def test_two_pops_at_once_take_two_items(
     assert len(pops) == 2 == len(set(pops))
 
 
+def test_a_pop_against_a_writer_that_never_stops_gives_up(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pop that loses to another writer reads again, but not forever: against a writer
+    that lands a record after every read (here, each read is followed by one), it stops after
+    ``POP_ATTEMPTS`` reads with ``SessionMovedError`` (a conflict: the caller may try again),
+    having popped nothing."""
+    from airsspec.errors import SessionMovedError
+    from airsspec.integrations import openai_agents
+
+    session = AirsspecSession("busy", memory)
+    asyncio.run(session.add_items([{"role": "user", "content": "first"}]))
+    held = AirsspecSession._held
+    reads = 0
+
+    def read_then_another_lands(self: AirsspecSession) -> Any:
+        nonlocal reads
+        reads += 1
+        found = held(self)
+        memory.append("busy", {"type": "user", "content": f"landed after read {reads}"})
+        return found
+
+    monkeypatch.setattr(AirsspecSession, "_held", read_then_another_lands)
+    with pytest.raises(SessionMovedError, match="'busy'"):
+        asyncio.run(session.pop_item())
+    assert reads == openai_agents.POP_ATTEMPTS
+    assert not [r for r in memory.replay("busy") if r.type == "item_popped"]
+
+
 def test_a_scoped_session_never_sees_another_users_items(memory: Memory) -> None:
     ana, bo = memory.scoped(user="ana"), memory.scoped(user="bo")
     asyncio.run(AirsspecSession("ana-chat", ana).add_items([{"role": "user", "content": "secret"}]))
