@@ -266,6 +266,12 @@ class BodyTooLargeError(BadInputError, ValueError):
     http_status = 413
 
 
+class BodyTooSlowError(BadInputError, ValueError):
+    """A request body whose next part did not arrive in time: send it whole, at once."""
+
+    http_status = 408
+
+
 class ColdPathError(BadInputError, ValueError):
     """The cold tier's folder is a path Lance refuses."""
 
@@ -556,6 +562,7 @@ __all__ = [
     "BadInputError",
     "BadRequestError",
     "BodyTooLargeError",
+    "BodyTooSlowError",
     "ClientError",
     "ColdDamagedError",
     "ColdPathError",

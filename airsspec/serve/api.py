@@ -47,6 +47,7 @@ def problem(status: int, detail: str, title: str | None = None) -> Response:
         401: "Unauthorized",
         403: "Forbidden",
         404: "Not Found",
+        408: "Request Timeout",
         413: "Content Too Large",
     }
     body = {

@@ -21,6 +21,7 @@ and token), never another's. A client ignores a file whose pid is dead.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import ipaddress
@@ -47,7 +48,13 @@ from starlette.requests import HTTPConnection
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from airsspec.errors import AirsspecError, BodyTooLargeError, ServeError, TokenError
+from airsspec.errors import (
+    AirsspecError,
+    BodyTooLargeError,
+    BodyTooSlowError,
+    ServeError,
+    TokenError,
+)
 from airsspec.serve import api
 from airsspec.serve.core import Served
 from airsspec.serve.tokens import COOKIE, Principal, scope_fields
@@ -214,11 +221,19 @@ class BrowserGuard:
         await self.app(scope, receive, send_with_headers)
 
 
+CLOSE = (b"connection", b"close")
+BODY_SECONDS = 30.0
+"""How long each part of a request body may take to arrive after the head or the part before."""
+
+
 class BodyLimit:
     """No request body beyond ``api.MAX_BODY`` is taken in, on any route (the MCP transport
     reads a body whole, so does the sign-in form, open to anyone), nor beyond the MCP SDK's own
     limit on ``/mcp``: a declared length beyond it is answered 413 at once; a chunked body that
-    grows beyond it is answered the same problem document, whatever the route."""
+    grows beyond it is answered the same problem document, whatever the route. A body whose
+    next part has not arrived ``BODY_SECONDS`` after the part before is answered 408 and its
+    connection closed (a client trickling a body held its connection without end). Only a body
+    is timed: a stream's wait for its client to leave (``/mcp``'s) is not a body."""
 
     def __init__(self, app: ASGIApp, *, mcp_limit: int) -> None:
         self.app = app
@@ -237,10 +252,23 @@ class BodyLimit:
             return
         seen = 0
         started = False
+        chunked = b"chunked" in dict(scope["headers"]).get(b"transfer-encoding", b"").lower()
+        expecting = chunked or (declared.isdigit() and int(declared) > 0)  # a body to come
+
+        slow = False  # the body stopped coming: whoever answers, the connection is closed
 
         async def counted() -> Any:
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, expecting, slow
+            if not expecting:
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), BODY_SECONDS)
+            except TimeoutError:
+                slow = True
+                raise BodyTooSlowError(
+                    f"request body: nothing more arrived in {BODY_SECONDS:g} s"
+                ) from None
+            expecting = message["type"] == "http.request" and message.get("more_body", False)
             seen += len(message.get("body", b""))
             if seen > limit:
                 raise BodyTooLargeError(f"request body beyond {limit} bytes")
@@ -248,15 +276,18 @@ class BodyLimit:
 
         async def sending(message: Any) -> None:
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started = True
+                if slow:  # the rest of the body is never read
+                    message = {**message, "headers": [*message["headers"], CLOSE]}
             await send(message)
 
         try:
             await self.app(scope, counted, sending)
-        except BodyTooLargeError as exc:  # read by a route that does not answer it itself
-            if started:
+        except (BodyTooLargeError, BodyTooSlowError) as exc:  # read by a route that does not
+            if started:  # answer it itself
                 raise
-            await api.problem(413, str(exc))(scope, receive, send)
+            await api.problem(exc.http_status, str(exc))(scope, receive, sending)
 
 
 HEAD_SECONDS = 30.0

@@ -26,6 +26,7 @@ from airsspec.serve.core import MAX_VIEWS, Served
 from airsspec.serve.tokens import TokenStore
 from eventlog.errors import ServeError
 from tests.conftest import claude_transcript as transcript
+from tests.conftest import snapshot
 from tests.support.tls import TLS
 
 SECRET = "the owner's secret plan"
@@ -222,6 +223,39 @@ def test_a_connection_that_never_finishes_its_request_head_is_closed(
         for held in (silent, partial, after):
             with held:
                 assert held.recv(65536) == b""  # closed by the server, nothing answered
+
+
+def test_a_body_trickled_in_is_answered_408_and_closed(memory, tokens, monkeypatch) -> None:
+    """A body whose next part has not arrived ``BODY_SECONDS`` after the one before, on the
+    sign-in form (open to anyone) and on the API, is answered 408 and its connection closed;
+    nothing is appended. A stream's wait for its client (no body) is never timed."""
+    from airsspec.serve import app
+
+    monkeypatch.setattr(app, "BODY_SECONDS", 0.5)
+    served = Served(memory, local_user="owner", background=False)
+    before = snapshot(memory.log_dir)
+    with serving(served) as where:
+        host, port = where["url"].removeprefix("http://").rsplit(":", 1)
+        origin = f"http://{host}:{port}"
+        sent = (
+            ("/login", "", "application/x-www-form-urlencoded", b"token=airs_"),
+            ("/v1/sessions/s1/events", tokens["alice"], "application/json", b'{"events": ['),
+        )
+        for path, auth, kind, part in sent:
+            with socket.create_connection((host, int(port))) as held:
+                held.settimeout(30)  # the test's bound: the server answers long before
+                head = (
+                    f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nOrigin: {origin}\r\n"
+                    f"Authorization: Bearer {auth}\r\nContent-Type: {kind}\r\n"
+                    "Content-Length: 100\r\n\r\n"
+                )
+                held.sendall(head.encode() + part)  # and the rest never comes
+                answer = b""
+                while chunk := held.recv(65536):  # until the server closes it
+                    answer += chunk
+            assert answer.startswith(b"HTTP/1.1 408 "), (path, answer[:200])
+            assert b"nothing more arrived" in answer and b"connection: close" in answer.lower()
+    assert snapshot(memory.log_dir) == before
 
 
 def test_a_body_too_large_is_refused_before_it_is_read(server, tokens) -> None:
