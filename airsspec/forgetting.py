@@ -125,6 +125,14 @@ def forget(
         sessions = sorted(s for s, owner in owners.items() if owner.user == user)
         subjects = [f"user:{user}", *(f"session:{s}" for s in sessions)]
         owned = None
+        # a session of theirs an admin gave to another user keeps what it holds sealed under
+        # their key (the key follows who started it): it is forgotten with them, so its
+        # derived copies are purged too (its own key stays: the session is someone else's)
+        given: list[str] = sorted(
+            s
+            for s, owner in owners.items()
+            if owner.user not in (None, user) and s != MEMORY_SESSION and sealer.owner_of(s) == user
+        )
     else:
         assert session is not None
         kernel.check_session(session)
@@ -132,6 +140,7 @@ def forget(
         owned = kernel.gate.owner(session).user
         sessions = [session]
         subjects = [f"session:{session}"]
+        given = []
     kids = {key_id(subject) for subject in subjects}
     if sealer.mode == "off" and not any(sealer.keys.key(kid, create=False) for kid in kids):
         raise _in_the_clear()  # off, and no key of an earlier setting: nothing to shred
@@ -146,9 +155,9 @@ def forget(
 
     units = []
     in_clear = 0
-    touched = set(sessions)
+    touched = {*sessions, *given}
     unreadable: dict[str, set[int]] = {}  # seqs an earlier forget made unreadable already
-    for name in [*sessions, MEMORY_SESSION]:
+    for name in [*sessions, *given, MEMORY_SESSION]:
         if not log.has(name):
             continue
         for located in log.read(name):
@@ -210,6 +219,7 @@ def forget(
         named |= more
         sessions = sorted({*sessions, *later})
         ordered = sorted({*ordered, *later})
+    sessions = sorted({*sessions, *given})
     destroyed = len(gone)
     kids = named | gone
     # counted now, not at the last reading: records appended since under the keys just

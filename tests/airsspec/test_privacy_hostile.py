@@ -218,3 +218,23 @@ def test_a_forget_in_another_process_is_honoured_by_an_open_memory(
     with Memory.open(tmp_path) as later:  # what was appended after is readable, not lost
         said = [r.content for r in later.replay("a1") if r.type == "user"]
         assert said == [FORGOTTEN, "said after being forgotten"]
+
+
+def test_forgetting_a_user_purges_a_session_of_theirs_an_admin_gave_to_another_user(
+    tmp_path: Path, env: None
+) -> None:
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        ana = memory.scoped(user="ana")
+        ana.append_many("a1", [{"type": "user", "content": f"CANARY{i} tabs"} for i in range(40)])
+        ana.compact("a1", force=True)
+        memory.sessions.assign("a1", user="ben")  # sealed under ana's key, now ben's session
+        memory.project()
+    assert _files_holding(tmp_path / ".airsspec", b"CANARY")
+    done = run_cli("forget", "--user", "ana", "--json", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stderr
+    with Memory.open(tmp_path) as memory:
+        said = {r.content for r in memory.replay("a1") if r.type == "user"}
+        assert said == {FORGOTTEN}  # her key is gone: the log cannot be read
+        assert not [h for h in memory.search("CANARY1 tabs", k=20)["hits"] if "CANARY" in h["text"]]
+    assert _files_holding(tmp_path, b"CANARY") == []  # nor any copy derived from it
