@@ -18,7 +18,8 @@ The log is never rewritten (an invariant), so forgetting is crypto-shredding: wi
    and could before (one appended meanwhile counts, one an earlier forget took does not);
 4. appends a ``forgotten`` event to the workspace's own log: whom, who asked, which sessions and
    keys (the time is the record's);
-5. drops the sessions again (a daemon may have folded them between 2 and 3) and folds them
+5. once every key read before 3 has expired where another process keeps it, drops the
+   sessions again (a daemon may have folded them since 2) and folds them
    (their records now read ``[forgotten]``: no units, no learnings), then removes the cold
    table's new old versions. Running ``forget`` again after a crash completes it.
 
@@ -55,6 +56,7 @@ from airsspec.kernel.purge import (
 from eventlog.crypto import (
     CONTENT_FIELDS,
     DROPPED_FIELDS,
+    KEY_RECHECK_SECONDS,
     is_forgotten,
     key_id,
     kid_parts,
@@ -65,6 +67,10 @@ from eventlog.schema import MEMORY_SESSION, LearningRecord
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
+
+
+KEPT_KEY_SECONDS = KEY_RECHECK_SECONDS
+"""How long another process that stays open keeps a key it read (``eventlog.crypto``)."""
 
 
 @dataclass
@@ -221,6 +227,7 @@ def forget(
         ordered = sorted({*ordered, *later})
     sessions = sorted({*sessions, *given})
     destroyed = len(gone)
+    destroyed_at = time.monotonic()
     kids = named | gone
     # counted now, not at the last reading: records appended since under the keys just
     # destroyed are forgotten too, and those an earlier forget made unreadable are not again
@@ -239,7 +246,9 @@ def forget(
     mark_followed(kernel, locate(kernel, stored.seq))
     kernel.written("system", MEMORY_SESSION)
 
-    # 5. drop again (a daemon may have folded them meanwhile) and fold them, now forgotten
+    # 5. drop again (a daemon may have folded them meanwhile) and fold them, now forgotten;
+    #    only once no process can still open them with a key it read before step 3
+    _outlive_kept_keys(sealer, destroyed_at)
     tiers = purge(kernel, ordered, cold)
     if cold is not None:
         removed += cold.embedder.discard(hashes)
@@ -258,6 +267,18 @@ def forget(
         seconds=round(time.perf_counter() - started, 3),
         tiers=tiers,
     )
+
+
+def _outlive_kept_keys(sealer: Any, destroyed_at: float) -> None:
+    """Wait until every key read before ``destroyed_at`` has expired wherever it is kept:
+    a process that stays open (``watch``, a server) keeps a key for
+    ``KEPT_KEY_SECONDS``, a bucket's key store on every machine for its ``recheck``. A
+    fold such a process makes after the last drop would otherwise open the records with
+    it, and the refold, finding the sessions current, would keep what it wrote."""
+    kept = max(KEPT_KEY_SECONDS, float(getattr(sealer.keys, "recheck", 0.0)))
+    remaining = destroyed_at + kept - time.monotonic()
+    if remaining > 0:
+        time.sleep(remaining)
 
 
 def _newly_forgotten(

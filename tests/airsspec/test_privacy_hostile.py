@@ -238,3 +238,47 @@ def test_forgetting_a_user_purges_a_session_of_theirs_an_admin_gave_to_another_u
         assert said == {FORGOTTEN}  # her key is gone: the log cannot be read
         assert not [h for h in memory.search("CANARY1 tabs", k=20)["hits"] if "CANARY" in h["text"]]
     assert _files_holding(tmp_path, b"CANARY") == []  # nor any copy derived from it
+
+
+def test_a_daemon_folding_with_a_key_it_read_just_before_forget_keeps_no_plaintext(
+    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import airsspec.forgetting
+    import airsspec.kernel.purge as purge_module
+    import eventlog.crypto as crypto
+
+    # another process's ciphers are asked again after KEY_RECHECK_SECONDS (here longer than a
+    # forget of a small session takes, as on a loaded machine; forget knows it), and its
+    # daemon folds at once
+    monkeypatch.setattr(crypto, "KEY_RECHECK_SECONDS", 0.5)
+    monkeypatch.setattr(airsspec.forgetting, "KEPT_KEY_SECONDS", 0.5)
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ana").append_many(
+            "a1", [{"type": "user", "content": f"CANARY{i} tabs"} for i in range(5)]
+        )
+        memory.project()
+    daemon = Memory.open(tmp_path)  # a process that stays open (``watch``)
+    folded_after_the_drop: list[bool] = []
+    forget_key, drop = crypto.Sealer.forget_key, purge_module.drop
+
+    def destroying(self: Any, kid: str) -> bool:
+        if not folded_after_the_drop:
+            list(daemon.replay("a1"))  # it read the session just before the keys went
+        return forget_key(self, kid)
+
+    def dropping(kernel: Any, sessions: list[str], cold: Any, *, always: bool = True) -> None:
+        drop(kernel, sessions, cold, always=always)
+        if not always and not folded_after_the_drop:  # forget's last drop, before its refold
+            daemon.project()
+            folded_after_the_drop.append(True)
+
+    monkeypatch.setattr(crypto.Sealer, "forget_key", destroying)
+    monkeypatch.setattr(purge_module, "drop", dropping)
+    try:
+        with Memory.open(tmp_path) as memory:
+            memory.forget(user="ana")
+    finally:
+        daemon.close()
+    assert folded_after_the_drop == [True]
+    assert _files_holding(tmp_path, b"CANARY") == []
