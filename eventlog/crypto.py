@@ -123,7 +123,9 @@ class KeyStore(Protocol):
         ...
 
     def destroy(self, kid: str) -> bool:
-        """Destroy key ``kid`` for good; whether it existed."""
+        """Destroy key ``kid`` for good; whether it existed. A store that keeps copies of
+        keys for a while may also have ``uncache(kid)``: forget the copy, so the next ``key``
+        asks where the key lives (``Sealer.uncache``)."""
         ...
 
 
@@ -182,6 +184,12 @@ class FileKeyStore:
             os.close(fd)
         _sync_dir(self.folder)
         return key
+
+    def uncache(self, kid: str) -> None:
+        """Forget the copy of key ``kid`` (``KeyStore.destroy``; one here is used only while
+        its file is unchanged)."""
+        with self._mutex:
+            self._cache.pop(kid, None)
 
     def destroy(self, kid: str) -> bool:
         """Overwrite the key file, remove it and sync the folder."""
@@ -309,6 +317,18 @@ class Sealer:
 
         # both keys are secret and random: either destroyed, the derived key cannot be made
         return HKDF(hashes.SHA256(), 32, salt=inner, info=b"airsspec-nested-key").derive(outer)
+
+    def uncache(self, kids: Iterable[str]) -> None:
+        """Forget this sealer's ciphers of keys ``kids`` (nested ones included) and its key
+        store's copies: keys another machine destroyed (its ``forgotten`` event names them)
+        open no record here from now on, not even until their recheck."""
+        gone = set(kids)
+        for known in [k for k in self._ciphers if gone & set(kid_parts(k))]:
+            del self._ciphers[known]
+        uncache = getattr(self.keys, "uncache", None)  # only a store that keeps copies has it
+        if uncache is not None:
+            for kid in gone:
+                uncache(kid)
 
     def forget_key(self, kid: str) -> bool:
         """Destroy key ``kid`` (see ``KeyStore.destroy``) and this sealer's ciphers of it,

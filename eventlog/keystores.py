@@ -145,6 +145,11 @@ class BucketKeyStore:
             self._cache[kid] = (key, time.monotonic())
             return key
 
+    def uncache(self, kid: str) -> None:
+        """Forget the copy of key ``kid`` kept ``recheck`` seconds (``KeyStore.destroy``)."""
+        with self._mutex:
+            self._cache.pop(kid, None)
+
     def destroy(self, kid: str) -> bool:
         """Delete the key's object (a bucket that keeps old versions keeps it too: use one
         without versioning, or expire noncurrent versions)."""

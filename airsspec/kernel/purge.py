@@ -151,6 +151,8 @@ def _follow_one(kernel: Kernel, located: Any) -> tuple[list[str], bool]:
                 record.name,
                 exc,
             )
+    if (sealer := kernel.log.sealer) is not None:  # a key read here before the event, kept
+        sealer.uncache(record.keys)  # until its recheck, would fold them again in the clear
     drop(kernel, sessions, cold, always=False)
     if cold is not None:
         cold.embedder.discard_owners(owners)

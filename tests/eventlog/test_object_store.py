@@ -356,6 +356,40 @@ def test_machines_sharing_a_bucket_share_data_keys_and_a_destroyed_key_is_gone_f
     assert shared.key(key_id("user:ana"), create=False) is None
 
 
+def test_a_machine_following_a_forget_folds_nothing_with_a_key_it_kept(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str
+) -> None:
+    """A machine that read ana's records keeps her key a while (``recheck``); when it follows
+    a forget another machine ran, it drops what it kept of the keys the event names before it
+    folds her sessions again: nothing of hers is written back in the clear here."""
+    from airsspec import Memory
+
+    config = (
+        f'[storage]\nurl = "{bucket_url}"\nendpoint = "{moto_endpoint}"\nregion = "us-east-1"\n'
+        'access_key_id = "testing"\nsecret_access_key = "testing"\n'
+        '[privacy]\nencrypt = "user"\n[cold]\nembedder = "hash"\n'
+    )
+    for machine in ("a", "b"):
+        (tmp_path / machine).mkdir()
+        (tmp_path / machine / "airsspec.toml").write_text(config)
+    with Memory.open(tmp_path / "a") as a:
+        a.scoped(user="ana").append("a1", {"type": "user", "content": "CANARYFOLLOW in eu-west"})
+        a.project()
+        window = tmp_path / "a" / ".airsspec" / "state" / "hot" / "a1.json"
+        assert b"CANARYFOLLOW" in window.read_bytes()  # a holds her words, and her key
+        a.workspace.log.sealer.keys.recheck = 3600  # kept well past the forget
+        done = run_cli("forget", "--user", "ana", cwd=tmp_path / "b")
+        assert done.returncode == 0, done.stderr
+        a.project()  # follows the forget: drops her session, folds it again
+        assert b"CANARYFOLLOW" not in window.read_bytes()
+        held = [
+            p
+            for p in (tmp_path / "a" / ".airsspec").rglob("*")
+            if p.is_file() and b"CANARYFOLLOW" in p.read_bytes()
+        ]
+        assert held == []
+
+
 def test_a_writer_that_queues_gets_the_next_head_update_of_every_other_writer_refused(
     tmp_path: Path, moto_endpoint: str, bucket_url: str
 ) -> None:
