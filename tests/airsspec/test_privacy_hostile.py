@@ -131,15 +131,20 @@ with Memory.open(sys.argv[1]) as memory:
 """
 
 
+def _anas_compacted_session(memory: Memory) -> None:
+    """Ana's session ``a1``: 40 messages with a marker each, compacted (a summary quotes them)."""
+    ana = memory.scoped(user="ana")
+    ana.append_many("a1", [{"type": "user", "content": f"CANARY{i} tabs"} for i in range(40)])
+    ana.compact("a1", force=True)
+
+
 @pytest.mark.slow
 def test_a_forget_killed_once_the_keys_are_gone_leaves_no_plaintext_a_project_keeps(
     tmp_path: Path, env: None
 ) -> None:
     _workspace(tmp_path, "user")
     with Memory.open(tmp_path) as memory:
-        ana = memory.scoped(user="ana")
-        ana.append_many("a1", [{"type": "user", "content": f"CANARY{i} tabs"} for i in range(40)])
-        ana.compact("a1", force=True)
+        _anas_compacted_session(memory)
         memory.project()
     assert _files_holding(tmp_path / ".airsspec" / "state", b"CANARY")
     child = subprocess.Popen(
@@ -225,9 +230,7 @@ def test_forgetting_a_user_purges_a_session_of_theirs_an_admin_gave_to_another_u
 ) -> None:
     _workspace(tmp_path, "user")
     with Memory.open(tmp_path) as memory:
-        ana = memory.scoped(user="ana")
-        ana.append_many("a1", [{"type": "user", "content": f"CANARY{i} tabs"} for i in range(40)])
-        ana.compact("a1", force=True)
+        _anas_compacted_session(memory)
         memory.sessions.assign("a1", user="ben")  # sealed under ana's key, now ben's session
         memory.project()
     assert _files_holding(tmp_path / ".airsspec", b"CANARY")

@@ -322,6 +322,19 @@ def test_of_two_machines_appending_after_the_same_record_only_the_first_writes(
     assert [(r.seq, r.content) for r in records] == [(1, "first"), (2, "a after 1")]
 
 
+def _sealed_machines(tmp_path: Path, endpoint: str, url: str, more: str = "") -> None:
+    """Two machines, ``a`` and ``b`` under ``tmp_path``, sharing the bucket's log and keys,
+    records sealed per user (and ``more`` of ``airsspec.toml``)."""
+    config = (
+        f'[storage]\nurl = "{url}"\nendpoint = "{endpoint}"\nregion = "us-east-1"\n'
+        'access_key_id = "testing"\nsecret_access_key = "testing"\n'
+        '[privacy]\nencrypt = "user"\n'
+    )
+    for machine in ("a", "b"):
+        (tmp_path / machine).mkdir()
+        (tmp_path / machine / "airsspec.toml").write_text(config + more)
+
+
 def test_machines_sharing_a_bucket_share_data_keys_and_a_destroyed_key_is_gone_for_all(
     tmp_path: Path, moto_endpoint: str, bucket_url: str
 ) -> None:
@@ -330,14 +343,7 @@ def test_machines_sharing_a_bucket_share_data_keys_and_a_destroyed_key_is_gone_f
     from eventlog.keystores import BucketKeyStore
     from eventlog.storage.objects import ObjectStore
 
-    config = (
-        f'[storage]\nurl = "{bucket_url}"\nendpoint = "{moto_endpoint}"\nregion = "us-east-1"\n'
-        'access_key_id = "testing"\nsecret_access_key = "testing"\n'
-        '[privacy]\nencrypt = "user"\n'
-    )
-    for machine in ("a", "b"):
-        (tmp_path / machine).mkdir()
-        (tmp_path / machine / "airsspec.toml").write_text(config)
+    _sealed_machines(tmp_path, moto_endpoint, bucket_url)
     env = {"AIRSSPEC_COLD_EMBEDDER": "hash"}
     with Memory.open(tmp_path / "a") as a:
         a.scoped(user="ana").append("a1", {"type": "user", "content": "the vault is in eu-west"})
@@ -364,14 +370,7 @@ def test_a_machine_following_a_forget_folds_nothing_with_a_key_it_kept(
     folds her sessions again: nothing of hers is written back in the clear here."""
     from airsspec import Memory
 
-    config = (
-        f'[storage]\nurl = "{bucket_url}"\nendpoint = "{moto_endpoint}"\nregion = "us-east-1"\n'
-        'access_key_id = "testing"\nsecret_access_key = "testing"\n'
-        '[privacy]\nencrypt = "user"\n[cold]\nembedder = "hash"\n'
-    )
-    for machine in ("a", "b"):
-        (tmp_path / machine).mkdir()
-        (tmp_path / machine / "airsspec.toml").write_text(config)
+    _sealed_machines(tmp_path, moto_endpoint, bucket_url, '[cold]\nembedder = "hash"\n')
     with Memory.open(tmp_path / "a") as a:
         a.scoped(user="ana").append("a1", {"type": "user", "content": "CANARYFOLLOW in eu-west"})
         a.project()
