@@ -185,12 +185,6 @@ class FileKeyStore:
         _sync_dir(self.folder)
         return key
 
-    def uncache(self, kid: str) -> None:
-        """Forget the copy of key ``kid`` (``KeyStore.destroy``; one here is used only while
-        its file is unchanged)."""
-        with self._mutex:
-            self._cache.pop(kid, None)
-
     def destroy(self, kid: str) -> bool:
         """Overwrite the key file, remove it and sync the folder."""
         with self._mutex:
@@ -323,8 +317,7 @@ class Sealer:
         store's copies: keys another machine destroyed (its ``forgotten`` event names them)
         open no record here from now on, not even until their recheck."""
         gone = set(kids)
-        for known in [k for k in self._ciphers if gone & set(kid_parts(k))]:
-            del self._ciphers[known]
+        self._drop_ciphers(gone)
         uncache = getattr(self.keys, "uncache", None)  # only a store that keeps copies has it
         if uncache is not None:
             for kid in gone:
@@ -333,9 +326,13 @@ class Sealer:
     def forget_key(self, kid: str) -> bool:
         """Destroy key ``kid`` (see ``KeyStore.destroy``) and this sealer's ciphers of it,
         nested ones included (one kept would open records until its recheck)."""
-        for known in [k for k in self._ciphers if kid in kid_parts(k)]:
-            del self._ciphers[known]
+        self._drop_ciphers({kid})
         return self.keys.destroy(kid)
+
+    def _drop_ciphers(self, kids: set[str]) -> None:
+        """Forget this sealer's ciphers of keys ``kids``, nested ones included."""
+        for known in [k for k in self._ciphers if kids & set(kid_parts(k))]:
+            del self._ciphers[known]
 
     def subject(self, session: str, body: dict[str, Any]) -> str:
         """Whose key seals ``body`` of ``session``: the user a learning or a memory file names
