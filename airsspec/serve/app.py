@@ -245,16 +245,16 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         limit = self.mcp_limit if scope.get("path", "").startswith("/mcp") else api.MAX_BODY
-        declared = dict(scope["headers"]).get(b"content-length", b"")
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
             detail = f"request body of {int(declared)} bytes; at most {limit}"
             await api.problem(413, detail)(scope, receive, send)
             return
         seen = 0
         started = False
-        chunked = b"chunked" in dict(scope["headers"]).get(b"transfer-encoding", b"").lower()
+        chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
         expecting = chunked or (declared.isdigit() and int(declared) > 0)  # a body to come
-
         slow = False  # the body stopped coming: whoever answers, the connection is closed
 
         async def counted() -> Any:
