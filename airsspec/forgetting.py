@@ -133,10 +133,12 @@ def forget(
         owned = None
         # a session of theirs an admin gave to another user keeps what it holds sealed under
         # their key (the key follows who started it): it is forgotten with them, so its
-        # derived copies are purged too (its own key stays: the session is someone else's)
+        # derived copies are purged too (its own key stays: the session is someone else's);
+        # looked for among every session, not those their scope reads: forgetting themselves,
+        # the session now another's holds their words all the same
         given: list[str] = sorted(
             s
-            for s, owner in owners.items()
+            for s, owner in kernel.gate._all_owners().items()
             if owner.user not in (None, user) and s != MEMORY_SESSION and sealer.owner_of(s) == user
         )
     else:

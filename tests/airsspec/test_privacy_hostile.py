@@ -285,3 +285,25 @@ def test_a_daemon_folding_with_a_key_it_read_just_before_forget_keeps_no_plainte
         daemon.close()
     assert folded_after_the_drop == [True]
     assert _files_holding(tmp_path, b"CANARY") == []
+
+
+def test_a_user_forgetting_herself_purges_a_session_of_hers_an_admin_gave_to_another_user(
+    tmp_path: Path, env: None
+) -> None:
+    # her own scope may not read the session any longer (it is ben's), yet its copies hold
+    # her words in the clear: forgetting herself purges them as an admin's forget does
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        ana = memory.scoped(user="ana")
+        ana.append_many("a1", [{"type": "user", "content": f"CANARY{i} tabs"} for i in range(40)])
+        ana.compact("a1", force=True)
+        memory.sessions.assign("a1", user="ben")  # sealed under ana's key, now ben's session
+        memory.project()
+    assert _files_holding(tmp_path / ".airsspec", b"CANARY")
+    with Memory.open(tmp_path) as memory:
+        done = memory.scoped(user="ana").forget(user="ana")
+        assert done.sessions == ["a1"]
+    with Memory.open(tmp_path) as memory:
+        said = {r.content for r in memory.replay("a1") if r.type == "user"}
+        assert said == {FORGOTTEN}
+    assert _files_holding(tmp_path, b"CANARY") == []  # nor any copy derived from it
