@@ -224,6 +224,9 @@ class BrowserGuard:
 CLOSE = (b"connection", b"close")
 BODY_SECONDS = 30.0
 """How long each part of a request body may take to arrive after the head or the part before."""
+MIN_BODY_RATE = 1024
+"""Bytes a second a body must average, past its first ``BODY_SECONDS``: each part in time
+alone let a byte every few seconds hold a connection without end."""
 
 
 class BodyLimit:
@@ -231,7 +234,8 @@ class BodyLimit:
     reads a body whole, so does the sign-in form, open to anyone), nor beyond the MCP SDK's own
     limit on ``/mcp``: a declared length beyond it is answered 413 at once; a chunked body that
     grows beyond it is answered the same problem document, whatever the route. A body whose
-    next part has not arrived ``BODY_SECONDS`` after the part before is answered 408 and its
+    next part has not arrived ``BODY_SECONDS`` after the part before, or that has come slower
+    than ``MIN_BODY_RATE`` past its first ``BODY_SECONDS``, is answered 408 and its
     connection closed (a client trickling a body held its connection without end). Only a body
     is timed: a stream's wait for its client to leave (``/mcp``'s) is not a body."""
 
@@ -256,18 +260,29 @@ class BodyLimit:
         chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
         expecting = chunked or (declared.isdigit() and int(declared) > 0)  # a body to come
         slow = False  # the body stopped coming: whoever answers, the connection is closed
+        loop = asyncio.get_running_loop()
+        waited = 0.0  # seconds spent waiting for the body (not the app's own between reads)
 
         async def counted() -> Any:
-            nonlocal seen, expecting, slow
+            nonlocal seen, expecting, slow, waited
             if not expecting:
                 return await receive()
+            # the whole body's bound: its first seconds, then a least rate for what came
+            left = BODY_SECONDS + seen / MIN_BODY_RATE - waited
+            began = loop.time()
             try:
-                message = await asyncio.wait_for(receive(), BODY_SECONDS)
+                if left <= 0:
+                    raise TimeoutError
+                message = await asyncio.wait_for(receive(), min(BODY_SECONDS, left))
             except TimeoutError:
                 slow = True
-                raise BodyTooSlowError(
-                    f"request body: nothing more arrived in {BODY_SECONDS:g} s"
-                ) from None
+                why = (
+                    f"nothing more arrived in {BODY_SECONDS:g} s"
+                    if left >= BODY_SECONDS
+                    else f"arriving slower than {MIN_BODY_RATE} bytes a second"
+                )
+                raise BodyTooSlowError(f"request body: {why}") from None
+            waited += loop.time() - began
             expecting = message["type"] == "http.request" and message.get("more_body", False)
             seen += len(message.get("body", b""))
             if seen > limit:

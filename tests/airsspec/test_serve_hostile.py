@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -256,6 +257,48 @@ def test_a_body_trickled_in_is_answered_408_and_closed(memory, tokens, monkeypat
             assert answer.startswith(b"HTTP/1.1 408 "), (path, answer[:200])
             assert b"nothing more arrived" in answer and b"connection: close" in answer.lower()
     assert snapshot(memory.log_dir) == before
+
+
+def test_a_body_trickled_a_byte_at_a_time_is_answered_408_and_closed(
+    memory, tokens, monkeypatch
+) -> None:
+    """A body whose every part comes within ``BODY_SECONDS`` of the one before, but whose
+    whole comes slower than ``MIN_BODY_RATE`` (a byte now and then, on the sign-in form open
+    to anyone), is answered 408 and closed too: each part's bound alone held it without end."""
+    from airsspec.serve import app
+
+    monkeypatch.setattr(app, "BODY_SECONDS", 0.5)
+    monkeypatch.setattr(app, "MIN_BODY_RATE", 100)
+    served = Served(memory, local_user="owner", background=False)
+    with serving(served) as where:
+        host, port = where["url"].removeprefix("http://").rsplit(":", 1)
+        origin = f"http://{host}:{port}"
+        with socket.create_connection((host, int(port))) as held:
+            head = (
+                f"POST /login HTTP/1.1\r\nHost: {host}:{port}\r\nOrigin: {origin}\r\n"
+                "Content-Type: application/x-www-form-urlencoded\r\n"
+                "Content-Length: 100000\r\n\r\n"
+            )
+            held.sendall(head.encode())
+            held.settimeout(0.2)
+            answer = b""
+            deadline = time.monotonic() + 10  # the test's bound: cut within a second
+            while not answer and time.monotonic() < deadline:
+                try:
+                    held.sendall(b"t")  # a byte every 0.2 s: each part well in time
+                    answer = held.recv(65536)
+                except TimeoutError:
+                    continue
+                except OSError:
+                    break
+            cut = bool(answer)  # answered while the bytes still came
+            held.settimeout(30)
+            with contextlib.suppress(OSError):
+                while chunk := held.recv(65536):
+                    answer += chunk
+    assert cut, "still reading a body trickled in after 10 s"
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert b"connection: close" in answer.lower()
 
 
 def test_a_body_too_large_is_refused_before_it_is_read(server, tokens) -> None:
