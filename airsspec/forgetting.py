@@ -138,7 +138,7 @@ def forget(
         # the session now another's holds their words all the same
         given: list[str] = sorted(
             s
-            for s, owner in kernel.gate._all_owners().items()
+            for s, owner in kernel.gate.all_owners().items()
             if owner.user not in (None, user) and s != MEMORY_SESSION and sealer.owner_of(s) == user
         )
     else:

@@ -94,9 +94,11 @@ class Gate:
                 raise ScopeError(f"a memory scoped to {name}={current} cannot widen to {value}")
         return self.scope.within(given)
 
-    def _all_owners(self) -> dict[str, Scope]:
+    def all_owners(self) -> dict[str, Scope]:
         """Every folded session's owner (``Scope()``: no one's), whoever asks: the gate's own
-        input. A session the learnings projection could not fold is not in it."""
+        input, and ``forget``'s (a user's session given to another is forgotten with them).
+        Never an answer to a reader: what it may read is ``owners``. A session the learnings
+        projection could not fold is not in it."""
         kernel = self._kernel
         kernel.catch_up(NEEDS["owners"], warn=False)
         owners = kernel.projector("learnings").owners()  # its index: one file, not every state
@@ -139,7 +141,7 @@ class Gate:
 
     def owners(self) -> dict[str, Scope]:
         """The owner of every session this kernel may read (``Scope()``: the team's)."""
-        found = self._all_owners()
+        found = self.all_owners()
         if self.admin:
             return found
         readable = {o for o in set(found.values()) if self.scope.reads(o)}
@@ -178,7 +180,7 @@ class Gate:
         if not scope.named:
             return None, 1.0
         # the workspace's own log is read only through its filtered view (``reads_record``)
-        owners = self._all_owners()
+        owners = self.all_owners()
         readable = {o for o in set(owners.values()) if scope.reads(o)}  # the read rule per owner
         found = {s for s, o in owners.items() if s != MEMORY_SESSION and o in readable}
         return found, len(found) / max(1, len(owners.keys() - {MEMORY_SESSION}))
