@@ -225,15 +225,21 @@ def test_a_forget_in_another_process_is_honoured_by_an_open_memory(
         assert said == [FORGOTTEN, "said after being forgotten"]
 
 
-def test_forgetting_a_user_purges_a_session_of_theirs_an_admin_gave_to_another_user(
-    tmp_path: Path, env: None
-) -> None:
+def _anas_session_given_to_ben(tmp_path: Path) -> None:
+    """Ana's compacted session ``a1``, then given by an admin to ben: sealed under her key,
+    its copies holding her words."""
     _workspace(tmp_path, "user")
     with Memory.open(tmp_path) as memory:
         _anas_compacted_session(memory)
-        memory.sessions.assign("a1", user="ben")  # sealed under ana's key, now ben's session
+        memory.sessions.assign("a1", user="ben")
         memory.project()
     assert _files_holding(tmp_path / ".airsspec", b"CANARY")
+
+
+def test_forgetting_a_user_purges_a_session_of_theirs_an_admin_gave_to_another_user(
+    tmp_path: Path, env: None
+) -> None:
+    _anas_session_given_to_ben(tmp_path)
     done = run_cli("forget", "--user", "ana", "--json", cwd=tmp_path, env=ENV)
     assert done.returncode == 0, done.stderr
     with Memory.open(tmp_path) as memory:
@@ -292,14 +298,7 @@ def test_a_user_forgetting_herself_purges_a_session_of_hers_an_admin_gave_to_ano
 ) -> None:
     # her own scope may not read the session any longer (it is ben's), yet its copies hold
     # her words in the clear: forgetting herself purges them as an admin's forget does
-    _workspace(tmp_path, "user")
-    with Memory.open(tmp_path) as memory:
-        ana = memory.scoped(user="ana")
-        ana.append_many("a1", [{"type": "user", "content": f"CANARY{i} tabs"} for i in range(40)])
-        ana.compact("a1", force=True)
-        memory.sessions.assign("a1", user="ben")  # sealed under ana's key, now ben's session
-        memory.project()
-    assert _files_holding(tmp_path / ".airsspec", b"CANARY")
+    _anas_session_given_to_ben(tmp_path)
     with Memory.open(tmp_path) as memory:
         done = memory.scoped(user="ana").forget(user="ana")
         assert done.sessions == ["a1"]
