@@ -513,8 +513,14 @@ def test_privacy_keys_names_a_key_store_factory_every_command_uses(
 def test_a_forget_stops_this_process_opening_the_records_at_once_nested_keys_too(
     tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import airsspec.forgetting
     import eventlog.crypto
 
+    # forget waits for what other processes keep, not for this process's hour-long keeping
+    # below (the wait is read from the recheck when forgetting is first imported, which this
+    # test could be the first in its worker to do)
+    kept = eventlog.crypto.KEY_RECHECK_SECONDS
+    monkeypatch.setattr(airsspec.forgetting, "KEPT_KEY_SECONDS", kept)
     monkeypatch.setattr(eventlog.crypto, "KEY_RECHECK_SECONDS", 3600.0)  # no help from expiry
     _workspace(tmp_path, "user")
     with Memory.open(tmp_path) as memory:
