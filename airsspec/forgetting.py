@@ -131,15 +131,18 @@ def forget(
         sessions = sorted(s for s, owner in owners.items() if owner.user == user)
         subjects = [f"user:{user}", *(f"session:{s}" for s in sessions)]
         owned = None
-        # a session of theirs an admin gave to another user keeps what it holds sealed under
-        # their key (the key follows who started it): it is forgotten with them, so its
-        # derived copies are purged too (its own key stays: the session is someone else's);
-        # looked for among every session, not those their scope reads: forgetting themselves,
-        # the session now another's holds their words all the same
+        # a session of theirs an admin gave to another user keeps what they wrote there sealed
+        # under their key (a record is sealed for the user owning its session when it is
+        # appended): it is forgotten with them, so its derived copies are purged and folded
+        # again, keeping what the new owner wrote (its own key stays: the session is someone
+        # else's); looked for among every session, not those their scope reads: forgetting
+        # themselves, the session now another's holds their words all the same
         given: list[str] = sorted(
             s
             for s, owner in kernel.gate.all_owners().items()
-            if owner.user not in (None, user) and s != MEMORY_SESSION and sealer.owner_of(s) == user
+            if owner.user not in (None, user)
+            and s != MEMORY_SESSION
+            and user in sealer.owners.ever(s)
         )
     else:
         assert session is not None

@@ -5,10 +5,11 @@ unreadable. With ``[privacy] encrypt = "user"`` (or ``"session"``), the content 
 record (``CONTENT_FIELDS``: what someone said, a tool's parameters and result, summaries, learning
 texts, a session's task and end status, a verdict's reason, what a context build was asked, and
 every record's ``meta`` and ``origin``: every free-text field) are encrypted at append,
-before the record is encoded, with AES-256-GCM under a data key of its *subject*: the session's
-owning user (``projections.scopes``), else the session itself. The stored record stays a valid
-record of its type: each sealed field holds a placeholder (``SEALED``; ``meta`` and ``origin`` are
-left out) and one ``sealed`` object holds the key id, nonce and ciphertext. The envelope (``id``,
+before the record is encoded, with AES-256-GCM under a data key of its *subject*: the user
+owning the session when the record is appended (``projections.scopes``; ``SessionOwners``), else
+the session itself. The stored record stays a valid record of its type: each sealed field holds
+a placeholder (``SEALED``; ``meta`` and ``origin`` are left out) and one ``sealed`` object holds
+the key id, nonce and ciphertext. The envelope (``id``,
 ``session``, ``seq``, ``ts``, ``type``, ``prev``, ``hash``...) and the structural fields stay
 clear, and the hash chain covers the ciphertext: ``verify`` needs no key.
 
@@ -264,19 +265,57 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-class Sealer:
-    """Seals bodies at append and opens records at read (see the module). ``owner_of``
-    names the user owning a session (None: unowned); only ``mode = "user"`` asks it."""
+class Owners(Protocol):
+    """Who owns each session: ``mode = "user"`` seals a session's records under the key of the
+    user owning it when they are appended (``SessionOwners`` reads it from the log)."""
 
-    def __init__(
-        self,
-        mode: EncryptMode,
-        keys: KeyStore,
-        owner_of: Callable[[str], str | None] | None = None,
-    ) -> None:
+    def now(self, session: str) -> str | None:
+        """The user owning ``session`` now (None: no user)."""
+        ...
+
+    def ever(self, session: str) -> tuple[str, ...]:
+        """Every user that has owned ``session``, the first first."""
+        ...
+
+    def remember(self, session: str, user: str, *, assigned: bool) -> None:
+        """A batch being sealed starts ``session`` for ``user`` (``assigned``: gives it to
+        ``user``); its next records are sealed for that user."""
+        ...
+
+    def unlearn(self, session: str) -> None:
+        """Forget what ``remember`` was told of ``session`` (its batch was refused)."""
+        ...
+
+
+class NoOwners:
+    """No session has an owner (a sealer of ``mode = "session"``, or one that only opens)."""
+
+    def now(self, session: str) -> str | None:
+        return None
+
+    def ever(self, session: str) -> tuple[str, ...]:
+        return ()
+
+    def remember(self, session: str, user: str, *, assigned: bool) -> None:
+        return None
+
+    def unlearn(self, session: str) -> None:
+        return None
+
+
+OWNING_TYPES = ("session_started", "session_assigned")
+"""Types that name a session's owner (``Owners``): the first ``session_started`` naming a user,
+then each ``session_assigned`` (an admin gave the session to another user)."""
+
+
+class Sealer:
+    """Seals bodies at append and opens records at read (see the module). ``owners`` names
+    the user owning a session (None: unowned); only ``mode = "user"`` asks it."""
+
+    def __init__(self, mode: EncryptMode, keys: KeyStore, owners: Owners | None = None) -> None:
         self.mode = mode
         self.keys = keys
-        self.owner_of = owner_of or (lambda session: None)
+        self.owners: Owners = owners or NoOwners()
         self._ciphers: dict[str, tuple[bytes, Any, float]] = {}  # kid -> key, AESGCM, checked
 
     def _cipher(self, kid: str, *, create: bool) -> Any:
@@ -337,17 +376,18 @@ class Sealer:
     def subject(self, session: str, body: dict[str, Any]) -> str:
         """Whose key seals ``body`` of ``session``: the user a learning or a memory file names
         (``USER_KEYED``: written outside a session), else (``mode = "user"``) the user owning
-        the session, else the session. What a context build gave a session is sealed as that
-        session's; a reason given for a learning's verdict, and a person's edit of it, are
-        sealed under a key of that learning, destroyed when its owner is forgotten (neither
-        record can name the owner)."""
+        the session now (``owners``: after an admin gave it to another user, that user), else
+        the session. What a context build gave a session is sealed as that session's; a reason
+        given for a learning's verdict, and a person's edit of it, are sealed under a key of
+        that learning, destroyed when its owner is forgotten (neither record can name the
+        owner)."""
         if body["type"] in ("learning_feedback", "learning_edited"):
             return learning_subject(body["learning_id"])
         if body["type"] == "memory_accessed":
             session = body["reader"]
         elif body["type"] in USER_KEYED and body.get("user"):
             return f"user:{body['user']}"
-        if self.mode == "user" and (user := self.owner_of(session)) is not None:
+        if self.mode == "user" and (user := self.owners.now(session)) is not None:
             return f"user:{user}"
         return f"session:{session}"
 
@@ -370,8 +410,8 @@ class Sealer:
         dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
         for index, body in enumerate(bodies):
             kind = body["type"]
-            if kind == "session_started" and body.get("user") and self.mode == "user":
-                self.owner_known(session, body["user"])
+            if kind in OWNING_TYPES and body.get("user") and self.mode == "user":
+                self.owners.remember(session, body["user"], assigned=kind == "session_assigned")
             rules = CONTENT_FIELDS.get(kind, _NO_RULES)
             names = [n for n in _SEALED_NAMES.get(kind, DROPPED_FIELDS) if body.get(n) is not None]
             if not names:
@@ -387,18 +427,6 @@ class Sealer:
                 else:
                     del body[name]
             body["sealed"] = {"kid": kid, "nonce": _b64(nonce), "ct": _b64(sealed)}
-
-    def owner_known(self, session: str, user: str) -> None:
-        """Hook for a resolver that caches owners (a ``session_started`` names one)."""
-        remember = getattr(self.owner_of, "remember", None)
-        if remember is not None:
-            remember(session, user)
-
-    def owner_unknown(self, session: str) -> None:
-        """Unlearn what ``owner_known`` was told of ``session`` (its batch was refused)."""
-        unlearn = getattr(self.owner_of, "unlearn", None)
-        if unlearn is not None:
-            unlearn(session)
 
     def open(self, data: dict[str, Any]) -> dict[str, Any]:
         """The stored record ``data`` with its sealed fields opened; when the key is gone,
@@ -436,47 +464,74 @@ def _forgotten(value: Any) -> Any:
     return value
 
 
+OWNER_RECHECK_SECONDS = KEY_RECHECK_SECONDS
+"""How long a process seals a session's records for the owner it read without reading the
+session's new lines again (an assignment another process appended is followed within this
+time; reading at every append would halve the rate of single appends)."""
+
+
 class SessionOwners:
-    """The user owning each session (``owner_of`` of a ``Sealer``): the first
-    ``session_started`` naming a user, read from the stored lines (those fields are never
-    sealed) once, then remembered; a session with none is scanned again only past what was
-    read."""
+    """Who owns each session (``Owners``), read from the stored lines (those fields are never
+    sealed): the first ``session_started`` naming a user, then each ``session_assigned``. Each
+    session's file is read once, then only past what was read: ``ever`` at each call, ``now``
+    once ``OWNER_RECHECK_SECONDS`` have passed (an assignment this process appends is known at
+    once)."""
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
-        self._known: dict[str, str] = {}
-        self._scanned: dict[str, int] = {}  # bytes read of sessions with no owner yet
+        self._owners: dict[str, list[str]] = {}  # every user that owned each session, in order
+        self._scanned: dict[str, int] = {}  # bytes read of each session's file
+        self._checked: dict[str, float] = {}  # when each session's file was last read
 
-    def remember(self, session: str, user: str) -> None:
-        """``session`` is owned by ``user`` (a batch being sealed names it first)."""
-        self._known.setdefault(session, user)
+    def now(self, session: str) -> str | None:
+        checked = self._checked.get(session)
+        if checked is None or time.monotonic() - checked >= OWNER_RECHECK_SECONDS:
+            owners = self._read(session)
+        else:
+            owners = self._owners.get(session, [])
+        return owners[-1] if owners else None
+
+    def ever(self, session: str) -> tuple[str, ...]:
+        return tuple(self._read(session))
+
+    def remember(self, session: str, user: str, *, assigned: bool) -> None:
+        owners = self._owners.setdefault(session, [])
+        if assigned or not owners:  # read again from its line, the owner is only repeated
+            owners.append(user)
 
     def unlearn(self, session: str) -> None:
-        """Forget what ``remember`` was told of ``session``: read it from the log again."""
-        self._known.pop(session, None)
+        self._owners.pop(session, None)
+        self._scanned.pop(session, None)
+        self._checked.pop(session, None)
 
-    def __call__(self, session: str) -> str | None:
-        if (user := self._known.get(session)) is not None:
-            return user
+    def _read(self, session: str) -> list[str]:
         from eventlog.layout import reader_nofollow, session_path
 
+        owners = self._owners.setdefault(session, [])
         start = self._scanned.get(session, 0)
+        self._checked[session] = time.monotonic()
         try:
             with reader_nofollow(session_path(self.log_dir, session)) as f:
+                size = os.fstat(f.fileno()).st_size
+                if size <= start:
+                    return owners
                 f.seek(start)
-                data = f.read()
+                data = f.read(size - start)
         except FileNotFoundError:
-            return None
+            return owners
         end = data.rfind(b"\n") + 1
-        for line in data[:end].splitlines():
-            if b'"session_started"' in line:
+        if b'"session_assigned"' in data or (not owners and b'"session_started"' in data):
+            for line in data[:end].splitlines():
+                if b'"session_started"' not in line and b'"session_assigned"' not in line:
+                    continue
                 body = orjson.loads(line)
-                user = body.get("user")
-                if body.get("type") == "session_started" and user and isinstance(user, str):
-                    self._known[session] = user
-                    return user
+                user, kind = body.get("user"), body.get("type")
+                if not user or not isinstance(user, str) or kind not in OWNING_TYPES:
+                    continue
+                if kind == "session_assigned" or not owners:
+                    owners.append(user)
         self._scanned[session] = start + end
-        return None
+        return owners
 
 
 def is_forgotten(record: Any) -> bool:

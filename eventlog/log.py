@@ -815,7 +815,7 @@ def session_exists(sealer: Sealer | None, session: str) -> SessionExistsError:
     """The error of a refused creation; the owner the refused batch named (remembered while
     sealing it) is unlearned, so the session's later records are sealed for its real owner."""
     if sealer is not None:
-        sealer.owner_unknown(session)
+        sealer.owners.unlearn(session)
     return SessionExistsError(session)
 
 
@@ -823,7 +823,7 @@ def session_moved(sealer: Sealer | None, session: str, after: int, last: int) ->
     """The error of a batch refused for its ``after``; as for a refused creation, the owner
     the batch named (remembered while sealing it) is unlearned."""
     if sealer is not None:
-        sealer.owner_unknown(session)
+        sealer.owners.unlearn(session)
     return SessionMovedError(session, after, last)
 
 

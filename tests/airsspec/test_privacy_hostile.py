@@ -249,6 +249,63 @@ def test_forgetting_a_user_purges_a_session_of_theirs_an_admin_gave_to_another_u
     assert _files_holding(tmp_path, b"CANARY") == []  # nor any copy derived from it
 
 
+def _sealed_for(root: Path, session: str) -> list[str]:
+    """Whose user key seals each user message stored in ``session``, in order (read from the
+    key id of each stored line: the user key it is nested in)."""
+    import orjson
+
+    from eventlog.crypto import kid_parts
+    from eventlog.layout import session_path
+
+    with Memory.open(root) as memory:
+        path = session_path(memory.workspace.log_dir, session)
+    users = {key_id(f"user:{u}"): u for u in ("ana", "ben")}
+    stored = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    return [
+        next((users[k] for k in kid_parts(body["sealed"]["kid"]) if k in users), "?")
+        for body in stored
+        if body["type"] == "user"
+    ]
+
+
+def test_what_the_new_owner_writes_in_a_session_given_to_them_outlives_forgetting_the_first(
+    tmp_path: Path, env: None
+) -> None:
+    _anas_session_given_to_ben(tmp_path)
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ben").append_many(
+            "a1", [{"type": "user", "content": f"BENWORDS{i} tabs"} for i in range(3)]
+        )
+        memory.project()
+    assert _sealed_for(tmp_path, "a1") == ["ana"] * 40 + ["ben"] * 3
+    done = run_cli("forget", "--user", "ana", "--json", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stderr
+    with Memory.open(tmp_path) as memory:
+        said = [r.content for r in memory.replay("a1") if r.type == "user"]
+        assert said == [FORGOTTEN] * 40 + [f"BENWORDS{i} tabs" for i in range(3)]
+        hits = memory.scoped(user="ben").search("BENWORDS1 tabs", k=5)["hits"]
+        assert any("BENWORDS1" in h["text"] for h in hits)  # folded again: his words recalled
+    assert _files_holding(tmp_path, b"CANARY") == []
+    assert _files_holding(tmp_path / ".airsspec" / "state", b"BENWORDS")
+
+
+def test_a_process_open_before_an_assignment_seals_for_the_new_owner_after_it(
+    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import eventlog.crypto as crypto
+
+    # it reads the session's new lines again once OWNER_RECHECK_SECONDS have passed: at once here
+    monkeypatch.setattr(crypto, "OWNER_RECHECK_SECONDS", 0.0)
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as daemon:  # open, and sealing a1 for ana, before and after
+        daemon.scoped(user="ana").append("a1", {"type": "user", "content": "ana first"})
+        with Memory.open(tmp_path) as admin:  # another process's assignment
+            admin.sessions.assign("a1", user="ben")
+        daemon.append("a1", {"type": "user", "content": "after the assignment"})
+        daemon.append("a1", {"type": "user", "content": "and again"})
+    assert _sealed_for(tmp_path, "a1") == ["ana", "ben", "ben"]
+
+
 def test_a_daemon_folding_with_a_key_it_read_just_before_forget_keeps_no_plaintext(
     tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
