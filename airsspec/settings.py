@@ -239,6 +239,14 @@ class StorageSettings(_Section):
         return options
 
 
+class ServeSettings(_Section):
+    """``[serve]``: the most connections ``airsspec serve`` answers at once. A request that
+    arrives while ``max_connections`` others are open (idle ones and ones yet to send a request
+    counted) is answered 503 and its connection closed."""
+
+    max_connections: int = Field(256, ge=1, le=100_000)
+
+
 class Settings(_Section):
     """Every section of airsspec.toml, validated and frozen."""
 
@@ -254,6 +262,7 @@ class Settings(_Section):
     visual: VisualSettings = Field(default_factory=VisualSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
 
 
 SECTIONS: dict[str, type[_Section]] = {

@@ -83,6 +83,7 @@ FIELDS: dict[str, dict[str, tuple[Any, tuple[str, ...]]]] = {
         "secret_access_key": (None, ()),
         "single_writer": (False, ()),
     },
+    "serve": {"max_connections": (256, ())},
 }
 
 WHOLE: frozenset[str] = frozenset([])

@@ -9,8 +9,9 @@ and which stays in histories), holding a sign-in of this process (``Served.sign_
 token. The token decides the user whose scoped memory the request sees;
 the scope headers (``X-Airsspec-User/-Agent/-Project``, percent-encoded UTF-8) narrow it. What a
 page of another origin could make a browser send is refused (``BrowserGuard``), no answer is kept
-in a cache (``Cache-Control: no-store``), and no body beyond ``api.MAX_BODY`` is taken in
-(``BodyLimit``).
+in a cache (``Cache-Control: no-store``), no body beyond ``api.MAX_BODY`` is taken in
+(``BodyLimit``), and no more than ``[serve] max_connections`` connections are answered at once
+(a request on one more: 503, ``limit_concurrency``).
 
 Discovery: while it runs, the server keeps ``state/serve.json`` (url or socket, pid, and the
 token of the user who started it; mode 0600) so local clients find it (``airsspec.client``).
@@ -357,6 +358,13 @@ def head_in_time() -> type[Any]:
     return HeadInTime
 
 
+def limit_concurrency(served: Served) -> int:
+    """uvicorn's ``limit_concurrency`` for ``[serve] max_connections``: uvicorn answers 503 to a
+    request once the open connections, its own among them, reach the limit (or the running
+    requests do), so the limit is one more than the connections answered at once."""
+    return int(served.memory.settings.serve.max_connections) + 1
+
+
 class ExactMCP:
     """The MCP transport behind a check of each body (``airsspec.mcp_server.inexact``): one a
     parser would read otherwise than it was sent (a key given twice: the SDK keeps one value)
@@ -625,7 +633,12 @@ def serve(
     where = address(sock)
     app = create_app(served, host=host)
     config = uvicorn.Config(
-        app, log_level="warning", lifespan="on", access_log=False, http=head_in_time()
+        app,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        http=head_in_time(),
+        limit_concurrency=limit_concurrency(served),
     )
     server = uvicorn.Server(config)
     write_state(served, where)
@@ -663,7 +676,13 @@ def serving(
     held = claim(served) if discover else None
     sock = bind(host, port, None)
     app = create_app(served, host=host)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", http=head_in_time())
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        http=head_in_time(),
+        limit_concurrency=limit_concurrency(served),
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -226,6 +226,53 @@ def test_a_connection_that_never_finishes_its_request_head_is_closed(
                 assert held.recv(65536) == b""  # closed by the server, nothing answered
 
 
+def test_a_request_beyond_max_connections_is_answered_503(tmp_path, monkeypatch) -> None:
+    """With ``[serve] max_connections`` connections open (each answered once, then holding
+    part of its next head), a request on one more is answered 503 and closed; the held ones
+    are answered as ever, and once they are closed a new connection is answered again."""
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    monkeypatch.setenv("AIRSSPEC_SERVE_MAX_CONNECTIONS", "2")
+    with Memory.open(tmp_path / "ws", create=True) as memory:
+        served = Served(memory, local_user="owner", background=False)
+        with serving(served) as where:
+            host, port = where["url"].removeprefix("http://").rsplit(":", 1)
+            head = f"GET /v1/health HTTP/1.1\r\nHost: {host}:{port}\r\n"
+
+            def answer(conn: socket.socket, until_closed: bool) -> bytes:
+                got = b""
+                while chunk := conn.recv(65536):
+                    got += chunk
+                    if not until_closed and got.endswith(b"}"):  # its head, its JSON body
+                        break
+                return got
+
+            def ask(text: str) -> bytes:
+                with socket.create_connection((host, int(port)), 30) as conn:
+                    conn.sendall(text.encode())
+                    return answer(conn, until_closed=True)
+
+            held: list[socket.socket] = []
+            try:
+                for _ in range(2):
+                    conn = socket.create_connection((host, int(port)), 30)
+                    held.append(conn)
+                    conn.sendall(f"{head}\r\n".encode())
+                    # answered: the server holds it (kept alive), then part of the next head
+                    assert answer(conn, until_closed=False).startswith(b"HTTP/1.1 200 ")
+                    conn.sendall(head.encode())
+                refused = ask(f"{head}Connection: close\r\n\r\n")
+                assert refused.startswith(b"HTTP/1.1 503 "), refused[:200]
+                assert b"connection: close" in refused.lower()
+                for conn in held:  # each one's head finished: answered, then closed by the
+                    conn.sendall(b"Connection: close\r\n\r\n")  # server (its count dropped)
+                    assert answer(conn, until_closed=True).startswith(b"HTTP/1.1 200 ")
+            finally:
+                for conn in held:
+                    conn.close()
+            again = ask(f"{head}Connection: close\r\n\r\n")
+            assert again.startswith(b"HTTP/1.1 200 "), again[:200]
+
+
 def test_a_body_trickled_in_is_answered_408_and_closed(memory, tokens, monkeypatch) -> None:
     """A body whose next part has not arrived ``BODY_SECONDS`` after the one before, on the
     sign-in form (open to anyone) and on the API, is answered 408 and its connection closed;
