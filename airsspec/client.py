@@ -31,10 +31,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from airsspec.arguments import whole_number
 from airsspec.discovery import find_config
 
 if TYPE_CHECKING:  # imported when a server is found: a command without one never connects
     import socket
+    from collections.abc import Callable
 
 STATE = os.path.join("state", "serve.json")
 TIMEOUT_S = 120.0
@@ -200,17 +202,18 @@ def _local(info: dict) -> bool:
 
 
 def _parse(argv: list[str]) -> dict | None:
-    """The options of a command the fast path serves, or None for anything else."""
-    known: dict[str, dict[str, type | None]] = {
-        "hook": {"--budget": int, "--recall": int},
+    """The options of a command the fast path serves, or None for anything else (a number
+    read as the full command reads it: one it refuses is left to it)."""
+    known: dict[str, dict[str, Callable[[str], object] | None]] = {
+        "hook": {"--budget": whole_number, "--recall": whole_number},
         "append": {"--json": None},
         "sessions": {"--json": None},
         "status": {"--json": None},
-        "replay": {"--from": int, "--until": str, "--meta": None, "--json": None},
+        "replay": {"--from": whole_number, "--until": str, "--meta": None, "--json": None},
         "learnings": {"--session": str, "--all": None, "--json": None},
-        "context": {"--budget": int, "--query": str, "--format": str, "--json": None},
+        "context": {"--budget": whole_number, "--query": str, "--format": str, "--json": None},
         "query": {
-            "-k": int,
+            "-k": whole_number,
             "--session": str,
             "--since": str,
             "--until": str,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from airsspec.arguments import whole_number
 from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 
 if TYPE_CHECKING:  # the facade is imported by the commands that open a workspace, when they run
@@ -73,6 +74,15 @@ def command_group(name: str, help: str, default: str | None = None) -> None:
 def arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
     """One option or argument of a command, as ``argparse.add_argument`` takes it."""
     return names, options
+
+
+def whole(value: str) -> int:
+    """An option's whole number, 0 or more, in the digits 0-9 (``arguments.whole_number``, as the
+    light client reads it); anything else is the option's usage error (argparse names it)."""
+    try:
+        return whole_number(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def flag(name: str, help: str) -> tuple[tuple[str, ...], dict[str, Any]]:

@@ -17,6 +17,7 @@ from airsspec.cli.common import (
     command_group,
     open_memory,
     print_json,
+    whole,
 )
 from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 from airsspec.hooks.events import EVENTS
@@ -76,10 +77,10 @@ def _global_options(args: argparse.Namespace) -> list[str]:
     "hooks install",
     _SCOPE,
     _PROJECT,
-    arg("--budget", type=int, default=2000, metavar="TOKENS", help="SessionStart context size"),
+    arg("--budget", type=whole, default=2000, metavar="TOKENS", help="SessionStart context size"),
     arg(
         "--recall",
-        type=int,
+        type=whole,
         default=0,
         metavar="TOKENS",
         help="passages recalled for each prompt (default 0: none)",
@@ -233,8 +234,8 @@ def _detached(args: argparse.Namespace, memory: Memory, config: Path | None) -> 
 @command(
     "hook",
     arg("event", choices=(*EVENTS, "run-job", "import", "session-start"), metavar="EVENT"),
-    arg("--budget", type=int, default=2000, metavar="TOKENS", help="SessionStart context size"),
-    arg("--recall", type=int, default=0, metavar="TOKENS", help="recalled for each prompt"),
+    arg("--budget", type=whole, default=2000, metavar="TOKENS", help="SessionStart context size"),
+    arg("--recall", type=whole, default=0, metavar="TOKENS", help="recalled for each prompt"),
     arg("--job", metavar="JSON", help="run-job: the deferred work (set by SessionEnd)"),
     json_flag=False,
 )

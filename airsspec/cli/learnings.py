@@ -19,6 +19,7 @@ from airsspec.cli.common import (
     open_memory,
     output_path,
     print_json,
+    whole,
 )
 from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 from airsspec.memory import FACT_KINDS, LEVELS, printable
@@ -337,7 +338,7 @@ def cmd_reextract(args: argparse.Namespace) -> int:
     arg("query", nargs="?", help="rank the facts by this text (default: every fact, oldest first)"),
     arg("--kind", action="append", choices=FACT_KINDS, help="only this kind (repeatable)"),
     flag("--history", "superseded facts too, with when and what ended them"),
-    arg("-k", type=int, metavar="N", help="at most N facts"),
+    arg("-k", type=whole, metavar="N", help="at most N facts"),
     _AS_OF,
 )
 def cmd_facts(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from airsspec.cli.common import arg, command, flag, open_memory, output_path, print_json
+from airsspec.cli.common import arg, command, flag, open_memory, output_path, print_json, whole
 from airsspec.errors import EXIT_FAILED, EXIT_OK, UsageError
 from airsspec.memory import (
     FORMATS,
@@ -73,7 +73,7 @@ auth/
     arg("file", nargs="?", help="JSONL file, or - for standard input (default)"),
     arg(
         "--after",
-        type=int,
+        type=whole,
         metavar="SEQ",
         help="append only if the session's last record is this seq (0: none yet); else exit 1 "
         "and append nothing",
@@ -82,8 +82,6 @@ auth/
 def cmd_append(args: argparse.Namespace) -> int:
     """Append events to a session. JSON events, one per line; all lines are validated first and
     nothing is appended if any is invalid."""
-    if args.after is not None and args.after < 0:
-        raise UsageError(f"--after {args.after}: a seq is 0 or more")
     if args.file in (None, "-"):
         if sys.stdin is None:
             raise UsageError("standard input is closed: pipe events in, or give a FILE")
@@ -232,7 +230,7 @@ def _until(value: str | None) -> Bound | None:
 @command(
     "replay",
     arg("session"),
-    arg("--from", dest="from_seq", type=int, default=1, metavar="SEQ", help="first seq to show"),
+    arg("--from", dest="from_seq", type=whole, default=1, metavar="SEQ", help="first seq to show"),
     arg("--until", metavar="SEQ|TIME", help="last seq, or an RFC 3339 time, to show"),
     flag("--meta", "show every record's meta in full"),
 )

@@ -13,7 +13,15 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from airsspec.cli.common import arg, command, flag, open_memory, print_json, progress_printer
+from airsspec.cli.common import (
+    arg,
+    command,
+    flag,
+    open_memory,
+    print_json,
+    progress_printer,
+    whole,
+)
 from airsspec.errors import EXIT_OK, UsageError, validation_problem
 from airsspec.memory import UNIT_KINDS, QueryMemoryInput, loads_exact, printable
 from airsspec.render import hits_text
@@ -112,7 +120,7 @@ def catch_up_in_background(root: Path, lock_path: Path, args: argparse.Namespace
 @command(
     "search",
     arg("text", nargs="?", help="what to look for"),
-    _field("k", "-k", type=int),
+    _field("k", "-k", type=whole),
     _field("session", "--session"),
     _field("since", "--since", metavar="TIME"),
     _field("until", "--until", metavar="TIME"),

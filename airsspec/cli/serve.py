@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import getpass
 
+from airsspec.arguments import whole_number
 from airsspec.cli.common import arg, command, command_group, flag, open_memory, print_json
 from airsspec.errors import EXIT_OK
 
 
 def port(value: str) -> int:
-    """A TCP port, 0 to 65535 (argparse names the option if not)."""
+    """A TCP port, 0 to 65535 in the digits 0-9 (argparse names the option if not)."""
     try:
-        number = int(value)
+        number = whole_number(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
     if not 0 <= number <= 65535:

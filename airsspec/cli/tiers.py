@@ -23,6 +23,7 @@ from airsspec.cli.common import (
     print_json,
     progress_printer,
     report_runs,
+    whole,
 )
 from airsspec.errors import (
     EXIT_FAILED,
@@ -47,7 +48,7 @@ from airsspec.render import status_text
 # The options project and rebuild share.
 JOBS = arg(
     "--jobs",
-    type=int,
+    type=whole,
     default=os.cpu_count() or 1,
     help="worker processes for folding sessions (default: one per CPU core)",
 )
@@ -65,11 +66,9 @@ MAX_TOKENS = 2**63 - 1  # a budget is printed back in JSON, whose integers stop 
 
 
 def tokens(value: str) -> int:
-    """A token budget: an integer up to ``MAX_TOKENS`` (argparse names the option if not)."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number of tokens: {value!r}") from None
+    """A token budget: a whole number (``whole``) up to ``MAX_TOKENS`` (argparse names the
+    option if not)."""
+    number = whole(value)
     if number > MAX_TOKENS:
         raise argparse.ArgumentTypeError(f"{value}: more tokens than any budget ({MAX_TOKENS})")
     return number
@@ -361,7 +360,7 @@ def cmd_visualize(args: argparse.Namespace) -> int:
 
 @command(
     "library",
-    arg("--show", type=int, metavar="NNN", help="print history-NNN.md"),
+    arg("--show", type=whole, metavar="NNN", help="print history-NNN.md"),
 )
 def cmd_library(args: argparse.Namespace) -> int:
     """List the warm library's history-NNN.md files."""

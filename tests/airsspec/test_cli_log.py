@@ -95,7 +95,8 @@ def test_append_after_a_seq_lands_only_on_that_record(project: Path) -> None:
         assert "last record is seq 4" in err and "Traceback" not in err
     assert snapshot(project) == before
     refused = run_cli("append", "s", "--after", "-1", cwd=project, stdin=late)
-    assert refused.returncode == 2 and "--after -1" in refused.stderr.decode()
+    assert refused.returncode == 2 and "--after" in refused.stderr.decode()
+    assert "0 or more" in refused.stderr.decode() and "'-1'" in refused.stderr.decode()
     assert run_cli("append", "s", "--after", "4", cwd=project, stdin=late).returncode == 0
     stored = run_cli("replay", "s", "--json", cwd=project).stdout.splitlines()
     assert json.loads(stored[-1])["content"] == "decided on seq 3"

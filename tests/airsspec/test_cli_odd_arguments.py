@@ -245,3 +245,57 @@ def test_a_count_setting_given_a_fraction_is_refused(tmp_path: Path) -> None:
     refused(run_cli("status", cwd=tmp_path, env=HASH), "[memory] hot_window_size", "40.0")
     (tmp_path / "airsspec.toml").write_text("[cold]\nweight_focus = 1\n")
     assert run_cli("status", cwd=tmp_path, env=HASH).returncode == 0
+
+
+# Texts Python's int reads as 1: a seq or a count is written in the digits 0-9 alone.
+NOT_DIGITS = ["0_1", " 1", "1 ", "+1", "\u0661", "\uff11"]  # Arabic-Indic one, full-width one
+
+
+@pytest.mark.parametrize("text", NOT_DIGITS)
+def test_after_takes_a_seq_in_the_digits_0_to_9_alone(project: Path, text: str) -> None:
+    """``append --after`` reads its seq as written: text Python's ``int`` takes (``0_1``,
+    `` 1``, ``+1``, another script's digit) is one usage error naming ``--after`` (exit 2), the
+    log as it was; it was read as 1, the session's last seq, so the record landed."""
+    line = b'{"type": "user", "content": "after one"}\n'
+    before = snapshot(project)
+    result = run_cli("append", "one", "--after", text, cwd=project, stdin=line)
+    refused(result, "--after", "digits 0-9")
+    assert result.returncode == 2
+    assert snapshot(project) == before
+    for plain in ("1", "02"):  # digits alone, a leading zero too
+        landed = run_cli("append", "one", "--after", plain, cwd=project, stdin=line)
+        assert landed.returncode == 0, landed.stderr
+    replayed = run_cli("replay", "one", "--json", cwd=project).stdout.splitlines()
+    assert [json.loads(r)["seq"] for r in replayed] == [1, 2, 3]
+
+
+def test_after_a_negative_seq_is_the_same_usage_error(project: Path) -> None:
+    before = snapshot(project)
+    result = run_cli("append", "one", "--after", "-1", cwd=project, stdin=b'{"type": "user"}\n')
+    refused(result, "--after", "0 or more", "'-1'")
+    assert result.returncode == 2
+    assert snapshot(project) == before
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (["replay", "one", "--from", "+1"], "--from"),
+        (["search", "hello", "-k", "\u0663"], "-k"),
+        (["facts", "-k", " 2"], "-k"),
+        (["context", "one", "--budget", "1_000"], "--budget"),
+        (["project", "--projection", "warm", "--jobs", "+1"], "--jobs"),
+        (["library", "--show", "\u0661"], "--show"),
+        (["serve", "--host", "", "--port", "+0"], "--port"),  # no host: never listens
+    ],
+)
+def test_every_number_a_user_types_is_read_as_after_is(
+    project: Path, command: list[str], option: str
+) -> None:
+    """A seq, a count, a budget or a port is read as ``--after`` reads its seq: what only
+    Python's ``int`` takes is the option's usage error (exit 2), nothing written."""
+    before = snapshot(project)
+    result = run_cli(*command, cwd=project, env=HASH)
+    refused(result, option)
+    assert result.returncode == 2
+    assert snapshot(project) == before

@@ -129,6 +129,25 @@ def test_a_refused_append_is_reported_by_the_full_command_and_writes_nothing(ser
 
 
 @pytest.mark.slow
+def test_a_number_the_full_command_refuses_is_not_taken_through_the_server(served) -> None:
+    """The light client reads a number as the full command does (the digits 0-9 alone): one
+    only Python's ``int`` takes is left to the full command, which refuses it (it was served
+    as that number); a plain one is answered by the server."""
+    for args in (
+        ("context", "s1", "--budget", " 100"),
+        ("replay", "s1", "--from", "+1"),
+        ("search", "rate limiting", "-k", "\u0661"),
+    ):
+        fast = airsspec(served, *args)
+        full = airsspec(served, *args, server=False)
+        assert fast[:3] == full[:3], args
+        assert fast[0] == 2 and "digits 0-9" in fast[2], (args, fast[2])
+        assert heavy(fast[3]), args  # the full command ran, not the server
+    plain = airsspec(served, "replay", "s1", "--from", "1")
+    assert plain[0] == 0 and "add rate limiting" in plain[1] and not heavy(plain[3])
+
+
+@pytest.mark.slow
 def test_a_dead_servers_discovery_file_is_ignored(workspace: Memory) -> None:
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True
