@@ -2,9 +2,10 @@
 value is one this module is certain of.
 
 Precedence: defaults < ``airsspec.toml`` < environment (``AIRSSPEC_<SECTION>_<KEY>``, for example
-``AIRSSPEC_LOG_DURABILITY=batch`` or ``AIRSSPEC_MEMORY_HOT_WINDOW_SIZE=40``). The models of
-``airsspec.settings`` declare every section and validate it; importing pydantic and building
-them was most of what a short command paid to start. So a file whose every key holds its
+``AIRSSPEC_LOG_DURABILITY=batch`` or ``AIRSSPEC_MEMORY_HOT_WINDOW_SIZE=40``; one that names no
+section, and is none of the project's other variables (``NOT_SETTINGS``), is warned of). The
+models of ``airsspec.settings`` declare every section and validate it; importing pydantic and
+building them was most of what a short command paid to start. So a file whose every key holds its
 default or one of a choice's names (``airsspec init``'s file, ``AIRSSPEC_COLD_EMBEDDER=hash``)
 is read into ``Plain`` objects from ``settings_table`` (emitted from those models): the values
 validation would give, as given. Anything else (a changed number, an unknown key, a bad value)
@@ -31,6 +32,23 @@ if TYPE_CHECKING:
     from airsspec.settings import Settings
 
 ENV_PREFIX = "AIRSSPEC_"
+NOT_SETTINGS = (
+    "AIRSSPEC_USER",  # the scope of the CLI and the MCP server (projections.scopes)
+    "AIRSSPEC_AGENT",
+    "AIRSSPEC_PROJECT",
+    "AIRSSPEC_TOKEN",  # the light client's token (airsspec.client)
+    "AIRSSPEC_NO_SERVER",  # the full command runs, never the light client
+    "AIRSSPEC_MODELS",  # where model files are kept (projections.embedders)
+    "AIRSSPEC_PURE_PYTHON",  # the C extension (eventlog.native)
+    "AIRSSPEC_REQUIRE_NATIVE",
+    "AIRSSPEC_COUNT_CPU",  # the test suite's (tests/)
+    "AIRSSPEC_COUNT_SUBPROCESSES",
+    "AIRSSPEC_RAY_TESTS",
+    "AIRSSPEC_S3_TEST_SECONDS",
+)
+"""The ``AIRSSPEC_`` variables the project reads that are not settings: any other that names
+no section is warned of (``_unknown_variable``)."""
+_WARNED: set[str] = set()  # the variables warned of by this process
 DEFAULT_PATH: str = FIELDS["workspace"]["path"][0]
 """Where a workspace lives by default, relative to its ``airsspec.toml``."""
 
@@ -145,11 +163,32 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         rest = name[len(ENV_PREFIX) :].lower()
         section = next((s for s in FIELDS if rest.startswith(s + "_")), None)
         if section is None:
-            continue  # AIRSSPEC_CONFIG and friends are not settings
+            if name not in NOT_SETTINGS:
+                _unknown_variable(name)
+            continue
         key = rest[len(section) + 1 :]
         default = FIELDS[section].get(key, (None,))[0]  # an unknown key: the models name it
         overrides.setdefault(section, {})[key] = _typed(name, raw, default)
     return overrides
+
+
+def _unknown_variable(name: str) -> None:
+    """Warn, once per process, that variable ``name`` names no setting, with the closest
+    variable the project reads when one is close. A warning, not an error: a user may keep
+    variables of their own under the prefix; a misspelt one was ignored without a word."""
+    if name in _WARNED:
+        return
+    _WARNED.add(name)
+    import difflib
+    import logging
+
+    known = [f"{ENV_PREFIX}{s}_{k}".upper() for s, keys in FIELDS.items() for k in keys]
+    rests = {v[len(ENV_PREFIX) :].lower(): v for v in (*known, *NOT_SETTINGS)}
+    close = difflib.get_close_matches(name[len(ENV_PREFIX) :].lower(), rests, n=1)
+    hint = f"; did you mean {rests[close[0]]}?" if close else ""
+    logging.getLogger(__name__).warning(
+        "environment %s names no setting (sections: %s)%s", name, ", ".join(FIELDS), hint
+    )
 
 
 def _typed(name: str, raw: str, default: object) -> Any:

@@ -5,10 +5,13 @@ taken as given, never as some other value."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from airsspec.config import NOT_SETTINGS
+from airsspec.settings import SECTIONS
 from tests.conftest import claude_transcript, init_workspace, snapshot
 from tests.support.cli import run_cli, run_process
 
@@ -299,3 +302,40 @@ def test_every_number_a_user_types_is_read_as_after_is(
     refused(result, option)
     assert result.returncode == 2
     assert snapshot(project) == before
+
+
+@pytest.mark.parametrize(
+    ("variable", "hint"),
+    [
+        ("AIRSSPEC_COLDD_EMBEDDER", "; did you mean AIRSSPEC_COLD_EMBEDDER?"),
+        ("AIRSSPEC_HOT_WINDOW_SIZE", "; did you mean AIRSSPEC_MEMORY_HOT_WINDOW_SIZE?"),
+        ("AIRSSPEC_MY_OWN_THING", ""),  # a user's own: nothing close
+    ],
+)
+def test_an_airsspec_variable_that_names_no_setting_is_warned_of_once(
+    project: Path, monkeypatch: pytest.MonkeyPatch, variable: str, hint: str
+) -> None:
+    """A misspelt ``AIRSSPEC_`` variable was ignored without a word. It is one warning line
+    (however often the command loads the settings), naming it and the sections, and the
+    closest variable when one is close; the command runs as it would without it."""
+    for name in [n for n in os.environ if n.startswith("AIRSSPEC_")]:
+        monkeypatch.delenv(name)  # this run's own variables only
+    result = run_process("sessions", cwd=project, env={**HASH, variable: "40"})
+    assert result.returncode == 0, result.stderr
+    assert [row.split()[0] for row in result.stdout.splitlines()[1:]] == [b"one", b"three", b"two"]
+    sections = ", ".join(SECTIONS)
+    line = f"airsspec: warning: environment {variable} names no setting (sections: {sections})"
+    assert result.stderr.decode().splitlines() == [line + hint]
+
+
+def test_the_projects_own_airsspec_variables_are_not_warned_of(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [n for n in os.environ if n.startswith("AIRSSPEC_")]:
+        monkeypatch.delenv(name)
+    own = {name: "0" for name in NOT_SETTINGS}  # every one set; the scope to a name
+    own["AIRSSPEC_USER"] = own["AIRSSPEC_AGENT"] = own["AIRSSPEC_PROJECT"] = "ana"
+    result = run_process("sessions", cwd=project, env={**HASH, **own})
+    assert result.returncode == 0 and result.stderr == b"", result.stderr
+    quiet = run_process("sessions", cwd=project, env={**HASH, "AIRSSPEC_MEMORY_CHUNK_SIZE": "12"})
+    assert quiet.returncode == 0 and quiet.stderr == b"", quiet.stderr

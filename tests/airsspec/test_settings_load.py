@@ -5,6 +5,7 @@ whole gives, and a bad value the same one-line error."""
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from airsspec import config as config_module
 from airsspec.config import Plain, load_settings, plain_settings, validate, validated
 from airsspec.settings import DEFAULT_TOML, SECTIONS, Settings
 from eventlog.errors import SettingsError
@@ -246,3 +248,20 @@ def test_the_environment_s_text_is_read_exactly_or_refused_naming_the_variable(
     error naming the variable."""
     with pytest.raises(SettingsError, match=f"^environment {name}: {re.escape(expected)}$"):
         load_settings(None, env={name: text})
+
+
+def test_a_variable_that_names_no_setting_is_warned_of_once_per_process(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A variable under the prefix that names no section is ignored, with one warning however
+    often the settings are loaded (a command loads them more than once); the project's own
+    other variables and a setting's are not warned of."""
+    monkeypatch.setattr(config_module, "_WARNED", set())
+    env = {"AIRSSPEC_COLDD_EMBEDDER": "hash", "AIRSSPEC_NO_SERVER": "1", "AIRSSPEC_USER": "ana"}
+    with caplog.at_level(logging.WARNING, logger="airsspec.config"):
+        for _ in range(3):
+            assert load_settings(None, env=env) == Settings()
+        assert load_settings(None, env={"AIRSSPEC_COLD_EMBEDDER": "hash"}).cold.embedder == "hash"
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and warned[0].startswith("environment AIRSSPEC_COLDD_EMBEDDER names")
+    assert warned[0].endswith("; did you mean AIRSSPEC_COLD_EMBEDDER?")
