@@ -95,7 +95,17 @@ class Server:
             raise _client_error(f"not an HTTP answer: {answer[:80]!r}") from exc
         if b"transfer-encoding: chunked" in header.lower():
             raise _client_error("a chunked answer (this client reads whole answers)")
-        return status, json.loads(payload or b"null")
+        try:
+            return status, json.loads(payload or b"null")
+        except ValueError as exc:
+            if status == 503:  # every route answers JSON: uvicorn's own, at max_connections
+                raise _Busy from exc
+            raise _client_error(f"answered {status}, not JSON: {payload[:80]!r}") from exc
+
+
+class _Busy(Exception):
+    """The server held ``[serve] max_connections`` connections and refused this one before
+    any route read the request: nothing ran, so the full command runs it."""
 
 
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
@@ -526,7 +536,8 @@ def dispatch(argv: list[str]) -> int | None:
         return handler[opts["command"]](server, opts)
     except _StdoutClosed:
         return _quiet()
-    except (ConnectionRefusedError, FileNotFoundError):
-        return None  # nothing was sent: the server went away, the full command does it
+    except (ConnectionRefusedError, FileNotFoundError, _Busy):
+        return None  # nothing was sent or read: the server went away or is full, the full
+        # command does it
     except (OSError, ValueError) as exc:  # sent: running it again could repeat it
         return _fail(f"airsspec serve at {server.socket or server.url}: {exc}", 1)

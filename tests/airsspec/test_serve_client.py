@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -145,6 +146,34 @@ def test_a_number_the_full_command_refuses_is_not_taken_through_the_server(serve
         assert heavy(fast[3]), args  # the full command ran, not the server
     plain = airsspec(served, "replay", "s1", "--from", "1")
     assert plain[0] == 0 and "add rate limiting" in plain[1] and not heavy(plain[3])
+
+
+@pytest.mark.slow
+def test_a_server_at_max_connections_leaves_the_command_to_the_full_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRSSPEC_COLD_EMBEDDER", "hash")
+    monkeypatch.setenv("AIRSSPEC_SERVE_MAX_CONNECTIONS", "1")
+    with Memory.open(tmp_path, create=True) as memory:
+        memory.append_many("s1", [{"type": "user", "content": "add rate limiting"}])
+        expected = airsspec(memory, "status", "--json", server=False)
+        assert expected[0] == 0
+        with serving(Served(memory, local_user="owner", background=False), discover=True) as at:
+            host, port = at["url"].removeprefix("http://").rsplit(":", 1)
+            head = f"GET /v1/health HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            with socket.create_connection((host, int(port)), 30) as held:
+                held.sendall(f"{head}\r\n".encode())
+                got = b""
+                while not got.endswith(b"}"):  # answered: its head, its JSON body
+                    got += held.recv(65536)
+                held.sendall(head.encode())  # then part of its next head: held open
+                code, out, err, imported = airsspec(memory, "status", "--json")
+                served = airsspec(memory, "status", "--json")  # still full: the same again
+            assert (code, out) == expected[:2], err
+            assert "airsspec.cli" in imported  # the server refused it, the full command ran
+            assert served[:2] == expected[:2]
+            again = airsspec(memory, "status", "--json")  # the held connection closed
+            assert again[:2] == expected[:2] and "airsspec.cli" not in again[3]
 
 
 @pytest.mark.slow
