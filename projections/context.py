@@ -174,14 +174,16 @@ class ContextBuilder:
             pictured = choose(self.source.pages(session, reader), budget // 3, counter)
             budget -= pictured.tokens
             pages = pictured.pages
-        named, given = self.briefing(session, budget, query, reader)
+        held = self.source.facts(session, reader)
+        named, given = self.briefing(session, budget, query, reader, held)
         block = "\n\n".join(text for _, text in named)
         parts: list[str] = [text for _, text in named]
         recalled = ""
         earlier: list[str] = []
         if window is None or window.summary is None:
             skip = {page.session for page in pages}
-            earlier = self._earlier_sessions(session, budget // 3, reader, skip)
+            changed = [f for f in held if f.superseded_by is not None]
+            earlier = self._earlier_sessions(session, budget // 3, reader, skip, changed)
             parts += earlier
         if query is not None:
             room = (budget - counter.count("\n\n".join(parts))) // 2
@@ -247,12 +249,19 @@ class ContextBuilder:
         return "" if window is None else format_history(window, budget, self.counter)
 
     def briefing(
-        self, session: str, budget: int, query: str | None, reader: Any
+        self,
+        session: str,
+        budget: int,
+        query: str | None,
+        reader: Any,
+        held: list[HeldFact] | None = None,
     ) -> tuple[list[tuple[str, str]], dict[str, bool]]:
         """What every door starts from: the memory block (``memory``) and the facts block
         (``facts``), each within ``context_share`` of ``budget``, as (part, text) of those not
-        empty; and the learnings the memory block gave (id -> matched the cue)."""
-        held = self.source.facts(session, reader)
+        empty; and the learnings the memory block gave (id -> matched the cue). ``held``: the
+        facts as read for this build (default: read now)."""
+        if held is None:
+            held = self.source.facts(session, reader)
         ended = {f.text for f in held if not f.current}  # a later fact changed them
         assessment = self.source.assessment(session, query or "", reader)
         block, given = self.memory_block(session, budget, query, reader, ended, assessment)
@@ -358,10 +367,17 @@ class ContextBuilder:
         return "\n".join(lines), given
 
     def _earlier_sessions(
-        self, session: str, budget: int, reader: Any, skip: set[str]
+        self,
+        session: str,
+        budget: int,
+        reader: Any,
+        skip: set[str],
+        changed: Collection[HeldFact] = (),
     ) -> list[str]:
         """The latest summaries of the most recent other sessions (but those in ``skip``:
-        given as images), each within its share."""
+        given as images), each within its share; where a summary quotes a fact of its session
+        that a later one ``changed``, the quote says so and by which record (an agent reading
+        "Emails must be lowercased" from Tuesday's summary learns Thursday's changed it)."""
         from projections.hot import summary_block
 
         count = self.other_sessions
@@ -370,6 +386,7 @@ class ContextBuilder:
         blocks = []
         earlier = [(n, s) for n, s in self.source.earlier(session, reader) if n not in skip]
         for name, summary in earlier[:count]:
+            summary = _marked(summary, [f for f in changed if _said_in(f, name)])
             block = summary_block(summary, budget // count, self.counter, session=name)
             blocks += [block] if block else []
         return blocks
@@ -416,3 +433,19 @@ class ContextBuilder:
             records=records,
             thoughts=thoughts,
         )
+
+
+def _marked(summary: dict[str, Any], changed: list[HeldFact]) -> dict[str, Any]:
+    """``summary`` with each quote of a fact in ``changed`` marked as changed, naming the
+    record that changed it (a summary that words it otherwise is left as it is)."""
+    text = summary.get("text", "")
+    for fact in changed:
+        if fact.superseded_by is not None and fact.text in text:
+            by, seq = fact.superseded_by
+            text = text.replace(fact.text, f"{fact.text} (changed later: {by} #{seq})")
+    return summary if text == summary.get("text", "") else {**summary, "text": text}
+
+
+def _said_in(fact: HeldFact, session: str) -> bool:
+    """Whether ``fact`` came from a record of ``session``."""
+    return fact.session == session or any(s == session for s, _ in fact.evidence)

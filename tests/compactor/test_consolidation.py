@@ -74,3 +74,18 @@ def test_the_cli_carries_it_too(ended: Path) -> None:
     context = json.loads(shown.stdout)["context"]
     for text in CARRIED:
         assert text in context, text
+
+
+def test_a_requirement_a_later_session_changed_is_marked_where_an_earlier_summary_quotes_it(
+    ended: Path,
+) -> None:
+    changed = "Emails must be stored exactly as typed, case included."
+    with Memory.open(ended) as memory:
+        memory.sessions.end("agent-1")
+        memory.append("agent-2", {"type": "user", "content": changed})
+        memory.sessions.end("agent-2")
+        context = memory.context("agent-3", 1200)
+    assert f"requirement: {changed} [agent-2 #1]" in context  # what holds now
+    # agent-1's summary still quotes what held then, marked with the record that changed it
+    quoted = next(line for line in context.splitlines() if "Emails must be lowercased" in line)
+    assert quoted.endswith("(changed later: agent-2 #1)"), quoted
