@@ -180,15 +180,19 @@ class ContextBuilder:
         parts: list[str] = [text for _, text in named]
         recalled = ""
         earlier: list[str] = []
+        changed = [f for f in held if f.superseded_by is not None]
+        shown_before = list(parts)  # what a recalled passage must not repeat
         if window is None or window.summary is None:
             skip = {page.session for page in pages}
-            changed = [f for f in held if f.superseded_by is not None]
-            earlier = self._earlier_sessions(session, budget // 3, reader, skip, changed)
+            for name, summary in self._earlier_sessions(session, budget // 3, reader, skip):
+                shown_before.append(summary)
+                # a quote of a fact a later session changed says so (``_marked``)
+                earlier.append(_marked(summary, (f for f in changed if _said_in(f, name))))
             parts += earlier
         if query is not None:
             room = (budget - counter.count("\n\n".join(parts))) // 2
-            visible = self._history(window, budget)
-            for passage in self._recalled(query, visible, room, reader):  # best first
+            visible = "\n".join([*shown_before, self._history(window, budget)])
+            for passage in self._recalled(query, visible, room, reader, changed):  # best first
                 candidate = f"{recalled}\n{passage}" if recalled else passage
                 if counter.count(candidate) <= room:
                     recalled = candidate
@@ -262,7 +266,7 @@ class ContextBuilder:
         facts as read for this build (default: read now)."""
         if held is None:
             held = self.source.facts(session, reader)
-        ended = {f.text for f in held if not f.current}  # a later fact changed them
+        ended = [f for f in held if not f.current]  # a later fact changed them
         assessment = self.source.assessment(session, query or "", reader)
         block, given = self.memory_block(session, budget, query, reader, ended, assessment)
         # a learning someone rejected or archived never reaches a prompt: nor does a fact
@@ -314,12 +318,13 @@ class ContextBuilder:
         budget: int,
         query: str | None,
         reader: Any,
-        ended: Collection[str] = (),
+        ended: Collection[HeldFact] = (),
         assessment: Assessment | None = None,
     ) -> tuple[str, dict[str, bool]]:
         """The memory part of a context, and the learnings in it (id -> matched the cue); a
-        learning whose text is in ``ended`` (a fact a later one superseded) is left out.
-        ``assessment``: the learnings as read for this build (default: read now)."""
+        learning saying a fact of ``ended`` (facts that stopped holding) is left out, and an
+        anchor quoting one a later fact changed says so (``_marked``). ``assessment``: the
+        learnings as read for this build (default: read now)."""
         from projections.fitting import elide
 
         share = int(budget * self.context_share)
@@ -346,11 +351,13 @@ class ContextBuilder:
         used.take("\n".join(lines), always=True)
         candidates = [("anchor", a) for a in anchors] + [("learned", a) for a in learned]
         heading = {"anchor": "Anchors (verbatim):", "learned": "Learned (airsspec learnings):"}
+        stopped = {f.text for f in ended}
         for group, a in candidates:
-            if a.text in ended:
+            if a.text in stopped:
                 continue
             if group == "anchor":
                 text = elide(a.text, max(16, share // 2), counter, seq=a.seq, session=a.session)
+                text = _marked(text, (f for f in ended if _said_in(f, a.session)))
                 where = a.evidence[0]["seq"] if a.evidence else a.seq
                 line = f"- [{a.session} #{where}] {text}"
             else:
@@ -367,17 +374,10 @@ class ContextBuilder:
         return "\n".join(lines), given
 
     def _earlier_sessions(
-        self,
-        session: str,
-        budget: int,
-        reader: Any,
-        skip: set[str],
-        changed: Collection[HeldFact] = (),
-    ) -> list[str]:
+        self, session: str, budget: int, reader: Any, skip: set[str]
+    ) -> list[tuple[str, str]]:
         """The latest summaries of the most recent other sessions (but those in ``skip``:
-        given as images), each within its share; where a summary quotes a fact of its session
-        that a later one ``changed``, the quote says so and by which record (an agent reading
-        "Emails must be lowercased" from Tuesday's summary learns Thursday's changed it)."""
+        given as images), each within its share: (session, block)."""
         from projections.hot import summary_block
 
         count = self.other_sessions
@@ -386,21 +386,30 @@ class ContextBuilder:
         blocks = []
         earlier = [(n, s) for n, s in self.source.earlier(session, reader) if n not in skip]
         for name, summary in earlier[:count]:
-            summary = _marked(summary, [f for f in changed if _said_in(f, name)])
             block = summary_block(summary, budget // count, self.counter, session=name)
-            blocks += [block] if block else []
+            blocks += [(name, block)] if block else []
         return blocks
 
-    def _recalled(self, query: str, visible: str, room: int, reader: Any) -> list[str]:
-        """Passages for ``query`` not already in ``visible``, best first: as many hits as a
-        ``room`` of that many tokens could hold (about 50 tokens each, 5 to 50 of them)."""
+    def _recalled(
+        self,
+        query: str,
+        visible: str,
+        room: int,
+        reader: Any,
+        changed: Collection[HeldFact] = (),
+    ) -> list[str]:
+        """Passages for ``query`` not already in ``visible`` (what the context shows besides),
+        best first: as many hits as a ``room`` of that many tokens could hold (about 50 tokens
+        each, 5 to 50 of them); a quote of a fact of its session that a later one ``changed``
+        says so (``_marked``)."""
         hits = self.source.recall(query, max(5, min(50, room // 50)), reader)
         passages = []
         for hit in hits:  # best first
             if hit["text"] in visible:
                 continue
             where = hit["source"] or f"{hit['session']} #{hit['seq_from']}-{hit['seq_to']}"
-            passages.append(f"[recalled from {where}] {hit['text']}")
+            text = _marked(hit["text"], (f for f in changed if _said_in(f, hit["session"])))
+            passages.append(f"[recalled from {where}] {text}")
         return passages
 
     def _messages(
@@ -435,15 +444,14 @@ class ContextBuilder:
         )
 
 
-def _marked(summary: dict[str, Any], changed: list[HeldFact]) -> dict[str, Any]:
-    """``summary`` with each quote of a fact in ``changed`` marked as changed, naming the
-    record that changed it (a summary that words it otherwise is left as it is)."""
-    text = summary.get("text", "")
+def _marked(text: str, changed: Iterable[HeldFact]) -> str:
+    """``text`` with each quote of a fact in ``changed`` marked as changed, naming the record
+    that changed it (a text that words it otherwise is left as it is)."""
     for fact in changed:
         if fact.superseded_by is not None and fact.text in text:
             by, seq = fact.superseded_by
             text = text.replace(fact.text, f"{fact.text} (changed later: {by} #{seq})")
-    return summary if text == summary.get("text", "") else {**summary, "text": text}
+    return text
 
 
 def _said_in(fact: HeldFact, session: str) -> bool:

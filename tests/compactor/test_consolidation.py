@@ -89,3 +89,24 @@ def test_a_requirement_a_later_session_changed_is_marked_where_an_earlier_summar
     # agent-1's summary still quotes what held then, marked with the record that changed it
     quoted = next(line for line in context.splitlines() if "Emails must be lowercased" in line)
     assert quoted.endswith("(changed later: agent-2 #1)"), quoted
+
+
+def test_passages_recalled_for_a_query_neither_repeat_the_context_nor_hide_a_change(
+    ended: Path,
+) -> None:
+    changed = "Emails must be stored exactly as typed, case included."
+    with Memory.open(ended) as memory:
+        memory.sessions.end("agent-1")
+        memory.append("agent-2", {"type": "user", "content": changed})
+        memory.sessions.end("agent-2")
+        plain = memory.context("agent-3", 2000)
+        asked = memory.context("agent-3", 2000, query="how are emails stored?")
+        own = memory.context("agent-1", 2000)  # its anchor quotes it verbatim
+    said = [line for line in asked.splitlines() if "Emails must be lowercased" in line]
+    assert said and all("(changed later: agent-2 #1)" in line for line in said), said
+    anchor = next(line for line in own.splitlines() if line.startswith("- [agent-1 #1]"))
+    assert anchor.endswith("(changed later: agent-2 #1)"), own
+    recalled = [line for line in asked.splitlines() if line.startswith("[recalled from ")]
+    assert recalled and asked.startswith(plain)  # passages added, after what was there
+    for line in recalled:  # none repeats what the context shows already
+        assert line.split("] ", 1)[1].splitlines()[0] not in plain, line
