@@ -326,7 +326,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
         used = r["summarizer"]["backend"] + (f" (fallback from {fallback})" if fallback else "")
         print(
             f"{r['session']}: history-{r['library_no']:03d}.md covers #{r['from_seq']}-"
-            f"#{r['to_seq']} ({r['messages']} messages, {r['chunks']} chunks, {used}); hot "
+            f"#{r['to_seq']} ({_count(r['messages'], 'message')}, {_count(r['chunks'], 'chunk')}, "
+            f"{used}); hot "
             f"window {r['tokens_before']} -> {r['tokens_after']} tokens ({r['reason']})"
         )
     return exit_code
@@ -429,3 +430,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         finally:
             daemon.release()
     return EXIT_OK
+
+
+def _count(n: int, what: str) -> str:
+    """``n`` and ``what``, plural unless one: "1 chunk", "2 chunks"."""
+    return f"{n} {what}{'' if n == 1 else 's'}"

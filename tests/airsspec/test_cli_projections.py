@@ -103,3 +103,13 @@ def test_rebuild_as_of_writes_elsewhere(project: Path) -> None:
     refused = run_cli("rebuild", "--as-of", "5", "--out", str(tab), cwd=project)
     assert refused.returncode == 2 and b"control character" in refused.stderr
     assert len(refused.stderr.splitlines()) == 1 and not tab.exists()
+
+
+def test_compact_says_what_it_made_in_words_that_agree_with_its_counts(tmp_path: Path) -> None:
+    init_workspace(tmp_path)
+    said = "".join(f'{{"type": "user", "content": "message {i}"}}\n' for i in range(4))
+    assert run_cli("append", "s1", cwd=tmp_path, stdin=said.encode()).returncode == 0
+    done = run_cli("compact", "--force", "s1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.decode()
+    assert "(2 messages, 1 chunk, extractive)" in line, line  # not "1 chunks"
