@@ -25,6 +25,10 @@ if TYPE_CHECKING:  # the facade is imported by the commands that open a workspac
 
 Handler = Callable[[argparse.Namespace], int]
 
+SESSIONS_NAMED = 5
+"""At most this many sessions are named on one line of ``project``'s report (the others are
+counted)."""
+
 
 @dataclass(frozen=True)
 class Command:
@@ -191,9 +195,25 @@ def report_runs(reports: list[RunReport], as_json: bool, extra: dict[str, Any]) 
         )
     else:
         for r in reports:
-            for o in r.rebuilt:
-                print(f"{r.projector}: rebuilt {o.session}: {o.rebuilt_because}")
+            for line in rebuilt_lines(r):
+                print(line)
             print(f"{r.projector}: {r.applied} record(s) applied over {len(r.outcomes)} session(s)")
         for key, value in extra.items():
             print(f"{key}: {value}")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def rebuilt_lines(report: RunReport) -> list[str]:
+    """The sessions ``report`` rebuilt, a line per reason: each names at most
+    ``SESSIONS_NAMED`` of its sessions and counts the others (a damaged table rebuilds every
+    session for one reason)."""
+    because: dict[str, list[str]] = {}
+    for outcome in report.rebuilt:
+        because.setdefault(str(outcome.rebuilt_because), []).append(outcome.session)
+    lines = []
+    for reason, sessions in because.items():
+        named = ", ".join(sessions[:SESSIONS_NAMED])
+        if len(sessions) > SESSIONS_NAMED:
+            named = f"{len(sessions):,} sessions ({named} and others)"
+        lines.append(f"{report.projector}: rebuilt {named}: {reason}")
+    return lines

@@ -89,10 +89,27 @@ def test_damaged_cold_files_are_named_and_project_rebuilds_them(tmp_path: Path) 
     assert b"walrus note" in query.stdout and b"warning:" in query.stderr  # degraded, said so
     project = run_cli("project", cwd=root, env=HASH)
     assert project.returncode == 0, project.stderr
-    assert b"cold: rebuilt alpha: the tier's files were damaged" in project.stdout
+    rebuilt = [line for line in project.stdout.decode().splitlines() if "rebuilt" in line]
+    assert len(rebuilt) == 1, rebuilt  # its sessions named once, with the reason
+    assert rebuilt[0].startswith("cold: rebuilt ") and "alpha" in rebuilt[0]
+    assert ": the tier's files were damaged" in rebuilt[0]
     assert run_cli("status", cwd=root, env=HASH).stdout.endswith(b"degraded: nothing\n")
     again = run_cli("query", "walrus lexer", cwd=root, env=HASH)
     assert b"(hybrid" in again.stdout and again.stderr == b""
+
+
+def test_sessions_rebuilt_for_one_reason_are_one_line_naming_at_most_five() -> None:
+    from airsspec.cli.common import rebuilt_lines
+    from projections.engine import RunReport, SessionOutcome
+
+    damaged = [SessionOutcome(f"s{i}", rebuilt_because="damaged") for i in range(7)]
+    report = RunReport("cold", [*damaged, SessionOutcome("t", rebuilt_because="settings")])
+    report.outcomes.append(SessionOutcome("u", applied=3))  # not rebuilt: not named
+    assert rebuilt_lines(report) == [
+        "cold: rebuilt 7 sessions (s0, s1, s2, s3, s4 and others): damaged",
+        "cold: rebuilt t: settings",
+    ]
+    assert rebuilt_lines(RunReport("hot", damaged[:2])) == ["hot: rebuilt s0, s1: damaged"]
 
 
 @pytest.mark.parametrize("command", ["query", "project"])
