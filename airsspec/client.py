@@ -54,6 +54,7 @@ class Server:
         self.socket = info.get("socket")
         self.token = os.environ.get("AIRSSPEC_TOKEN") or info.get("token")
         self.folder = folder  # the workspace folder, as this machine names it
+        self.answered = False  # whether a request of this command was answered (it ran)
 
     def _connect(self) -> socket.socket:
         import socket
@@ -95,17 +96,21 @@ class Server:
             raise _client_error(f"not an HTTP answer: {answer[:80]!r}") from exc
         if b"transfer-encoding: chunked" in header.lower():
             raise _client_error("a chunked answer (this client reads whole answers)")
+        # every route answers JSON: a 503 that is not is uvicorn's own, at max_connections,
+        # and nothing of the command ran, unless an earlier request of it was answered (an
+        # append's, before asking for its records): the full command would run it again
+        busy, self.answered = status == 503 and not self.answered, True
         try:
             return status, json.loads(payload or b"null")
         except ValueError as exc:
-            if status == 503:  # every route answers JSON: uvicorn's own, at max_connections
+            if busy:
                 raise _Busy from exc
             raise _client_error(f"answered {status}, not JSON: {payload[:80]!r}") from exc
 
 
 class _Busy(Exception):
-    """The server held ``[serve] max_connections`` connections and refused this one before
-    any route read the request: nothing ran, so the full command runs it."""
+    """The server held ``[serve] max_connections`` connections and refused the command's first
+    request before any route read it: nothing ran, so the full command runs it."""
 
 
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")

@@ -10,6 +10,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from unittest import mock
 
@@ -174,6 +175,57 @@ def test_a_server_at_max_connections_leaves_the_command_to_the_full_command(
             assert served[:2] == expected[:2]
             again = airsspec(memory, "status", "--json")  # the held connection closed
             assert again[:2] == expected[:2] and "airsspec.cli" not in again[3]
+
+
+def _request_of(conn: socket.socket) -> bytes:
+    """One whole HTTP request read from ``conn`` (its head, then Content-Length bytes)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = re.search(rb"(?i)content-length: *(\d+)", head)
+    assert length is not None
+    while len(body) < int(length.group(1)):
+        body += conn.recv(65536)
+    return data
+
+
+@pytest.mark.slow
+def test_a_503_after_the_append_was_answered_never_appends_it_again(served) -> None:
+    """``append --json`` asks twice: the append, then its records. A 503 that is not JSON on
+    the second (the server full by then, or anything answering there) is an error: the append
+    was done, so the full command never runs it again."""
+    path = state_path(served)
+    info = json.loads(path.read_text())
+    real = info["url"].removeprefix("http://").rsplit(":", 1)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def proxy() -> None:  # the first request to the server, every later one answered 503
+        with listener:
+            conn, _ = listener.accept()
+            with conn, socket.create_connection((real[0], int(real[1])), 30) as upstream:
+                upstream.sendall(_request_of(conn))
+                while chunk := upstream.recv(65536):
+                    conn.sendall(chunk)
+            conn, _ = listener.accept()
+            with conn:
+                _request_of(conn)
+                conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\n\r\nbusy")
+
+    thread = threading.Thread(target=proxy, daemon=True)
+    thread.start()
+    path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump({**info, "url": f"http://127.0.0.1:{port}"}, out)
+    event = b'{"type": "user", "content": "said once"}\n'
+    code, out, err, imported = airsspec(served, "append", "s1", "--json", stdin=event)
+    thread.join(30)
+    assert not thread.is_alive()
+    assert [r.content for r in served.replay("s1")] == ["add rate limiting", "said once"]
+    assert code == 1 and out == "" and "airsspec.cli" not in imported, err
+    assert err.startswith("airsspec: error: ") and "503" in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.slow
