@@ -495,7 +495,9 @@ class SessionOwners:
         return tuple(self._read(session))
 
     def remember(self, session: str, user: str, *, assigned: bool) -> None:
-        owners = self._owners.setdefault(session, [])
+        # the owners the file holds first: an assignment learnt before they were read would
+        # stand for the session's whole history (its first owner missing from ``ever``)
+        owners = self._owners[session] if session in self._checked else self._read(session)
         if assigned or not owners:  # read again from its line, the owner is only repeated
             owners.append(user)
 

@@ -289,6 +289,21 @@ def test_what_the_new_owner_writes_in_a_session_given_to_them_outlives_forgettin
     assert _files_holding(tmp_path / ".airsspec" / "state", b"BENWORDS")
 
 
+def test_forgetting_a_user_right_after_giving_away_their_session_in_one_memory_purges_it(
+    tmp_path: Path, env: None
+) -> None:
+    """A memory that assigns a session it has not written to (a server, a script), then forgets
+    its first owner: she is among the session's owners all the same, so it is purged."""
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        _anas_compacted_session(memory)
+        memory.project()
+    with Memory.open(tmp_path) as admin:  # a memory that never read a1's owner before
+        admin.sessions.assign("a1", user="ben")
+        assert "a1" in admin.forget(user="ana").sessions
+    assert _files_holding(tmp_path, b"CANARY") == []
+
+
 def test_a_process_open_before_an_assignment_seals_for_the_new_owner_after_it(
     tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
