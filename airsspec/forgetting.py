@@ -128,7 +128,11 @@ def forget(
         if not kernel.gate.admin and kernel.scope.user != user:
             raise ScopeError(f"a memory scoped to {kernel.scope} cannot forget user {user}")
         owners = kernel.gate.owners()
-        sessions = sorted(s for s, owner in owners.items() if owner.user == user)
+        theirs = sorted(s for s, owner in owners.items() if owner.user == user)
+        # a session given to them that another user owned before holds that user's words
+        # under its key too: it is purged and folded again, as one they gave away, its key kept
+        received = [s for s in theirs if set(sealer.owners.ever(s)) - {user}]
+        sessions = [s for s in theirs if s not in received]
         subjects = [f"user:{user}", *(f"session:{s}" for s in sessions)]
         owned = None
         # a session of theirs an admin gave to another user keeps what they wrote there sealed
@@ -138,11 +142,16 @@ def forget(
         # else's); looked for among every session, not those their scope reads: forgetting
         # themselves, the session now another's holds their words all the same
         given: list[str] = sorted(
-            s
-            for s, owner in kernel.gate.all_owners().items()
-            if owner.user not in (None, user)
-            and s != MEMORY_SESSION
-            and user in sealer.owners.ever(s)
+            {
+                *received,
+                *(
+                    s
+                    for s, owner in kernel.gate.all_owners().items()
+                    if owner.user not in (None, user)
+                    and s != MEMORY_SESSION
+                    and user in sealer.owners.ever(s)
+                ),
+            }
         )
     else:
         assert session is not None
@@ -224,7 +233,7 @@ def forget(
         # a session the user started while this ran is the user's too: its key goes (its
         # records may be sealed under it alone), and its copies in step 5
         owners = kernel.gate.owners()
-        later = sorted(s for s, o in owners.items() if o.user == user and s not in sessions)
+        later = sorted(s for s, o in owners.items() if o.user == user and s not in theirs)
         more = {key_id(f"session:{s}") for s in later}
         gone |= {kid for kid in sorted(more) if sealer.forget_key(kid)}
         named |= more

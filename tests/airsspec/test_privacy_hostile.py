@@ -304,6 +304,29 @@ def test_forgetting_a_user_right_after_giving_away_their_session_in_one_memory_p
     assert _files_holding(tmp_path, b"CANARY") == []
 
 
+def test_forgetting_the_user_a_session_was_given_to_keeps_what_its_first_owner_wrote(
+    tmp_path: Path, env: None
+) -> None:
+    """Ben's session, given by an admin to ana, who writes there: forgetting ana forgets her
+    words and keeps his (the session's own key stays: it holds his too)."""
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ben").append_many(
+            "b1", [{"type": "user", "content": f"BENWORDS{i} tabs"} for i in range(3)]
+        )
+        memory.sessions.assign("b1", user="ana")
+        memory.scoped(user="ana").append("b1", {"type": "user", "content": "ANAWORDS tabs"})
+        memory.project()
+    done = run_cli("forget", "--user", "ana", "--json", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stderr
+    assert run_cli("verify", cwd=tmp_path, env=ENV).returncode == 0
+    with Memory.open(tmp_path) as memory:
+        said = [r.content for r in memory.replay("b1") if r.type == "user"]
+        assert said == [f"BENWORDS{i} tabs" for i in range(3)] + [FORGOTTEN]
+    assert _files_holding(tmp_path, b"ANAWORDS") == []
+    assert _files_holding(tmp_path / ".airsspec" / "state", b"BENWORDS")  # folded again
+
+
 def test_a_process_open_before_an_assignment_seals_for_the_new_owner_after_it(
     tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
