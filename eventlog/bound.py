@@ -40,7 +40,11 @@ class Bound:
         if seq and isinstance(value, int) and not isinstance(value, bool):
             return cls(seq=value)
         if seq and isinstance(value, str) and value.isascii() and value.isdigit():
-            return cls(seq=int(value))
+            try:
+                return cls(seq=int(value))
+            except ValueError:  # past the digits Python converts (sys.get_int_max_str_digits)
+                message = f"{name}: a seq of {len(value)} digits is more than any here"
+                raise InvalidBoundError(message) from None
         try:
             if isinstance(value, datetime):
                 if value.tzinfo is None:

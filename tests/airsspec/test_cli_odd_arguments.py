@@ -339,3 +339,10 @@ def test_the_projects_own_airsspec_variables_are_not_warned_of(
     assert result.returncode == 0 and result.stderr == b"", result.stderr
     quiet = run_process("sessions", cwd=project, env={**HASH, "AIRSSPEC_MEMORY_CHUNK_SIZE": "12"})
     assert quiet.returncode == 0 and quiet.stderr == b"", quiet.stderr
+
+
+def test_a_seq_of_more_digits_than_python_converts_is_the_options_error(project: Path) -> None:
+    """``--until`` takes a seq of any length of digits: one longer than Python converts
+    (``sys.get_int_max_str_digits``) is refused naming the option, not a traceback."""
+    result = run_cli("replay", "one", "--until", "9" * 5000, cwd=project, env=HASH)
+    refused(result, "--until")
