@@ -186,8 +186,11 @@ def _unknown_variable(name: str) -> None:
     rests = {v[len(ENV_PREFIX) :].lower(): v for v in (*known, *NOT_SETTINGS)}
     close = difflib.get_close_matches(name[len(ENV_PREFIX) :].lower(), rests, n=1)
     hint = f"; did you mean {rests[close[0]]}?" if close else ""
+    shown = name.encode("unicode_escape").decode("ascii")  # one line, no terminal controls
+    if len(shown) > 80:
+        shown = f"{shown[:80]}... ({len(name)} characters)"
     logging.getLogger(__name__).warning(
-        "environment %s names no setting (sections: %s)%s", name, ", ".join(FIELDS), hint
+        "environment %s names no setting (sections: %s)%s", shown, ", ".join(FIELDS), hint
     )
 
 

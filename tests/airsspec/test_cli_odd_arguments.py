@@ -346,3 +346,21 @@ def test_a_seq_of_more_digits_than_python_converts_is_the_options_error(project:
     (``sys.get_int_max_str_digits``) is refused naming the option, not a traceback."""
     result = run_cli("replay", "one", "--until", "9" * 5000, cwd=project, env=HASH)
     refused(result, "--until")
+
+
+@pytest.mark.parametrize(
+    "variable",
+    ["AIRSSPEC_X\nAIRSSPEC_FAKE warning", "AIRSSPEC_\x1b[2JRED", "AIRSSPEC_" + "Q" * 5000],
+)
+def test_a_variable_with_an_odd_name_is_warned_of_in_one_short_line(
+    project: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """A name with a line break or a terminal's control characters, or a very long one, is
+    warned of in one line: escaped, and cut short."""
+    for name in [n for n in os.environ if n.startswith("AIRSSPEC_")]:
+        monkeypatch.delenv(name)
+    result = run_process("sessions", cwd=project, env={**HASH, variable: "1"})
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stderr.decode().splitlines()
+    assert line.startswith("airsspec: warning: environment AIRSSPEC_") and line.isprintable()
+    assert len(line) < 400
