@@ -268,11 +268,13 @@ class Appends(Protocol):
     """The append calls of every log (the folder's ``EventLog``, the object store's
     ``ObjectStoreLog``), declared once; each log writes a batch its own way (``_append_batch``)."""
 
+    sealer: Sealer | None
+
     def append(
         self, session: str, event: Event | dict[str, Any], *, after: int | None = None
     ) -> Record:
         """Append one event; return the stored record (``after``: see ``append_many``)."""
-        return self._append_batch(session, [event], AppendFlags(after=check_after(after)))[0]
+        return self._append_sealed(session, [event], AppendFlags(after=check_after(after)))[0]
 
     def append_many(
         self,
@@ -302,7 +304,19 @@ class Appends(Protocol):
         ``redacted`` says where) unless ``keep_secrets`` is set.
         """
         flags = AppendFlags(system, keep_secrets, imported, new, check_after(after))
-        return self._append_batch(session, events, flags)
+        return self._append_sealed(session, events, flags)
+
+    def _append_sealed(
+        self, session: str, events: Iterable[Event | dict[str, Any]], flags: AppendFlags
+    ) -> StoredRecords:
+        """``_append_batch``; a batch that fails (refused, or its write failed) leaves none of
+        the owners it named (``Owners.remember``, while sealing it) known to the sealer."""
+        try:
+            return self._append_batch(session, events, flags)
+        except BaseException:
+            if self.sealer is not None:
+                self.sealer.owners.unlearn(session)
+            raise
 
     def _append_batch(
         self, session: str, events: Iterable[Event | dict[str, Any]], flags: AppendFlags

@@ -327,6 +327,29 @@ def test_forgetting_the_user_a_session_was_given_to_keeps_what_its_first_owner_w
     assert _files_holding(tmp_path / ".airsspec" / "state", b"BENWORDS")  # folded again
 
 
+def test_an_assignment_whose_write_failed_seals_nothing_for_its_user(
+    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An assignment the log could not write (a full disk) gave the session to no one: what
+    its owner appends next is sealed for her, not for the user it named."""
+    from eventlog.errors import LogWriteError
+    from eventlog.log import EventLog
+
+    def full(*_: object) -> None:
+        raise LogWriteError(28, "No space left on device")
+
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        ana = memory.scoped(user="ana")
+        ana.append("a1", {"type": "user", "content": "before"})
+        with monkeypatch.context() as disk:
+            disk.setattr(EventLog, "_write", full)
+            with pytest.raises(LogWriteError):
+                memory.sessions.assign("a1", user="ben")
+        ana.append("a1", {"type": "user", "content": "after"})
+    assert _sealed_for(tmp_path, "a1") == ["ana", "ana"]
+
+
 def test_a_process_open_before_an_assignment_seals_for_the_new_owner_after_it(
     tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
