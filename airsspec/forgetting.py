@@ -57,6 +57,7 @@ from eventlog.crypto import (
     CONTENT_FIELDS,
     DROPPED_FIELDS,
     KEY_RECHECK_SECONDS,
+    OWNING_TYPES,
     is_forgotten,
     key_id,
     kid_parts,
@@ -106,6 +107,29 @@ def _has_content(record: Any) -> bool:
     return any(getattr(record, n, None) not in (None, "", {}, []) for n in names)
 
 
+def _kept_for_others(log: Any, session: str, user: str, mine: str) -> bool:
+    """Whether ``session`` (``user``'s now) keeps its key when ``user`` is forgotten: it holds
+    content appended while it was not theirs (before they were given it: another user's, or
+    the team's), and everything appended while it was theirs is sealed under a key nested in
+    theirs, so destroying their key forgets it all. Else their forget destroys it as ever."""
+    owner: str | None = None
+    others = False
+    for located in log.read(session):
+        record = located.record
+        named = getattr(record, "user", None) if record.type in OWNING_TYPES else None
+        if named and (record.type == "session_assigned" or owner is None):
+            owner = named
+        if not _has_content(record):
+            continue
+        if owner != user:
+            others = True
+            continue
+        kid = _sealed_kid(located.raw)
+        if kid is None or mine not in kid_parts(kid):
+            return False  # theirs, shredded only with the session's own key
+    return others
+
+
 def forget(
     kernel: Kernel, *, user: str | None = None, session: str | None = None, by: str | None = None
 ) -> Forgotten:
@@ -129,9 +153,11 @@ def forget(
             raise ScopeError(f"a memory scoped to {kernel.scope} cannot forget user {user}")
         owners = kernel.gate.owners()
         theirs = sorted(s for s, owner in owners.items() if owner.user == user)
-        # a session given to them that another user owned before holds that user's words
-        # under its key too: it is purged and folded again, as one they gave away, its key kept
-        received = [s for s in theirs if set(sealer.owners.ever(s)) - {user}]
+        # a session given to them holding what others wrote before it was theirs (another
+        # user, or the team) is purged and folded again, as one they gave away, its key kept:
+        # their own records there go with their key (``_kept_for_others``)
+        user_kid = key_id(f"user:{user}")
+        received = [s for s in theirs if _kept_for_others(log, s, user, user_kid)]
         sessions = [s for s in theirs if s not in received]
         subjects = [f"user:{user}", *(f"session:{s}" for s in sessions)]
         owned = None

@@ -350,6 +350,45 @@ def test_an_assignment_whose_write_failed_seals_nothing_for_its_user(
     assert _sealed_for(tmp_path, "a1") == ["ana", "ana"]
 
 
+def test_forgetting_the_user_a_team_session_was_given_to_keeps_what_the_team_wrote(
+    tmp_path: Path, env: None
+) -> None:
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:  # the team's session (no user), then ana's
+        memory.append_many("t1", [{"type": "user", "content": f"TEAMWORDS{i}"} for i in range(2)])
+        memory.sessions.assign("t1", user="ana")
+        memory.scoped(user="ana").append("t1", {"type": "user", "content": "ANAWORDS tabs"})
+        memory.project()
+    done = run_cli("forget", "--user", "ana", "--json", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stderr
+    with Memory.open(tmp_path) as memory:
+        said = [r.content for r in memory.replay("t1") if r.type == "user"]
+    assert said == ["TEAMWORDS0", "TEAMWORDS1", FORGOTTEN]
+    assert _files_holding(tmp_path, b"ANAWORDS") == []
+
+
+def test_a_session_whose_own_records_are_under_its_key_alone_loses_it_with_its_user(
+    tmp_path: Path, env: None
+) -> None:
+    """Written with ``encrypt = "session"`` (under the session's key alone), then the team's
+    words, then hers again under ``"user"``: keeping the key would keep her first words, so
+    forgetting her destroys it, the others' words with it."""
+    _workspace(tmp_path, "session")
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "ANAFIRST tabs"})
+        memory.sessions.assign("a1", user="ben")
+        memory.scoped(user="ben").append("a1", {"type": "user", "content": "BENWORDS tabs"})
+        memory.sessions.assign("a1", user="ana")
+    config = tmp_path / "airsspec.toml"
+    config.write_text(config.read_text().replace('encrypt = "session"', 'encrypt = "user"'))
+    done = run_cli("forget", "--user", "ana", "--json", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stderr
+    with Memory.open(tmp_path) as memory:
+        said = [r.content for r in memory.replay("a1") if r.type == "user"]
+    assert said == [FORGOTTEN, FORGOTTEN]
+    assert _files_holding(tmp_path, b"ANAFIRST") == []
+
+
 def test_a_process_open_before_an_assignment_seals_for_the_new_owner_after_it(
     tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
