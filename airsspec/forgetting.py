@@ -220,8 +220,8 @@ def forget(
                 # what was said of it (a verdict's reason) is sealed under its own key; it
                 # follows its learning (a learning precedes its feedback in the reading order)
                 kids.add(key_id(learning_subject(located.record.learning_id)))
-            if not mine and _has_content(located.record):
-                in_clear += 1
+            if kid is None and name not in given and _has_content(located.record):
+                in_clear += 1  # (what another user wrote in a session given away is theirs)
             units.extend(record_units(located.record))
 
     if only_user:

@@ -3,6 +3,7 @@ user's sessions through any door, and a key file the store does not own is never
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -280,6 +281,8 @@ def test_what_the_new_owner_writes_in_a_session_given_to_them_outlives_forgettin
     assert _sealed_for(tmp_path, "a1") == ["ana"] * 40 + ["ben"] * 3
     done = run_cli("forget", "--user", "ana", "--json", cwd=tmp_path, env=ENV)
     assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["records_in_clear"] == 0  # ben's are sealed, for him
+    assert b"warning" not in done.stderr
     with Memory.open(tmp_path) as memory:
         said = [r.content for r in memory.replay("a1") if r.type == "user"]
         assert said == [FORGOTTEN] * 40 + [f"BENWORDS{i} tabs" for i in range(3)]
