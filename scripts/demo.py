@@ -119,11 +119,20 @@ def forget_demo(root: Path) -> None:
     for user, text in (("ana", "My card ends 4242, CANARY-ANA"), ("ben", "Ship the API on Monday")):
         run(root, "session", "start", f"{user}-1", "--user", user)
         run(root, "append", f"{user}-1", stdin=json.dumps({"type": "user", "content": text}))
+    print("-- ana's handover session, given to ben, who goes on in it --")
+    said = {"type": "user", "content": "Handover: the card vault is in eu-west, CANARY-ANA"}
+    run(root, "session", "start", "handover", "--user", "ana")
+    run(root, "append", "handover", stdin=json.dumps(said))
+    run(root, "session", "assign", "handover", "--user", "ben")
+    said = {"type": "user", "content": "Ben here: I moved the vault to eu-central."}
+    run(root, "append", "handover", stdin=json.dumps(said), env={"AIRSSPEC_USER": "ben"})
     run(root, "project")
     print("files holding CANARY-ANA (grep -rl):", *holding(root, b"CANARY-ANA"), sep="\n  ")
     run(root, "forget", "--user", "ana", "--by", "dpo")
     print(f"files holding CANARY-ANA now: {len(holding(root, b'CANARY-ANA'))}")
     run(root, "replay", "ana-1")
+    print("-- her words in the session she handed over are gone; ben's stay --")
+    run(root, "replay", "handover", "--from", "2")
     run(root, "search", "when does the API ship?", "-k", "1")
     run(root, "verify")
 
