@@ -286,6 +286,18 @@ class Owners(Protocol):
         """Forget what ``remember`` was told of ``session`` (its batch was refused)."""
         ...
 
+    def moved(self, session: str, size: int) -> bool:
+        """Whether ``session``'s owner may have changed since its records were last sealed:
+        an owning record another writer appended that this process had not read, in the
+        ``size`` bytes its file holds (asked under the session's lock, before a sealed batch
+        is written)."""
+        ...
+
+    def appended(self, session: str, start: int, end: int) -> None:
+        """This process wrote bytes ``start`` to ``end`` of ``session``'s file (a batch whose
+        owners it remembered while sealing it): nothing there is to be read again."""
+        ...
+
 
 class NoOwners:
     """No session has an owner (a sealer of ``mode = "session"``, or one that only opens)."""
@@ -300,6 +312,12 @@ class NoOwners:
         return None
 
     def unlearn(self, session: str) -> None:
+        return None
+
+    def moved(self, session: str, size: int) -> bool:
+        return False
+
+    def appended(self, session: str, start: int, end: int) -> None:
         return None
 
 
@@ -401,6 +419,20 @@ class Sealer:
         reader = body["reader"] if body["type"] == "memory_accessed" else session
         return nested_kid(key_id(subject), key_id(f"session:{reader}"))
 
+    def sealed_now(
+        self, session: str, size: int, bodies: list[dict[str, Any]], clear: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """``bodies`` (``clear`` as ``seal_all`` sealed it), or ``clear`` sealed again when the
+        owner of ``session`` (its file ``size`` bytes long) may have changed since
+        (``Owners.moved``: asked under the session's lock, so a batch sealed for ana just
+        before an admin gave the session to ben is sealed for ben, as it lands after the
+        assignment)."""
+        if self.mode != "user" or not self.owners.moved(session, size):
+            return bodies
+        again = [dict(body) for body in clear]
+        self.seal_all(session, again)
+        return again
+
     def seal_all(self, session: str, bodies: Iterable[dict[str, Any]]) -> None:
         """Seal the content of each body in place (nothing when ``mode`` is off)."""
         if self.mode == "off":
@@ -466,8 +498,9 @@ def _forgotten(value: Any) -> Any:
 
 OWNER_RECHECK_SECONDS = KEY_RECHECK_SECONDS
 """How long a process seals a session's records for the owner it read without reading the
-session's new lines again (an assignment another process appended is followed within this
-time; reading at every append would halve the rate of single appends)."""
+session's new lines again before sealing (reading at every append would halve the rate of
+single appends); under the session's lock, ``moved`` then reads what other writers appended
+since, so a batch lands sealed for the owner it follows (``Sealer.sealed_now``)."""
 
 
 class SessionOwners:
@@ -475,7 +508,8 @@ class SessionOwners:
     sealed): the first ``session_started`` naming a user, then each ``session_assigned``. Each
     session's file is read once, then only past what was read: ``ever`` at each call, ``now``
     once ``OWNER_RECHECK_SECONDS`` have passed (an assignment this process appends is known at
-    once)."""
+    once), ``moved`` when the file is longer than what was read (this process's own batches are
+    read past: ``appended``)."""
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
@@ -505,6 +539,16 @@ class SessionOwners:
         self._owners.pop(session, None)
         self._scanned.pop(session, None)
         self._checked.pop(session, None)
+
+    def moved(self, session: str, size: int) -> bool:
+        if self._scanned.get(session) == size:  # read to its end already: one lookup
+            return False
+        known = len(self._owners.get(session, ()))
+        return len(self._read(session)) != known
+
+    def appended(self, session: str, start: int, end: int) -> None:
+        if self._scanned.get(session) == start:  # read up to this batch: on past it
+            self._scanned[session] = end
 
     def _read(self, session: str) -> list[str]:
         from eventlog.layout import reader_nofollow, session_path

@@ -723,6 +723,8 @@ class EventLog(Appends, Reads):
                     raise session_exists(self.sealer, session)
                 if after is not None and tail.seq != after:
                     raise session_moved(self.sealer, session, after, tail.seq)
+                if clear is not None and self.sealer is not None:  # for the owner it lands after
+                    bodies = self.sealer.sealed_now(session, tail.size, bodies, clear)
                 stored, data, hashes = encode_batch(
                     bodies,
                     SCHEMA_VERSION,
@@ -733,6 +735,8 @@ class EventLog(Appends, Reads):
                     tail.hash,
                 )
                 self._write(session, handle, tail.size, data)
+                if self.sealer is not None:
+                    self.sealer.owners.appended(session, tail.size, tail.size + len(data))
                 handle.tail = head = TailState(
                     tail.size + len(data), tail.seq + len(bodies), hashes[-1], stored[-1]["ts"]
                 )

@@ -392,6 +392,34 @@ def test_a_session_whose_own_records_are_under_its_key_alone_loses_it_with_its_u
     assert _files_holding(tmp_path, b"ANAFIRST") == []
 
 
+def test_a_batch_sealed_just_before_an_assignment_lands_after_it_sealed_for_the_new_owner(
+    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer seals its batch for ana; an admin elsewhere gives the session to ben before the
+    writer takes the session's lock; the batch lands after the assignment, so it is ben's."""
+    import eventlog.log
+
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as writer, Memory.open(tmp_path) as admin:
+        writer.scoped(user="ana").append("a1", {"type": "user", "content": "ana first"})
+        sealed = eventlog.log.bodies_to_append
+        given: list[bool] = []
+
+        def then_assigned(log: Any, session: str, *args: Any) -> Any:
+            found = sealed(log, session, *args)
+            if session == "a1" and not given:  # sealed (for ana), not yet written
+                given.append(True)
+                admin.sessions.assign("a1", user="ben")
+            return found
+
+        monkeypatch.setattr(eventlog.log, "bodies_to_append", then_assigned)
+        writer.append("a1", {"type": "user", "content": "landed after the assignment"})
+        said = [r.content for r in writer.replay("a1") if r.type == "user"]
+    assert given == [True]
+    assert said == ["ana first", "landed after the assignment"]
+    assert _sealed_for(tmp_path, "a1") == ["ana", "ben"]
+
+
 def test_a_process_open_before_an_assignment_seals_for_the_new_owner_after_it(
     tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
