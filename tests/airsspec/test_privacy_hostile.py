@@ -421,12 +421,8 @@ def test_a_batch_sealed_just_before_an_assignment_lands_after_it_sealed_for_the_
 
 
 def test_a_process_open_before_an_assignment_seals_for_the_new_owner_after_it(
-    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, env: None
 ) -> None:
-    import eventlog.crypto as crypto
-
-    # it reads the session's new lines again once OWNER_RECHECK_SECONDS have passed: at once here
-    monkeypatch.setattr(crypto, "OWNER_RECHECK_SECONDS", 0.0)
     _workspace(tmp_path, "user")
     with Memory.open(tmp_path) as daemon:  # open, and sealing a1 for ana, before and after
         daemon.scoped(user="ana").append("a1", {"type": "user", "content": "ana first"})
