@@ -273,7 +273,21 @@ class ContextBuilder:
         # saying the same (merged and superseded ones are the learnings' own bookkeeping:
         # which fact holds is the facts' to say)
         withdrawn = [a.text for a in assessment.learnings if a.status in ("rejected", "archived")]
-        current = [f for f in held if f.current and not any(f.text in text for text in withdrawn)]
+        # nor one a person reworded as a learning the memory block shows: the fact, read from
+        # the same record, still says it in the words the person replaced
+        reworded = {
+            (e["session"], e["seq"])
+            for a in assessment.learnings
+            if a.id in given and any(c.get("action") == "edited" for c in a.curation)
+            for e in a.evidence
+        }
+        current = [
+            f
+            for f in held
+            if f.current
+            and not any(f.text in text for text in withdrawn)
+            and reworded.isdisjoint(f.evidence)
+        ]
         facts = self.facts_block(current, int(budget * self.context_share), block)
         named = [("memory", block), ("facts", facts)]
         return [(name, text) for name, text in named if text], given

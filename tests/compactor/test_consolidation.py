@@ -110,3 +110,28 @@ def test_passages_recalled_for_a_query_neither_repeat_the_context_nor_hide_a_cha
     assert recalled and asked.startswith(plain)  # passages added, after what was there
     for line in recalled:  # none repeats what the context shows already
         assert line.split("] ", 1)[1].splitlines()[0] not in plain, line
+
+
+def test_a_learning_a_person_reworded_is_not_said_again_in_the_facts_old_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    said = "No, never use default exports. Use named exports."
+    reworded = "Use named exports only; never export default (the team's lint rule)."
+    with Memory.open(tmp_path, create=True) as memory:
+        memory.append_many(
+            "mon",
+            [
+                {"type": "user", "content": "Add a users endpoint to the API."},
+                {"type": "assistant", "content": "Adding it with a default export."},
+                {"type": "user", "content": said},
+            ],
+        )
+        memory.sessions.end("mon")
+        before = memory.context("sat", 800).split("\n\n[session ")[0]  # the briefing
+        learning = next(a for a in memory.learnings.list().learnings if a.text == said)
+        memory.learnings.edit(learning.id, text=reworded, by="lead")
+        after = memory.context("sat", 800).split("\n\n[session ")[0]
+    assert before.count(said) == 1  # the learning says it (the fact, the same, is left out)
+    assert reworded in after and said not in after  # nor is it back in the fact's old words
