@@ -76,29 +76,34 @@ def test_the_cli_carries_it_too(ended: Path) -> None:
         assert text in context, text
 
 
-def test_a_requirement_a_later_session_changed_is_marked_where_an_earlier_summary_quotes_it(
-    ended: Path,
-) -> None:
-    changed = "Emails must be stored exactly as typed, case included."
+CHANGED = "Emails must be stored exactly as typed, case included."
+
+
+@pytest.fixture
+def changed(ended: Path) -> Path:
+    """``ended`` with agent-1 ended, then agent-2 changing its email requirement, ended."""
     with Memory.open(ended) as memory:
         memory.sessions.end("agent-1")
-        memory.append("agent-2", {"type": "user", "content": changed})
+        memory.append("agent-2", {"type": "user", "content": CHANGED})
         memory.sessions.end("agent-2")
+    return ended
+
+
+def test_a_requirement_a_later_session_changed_is_marked_where_an_earlier_summary_quotes_it(
+    changed: Path,
+) -> None:
+    with Memory.open(changed) as memory:
         context = memory.context("agent-3", 1200)
-    assert f"requirement: {changed} [agent-2 #1]" in context  # what holds now
+    assert f"requirement: {CHANGED} [agent-2 #1]" in context  # what holds now
     # agent-1's summary still quotes what held then, marked with the record that changed it
     quoted = next(line for line in context.splitlines() if "Emails must be lowercased" in line)
     assert quoted.endswith("(changed later: agent-2 #1)"), quoted
 
 
 def test_passages_recalled_for_a_query_neither_repeat_the_context_nor_hide_a_change(
-    ended: Path,
+    changed: Path,
 ) -> None:
-    changed = "Emails must be stored exactly as typed, case included."
-    with Memory.open(ended) as memory:
-        memory.sessions.end("agent-1")
-        memory.append("agent-2", {"type": "user", "content": changed})
-        memory.sessions.end("agent-2")
+    with Memory.open(changed) as memory:
         plain = memory.context("agent-3", 2000)
         asked = memory.context("agent-3", 2000, query="how are emails stored?")
         own = memory.context("agent-1", 2000)  # its anchor quotes it verbatim
