@@ -68,6 +68,7 @@ from eventlog.schema import MEMORY_SESSION, LearningRecord
 
 if TYPE_CHECKING:
     from airsspec.kernel import Kernel
+    from eventlog.log import Log
 
 
 KEPT_KEY_SECONDS = KEY_RECHECK_SECONDS
@@ -107,7 +108,7 @@ def _has_content(record: Any) -> bool:
     return any(getattr(record, n, None) not in (None, "", {}, []) for n in names)
 
 
-def _kept_for_others(log: Any, session: str, user: str, mine: str) -> bool:
+def _kept_for_others(log: Log, session: str, user: str, mine: str) -> bool:
     """Whether ``session`` (``user``'s now) keeps its key when ``user`` is forgotten: it holds
     content appended while it was not theirs (before they were given it: another user's, or
     the team's), and everything appended while it was theirs is sealed under a key nested in
