@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
     from compactor.summarizers import Summarizer
-    from eventlog.crypto import Sealer
+    from eventlog.crypto import Sealer, SessionOwners
     from eventlog.storage import SessionStore
     from eventlog.storage.log import ObjectStoreLog
     from projections.analytics import Analytics
@@ -102,16 +102,16 @@ class Workspace:
         redactor = Redactor(secrets.patterns) if secrets.redact else None
         storage = self.settings.storage
         if storage.url is not None:
-            from eventlog.storage.objects import open_object_log
+            from eventlog.crypto import SessionOwners
+            from eventlog.storage.log import ObjectStoreLog
+            from eventlog.storage.objects import object_store
 
             options = storage.model_dump(exclude={"url"})
-            return open_object_log(
-                storage.url,
-                self.layout.objects_dir,
-                redactor=redactor,
-                sealer=self.sealer(),
-                **options,
-            )
+            store = object_store(storage.url, self.layout.objects_dir, **options)
+            # owners are read from the bucket's records, a session fetched before its first
+            # sealing here (another machine may have started it)
+            owners = SessionOwners(store.local_dir, fetch=lambda session: store.sync([session]))
+            return ObjectStoreLog(store, redactor=redactor, sealer=self.sealer(owners))
         return EventLog(
             self.log_dir,
             durability=self.settings.log.durability,
@@ -120,9 +120,10 @@ class Workspace:
             sealer=self.sealer(),
         )
 
-    def sealer(self) -> Sealer | None:
+    def sealer(self, owners: SessionOwners | None = None) -> Sealer | None:
         """What seals content at append and opens it at read (``[privacy] encrypt``); with
-        encryption off, one that only opens, while keys from an earlier setting remain."""
+        encryption off, one that only opens, while keys from an earlier setting remain.
+        ``owners``: where sessions' owners are read (default: the workspace's log folder)."""
         from eventlog.crypto import Sealer, SessionOwners
         from eventlog.keystores import as_key_store, open_key_store
 
@@ -143,7 +144,7 @@ class Workspace:
             store, local = open_key_store(self.settings.privacy.keys, self.layout.keys_dir, bucket)
         if mode == "off" and local and not (self.layout.keys_dir).is_dir():
             return None
-        return Sealer(mode, store, SessionOwners(self.log_dir))
+        return Sealer(mode, store, owners or SessionOwners(self.log_dir))
 
     def close(self) -> None:
         """Close the log if it was opened, and the embedding caches' databases."""

@@ -511,8 +511,11 @@ class SessionOwners:
     once), ``moved`` when the file is longer than what was read (this process's own batches are
     read past: ``appended``)."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, fetch: Callable[[str], None] | None = None) -> None:
         self.log_dir = log_dir
+        # on a bucket, ``log_dir`` is its cache: ``fetch`` brings a session's records there
+        # before this process first seals for it
+        self.fetch = fetch
         self._owners: dict[str, list[str]] = {}  # every user that owned each session, in order
         self._scanned: dict[str, int] = {}  # bytes read of each session's file
         self._checked: dict[str, float] = {}  # when each session's file was last read
@@ -520,18 +523,22 @@ class SessionOwners:
     def now(self, session: str) -> str | None:
         checked = self._checked.get(session)
         if checked is None or time.monotonic() - checked >= OWNER_RECHECK_SECONDS:
-            owners = self._read(session)
+            owners = self._read(session, fetch=checked is None)
         else:
             owners = self._owners.get(session, [])
         return owners[-1] if owners else None
 
     def ever(self, session: str) -> tuple[str, ...]:
+        # from the records as read (on a bucket, its cache as the caller's reads synced it: a
+        # fetch per session would be a request each for every session ``forget`` looks at)
         return tuple(self._read(session))
 
     def remember(self, session: str, user: str, *, assigned: bool) -> None:
         # the owners the file holds first: an assignment learnt before they were read would
         # stand for the session's whole history (its first owner missing from ``ever``)
-        owners = self._owners[session] if session in self._checked else self._read(session)
+        owners = (
+            self._owners[session] if session in self._checked else self._read(session, fetch=True)
+        )
         if assigned or not owners:  # read again from its line, the owner is only repeated
             owners.append(user)
 
@@ -550,9 +557,11 @@ class SessionOwners:
         if self._scanned.get(session) == start:  # read up to this batch: on past it
             self._scanned[session] = end
 
-    def _read(self, session: str) -> list[str]:
+    def _read(self, session: str, *, fetch: bool = False) -> list[str]:
         from eventlog.layout import reader_nofollow, session_path
 
+        if fetch and self.fetch is not None:
+            self.fetch(session)
         owners = self._owners.setdefault(session, [])
         start = self._scanned.get(session, 0)
         self._checked[session] = time.monotonic()

@@ -125,11 +125,15 @@ class ObjectStoreLog(Appends, Reads):
             time.sleep(random.uniform(0, min(self._last_append_s, 0.05)))
             tail = self.store.tail(session)
         for _ in range(_MAX_ATTEMPTS):
+            if clear is not None and self.sealer is not None:  # for the owner it lands after
+                bodies = self.sealer.sealed_now(session, tail.size, bodies, clear)
             stored, lines, hashes = encode_batch(
                 bodies, SCHEMA_VERSION, session, tail.seq, utc_now(), ids, tail.hash
             )
             try:
                 self.store.append(session, tail, lines)
+                if self.sealer is not None:
+                    self.sealer.owners.appended(session, tail.size, tail.size + len(lines))
                 break
             except SeqTakenError as taken:
                 if new:  # another writer created it first: theirs is the session

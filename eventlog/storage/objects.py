@@ -473,21 +473,11 @@ class ObjectStore:
         """Nothing is held open between calls."""
 
 
-def open_object_log(
-    url: str,
-    cache_root: Path,
-    *,
-    redactor: Any = None,
-    sealer: Any = None,
-    **options: Any,
-) -> Any:
-    """An ``ObjectStoreLog`` over ``url``, caching under ``cache_root/{digest of url and
+def object_store(url: str, cache_root: Path, **options: Any) -> ObjectStore:
+    """The ``ObjectStore`` of ``url``, caching under ``cache_root/{digest of url and
     endpoint}`` (one folder per bucket prefix, so a changed url never mixes caches);
-    ``options`` go to ``ObjectStore``."""
+    ``options`` go to ``ObjectStore``. ``eventlog.storage.log.ObjectStoreLog`` is its log."""
     import hashlib
 
-    from eventlog.storage.log import ObjectStoreLog
-
     digest = hashlib.sha256(f"{url}\n{options.get('endpoint') or ''}".encode()).hexdigest()
-    store = ObjectStore(url, cache_root / digest[:16], **options)
-    return ObjectStoreLog(store, redactor=redactor, sealer=sealer)
+    return ObjectStore(url, cache_root / digest[:16], **options)

@@ -770,3 +770,36 @@ def test_a_learnings_edited_text_is_searchable_until_its_owner_is_forgotten(
         memory.forget(user="ana")
         assert memory.search("EDITCANARY", kinds=["learning"])["hits"] == []
     assert _files_holding(tmp_path, b"EDITCANARY") == []
+
+
+@pytest.mark.s3
+def test_on_a_bucket_every_machine_seals_a_users_records_for_them_and_her_forget_finds_them(
+    tmp_path: Path, moto_endpoint: str, bucket_url: str, env: None
+) -> None:
+    """Ana starts a1 on machine a; machine b appends to it for her, then an admin on b gives
+    it to ben: b sealed her record under her key too (it read her owner from the bucket, not
+    its own empty folder), so forgetting her leaves none of her words readable."""
+    import orjson
+
+    from eventlog.crypto import kid_parts
+    from tests.conftest import bucket_config
+
+    machines = {m: tmp_path / m for m in "ab"}
+    for root in machines.values():
+        root.mkdir()
+        init_workspace(root)
+        bucket_config(root, bucket_url, moto_endpoint, (root / "airsspec.toml").read_text())
+        with (root / "airsspec.toml").open("a") as f:
+            f.write('[privacy]\nencrypt = "user"\n')
+    with Memory.open(machines["a"]) as a:
+        a.scoped(user="ana").append("a1", {"type": "user", "content": "CANARYA on a"})
+    with Memory.open(machines["b"]) as b:
+        b.scoped(user="ana").append("a1", {"type": "user", "content": "CANARYB on b"})
+        b.sessions.assign("a1", user="ben")
+        log_dir = b.workspace.log.log_dir
+    stored = [orjson.loads(line) for line in (log_dir / "a1.jsonl").read_bytes().splitlines()]
+    said = [body["sealed"]["kid"] for body in stored if body["type"] == "user"]
+    assert len(said) == 2 and all(key_id("user:ana") in kid_parts(kid) for kid in said), said
+    with Memory.open(machines["b"]) as b:
+        b.forget(user="ana")
+        assert [r.content for r in b.replay("a1") if r.type == "user"] == [FORGOTTEN] * 2
