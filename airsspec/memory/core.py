@@ -296,7 +296,9 @@ class Memory:
         "The folder of documents the user adds for the cold projection (``sources/``).",
     )
     log_dir = Part(
-        lambda w: w.log_dir, "The folder of the sessions' logs (on a bucket: its synced cache)."
+        lambda w: w.log_dir,
+        "The folder of the sessions' logs (with ``[storage] url``, the log is the bucket's and "
+        "this folder unused: its synced cache is ``workspace.log.log_dir``).",
     )
 
     token_counter = delegate(Kernel.token_counter, to=_kernel)

@@ -796,7 +796,7 @@ def test_on_a_bucket_every_machine_seals_a_users_records_for_them_and_her_forget
     with Memory.open(machines["b"]) as b:
         b.scoped(user="ana").append("a1", {"type": "user", "content": "CANARYB on b"})
         b.sessions.assign("a1", user="ben")
-        log_dir = b.workspace.log.log_dir
+        log_dir = b.workspace.log.log_dir  # on a bucket: its synced cache
     stored = [orjson.loads(line) for line in (log_dir / "a1.jsonl").read_bytes().splitlines()]
     said = [body["sealed"]["kid"] for body in stored if body["type"] == "user"]
     assert len(said) == 2 and all(key_id("user:ana") in kid_parts(kid) for kid in said), said
