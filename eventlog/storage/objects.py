@@ -163,10 +163,10 @@ class ObjectStore:
         return self._call("PUT", key, obstore.put, key, data, mode="create")["e_tag"] or ""
 
     def _list(self, prefix: str, offset: str | None = None) -> list[ObjectMeta]:
-        metas: list[ObjectMeta] = []
-        for batch in self._call("LIST", prefix, obstore.list, prefix, offset=offset):
-            metas.extend(batch)
-        return metas
+        def listed(store: Any) -> list[ObjectMeta]:  # a listing fails as its pages are read
+            return [meta for batch in obstore.list(store, prefix, offset=offset) for meta in batch]
+
+        return self._call("LIST", prefix, listed)
 
     def probe(self) -> None:
         """Check that the store refuses a second create of one key and a write with a stale

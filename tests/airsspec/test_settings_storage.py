@@ -80,3 +80,12 @@ def test_the_cli_refuses_a_bad_url_with_one_line_and_an_unreachable_store_exits_
     err = failed.stderr.decode()
     assert failed.returncode == 1 and err.count("\n") == 1, err
     assert err.startswith("airsspec: error: s3://bucket/p/") and "failed" in err
+    # sealed for its owner, read from the bucket first: a listing that fails as its pages are
+    # read is the same one line, not a traceback
+    with (down / "airsspec.toml").open("a") as f:
+        f.write('[privacy]\nencrypt = "user"\n')
+    said = b'{"type": "user", "content": "x"}\n'
+    failed = run_cli("append", "s1", cwd=down, env={**aws, "AIRSSPEC_USER": "ana"}, stdin=said)
+    err = failed.stderr.decode()
+    assert failed.returncode == 1 and err.count("\n") == 1, err
+    assert err.startswith("airsspec: error: s3://bucket/p/") and "LIST failed" in err

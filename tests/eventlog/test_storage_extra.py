@@ -31,3 +31,17 @@ def test_a_bucket_without_the_s3_extra_names_the_extra(
         "pip install 'airsspec-memory[s3]'\n"
     )
     assert snapshot(tmp_path) == before
+
+
+def test_a_listing_that_fails_as_its_pages_are_read_is_a_storage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("obstore", reason="obstore is not installed (the s3 extra)")
+    from eventlog.errors import StorageError
+    from eventlog.storage.objects import ObjectStore
+
+    for name, value in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"}.items():
+        monkeypatch.setenv(name, value)
+    store = ObjectStore("s3://bucket/p", tmp_path, endpoint="http://127.0.0.1:1", region="x")
+    with pytest.raises(StorageError, match=r"^s3://bucket/p/heads/: LIST failed: "):
+        store.sync(full=True)  # the listing is lazy: its request fails as it is read
