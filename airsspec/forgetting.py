@@ -241,7 +241,7 @@ def forget(
         hashes = {text_sha256(text) for text in embedded if text is not None}
     documents = _documents(kernel, user, cold, hashes) if user is not None else []
     unknown = sealer.keys.key(key_id(subjects[0]), create=False) is None
-    if user is not None and not sessions and not documents and unknown:
+    if user is not None and not sessions and not given and not documents and unknown:
         raise ForgetError(f"nothing is recorded for user {user!r}")
 
     # 2. drop every derived copy while the keys still exist: a crash past step 3 then leaves

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from airsspec import Memory
-from eventlog.crypto import FORGOTTEN, FileKeyStore, key_id
+from eventlog.crypto import FORGOTTEN, FileKeyStore, Sealer, key_id
 from eventlog.errors import KeyStoreError, NoSuchSessionError, ScopeError
 from eventlog.schema import MEMORY_SESSION
 from projections.scopes import Scope
@@ -368,6 +368,45 @@ def test_forgetting_the_user_a_team_session_was_given_to_keeps_what_the_team_wro
         said = [r.content for r in memory.replay("t1") if r.type == "user"]
     assert said == ["TEAMWORDS0", "TEAMWORDS1", FORGOTTEN]
     assert _files_holding(tmp_path, b"ANAWORDS") == []
+
+
+class _Killed(Exception):
+    """Stands for the process dying where it is raised."""
+
+
+def test_a_forget_of_a_user_holding_only_a_session_given_to_her_completes_when_run_again(
+    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Her only session is the team's, given to her (its key is kept): once her key is gone,
+    a second run finds no key of hers and no session whose key goes, yet must complete the
+    first (record the event, fold again)."""
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        memory.append("t1", {"type": "user", "content": "TEAMWORDS"})
+        memory.sessions.assign("t1", user="ana")
+        memory.scoped(user="ana").append("t1", {"type": "user", "content": "ANAWORDS tabs"})
+        memory.project()
+        real = Sealer.forget_key
+
+        def forget_key(self: Sealer, kid: str) -> bool:
+            done = real(self, kid)
+            if kid == key_id("user:ana"):
+                raise _Killed  # her key is gone, nothing recorded yet
+            return done
+
+        monkeypatch.setattr(Sealer, "forget_key", forget_key)
+        with pytest.raises(_Killed):
+            memory.forget(user="ana")
+        monkeypatch.undo()
+    done = run_cli("forget", "--user", "ana", "--json", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["sessions"] == ["t1"]
+    assert run_cli("verify", cwd=tmp_path, env=ENV).returncode == 0
+    with Memory.open(tmp_path) as memory:
+        said = [r.content for r in memory.replay("t1") if r.type == "user"]
+        events = [r for r in memory.replay(MEMORY_SESSION) if r.type == "forgotten"]
+    assert said == ["TEAMWORDS", FORGOTTEN]
+    assert [(e.name, e.sessions) for e in events] == [("ana", ["t1"])]
 
 
 def test_a_session_whose_own_records_are_under_its_key_alone_loses_it_with_its_user(
