@@ -108,6 +108,13 @@ def _has_content(record: Any) -> bool:
     return any(getattr(record, n, None) not in (None, "", {}, []) for n in names)
 
 
+def _owner_after(record: Any, owner: str | None) -> str | None:
+    """The user owning a session from ``record`` on, ``owner`` before it (``OWNING_TYPES``:
+    its first start naming a user, then each assignment)."""
+    named = getattr(record, "user", None) if record.type in OWNING_TYPES else None
+    return named if named and (record.type == "session_assigned" or owner is None) else owner
+
+
 def _kept_for_others(log: Log, session: str, user: str, mine: str) -> bool:
     """Whether ``session`` (``user``'s now) keeps its key when ``user`` is forgotten: it holds
     content appended while it was not theirs (before they were given it: another user's, or
@@ -117,9 +124,7 @@ def _kept_for_others(log: Log, session: str, user: str, mine: str) -> bool:
     others = False
     for located in log.read(session):
         record = located.record
-        named = getattr(record, "user", None) if record.type in OWNING_TYPES else None
-        if named and (record.type == "session_assigned" or owner is None):
-            owner = named
+        owner = _owner_after(record, owner)
         if not _has_content(record):
             continue
         if owner != user:
@@ -207,7 +212,9 @@ def forget(
     for name in [*sessions, *given, MEMORY_SESSION]:
         if not log.has(name):
             continue
+        owner: str | None = None
         for located in log.read(name):
+            owner = _owner_after(located.record, owner)
             kid = _sealed_kid(located.raw)
             mine = kid is not None and not kids.isdisjoint(kid_parts(kid))
             if name == MEMORY_SESSION and not mine:
@@ -221,8 +228,12 @@ def forget(
                 # what was said of it (a verdict's reason) is sealed under its own key; it
                 # follows its learning (a learning precedes its feedback in the reading order)
                 kids.add(key_id(learning_subject(located.record.learning_id)))
-            if kid is None and name not in given and _has_content(located.record):
-                in_clear += 1  # (what another user wrote in a session given away is theirs)
+            if (
+                kid is None
+                and _has_content(located.record)
+                and (name not in given or owner == user)
+            ):
+                in_clear += 1  # (what others wrote in a session given away or to them is theirs)
             units.extend(record_units(located.record))
 
     if only_user:

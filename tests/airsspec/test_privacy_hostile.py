@@ -370,6 +370,28 @@ def test_forgetting_the_user_a_team_session_was_given_to_keeps_what_the_team_wro
     assert _files_holding(tmp_path, b"ANAWORDS") == []
 
 
+def test_what_a_user_wrote_in_the_clear_in_a_session_she_gave_away_is_counted_as_left(
+    tmp_path: Path, env: None
+) -> None:
+    """Written before encryption was on, her words there stay readable: the receipt says so
+    (ben's, sealed for him, are not hers to count)."""
+    _workspace(tmp_path, "off")
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "ANACLEAR tabs"})
+    config = tmp_path / "airsspec.toml"
+    config.write_text(config.read_text().replace('encrypt = "off"', 'encrypt = "user"'))
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "ANASEALED tabs"})
+        memory.sessions.assign("a1", user="ben")
+        memory.scoped(user="ben").append("a1", {"type": "user", "content": "BENWORDS tabs"})
+    done = run_cli("forget", "--user", "ana", "--json", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["records_in_clear"] == 1
+    with Memory.open(tmp_path) as memory:
+        said = [r.content for r in memory.replay("a1") if r.type == "user"]
+    assert said == ["ANACLEAR tabs", FORGOTTEN, "BENWORDS tabs"]
+
+
 class _Killed(Exception):
     """Stands for the process dying where it is raised."""
 
