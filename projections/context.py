@@ -26,6 +26,7 @@ records), so this module never opens a log.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -419,7 +420,7 @@ class ContextBuilder:
         hits = self.source.recall(query, max(5, min(50, room // 50)), reader)
         passages = []
         for hit in hits:  # best first
-            if hit["text"] in visible:
+            if _shown(hit["text"], visible):
                 continue
             where = hit["source"] or f"{hit['session']} #{hit['seq_from']}-{hit['seq_to']}"
             text = _marked(hit["text"], (f for f in changed if _said_in(f, hit["session"])))
@@ -466,6 +467,19 @@ def _marked(text: str, changed: Iterable[HeldFact]) -> str:
             by, seq = fact.superseded_by
             text = text.replace(fact.text, f"{fact.text} (changed later: {by} #{seq})")
     return text
+
+
+def _shown(text: str, visible: str) -> bool:
+    """Whether ``visible`` shows ``text`` as said, not merely holds its words ("ok" inside
+    "token"): as a whole line, or the rest of one after its prefix (``- #3: ``, ``[#3 user] ``,
+    ``- [decision L1] ``) up to what the line adds (`` [s1 #3]``, a marker); a text longer
+    than a piece's overlap (a piece of a long message: ``units.split_text``) anywhere."""
+    from projections.units import OVERLAP_CHARS
+
+    if len(text) > OVERLAP_CHARS:
+        return text in visible
+    whole = rf"(?:^|(?<=: )|(?<=\] )){re.escape(text)}(?=$| \[| \()"
+    return re.search(whole, visible, re.MULTILINE) is not None
 
 
 def _said_in(fact: HeldFact, session: str) -> bool:

@@ -140,3 +140,21 @@ def test_a_learning_a_person_reworded_is_not_said_again_in_the_facts_old_words(
         after = memory.context("sat", 800).split("\n\n[session ")[0]
     assert before.count(said) == 1  # the learning says it (the fact, the same, is left out)
     assert reworded in after and said not in after  # nor is it back in the fact's old words
+
+
+def test_a_short_passage_whose_words_the_context_holds_elsewhere_is_still_recalled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ben's answer "Postgres" (for the session cache) is not shown by the accounts table's
+    decision quoting the word: it is recalled."""
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    decided = "We decided to use Postgres, not SQLite, for the accounts table."
+    with Memory.open(tmp_path, create=True) as memory:
+        memory.append("agent-1", {"type": "user", "content": decided})
+        memory.sessions.end("agent-1")
+        memory.append("agent-2", {"type": "assistant", "content": "Which database for the cache?"})
+        memory.append("agent-2", {"type": "user", "content": "Postgres"})
+        asked = memory.context("agent-3", 2000, query="Postgres")
+    assert decided in asked  # the words are there, in another passage
+    assert "[recalled from agent-2 #2-2] Postgres" in asked.splitlines(), asked
