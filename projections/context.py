@@ -461,12 +461,26 @@ class ContextBuilder:
 
 def _marked(text: str, changed: Iterable[HeldFact]) -> str:
     """``text`` with each quote of a fact in ``changed`` marked as changed, naming the record
-    that changed it (a text that words it otherwise is left as it is)."""
+    that changed it, once: where quotes overlap ("Note: X." holds "X.") the longest is marked,
+    never one inside a word ("tabs" in "tabsized") nor a fact of no word at all (a text that
+    words it otherwise is left as it is)."""
+    marks: dict[str, str] = {}
     for fact in changed:
-        if fact.superseded_by is not None and fact.text in text:
+        if fact.superseded_by is not None and re.search(r"\w", fact.text):
             by, seq = fact.superseded_by
-            text = text.replace(fact.text, f"{fact.text} (changed later: {by} #{seq})")
-    return text
+            marks[fact.text] = f" (changed later: {by} #{seq})"
+    quoted = sorted((t for t in marks if t in text), key=len, reverse=True)
+    if not quoted:
+        return text
+    pattern = "|".join(_standing(t) for t in quoted)  # the longest first, one pass
+    return re.sub(pattern, lambda found: found.group(0) + marks[found.group(0)], text)
+
+
+def _standing(quote: str) -> str:
+    """A pattern of ``quote`` on its own: not continuing a word at either end."""
+    before = r"(?<!\w)" if re.match(r"\w", quote) else ""
+    after = r"(?!\w)" if re.search(r"\w$", quote) else ""
+    return f"{before}{re.escape(quote)}{after}"
 
 
 def _shown(text: str, visible: str) -> bool:

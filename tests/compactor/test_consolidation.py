@@ -158,3 +158,25 @@ def test_a_short_passage_whose_words_the_context_holds_elsewhere_is_still_recall
         asked = memory.context("agent-3", 2000, query="Postgres")
     assert decided in asked  # the words are there, in another passage
     assert "[recalled from agent-2 #2-2] Postgres" in asked.splitlines(), asked
+
+
+def test_a_quote_holding_another_is_marked_once_and_never_inside_a_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    with Memory.open(tmp_path, create=True) as memory:
+        said = ("Emails must be valid.", "Note: Emails must be valid.", "Indents must be tabs")
+        for text in (*said, "Makefile: Indents must be tabsized."):
+            memory.append("agent-1", {"type": "user", "content": text})
+        memory.sessions.end("agent-1")
+        changed = ("Emails must be checked.", "Note: Emails must be checked.")
+        for text in (*changed, "Indents must be spaces"):
+            memory.append("agent-2", {"type": "user", "content": text})
+        memory.sessions.end("agent-2")
+        context = memory.context("agent-3", 2000)
+    lines = context.splitlines()
+    assert "- #1: Emails must be valid. (changed later: agent-2 #1)" in lines, context
+    assert "- #2: Note: Emails must be valid. (changed later: agent-2 #2)" in lines, context
+    assert "- #3: Indents must be tabs (changed later: agent-2 #3)" in lines, context
+    assert "- #4: Makefile: Indents must be tabsized." in lines, context
