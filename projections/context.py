@@ -185,10 +185,9 @@ class ContextBuilder:
         shown_before = list(parts)  # what a recalled passage must not repeat
         if window is None or window.summary is None:
             skip = {page.session for page in pages}
-            for name, summary in self._earlier_sessions(session, budget // 3, reader, skip):
-                shown_before.append(summary)
-                # a quote of a fact a later session changed says so (``_marked``)
-                earlier.append(_marked(summary, (f for f in changed if _said_in(f, name))))
+            # a quote of a fact a later session changed says so (``_marked``)
+            earlier = self._earlier_sessions(session, budget // 3, reader, skip, changed)
+            shown_before += [text for block in earlier for text in (block, _unmarked(block))]
             parts += earlier
         if query is not None:
             room = (budget - counter.count("\n\n".join(parts))) // 2
@@ -389,10 +388,16 @@ class ContextBuilder:
         return "\n".join(lines), given
 
     def _earlier_sessions(
-        self, session: str, budget: int, reader: Any, skip: set[str]
-    ) -> list[tuple[str, str]]:
+        self,
+        session: str,
+        budget: int,
+        reader: Any,
+        skip: set[str],
+        changed: Collection[HeldFact] = (),
+    ) -> list[str]:
         """The latest summaries of the most recent other sessions (but those in ``skip``:
-        given as images), each within its share: (session, block)."""
+        given as images), each within its share, its quotes of facts a later session
+        ``changed`` marked (before it is fitted: the markers count)."""
         from projections.hot import summary_block
 
         count = self.other_sessions
@@ -401,8 +406,10 @@ class ContextBuilder:
         blocks = []
         earlier = [(n, s) for n, s in self.source.earlier(session, reader) if n not in skip]
         for name, summary in earlier[:count]:
+            text = _marked(summary.get("text", ""), [f for f in changed if _said_in(f, name)])
+            summary = {**summary, "text": text}
             block = summary_block(summary, budget // count, self.counter, session=name)
-            blocks += [(name, block)] if block else []
+            blocks += [block] if block else []
         return blocks
 
     def _recalled(
@@ -474,6 +481,11 @@ def _marked(text: str, changed: Iterable[HeldFact]) -> str:
         return text
     pattern = "|".join(_standing(t) for t in quoted)  # the longest first, one pass
     return re.sub(pattern, lambda found: found.group(0) + marks[found.group(0)], text)
+
+
+def _unmarked(text: str) -> str:
+    """``text`` without the markers ``_marked`` added (what the summary said)."""
+    return re.sub(r" \(changed later: [^()\n]* #\d+\)", "", text)
 
 
 def _standing(quote: str) -> str:

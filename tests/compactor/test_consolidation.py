@@ -180,3 +180,20 @@ def test_a_quote_holding_another_is_marked_once_and_never_inside_a_word(
     assert "- #2: Note: Emails must be valid. (changed later: agent-2 #2)" in lines, context
     assert "- #3: Indents must be tabs (changed later: agent-2 #3)" in lines, context
     assert "- #4: Makefile: Indents must be tabsized." in lines, context
+
+
+def test_the_earlier_sessions_stay_within_a_third_of_the_budget_with_their_markers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    with Memory.open(tmp_path, create=True) as memory:
+        for session, case in (("agent-1", "lowercase"), ("agent-2", "uppercase")):
+            for i in range(6):
+                memory.append(session, {"type": "user", "content": f"Field{i} must be {case}."})
+            memory.sessions.end(session)
+        marked = memory.context("agent-3", 2000)
+        assert "- #6: Field5 must be lowercase. (changed later: agent-2 #6)" in marked
+        for budget in range(200, 320):
+            _, parts = memory.context_parts("agent-3", budget)
+            assert parts["earlier"] <= budget // 3, (budget, parts)
