@@ -87,6 +87,9 @@ class Forgotten:
     records_forgotten: int  # records this forget made unreadable (counted once the keys went)
     records_in_clear: int  # written before encryption was on: still readable in the log
     cache_entries_removed: int
+    # theirs, sealed under the key alone of a session since given to another user (written
+    # with encrypt = "session"): that key is kept for the new owner, so these stay readable
+    records_kept: int = 0
     documents: list[str] = field(default_factory=list)  # removed from sources/users/USER/
     seconds: float = 0.0
     tiers: list[str] = field(default_factory=list)
@@ -162,8 +165,7 @@ def forget(
         # a session given to them holding what others wrote before it was theirs (another
         # user, or the team) is purged and folded again, as one they gave away, its key kept:
         # their own records there go with their key (``_kept_for_others``)
-        user_kid = key_id(f"user:{user}")
-        received = [s for s in theirs if _kept_for_others(log, s, user, user_kid)]
+        received = [s for s in theirs if _kept_for_others(log, s, user, key_id(f"user:{user}"))]
         sessions = [s for s in theirs if s not in received]
         subjects = [f"user:{user}", *(f"session:{s}" for s in sessions)]
         owned = None
@@ -206,7 +208,7 @@ def forget(
     from projections.units import record_units
 
     units = []
-    in_clear = 0
+    in_clear = kept = 0
     touched = {*sessions, *given}
     unreadable: dict[str, set[int]] = {}  # seqs an earlier forget made unreadable already
     for name in [*sessions, *given, MEMORY_SESSION]:
@@ -234,6 +236,14 @@ def forget(
                 and (name not in given or owner == user)
             ):
                 in_clear += 1  # (what others wrote in a session given away or to them is theirs)
+            elif (
+                kid is not None
+                and name in given
+                and owner == user
+                and key_id(f"user:{user}") not in kid_parts(kid)
+                and _has_content(located.record)
+            ):
+                kept += 1
             units.extend(record_units(located.record))
 
     if only_user:
@@ -314,6 +324,7 @@ def forget(
         keys_destroyed=destroyed,
         records_forgotten=forgotten,
         records_in_clear=in_clear,
+        records_kept=kept,
         cache_entries_removed=removed,
         documents=documents,
         seconds=round(time.perf_counter() - started, 3),

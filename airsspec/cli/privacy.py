@@ -44,4 +44,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
             "encryption was on and stay readable in the log",
             file=sys.stderr,
         )
+    if done.records_kept:
+        print(
+            f"airsspec: warning: {done.records_kept} record(s) were sealed under the key alone "
+            'of a session since given to another user (encrypt = "session"); that key is '
+            "theirs now, so these stay readable: 'forget --session' forgets the session whole",
+            file=sys.stderr,
+        )
     return EXIT_OK

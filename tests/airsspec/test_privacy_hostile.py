@@ -481,6 +481,27 @@ def test_a_batch_sealed_just_before_an_assignment_lands_after_it_sealed_for_the_
     assert _sealed_for(tmp_path, "a1") == ["ana", "ben"]
 
 
+def test_her_words_under_the_key_of_a_session_she_gave_away_are_reported_as_kept(
+    tmp_path: Path, env: None
+) -> None:
+    """Written with ``encrypt = "session"`` (the session's key alone), then the session given
+    to ben: forgetting ana keeps its key for him, so her words there stay readable, and the
+    receipt says so (as it says of records written in the clear)."""
+    _workspace(tmp_path, "session")
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "ANAFIRST tabs"})
+    config = tmp_path / "airsspec.toml"
+    config.write_text(config.read_text().replace('encrypt = "session"', 'encrypt = "user"'))
+    with Memory.open(tmp_path) as memory:
+        memory.sessions.assign("a1", user="ben")
+        memory.scoped(user="ben").append("a1", {"type": "user", "content": "BENWORDS tabs"})
+    done = run_cli("forget", "--user", "ana", "--json", cwd=tmp_path, env=ENV)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["records_kept"] == 1
+    told = run_cli("forget", "--user", "ana", cwd=tmp_path, env=ENV)  # run again: the warning
+    assert told.returncode == 0 and b"1 record(s) were sealed under the key alone" in told.stderr
+
+
 def test_a_process_open_before_an_assignment_seals_for_the_new_owner_after_it(
     tmp_path: Path, env: None
 ) -> None:
