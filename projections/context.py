@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from projections.tokens import Tally, most_tokens
@@ -181,7 +181,7 @@ class ContextBuilder:
         parts: list[str] = [text for _, text in named]
         recalled = ""
         earlier: list[str] = []
-        changed = [f for f in held if f.superseded_by is not None]
+        changed = _changed(held)
         shown_before = list(parts)  # what a recalled passage must not repeat
         if window is None or window.summary is None:
             skip = {page.session for page in pages}
@@ -464,6 +464,32 @@ class ContextBuilder:
             records=records,
             thoughts=thoughts,
         )
+
+
+def _changed(held: list[HeldFact]) -> list[HeldFact]:
+    """The facts of ``held`` a later one changed, each with ``superseded_by`` naming the first
+    later fact that says otherwise: one that only said it again (the same words) changed
+    nothing, so a fact whose successors all repeat it is left out."""
+    said_at: dict[tuple[str, int], HeldFact] = {}
+    for fact in held:
+        for where in ((fact.session, fact.seq), *fact.evidence):
+            said_at.setdefault(where, fact)
+    found = []
+    for fact in held:
+        words, by, seen = _words(fact.text), fact.superseded_by, set()
+        while by is not None and by not in seen:  # the chain of restatements, walked once
+            seen.add(by)
+            later = said_at.get(by)
+            if later is None or _words(later.text) != words:
+                found.append(replace(fact, superseded_by=by))
+                break
+            by = later.superseded_by
+    return found
+
+
+def _words(text: str) -> str:
+    """``text`` as its words say it (case and spacing aside)."""
+    return " ".join(text.casefold().split())
 
 
 def _marked(text: str, changed: Iterable[HeldFact]) -> str:

@@ -197,3 +197,26 @@ def test_the_earlier_sessions_stay_within_a_third_of_the_budget_with_their_marke
         for budget in range(200, 320):
             _, parts = memory.context_parts("agent-3", budget)
             assert parts["earlier"] <= budget // 3, (budget, parts)
+
+
+def test_a_fact_said_again_in_the_same_words_is_not_marked_as_changed_until_one_changes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    rule = "Emails must be lowercased before they are stored."
+    with Memory.open(tmp_path, create=True) as memory:
+        memory.sessions.start("tue", task="signup")
+        memory.append("tue", {"type": "user", "content": rule})
+        memory.sessions.end("tue")
+        memory.sessions.start("wed", task="signup")
+        memory.append("wed", {"type": "user", "content": rule})  # said again, the same
+        memory.sessions.end("wed")
+        again = memory.context("thu", 1500)
+        memory.sessions.start("fri", task="signup")
+        memory.append("fri", {"type": "user", "content": "Emails must be stored as typed."})
+        memory.sessions.end("fri")
+        changed = memory.context("sat", 1500)
+    assert again.count(rule) >= 2 and "changed later" not in again, again
+    quotes = [line for line in changed.splitlines() if rule in line]
+    assert quotes and all(q.endswith("(changed later: fri #2)") for q in quotes), changed
