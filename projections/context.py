@@ -190,8 +190,12 @@ class ContextBuilder:
             shown_before += [text for block in earlier for text in (block, _unmarked(block))]
             parts += earlier
         if query is not None:
-            room = (budget - counter.count("\n\n".join(parts))) // 2
-            visible = "\n".join([*shown_before, self._history(window, budget)])
+            left = budget - counter.count("\n\n".join(parts))
+            room = left // 2
+            # the history that stays whatever the passages take (at most ``room``): a message
+            # it may leave out once they are in is no reason to leave a passage out
+            staying = self._history(window, left - room - 2)
+            visible = "\n".join([*shown_before, staying])
             for passage in self._recalled(query, visible, room, reader, changed):  # best first
                 candidate = f"{recalled}\n{passage}" if recalled else passage
                 if counter.count(candidate) <= room:

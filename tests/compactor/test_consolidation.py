@@ -220,3 +220,21 @@ def test_a_fact_said_again_in_the_same_words_is_not_marked_as_changed_until_one_
     assert again.count(rule) >= 2 and "changed later" not in again, again
     quotes = [line for line in changed.splitlines() if rule in line]
     assert quotes and all(q.endswith("(changed later: fri #2)") for q in quotes), changed
+
+
+def test_a_passage_the_shown_history_leaves_out_is_recalled_though_a_longer_one_held_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer is in s1's history at the whole budget, but other passages recalled for the
+    query leave the history less: it is recalled, not taken for shown and then lost."""
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    said = [f"note {i}: the build step number {i} runs the linters first" for i in range(20)]
+    said[12] = "note 12: the walrus deploy key lives in the vault"
+    rotation = [f"walrus deploy key rotation {i} is on Fridays" for i in range(8)]
+    with Memory.open(tmp_path, create=True) as memory:
+        memory.append_many("s0", [{"type": "user", "content": text} for text in rotation])
+        memory.append_many("s1", [{"type": "user", "content": text} for text in said])
+        for budget in range(120, 300, 20):
+            context = memory.context("s1", budget, query="walrus deploy key")
+            assert "walrus deploy key lives" in context, (budget, context)  # shown or recalled
