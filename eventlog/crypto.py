@@ -293,8 +293,8 @@ class Owners(Protocol):
         is written)."""
         ...
 
-    def appended(self, session: str, start: int, end: int) -> None:
-        """This process wrote bytes ``start`` to ``end`` of ``session``'s file (a batch whose
+    def appended(self, session: str, start: int, data: bytes) -> None:
+        """This process wrote ``data`` at byte ``start`` of ``session``'s file (a batch whose
         owners it remembered while sealing it): nothing there is to be read again."""
         ...
 
@@ -317,7 +317,7 @@ class NoOwners:
     def moved(self, session: str, size: int) -> bool:
         return False
 
-    def appended(self, session: str, start: int, end: int) -> None:
+    def appended(self, session: str, start: int, data: bytes) -> None:
         return None
 
 
@@ -509,7 +509,9 @@ class SessionOwners:
     session's file is read once, then only past what was read: ``ever`` at each call, ``now``
     once ``OWNER_RECHECK_SECONDS`` have passed (an assignment this process appends is known at
     once), ``moved`` when the file is longer than what was read (this process's own batches are
-    read past: ``appended``)."""
+    read past: ``appended``). Lines read outside the session's lock may be cut off after (a torn
+    tail quarantined, a failed write truncated): the file is read again from its start when the
+    line that ended what was read is no longer there (its hash names all before it)."""
 
     def __init__(self, log_dir: Path, fetch: Callable[[str], None] | None = None) -> None:
         self.log_dir = log_dir
@@ -518,6 +520,7 @@ class SessionOwners:
         self.fetch = fetch
         self._owners: dict[str, list[str]] = {}  # every user that owned each session, in order
         self._scanned: dict[str, int] = {}  # bytes read of each session's file
+        self._marks: dict[str, bytes] = {}  # the last bytes read of each (its last line's hash)
         self._checked: dict[str, float] = {}  # when each session's file was last read
 
     def now(self, session: str) -> str | None:
@@ -545,17 +548,19 @@ class SessionOwners:
     def unlearn(self, session: str) -> None:
         self._owners.pop(session, None)
         self._scanned.pop(session, None)
+        self._marks.pop(session, None)
         self._checked.pop(session, None)
 
     def moved(self, session: str, size: int) -> bool:
         if self._scanned.get(session) == size:  # read to its end already: one lookup
             return False
-        known = len(self._owners.get(session, ()))
-        return len(self._read(session)) != known
+        known = list(self._owners.get(session, ()))
+        return self._read(session) != known
 
-    def appended(self, session: str, start: int, end: int) -> None:
-        if self._scanned.get(session) == start:  # read up to this batch: on past it
-            self._scanned[session] = end
+    def appended(self, session: str, start: int, data: bytes) -> None:
+        if self._scanned.get(session) == start and data:  # read up to this batch: on past it
+            self._scanned[session] = start + len(data)
+            self._marks[session] = data[-_MARK:]
 
     def _read(self, session: str, *, fetch: bool = False) -> list[str]:
         from eventlog.layout import reader_nofollow, session_path
@@ -564,16 +569,21 @@ class SessionOwners:
             self.fetch(session)
         owners = self._owners.setdefault(session, [])
         start = self._scanned.get(session, 0)
+        mark = self._marks.get(session, b"")
         self._checked[session] = time.monotonic()
         try:
             with reader_nofollow(session_path(self.log_dir, session)) as f:
                 size = os.fstat(f.fileno()).st_size
-                if size <= start:
-                    return owners
-                f.seek(start)
-                data = f.read(size - start)
+                f.seek(start - len(mark))
+                data = f.read(max(size - start, 0) + len(mark))
+                if not data.startswith(mark):  # what was read is cut off: read it all again
+                    owners.clear()
+                    start, mark = 0, b""
+                    f.seek(0)
+                    data = f.read(size)
         except FileNotFoundError:
             return owners
+        data = data[len(mark) :]
         end = data.rfind(b"\n") + 1
         if b'"session_assigned"' in data or (not owners and b'"session_started"' in data):
             for line in data[:end].splitlines():
@@ -586,7 +596,14 @@ class SessionOwners:
                 if kind == "session_assigned" or not owners:
                     owners.append(user)
         self._scanned[session] = start + end
+        if end:
+            self._marks[session] = (mark + data[:end])[-_MARK:]
         return owners
+
+
+_MARK = 80
+"""Bytes kept of the end of what ``SessionOwners`` read of a file: its last line's hash, which
+covers every line before it."""
 
 
 def is_forgotten(record: Any) -> bool:

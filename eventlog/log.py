@@ -736,7 +736,7 @@ class EventLog(Appends, Reads):
                 )
                 self._write(session, handle, tail.size, data)
                 if self.sealer is not None:
-                    self.sealer.owners.appended(session, tail.size, tail.size + len(data))
+                    self.sealer.owners.appended(session, tail.size, data)
                 handle.tail = head = TailState(
                     tail.size + len(data), tail.seq + len(bodies), hashes[-1], stored[-1]["ts"]
                 )

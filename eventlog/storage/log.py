@@ -133,7 +133,7 @@ class ObjectStoreLog(Appends, Reads):
             try:
                 self.store.append(session, tail, lines)
                 if self.sealer is not None:
-                    self.sealer.owners.appended(session, tail.size, tail.size + len(lines))
+                    self.sealer.owners.appended(session, tail.size, lines)
                 break
             except SeqTakenError as taken:
                 if new:  # another writer created it first: theirs is the session

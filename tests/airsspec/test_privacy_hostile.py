@@ -353,6 +353,55 @@ def test_an_assignment_whose_write_failed_seals_nothing_for_its_user(
     assert _sealed_for(tmp_path, "a1") == ["ana", "ana"]
 
 
+_TORN_ASSIGNMENT = """
+import os, signal, sys
+from airsspec import Memory
+from eventlog.log import EventLog
+
+def torn(self, session, handle, size, data):
+    os.write(handle.fd, data[: data.index(b"\\n") + 1])  # the assignment's line, not the batch
+    os.kill(os.getpid(), signal.SIGKILL)
+
+EventLog._write = torn
+with Memory.open(sys.argv[1]) as memory:
+    given = [{"type": "session_assigned", "user": "ben"}, {"type": "user", "content": "lost"}]
+    memory.workspace.log.append_many("a1", given, system=True)
+"""
+
+
+@pytest.mark.slow
+def test_an_assignment_torn_by_a_crash_seals_nothing_for_its_user(
+    tmp_path: Path, env: None
+) -> None:
+    """A writer killed mid-batch leaves the line of an assignment it never finished; the next
+    writer quarantines it under the session's lock, so what it appends is the owner's: sealed
+    for her (it was sealed for the user the torn line named, and lost when he was forgotten)."""
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as memory:
+        memory.scoped(user="ana").append("a1", {"type": "user", "content": "before"})
+    child = subprocess.Popen(
+        [sys.executable, "-c", _TORN_ASSIGNMENT, str(tmp_path)],
+        env={**os.environ, **ENV},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    assert child.poll() is not None  # nothing this test started is left running
+    with Memory.open(tmp_path) as memory:
+        memory.append("a1", {"type": "user", "content": "after"})
+    assert _sealed_for(tmp_path, "a1") == ["ana", "ana"]
+    with Memory.open(tmp_path) as memory:
+        memory.forget(user="ben")
+        said = [r.content for r in memory.replay("a1") if r.type == "user"]
+    assert said == ["before", "after"]
+
+
 def test_forgetting_the_user_a_team_session_was_given_to_keeps_what_the_team_wrote(
     tmp_path: Path, env: None
 ) -> None:
