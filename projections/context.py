@@ -473,17 +473,19 @@ class ContextBuilder:
 def _changed(held: list[HeldFact]) -> list[HeldFact]:
     """The facts of ``held`` a later one changed, each with ``superseded_by`` naming the first
     later fact that says otherwise: one that only said it again (the same words) changed
-    nothing, so a fact whose successors all repeat it is left out."""
-    said_at: dict[tuple[str, int], HeldFact] = {}
+    nothing, so a fact whose successors all repeat it is left out. A successor is looked for
+    by its record and its kind and key (one message may say several facts)."""
+    said_at: dict[tuple[tuple[str, int], str, str], HeldFact] = {}
     for fact in held:
         for where in ((fact.session, fact.seq), *fact.evidence):
-            said_at.setdefault(where, fact)
+            said_at.setdefault((where, fact.kind, _words(fact.key)), fact)
     found = []
     for fact in held:
         words, by, seen = _words(fact.text), fact.superseded_by, set()
+        subject = (fact.kind, _words(fact.key))
         while by is not None and by not in seen:  # the chain of restatements, walked once
             seen.add(by)
-            later = said_at.get(by)
+            later = said_at.get((by, *subject))
             if later is None or _words(later.text) != words:
                 found.append(replace(fact, superseded_by=by))
                 break

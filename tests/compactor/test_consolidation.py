@@ -238,3 +238,23 @@ def test_a_passage_the_shown_history_leaves_out_is_recalled_though_a_longer_one_
         for budget in range(120, 300, 20):
             context = memory.context("s1", budget, query="walrus deploy key")
             assert "walrus deploy key lives" in context, (budget, context)  # shown or recalled
+
+
+def test_a_fact_said_again_in_a_message_that_also_says_another_is_not_marked_as_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The message restating the rule also holds a decision: the fact that changed the rule,
+    if any, is the one of its kind and key from that message, not the message's first fact."""
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    rule = "Emails must be lowercased before they are stored."
+    with Memory.open(tmp_path, create=True) as memory:
+        memory.sessions.start("tue", task="signup")
+        memory.append("tue", {"type": "user", "content": rule})
+        memory.sessions.end("tue")
+        memory.sessions.start("wed", task="signup")
+        both = f"We decided to use Postgres for the store. {rule}"
+        memory.append("wed", {"type": "user", "content": both})
+        memory.sessions.end("wed")
+        again = memory.context("thu", 1500)
+    assert again.count(rule) >= 2 and "changed later" not in again, again
