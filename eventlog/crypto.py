@@ -290,7 +290,8 @@ class Owners(Protocol):
         """Whether ``session``'s owner may have changed since its records were last sealed:
         an owning record another writer appended that this process had not read, in the
         ``size`` bytes its file holds (asked under the session's lock, before a sealed batch
-        is written)."""
+        is written). When it may have, what ``remember`` was told of the batch is dropped:
+        the batch is sealed again."""
         ...
 
     def appended(self, session: str, start: int, data: bytes) -> None:
@@ -511,7 +512,9 @@ class SessionOwners:
     once), ``moved`` when the file is longer than what was read (this process's own batches are
     read past: ``appended``). Lines read outside the session's lock may be cut off after (a torn
     tail quarantined, a failed write truncated): the file is read again from its start when the
-    line that ended what was read is no longer there (its hash names all before it)."""
+    line that ended what was read is no longer there (its hash names all before it). The owners
+    a batch being sealed names are kept apart from those read until it is written: a start
+    another writer wrote first makes the session theirs, not the batch's."""
 
     def __init__(self, log_dir: Path, fetch: Callable[[str], None] | None = None) -> None:
         self.log_dir = log_dir
@@ -522,45 +525,68 @@ class SessionOwners:
         self._scanned: dict[str, int] = {}  # bytes read of each session's file
         self._marks: dict[str, bytes] = {}  # the last bytes read of each (its last line's hash)
         self._checked: dict[str, float] = {}  # when each session's file was last read
+        # what the batch being sealed of each session names (user, assigned), until written
+        self._pending: dict[str, list[tuple[str, bool]]] = {}
 
     def now(self, session: str) -> str | None:
         checked = self._checked.get(session)
         if checked is None or time.monotonic() - checked >= OWNER_RECHECK_SECONDS:
-            owners = self._read(session, fetch=checked is None)
-        else:
-            owners = self._owners.get(session, [])
+            self._read(session, fetch=checked is None)
+        owners = self._with_pending(session)
         return owners[-1] if owners else None
 
     def ever(self, session: str) -> tuple[str, ...]:
         # from the records as read (on a bucket, its cache as the caller's reads synced it: a
         # fetch per session would be a request each for every session ``forget`` looks at)
-        return tuple(self._read(session))
+        self._read(session)
+        return tuple(self._with_pending(session))
 
     def remember(self, session: str, user: str, *, assigned: bool) -> None:
         # the owners the file holds first: an assignment learnt before they were read would
         # stand for the session's whole history (its first owner missing from ``ever``)
-        owners = (
-            self._owners[session] if session in self._checked else self._read(session, fetch=True)
-        )
-        if assigned or not owners:  # read again from its line, the owner is only repeated
-            owners.append(user)
+        if session not in self._checked:
+            self._read(session, fetch=True)
+        self._pending.setdefault(session, []).append((user, assigned))
 
     def unlearn(self, session: str) -> None:
         self._owners.pop(session, None)
         self._scanned.pop(session, None)
         self._marks.pop(session, None)
         self._checked.pop(session, None)
+        self._pending.pop(session, None)
 
     def moved(self, session: str, size: int) -> bool:
         if self._scanned.get(session) == size:  # read to its end already: one lookup
             return False
-        known = list(self._owners.get(session, ()))
-        return self._read(session) != known
+        known = list(self._with_pending(session))
+        self._read(session)
+        if self._with_pending(session) == known:
+            return False
+        self._pending.pop(session, None)  # sealed again: its owners are remembered again
+        return True
 
     def appended(self, session: str, start: int, data: bytes) -> None:
+        pending = self._pending.get(session)
         if self._scanned.get(session) == start and data:  # read up to this batch: on past it
             self._scanned[session] = start + len(data)
             self._marks[session] = data[-_MARK:]
+            if pending:
+                self._owners[session] = self._with_pending(session)
+        # else its lines are read from the file, after those of other writers before them
+        self._pending.pop(session, None)
+
+    def _with_pending(self, session: str) -> list[str]:
+        """The owners read of ``session``, then those its batch being sealed names (a start
+        counts only in a session no one owned before)."""
+        owners = self._owners.get(session, [])
+        pending = self._pending.get(session)
+        if not pending:
+            return owners
+        found = list(owners)
+        for user, assigned in pending:
+            if assigned or not found:  # read again from its line, the owner is only repeated
+                found.append(user)
+        return found
 
     def _read(self, session: str, *, fetch: bool = False) -> list[str]:
         from eventlog.layout import reader_nofollow, session_path

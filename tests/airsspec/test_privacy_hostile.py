@@ -551,6 +551,35 @@ def test_her_words_under_the_key_of_a_session_she_gave_away_are_reported_as_kept
     assert told.returncode == 0 and b"1 record(s) were sealed under the key alone" in told.stderr
 
 
+def test_a_session_another_admin_started_for_another_user_first_is_sealed_for_her(
+    tmp_path: Path, env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two admins start the new session n1 at once, for ben and for ana; ana's start lands
+    first, so the session is hers: what the other admin writes there after is sealed for her
+    (it was sealed for ben, the owner its own start named: forgetting him would lose it)."""
+    import eventlog.log
+
+    _workspace(tmp_path, "user")
+    with Memory.open(tmp_path) as late, Memory.open(tmp_path) as first:
+        sealed = eventlog.log.bodies_to_append
+        started: list[bool] = []
+
+        def then_started(log: Any, session: str, *args: Any) -> Any:
+            found = sealed(log, session, *args)
+            if log is late.workspace.log and not started:  # sealed (for ben), not yet written
+                started.append(True)
+                first.sessions.start("n1", task="hers", user="ana")
+            return found
+
+        with monkeypatch.context() as race:
+            race.setattr(eventlog.log, "bodies_to_append", then_started)
+            late.sessions.start("n1", task="his", user="ben")
+        late.append("n1", {"type": "user", "content": "after both"})
+        assert late.kernel.gate.owner("n1").user == "ana"
+    assert started == [True]
+    assert _sealed_for(tmp_path, "n1") == ["ana"]
+
+
 def test_a_process_open_before_an_assignment_seals_for_the_new_owner_after_it(
     tmp_path: Path, env: None
 ) -> None:
