@@ -172,17 +172,24 @@ class FileKeyStore:
             return data
 
     def _create(self, path: Path) -> bytes:
+        """A new key, written and synced under a name of its own, then linked at ``path``:
+        another process never reads it before it is whole, and of two making it at once the
+        first to link wins (the other reads its key)."""
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         key = os.urandom(32)
+        temp = path.with_name(f".{path.stem}.{os.urandom(8).hex()}.tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                os.write(fd, key)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.link(temp, path, follow_symlinks=False)
         except FileExistsError:
             return _read_key(path)  # another process made it first: theirs is the key
-        try:
-            os.write(fd, key)
-            os.fsync(fd)
         finally:
-            os.close(fd)
+            temp.unlink(missing_ok=True)
         _sync_dir(self.folder)
         return key
 

@@ -74,6 +74,29 @@ def test_a_key_file_replaced_by_a_symlink_is_refused_not_followed(tmp_path: Path
     assert elsewhere.read_bytes() == b"k" * 32  # the target was neither used nor touched
 
 
+def test_a_key_another_process_is_making_is_never_read_before_it_is_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers make one new key at once (two admins starting one session): the one that
+    looks while the other writes it gets that same key (it read the empty file: an error)."""
+    kid = key_id("session:s1")
+    first, second = FileKeyStore(tmp_path / "keys"), FileKeyStore(tmp_path / "keys")
+    write, looked, seen = os.write, [], []
+
+    def meanwhile(fd: int, data: Any) -> int:
+        if not looked:  # the first store is writing its key: the second looks now
+            looked.append(True)
+            seen.append(second.key(kid, create=True))
+        return write(fd, data)
+
+    with monkeypatch.context() as slow:
+        slow.setattr(os, "write", meanwhile)
+        made = first.key(kid, create=True)
+    assert looked == [True]
+    assert made is not None and len(made) == 32
+    assert seen == [made] == [FileKeyStore(tmp_path / "keys").key(kid, create=False)]
+
+
 def _workspace(root: Path, mode: str) -> None:
     init_workspace(root)
     with (root / "airsspec.toml").open("a") as f:
