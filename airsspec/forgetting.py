@@ -57,13 +57,13 @@ from eventlog.crypto import (
     CONTENT_FIELDS,
     DROPPED_FIELDS,
     KEY_RECHECK_SECONDS,
-    OWNING_TYPES,
     is_forgotten,
     key_id,
     kid_parts,
     learning_subject,
 )
 from eventlog.names import check_name, name_folder
+from eventlog.owners import OWNING_TYPES
 from eventlog.schema import MEMORY_SESSION, LearningRecord
 
 if TYPE_CHECKING:

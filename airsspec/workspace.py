@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # each part is imported by the method that makes it: a comman
     from compactor.compactor import Compactor
     from compactor.extractor import Extractor
     from compactor.summarizers import Summarizer
-    from eventlog.crypto import Sealer, SessionOwners
+    from eventlog.crypto import Sealer
+    from eventlog.owners import SessionOwners
     from eventlog.storage import SessionStore
     from eventlog.storage.log import ObjectStoreLog
     from projections.analytics import Analytics
@@ -102,7 +103,7 @@ class Workspace:
         redactor = Redactor(secrets.patterns) if secrets.redact else None
         storage = self.settings.storage
         if storage.url is not None:
-            from eventlog.crypto import SessionOwners
+            from eventlog.owners import SessionOwners
             from eventlog.storage.log import ObjectStoreLog
             from eventlog.storage.objects import object_store
 
@@ -124,8 +125,9 @@ class Workspace:
         """What seals content at append and opens it at read (``[privacy] encrypt``); with
         encryption off, one that only opens, while keys from an earlier setting remain.
         ``owners``: where sessions' owners are read (default: the workspace's log folder)."""
-        from eventlog.crypto import Sealer, SessionOwners
+        from eventlog.crypto import Sealer
         from eventlog.keystores import as_key_store, open_key_store
+        from eventlog.owners import SessionOwners
 
         mode, storage = self.settings.privacy.encrypt, self.settings.storage
         if self.keys is not None:

@@ -41,8 +41,9 @@ TEXT = "The invoices module rounds totals per line, not per invoice; keep that. 
 
 
 def _log(root: Path, encrypt: bool):
-    from eventlog.crypto import FileKeyStore, Sealer, SessionOwners
+    from eventlog.crypto import FileKeyStore, Sealer
     from eventlog.log import EventLog
+    from eventlog.owners import SessionOwners
 
     sealer = Sealer("user", FileKeyStore(root / "keys"), SessionOwners(root / "log"))
     return EventLog(root / "log", durability="off", sealer=sealer if encrypt else None)

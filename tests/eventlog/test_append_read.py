@@ -191,8 +191,9 @@ def test_a_batch_refused_for_its_after_leaves_no_owner_behind(log_dir: Path) -> 
     """A refused batch naming an owner (``session_started``, sealed per user) is unlearned as
     a refused creation is: the session's real first owner seals its records, so forgetting
     that owner shreds them (they were sealed under the refused batch's user)."""
-    from eventlog.crypto import FileKeyStore, Sealer, SessionOwners, key_id, nested_kid
+    from eventlog.crypto import FileKeyStore, Sealer, key_id, nested_kid
     from eventlog.errors import SessionMovedError
+    from eventlog.owners import SessionOwners
 
     keys = FileKeyStore(log_dir.parent / "keys")
     sealer = Sealer("user", keys, SessionOwners(log_dir))
