@@ -535,6 +535,23 @@ def test_a_forget_stops_this_process_opening_the_records_at_once_nested_keys_too
     assert _files_holding(tmp_path, b"CANARY") == []
 
 
+def _two_machines(tmp_path: Path, bucket_url: str, endpoint: str) -> dict[str, Path]:
+    """Workspaces ``a`` and ``b`` sharing the bucket ``bucket_url``, encrypted per user, their
+    summaries extractive."""
+    from tests.conftest import bucket_config
+    from tests.support.logs import use_extractive_summarizer
+
+    machines = {m: tmp_path / m for m in "ab"}
+    for root in machines.values():
+        root.mkdir()
+        init_workspace(root)
+        use_extractive_summarizer(root / "airsspec.toml")
+        bucket_config(root, bucket_url, endpoint, (root / "airsspec.toml").read_text())
+        with (root / "airsspec.toml").open("a") as f:
+            f.write('[privacy]\nencrypt = "user"\n')
+    return machines
+
+
 @pytest.mark.s3
 def test_a_forget_run_on_one_machine_is_followed_by_another_sharing_the_bucket(
     tmp_path: Path, moto_endpoint: str, bucket_url: str, env: None
@@ -544,17 +561,8 @@ def test_a_forget_run_on_one_machine_is_followed_by_another_sharing_the_bucket(
     import sqlite3
 
     from projections.embedding_cache import text_sha256
-    from tests.conftest import bucket_config
-    from tests.support.logs import use_extractive_summarizer
 
-    machines = {m: tmp_path / m for m in "ab"}
-    for root in machines.values():
-        root.mkdir()
-        init_workspace(root)
-        use_extractive_summarizer(root / "airsspec.toml")
-        bucket_config(root, bucket_url, moto_endpoint, (root / "airsspec.toml").read_text())
-        with (root / "airsspec.toml").open("a") as f:
-            f.write('[privacy]\nencrypt = "user"\n')
+    machines = _two_machines(tmp_path, bucket_url, moto_endpoint)
     a, b = machines["a"], machines["b"]
     said = [f"CANARYREMOTE{i} the staging vault rotates on Mondays" for i in range(30)]
     document = b / ".airsspec" / "sources" / "users" / "ana" / "notes.md"
@@ -650,15 +658,8 @@ def test_a_machine_whose_embedder_cannot_run_still_follows_a_forget_into_its_col
     import sqlite3
 
     from projections.embedding_cache import text_sha256
-    from tests.conftest import bucket_config
 
-    machines = {m: tmp_path / m for m in "ab"}
-    for root in machines.values():
-        root.mkdir()
-        init_workspace(root)
-        bucket_config(root, bucket_url, moto_endpoint, (root / "airsspec.toml").read_text())
-        with (root / "airsspec.toml").open("a") as f:
-            f.write('[privacy]\nencrypt = "user"\n')
+    machines = _two_machines(tmp_path, bucket_url, moto_endpoint)
     a, b = machines["a"], machines["b"]
     said = [f"CANARYCOLD{i} the staging vault rotates on Mondays" for i in range(5)]
     with Memory.open(b) as memory:
@@ -782,15 +783,8 @@ def test_on_a_bucket_every_machine_seals_a_users_records_for_them_and_her_forget
     import orjson
 
     from eventlog.crypto import kid_parts
-    from tests.conftest import bucket_config
 
-    machines = {m: tmp_path / m for m in "ab"}
-    for root in machines.values():
-        root.mkdir()
-        init_workspace(root)
-        bucket_config(root, bucket_url, moto_endpoint, (root / "airsspec.toml").read_text())
-        with (root / "airsspec.toml").open("a") as f:
-            f.write('[privacy]\nencrypt = "user"\n')
+    machines = _two_machines(tmp_path, bucket_url, moto_endpoint)
     with Memory.open(machines["a"]) as a:
         a.scoped(user="ana").append("a1", {"type": "user", "content": "CANARYA on a"})
     with Memory.open(machines["b"]) as b:

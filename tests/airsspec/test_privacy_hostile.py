@@ -155,6 +155,25 @@ with Memory.open(sys.argv[1]) as memory:
 """
 
 
+def _killed(script: str, root: Path) -> None:
+    """Run ``script`` on ``root`` in a process of its own, which kills itself (SIGKILL) part
+    way; checked killed, and gone."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(root)],
+        env={**os.environ, **ENV},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _, err = child.communicate(timeout=300)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    assert child.poll() is not None  # nothing this test started is left running
+
+
 def _anas_compacted_session(memory: Memory) -> None:
     """Ana's session ``a1``: 40 messages with a marker each, compacted (a summary quotes them)."""
     ana = memory.scoped(user="ana")
@@ -171,20 +190,7 @@ def test_a_forget_killed_once_the_keys_are_gone_leaves_no_plaintext_a_project_ke
         _anas_compacted_session(memory)
         memory.project()
     assert _files_holding(tmp_path / ".airsspec" / "state", b"CANARY")
-    child = subprocess.Popen(
-        [sys.executable, "-c", _KILLED_AFTER_THE_KEYS, str(tmp_path)],
-        env={**os.environ, **ENV},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        _, err = child.communicate(timeout=300)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert child.returncode == -signal.SIGKILL, err.decode()[-2000:]
-    assert child.poll() is not None  # nothing this test started is left running
+    _killed(_KILLED_AFTER_THE_KEYS, tmp_path)
     assert run_cli("project", cwd=tmp_path, env=ENV).returncode == 0
     assert _files_holding(tmp_path, b"CANARY") == []
     assert run_cli("verify", cwd=tmp_path, env=ENV).returncode == 0
@@ -402,20 +408,7 @@ def test_an_assignment_torn_by_a_crash_seals_nothing_for_its_user(
     _workspace(tmp_path, "user")
     with Memory.open(tmp_path) as memory:
         memory.scoped(user="ana").append("a1", {"type": "user", "content": "before"})
-    child = subprocess.Popen(
-        [sys.executable, "-c", _TORN_ASSIGNMENT, str(tmp_path)],
-        env={**os.environ, **ENV},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        _, err = child.communicate(timeout=120)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert child.returncode == -signal.SIGKILL, err.decode()[-2000:]
-    assert child.poll() is not None  # nothing this test started is left running
+    _killed(_TORN_ASSIGNMENT, tmp_path)
     with Memory.open(tmp_path) as memory:
         memory.append("a1", {"type": "user", "content": "after"})
     assert _sealed_for(tmp_path, "a1") == ["ana", "ana"]

@@ -199,6 +199,13 @@ def test_the_earlier_sessions_stay_within_a_third_of_the_budget_with_their_marke
             assert parts["earlier"] <= budget // 3, (budget, parts)
 
 
+def _ended(memory: Memory, session: str, said: str) -> None:
+    """``session`` started (task "signup"), told ``said`` by its user, and ended."""
+    memory.sessions.start(session, task="signup")
+    memory.append(session, {"type": "user", "content": said})
+    memory.sessions.end(session)
+
+
 def test_a_fact_said_again_in_the_same_words_is_not_marked_as_changed_until_one_changes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -206,16 +213,10 @@ def test_a_fact_said_again_in_the_same_words_is_not_marked_as_changed_until_one_
         monkeypatch.setenv(name, value)
     rule = "Emails must be lowercased before they are stored."
     with Memory.open(tmp_path, create=True) as memory:
-        memory.sessions.start("tue", task="signup")
-        memory.append("tue", {"type": "user", "content": rule})
-        memory.sessions.end("tue")
-        memory.sessions.start("wed", task="signup")
-        memory.append("wed", {"type": "user", "content": rule})  # said again, the same
-        memory.sessions.end("wed")
+        _ended(memory, "tue", rule)
+        _ended(memory, "wed", rule)  # said again, the same
         again = memory.context("thu", 1500)
-        memory.sessions.start("fri", task="signup")
-        memory.append("fri", {"type": "user", "content": "Emails must be stored as typed."})
-        memory.sessions.end("fri")
+        _ended(memory, "fri", "Emails must be stored as typed.")
         changed = memory.context("sat", 1500)
     assert again.count(rule) >= 2 and "changed later" not in again, again
     quotes = [line for line in changed.splitlines() if rule in line]
@@ -249,9 +250,7 @@ def test_a_fact_said_again_in_a_message_that_also_says_another_is_not_marked_as_
         monkeypatch.setenv(name, value)
     rule = "Emails must be lowercased before they are stored."
     with Memory.open(tmp_path, create=True) as memory:
-        memory.sessions.start("tue", task="signup")
-        memory.append("tue", {"type": "user", "content": rule})
-        memory.sessions.end("tue")
+        _ended(memory, "tue", rule)
         memory.sessions.start("wed", task="signup")
         both = f"We decided to use Postgres for the store. {rule}"
         memory.append("wed", {"type": "user", "content": both})
