@@ -176,12 +176,12 @@ class ContextBuilder:
             budget -= pictured.tokens
             pages = pictured.pages
         held = self.source.facts(session, reader)
-        named, given = self.briefing(session, budget, query, reader, held)
+        changed = _changed(held)
+        named, given = self.briefing(session, budget, query, reader, held, changed)
         block = "\n\n".join(text for _, text in named)
         parts: list[str] = [text for _, text in named]
         recalled = ""
         earlier: list[str] = []
-        changed = _changed(held)
         shown_before = list(parts)  # what a recalled passage must not repeat
         if window is None or window.summary is None:
             skip = {page.session for page in pages}
@@ -263,16 +263,22 @@ class ContextBuilder:
         query: str | None,
         reader: Any,
         held: list[HeldFact] | None = None,
+        changed: list[HeldFact] | None = None,
     ) -> tuple[list[tuple[str, str]], dict[str, bool]]:
         """What every door starts from: the memory block (``memory``) and the facts block
         (``facts``), each within ``context_share`` of ``budget``, as (part, text) of those not
         empty; and the learnings the memory block gave (id -> matched the cue). ``held``: the
-        facts as read for this build (default: read now)."""
+        facts as read for this build (default: read now); ``changed``: those of them a later
+        fact changed (``_changed``; default: found now)."""
         if held is None:
             held = self.source.facts(session, reader)
-        ended = [f for f in held if not f.current]  # a later fact changed them
+        if changed is None:
+            changed = _changed(held)
+        stopped = {f.text for f in held if not f.current}  # a later fact changed them
         assessment = self.source.assessment(session, query or "", reader)
-        block, given = self.memory_block(session, budget, query, reader, ended, assessment)
+        block, given = self.memory_block(
+            session, budget, query, reader, stopped, assessment, changed
+        )
         # a learning someone rejected or archived never reaches a prompt: nor does a fact
         # saying the same (merged and superseded ones are the learnings' own bookkeeping:
         # which fact holds is the facts' to say)
@@ -336,12 +342,13 @@ class ContextBuilder:
         budget: int,
         query: str | None,
         reader: Any,
-        ended: Collection[HeldFact] = (),
+        ended: Collection[str] = (),
         assessment: Assessment | None = None,
+        changed: Collection[HeldFact] = (),
     ) -> tuple[str, dict[str, bool]]:
         """The memory part of a context, and the learnings in it (id -> matched the cue); a
-        learning saying a fact of ``ended`` (facts that stopped holding) is left out, and an
-        anchor quoting one a later fact changed says so (``_marked``). ``assessment``: the
+        learning whose text is in ``ended`` (a fact a later one superseded) is left out, and an
+        anchor quoting a fact a later one ``changed`` says so (``_marked``). ``assessment``: the
         learnings as read for this build (default: read now)."""
         from projections.fitting import elide
 
@@ -369,13 +376,12 @@ class ContextBuilder:
         used.take("\n".join(lines), always=True)
         candidates = [("anchor", a) for a in anchors] + [("learned", a) for a in learned]
         heading = {"anchor": "Anchors (verbatim):", "learned": "Learned (airsspec learnings):"}
-        stopped = {f.text for f in ended}
         for group, a in candidates:
-            if a.text in stopped:
+            if a.text in ended:
                 continue
             if group == "anchor":
                 text = elide(a.text, max(16, share // 2), counter, seq=a.seq, session=a.session)
-                text = _marked(text, (f for f in ended if _said_in(f, a.session)))
+                text = _marked(text, (f for f in changed if _said_in(f, a.session)))
                 where = a.evidence[0]["seq"] if a.evidence else a.seq
                 line = f"- [{a.session} #{where}] {text}"
             else:

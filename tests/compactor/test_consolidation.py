@@ -257,3 +257,17 @@ def test_a_fact_said_again_in_a_message_that_also_says_another_is_not_marked_as_
         memory.sessions.end("wed")
         again = memory.context("thu", 1500)
     assert again.count(rule) >= 2 and "changed later" not in again, again
+
+
+def test_an_anchor_quoting_a_fact_said_again_in_the_same_words_is_not_marked_as_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    rule = "Emails must be lowercased before they are stored."
+    with Memory.open(tmp_path, create=True) as memory:
+        _ended(memory, "tue", f"We are building the signup form. {rule}")
+        _ended(memory, "wed", rule)  # said again, the same
+        own = memory.context("tue", 1500)
+    anchor = next(line for line in own.splitlines() if line.startswith("- [tue #2] "))
+    assert anchor.endswith(rule), own  # quoted, and not marked as changed
