@@ -694,7 +694,7 @@ class EventLog(Appends, Reads):
         if not bodies:
             return [], []
         if after and not self.has(session):  # made after a record it does not hold: no file
-            raise session_moved(self.sealer, session, after, 0)
+            raise SessionMovedError(session, after, 0)
         handle = self._handle(session)
         try:
             return self._append_to(session, handle, bodies, clear, new, after)
@@ -720,9 +720,9 @@ class EventLog(Appends, Reads):
             try:
                 tail = self._locked_tail(session, handle)
                 if new and tail.seq:
-                    raise session_exists(self.sealer, session)
+                    raise SessionExistsError(session)
                 if after is not None and tail.seq != after:
-                    raise session_moved(self.sealer, session, after, tail.seq)
+                    raise SessionMovedError(session, after, tail.seq)
                 if clear is not None and self.sealer is not None:  # for the owner it lands after
                     bodies = self.sealer.sealed_now(session, tail.size, bodies, clear)
                 stored, data, hashes = encode_batch(
@@ -827,22 +827,6 @@ def opened(sealer: Sealer, located: Iterable[Located]) -> Iterator[Located]:
             data = sealer.open(orjson.loads(item.raw))
             item = item._replace(record=validation.record_from_dict(data))
         yield item
-
-
-def session_exists(sealer: Sealer | None, session: str) -> SessionExistsError:
-    """The error of a refused creation; the owner the refused batch named (remembered while
-    sealing it) is unlearned, so the session's later records are sealed for its real owner."""
-    if sealer is not None:
-        sealer.owners.unlearn(session)
-    return SessionExistsError(session)
-
-
-def session_moved(sealer: Sealer | None, session: str, after: int, last: int) -> SessionMovedError:
-    """The error of a batch refused for its ``after``; as for a refused creation, the owner
-    the batch named (remembered while sealing it) is unlearned."""
-    if sealer is not None:
-        sealer.owners.unlearn(session)
-    return SessionMovedError(session, after, last)
 
 
 def _unsealed(stored: dict[str, Any], clear: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eventlog.canonical import encode_batch
-from eventlog.errors import CorruptLogError, SeqTakenError, StorageError
+from eventlog.errors import (
+    CorruptLogError,
+    SeqTakenError,
+    SessionExistsError,
+    SessionMovedError,
+    StorageError,
+)
 from eventlog.ids import new_event_ids, utc_now
 from eventlog.layout import session_path, validate_session_id
 from eventlog.log import (
@@ -33,8 +39,6 @@ from eventlog.log import (
     StoredRecords,
     _SessionReader,
     _unsealed,
-    session_exists,
-    session_moved,
 )
 from eventlog.overrides import override
 from eventlog.prepare import bodies_to_append
@@ -114,9 +118,9 @@ class ObjectStoreLog(Appends, Reads):
         if new or after is not None:
             tail = self._first_tail(session)  # the newest end, not a remembered one
             if new and tail.seq:
-                raise session_exists(self.sealer, session)
+                raise SessionExistsError(session)
             if after is not None and tail.seq != after:
-                raise session_moved(self.sealer, session, after, tail.seq)
+                raise SessionMovedError(session, after, tail.seq)
         elif tail is None:
             tail = self._first_tail(session)
         elif time.monotonic() - self._contended.get(session, -_CONTENDED_S) < _CONTENDED_S:
@@ -137,10 +141,10 @@ class ObjectStoreLog(Appends, Reads):
                 break
             except SeqTakenError as taken:
                 if new:  # another writer created it first: theirs is the session
-                    raise session_exists(self.sealer, session) from taken
+                    raise SessionExistsError(session) from taken
                 if after is not None:  # another writer took the seq after ``after``
                     last = taken.tail.seq if taken.tail else self.store.tail(session).seq
-                    raise session_moved(self.sealer, session, after, last) from taken
+                    raise SessionMovedError(session, after, last) from taken
                 self.conflicts += 1
                 self._contended[session] = time.monotonic()
                 tail = taken.tail or self.store.tail(session)
