@@ -11,7 +11,7 @@ the scope headers (``X-Airsspec-User/-Agent/-Project``, percent-encoded UTF-8) n
 page of another origin could make a browser send is refused (``BrowserGuard``), no answer is kept
 in a cache (``Cache-Control: no-store``), no body beyond ``api.MAX_BODY`` is taken in
 (``BodyLimit``), and no more than ``[serve] max_connections`` connections are answered at once
-(a request on one more: 503, ``limit_concurrency``).
+(a request on one more: 503, ``uvicorn_config``).
 
 Discovery: while it runs, the server keeps ``state/serve.json`` (url or socket, pid, and the
 token of the user who started it; mode 0600) so local clients find it (``airsspec.client``).
@@ -358,11 +358,22 @@ def head_in_time() -> type[Any]:
     return HeadInTime
 
 
-def limit_concurrency(served: Served) -> int:
-    """uvicorn's ``limit_concurrency`` for ``[serve] max_connections``: uvicorn answers 503 to a
-    request once the open connections, its own among them, reach the limit (or the running
-    requests do), so the limit is one more than the connections answered at once."""
-    return int(served.memory.settings.serve.max_connections) + 1
+def uvicorn_config(app: ASGIApp, served: Served) -> Any:
+    """How uvicorn runs ``app`` (``serve``, ``serving``): warnings only, the lifespan run, no
+    access log, request heads in time (``head_in_time``), and ``[serve] max_connections`` as
+    ``limit_concurrency``: uvicorn answers 503 to a request once the open connections, its own
+    among them, reach the limit (or the running requests do), so the limit passed is one more
+    than the connections answered at once."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        http=head_in_time(),
+        limit_concurrency=int(served.memory.settings.serve.max_connections) + 1,
+    )
 
 
 class ExactMCP:
@@ -632,15 +643,7 @@ def serve(
     ours = os.stat(path).st_ino if path is not None else None
     where = address(sock)
     app = create_app(served, host=host)
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        lifespan="on",
-        access_log=False,
-        http=head_in_time(),
-        limit_concurrency=limit_concurrency(served),
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, served))
     write_state(served, where)
     if ready is not None:
         ready(where)
@@ -676,14 +679,7 @@ def serving(
     held = claim(served) if discover else None
     sock = bind(host, port, None)
     app = create_app(served, host=host)
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        lifespan="on",
-        http=head_in_time(),
-        limit_concurrency=limit_concurrency(served),
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, served))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
