@@ -118,16 +118,20 @@ def _owner_after(record: Any, owner: str | None) -> str | None:
     return named if named and (record.type == "session_assigned" or owner is None) else owner
 
 
-def _kept_for_others(log: Log, session: str, user: str, mine: str) -> bool:
+def _kept_for_others(log: Log, session: str, user: str, mine: str, owners: tuple[str, ...]) -> bool:
     """Whether ``session`` (``user``'s now) keeps its key when ``user`` is forgotten: it holds
     content appended while it was not theirs (before they were given it: another user's, or
     the team's), and everything appended while it was theirs is sealed under a key nested in
-    theirs, so destroying their key forgets it all. Else their forget destroys it as ever."""
+    theirs, so destroying their key forgets it all. Else their forget destroys it as ever.
+    ``owners``: every user that owned it (``Owners.ever``)."""
     owner: str | None = None
     others = False
+    only_theirs = owners == (user,)  # no assignment to anyone else, ever
     for located in log.read(session):
         record = located.record
         owner = _owner_after(record, owner)
+        if only_theirs and owner == user and not others:
+            return False  # theirs from its first record on: nothing to read further
         if not _has_content(record):
             continue
         if owner != user:
@@ -165,7 +169,10 @@ def forget(
         # a session given to them holding what others wrote before it was theirs (another
         # user, or the team) is purged and folded again, as one they gave away, its key kept:
         # their own records there go with their key (``_kept_for_others``)
-        received = [s for s in theirs if _kept_for_others(log, s, user, key_id(f"user:{user}"))]
+        user_kid = key_id(f"user:{user}")
+        received = [
+            s for s in theirs if _kept_for_others(log, s, user, user_kid, sealer.owners.ever(s))
+        ]
         sessions = [s for s in theirs if s not in received]
         subjects = [f"user:{user}", *(f"session:{s}" for s in sessions)]
         owned = None
@@ -195,6 +202,7 @@ def forget(
         sessions = [session]
         subjects = [f"session:{session}"]
         given = []
+        user_kid = ""  # no user's records are counted apart
     kids = {key_id(subject) for subject in subjects}
     if sealer.mode == "off" and not any(sealer.keys.key(kid, create=False) for kid in kids):
         raise _in_the_clear()  # off, and no key of an earlier setting: nothing to shred
@@ -240,7 +248,7 @@ def forget(
                 kid is not None
                 and name in given
                 and owner == user
-                and key_id(f"user:{user}") not in kid_parts(kid)
+                and user_kid not in kid_parts(kid)
                 and _has_content(located.record)
             ):
                 kept += 1
