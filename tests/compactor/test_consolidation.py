@@ -38,12 +38,19 @@ CARRIED = (
 ENV = {"AIRSSPEC_COLD_EMBEDDER": "hash", "ANTHROPIC_API_KEY": ""}
 
 
+RULE = "Emails must be lowercased before they are stored."
+
+
 @pytest.fixture
-def ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A workspace whose session ``agent-1`` (15 messages, far under the compaction
-    threshold) was written through ``Memory`` and not yet ended."""
+def env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def ended(tmp_path: Path, env: None) -> Path:
+    """A workspace whose session ``agent-1`` (15 messages, far under the compaction
+    threshold) was written through ``Memory`` and not yet ended."""
     with Memory.open(tmp_path, create=True) as memory:
         for who, text in SESSION_1:
             memory.append("agent-1", {"type": who, "content": text})
@@ -118,10 +125,8 @@ def test_passages_recalled_for_a_query_neither_repeat_the_context_nor_hide_a_cha
 
 
 def test_a_learning_a_person_reworded_is_not_said_again_in_the_facts_old_words(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, env: None
 ) -> None:
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
     said = "No, never use default exports. Use named exports."
     reworded = "Use named exports only; never export default (the team's lint rule)."
     with Memory.open(tmp_path, create=True) as memory:
@@ -143,12 +148,10 @@ def test_a_learning_a_person_reworded_is_not_said_again_in_the_facts_old_words(
 
 
 def test_a_short_passage_whose_words_the_context_holds_elsewhere_is_still_recalled(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, env: None
 ) -> None:
     """Ben's answer "Postgres" (for the session cache) is not shown by the accounts table's
     decision quoting the word: it is recalled."""
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
     decided = "We decided to use Postgres, not SQLite, for the accounts table."
     with Memory.open(tmp_path, create=True) as memory:
         memory.append("agent-1", {"type": "user", "content": decided})
@@ -161,10 +164,8 @@ def test_a_short_passage_whose_words_the_context_holds_elsewhere_is_still_recall
 
 
 def test_a_quote_holding_another_is_marked_once_and_never_inside_a_word(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, env: None
 ) -> None:
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
     with Memory.open(tmp_path, create=True) as memory:
         said = ("Emails must be valid.", "Note: Emails must be valid.", "Indents must be tabs")
         for text in (*said, "Makefile: Indents must be tabsized."):
@@ -183,10 +184,8 @@ def test_a_quote_holding_another_is_marked_once_and_never_inside_a_word(
 
 
 def test_the_earlier_sessions_stay_within_a_third_of_the_budget_with_their_markers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, env: None
 ) -> None:
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
     with Memory.open(tmp_path, create=True) as memory:
         for session, case in (("agent-1", "lowercase"), ("agent-2", "uppercase")):
             for i in range(6):
@@ -207,11 +206,9 @@ def _ended(memory: Memory, session: str, said: str) -> None:
 
 
 def test_a_fact_said_again_in_the_same_words_is_not_marked_as_changed_until_one_changes_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, env: None
 ) -> None:
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    rule = "Emails must be lowercased before they are stored."
+    rule = RULE
     with Memory.open(tmp_path, create=True) as memory:
         _ended(memory, "tue", rule)
         _ended(memory, "wed", rule)  # said again, the same
@@ -224,12 +221,10 @@ def test_a_fact_said_again_in_the_same_words_is_not_marked_as_changed_until_one_
 
 
 def test_a_passage_the_shown_history_leaves_out_is_recalled_though_a_longer_one_held_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, env: None
 ) -> None:
     """The answer is in s1's history at the whole budget, but other passages recalled for the
     query leave the history less: it is recalled, not taken for shown and then lost."""
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
     said = [f"note {i}: the build step number {i} runs the linters first" for i in range(20)]
     said[12] = "note 12: the walrus deploy key lives in the vault"
     rotation = [f"walrus deploy key rotation {i} is on Fridays" for i in range(8)]
@@ -242,13 +237,11 @@ def test_a_passage_the_shown_history_leaves_out_is_recalled_though_a_longer_one_
 
 
 def test_a_fact_said_again_in_a_message_that_also_says_another_is_not_marked_as_changed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, env: None
 ) -> None:
     """The message restating the rule also holds a decision: the fact that changed the rule,
     if any, is the one of its kind and key from that message, not the message's first fact."""
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    rule = "Emails must be lowercased before they are stored."
+    rule = RULE
     with Memory.open(tmp_path, create=True) as memory:
         _ended(memory, "tue", rule)
         memory.sessions.start("wed", task="signup")
@@ -260,11 +253,9 @@ def test_a_fact_said_again_in_a_message_that_also_says_another_is_not_marked_as_
 
 
 def test_an_anchor_quoting_a_fact_said_again_in_the_same_words_is_not_marked_as_changed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, env: None
 ) -> None:
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    rule = "Emails must be lowercased before they are stored."
+    rule = RULE
     with Memory.open(tmp_path, create=True) as memory:
         _ended(memory, "tue", f"We are building the signup form. {rule}")
         _ended(memory, "wed", rule)  # said again, the same
